@@ -1,0 +1,1 @@
+"""The seed's objects as frozen attrs records and pure transitions that return receipts."""

@@ -1,0 +1,1 @@
+"""Peer profiles: observable behaviour of named runtimes, separate from the normative reference."""

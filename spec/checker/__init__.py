@@ -1,0 +1,1 @@
+"""The embedded explicit-state TLA+ model checker (TLC's semantics, pure Python)."""
