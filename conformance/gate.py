@@ -18,7 +18,8 @@ import attrs
 
 CHECK_MODULES = (
     "kvexact.conformance.selftest",
-    "kvexact.spec.gate_checks",
+    "kvexact.spec.gate_corpus",
+    "kvexact.spec.gate_models",
     "kvexact.reference.gate_checks",
     "kvexact.kernels.gate_checks",
     "kvexact.conformance.gate_checks",
