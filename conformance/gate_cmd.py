@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -67,7 +68,8 @@ def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter,
             ctx.status = lambda text, _t=task: progress.update(_t, status=text[:60])
             outcome = gate_mod.run_check(check, ctx)
             outcomes.append(outcome)
-            progress.console.print(f"{outcome.result.verdict.value:>13}  {check.name}  ({outcome.seconds:.1f}s)")
+            progress.console.print(f"{outcome.result.verdict.value:>13}  {escape(check.name)}  ({outcome.seconds:.1f}s)",
+                                  highlight=False)
             progress.advance(task)
         progress.update(task, description="gate", status="done")
     table = Table(title=f"kvexact gate ({ctx.profile} profile, seed {ctx.seed})")
@@ -77,11 +79,12 @@ def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter,
               gate_mod.Verdict.COULD_NOT_RUN: "yellow"}
     for o in outcomes:
         v = o.result.verdict
-        table.add_row(o.check.name, f"[{colors[v]}]{v.value}[/]", _figures_text(o.result.figures), f"{o.seconds:.2f}")
+        table.add_row(escape(o.check.name), f"[{colors[v]}]{v.value}[/]", escape(_figures_text(o.result.figures)),
+                      f"{o.seconds:.2f}")
     console.print(table)
     for o in outcomes:
         if o.result.verdict is not gate_mod.Verdict.PASSED and o.result.detail:
-            console.print(f"[bold]{o.check.name}[/]: {o.result.detail}", markup=True, highlight=False)
+            console.print(f"[bold]{escape(o.check.name)}[/]: {escape(o.result.detail)}", highlight=False)
     code = gate_mod.exit_code(outcomes)
     if json_path is not None:
         reports.write_json(reports.build_json(outcomes, ctx), json_path)
