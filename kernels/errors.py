@@ -1,0 +1,47 @@
+"""Named rejections of the kernel host wrappers (checked before any launch).
+
+Invariant: a host wrapper either launches on inputs that satisfy its contract or raises
+:class:`KernelInputError` carrying one :class:`KernelRejection` member and a detail naming the argument.
+``KernelInputError`` is a :class:`kvexact.reference.rejections.Rejected` where that module imports (it needs
+attrs); on a bare GPU stack without attrs it is a plain ``ValueError`` subclass with the same fields.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class KernelRejection(enum.Enum):
+    WRONG_DTYPE = "a tensor has a dtype the kernel does not accept"
+    WRONG_SHAPE = "a tensor has the wrong rank or extent"
+    WRONG_DEVICE = "tensors are on different devices"
+    HEAD_GROUP_MISMATCH = "query heads are not a multiple of KV heads"
+    NEGATIVE_LENGTH = "a sequence or chunk length is negative"
+    BLOCK_TABLE_TOO_SHORT = "a block table has fewer entries than a length needs"
+    BLOCK_ID_OUT_OF_RANGE = "a referenced block id is outside the pool"
+    SLOT_OUT_OF_RANGE = "a slot is outside the pool and not -1"
+    DUPLICATE_SLOT = "two tokens write the same slot in one launch"
+    DUPLICATE_DESTINATION = "a block is the destination of two copies in one launch"
+    DESTINATION_IS_SOURCE = "a block is both a source and a destination in one launch"
+    NON_POSITIVE_SPLITS = "the number of splits must be positive"
+    BAD_COVERAGE = "a chunk's sequence range is empty or outside the batch"
+    PATH_NOT_COVERED = "a sequence's chunk path is empty where a query needs keys"
+    PRIVATE_CHUNK_NOT_PAGE_ALIGNED = "a private chunk before the last one of a path does not fill whole pages"
+
+
+try:  # the project-wide exception, when the reference layer's dependencies are installed
+    from kvexact.reference.rejections import Rejected as _Base
+except ImportError:  # pragma: no cover - bare GPU stack without attrs
+
+    class _Base(Exception):  # type: ignore[no-redef]
+        def __init__(self, reason: enum.Enum, detail: str = ""):
+            self.reason = reason
+            self.detail = detail
+            super().__init__(f"{type(reason).__name__}.{reason.name}: {detail}")
+
+
+class KernelInputError(_Base, ValueError):
+    """Bad input to a kernel host wrapper: ``reason`` names the rule, ``detail`` the argument."""
+
+    def __init__(self, reason: KernelRejection, detail: str = ""):
+        super().__init__(reason, detail)
