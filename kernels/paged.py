@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import math
 
+# isort: off
 import kvexact.kernels  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
 from kvexact.kernels._env import INTERPRETED
 
-import torch  # noqa: E402,I001
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
+import torch
+import triton
+import triton.language as tl
 
-from kvexact.kernels.errors import KernelInputError, KernelRejection  # noqa: E402
+# isort: on
+from kvexact.kernels.errors import KernelInputError, KernelRejection
 
 _INT64_ADDRESSING = True
 """Cast loaded block ids and slots to int64 before addressing. Only the overflow test turns this off."""
