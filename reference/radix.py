@@ -1,0 +1,902 @@
+"""The radix prefix index as an ownership ledger (seed 0x08, RadixAttention).
+
+Invariants every committed state keeps (re-derived by :func:`check_state` after each transition):
+
+* a non-root node owns one compressed edge ``(token_ids, slot_ids)`` with ``len(token_ids) ==
+  len(slot_ids) > 0`` (0x08A); a child is selected by the first token of its edge, and siblings differ
+  in that token;
+* the recorded ``lock_ref`` of every node equals the number of lock holders whose terminal node lies at
+  or below it (0x08D), and never goes below zero (a lock underflow is a named rejection);
+* the pool partition ``tree + private + free = pool`` holds with the three sets pairwise disjoint
+  (0x08A), where private slots are request-owned and unpublished;
+* every public transition returns ``(successor, receipt)`` and advances ``version`` by one; a rejected
+  transition raises :class:`~kvexact.reference.rejections.Rejected` and leaves its input unchanged.
+
+The index reports facts; it never orders the waiting queue (0x08G). Page size is one token (the seed's
+teaching granularity). Victim ranking is pluggable (:data:`lru`, the default, and :data:`fifo`).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from kvexact.reference.rejections import Rejected
+
+ROOT = 0
+
+
+class RadixRejection(enum.Enum):
+    """Every way a radix state, operation or receipt is refused (0x08I)."""
+
+    MALFORMED_INPUT = "tokens and slots must be sequences of non-negative ints"
+    TOKEN_SLOT_LENGTH_MISMATCH = "an edge or insert has unequal token and slot counts"
+    EMPTY_EDGE = "a non-root node owns an empty edge"
+    CHILD_SELECTOR_MISMATCH = "a child is filed under a token that is not its edge's first token"
+    ORPHAN_NODE = "a node's parent does not list it as a child (or the parent is missing)"
+    UNKNOWN_NODE = "no such node in the tree"
+    LOCK_UNDERFLOW = "unlock of a node whose lock count is already zero"
+    LOCK_COUNT_MISMATCH = "a recorded lock count differs from the count derived from lock holders"
+    LOCKED_LEAF_EVICTION = "eviction of a leaf that a running request still locks"
+    INTERNAL_NODE_EVICTION = "eviction of a node that still has children"
+    ROOT_EVICTION = "the root owns no edge and is never evicted"
+    NEGATIVE_EVICTION_TARGET = "an eviction target must be a non-negative token count"
+    OWNED_SLOT_REUSE = "a slot already owned by the tree (or another request) is offered as new"
+    SLOT_NOT_PRIVATE = "a slot offered for publication is not private to the publishing request"
+    SLOT_NOT_FREE = "a reserved slot is not in the free set"
+    SLOT_OUT_OF_POOL = "a slot id is outside the pool"
+    DUPLICATE_INPUT_SLOT = "the same slot appears twice in one request's slot list"
+    PARTITION_VIOLATION = "tree + private + free is not a disjoint cover of the pool"
+    UNKNOWN_REQUEST = "no such request holds a lease or private slots"
+    STALE_VERSION = "the operation or receipt was prepared against an older tree version"
+    PATH_SLOT_MISMATCH = "a receipt's prefix slots differ from the slots on the tree path"
+    SUFFIX_MISMATCH = "a receipt's suffix interval does not start at its matched length"
+    RECEIPT_TAMPERED = "a receipt's fields do not hash to its receipt_sha256"
+    POLICY_DECISION_FORBIDDEN = "the index handoff must not carry a scheduling decision"
+
+
+def _reject(reason: RadixRejection, detail: str) -> Rejected:
+    return Rejected(reason, detail)
+
+
+@attrs.frozen
+class RadixNode:
+    """One node; ``children`` maps the first token of each child's edge to the child id."""
+
+    node_id: int
+    parent_id: int | None
+    token_ids: tuple[int, ...]
+    slot_ids: tuple[int, ...]
+    children: Mapping[int, int] = attrs.field(factory=dict, eq=True)
+    lock_ref: int = 0
+    last_access: int = 0
+    created_at: int = 0
+
+
+@attrs.frozen
+class RequestEntry:
+    """A request's view of the index: its locked terminal node and how many leading tokens it has
+    already published into the tree (``cache_protected_len`` in the seed's pseudocode)."""
+
+    request_id: str
+    last_node_id: int
+    protected_tokens: int
+    request_generation: int = 0
+
+
+@attrs.frozen(eq=True)
+class RadixState:
+    """A committed radix index plus the slot ledger of its pool."""
+
+    pool_slot_ids: frozenset[int]
+    nodes: Mapping[int, RadixNode]
+    free_slot_ids: frozenset[int]
+    private_slot_ids: Mapping[str, tuple[int, ...]]
+    terminal_locks: Mapping[int, int]  # node id -> number of lock holders ending there
+    requests: Mapping[str, RequestEntry]
+    version: int = 0
+    next_node_id: int = 1
+    clock: int = 0
+
+    @classmethod
+    def empty(cls, pool_slots: int, first_slot_id: int = 0) -> RadixState:
+        """An empty tree over slots ``first_slot_id .. first_slot_id + pool_slots - 1``, all free."""
+        if not isinstance(pool_slots, int) or pool_slots < 0 or first_slot_id < 0:
+            raise _reject(RadixRejection.MALFORMED_INPUT, f"pool_slots={pool_slots!r}, first={first_slot_id!r}")
+        pool = frozenset(range(first_slot_id, first_slot_id + pool_slots))
+        root = RadixNode(ROOT, None, (), ())
+        return cls(pool, {ROOT: root}, pool, {}, {}, {})
+
+    # read-only views -------------------------------------------------------------------------
+    def path(self, node_id: int) -> tuple[int, ...]:
+        """Non-root node ids from the root down to ``node_id``."""
+        if node_id not in self.nodes:
+            raise _reject(RadixRejection.UNKNOWN_NODE, f"node {node_id}")
+        out: list[int] = []
+        cur: int | None = node_id
+        while cur is not None and cur != ROOT:
+            out.append(cur)
+            cur = self.nodes[cur].parent_id
+        return tuple(reversed(out))
+
+    def path_tokens(self, node_id: int) -> tuple[int, ...]:
+        return tuple(t for n in self.path(node_id) for t in self.nodes[n].token_ids)
+
+    def path_slots(self, node_id: int) -> tuple[int, ...]:
+        return tuple(s for n in self.path(node_id) for s in self.nodes[n].slot_ids)
+
+    def tree_slot_ids(self) -> frozenset[int]:
+        return frozenset(s for n in self.nodes.values() for s in n.slot_ids)
+
+    def all_private_slot_ids(self) -> frozenset[int]:
+        return frozenset(s for slots in self.private_slot_ids.values() for s in slots)
+
+    def edges(self) -> dict[tuple[int, ...], tuple[int, ...]]:
+        """Edge token segment -> slot segment, for every non-root node (handy in tests)."""
+        return {n.token_ids: n.slot_ids for n in self.nodes.values() if n.node_id != ROOT}
+
+
+# receipts ----------------------------------------------------------------------------------------
+@attrs.frozen
+class PartitionReport:
+    """The re-derived ledgers of one state (0x08A, 0x08D)."""
+
+    pool_slots: int
+    tree_owned_slots: int
+    private_slots: int
+    free_slots: int
+    protected_tokens: int
+    evictable_tokens: int
+    leaf_ready_tokens: int
+
+
+@attrs.frozen
+class MatchReceipt:
+    node_id: int
+    matched_tokens: int
+    prefix_slot_ids: tuple[int, ...]
+    path_node_ids: tuple[int, ...]
+    split: bool
+
+
+@attrs.frozen
+class InsertReceipt:
+    """``prefix_tokens`` were already cached; ``duplicate_slot_ids`` are the caller's copies of them."""
+
+    prefix_tokens: int
+    duplicate_slot_ids: tuple[int, ...]
+    new_node_id: int | None
+    terminal_node_id: int
+    splits: int
+
+
+@attrs.frozen
+class EvictReceipt:
+    target_tokens: int
+    released_tokens: int
+    evicted_node_ids: tuple[int, ...]
+    freed_slot_ids: tuple[tuple[int, ...], ...]
+
+
+@attrs.frozen
+class RadixMutationReceipt:
+    """One committed operation: predecessor and successor digests plus what the operation reports."""
+
+    operation: str
+    predecessor_sha256: str
+    successor_sha256: str
+    tree_version: int
+    splits: int = 0
+    duplicate_slot_ids: tuple[int, ...] = ()
+    detail: Any = None
+
+
+@attrs.frozen
+class RadixSchedulerHandoffReceipt:
+    """Immutable physical fact handed to the scheduler (0x08G); ``policy_decision`` is always None."""
+
+    request_id: str
+    request_generation: int
+    tree_version: int
+    tree_state_sha256: str
+    matched_tokens: int
+    prefix_slot_ids: tuple[int, ...]
+    path_node_ids: tuple[int, ...]
+    terminal_node_id: int
+    suffix_interval: tuple[int, int]
+    lock_lease_id: str
+    lock_required_until_scheduler_disposition: bool
+    scheduler_owner: Literal["M5.2"]
+    policy_decision: None
+    receipt_sha256: str
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def state_sha256(state: RadixState) -> str:
+    """SHA-256 over a canonical encoding of the committed state (ids, edges, locks, ledgers, version)."""
+    return _sha({
+        "pool": sorted(state.pool_slot_ids),
+        "nodes": [[n.node_id, n.parent_id, list(n.token_ids), list(n.slot_ids), sorted(n.children.items()),
+                   n.lock_ref] for n in sorted(state.nodes.values(), key=lambda n: n.node_id)],
+        "free": sorted(state.free_slot_ids),
+        "private": sorted((k, list(v)) for k, v in state.private_slot_ids.items()),
+        "terminal_locks": sorted(state.terminal_locks.items()),
+        "requests": sorted((r.request_id, r.last_node_id, r.protected_tokens) for r in state.requests.values()),
+        "version": state.version,
+    })
+
+
+def handoff_fields_sha256(receipt: RadixSchedulerHandoffReceipt) -> str:
+    """The digest a handoff receipt must carry: every field except ``receipt_sha256`` itself."""
+    fields = attrs.asdict(receipt, recurse=False)
+    fields.pop("receipt_sha256")
+    return _sha({k: list(v) if isinstance(v, tuple) else v for k, v in fields.items()})
+
+
+# validation --------------------------------------------------------------------------------------
+def _ints(name: str, values: Sequence[int]) -> tuple[int, ...]:
+    if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise _reject(RadixRejection.MALFORMED_INPUT, f"{name} must be a sequence of ints, got {values!r}")
+    out = tuple(values)
+    for i, v in enumerate(out):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise _reject(RadixRejection.MALFORMED_INPUT, f"{name}[{i}] = {v!r} is not a non-negative int")
+    return out
+
+
+def check_state(state: RadixState) -> PartitionReport:
+    """Re-derive selectors, edge lengths, path locks, slot disjointness and the pool partition."""
+    nodes = state.nodes
+    if ROOT not in nodes or nodes[ROOT].token_ids or nodes[ROOT].slot_ids:
+        raise _reject(RadixRejection.EMPTY_EDGE, "the root must exist and own no edge")
+    derived: dict[int, int] = {n: 0 for n in nodes}
+    for node_id, holders in state.terminal_locks.items():
+        if node_id not in nodes or holders < 0:
+            raise _reject(RadixRejection.LOCK_COUNT_MISMATCH, f"terminal lock on node {node_id} x{holders}")
+        for p in state.path(node_id):
+            derived[p] += holders
+    for n in nodes.values():
+        for token, child_id in n.children.items():
+            child = nodes.get(child_id)
+            if child is None or child.parent_id != n.node_id:
+                raise _reject(RadixRejection.ORPHAN_NODE, f"node {n.node_id} lists child {child_id}")
+            if child.token_ids and child.token_ids[0] != token:
+                raise _reject(RadixRejection.CHILD_SELECTOR_MISMATCH,
+                              f"node {child_id} filed under token {token}, edge {child.token_ids}")
+    tree_slots: list[int] = []
+    for n in nodes.values():
+        if n.node_id == ROOT:
+            continue
+        if not n.token_ids:
+            raise _reject(RadixRejection.EMPTY_EDGE, f"node {n.node_id}")
+        if len(n.token_ids) != len(n.slot_ids):
+            raise _reject(RadixRejection.TOKEN_SLOT_LENGTH_MISMATCH,
+                          f"node {n.node_id}: {len(n.token_ids)} tokens, {len(n.slot_ids)} slots")
+        parent = nodes.get(n.parent_id) if n.parent_id is not None else None
+        if parent is None or parent.children.get(n.token_ids[0]) != n.node_id:
+            raise _reject(RadixRejection.ORPHAN_NODE, f"node {n.node_id} under parent {n.parent_id}")
+        if n.lock_ref < 0:
+            raise _reject(RadixRejection.LOCK_UNDERFLOW, f"node {n.node_id} lock_ref {n.lock_ref}")
+        if n.lock_ref != derived[n.node_id]:
+            raise _reject(RadixRejection.LOCK_COUNT_MISMATCH,
+                          f"node {n.node_id}: recorded {n.lock_ref}, derived {derived[n.node_id]}")
+        tree_slots.extend(n.slot_ids)
+    private = [s for slots in state.private_slot_ids.values() for s in slots]
+    tree_set, private_set = set(tree_slots), set(private)
+    everything = tree_slots + private + list(state.free_slot_ids)
+    if (len(tree_set) != len(tree_slots) or len(private_set) != len(private)
+            or len(set(everything)) != len(everything) or set(everything) != set(state.pool_slot_ids)):
+        raise _reject(RadixRejection.PARTITION_VIOLATION,
+                      f"tree {len(tree_slots)} + private {len(private)} + free {len(state.free_slot_ids)} "
+                      f"is not a disjoint cover of {len(state.pool_slot_ids)} pool slots")
+    protected = sum(len(n.token_ids) for n in nodes.values() if n.node_id != ROOT and n.lock_ref > 0)
+    evictable = sum(len(n.token_ids) for n in nodes.values() if n.node_id != ROOT and n.lock_ref == 0)
+    leaf_ready = sum(len(n.token_ids) for n in nodes.values()
+                     if n.node_id != ROOT and n.lock_ref == 0 and not n.children)
+    return PartitionReport(len(state.pool_slot_ids), len(tree_slots), len(private),
+                           len(state.free_slot_ids), protected, evictable, leaf_ready)
+
+
+# internal mutation helpers (work on a mutable draft; the public functions commit) ------------------
+@attrs.define
+class _Draft:
+    nodes: dict[int, RadixNode]
+    free: set[int]
+    private: dict[str, tuple[int, ...]]
+    terminal_locks: dict[int, int]
+    requests: dict[str, RequestEntry]
+    next_node_id: int
+    clock: int
+    pool_slots: frozenset[int]
+
+    @classmethod
+    def of(cls, s: RadixState) -> _Draft:
+        return cls(dict(s.nodes), set(s.free_slot_ids), dict(s.private_slot_ids), dict(s.terminal_locks),
+                   dict(s.requests), s.next_node_id, s.clock + 1, s.pool_slot_ids)
+
+    def set(self, node: RadixNode) -> None:
+        self.nodes[node.node_id] = node
+
+    def path(self, node_id: int) -> list[int]:
+        out = []
+        cur: int | None = node_id
+        while cur is not None and cur != ROOT:
+            out.append(cur)
+            cur = self.nodes[cur].parent_id
+        return out[::-1]
+
+    def split(self, child_id: int, m: int) -> int:
+        """Split ``child``'s edge at ``m``: a new upper node takes ``[0:m]`` and the child's lock count."""
+        child = self.nodes[child_id]
+        parent = self.nodes[child.parent_id]  # type: ignore[index]
+        upper_id = self.next_node_id
+        self.next_node_id += 1
+        upper = RadixNode(upper_id, parent.node_id, child.token_ids[:m], child.slot_ids[:m],
+                          {child.token_ids[m]: child_id}, child.lock_ref, self.clock, self.clock)
+        self.set(upper)
+        self.set(attrs.evolve(child, parent_id=upper_id, token_ids=child.token_ids[m:],
+                              slot_ids=child.slot_ids[m:]))
+        self.set(attrs.evolve(parent, children={**parent.children, child.token_ids[0]: upper_id}))
+        return upper_id
+
+    def walk(self, tokens: tuple[int, ...]) -> tuple[int, int, int]:
+        """Longest cached prefix of ``tokens``; splits at most once. Returns (node, matched, splits)."""
+        node_id, offset, splits = ROOT, 0, 0
+        self.touch(ROOT)
+        while offset < len(tokens):
+            child_id = self.nodes[node_id].children.get(tokens[offset])
+            if child_id is None:
+                break
+            edge = self.nodes[child_id].token_ids
+            m = 0
+            while m < len(edge) and offset + m < len(tokens) and edge[m] == tokens[offset + m]:
+                m += 1
+            if m < len(edge):
+                node_id = self.split(child_id, m)
+                offset += m
+                splits += 1
+                break
+            node_id = child_id
+            self.touch(node_id)
+            offset += m
+        return node_id, offset, splits
+
+    def touch(self, node_id: int) -> None:
+        self.set(attrs.evolve(self.nodes[node_id], last_access=self.clock))
+
+    def add_lock(self, node_id: int, delta: int) -> None:
+        for p in self.path(node_id):
+            n = self.nodes[p]
+            if n.lock_ref + delta < 0:
+                raise _reject(RadixRejection.LOCK_UNDERFLOW, f"node {p} lock_ref {n.lock_ref} - {-delta}")
+            self.set(attrs.evolve(n, lock_ref=n.lock_ref + delta))
+        if node_id != ROOT:
+            count = self.terminal_locks.get(node_id, 0) + delta
+            if count < 0:
+                raise _reject(RadixRejection.LOCK_UNDERFLOW, f"no lock holder ends at node {node_id}")
+            if count:
+                self.terminal_locks[node_id] = count
+            else:
+                self.terminal_locks.pop(node_id, None)
+
+    def owner_of_private(self, slot: int) -> str | None:
+        for req, slots in self.private.items():
+            if slot in slots:
+                return req
+        return None
+
+    def release_private(self, request_id: str, slots: Iterable[int]) -> None:
+        gone = set(slots)
+        remaining = tuple(s for s in self.private.get(request_id, ()) if s not in gone)
+        if remaining:
+            self.private[request_id] = remaining
+        else:
+            self.private.pop(request_id, None)
+        self.free |= gone
+
+    def insert(self, tokens: tuple[int, ...], slots: tuple[int, ...], request_id: str | None
+               ) -> InsertReceipt:
+        """Insert ``tokens``; positions already cached keep the tree's slots (the caller's are duplicates)."""
+        if len(tokens) != len(slots):
+            raise _reject(RadixRejection.TOKEN_SLOT_LENGTH_MISMATCH, f"{len(tokens)} tokens, {len(slots)} slots")
+        if len(set(slots)) != len(slots):
+            raise _reject(RadixRejection.DUPLICATE_INPUT_SLOT, f"slots {slots}")
+        node_id, prefix, splits = self.walk(tokens)
+        tree_prefix = tuple(s for p in self.path(node_id) for s in self.nodes[p].slot_ids)
+        tree_owned = {s for n in self.nodes.values() for s in n.slot_ids}
+        duplicates = []
+        for i, s in enumerate(slots):
+            if i < prefix and s == tree_prefix[i]:
+                continue  # the request already referenced the tree's own slot: not a second owner
+            owner = self.owner_of_private(s)
+            if s in tree_owned or (owner is not None and request_id is not None and owner != request_id):
+                raise _reject(RadixRejection.OWNED_SLOT_REUSE, f"slot {s} at position {i} is already owned")
+            if s not in self.pool_slots or owner is None:
+                raise _reject(RadixRejection.SLOT_NOT_PRIVATE,
+                              f"slot {s} at position {i} is not private to {request_id or 'any request'}")
+            if i < prefix:
+                duplicates.append(s)
+        new_id = None
+        terminal = node_id
+        if prefix < len(tokens):
+            new_id = self.next_node_id
+            self.next_node_id += 1
+            self.set(RadixNode(new_id, node_id, tokens[prefix:], slots[prefix:], {}, 0, self.clock, self.clock))
+            parent = self.nodes[node_id]
+            self.set(attrs.evolve(parent, children={**parent.children, tokens[prefix]: new_id}))
+            for s in slots[prefix:]:
+                owner = self.owner_of_private(s)
+                assert owner is not None
+                self.private[owner] = tuple(x for x in self.private[owner] if x != s)
+                if not self.private[owner]:
+                    del self.private[owner]
+            terminal = new_id
+        return InsertReceipt(prefix, tuple(duplicates), new_id, terminal, splits)
+
+    def commit(self, s: RadixState) -> RadixState:
+        succ = attrs.evolve(s, nodes=self.nodes, free_slot_ids=frozenset(self.free),
+                            private_slot_ids=self.private, terminal_locks=self.terminal_locks,
+                            requests=self.requests, version=s.version + 1,
+                            next_node_id=self.next_node_id, clock=self.clock)
+        check_state(succ)
+        return succ
+
+
+def _draft(state: RadixState) -> _Draft:
+    return _Draft.of(state)
+
+
+def _committed(op: str, before: RadixState, d: _Draft, **kw: Any) -> tuple[RadixState, RadixMutationReceipt]:
+    after = d.commit(before)
+    return after, RadixMutationReceipt(op, state_sha256(before), state_sha256(after), after.version, **kw)
+
+
+def _check_expected(state: RadixState, expected_version: int | None) -> None:
+    if expected_version is not None and expected_version != state.version:
+        raise _reject(RadixRejection.STALE_VERSION,
+                      f"prepared against version {expected_version}, tree is at {state.version}")
+
+
+def _node(state: RadixState, node_id: int) -> RadixNode:
+    if not isinstance(node_id, int) or node_id not in state.nodes:
+        raise _reject(RadixRejection.UNKNOWN_NODE, f"node {node_id!r}")
+    return state.nodes[node_id]
+
+
+# public transitions -----------------------------------------------------------------------------
+def match(state: RadixState, tokens: Sequence[int], expected_version: int | None = None
+          ) -> tuple[RadixState, MatchReceipt]:
+    """Longest cached prefix; a match ending inside an edge splits it (a mutation, 0x08B)."""
+    toks = _ints("tokens", tokens)
+    _check_expected(state, expected_version)
+    d = _draft(state)
+    node_id, matched, splits = d.walk(toks)
+    after = d.commit(state)
+    return after, MatchReceipt(node_id, matched, after.path_slots(node_id), after.path(node_id), bool(splits))
+
+
+def reserve(state: RadixState, request_id: str, slot_ids: Sequence[int]
+            ) -> tuple[RadixState, RadixMutationReceipt]:
+    """Move free slots to ``request_id``'s private (unpublished) ledger."""
+    slots = _ints("slot_ids", slot_ids)
+    if len(set(slots)) != len(slots):
+        raise _reject(RadixRejection.DUPLICATE_INPUT_SLOT, f"slots {slots}")
+    for s in slots:
+        if s not in state.pool_slot_ids:
+            raise _reject(RadixRejection.SLOT_OUT_OF_POOL, f"slot {s}")
+        if s not in state.free_slot_ids:
+            raise _reject(RadixRejection.SLOT_NOT_FREE, f"slot {s}")
+    d = _draft(state)
+    d.free -= set(slots)
+    d.private[request_id] = d.private.get(request_id, ()) + slots
+    return _committed("reserve", state, d, detail=slots)
+
+
+def insert(state: RadixState, tokens: Sequence[int], slot_ids: Sequence[int], request_id: str | None = None,
+           expected_version: int | None = None) -> tuple[RadixState, InsertReceipt]:
+    """Publish private slots under ``tokens``; returns the cached prefix length so the caller can release
+    its duplicate slots (they stay private to their request until released)."""
+    toks, slots = _ints("tokens", tokens), _ints("slot_ids", slot_ids)
+    _check_expected(state, expected_version)
+    d = _draft(state)
+    receipt = d.insert(toks, slots, request_id)
+    return d.commit(state), receipt
+
+
+def release(state: RadixState, request_id: str, slot_ids: Sequence[int] | None = None
+            ) -> tuple[RadixState, RadixMutationReceipt]:
+    """Return private slots of ``request_id`` (all of them by default) to the free set."""
+    if request_id not in state.private_slot_ids:
+        raise _reject(RadixRejection.UNKNOWN_REQUEST, f"{request_id!r} owns no private slots")
+    owned = state.private_slot_ids[request_id]
+    slots = owned if slot_ids is None else _ints("slot_ids", slot_ids)
+    for s in slots:
+        if s not in owned:
+            raise _reject(RadixRejection.SLOT_NOT_PRIVATE, f"slot {s} is not private to {request_id!r}")
+    d = _draft(state)
+    d.release_private(request_id, slots)
+    return _committed("release", state, d, detail=tuple(slots))
+
+
+def lock(state: RadixState, node_id: int) -> tuple[RadixState, RadixMutationReceipt]:
+    """One more lock holder ending at ``node_id``: every node on its path gains one reference."""
+    _node(state, node_id)
+    d = _draft(state)
+    d.add_lock(node_id, +1)
+    return _committed("lock", state, d, detail=node_id)
+
+
+def unlock(state: RadixState, node_id: int) -> tuple[RadixState, RadixMutationReceipt]:
+    """Drop one lock holder ending at ``node_id``; a count that would go below zero is rejected."""
+    _node(state, node_id)
+    d = _draft(state)
+    d.add_lock(node_id, -1)
+    return _committed("unlock", state, d, detail=node_id)
+
+
+def lru(node: RadixNode) -> tuple[int, ...]:
+    """Least recently used first (the paper's policy); ties by creation, then id."""
+    return (node.last_access, node.created_at, node.node_id)
+
+
+def fifo(node: RadixNode) -> tuple[int, ...]:
+    return (node.created_at, node.node_id)
+
+
+def _delete_leaf(d: _Draft, node_id: int) -> tuple[int, ...]:
+    leaf = d.nodes.pop(node_id)
+    parent = d.nodes[leaf.parent_id]  # type: ignore[index]
+    d.set(attrs.evolve(parent, children={k: v for k, v in parent.children.items() if v != node_id}))
+    d.free |= set(leaf.slot_ids)
+    return leaf.slot_ids
+
+
+def evict(state: RadixState, target_tokens: int, ranking: Callable[[RadixNode], Any] = lru
+          ) -> tuple[RadixState, EvictReceipt]:
+    """Free whole unlocked leaf edges in ranking order until ``target_tokens`` are released; a parent
+    left childless and unlocked becomes a candidate in the same call (0x08E)."""
+    if not isinstance(target_tokens, int) or isinstance(target_tokens, bool) or target_tokens < 0:
+        raise _reject(RadixRejection.NEGATIVE_EVICTION_TARGET, f"target {target_tokens!r}")
+    d = _draft(state)
+    candidates = {n.node_id for n in d.nodes.values()
+                  if n.node_id != ROOT and n.lock_ref == 0 and not n.children}
+    released, order, freed = 0, [], []
+    while released < target_tokens and candidates:
+        victim = min(candidates, key=lambda i: ranking(d.nodes[i]))
+        candidates.discard(victim)
+        parent_id = d.nodes[victim].parent_id
+        slots = _delete_leaf(d, victim)
+        order.append(victim)
+        freed.append(slots)
+        released += len(slots)
+        parent = d.nodes[parent_id]  # type: ignore[index]
+        if parent.node_id != ROOT and not parent.children and parent.lock_ref == 0:
+            candidates.add(parent.node_id)
+    return d.commit(state), EvictReceipt(target_tokens, released, tuple(order), tuple(freed))
+
+
+def evict_node(state: RadixState, node_id: int) -> tuple[RadixState, EvictReceipt]:
+    """Evict one named node: it must be an unlocked leaf (a checked victim chosen by an outside policy)."""
+    node = _node(state, node_id)
+    if node_id == ROOT:
+        raise _reject(RadixRejection.ROOT_EVICTION, "node 0")
+    if node.children:
+        raise _reject(RadixRejection.INTERNAL_NODE_EVICTION, f"node {node_id} has {len(node.children)} children")
+    if node.lock_ref:
+        raise _reject(RadixRejection.LOCKED_LEAF_EVICTION, f"node {node_id} lock_ref {node.lock_ref}")
+    d = _draft(state)
+    slots = _delete_leaf(d, node_id)
+    return d.commit(state), EvictReceipt(len(slots), len(slots), (node_id,), (slots,))
+
+
+# request-level transactions ---------------------------------------------------------------------
+def publish_unfinished(state: RadixState, request_id: str, append_tokens: Sequence[int],
+                       append_slot_ids: Sequence[int], expected_version: int | None = None
+                       ) -> tuple[RadixState, RadixMutationReceipt]:
+    """Publish a running request's new rows and move its lock to the new terminal node (0x08C, r07).
+
+    One transaction: reserve (free slots) -> insert the request's full path -> free its duplicate
+    copies -> rematch the full path -> move the lock. A request seen for the first time starts at the
+    root with nothing published.
+    """
+    toks, slots = _ints("append_tokens", append_tokens), _ints("append_slot_ids", append_slot_ids)
+    _check_expected(state, expected_version)
+    if len(toks) != len(slots):
+        raise _reject(RadixRejection.TOKEN_SLOT_LENGTH_MISMATCH, f"{len(toks)} tokens, {len(slots)} slots")
+    entry = state.requests.get(request_id, RequestEntry(request_id, ROOT, 0))
+    d = _draft(state)
+    mine = set(d.private.get(request_id, ()))
+    to_reserve = [s for s in slots if s not in mine]
+    for s in to_reserve:
+        if s not in state.pool_slot_ids:
+            raise _reject(RadixRejection.SLOT_OUT_OF_POOL, f"slot {s}")
+        if s not in d.free:
+            raise _reject(RadixRejection.OWNED_SLOT_REUSE, f"slot {s} is not free")
+    d.free -= set(to_reserve)
+    d.private[request_id] = d.private.get(request_id, ()) + tuple(to_reserve)
+    full_tokens = state.path_tokens(entry.last_node_id) + toks
+    full_slots = state.path_slots(entry.last_node_id) + slots
+    ins = d.insert(full_tokens, full_slots, request_id)
+    d.release_private(request_id, ins.duplicate_slot_ids)
+    new_last, matched, resplit = d.walk(full_tokens)
+    if matched != len(full_tokens) or resplit:
+        raise _reject(RadixRejection.PATH_SLOT_MISMATCH, f"rematch covered {matched} of {len(full_tokens)}")
+    if request_id in state.requests:
+        d.add_lock(entry.last_node_id, -1)
+    d.add_lock(new_last, +1)
+    d.requests[request_id] = attrs.evolve(entry, last_node_id=new_last, protected_tokens=matched)
+    return _committed("publish_unfinished", state, d, splits=ins.splits, duplicate_slot_ids=ins.duplicate_slot_ids,
+                      detail={"old_last_node": entry.last_node_id, "new_last_node": new_last,
+                              "prefix_tokens": ins.prefix_tokens})
+
+
+def cache_finished(state: RadixState, request_id: str, tokens: Sequence[int], slot_ids: Sequence[int]
+                   ) -> tuple[RadixState, RadixMutationReceipt]:
+    """A finished producer publishes its rows: the suffix joins the tree, the duplicate copies of the
+    cached prefix and any leftover private slots return to the pool, and its lock (if any) is dropped."""
+    toks, slots = _ints("tokens", tokens), _ints("slot_ids", slot_ids)
+    d = _draft(state)
+    ins = d.insert(toks, slots, request_id)
+    d.release_private(request_id, d.private.get(request_id, ()))
+    entry = d.requests.pop(request_id, None)
+    if entry is not None:
+        d.add_lock(entry.last_node_id, -1)
+    return _committed("cache_finished", state, d, splits=ins.splits, duplicate_slot_ids=ins.duplicate_slot_ids,
+                      detail={"prefix_tokens": ins.prefix_tokens, "new_node": ins.new_node_id})
+
+
+def release_request(state: RadixState, request_id: str) -> tuple[RadixState, RadixMutationReceipt]:
+    """End a request's lease: drop its lock and return its private slots."""
+    if request_id not in state.requests and request_id not in state.private_slot_ids:
+        raise _reject(RadixRejection.UNKNOWN_REQUEST, f"{request_id!r}")
+    d = _draft(state)
+    entry = d.requests.pop(request_id, None)
+    if entry is not None:
+        d.add_lock(entry.last_node_id, -1)
+    d.release_private(request_id, d.private.get(request_id, ()))
+    return _committed("release_request", state, d, detail=request_id)
+
+
+def match_and_lock(state: RadixState, request_id: str, request_generation: int, prompt_tokens: Sequence[int]
+                   ) -> tuple[RadixState, RadixSchedulerHandoffReceipt]:
+    """Match a waiting request, lock the matched path under a lease, and freeze the handoff receipt.
+    The index reports the physical fact; it makes no scheduling decision (0x08G)."""
+    toks = _ints("prompt_tokens", prompt_tokens)
+    if request_id in state.requests:
+        raise _reject(RadixRejection.MALFORMED_INPUT, f"{request_id!r} already holds a lease")
+    d = _draft(state)
+    node_id, matched, _ = d.walk(toks)
+    d.add_lock(node_id, +1)
+    d.requests[request_id] = RequestEntry(request_id, node_id, matched, request_generation)
+    after = d.commit(state)
+    return after, _seal(RadixSchedulerHandoffReceipt(
+        request_id=request_id, request_generation=request_generation, tree_version=after.version,
+        tree_state_sha256=state_sha256(after), matched_tokens=matched, prefix_slot_ids=after.path_slots(node_id),
+        path_node_ids=after.path(node_id), terminal_node_id=node_id, suffix_interval=(matched, len(toks)),
+        lock_lease_id=f"lease-{request_id}-v{after.version}", lock_required_until_scheduler_disposition=True,
+        scheduler_owner="M5.2", policy_decision=None, receipt_sha256=""))
+
+
+def _seal(receipt: RadixSchedulerHandoffReceipt) -> RadixSchedulerHandoffReceipt:
+    return attrs.evolve(receipt, receipt_sha256=handoff_fields_sha256(receipt))
+
+
+def verify_handoff(state: RadixState, receipt: RadixSchedulerHandoffReceipt) -> None:
+    """Accept a handoff receipt only if it is untampered, names no policy decision, agrees with the
+    current tree path, and is either current or still protected by its lease."""
+    if handoff_fields_sha256(receipt) != receipt.receipt_sha256:
+        raise _reject(RadixRejection.RECEIPT_TAMPERED, f"receipt for {receipt.request_id!r}")
+    if receipt.policy_decision is not None:
+        raise _reject(RadixRejection.POLICY_DECISION_FORBIDDEN, f"{receipt.policy_decision!r}")
+    start, stop = receipt.suffix_interval
+    if start != receipt.matched_tokens or stop < start or len(receipt.prefix_slot_ids) != receipt.matched_tokens:
+        raise _reject(RadixRejection.SUFFIX_MISMATCH,
+                      f"suffix {receipt.suffix_interval} after {receipt.matched_tokens} matched tokens")
+    entry = state.requests.get(receipt.request_id)
+    locked = entry is not None and entry.last_node_id == receipt.terminal_node_id
+    if receipt.tree_version != state.version and not locked:
+        raise _reject(RadixRejection.STALE_VERSION,
+                      f"unlocked receipt of version {receipt.tree_version}, tree at {state.version}")
+    if receipt.terminal_node_id not in state.nodes:
+        raise _reject(RadixRejection.STALE_VERSION, f"terminal node {receipt.terminal_node_id} is gone")
+    if (state.path(receipt.terminal_node_id) != receipt.path_node_ids
+            or state.path_slots(receipt.terminal_node_id) != receipt.prefix_slot_ids):
+        raise _reject(RadixRejection.PATH_SLOT_MISMATCH, f"receipt for {receipt.request_id!r}")
+
+
+__all__ = [
+    "ROOT", "RadixRejection", "RadixNode", "RadixState", "RequestEntry", "PartitionReport", "MatchReceipt",
+    "InsertReceipt", "EvictReceipt", "RadixMutationReceipt", "RadixSchedulerHandoffReceipt", "state_sha256",
+    "handoff_fields_sha256", "check_state", "match", "reserve", "insert", "release", "lock", "unlock", "lru",
+    "fifo", "evict", "evict_node", "publish_unfinished", "cache_finished", "release_request", "match_and_lock",
+    "verify_handoff", "TraceStep", "seed_trace_0x08F",
+]
+
+
+# the seed's 0x08F trace -------------------------------------------------------------------------
+@attrs.frozen
+class TraceStep:
+    label: str
+    operation: str
+    state: RadixState
+    receipt: Any
+
+
+def seed_trace_0x08F() -> list[TraceStep]:
+    """Reconstruction of the 18-operation, 24-slot trace of 0x08F (the seed gives only its facts).
+
+    Pool slots 1..24, page size 1. Fixed by the seed: r02 splits [10,11,12,13,20,21]->[1..6] at 3
+    (query [10,11,12,99]); r05 inserts [10,11,12,13,30,31] with slots [7..12], 4 cached, releases
+    [7,8,9,10] and splits [13,20,21] at 1; r07 publishes chat-a's [22,23]->[13,14] and moves its lock
+    from node 1 to node 5; r14 asks for 3 rows and frees [60]->[20] then [50,51]->[15,16]; r17 frees
+    [22,23] then [20,21]; r18 is the handoff for req-handoff (generation 4, version 18, path [2,3,4],
+    slots [1,2,3,4,11,12], suffix [6,7)). Reconstructed (chosen so every stated total holds):
+
+    ====  =====================================================  ==========================================
+    r01   publish_unfinished req-chat-a [10..13,20,21]->[1..6]   node 1, lock on node 1
+    r02   match [10,11,12,99]                                     split 1 (node 2 = [10,11,12])
+    r03   reserve req-chat-b [7..12]                              6 private slots
+    r04   match [10,11,12,40]                                     hit of 3 tokens, no split
+    r05   cache_finished req-chat-b                               split 2 (node 3 = [13]), node 4, 4 dups
+    r06   reserve req-fewshot-a [15,16,17]
+    r07   publish_unfinished req-chat-a [22,23]->[13,14]         node 5, lock 1 -> 5
+    r08   cache_finished req-fewshot-a [50,51,52]->[15,16,17]     node 6
+    r09   reserve req-fewshot-b [18,19,20]
+    r10   cache_finished req-fewshot-b [50,51,60]->[18,19,20]     split 3 (node 7 = [50,51]), node 8, 2 dups
+    r11   match_and_lock req-chat-b2 [10..13,30,31,32]            locks path 2,3,4
+    r12   evict 1                                                 eviction 1: [52]->[17]
+    r13   match [50,51,60,61]                                     hit of 3 tokens
+    r14   evict 3                                                 eviction 2: [60]->[20], then [50,51]
+    r15   release_request req-chat-a                              lock on node 5 dropped
+    r16   release_request req-chat-b2                             lock on node 4 dropped
+    r17   evict 4                                                 eviction 3: [22,23], then [20,21]
+    r18   match_and_lock req-handoff (gen 4) [10..13,30,31,32]    handoff receipt, lease v18
+    ====  =====================================================  ==========================================
+
+    Totals: 3 splits, 6 duplicate slots released, 3 eviction calls, 5 edges and 8 slots evicted;
+    final tree 6 slots (all protected), 18 free, 0 private. LRU order at r17 holds because node 4 was
+    last touched at r11 while nodes 5 and 1 were last touched at r07.
+    """
+    s = RadixState.empty(24, first_slot_id=1)
+    steps: list[TraceStep] = []
+
+    def run(label: str, op: Callable[..., tuple[RadixState, Any]], *args: Any) -> None:
+        nonlocal s
+        s, receipt = op(s, *args)
+        steps.append(TraceStep(label, op.__name__, s, receipt))
+
+    run("r01", publish_unfinished, "req-chat-a", [10, 11, 12, 13, 20, 21], [1, 2, 3, 4, 5, 6])
+    run("r02", match, [10, 11, 12, 99])
+    run("r03", reserve, "req-chat-b", [7, 8, 9, 10, 11, 12])
+    run("r04", match, [10, 11, 12, 40])
+    run("r05", cache_finished, "req-chat-b", [10, 11, 12, 13, 30, 31], [7, 8, 9, 10, 11, 12])
+    run("r06", reserve, "req-fewshot-a", [15, 16, 17])
+    run("r07", publish_unfinished, "req-chat-a", [22, 23], [13, 14])
+    run("r08", cache_finished, "req-fewshot-a", [50, 51, 52], [15, 16, 17])
+    run("r09", reserve, "req-fewshot-b", [18, 19, 20])
+    run("r10", cache_finished, "req-fewshot-b", [50, 51, 60], [18, 19, 20])
+    run("r11", match_and_lock, "req-chat-b2", 3, [10, 11, 12, 13, 30, 31, 32])
+    run("r12", evict, 1)
+    run("r13", match, [50, 51, 60, 61])
+    run("r14", evict, 3)
+    run("r15", release_request, "req-chat-a")
+    run("r16", release_request, "req-chat-b2")
+    run("r17", evict, 4)
+    run("r18", match_and_lock, "req-handoff", 4, [10, 11, 12, 13, 30, 31, 32])
+    return steps
+
+
+# the 0x08I failure lab ----------------------------------------------------------------------------
+def _lab() -> RadixState:
+    """[1,2]->[0,1] with children [3]->[2] (locked by req-a) and [4,5]->[3,4]; pool 0..7."""
+    s = RadixState.empty(8)
+    s, _ = reserve(s, "p", [0, 1, 2])
+    s, _ = insert(s, [1, 2, 3], [0, 1, 2], "p")
+    s, _ = reserve(s, "q", [5, 6, 3, 4])
+    s, _ = cache_finished(s, "q", [1, 2, 4, 5], [5, 6, 3, 4])
+    s, _ = match_and_lock(s, "req-a", 1, [1, 2, 3, 9])
+    return s
+
+
+def _node_at(s: RadixState, tokens: tuple[int, ...]) -> int:
+    return next(n.node_id for n in s.nodes.values() if n.token_ids == tokens)
+
+
+def _with_node(s: RadixState, node_id: int, **changes: Any) -> RadixState:
+    return attrs.evolve(s, nodes={**s.nodes, node_id: attrs.evolve(s.nodes[node_id], **changes)})
+
+
+def _lab_receipt() -> tuple[RadixState, RadixSchedulerHandoffReceipt]:
+    s, r = match_and_lock(_lab(), "req-b", 2, [1, 2, 4, 5, 7])
+    return s, r
+
+
+def _forged(**changes: Any) -> None:
+    s, r = _lab_receipt()
+    verify_handoff(s, _seal(attrs.evolve(r, **changes)))
+
+
+def _tampered() -> None:
+    s, r = _lab_receipt()
+    verify_handoff(s, attrs.evolve(r, matched_tokens=5))
+
+
+def _stale_receipt() -> None:
+    s, r = _lab_receipt()
+    s, _ = release_request(s, "req-b")
+    s, _ = match(s, [1, 9])
+    verify_handoff(s, r)
+
+
+def _cases() -> list[tuple[RadixRejection, str, Callable[[], Any]]]:
+    R = RadixRejection
+    leaf3 = lambda s: _node_at(s, (3,))  # noqa: E731
+    return [
+        (R.LOCKED_LEAF_EVICTION, "evict a leaf locked by a running request",
+         lambda: evict_node(_lab(), leaf3(_lab()))),
+        (R.INTERNAL_NODE_EVICTION, "evict an internal node before its children",
+         lambda: evict_node(_lab(), _node_at(_lab(), (1, 2)))),
+        (R.ROOT_EVICTION, "evict the root", lambda: evict_node(_lab(), ROOT)),
+        (R.LOCK_UNDERFLOW, "unlock a node whose lock count is zero",
+         lambda: unlock(_lab(), _node_at(_lab(), (4, 5)))),
+        (R.OWNED_SLOT_REUSE, "insert a new suffix into a slot the tree already owns",
+         lambda: insert(_lab(), [7, 8], [0, 6])),
+        (R.OWNED_SLOT_REUSE, "insert another request's private slot",
+         lambda: insert(reserve(reserve(_lab(), "x", [5])[0], "y", [6])[0], [7], [5], "y")),
+        (R.SLOT_NOT_PRIVATE, "insert a free slot that no request reserved",
+         lambda: insert(_lab(), [7], [5])),
+        (R.STALE_VERSION, "mutation prepared against an older tree version",
+         lambda: match(_lab(), [1, 2], expected_version=_lab().version - 1)),
+        (R.STALE_VERSION, "unlocked handoff receipt used after the tree mutated", _stale_receipt),
+        (R.PATH_SLOT_MISMATCH, "resealed receipt whose prefix slots differ from the tree path",
+         lambda: _forged(prefix_slot_ids=(0, 1, 3, 7))),
+        (R.SUFFIX_MISMATCH, "resealed receipt whose suffix does not start at the matched length",
+         lambda: _forged(suffix_interval=(3, 5))),
+        (R.RECEIPT_TAMPERED, "receipt field edited without resealing", _tampered),
+        (R.POLICY_DECISION_FORBIDDEN, "handoff receipt carrying a scheduling decision",
+         lambda: _forged(policy_decision="admit-first")),
+        (R.TOKEN_SLOT_LENGTH_MISMATCH, "insert with more tokens than slots",
+         lambda: insert(reserve(_lab(), "x", [5])[0], [7, 8], [5], "x")),
+        (R.TOKEN_SLOT_LENGTH_MISMATCH, "state whose edge has unequal token and slot segments",
+         lambda: check_state(_with_node(_lab(), _node_at(_lab(), (4, 5)), slot_ids=(3,)))),
+        (R.EMPTY_EDGE, "state with an empty non-root edge",
+         lambda: check_state(_with_node(_lab(), leaf3(_lab()), token_ids=(), slot_ids=()))),
+        (R.CHILD_SELECTOR_MISMATCH, "child filed under a token that does not start its edge",
+         lambda: check_state(_with_node(_lab(), leaf3(_lab()), token_ids=(9,)))),
+        (R.ORPHAN_NODE, "node whose parent does not list it",
+         lambda: check_state(_with_node(_lab(), leaf3(_lab()), parent_id=ROOT))),
+        (R.LOCK_COUNT_MISMATCH, "recorded lock count differs from the lock holders' paths",
+         lambda: check_state(_with_node(_lab(), _node_at(_lab(), (4, 5)), lock_ref=1))),
+        (R.PARTITION_VIOLATION, "slot both tree-owned and free",
+         lambda: check_state(attrs.evolve(_lab(), free_slot_ids=_lab().free_slot_ids | {0}))),
+        (R.PARTITION_VIOLATION, "slot leaked from every ledger",
+         lambda: check_state(attrs.evolve(_lab(), free_slot_ids=_lab().free_slot_ids - {7}))),
+        (R.DUPLICATE_INPUT_SLOT, "one slot offered twice in one insert",
+         lambda: insert(reserve(_lab(), "x", [5])[0], [7, 8], [5, 5], "x")),
+        (R.SLOT_OUT_OF_POOL, "reserve a slot outside the pool", lambda: reserve(_lab(), "x", [99])),
+        (R.SLOT_NOT_FREE, "reserve a tree-owned slot", lambda: reserve(_lab(), "x", [0])),
+        (R.NEGATIVE_EVICTION_TARGET, "evict a negative number of tokens", lambda: evict(_lab(), -1)),
+        (R.UNKNOWN_NODE, "lock a node that does not exist", lambda: lock(_lab(), 999)),
+        (R.UNKNOWN_REQUEST, "release a request that holds nothing", lambda: release_request(_lab(), "ghost")),
+        (R.MALFORMED_INPUT, "match a string instead of token ids", lambda: match(_lab(), "10 11 12")),  # type: ignore[arg-type]
+    ]
+
+
+def _register() -> None:
+    from kvexact.reference.rejections import NegativeCase, negative_cases, register_negative
+
+    known = {c.description for c in negative_cases("0x08I")}
+    for reason, description, trigger in _cases():
+        if description not in known:
+            register_negative(NegativeCase("0x08I", reason, description, trigger))
+
+
+_register()
