@@ -1,0 +1,635 @@
+"""Allocation transactions over per-group block pools (seed 0x04A-0x04F, 0x05C).
+
+Invariants kept by :class:`Allocator`:
+
+* refcount(h) = committed request-map references + active leases (0x04B); a cache identity is weak;
+* an unpublished (reserved) block is never reachable from a request map (0x04A);
+* a multi-group bundle publishes in one step or not at all: publishing only some groups is rejected;
+* a transaction that fails before publication leaves the state digest exactly as it was (0x04F);
+  after publication history is never erased: a compensating successor is published instead;
+* counters (DESIGN.md "Counters"): the allocator epoch advances when a transaction that reserved physical
+  blocks publishes (never on rollback or rejection); a block's generation advances each time it leaves
+  the free+evictable queue for a new owner; a request's table version advances on every publication
+  that changes its snapshot (tables, length or valid rows); a request's generation is 1 on first
+  admission and one more than the last ended incarnation on re-admission.
+
+Every mutation is a sequence of *steps*, one per spec action (``reserve_block``,
+``copy_on_write_reserve``, ``retain_source_leases``, ``copy_rows``, ``write_rows``, ``publish_bundle``,
+``release_source_leases``, ``rollback_unpublished``, and the single-step operations of ``cow.py``); each
+step emits one trace record when a recorder is attached.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+
+from kvexact.reference.handles import BlockHandle
+from kvexact.reference.pool import BlockPool, BlockState, GroupConfig, JDict, Journal, QueuePolicy
+from kvexact.reference.rejections import Rejected
+
+
+class AllocRejection(enum.Enum):
+    """Named malformed transitions of the allocator and COW path (0x05G)."""
+
+    EPOCH_MISMATCH = "expected allocator epoch is not the current one"
+    REQUEST_GENERATION_MISMATCH = "expected request generation is not the request's current generation"
+    TABLE_VERSION_MISMATCH = "expected table version is not the request's current table version"
+    UNKNOWN_REQUEST = "no committed request with this id"
+    DUPLICATE_REQUEST = "a committed request with this id already exists"
+    REQUEST_ALREADY_ENDED = "request was already released, cancelled or never re-admitted"
+    EMPTY_APPEND = "append or allocate without any token"
+    TRANSACTION_IN_FLIGHT = "another transaction is in flight"
+    UNKNOWN_TRANSACTION = "no in-flight transaction with this id"
+    WRONG_STEP_FOR_PATH = "this step does not belong to the transaction's append path for that group"
+    STEP_OUT_OF_ORDER = "step taken before the step it depends on"
+    HALF_BUNDLE_PUBLICATION = "publication would map some cache groups but not all"
+    COPY_ROW_COUNT_MISMATCH = "COW copy must copy exactly the predecessor's valid tail rows"
+    WRITE_OFFSET_MISMATCH = "row written somewhere other than the expected frontier"
+    FRONTIER_NOT_VALID = "destination data frontier does not hold every row the successor exposes"
+    WRITE_TO_SHARED_BLOCK = "in-place write to a block with more than one strong reference"
+    INTERIOR_BLOCK_REMOVAL = "only a suffix may be removed; dropping an interior block breaks positions"
+    TRUNCATE_NOT_SHORTER = "truncate length must be shorter than the context and not negative"
+    ROLLBACK_AFTER_PUBLICATION = "a published transaction cannot roll back; publish a compensating successor"
+    NOTHING_TO_COMPENSATE = "receipt did not publish a successor that can be compensated"
+    FORK_ONTO_SELF = "fork target equals its parent"
+    LEASE_NOT_HELD = "lease id is not active"
+    CACHE_PARTIAL_BLOCK = "only full, immutable blocks can be published to the prefix cache"
+    CACHE_KEY_CONFLICT = "cache key already names another block in this group"
+    CACHE_BLOCK_ALREADY_KEYED = "block already carries another cache identity"
+    CACHE_IDENTITY_MISSING = "no cached block carries this key in every cache group"
+    BAD_LOGICAL_BLOCK = "logical block index outside the request's table"
+    UNEXPECTED_SOURCE_HANDLE = "expected source handle is not the request's current tail"
+
+
+class InjectedFailure(Exception):
+    """A fault injected before publication (0x04F): the transaction must roll back exactly."""
+
+
+@attrs.frozen
+class RequestRecord:
+    """A committed request map: one block table per cache group plus its logical length."""
+
+    request_generation: int
+    table_version: int
+    context_tokens: int
+    tables: tuple[tuple[BlockHandle, ...], ...]
+
+
+@attrs.frozen
+class AllocationTxn:
+    """An in-flight transaction (0x04D); ``plan`` holds each group's append path."""
+
+    transaction_id: str
+    expected_allocator_epoch: int
+    request_id: str
+    expected_request_generation: int
+    expected_table_version: int
+    operation: str
+    touched_handles: tuple[BlockHandle, ...]
+    reserved_handles: tuple[BlockHandle, ...]
+    publication_state: str  # RESERVED -> COPYING -> READY_TO_PUBLISH -> PUBLISHED
+    plan: tuple[str, ...] = ()  # per group: "new", "unique", "cow", "alloc"
+    new_tokens: tuple[int, ...] = ()
+    lease_ids: tuple[int, ...] = ()
+    copied_rows: int = 0
+
+
+@attrs.frozen
+class AllocationReceipt:
+    """Physical facts of one committed, rolled-back or compensating transaction (0x04D, 0x05A)."""
+
+    transaction_id: str
+    request_id: str
+    operation: str
+    predecessor_digest: str
+    successor_digest: str
+    useful_new_rows: int
+    new_physical_blocks: int
+    copied_rows: int
+    copy_payload_bytes: int
+    refcount_deltas: tuple[tuple[BlockHandle, int], ...]
+    allocator_epoch_after: int
+    outcome: str  # PUBLISHED | ROLLED_BACK | COMPENSATED
+    paths: tuple[str, ...] = ()
+    new_capacity_bytes: int = 0
+    append_write_bytes: int = 0
+    table_version_after: int | None = None
+    published_tables: tuple[tuple[BlockHandle, ...], ...] = ()
+    rejection: enum.Enum | None = None
+
+    @property
+    def copy_traffic_bytes(self) -> int:
+        """Copy read + copy write + append write (0x05A)."""
+        return 2 * self.copy_payload_bytes + self.append_write_bytes
+
+
+@attrs.frozen
+class ReleaseResult:
+    """What truncate, release or cancel returned to the pools (0x05E)."""
+
+    request_id: str
+    reason: str  # "release" | "cancel" | "truncate"
+    predecessor_digest: str
+    successor_digest: str
+    dropped_handles: tuple[BlockHandle, ...]
+    freed_handles: tuple[BlockHandle, ...]  # refcount reached 0 without a cache identity: FREE
+    evictable_handles: tuple[BlockHandle, ...]  # refcount reached 0 with a cache identity: EVICTABLE
+    allocator_epoch_after: int
+    table_version_after: int | None = None
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+class Allocator:
+    """Committed allocator state for a set of cache groups, mutated only by journaled transactions."""
+
+    def __init__(self, groups: Sequence[GroupConfig], block_ids: Sequence[Sequence[int]],
+                 generations: Sequence[dict[int, int]] | None = None, epoch: int = 0,
+                 policy: QueuePolicy = QueuePolicy.LRU, check_every_op: bool = False) -> None:
+        if not groups or len(groups) != len(block_ids):
+            raise ValueError("one block id list per cache group is required")
+        if [g.cache_group_id for g in groups] != list(range(len(groups))):
+            raise ValueError("cache group ids must be 0..n-1 in order")
+        self.journal = Journal()
+        self.groups = tuple(groups)
+        self.pools = tuple(BlockPool(self.journal, g, list(ids), (generations or [{}] * len(groups))[i], policy)
+                           for i, (g, ids) in enumerate(zip(groups, block_ids, strict=True)))
+        self.requests = JDict(self.journal, "requests")
+        self.ended = JDict(self.journal, "ended")  # request id -> last generation of an ended incarnation
+        self.leases = JDict(self.journal, "leases")  # lease id -> handle
+        self.index = JDict(self.journal, "cache_index")  # (group, key) -> handle (weak identity)
+        self.txns = JDict(self.journal, "txns")
+        self.scalars = JDict(self.journal, "scalars")
+        self.scalars["epoch"] = epoch
+        self.scalars["next_txn"] = 1
+        self.scalars["next_lease"] = 1
+        self.journal.forget()
+        self.check_every_op = check_every_op
+        self.recorder: Any = None  # a projection.TraceRecorder, or None
+        self.fault_after: set[tuple[str, int | None]] = set()
+        self._pending_records: list[Any] = []
+        self._fault_pending = False
+
+    # ---- basic queries -----------------------------------------------------------------------
+    @property
+    def epoch(self) -> int:
+        return self.scalars["epoch"]
+
+    def digest(self) -> str:
+        return self.journal.digest()
+
+    def request(self, request_id: str) -> RequestRecord:
+        rec = self.requests.get(request_id)
+        if rec is None:
+            reason = AllocRejection.REQUEST_ALREADY_ENDED if request_id in self.ended else \
+                AllocRejection.UNKNOWN_REQUEST
+            raise Rejected(reason, f"request {request_id!r}")
+        return rec
+
+    def refcount(self, handle: BlockHandle) -> int:
+        pool = self.pools[handle.cache_group_id]
+        pool.check_handle(handle)
+        return pool.refcount(handle.block_id)
+
+    def block_state(self, handle: BlockHandle) -> BlockState:
+        pool = self.pools[handle.cache_group_id]
+        pool.check_handle(handle)
+        return pool.state_of(handle.block_id)
+
+    def tail_rows(self, rec: RequestRecord, group: int) -> int:
+        """Rows of the request's last logical block visible to it in ``group``."""
+        if not rec.tables[group]:
+            return 0
+        return rec.context_tokens - (len(rec.tables[group]) - 1) * self.groups[group].block_tokens
+
+    def tokens_of(self, request_id: str) -> tuple[int, ...]:
+        """The request's logical token history, read through group 0's table."""
+        rec = self.request(request_id)
+        out: list[int] = []
+        for h in rec.tables[0]:
+            out.extend(self.pools[0].blocks[h.block_id].rows)
+        return tuple(out[: rec.context_tokens])
+
+    # ---- transaction machinery -----------------------------------------------------------------
+    def transact(self, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` atomically: on any exception every cell and trace record it wrote is undone."""
+        journal = self.journal
+        outer = journal.depth == 0
+        mark = journal.mark()
+        rec_mark = len(self._pending_records)
+        journal.depth += 1
+        try:
+            result = fn()
+        except BaseException:
+            journal.undo_to(mark)
+            del self._pending_records[rec_mark:]
+            raise
+        finally:
+            journal.depth -= 1
+        if self._fault_pending:
+            self._fault_pending = False
+            if not outer:
+                raise InjectedFailure("fault injected after the step just taken")
+        if outer:
+            journal.forget()
+            if self.recorder is not None:
+                for action, params, state in self._pending_records:
+                    self.recorder.append(action, params, state)
+            self._pending_records.clear()
+            if self.check_every_op:
+                from kvexact.reference.cow import self_check  # noqa: PLC0415
+
+                self_check(self)
+        return result
+
+    def emit(self, action: str, params: dict[str, Any]) -> None:
+        """One trace record for a spec action just taken; then a fault injected after it, if armed."""
+        if self.recorder is not None:
+            self._pending_records.append((action, params, self.recorder.project(self)))
+        key = (action, params.get("group"))
+        if key in self.fault_after:
+            self.fault_after.discard(key)
+            self._fault_pending = True
+
+    def _txn(self, txn_id: str) -> AllocationTxn:
+        txn = self.txns.get(txn_id)
+        if txn is None:
+            raise Rejected(AllocRejection.UNKNOWN_TRANSACTION, f"transaction {txn_id!r}")
+        return txn
+
+    def _require_no_txn(self) -> None:
+        if len(self.txns):
+            raise Rejected(AllocRejection.TRANSACTION_IN_FLIGHT, f"in flight: {sorted(self.txns.data)}")
+
+    def validate_expected(self, request_id: str, expected_generation: int | None,
+                          expected_table_version: int | None, expected_epoch: int | None) -> RequestRecord:
+        """Step 1 of 0x05C: epoch, request generation and table version must match the predecessor."""
+        if expected_epoch is not None and expected_epoch != self.epoch:
+            raise Rejected(AllocRejection.EPOCH_MISMATCH, f"expected {expected_epoch}, current {self.epoch}")
+        rec = self.request(request_id)
+        if expected_generation is not None and expected_generation != rec.request_generation:
+            raise Rejected(AllocRejection.REQUEST_GENERATION_MISMATCH,
+                           f"{request_id}: expected {expected_generation}, current {rec.request_generation}")
+        if expected_table_version is not None and expected_table_version != rec.table_version:
+            raise Rejected(AllocRejection.TABLE_VERSION_MISMATCH,
+                           f"{request_id}: expected {expected_table_version}, current {rec.table_version}")
+        return rec
+
+    def _new_txn_id(self) -> str:
+        n = self.scalars["next_txn"]
+        self.scalars["next_txn"] = n + 1
+        return f"t{n}"
+
+    # ---- steps (one spec action each) ------------------------------------------------------------
+    def begin(self, operation: str, request_id: str, plan: tuple[str, ...], new_tokens: tuple[int, ...],
+              expected_generation: int | None = None, expected_table_version: int | None = None,
+              expected_epoch: int | None = None) -> str:
+        """Open a transaction after validating the expected predecessor (no trace record: no state change
+        visible to the spec other than the transaction record itself, which is projected)."""
+
+        def run() -> str:
+            self._require_no_txn()
+            if operation == "allocate":
+                if request_id in self.requests:
+                    raise Rejected(AllocRejection.DUPLICATE_REQUEST, f"request {request_id!r}")
+                if expected_epoch is not None and expected_epoch != self.epoch:
+                    raise Rejected(AllocRejection.EPOCH_MISMATCH,
+                                   f"expected {expected_epoch}, current {self.epoch}")
+                gen, version, touched = self.ended.get(request_id, 0) + 1, 0, ()
+            else:
+                rec = self.validate_expected(request_id, expected_generation, expected_table_version,
+                                             expected_epoch)
+                gen, version = rec.request_generation, rec.table_version
+                touched = tuple(t[-1] for t in rec.tables if t)
+            if not new_tokens:
+                raise Rejected(AllocRejection.EMPTY_APPEND, f"{operation} {request_id}")
+            txn_id = self._new_txn_id()
+            self.txns[txn_id] = AllocationTxn(
+                transaction_id=txn_id, expected_allocator_epoch=self.epoch, request_id=request_id,
+                expected_request_generation=gen, expected_table_version=version, operation=operation,
+                touched_handles=touched, reserved_handles=(), publication_state="RESERVED", plan=plan,
+                new_tokens=tuple(new_tokens))
+            self.emit("begin_txn", {"txn": txn_id, "request": request_id, "operation": operation})
+            return txn_id
+
+        return self.transact(run)
+
+    def _reserve(self, action: str, txn_id: str, group: int, wanted: str) -> BlockHandle:
+        def run() -> BlockHandle:
+            txn = self._txn(txn_id)
+            if txn.plan[group] != wanted:
+                raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"{action} for group {group} on a "
+                               f"{txn.plan[group]!r} path")
+            handle, lost_key = self.pools[group].reserve(txn_id)
+            if lost_key is not None:  # reuse evicts the old weak identity first (0x04B)
+                del self.index[(group, lost_key)]
+            self.txns[txn_id] = attrs.evolve(txn, reserved_handles=(*txn.reserved_handles, handle))
+            self.emit(action, {"txn": txn_id, "group": group, "handle": handle})
+            return handle
+
+        return self.transact(run)
+
+    def reserve_block(self, txn_id: str, group: int) -> BlockHandle:
+        """Reserve one unpublished block of ``group`` for a boundary append or a new request."""
+        txn = self._txn(txn_id)
+        return self._reserve("reserve_block", txn_id, group, "alloc" if txn.operation == "allocate" else "new")
+
+    def copy_on_write_reserve(self, txn_id: str, group: int) -> BlockHandle:
+        """Reserve the unpublished COW destination of ``group`` (0x05C step 3)."""
+        return self._reserve("copy_on_write_reserve", txn_id, group, "cow")
+
+    def retain_source_leases(self, txn_id: str) -> tuple[int, ...]:
+        """Lease every COW source handle while the copy is in flight (0x05C step 4)."""
+
+        def run() -> tuple[int, ...]:
+            txn = self._txn(txn_id)
+            lease_ids = list(txn.lease_ids)
+            for g, src in enumerate(txn.touched_handles):
+                if txn.plan[g] != "cow":
+                    continue
+                self.pools[g].check_handle(src)
+                lease_id = self.scalars["next_lease"]
+                self.scalars["next_lease"] = lease_id + 1
+                self.leases[lease_id] = src
+                self.pools[g].incref(src.block_id)
+                lease_ids.append(lease_id)
+            self.txns[txn_id] = attrs.evolve(txn, lease_ids=tuple(lease_ids))
+            self.emit("retain_source_leases", {"txn": txn_id, "leases": tuple(lease_ids)})
+            return tuple(lease_ids)
+
+        return self.transact(run)
+
+    def _destination(self, txn: AllocationTxn, group: int) -> BlockHandle | None:
+        for h in reversed(txn.reserved_handles):
+            if h.cache_group_id == group:
+                return h
+        return None
+
+    def copy_rows(self, txn_id: str, group: int, rows: int) -> None:
+        """Copy exactly the predecessor's valid tail rows from the leased source (0x05C step 5)."""
+
+        def run() -> None:
+            txn = self._txn(txn_id)
+            if txn.plan[group] != "cow":
+                raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"copy_rows on group {group}")
+            dst = self._destination(txn, group)
+            src = txn.touched_handles[group]
+            if dst is None or not any(self.leases.get(i) == src for i in txn.lease_ids):
+                raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, "copy needs a reserved destination and a "
+                               f"leased source in group {group}")
+            expected = self.tail_rows(self.request(txn.request_id), group)
+            if rows != expected:
+                raise Rejected(AllocRejection.COPY_ROW_COUNT_MISMATCH, f"group {group}: {rows} rows, "
+                               f"predecessor tail holds {expected}")
+            src_rows = self.pools[group].check_handle(src).rows[:rows]
+            self.pools[group].set_rows(dst, src_rows)
+            self.txns[txn_id] = attrs.evolve(txn, publication_state="COPYING", copied_rows=txn.copied_rows + rows)
+            self.emit("copy_rows", {"txn": txn_id, "group": group, "rows": rows})
+
+        self.transact(run)
+
+    def write_rows(self, txn_id: str, group: int, handle: BlockHandle, offset: int,
+                   tokens: Sequence[int]) -> None:
+        """Write ``tokens`` at ``offset`` of a block the transaction may write (0x05C step 6).
+
+        The block must be the transaction's reserved destination, or (unique path) the request's own tail
+        with exactly one strong reference; ``offset`` must equal the block's valid frontier.
+        """
+
+        def run() -> None:
+            txn = self._txn(txn_id)
+            pool = self.pools[group]
+            rec = pool.check_handle(handle)
+            if handle not in txn.reserved_handles:
+                if txn.plan[group] != "unique" or handle != txn.touched_handles[group]:
+                    raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"{handle} is not writable by {txn_id}")
+                if pool.refcount(handle.block_id) != 1:
+                    raise Rejected(AllocRejection.WRITE_TO_SHARED_BLOCK,
+                                   f"{handle} has {pool.refcount(handle.block_id)} strong references")
+                visible = self.tail_rows(self.request(txn.request_id), group)
+                rows = rec.rows[:visible]  # rows past the visible frontier are dead (after a truncate)
+            else:
+                rows = rec.rows
+            if offset != len(rows) or offset + len(tokens) > self.groups[group].block_tokens:
+                raise Rejected(AllocRejection.WRITE_OFFSET_MISMATCH, f"{handle}: offset {offset}, frontier "
+                               f"{len(rows)}, {len(tokens)} rows, block {self.groups[group].block_tokens}")
+            pool.set_rows(handle, (*rows, *tokens))
+            self.txns[txn_id] = attrs.evolve(txn, publication_state="READY_TO_PUBLISH")
+            self.emit("write_rows", {"txn": txn_id, "group": group, "handle": handle, "offset": offset,
+                                     "rows": len(tokens)})
+
+        self.transact(run)
+
+    def successor_tables(self, txn: AllocationTxn) -> tuple[tuple[tuple[BlockHandle, ...], ...], int]:
+        """The tables and length the transaction would publish."""
+        if txn.operation == "allocate":
+            tables = tuple(tuple(h for h in txn.reserved_handles if h.cache_group_id == g)
+                           for g in range(len(self.groups)))
+            return tables, len(txn.new_tokens)
+        rec = self.request(txn.request_id)
+        out = []
+        for g, table in enumerate(rec.tables):
+            path, dst = txn.plan[g], self._destination(txn, g)
+            if path == "new":
+                out.append((*table, dst) if dst is not None else table)
+            elif path == "cow":
+                out.append((*table[:-1], dst) if dst is not None else table)
+            else:
+                out.append(table)
+        return tuple(out), rec.context_tokens + len(txn.new_tokens)
+
+    def _check_frontier(self, txn: AllocationTxn, group: int, table: tuple[BlockHandle, ...]) -> None:
+        """Each block the transaction writes or exposes anew holds exactly the rows the successor shows."""
+        p, path = self.groups[group].block_tokens, txn.plan[group]
+        if path == "alloc":
+            wants = [(h, txn.new_tokens[j * p:(j + 1) * p]) for j, h in enumerate(table)]
+        elif path == "new":
+            wants = [(table[-1], txn.new_tokens)]
+        else:
+            src = txn.touched_handles[group]
+            old_rows = self.tail_rows(self.request(txn.request_id), group)
+            wants = [(table[-1], (*self.pools[group].check_handle(src).rows[:old_rows], *txn.new_tokens))]
+        for h, want in wants:
+            have = self.pools[group].check_handle(h).rows[:len(want)]
+            if have != tuple(want):
+                raise Rejected(AllocRejection.FRONTIER_NOT_VALID, f"{h} holds {len(have)} rows, the successor "
+                               f"exposes {len(want)} (or they differ)")
+
+    def publish_bundle(self, txn_id: str) -> tuple[BlockHandle, ...]:
+        """The linearization point (0x05C step 8): successor tables, length and refcount deltas at once."""
+
+        def run() -> tuple[BlockHandle, ...]:
+            txn = self._txn(txn_id)
+            if txn.expected_allocator_epoch != self.epoch:
+                raise Rejected(AllocRejection.EPOCH_MISMATCH, f"{txn_id} began at epoch "
+                               f"{txn.expected_allocator_epoch}, now {self.epoch}")
+            tables, context = self.successor_tables(txn)
+            for g, table in enumerate(tables):
+                need = ceil_div(context, self.groups[g].block_tokens)
+                if len(table) != need:
+                    raise Rejected(AllocRejection.HALF_BUNDLE_PUBLICATION, f"group {g} would map {len(table)} "
+                                   f"blocks for {context} tokens (needs {need})")
+                if txn.plan[g] in ("new", "cow") and self._destination(txn, g) is None:
+                    raise Rejected(AllocRejection.HALF_BUNDLE_PUBLICATION, f"group {g} has no destination")
+            for g, table in enumerate(tables):  # 0x05C step 7: every frontier holds what is exposed
+                self._check_frontier(txn, g, table)
+            old = self.requests.get(txn.request_id)
+            for h in txn.reserved_handles:
+                self.pools[h.cache_group_id].publish_reserved(h, txn_id)
+            for g, table in enumerate(tables):
+                before = set(old.tables[g]) if old is not None else set()
+                for h in table:
+                    if h not in before:
+                        self.pools[g].incref(h.block_id)
+                for h in before - set(table):
+                    self.pools[g].decref(h.block_id)
+            self.requests[txn.request_id] = RequestRecord(
+                request_generation=txn.expected_request_generation,
+                table_version=txn.expected_table_version + 1, context_tokens=context, tables=tables)
+            if txn.reserved_handles:
+                self.scalars["epoch"] = self.epoch + 1
+            self.txns[txn_id] = attrs.evolve(txn, publication_state="PUBLISHED")
+            self.emit("publish_bundle", {"txn": txn_id, "request": txn.request_id})
+            return tuple(h for t in tables for h in t)
+
+        return self.transact(run)
+
+    def release_source_leases(self, txn_id: str) -> None:
+        """Drop the transaction's temporary leases and close it (0x05C step 9)."""
+
+        def run() -> None:
+            txn = self._txn(txn_id)
+            if txn.publication_state != "PUBLISHED":
+                raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, f"{txn_id} is {txn.publication_state}")
+            self._drop_leases(txn.lease_ids)
+            del self.txns[txn_id]
+            self.emit("release_source_leases", {"txn": txn_id})
+
+        self.transact(run)
+
+    def _drop_leases(self, lease_ids: Sequence[int]) -> None:
+        for lease_id in lease_ids:
+            h = self.leases.get(lease_id)
+            if h is None:
+                raise Rejected(AllocRejection.LEASE_NOT_HELD, f"lease {lease_id}")
+            del self.leases[lease_id]
+            self.pools[h.cache_group_id].decref(h.block_id)
+
+    def rollback_unpublished(self, txn_id: str, since_mark: int) -> None:
+        """Return every reservation and lease of an unpublished transaction: the predecessor state exactly
+        (0x04F). ``since_mark`` is the journal mark taken before the transaction's first step."""
+        txn = self._txn(txn_id)
+        if txn.publication_state == "PUBLISHED":
+            raise Rejected(AllocRejection.ROLLBACK_AFTER_PUBLICATION, f"{txn_id}")
+        self.journal.undo_to(since_mark)
+        self.emit("rollback_unpublished", {"txn": txn_id})
+
+    # ---- whole operations (a sequence of steps) ---------------------------------------------------
+    def run_txn(self, operation: str, request_id: str, tokens: Sequence[int],
+                expected_generation: int | None = None, expected_table_version: int | None = None,
+                expected_epoch: int | None = None) -> AllocationReceipt:
+        """allocate (a new request) or append (0x04E's three paths, chosen per cache group)."""
+        before = self.digest()
+        mark = self.journal.mark()
+        tokens = tuple(tokens)
+        if operation == "allocate":
+            plan = ("alloc",) * len(self.groups)
+        else:
+            rec = self.request(request_id)
+            if len(tokens) != 1:
+                raise Rejected(AllocRejection.EMPTY_APPEND if not tokens else AllocRejection.WRITE_OFFSET_MISMATCH,
+                               f"append writes exactly one row, got {len(tokens)}")
+            plan = tuple(self._path(rec, g) for g in range(len(self.groups)))
+        state: dict[str, Any] = {}
+
+        def run() -> AllocationReceipt:
+            txn_id = self.begin(operation, request_id, plan, tokens, expected_generation,
+                                expected_table_version, expected_epoch)
+            state["txn"] = txn_id
+            try:
+                self._fill(txn_id, tokens)
+                self.publish_bundle(txn_id)
+            except InjectedFailure:
+                self.rollback_unpublished(txn_id, mark)
+                return self._receipt(txn_id, None, request_id, operation, before, "ROLLED_BACK")
+            txn = self._txn(txn_id)
+            self.release_source_leases(txn_id)
+            return self._receipt(txn_id, txn, request_id, operation, before, "PUBLISHED")
+
+        return self.transact(run)
+
+    def _path(self, rec: RequestRecord, group: int) -> str:
+        """0x04E: a boundary reserves new, a unique tail is written in place, a shared tail is copied."""
+        if self.tail_rows(rec, group) in (0, self.groups[group].block_tokens):
+            return "new"
+        tail = rec.tables[group][-1]
+        return "unique" if self.pools[group].refcount(tail.block_id) == 1 else "cow"
+
+    def _fill(self, txn_id: str, tokens: tuple[int, ...]) -> None:
+        txn = self._txn(txn_id)
+        if "cow" in txn.plan:
+            self.retain_source_leases(txn_id)
+        for g, path in enumerate(txn.plan):
+            p = self.groups[g].block_tokens
+            if path == "alloc":
+                for j in range(ceil_div(len(tokens), p)):
+                    h = self.reserve_block(txn_id, g)
+                    self.write_rows(txn_id, g, h, 0, tokens[j * p:(j + 1) * p])
+            elif path == "new":
+                h = self.reserve_block(txn_id, g)
+                self.write_rows(txn_id, g, h, 0, tokens)
+            elif path == "cow":
+                h = self.copy_on_write_reserve(txn_id, g)
+                rows = self.tail_rows(self.request(txn.request_id), g)
+                self.copy_rows(txn_id, g, rows)
+                self.write_rows(txn_id, g, h, rows, tokens)
+            else:
+                tail = txn.touched_handles[g]
+                self.write_rows(txn_id, g, tail, self.tail_rows(self.request(txn.request_id), g), tokens)
+
+    def _receipt(self, txn_id: str, txn: AllocationTxn | None, request_id: str, operation: str, before: str,
+                 outcome: str) -> AllocationReceipt:
+        if txn is None:
+            return AllocationReceipt(
+                transaction_id=txn_id, request_id=request_id, operation=operation, predecessor_digest=before,
+                successor_digest=self.digest(), useful_new_rows=0, new_physical_blocks=0, copied_rows=0,
+                copy_payload_bytes=0, refcount_deltas=(), allocator_epoch_after=self.epoch, outcome=outcome)
+        rec = self.request(request_id)
+        row_bytes = sum(g.row_bytes for g in self.groups)
+        deltas: list[tuple[BlockHandle, int]] = [(h, +1) for h in txn.reserved_handles]
+        deltas += [(txn.touched_handles[g], -1) for g, p in enumerate(txn.plan) if p == "cow"]
+        copied = txn.copied_rows // max(1, list(txn.plan).count("cow")) if "cow" in txn.plan else 0
+        return AllocationReceipt(
+            transaction_id=txn_id, request_id=request_id, operation=operation, predecessor_digest=before,
+            successor_digest=self.digest(), useful_new_rows=len(txn.new_tokens),
+            new_physical_blocks=len(txn.reserved_handles), copied_rows=copied,
+            copy_payload_bytes=sum(self.groups[g].row_bytes * self.tail_rows_before(txn, g)
+                                   for g, p in enumerate(txn.plan) if p == "cow"),
+            refcount_deltas=tuple(deltas), allocator_epoch_after=self.epoch, outcome=outcome,
+            paths=txn.plan,
+            new_capacity_bytes=sum(self.groups[h.cache_group_id].block_bytes for h in txn.reserved_handles),
+            append_write_bytes=len(txn.new_tokens) * row_bytes, table_version_after=rec.table_version,
+            published_tables=rec.tables)
+
+    def tail_rows_before(self, txn: AllocationTxn, group: int) -> int:
+        """Rows copied for ``group`` by a COW transaction: the destination's frontier minus the new row."""
+        dst = self._destination(txn, group)
+        return 0 if dst is None else self.pools[group].blocks[dst.block_id].valid_rows - len(txn.new_tokens)
+
+    def allocate(self, request_id: str, tokens: Sequence[int], expected_epoch: int | None = None
+                 ) -> AllocationReceipt:
+        """Admit a new request: reserve ceil(n/P_g) blocks per group, write its rows, publish together."""
+        return self.run_txn("allocate", request_id, tokens, expected_epoch=expected_epoch)
+
+    def append(self, request_id: str, token: int, expected_generation: int | None = None,
+               expected_table_version: int | None = None, expected_epoch: int | None = None
+               ) -> AllocationReceipt:
+        """Append one row (0x04E): new bundle at a boundary, in place on a unique tail, else COW."""
+        return self.run_txn("append", request_id, (token,), expected_generation, expected_table_version,
+                            expected_epoch)
