@@ -26,6 +26,7 @@ class TokenToKVPoolAllocator:
         self.free_pages: list[int] = list(range(1, self.size_slots + 1))
         self.release_pages: list[int] = []
         self._group: list[int] | None = None
+        self.freed_log: list[tuple[int, ...]] | None = None  # set to a list to record each free call
 
     def available_size(self) -> int:
         return len(self.free_pages) + len(self.release_pages)
@@ -48,7 +49,10 @@ class TokenToKVPoolAllocator:
             return
         if self._group is not None:
             self._group.extend(slots)
-        elif self.need_sort:
+            return
+        if self.freed_log is not None:
+            self.freed_log.append(tuple(slots))
+        if self.need_sort:
             self.release_pages.extend(slots)
         else:
             self.free_pages.extend(slots)
@@ -81,6 +85,7 @@ class PagedTokenToKVPoolAllocator(TokenToKVPoolAllocator):
         self.free_pages = list(range(1, self.size_slots // self.page_size + 1))
         self.release_pages = []
         self._group = None
+        self.freed_log = None
 
     def available_size(self) -> int:
         return (len(self.free_pages) + len(self.release_pages)) * self.page_size
@@ -104,6 +109,8 @@ class PagedTokenToKVPoolAllocator(TokenToKVPoolAllocator):
         if self._group is not None:
             self._group.extend(slots)
             return
+        if self.freed_log is not None:
+            self.freed_log.append(tuple(slots))
         pages = sorted({s // self.page_size for s in slots})
         (self.release_pages if self.need_sort else self.free_pages).extend(pages)
 
