@@ -9,6 +9,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import attrs
@@ -43,3 +44,8 @@ def canonical_bytes(value: Any) -> bytes:
 def sha256_hex(value: Any) -> str:
     """SHA-256 (hex) of the canonical encoding of ``value``."""
     return hashlib.sha256(canonical_bytes(value)).hexdigest()
+
+
+def as_tuple(values: Iterable[Any]) -> tuple[Any, ...]:
+    """attrs converter: any iterable to a tuple (records stay hashable and immutable)."""
+    return tuple(values)
