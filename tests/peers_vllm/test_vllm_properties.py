@@ -28,7 +28,7 @@ class VllmProfileMachine(RuleBasedStateMachine):
     @initialize(num_blocks=st.integers(3, 10), caching=st.sampled_from([True, True, True, False]))
     def setup(self, num_blocks, caching):
         self.a = VllmAdapter(num_blocks, BLOCK, enable_caching=caching)
-        self.content: dict[int, tuple[int, ...]] = {}
+        self.content = {}
         self.counter = 0
 
     def _record_contents(self, rid):
@@ -103,4 +103,5 @@ class VllmProfileMachine(RuleBasedStateMachine):
 
 
 TestVllmProfileMachine = VllmProfileMachine.TestCase
-TestVllmProfileMachine.settings = settings(settings.default, max_examples=max(settings.default.max_examples, 100))
+_active = settings()  # the loaded profile; this machine needs at least 100 examples to reach evictions
+TestVllmProfileMachine.settings = settings(_active, max_examples=max(_active.max_examples, 100))
