@@ -63,6 +63,7 @@ class AllocRejection(enum.Enum):
     CACHE_IDENTITY_MISSING = "no cached block carries this key in every cache group"
     BAD_LOGICAL_BLOCK = "logical block index outside the request's table"
     UNEXPECTED_SOURCE_HANDLE = "expected source handle is not the request's current tail"
+    READER_BUSY = "this reader already holds a snapshot"
 
 
 class InjectedFailure(Exception):
@@ -91,11 +92,14 @@ class AllocationTxn:
     operation: str
     touched_handles: tuple[BlockHandle, ...]
     reserved_handles: tuple[BlockHandle, ...]
-    publication_state: str  # RESERVED -> COPYING -> READY_TO_PUBLISH -> PUBLISHED
+    publication_state: str  # RESERVED -> READY_TO_PUBLISH | BEGUN -> VALIDATED -> PUBLISHED (COW)
     plan: tuple[str, ...] = ()  # per group: "new", "unique", "cow", "alloc"
     new_tokens: tuple[int, ...] = ()
     lease_ids: tuple[int, ...] = ()
     copied_rows: int = 0
+    evicted_keys: tuple[str | None, ...] = ()  # aligned with reserved_handles: identity each reuse evicted
+    copied_groups: tuple[int, ...] = ()
+    written_groups: tuple[int, ...] = ()
 
 
 @attrs.frozen
@@ -165,6 +169,7 @@ class Allocator:
         self.leases = JDict(self.journal, "leases")  # lease id -> handle
         self.index = JDict(self.journal, "cache_index")  # (group, key) -> handle (weak identity)
         self.txns = JDict(self.journal, "txns")
+        self.readers = JDict(self.journal, "readers")  # reader id -> (request snapshot, its tokens)
         self.scalars = JDict(self.journal, "scalars")
         self.scalars["epoch"] = epoch
         self.scalars["next_txn"] = 1
@@ -175,6 +180,7 @@ class Allocator:
         self.fault_after: set[tuple[str, int | None]] = set()
         self._pending_records: list[Any] = []
         self._fault_pending = False
+        self._closing_txn: AllocationTxn | None = None
 
     # ---- basic queries -----------------------------------------------------------------------
     @property
@@ -240,7 +246,7 @@ class Allocator:
             journal.forget()
             if self.recorder is not None:
                 for action, params, state in self._pending_records:
-                    self.recorder.append(action, params, state)
+                    self.recorder.record(action, params, state)
             self._pending_records.clear()
             if self.check_every_op:
                 from kvexact.reference.cow import self_check  # noqa: PLC0415
@@ -248,14 +254,20 @@ class Allocator:
                 self_check(self)
         return result
 
-    def emit(self, action: str, params: dict[str, Any]) -> None:
+    def emit(self, action: str, params: dict[str, Any], wrote: tuple[tuple[int, int], ...] = ()) -> None:
         """One trace record for a spec action just taken; then a fault injected after it, if armed."""
         if self.recorder is not None:
-            self._pending_records.append((action, params, self.recorder.project(self)))
-        key = (action, params.get("group"))
+            self._pending_records.append((action, params, self.recorder.snapshot(self, wrote)))
+        key = (action, params.get("g"))
         if key in self.fault_after:
             self.fault_after.discard(key)
             self._fault_pending = True
+
+    def record_outside_state(self, action: str, params: dict[str, Any]) -> None:
+        """A trace record for a spec action that leaves the reference state unchanged (a rejection the
+        spec models as a step of its history variables, e.g. ``stale_write_rejected``)."""
+        if self.recorder is not None:
+            self.recorder.record(action, params, self.recorder.snapshot(self, ()))
 
     def _txn(self, txn_id: str) -> AllocationTxn:
         txn = self.txns.get(txn_id)
@@ -287,69 +299,87 @@ class Allocator:
         return f"t{n}"
 
     # ---- steps (one spec action each) ------------------------------------------------------------
+    def current_or_empty(self, request_id: str) -> RequestRecord:
+        """The committed request, or the empty request a first boundary append would start."""
+        rec = self.requests.get(request_id)
+        if rec is not None:
+            return rec
+        return RequestRecord(self.ended.get(request_id, 0) + 1, 0, 0, tuple(() for _ in self.groups))
+
     def begin(self, operation: str, request_id: str, plan: tuple[str, ...], new_tokens: tuple[int, ...],
               expected_generation: int | None = None, expected_table_version: int | None = None,
               expected_epoch: int | None = None) -> str:
-        """Open a transaction after validating the expected predecessor (no trace record: no state change
-        visible to the spec other than the transaction record itself, which is projected)."""
+        """Open a transaction after validating the expected predecessor (0x05C step 1). Not a spec action:
+        nothing the specs observe changes until the transaction's first step."""
 
         def run() -> str:
             self._require_no_txn()
-            if operation == "allocate":
-                if request_id in self.requests:
-                    raise Rejected(AllocRejection.DUPLICATE_REQUEST, f"request {request_id!r}")
-                if expected_epoch is not None and expected_epoch != self.epoch:
-                    raise Rejected(AllocRejection.EPOCH_MISMATCH,
-                                   f"expected {expected_epoch}, current {self.epoch}")
-                gen, version, touched = self.ended.get(request_id, 0) + 1, 0, ()
-            else:
-                rec = self.validate_expected(request_id, expected_generation, expected_table_version,
-                                             expected_epoch)
-                gen, version = rec.request_generation, rec.table_version
-                touched = tuple(t[-1] for t in rec.tables if t)
             if not new_tokens:
                 raise Rejected(AllocRejection.EMPTY_APPEND, f"{operation} {request_id}")
+            if expected_epoch is not None and expected_epoch != self.epoch:
+                raise Rejected(AllocRejection.EPOCH_MISMATCH, f"expected {expected_epoch}, current {self.epoch}")
+            if operation == "allocate" and request_id in self.requests:
+                raise Rejected(AllocRejection.DUPLICATE_REQUEST, f"request {request_id!r}")
+            if request_id in self.requests:
+                rec = self.validate_expected(request_id, expected_generation, expected_table_version, None)
+            else:
+                rec = self.current_or_empty(request_id)
+                if operation != "allocate" and request_id not in self.ended and expected_table_version not in (
+                        None, 0):
+                    raise Rejected(AllocRejection.UNKNOWN_REQUEST, f"request {request_id!r}")
+            touched = tuple(t[-1] for t in rec.tables if t)
             txn_id = self._new_txn_id()
             self.txns[txn_id] = AllocationTxn(
                 transaction_id=txn_id, expected_allocator_epoch=self.epoch, request_id=request_id,
-                expected_request_generation=gen, expected_table_version=version, operation=operation,
-                touched_handles=touched, reserved_handles=(), publication_state="RESERVED", plan=plan,
-                new_tokens=tuple(new_tokens))
-            self.emit("begin_txn", {"txn": txn_id, "request": request_id, "operation": operation})
+                expected_request_generation=rec.request_generation, expected_table_version=rec.table_version,
+                operation=operation, touched_handles=touched, reserved_handles=(), publication_state="RESERVED",
+                plan=plan, new_tokens=tuple(new_tokens))
             return txn_id
 
         return self.transact(run)
 
-    def _reserve(self, action: str, txn_id: str, group: int, wanted: str) -> BlockHandle:
+    def _reserve(self, action: str, txn_id: str, group: int, wanted: tuple[str, ...]) -> BlockHandle:
         def run() -> BlockHandle:
             txn = self._txn(txn_id)
-            if txn.plan[group] != wanted:
+            if txn.plan[group] not in wanted or txn.publication_state not in ("RESERVED", "BEGUN"):
                 raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"{action} for group {group} on a "
-                               f"{txn.plan[group]!r} path")
+                               f"{txn.plan[group]!r} path in state {txn.publication_state}")
+            if txn.plan[group] in ("new", "cow") and self._destination(txn, group) is not None:
+                raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"group {group} already has a destination")
+            if txn.plan[group] == "cow" and txn.publication_state != "BEGUN":
+                raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, "cow_reserve before cow_begin")
             handle, lost_key = self.pools[group].reserve(txn_id)
             if lost_key is not None:  # reuse evicts the old weak identity first (0x04B)
                 del self.index[(group, lost_key)]
-            self.txns[txn_id] = attrs.evolve(txn, reserved_handles=(*txn.reserved_handles, handle))
-            self.emit(action, {"txn": txn_id, "group": group, "handle": handle})
+            self.txns[txn_id] = attrs.evolve(txn, reserved_handles=(*txn.reserved_handles, handle),
+                                             evicted_keys=(*txn.evicted_keys, lost_key))
+            if action:
+                self.emit(action, {"r": txn.request_id, "g": group, "b": handle.block_id})
             return handle
 
         return self.transact(run)
 
     def reserve_block(self, txn_id: str, group: int) -> BlockHandle:
-        """Reserve one unpublished block of ``group`` for a boundary append or a new request."""
+        """Reserve one unpublished block of ``group``: a boundary append (``append_reserve``) or one block of
+        a multi-block allocation (no spec twin)."""
         txn = self._txn(txn_id)
-        return self._reserve("reserve_block", txn_id, group, "alloc" if txn.operation == "allocate" else "new")
+        action = "" if txn.operation == "allocate" else "append_reserve"
+        return self._reserve(action, txn_id, group, ("alloc", "new"))
 
-    def copy_on_write_reserve(self, txn_id: str, group: int) -> BlockHandle:
+    def cow_reserve(self, txn_id: str, group: int) -> BlockHandle:
         """Reserve the unpublished COW destination of ``group`` (0x05C step 3)."""
-        return self._reserve("copy_on_write_reserve", txn_id, group, "cow")
+        return self._reserve("cow_reserve", txn_id, group, ("cow",))
 
-    def retain_source_leases(self, txn_id: str) -> tuple[int, ...]:
-        """Lease every COW source handle while the copy is in flight (0x05C step 4)."""
+    copy_on_write_reserve = cow_reserve
+
+    def cow_begin(self, txn_id: str) -> tuple[int, ...]:
+        """Lease every COW source tail while the copy is in flight (0x05C steps 2 and 4)."""
 
         def run() -> tuple[int, ...]:
             txn = self._txn(txn_id)
-            lease_ids = list(txn.lease_ids)
+            if txn.publication_state != "RESERVED" or "cow" not in txn.plan:
+                raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, f"cow_begin on {txn_id} ({txn.publication_state})")
+            lease_ids = []
             for g, src in enumerate(txn.touched_handles):
                 if txn.plan[g] != "cow":
                     continue
@@ -359,11 +389,13 @@ class Allocator:
                 self.leases[lease_id] = src
                 self.pools[g].incref(src.block_id)
                 lease_ids.append(lease_id)
-            self.txns[txn_id] = attrs.evolve(txn, lease_ids=tuple(lease_ids))
-            self.emit("retain_source_leases", {"txn": txn_id, "leases": tuple(lease_ids)})
+            self.txns[txn_id] = attrs.evolve(txn, lease_ids=tuple(lease_ids), publication_state="BEGUN")
+            self.emit("cow_begin", {"r": txn.request_id, "t": txn.new_tokens[0]})
             return tuple(lease_ids)
 
         return self.transact(run)
+
+    retain_source_leases = cow_begin
 
     def _destination(self, txn: AllocationTxn, group: int) -> BlockHandle | None:
         for h in reversed(txn.reserved_handles):
@@ -371,13 +403,13 @@ class Allocator:
                 return h
         return None
 
-    def copy_rows(self, txn_id: str, group: int, rows: int) -> None:
+    def cow_copy(self, txn_id: str, group: int, rows: int) -> None:
         """Copy exactly the predecessor's valid tail rows from the leased source (0x05C step 5)."""
 
         def run() -> None:
             txn = self._txn(txn_id)
-            if txn.plan[group] != "cow":
-                raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"copy_rows on group {group}")
+            if txn.plan[group] != "cow" or group in txn.copied_groups:
+                raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"cow_copy on group {group}")
             dst = self._destination(txn, group)
             src = txn.touched_handles[group]
             if dst is None or not any(self.leases.get(i) == src for i in txn.lease_ids):
@@ -387,19 +419,22 @@ class Allocator:
             if rows != expected:
                 raise Rejected(AllocRejection.COPY_ROW_COUNT_MISMATCH, f"group {group}: {rows} rows, "
                                f"predecessor tail holds {expected}")
-            src_rows = self.pools[group].check_handle(src).rows[:rows]
-            self.pools[group].set_rows(dst, src_rows)
-            self.txns[txn_id] = attrs.evolve(txn, publication_state="COPYING", copied_rows=txn.copied_rows + rows)
-            self.emit("copy_rows", {"txn": txn_id, "group": group, "rows": rows})
+            self.pools[group].set_rows(dst, self.pools[group].check_handle(src).rows[:rows])
+            self.txns[txn_id] = attrs.evolve(txn, copied_rows=txn.copied_rows + rows,
+                                             copied_groups=(*txn.copied_groups, group))
+            self.emit("cow_copy", {"r": txn.request_id, "g": group}, wrote=((group, dst.block_id),))
 
         self.transact(run)
+
+    copy_rows = cow_copy
 
     def write_rows(self, txn_id: str, group: int, handle: BlockHandle, offset: int,
                    tokens: Sequence[int]) -> None:
         """Write ``tokens`` at ``offset`` of a block the transaction may write (0x05C step 6).
 
         The block must be the transaction's reserved destination, or (unique path) the request's own tail
-        with exactly one strong reference; ``offset`` must equal the block's valid frontier.
+        with exactly one strong reference; ``offset`` must equal the block's valid frontier. Only the COW
+        path's write is a spec action of its own (``cow_write``).
         """
 
         def run() -> None:
@@ -416,13 +451,49 @@ class Allocator:
                 rows = rec.rows[:visible]  # rows past the visible frontier are dead (after a truncate)
             else:
                 rows = rec.rows
+                if txn.plan[group] == "cow" and (group not in txn.copied_groups or group in txn.written_groups):
+                    raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, f"cow_write on group {group} before its "
+                                   "copy, or twice")
             if offset != len(rows) or offset + len(tokens) > self.groups[group].block_tokens:
                 raise Rejected(AllocRejection.WRITE_OFFSET_MISMATCH, f"{handle}: offset {offset}, frontier "
                                f"{len(rows)}, {len(tokens)} rows, block {self.groups[group].block_tokens}")
             pool.set_rows(handle, (*rows, *tokens))
+            self.txns[txn_id] = attrs.evolve(txn, written_groups=(*txn.written_groups, group))
+            if txn.plan[group] == "cow":
+                self.emit("cow_write", {"r": txn.request_id, "g": group}, wrote=((group, handle.block_id),))
+
+        self.transact(run)
+
+    def append_write(self, txn_id: str) -> None:
+        """Boundary path: every group's destination holds its written rows; READY_TO_PUBLISH (0x04A)."""
+
+        def run() -> None:
+            txn = self._txn(txn_id)
+            if set(txn.written_groups) != set(range(len(self.groups))) or txn.publication_state != "RESERVED":
+                raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, f"append_write on {txn_id}: written "
+                               f"{txn.written_groups}, state {txn.publication_state}")
             self.txns[txn_id] = attrs.evolve(txn, publication_state="READY_TO_PUBLISH")
-            self.emit("write_rows", {"txn": txn_id, "group": group, "handle": handle, "offset": offset,
-                                     "rows": len(tokens)})
+            self.emit("append_write", {"r": txn.request_id})
+
+        self.transact(run)
+
+    def cow_validate(self, txn_id: str) -> None:
+        """0x05C step 7: every destination holds the copied rows plus the new one; stamp the bundle."""
+
+        def run() -> None:
+            txn = self._txn(txn_id)
+            cow_groups = [g for g, p in enumerate(txn.plan) if p == "cow"]
+            if txn.publication_state != "BEGUN" or set(txn.written_groups) != set(range(len(self.groups))):
+                raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, f"cow_validate on {txn_id}: written "
+                               f"{txn.written_groups}, state {txn.publication_state}")
+            for g in cow_groups:
+                self._check_frontier(txn, g, (self._destination(txn, g),))  # type: ignore[arg-type]
+                dst = self._destination(txn, g)
+                assert dst is not None
+                rec = self.pools[g].blocks[dst.block_id]
+                self.pools[g].blocks[dst.block_id] = attrs.evolve(rec, bundle_epoch=self.epoch + 1)
+            self.txns[txn_id] = attrs.evolve(txn, publication_state="VALIDATED")
+            self.emit("cow_validate", {"r": txn.request_id})
 
         self.transact(run)
 
@@ -432,7 +503,7 @@ class Allocator:
             tables = tuple(tuple(h for h in txn.reserved_handles if h.cache_group_id == g)
                            for g in range(len(self.groups)))
             return tables, len(txn.new_tokens)
-        rec = self.request(txn.request_id)
+        rec = self.current_or_empty(txn.request_id)
         out = []
         for g, table in enumerate(rec.tables):
             path, dst = txn.plan[g], self._destination(txn, g)
@@ -456,7 +527,7 @@ class Allocator:
             old_rows = self.tail_rows(self.request(txn.request_id), group)
             wants = [(table[-1], (*self.pools[group].check_handle(src).rows[:old_rows], *txn.new_tokens))]
         for h, want in wants:
-            have = self.pools[group].check_handle(h).rows[:len(want)]
+            have = self.pools[group].check_handle(h).rows
             if have != tuple(want):
                 raise Rejected(AllocRejection.FRONTIER_NOT_VALID, f"{h} holds {len(have)} rows, the successor "
                                f"exposes {len(want)} (or they differ)")
@@ -472,16 +543,26 @@ class Allocator:
             tables, context = self.successor_tables(txn)
             for g, table in enumerate(tables):
                 need = ceil_div(context, self.groups[g].block_tokens)
-                if len(table) != need:
+                if len(table) != need or (txn.plan[g] in ("new", "cow") and self._destination(txn, g) is None):
                     raise Rejected(AllocRejection.HALF_BUNDLE_PUBLICATION, f"group {g} would map {len(table)} "
-                                   f"blocks for {context} tokens (needs {need})")
-                if txn.plan[g] in ("new", "cow") and self._destination(txn, g) is None:
-                    raise Rejected(AllocRejection.HALF_BUNDLE_PUBLICATION, f"group {g} has no destination")
-            for g, table in enumerate(tables):  # 0x05C step 7: every frontier holds what is exposed
-                self._check_frontier(txn, g, table)
+                                   f"blocks for {context} tokens (needs {need}) or lacks its destination")
+            cow = "cow" in txn.plan
+            if cow and txn.publication_state != "VALIDATED":
+                raise Rejected(AllocRejection.FRONTIER_NOT_VALID, f"{txn_id} publishes before cow_validate")
+            if not cow:
+                if set(txn.written_groups) != set(range(len(self.groups))):
+                    raise Rejected(AllocRejection.FRONTIER_NOT_VALID, f"{txn_id}: groups written "
+                                   f"{txn.written_groups}")
+                for g, table in enumerate(tables):  # 0x05C step 7 for the non-COW paths
+                    self._check_frontier(txn, g, table)
+            if "new" in txn.plan and txn.publication_state != "READY_TO_PUBLISH":
+                raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, f"{txn_id} publishes before append_write")
             old = self.requests.get(txn.request_id)
+            new_epoch = self.epoch + 1 if txn.reserved_handles else self.epoch
             for h in txn.reserved_handles:
-                self.pools[h.cache_group_id].publish_reserved(h, txn_id)
+                pool = self.pools[h.cache_group_id]
+                pool.publish_reserved(h, txn_id)
+                pool.blocks[h.block_id] = attrs.evolve(pool.blocks[h.block_id], bundle_epoch=new_epoch)
             for g, table in enumerate(tables):
                 before = set(old.tables[g]) if old is not None else set()
                 for h in table:
@@ -492,16 +573,29 @@ class Allocator:
             self.requests[txn.request_id] = RequestRecord(
                 request_generation=txn.expected_request_generation,
                 table_version=txn.expected_table_version + 1, context_tokens=context, tables=tables)
-            if txn.reserved_handles:
-                self.scalars["epoch"] = self.epoch + 1
-            self.txns[txn_id] = attrs.evolve(txn, publication_state="PUBLISHED")
-            self.emit("publish_bundle", {"txn": txn_id, "request": txn.request_id})
+            self.scalars["epoch"] = new_epoch
+            r = txn.request_id
+            if cow:
+                self.txns[txn_id] = attrs.evolve(txn, publication_state="PUBLISHED")
+                self.emit("cow_publish", {"r": r})
+            else:
+                del self.txns[txn_id]
+                if txn.operation == "allocate":
+                    self.emit("allocate", {"r": r, "n": len(txn.new_tokens)})
+                elif "new" in txn.plan:
+                    self.emit("append_publish", {"r": r, "t": txn.new_tokens[0],
+                                                 "dest": {g: self._destination(txn, g).block_id  # type: ignore
+                                                          for g in range(len(self.groups))}},
+                              wrote=tuple((h.cache_group_id, h.block_id) for h in txn.reserved_handles))
+                else:
+                    self.emit("append_in_place", {"r": r, "t": txn.new_tokens[0]},
+                              wrote=tuple((g, t[-1].block_id) for g, t in enumerate(tables)))
             return tuple(h for t in tables for h in t)
 
         return self.transact(run)
 
     def release_source_leases(self, txn_id: str) -> None:
-        """Drop the transaction's temporary leases and close it (0x05C step 9)."""
+        """Drop the COW transaction's temporary leases and close it (0x05C step 9)."""
 
         def run() -> None:
             txn = self._txn(txn_id)
@@ -509,9 +603,11 @@ class Allocator:
                 raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, f"{txn_id} is {txn.publication_state}")
             self._drop_leases(txn.lease_ids)
             del self.txns[txn_id]
-            self.emit("release_source_leases", {"txn": txn_id})
+            self.emit("cow_release_sources", {"r": txn.request_id})
 
         self.transact(run)
+
+    cow_release_sources = release_source_leases
 
     def _drop_leases(self, lease_ids: Sequence[int]) -> None:
         for lease_id in lease_ids:
@@ -523,58 +619,57 @@ class Allocator:
 
     def rollback_unpublished(self, txn_id: str, since_mark: int) -> None:
         """Return every reservation and lease of an unpublished transaction: the predecessor state exactly
-        (0x04F). ``since_mark`` is the journal mark taken before the transaction's first step."""
+        (0x04F). ``since_mark`` is the journal mark taken before the transaction began."""
         txn = self._txn(txn_id)
         if txn.publication_state == "PUBLISHED":
             raise Rejected(AllocRejection.ROLLBACK_AFTER_PUBLICATION, f"{txn_id}")
         self.journal.undo_to(since_mark)
-        self.emit("rollback_unpublished", {"txn": txn_id})
+        self.emit("cow_rollback" if "cow" in txn.plan else "append_rollback", {"r": txn.request_id})
 
     # ---- whole operations (a sequence of steps) ---------------------------------------------------
     def run_txn(self, operation: str, request_id: str, tokens: Sequence[int],
                 expected_generation: int | None = None, expected_table_version: int | None = None,
                 expected_epoch: int | None = None) -> AllocationReceipt:
-        """allocate (a new request) or append (0x04E's three paths, chosen per cache group)."""
+        """allocate (a new request) or append (0x04E's three paths)."""
         before = self.digest()
         mark = self.journal.mark()
         tokens = tuple(tokens)
         if operation == "allocate":
             plan = ("alloc",) * len(self.groups)
         else:
-            rec = self.request(request_id)
             if len(tokens) != 1:
                 raise Rejected(AllocRejection.EMPTY_APPEND if not tokens else AllocRejection.WRITE_OFFSET_MISMATCH,
                                f"append writes exactly one row, got {len(tokens)}")
-            plan = tuple(self._path(rec, g) for g in range(len(self.groups)))
-        state: dict[str, Any] = {}
+            if request_id not in self.requests and expected_table_version not in (None, 0):
+                self.request(request_id)  # raises the right name
+            plan = self.append_plan(self.current_or_empty(request_id))
 
         def run() -> AllocationReceipt:
             txn_id = self.begin(operation, request_id, plan, tokens, expected_generation,
                                 expected_table_version, expected_epoch)
-            state["txn"] = txn_id
             try:
                 self._fill(txn_id, tokens)
-                self.publish_bundle(txn_id)
             except InjectedFailure:
                 self.rollback_unpublished(txn_id, mark)
                 return self._receipt(txn_id, None, request_id, operation, before, "ROLLED_BACK")
-            txn = self._txn(txn_id)
-            self.release_source_leases(txn_id)
-            return self._receipt(txn_id, txn, request_id, operation, before, "PUBLISHED")
+            return self._receipt(txn_id, self._closing_txn, request_id, operation, before, "PUBLISHED")
 
         return self.transact(run)
 
-    def _path(self, rec: RequestRecord, group: int) -> str:
-        """0x04E: a boundary reserves new, a unique tail is written in place, a shared tail is copied."""
-        if self.tail_rows(rec, group) in (0, self.groups[group].block_tokens):
-            return "new"
-        tail = rec.tables[group][-1]
-        return "unique" if self.pools[group].refcount(tail.block_id) == 1 else "cow"
+    def append_plan(self, rec: RequestRecord) -> tuple[str, ...]:
+        """0x04E per group: a boundary reserves new; otherwise, if any group's tail is shared, every
+        non-boundary group copies on write, else they all write in place."""
+        boundary = [self.tail_rows(rec, g) in (0, self.groups[g].block_tokens) for g in range(len(self.groups))]
+        shared = any(not b and self.pools[g].refcount(rec.tables[g][-1].block_id) != 1
+                     for g, b in enumerate(boundary))
+        return tuple("new" if b else ("cow" if shared else "unique") for b in boundary)
 
     def _fill(self, txn_id: str, tokens: tuple[int, ...]) -> None:
+        """Take every step of the transaction's plan up to and including its close."""
         txn = self._txn(txn_id)
-        if "cow" in txn.plan:
-            self.retain_source_leases(txn_id)
+        cow = "cow" in txn.plan
+        if cow:
+            self.cow_begin(txn_id)
         for g, path in enumerate(txn.plan):
             p = self.groups[g].block_tokens
             if path == "alloc":
@@ -582,16 +677,27 @@ class Allocator:
                     h = self.reserve_block(txn_id, g)
                     self.write_rows(txn_id, g, h, 0, tokens[j * p:(j + 1) * p])
             elif path == "new":
-                h = self.reserve_block(txn_id, g)
-                self.write_rows(txn_id, g, h, 0, tokens)
+                self.reserve_block(txn_id, g)
             elif path == "cow":
-                h = self.copy_on_write_reserve(txn_id, g)
-                rows = self.tail_rows(self.request(txn.request_id), g)
-                self.copy_rows(txn_id, g, rows)
-                self.write_rows(txn_id, g, h, rows, tokens)
-            else:
-                tail = txn.touched_handles[g]
-                self.write_rows(txn_id, g, tail, self.tail_rows(self.request(txn.request_id), g), tokens)
+                self.cow_reserve(txn_id, g)
+        for g, path in enumerate(txn.plan):
+            if path == "new":
+                self.write_rows(txn_id, g, self._destination(self._txn(txn_id), g), 0, tokens)  # type: ignore
+            elif path == "cow":
+                self.cow_copy(txn_id, g, self.tail_rows(self.request(txn.request_id), g))
+                self.write_rows(txn_id, g, self._destination(self._txn(txn_id), g),  # type: ignore[arg-type]
+                                self.tail_rows(self.request(txn.request_id), g), tokens)
+            elif path == "unique":
+                self.write_rows(txn_id, g, txn.touched_handles[g], self.tail_rows(self.request(txn.request_id), g),
+                                tokens)
+        if "new" in txn.plan:
+            self.append_write(txn_id)
+        if cow:
+            self.cow_validate(txn_id)
+        self._closing_txn = self._txn(txn_id)
+        self.publish_bundle(txn_id)
+        if cow:
+            self.release_source_leases(txn_id)
 
     def _receipt(self, txn_id: str, txn: AllocationTxn | None, request_id: str, operation: str, before: str,
                  outcome: str) -> AllocationReceipt:
@@ -602,25 +708,20 @@ class Allocator:
                 copy_payload_bytes=0, refcount_deltas=(), allocator_epoch_after=self.epoch, outcome=outcome)
         rec = self.request(request_id)
         row_bytes = sum(g.row_bytes for g in self.groups)
+        cow_groups = [g for g, p in enumerate(txn.plan) if p == "cow"]
+        rows_per_group = txn.copied_rows // len(cow_groups) if cow_groups else 0
         deltas: list[tuple[BlockHandle, int]] = [(h, +1) for h in txn.reserved_handles]
-        deltas += [(txn.touched_handles[g], -1) for g, p in enumerate(txn.plan) if p == "cow"]
-        copied = txn.copied_rows // max(1, list(txn.plan).count("cow")) if "cow" in txn.plan else 0
+        deltas += [(txn.touched_handles[g], -1) for g in cow_groups]
         return AllocationReceipt(
             transaction_id=txn_id, request_id=request_id, operation=operation, predecessor_digest=before,
             successor_digest=self.digest(), useful_new_rows=len(txn.new_tokens),
-            new_physical_blocks=len(txn.reserved_handles), copied_rows=copied,
-            copy_payload_bytes=sum(self.groups[g].row_bytes * self.tail_rows_before(txn, g)
-                                   for g, p in enumerate(txn.plan) if p == "cow"),
+            new_physical_blocks=len(txn.reserved_handles), copied_rows=rows_per_group,
+            copy_payload_bytes=sum(self.groups[g].row_bytes * rows_per_group for g in cow_groups),
             refcount_deltas=tuple(deltas), allocator_epoch_after=self.epoch, outcome=outcome,
             paths=txn.plan,
             new_capacity_bytes=sum(self.groups[h.cache_group_id].block_bytes for h in txn.reserved_handles),
             append_write_bytes=len(txn.new_tokens) * row_bytes, table_version_after=rec.table_version,
             published_tables=rec.tables)
-
-    def tail_rows_before(self, txn: AllocationTxn, group: int) -> int:
-        """Rows copied for ``group`` by a COW transaction: the destination's frontier minus the new row."""
-        dst = self._destination(txn, group)
-        return 0 if dst is None else self.pools[group].blocks[dst.block_id].valid_rows - len(txn.new_tokens)
 
     def allocate(self, request_id: str, tokens: Sequence[int], expected_epoch: int | None = None
                  ) -> AllocationReceipt:

@@ -15,8 +15,8 @@ import attrs
 
 from kvexact.reference.allocator import (
     AllocationReceipt,
-    AllocRejection,
     Allocator,
+    AllocRejection,
     ReleaseResult,
     RequestRecord,
     ceil_div,
@@ -107,7 +107,7 @@ def fork(alloc: Allocator, parent_id: str, child_id: str, expected_generation: i
             for h in table:
                 alloc.pools[h.cache_group_id].incref(h.block_id)
         alloc.requests[child_id] = child
-        alloc.emit("fork", {"parent": parent_id, "child": child_id})
+        alloc.emit("fork", {"r": parent_id, "c": child_id})
         return child
 
     return alloc.transact(run)
@@ -132,7 +132,8 @@ def truncate(alloc: Allocator, request_id: str, keep_tokens: int, expected_gener
         freed, evictable = _drop(alloc, dropped)
         alloc.requests[request_id] = attrs.evolve(rec, table_version=rec.table_version + 1,
                                                   context_tokens=keep_tokens, tables=tuple(kept))
-        alloc.emit("truncate", {"request": request_id, "keep_tokens": keep_tokens})
+        alloc.emit("truncate", {"r": request_id, "k": keep_tokens // alloc.groups[0].block_tokens,
+                                "keep_tokens": keep_tokens})
         return ReleaseResult(request_id, "truncate", before, alloc.digest(), tuple(dropped), freed, evictable,
                              alloc.epoch, rec.table_version + 1)
 
@@ -158,7 +159,7 @@ def _end(alloc: Allocator, action: str, request_id: str, expected_generation: in
         dropped = [h for table in rec.tables for h in table]
         _ended(alloc, request_id, rec)
         freed, evictable = _drop(alloc, dropped)
-        alloc.emit(action, {"request": request_id})
+        alloc.emit("release", {"r": request_id, "reason": action})
         return ReleaseResult(request_id, action, before, alloc.digest(), tuple(dropped), freed, evictable,
                              alloc.epoch)
 
@@ -193,12 +194,12 @@ def cache_block(alloc: Allocator, request_id: str, logical_block: int, key: str)
             if bound is not None and bound != h:
                 raise Rejected(AllocRejection.CACHE_KEY_CONFLICT, f"{key!r} already names {bound}")
             current = alloc.pools[g].blocks[h.block_id].cache_key
-            if current is not None and current != key:
+            if current is not None:
                 raise Rejected(AllocRejection.CACHE_BLOCK_ALREADY_KEYED, f"{h} carries {current!r}")
             alloc.index[(g, key)] = h
             alloc.pools[g].set_cache_key(h.block_id, key)
             out.append(h)
-        alloc.emit("cache_block", {"request": request_id, "block": logical_block, "key": key})
+        alloc.emit("cache_block", {"r": request_id, "j": logical_block + 1, "key": key})
         return tuple(out)
 
     return alloc.transact(run)
@@ -236,7 +237,7 @@ def touch(alloc: Allocator, request_id: str, keys: Sequence[str]) -> RequestReco
         rec = RequestRecord(request_generation=alloc.ended.get(request_id, 0) + 1, table_version=1,
                             context_tokens=len(keys) * min(sizes), tables=tuple(tuple(t) for t in tables))
         alloc.requests[request_id] = rec
-        alloc.emit("touch", {"request": request_id, "keys": tuple(keys)})
+        alloc.emit("prefix_hit", {"r": request_id, "k": len(keys), "keys": tuple(keys)})
         return rec
 
     return alloc.transact(run)
@@ -253,9 +254,9 @@ def evict(alloc: Allocator, key: str) -> tuple[BlockHandle, ...]:
                 del alloc.index[(g, key)]
                 alloc.pools[g].set_cache_key(h.block_id, None)
                 out.append(h)
+                alloc.emit("evict", {"g": g, "b": h.block_id, "key": key})
         if not out:
             raise Rejected(AllocRejection.CACHE_IDENTITY_MISSING, f"{key!r}")
-        alloc.emit("evict", {"key": key})
         return tuple(out)
 
     return alloc.transact(run)
@@ -275,7 +276,7 @@ def retain_read(alloc: Allocator, handle: BlockHandle) -> int:
         alloc.scalars["next_lease"] = lease_id + 1
         alloc.leases[lease_id] = handle
         pool.incref(handle.block_id)
-        alloc.emit("retain_read", {"handle": handle, "lease": lease_id})
+        alloc.emit("retain_read", {"g": handle.cache_group_id, "b": handle.block_id, "lease": lease_id})
         return lease_id
 
     return alloc.transact(run)
@@ -290,14 +291,59 @@ def release_lease(alloc: Allocator, lease_id: int) -> None:
 
 
 def delayed_write(alloc: Allocator, handle: BlockHandle, offset: int, token: int) -> None:
-    """A writer that holds only a handle (e.g. D's delayed writer of 0x05E): the generation fence decides."""
+    """A writer that holds only a handle (D's delayed writer of 0x05E): the generation fence decides.
+
+    A stale generation, or a current one whose block is back in the queue (a retired handle), is rejected
+    and recorded as the spec's ``stale_write_rejected``; the state is unchanged.
+    """
     if handle.cache_group_id >= len(alloc.pools):
         raise Rejected(PoolRejection.FOREIGN_POOL_HANDLE, f"{handle}")
-    alloc.pools[handle.cache_group_id].check_handle(handle)
-    owner = alloc.pools[handle.cache_group_id].blocks[handle.block_id].reserved_by
+    pool = alloc.pools[handle.cache_group_id]
+    try:
+        pool.check_handle(handle)
+        if pool.state_of(handle.block_id) in (BlockState.FREE, BlockState.EVICTABLE):
+            raise Rejected(PoolRejection.HANDLE_NOT_OWNED, f"{handle}")
+    except Rejected as exc:
+        if exc.reason in (PoolRejection.STALE_BLOCK_GENERATION, PoolRejection.HANDLE_NOT_OWNED):
+            alloc.record_outside_state("stale_write_rejected", {"g": handle.cache_group_id,
+                                                                "h": {"block": handle.block_id,
+                                                                      "gen": handle.generation}})
+        raise
+    owner = pool.blocks[handle.block_id].reserved_by
     if owner is None:
         raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"{handle} is published; write through append")
     alloc.write_rows(owner, handle.cache_group_id, handle, offset, (token,))
+
+
+def reader_snapshot(alloc: Allocator, reader_id: str, request_id: str) -> RequestRecord:
+    """A reader snapshots a request's published tables, leasing every handle (+1 ref each)."""
+
+    def run() -> RequestRecord:
+        if reader_id in alloc.readers:
+            raise Rejected(AllocRejection.READER_BUSY, f"reader {reader_id!r}")
+        rec = alloc.request(request_id)
+        for table in rec.tables:
+            for h in table:
+                alloc.pools[h.cache_group_id].incref(h.block_id)
+        alloc.readers[reader_id] = (rec, alloc.tokens_of(request_id))
+        alloc.emit("reader_snapshot", {"x": reader_id, "r": request_id})
+        return rec
+
+    return alloc.transact(run)
+
+
+def reader_release(alloc: Allocator, reader_id: str) -> None:
+    """The reader is done: its leases go; blocks left without references return to the queue."""
+
+    def run() -> None:
+        if reader_id not in alloc.readers:
+            raise Rejected(AllocRejection.LEASE_NOT_HELD, f"reader {reader_id!r}")
+        rec, _tokens = alloc.readers[reader_id]
+        del alloc.readers[reader_id]
+        _drop(alloc, [h for table in rec.tables for h in table])
+        alloc.emit("reader_release", {"x": reader_id})
+
+    alloc.transact(run)
 
 
 def cow_append(alloc: Allocator, request_id: str, token: int, expected_generation: int,
@@ -369,6 +415,12 @@ def self_check(alloc: Allocator) -> None:
             token_rows.append(tuple(rows))
         if len(set(token_rows)) > 1:
             fail(f"{rid}: cache groups disagree on the request's rows")
+    for reader_id, (snap, _tokens) in alloc.readers.items():
+        for table in snap.tables:
+            for h in table:
+                if alloc.pools[h.cache_group_id].blocks[h.block_id].generation != h.generation:
+                    fail(f"reader {reader_id} holds stale {h}")
+                refs[h.cache_group_id][h.block_id] = refs[h.cache_group_id].get(h.block_id, 0) + 1
     for lease_id, h in alloc.leases.items():
         g = h.cache_group_id
         if alloc.pools[g].blocks[h.block_id].generation != h.generation:

@@ -37,6 +37,7 @@ DIGEST_TAG = b"kvexact/allocator-state/v1"
 class PoolRejection(enum.Enum):
     OUT_OF_MEMORY = "no free or evictable block left in this cache group's pool"
     STALE_BLOCK_GENERATION = "handle generation differs from the block's current generation (ABA)"
+    HANDLE_NOT_OWNED = "handle names a block that went back to the free queue (retired handle)"
     FOREIGN_POOL_HANDLE = "handle names another pool or cache group"
     UNKNOWN_BLOCK = "block id is not provisioned in this pool"
     REFCOUNT_UNDERFLOW = "dropping a reference that the block does not hold"
@@ -159,6 +160,7 @@ class BlockRecord:
     rows: tuple[int, ...] = ()
     cache_key: str | None = None
     reserved_by: str | None = None  # transaction id while RESERVED (unpublished)
+    bundle_epoch: int = 0  # allocator epoch after the publication that created this block's bundle
 
     @property
     def valid_rows(self) -> int:

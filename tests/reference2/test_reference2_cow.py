@@ -79,7 +79,7 @@ def test_0x04f_rollback_restores_predecessor_digest():
     alloc = cow.fixture_0x05b_forked()
     before = alloc.digest()
     version = alloc.request("D").table_version
-    alloc.fault_after.add(("copy_on_write_reserve", 0))
+    alloc.fault_after.add(("cow_reserve", 0))
     r = alloc.append("D", 900, expected_generation=1, expected_table_version=version)
     assert r.outcome == "ROLLED_BACK"
     assert alloc.epoch == 43 and r.allocator_epoch_after == 43
