@@ -113,21 +113,21 @@ def _reshape_and_cache_kernel(
     BLOCK_H: tl.constexpr, BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr, CAST_INT64: tl.constexpr,
 ):
     t = tl.program_id(0)
-    slot = tl.load(slot_ptr + t)
-    if CAST_INT64:
-        slot = slot.to(tl.int64)
-    keep = slot >= 0
-    blk = slot // block_size
-    off = slot % block_size
     h = tl.arange(0, BLOCK_H)
     dk = tl.arange(0, BLOCK_DK)
     dv = tl.arange(0, BLOCK_DV)
-    mk = keep & (h[:, None] < HEADS) & (dk[None, :] < DK)
-    mv = keep & (h[:, None] < HEADS) & (dv[None, :] < DV)
+    slot = tl.load(slot_ptr + t + h * 0)  # the token's slot, once per head lane (a vector mask)
+    if CAST_INT64:
+        slot = slot.to(tl.int64)
+    keep = (slot >= 0) & (h < HEADS)
+    row = (slot // block_size) * s_kcb + (slot % block_size) * s_kct
+    vrow = (slot // block_size) * s_vcb + (slot % block_size) * s_vct
+    mk = keep[:, None] & (dk[None, :] < DK)
+    mv = keep[:, None] & (dv[None, :] < DV)
     k = tl.load(key_ptr + t * s_kt + h[:, None] * s_kh + dk[None, :] * s_kd, mask=mk)
     v = tl.load(value_ptr + t * s_vt + h[:, None] * s_vh + dv[None, :] * s_vd, mask=mv)
-    tl.store(kc_ptr + blk * s_kcb + off * s_kct + h[:, None] * s_kch + dk[None, :] * s_kcd, k, mask=mk)
-    tl.store(vc_ptr + blk * s_vcb + off * s_vct + h[:, None] * s_vch + dv[None, :] * s_vcd, v, mask=mv)
+    tl.store(kc_ptr + row[:, None] + h[:, None] * s_kch + dk[None, :] * s_kcd, k, mask=mk)
+    tl.store(vc_ptr + vrow[:, None] + h[:, None] * s_vch + dv[None, :] * s_vcd, v, mask=mv)
 
 
 def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, *, validate: bool = True) -> None:

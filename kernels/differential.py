@@ -1,0 +1,229 @@
+"""Differential cases: kernels against float64 on freshly drawn, poisoned pools (used by tests and the gate).
+
+A case fills the whole pool with a poison first (NaN, then a second run with huge finite garbage), writes
+only the referenced slots, puts out-of-range ids in every unused block-table entry, and requires the
+kernel output to be finite, within the dtype's tolerance of float64, and bit-identical under both poisons.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from kvexact.kernels import paged, shared
+from kvexact.kernels import reference as ref
+
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (1.6e-2, 1e-2),
+}
+"""(atol, rtol) of a kernel output against float64 attention over the same (rounded) inputs."""
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+LAYOUTS = ("separate", "combined_nb2", "combined_2nb")
+
+DECODE_FACTORS: dict[str, tuple] = {
+    "dtype": ("fp32", "fp16", "bf16"),
+    "block_size": (1, 16, 32),
+    "splits": (1, 3, 8),  # 8 exceeds every case's block count (at most 5): empty splits
+    "heads": ((2, 2), (4, 1), (4, 2)),  # (Hq, Hkv): group 1, 4, 2
+    "dims": ((16, 16), (32, 32), (24, 8)),  # (Dk, Dv): padded, and Dv != Dk
+    "layout": LAYOUTS,
+}
+
+
+def pairwise_cases(factors: dict[str, tuple]) -> list[dict]:
+    """A deterministic greedy covering array: every pair of levels of every two factors occurs in a case."""
+    names = list(factors)
+    uncovered = {(a, x, b, y) for a, b in itertools.combinations(names, 2)
+                 for x in range(len(factors[a])) for y in range(len(factors[b]))}
+    rows: list[dict[str, int]] = []
+    while uncovered:
+        a, x, b, y = min(uncovered)
+        row = {a: x, b: y}
+        for n in names:
+            if n in row:
+                continue
+            best = max(range(len(factors[n])), key=lambda lvl, n=n: (
+                sum((m, row[m], n, lvl) in uncovered or (n, lvl, m, row[m]) in uncovered for m in row), -lvl))
+            row[n] = best
+        uncovered -= {(p, row[p], q, row[q]) for p, q in itertools.combinations(names, 2)}
+        rows.append(row)
+    return [{n: factors[n][r[n]] for n in names} for r in rows]
+
+
+def full_product(factors: dict[str, tuple]) -> list[dict]:
+    names = list(factors)
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*factors.values())]
+
+
+def case_id(case: dict) -> str:
+    return "-".join(f"{v}" if not isinstance(v, tuple) else "x".join(map(str, v)) for v in case.values())
+
+
+def make_caches(num_blocks: int, block_size: int, hkv: int, dk: int, dv: int, dtype, layout: str, fill: float):
+    """K/V caches filled with ``fill``: separate tensors, or non-contiguous views of one combined tensor."""
+    if layout == "separate" or dk != dv:
+        kc = torch.full((num_blocks, block_size, hkv, dk), fill, dtype=dtype)
+        vc = torch.full((num_blocks, block_size, hkv, dv), fill, dtype=dtype)
+        return kc, vc
+    if layout == "combined_nb2":
+        both = torch.full((num_blocks, 2, block_size, hkv, dk), fill, dtype=dtype)
+        return both[:, 0], both[:, 1]
+    both = torch.full((2, num_blocks, block_size, hkv, dk), fill, dtype=dtype)
+    return both[0], both[1]
+
+
+@dataclass
+class DecodeInputs:
+    query: torch.Tensor
+    key_cache: torch.Tensor
+    value_cache: torch.Tensor
+    block_table: torch.Tensor
+    seq_lens: torch.Tensor
+    keys: list  # logical history per sequence, [L, Hkv, Dk] (the oracle's input, never read from the pool)
+    values: list
+
+
+def edge_lengths(block_size: int) -> list[int]:
+    """1, P-1, P, P+1, 2P+3 (P-1 = 0 for P = 1: an empty sequence)."""
+    p = block_size
+    return [1, p - 1, p, p + 1, 2 * p + 3]
+
+
+def build_decode(case: dict, seed: int, poison: float, alias: bool = True) -> DecodeInputs:
+    """Random query and history, written into a poisoned pool through permuted block tables.
+
+    With ``alias`` one more sequence reads the longest sequence's first block twice, then its second
+    block's first row (aliased blocks, across and within sequences; reads only).
+    """
+    dtype = DTYPES[case["dtype"]]
+    bs, (hq, hkv), (dk, dv) = case["block_size"], case["heads"], case["dims"]
+    lengths = list(case.get("lengths") or edge_lengths(bs))
+    gen = torch.Generator().manual_seed(seed)
+    rng = random.Random(seed)
+    need = [-(-n // bs) for n in lengths]
+    num_blocks = sum(need) + 3
+    kc, vc = make_caches(num_blocks, bs, hkv, dk, dv, dtype, case["layout"], poison)
+    ids = list(range(num_blocks))
+    rng.shuffle(ids)
+    width = max(need) + 2
+    table = [[num_blocks + 7 if j % 2 else -1 for j in range(width)] for _ in lengths]
+    keys, values = [], []
+    for b, n in enumerate(lengths):
+        table[b][: need[b]] = [ids.pop() for _ in range(need[b])]
+        k = torch.randn((n, hkv, dk), generator=gen).to(dtype)
+        v = torch.randn((n, hkv, dv), generator=gen).to(dtype)
+        for t in range(n):
+            kc[table[b][t // bs], t % bs] = k[t]
+            vc[table[b][t // bs], t % bs] = v[t]
+        keys.append(k)
+        values.append(v)
+    longest = max(range(len(lengths)), key=lambda i: lengths[i])
+    if alias and need[longest] >= 2:
+        first, second = table[longest][0], table[longest][1]
+        row = [first, first, second] + [num_blocks + 7] * (width - 3)
+        table.append(row)
+        keys.append(torch.cat([kc[first], kc[first], kc[second, :1]]))
+        values.append(torch.cat([vc[first], vc[first], vc[second, :1]]))
+        lengths.append(2 * bs + 1)
+    query = torch.randn((len(lengths), hq, dk), generator=gen).to(dtype)
+    return DecodeInputs(query, kc, vc, torch.tensor(table, dtype=torch.int32),
+                        torch.tensor(lengths, dtype=torch.int32), keys, values)
+
+
+def _errors(out, out_ref, dtype) -> tuple[float, bool]:
+    atol, rtol = TOLERANCES[dtype]
+    diff = (out.double() - out_ref).abs()
+    return float(diff.max()) if diff.numel() else 0.0, bool(torch.all(diff <= atol + rtol * out_ref.abs()))
+
+
+def run_decode_case(case: dict, seed: int = 0) -> dict:
+    """Run one decode case under two poisons; figures and a verdict (finite, in tolerance, poison-blind)."""
+    dtype = DTYPES[case["dtype"]]
+    outs = []
+    for poison in (math.nan, 3.0e4 if dtype == torch.float16 else 1.0e30):
+        inp = build_decode(case, seed, poison)
+        out, lse = paged.paged_decode_attention(inp.query, inp.key_cache, inp.value_cache, inp.block_table,
+                                                inp.seq_lens, num_splits=case["splits"], return_lse=True)
+        outs.append((out, lse))
+    refs = [ref.attention_f64(inp.query[b], inp.keys[b], inp.values[b]) for b in range(len(inp.keys))]
+    out_ref = torch.stack([o for o, _ in refs])
+    lse_ref = torch.stack([lse for _, lse in refs])
+    err, ok = _errors(outs[0][0], out_ref, dtype)
+    live = torch.isfinite(lse_ref)
+    lse_err = float((outs[0][1].double()[live] - lse_ref[live]).abs().max()) if live.any() else 0.0
+    lse_empty_ok = bool(torch.equal(torch.isneginf(outs[0][1]), torch.isneginf(lse_ref)))
+    finite = bool(torch.isfinite(outs[0][0]).all())
+    same = all(torch.equal(outs[0][i], outs[1][i]) for i in range(2))
+    lse_ok = lse_empty_ok and bool(torch.allclose(outs[0][1].double()[live], lse_ref[live], atol=1e-4, rtol=1e-4))
+    return {"max_abs_err": err, "max_lse_err": lse_err, "within_tolerance": ok, "finite": finite, "poison_blind": same,
+            "lse_ok": lse_ok, "passed": ok and finite and same and lse_ok}
+
+
+SHARED_FACTORS: dict[str, tuple] = {
+    "dtype": ("fp32", "fp16"),
+    "block_size": (16, 1),
+    "prefix": ("P", "3P", "3P+5"),
+    "group": (1, 4),
+}
+
+
+def run_shared_case(case: dict, seed: int = 0, suffix_lens: Sequence[int] = (0, 1, 5, 17)) -> dict:
+    """Hydragen-style prefix/suffix and ChunkAttention-style (prefix chunk + private suffix chunks) against
+    float64 over each sequence's concatenated history, on a NaN-poisoned pool."""
+    dtype = DTYPES[case["dtype"]]
+    bs, group = case["block_size"], case["group"]
+    prefix_len = {"P": bs, "3P": 3 * bs, "3P+5": 3 * bs + 5}[case["prefix"]]
+    hkv, dk, dv = 2, 16, 16
+    hq = hkv * group
+    gen = torch.Generator().manual_seed(seed)
+    batch = len(suffix_lens)
+    need_p = -(-prefix_len // bs)
+    need_s = [-(-n // bs) for n in suffix_lens]
+    num_blocks = need_p + sum(need_s) + 2
+    kc, vc = make_caches(num_blocks, bs, hkv, dk, dv, dtype, "separate", math.nan)
+    ids = list(range(num_blocks))
+    random.Random(seed).shuffle(ids)
+    pk = torch.randn((prefix_len, hkv, dk), generator=gen).to(dtype)
+    pv = torch.randn((prefix_len, hkv, dv), generator=gen).to(dtype)
+    prefix_ids = [ids.pop() for _ in range(need_p)]
+    for t in range(prefix_len):
+        kc[prefix_ids[t // bs], t % bs] = pk[t]
+        vc[prefix_ids[t // bs], t % bs] = pv[t]
+    width = max(need_s) + 1
+    table = [[num_blocks + 7] * width for _ in suffix_lens]
+    keys, values = [], []
+    for b, n in enumerate(suffix_lens):
+        table[b][: need_s[b]] = [ids.pop() for _ in range(need_s[b])]
+        sk = torch.randn((n, hkv, dk), generator=gen).to(dtype)
+        sv = torch.randn((n, hkv, dv), generator=gen).to(dtype)
+        for t in range(n):
+            kc[table[b][t // bs], t % bs] = sk[t]
+            vc[table[b][t // bs], t % bs] = sv[t]
+        keys.append(torch.cat([pk, sk]))
+        values.append(torch.cat([pv, sv]))
+    query = torch.randn((batch, hq, dk), generator=gen).to(dtype)
+    out_ref = torch.stack([ref.attention_f64(query[b], keys[b], values[b])[0] for b in range(batch)])
+    bt = torch.tensor(table, dtype=torch.int32)
+    lens = torch.tensor(list(suffix_lens), dtype=torch.int32)
+    hyd = shared.shared_prefix_attention(query, kc, vc, torch.tensor(prefix_ids, dtype=torch.int32), prefix_len,
+                                         bt, lens, prefix_splits=2, suffix_splits=2)
+    chunks = [shared.Chunk(tuple(prefix_ids), prefix_len, 0, batch)]
+    chunks += [shared.Chunk(tuple(table[b][: need_s[b]]), n, b, b + 1) for b, n in enumerate(suffix_lens)]
+    chk = shared.chunked_shared_attention(query, kc, vc, chunks, threshold=1, chunk_splits=2)
+    figures: dict = {}
+    passed = True
+    for name, out in (("hydragen", hyd), ("chunked", chk)):
+        err, ok = _errors(out, out_ref, dtype)
+        finite = bool(torch.isfinite(out).all())
+        figures[f"{name}_max_abs_err"] = err
+        passed = passed and ok and finite
+    figures["passed"] = passed
+    return figures
