@@ -50,9 +50,9 @@ def pairwise_cases(factors: dict[str, tuple]) -> list[dict]:
         for n in names:
             if n in row:
                 continue
-            best = max(range(len(factors[n])), key=lambda lvl, n=n: (
-                sum((m, row[m], n, lvl) in uncovered or (n, lvl, m, row[m]) in uncovered for m in row), -lvl))
-            row[n] = best
+            gains = [(sum((m, row[m], n, lvl) in uncovered or (n, lvl, m, row[m]) in uncovered for m in row), -lvl)
+                     for lvl in range(len(factors[n]))]
+            row[n] = gains.index(max(gains))
         uncovered -= {(p, row[p], q, row[q]) for p, q in itertools.combinations(names, 2)}
         rows.append(row)
     return [{n: factors[n][r[n]] for n in names} for r in rows]
