@@ -185,9 +185,9 @@ class CacheLayoutManifest:
         _positive(self.tp_world_size, "tp_world_size")
         if not isinstance(self.tp_rank, int) or not 0 <= self.tp_rank < self.tp_world_size:
             raise Rejected(LayoutRejection.BAD_TP_RANK, f"rank {self.tp_rank} of {self.tp_world_size}")
-        if self.physical_mode is PhysicalMode.PAGED_BLOCKS and not self.token_block_size:
+        if self.physical_mode is PhysicalMode.PAGED_BLOCKS and self.token_block_size is None:
             raise Rejected(LayoutRejection.BLOCK_SIZE_FOR_MODE, "paged_blocks without token_block_size")
-        if self.physical_mode is PhysicalMode.VIRTUAL_PAGES and not self.physical_page_bytes:
+        if self.physical_mode is PhysicalMode.VIRTUAL_PAGES and self.physical_page_bytes is None:
             raise Rejected(LayoutRejection.BLOCK_SIZE_FOR_MODE, "virtual_pages without physical_page_bytes")
         if self.token_block_size is not None:
             _positive(self.token_block_size, "token_block_size")
