@@ -227,3 +227,44 @@ def run_shared_case(case: dict, seed: int = 0, suffix_lens: Sequence[int] = (0, 
         passed = passed and ok and finite
     figures["passed"] = passed
     return figures
+
+
+def seed_tree_inputs(dtype, block_size: int, seed: int | None = None):
+    """0x0BE's tree in a NaN-poisoned pool: each chunk in its own blocks (shuffled), queries [4, 1, 2].
+
+    Returns (query, key_cache, value_cache, kernel chunks, float64 monolithic rows over the rounded values).
+    """
+    from kvexact.reference import shared_prefix as sp
+
+    fx = sp.draw_fixture() if seed is None else sp.draw_fixture(seed=seed)
+    need = [-(-c.rows // block_size) for c in fx.tree]
+    num_blocks = sum(need) + 2
+    kc = torch.full((num_blocks, block_size, 1, fx.d_qk), math.nan, dtype=dtype)
+    vc = torch.full((num_blocks, block_size, 1, fx.d_v), math.nan, dtype=dtype)
+    ids = list(range(num_blocks))
+    random.Random(7).shuffle(ids)
+    chunks = []
+    for c, node in enumerate(fx.tree):
+        blocks = [ids.pop() for _ in range(need[c])]
+        for t in range(node.rows):
+            kc[blocks[t // block_size], t % block_size, 0] = torch.tensor(fx.k[c][t], dtype=torch.float64).to(dtype)
+            vc[blocks[t // block_size], t % block_size, 0] = torch.tensor(fx.v[c][t], dtype=torch.float64).to(dtype)
+        chunks.append(shared.Chunk(tuple(blocks), node.rows, node.seq_begin, node.seq_end))
+    query = torch.tensor(fx.q, dtype=torch.float64).to(dtype).reshape(len(fx.q), 1, fx.d_qk)
+    want = []
+    for s in range(len(fx.q)):
+        path = sp.path_of(fx.tree, s)
+        keys = torch.tensor([row for c in path for row in fx.k[c]], dtype=torch.float64).to(dtype)
+        values = torch.tensor([row for c in path for row in fx.v[c]], dtype=torch.float64).to(dtype)
+        want.append(ref.attention_f64(query[s], keys[:, None, :], values[:, None, :])[0])
+    return query, kc, vc, chunks, torch.stack(want)
+
+
+def run_seed_tree(dtype, block_size: int, threshold: int) -> dict:
+    """The Triton schedules over 0x0BE's tree: threshold 1 is ChunkAttention's, 0 the Hydragen coordinate."""
+    query, kc, vc, chunks, want = seed_tree_inputs(dtype, block_size)
+    out = shared.chunked_shared_attention(query, kc, vc, chunks, threshold=threshold)
+    plan = shared.plan_chunks(chunks, query.shape[0], block_size, kc.shape[0], threshold)
+    err, ok = _errors(out, want, dtype)
+    return {"max_abs_err": err, "within_tolerance": ok, "finite": bool(torch.isfinite(out).all()),
+            "partial_rows": plan.partial_rows}
