@@ -100,6 +100,7 @@ class AllocationTxn:
     evicted_keys: tuple[str | None, ...] = ()  # aligned with reserved_handles: identity each reuse evicted
     copied_groups: tuple[int, ...] = ()
     written_groups: tuple[int, ...] = ()
+    source_tail_rows: int = 0  # COW: the predecessor's valid tail rows (what cow_copy copies)
 
 
 @attrs.frozen
@@ -389,7 +390,9 @@ class Allocator:
                 self.leases[lease_id] = src
                 self.pools[g].incref(src.block_id)
                 lease_ids.append(lease_id)
-            self.txns[txn_id] = attrs.evolve(txn, lease_ids=tuple(lease_ids), publication_state="BEGUN")
+            rows = self.tail_rows(self.request(txn.request_id), txn.plan.index("cow"))
+            self.txns[txn_id] = attrs.evolve(txn, lease_ids=tuple(lease_ids), publication_state="BEGUN",
+                                             source_tail_rows=rows)
             self.emit("cow_begin", {"r": txn.request_id, "t": txn.new_tokens[0]})
             return tuple(lease_ids)
 

@@ -1,0 +1,350 @@
+"""Projection of the reference allocator onto the variables of ``spec/KVAllocation.tla`` and
+``spec/CowPublication.tla``, and a trace recorder that emits one ITF-style record per spec action.
+
+Values use the ITF conventions (Apalache's Informal Trace Format): TLA+ sets are ``{"#set": [...]}``,
+functions ``{"#map": [[k, v], ...]}``, tuples ``{"#tup": [...]}``, records plain dicts, sequences
+lists, integers JSON numbers, model values (request ids, reader ids, ``NoReq``) strings.
+
+KVAllocation, variable by variable (``g`` a cache group id, ``b`` a block id of that group's pool):
+
+* ``gen[g][b]``: the block record's generation.
+* ``ref[g][b]``: references from committed request maps only (the pool refcount minus COW source leases,
+  read leases and reader snapshots, which this spec does not model).
+* ``ident[g][b]``: ``ident_of(cache_key)`` (by default ``int(key)``; the spec's identity j is the
+  logical index of a full block of the shared token stream), 0 without a cache identity.
+* ``rows[g][b]``: the block's written rows, 0 for a FREE block (refcount 0, no identity, unreserved):
+  the spec resets rows when a block is freed; the reference keeps the bytes but they are dead.
+* ``reserved[g]``: blocks reserved by the in-flight transaction.
+* ``tables[r][g]``: the request's handles as ``[block, gen]`` records; ``<<>>`` for an absent request.
+* ``len[r]``, ``tver[r]``: context tokens and table version (0 for an absent request).
+* ``rgen[r]``: ended lifetimes: the reference's request generation minus 1 while live, the last ended
+  generation otherwise (the reference numbers lifetimes from 1).
+* ``epoch``: the allocator epoch.
+* ``txn``: the in-flight boundary append (phase ``reserved`` until ``append_write``, then ``ready``; ``dest``
+  the reserved blocks, ``prev`` the identity each reservation evicted); the recorder sets phase
+  ``rolled_back`` after ``append_rollback`` until the next committed step.
+* ``hist``, ``retired``: history variables, kept by :class:`TraceRecorder` (the snapshot before the first
+  ``append_reserve``; the handles whose block went back to the free pool by ``release``/``truncate``).
+
+CowPublication:
+
+* ``data[g][b]``: the rows written (token ids), ``<<>>`` for a block without references that is not
+  reserved; ``valid[g][b]``: ``Len(data)`` except 0 for a COW destination before ``cow_validate``;
+  ``bundle[g][b]``: the block's bundle epoch (0 when free or not yet validated).
+* ``ref[g][b]``: the whole refcount (maps + reader snapshots + COW source leases).
+* ``gen``, ``tables``, ``len``, ``tver``, ``epoch`` as above; ``tokens[r]``: the request's token history.
+* ``txn``: the in-flight COW transaction (phase ``begun``/``validated``/``published``, ``tok``, ``rows``
+  the predecessor's tail rows, ``src``/``dest`` per group, ``copied``/``written`` sets of groups).
+* ``snap[x]``: reader snapshots; ``wrote``: the ``<<g, b>>`` pairs the step wrote.
+
+Step folding: CowPublication's ``AppendBoundary`` is one action, so the recorder drops the reference's
+``append_reserve``/``append_write`` records and renames ``append_publish`` to ``append_boundary``; a
+boundary ``append_rollback`` folds to nothing. Reference steps a spec does not have (``allocate``,
+``fork`` and ``cow_*`` in KVAllocation; ``cache_block``, ``prefix_hit``, ``evict``, ``truncate`` in
+CowPublication; ``retain_read``) are recorded with ``"in_spec": false``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from kvexact.reference.allocator import Allocator
+from kvexact.reference.pool import BlockState
+
+NO_REQ = "NoReq"
+
+
+class Fn(dict):
+    """A TLA+ function (encoded as ``#map``), as opposed to a record (a plain dict)."""
+
+
+class _Retired(Fn):
+    """retired[g] as sets of (block, gen) pairs, encoded as sets of ``[block, gen]`` records."""
+
+
+def itf(value: Any) -> Any:
+    """ITF encoding of a projected value."""
+    if isinstance(value, _Retired):
+        return {"#map": [[g, {"#set": [{"block": b, "gen": n} for b, n in sorted(v)]}] for g, v in value.items()]}
+    if isinstance(value, Fn):
+        return {"#map": [[itf(k), itf(v)] for k, v in value.items()]}
+    if isinstance(value, dict):
+        return {str(k): itf(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        items = [itf(v) for v in value]
+        return {"#set": sorted(items, key=lambda v: json.dumps(v, sort_keys=True))}
+    if isinstance(value, tuple):
+        return {"#tup": [itf(v) for v in value]}
+    if isinstance(value, list):
+        return [itf(v) for v in value]
+    return value
+
+
+def default_ident(key: str) -> int:
+    return int(key)
+
+
+def _requests(alloc: Allocator, requests: Sequence[str] | None) -> list[str]:
+    if requests is not None:
+        return list(requests)
+    return sorted(set(alloc.requests.data) | set(alloc.ended.data))
+
+
+def _handle(h) -> dict:
+    return {"block": h.block_id, "gen": h.generation}
+
+
+def _other_refs(alloc: Allocator) -> list[dict[int, int]]:
+    """References that are not request-map references: leases and reader snapshots."""
+    out: list[dict[int, int]] = [{} for _ in alloc.groups]
+    for h in alloc.leases.data.values():
+        out[h.cache_group_id][h.block_id] = out[h.cache_group_id].get(h.block_id, 0) + 1
+    for rec, _tokens in alloc.readers.data.values():
+        for table in rec.tables:
+            for h in table:
+                out[h.cache_group_id][h.block_id] = out[h.cache_group_id].get(h.block_id, 0) + 1
+    return out
+
+
+def _open_txn(alloc: Allocator):
+    return next(iter(alloc.txns.data.values()), None)
+
+
+def _request_vars(alloc: Allocator, requests: list[str]) -> tuple[Fn, Fn, Fn]:
+    tables, lens, tvers = Fn(), Fn(), Fn()
+    for r in requests:
+        rec = alloc.requests.get(r)
+        tables[r] = Fn({g: [_handle(h) for h in rec.tables[g]] if rec else [] for g in range(len(alloc.groups))})
+        lens[r] = rec.context_tokens if rec else 0
+        tvers[r] = rec.table_version if rec else 0
+    return tables, lens, tvers
+
+
+def project_kv_allocation(alloc: Allocator, requests: Sequence[str] | None = None,
+                          ident_of: Callable[[str], int] = default_ident) -> dict[str, Any]:
+    """The KVAllocation variables (history variables at their idle values)."""
+    reqs = _requests(alloc, requests)
+    other = _other_refs(alloc)
+    gen, ref, ident, rows, reserved = Fn(), Fn(), Fn(), Fn(), Fn()
+    for g, pool in enumerate(alloc.pools):
+        gen[g], ref[g], ident[g], rows[g] = Fn(), Fn(), Fn(), Fn()
+        reserved[g] = set()
+        for b in sorted(pool.blocks.data):
+            rec = pool.blocks[b]
+            gen[g][b] = rec.generation
+            ref[g][b] = pool.refcount(b) - other[g].get(b, 0)
+            ident[g][b] = ident_of(rec.cache_key) if rec.cache_key is not None else 0
+            rows[g][b] = 0 if pool.state_of(b) is BlockState.FREE else rec.valid_rows
+            if rec.reserved_by is not None:
+                reserved[g].add(b)
+    tables, lens, tvers = _request_vars(alloc, reqs)
+    rgen = Fn({r: (alloc.requests[r].request_generation - 1) if r in alloc.requests else alloc.ended.get(r, 0)
+               for r in reqs})
+    groups = range(len(alloc.groups))
+    txn: dict[str, Any] = {"phase": "idle", "req": NO_REQ, "dest": Fn({g: 0 for g in groups}),
+                           "prev": Fn({g: 0 for g in groups})}
+    open_txn = _open_txn(alloc)
+    if open_txn is not None and "new" in open_txn.plan:
+        txn["phase"] = "ready" if open_txn.publication_state == "READY_TO_PUBLISH" else "reserved"
+        txn["req"] = open_txn.request_id
+        for h, key in zip(open_txn.reserved_handles, open_txn.evicted_keys, strict=True):
+            txn["dest"][h.cache_group_id] = h.block_id
+            txn["prev"][h.cache_group_id] = ident_of(key) if key is not None else 0
+    state = {"gen": gen, "ref": ref, "ident": ident, "rows": rows, "reserved": reserved, "tables": tables,
+             "len": lens, "tver": tvers, "rgen": rgen, "epoch": alloc.epoch, "txn": txn}
+    state["hist"] = init_snapshot(state)
+    state["retired"] = _Retired({g: set() for g in groups})
+    return state
+
+
+SNAPSHOT_VARS = ("gen", "ref", "ident", "rows", "reserved", "tables", "len", "tver", "rgen", "epoch")
+
+
+def snapshot_of(state: dict[str, Any]) -> dict[str, Any]:
+    return {k: state[k] for k in SNAPSHOT_VARS}
+
+
+def init_snapshot(state: dict[str, Any]) -> dict[str, Any]:
+    """KVAllocation's InitSnapshot over the domains of ``state``."""
+
+    def zero_blocks(f: Fn) -> Fn:
+        return Fn({g: Fn({b: 0 for b in f[g]}) for g in f})
+
+    return {"gen": zero_blocks(state["gen"]), "ref": zero_blocks(state["gen"]),
+            "ident": zero_blocks(state["gen"]), "rows": zero_blocks(state["gen"]),
+            "reserved": Fn({g: set() for g in state["gen"]}),
+            "tables": Fn({r: Fn({g: [] for g in state["gen"]}) for r in state["tables"]}),
+            "len": Fn({r: 0 for r in state["len"]}), "tver": Fn({r: 0 for r in state["tver"]}),
+            "rgen": Fn({r: 0 for r in state["rgen"]}), "epoch": 0}
+
+
+def project_cow_publication(alloc: Allocator, requests: Sequence[str] | None = None,
+                            readers: Sequence[str] = (), wrote: Iterable[tuple[int, int]] = ()
+                            ) -> dict[str, Any]:
+    """The CowPublication variables."""
+    reqs = _requests(alloc, requests)
+    open_txn = _open_txn(alloc)
+    cow_txn = open_txn if open_txn is not None and "cow" in open_txn.plan else None
+    validated = cow_txn is not None and cow_txn.publication_state in ("VALIDATED", "PUBLISHED")
+    data, valid, ref, gen, bundle = Fn(), Fn(), Fn(), Fn(), Fn()
+    for g, pool in enumerate(alloc.pools):
+        data[g], valid[g], ref[g], gen[g], bundle[g] = Fn(), Fn(), Fn(), Fn(), Fn()
+        for b in sorted(pool.blocks.data):
+            rec = pool.blocks[b]
+            live = pool.refcount(b) > 0 or rec.reserved_by is not None
+            pending = rec.reserved_by is not None and not validated
+            data[g][b] = list(rec.rows) if live else []
+            valid[g][b] = 0 if (not live or pending) else rec.valid_rows
+            bundle[g][b] = 0 if (not live or pending) else rec.bundle_epoch
+            ref[g][b] = pool.refcount(b)
+            gen[g][b] = rec.generation
+    tables, lens, tvers = _request_vars(alloc, reqs)
+    tokens = Fn({r: list(alloc.tokens_of(r)) if r in alloc.requests else [] for r in reqs})
+    groups = range(len(alloc.groups))
+    txn: dict[str, Any] = {"phase": "idle", "req": NO_REQ, "tok": 0, "rows": 0, "src": Fn({g: 0 for g in groups}),
+                           "dest": Fn({g: 0 for g in groups}), "copied": set(), "written": set()}
+    if cow_txn is not None and cow_txn.publication_state in ("BEGUN", "VALIDATED", "PUBLISHED"):
+        txn["phase"] = {"BEGUN": "begun", "VALIDATED": "validated", "PUBLISHED": "published"}[
+            cow_txn.publication_state]
+        txn.update(req=cow_txn.request_id, tok=cow_txn.new_tokens[0], rows=cow_txn.source_tail_rows,
+                   copied=set(cow_txn.copied_groups), written=set(cow_txn.written_groups))
+        for g, h in enumerate(cow_txn.touched_handles):
+            txn["src"][g] = h.block_id
+        for h in cow_txn.reserved_handles:
+            txn["dest"][h.cache_group_id] = h.block_id
+    snap = Fn()
+    for x in readers:
+        held = alloc.readers.get(x)
+        if held is None:
+            snap[x] = {"on": False, "tables": Fn({g: [] for g in groups}), "len": 0, "tokens": []}
+        else:
+            rec, toks = held
+            snap[x] = {"on": True, "tables": Fn({g: [_handle(h) for h in rec.tables[g]] for g in groups}),
+                       "len": rec.context_tokens, "tokens": list(toks)}
+    return {"data": data, "valid": valid, "ref": ref, "gen": gen, "bundle": bundle, "tables": tables,
+            "len": lens, "tokens": tokens, "tver": tvers, "epoch": alloc.epoch, "txn": txn, "snap": snap,
+            "wrote": {(g, b) for g, b in wrote}}
+
+
+# reference step -> (spec action name, spec parameter names); None: folded into the next record
+KV_ALLOCATION_ACTIONS: dict[str, tuple[str, tuple[str, ...]] | None] = {
+    "append_reserve": ("append_reserve", ("r", "g", "b")),
+    "append_write": ("append_write", ("r",)),
+    "append_publish": ("append_publish", ("r",)),
+    "append_rollback": ("append_rollback", ("r",)),
+    "append_in_place": ("append_in_place", ("r",)),
+    "cache_block": ("cache_block", ("r", "j")),
+    "prefix_hit": ("prefix_hit", ("r", "k")),
+    "release": ("release", ("r",)),
+    "truncate": ("truncate", ("r", "k")),
+    "evict": ("evict", ("g", "b")),
+    "stale_write_rejected": ("stale_write_rejected", ("g", "h")),
+}
+COW_PUBLICATION_ACTIONS: dict[str, tuple[str, tuple[str, ...]] | None] = {
+    "append_reserve": None,
+    "append_write": None,
+    "append_rollback": None,
+    "append_publish": ("append_boundary", ("r", "t", "dest")),
+    "append_in_place": ("append_in_place", ("r", "t")),
+    "fork": ("fork", ("r", "c")),
+    "cow_begin": ("cow_begin", ("r", "t")),
+    "cow_reserve": ("cow_reserve", ("r", "g", "b")),
+    "cow_copy": ("cow_copy", ("r", "g")),
+    "cow_write": ("cow_write", ("r", "g")),
+    "cow_validate": ("cow_validate", ("r",)),
+    "cow_publish": ("cow_publish", ("r",)),
+    "cow_release_sources": ("cow_release_sources", ("r",)),
+    "cow_rollback": ("cow_rollback", ("r",)),
+    "release": ("release", ("r",)),
+    "reader_snapshot": ("reader_snapshot", ("x", "r")),
+    "reader_release": ("reader_release", ("x",)),
+}
+SPEC_ACTIONS = {"KVAllocation": KV_ALLOCATION_ACTIONS, "CowPublication": COW_PUBLICATION_ACTIONS}
+
+
+class TraceRecorder:
+    """Collects ``{"action", "params", "state"}`` records for one spec while attached to an allocator.
+
+    ``requests`` and ``readers`` fix the domains of the per-request and per-reader functions (the spec's
+    ``Requests`` and ``Readers`` constants). History variables of KVAllocation are kept here.
+    """
+
+    def __init__(self, spec: str, requests: Sequence[str] | None = None, readers: Sequence[str] = (),
+                 ident_of: Callable[[str], int] = default_ident) -> None:
+        if spec not in SPEC_ACTIONS:
+            raise ValueError(f"unknown spec {spec!r}; expected one of {sorted(SPEC_ACTIONS)}")
+        self.spec = spec
+        self.requests = None if requests is None else list(requests)
+        self.readers = list(readers)
+        self.ident_of = ident_of
+        self.records: list[dict[str, Any]] = []
+        self.initial_state: dict[str, Any] | None = None
+        self._last: dict[str, Any] | None = None
+
+    def attach(self, alloc: Allocator) -> TraceRecorder:
+        """Record the current state as the trace's first state and start recording ``alloc``'s steps."""
+        alloc.recorder = self
+        self._last = self.snapshot(alloc, ())
+        self.initial_state = itf(self._last)
+        return self
+
+    def snapshot(self, alloc: Allocator, wrote: Iterable[tuple[int, int]]) -> dict[str, Any]:
+        if self.spec == "KVAllocation":
+            return project_kv_allocation(alloc, self.requests, self.ident_of)
+        return project_cow_publication(alloc, self.requests, self.readers, wrote)
+
+    def record(self, action: str, params: dict[str, Any], state: dict[str, Any]) -> None:
+        table = SPEC_ACTIONS[self.spec]
+        if action in table and table[action] is None:
+            return  # folded: the next kept record's state includes this step
+        if self.spec == "KVAllocation":
+            state = self._kv_history(action, params, state)
+        self._last = state
+        entry: dict[str, Any]
+        if action in table:
+            name, names = table[action]  # type: ignore[misc]
+            entry = {"action": name, "params": {k: itf(_fn(params[k])) for k in names}, "state": itf(state)}
+        else:
+            entry = {"action": action, "params": {k: itf(_fn(v)) for k, v in params.items()},
+                     "state": itf(state), "in_spec": False}
+        self.records.append(entry)
+
+    def _kv_history(self, action: str, params: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+        prev = self._last if self._last is not None else state
+        state = dict(state)
+        retired = _Retired({g: set(v) for g, v in prev["retired"].items()})
+        if action == "append_reserve":
+            state["hist"] = snapshot_of(prev) if prev["txn"]["phase"] in ("idle", "rolled_back") else prev["hist"]
+        elif action in ("append_write", "append_rollback", "stale_write_rejected"):
+            state["hist"] = prev["hist"]
+        if action == "append_rollback":
+            state["txn"] = dict(state["txn"], phase="rolled_back")
+        if action == "stale_write_rejected":
+            state["txn"] = prev["txn"]
+            h = params["h"]
+            retired[params["g"]].discard((h["block"], h["gen"]))
+        if action in ("release", "truncate"):
+            for g in state["ref"]:
+                for b in state["ref"][g]:
+                    if prev["ref"][g][b] > 0 and state["ref"][g][b] == 0 and state["ident"][g][b] == 0:
+                        retired[g].add((b, prev["gen"][g][b]))
+        state["retired"] = retired
+        return state
+
+
+def _fn(value: Any) -> Any:
+    if isinstance(value, dict) and value and all(isinstance(k, int) for k in value):
+        return Fn(value)
+    return value
+
+
+def project_state(alloc: Allocator, spec: str = "KVAllocation", requests: Sequence[str] | None = None,
+                  readers: Sequence[str] = (), ident_of: Callable[[str], int] = default_ident) -> dict[str, Any]:
+    """The ITF-encoded values of ``spec``'s variables for the allocator's current state."""
+    if spec == "KVAllocation":
+        return itf(project_kv_allocation(alloc, requests, ident_of))
+    if spec == "CowPublication":
+        return itf(project_cow_publication(alloc, requests, readers))
+    raise ValueError(f"unknown spec {spec!r}")

@@ -1,0 +1,132 @@
+"""Reference traces checked step by step against spec/KVAllocation.tla and spec/CowPublication.tla with the
+embedded checker's step API: each record's (previous state, state) must be a step of the named action."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvexact.reference import cow
+from kvexact.reference.allocator import Allocator
+from kvexact.reference.pool import GroupConfig, PoolRejection
+from kvexact.reference.projection import TraceRecorder, project_state
+from kvexact.reference.rejections import Rejected
+
+SPEC = Path(__file__).resolve().parents[2] / "spec"
+
+
+def from_itf(v, model_values):
+    """ITF JSON -> checker values (records and functions become hashable TLA+ functions)."""
+    from kvexact.spec.checker.values import ModelValue, from_python
+
+    if isinstance(v, dict):
+        if "#set" in v:
+            return frozenset(from_itf(x, model_values) for x in v["#set"])
+        if "#map" in v:
+            return from_python({from_itf(k, model_values): from_itf(x, model_values) for k, x in v["#map"]})
+        if "#tup" in v:
+            return tuple(from_itf(x, model_values) for x in v["#tup"])
+        return from_python({k: from_itf(x, model_values) for k, x in v.items()})
+    if isinstance(v, list):
+        return tuple(from_itf(x, model_values) for x in v)
+    if isinstance(v, str) and v in model_values:
+        return ModelValue(v)
+    return v
+
+
+def validate(spec: str, rec: TraceRecorder, constants: dict, model_values: set[str]) -> list[str]:
+    from kvexact.spec.checker.model import load_model
+    from kvexact.spec.checker.values import ModelValue
+
+    overrides = {}
+    for k, v in constants.items():
+        if isinstance(v, (set, frozenset)):
+            overrides[k] = frozenset(ModelValue(x) if isinstance(x, str) else x for x in v)
+        else:
+            overrides[k] = ModelValue(v) if isinstance(v, str) else v
+    model = load_model(SPEC / f"{spec}.tla", SPEC / f"{spec}.cfg", overrides)
+    json.dumps(rec.records)  # plain JSON values only
+    prev = {k: from_itf(v, model_values) for k, v in rec.initial_state.items()}
+    actions = []
+    for r in rec.records:
+        assert r.get("in_spec", True), r["action"]
+        state = {k: from_itf(v, model_values) for k, v in r["state"].items()}
+        params = {k: from_itf(v, model_values) for k, v in r["params"].items()}
+        verdict = model.check_step(_camel(r["action"]), prev, state, params)
+        assert verdict.ok, (r["action"], params, verdict)
+        actions.append(r["action"])
+        prev = state
+    return actions
+
+
+def _camel(name: str) -> str:
+    return "".join(p.capitalize() for p in name.split("_"))
+
+
+def test_cow_publication_trace_from_init():
+    groups = [GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 4)]
+    alloc = Allocator(groups, [[1, 2, 3], [1, 2, 3]], check_every_op=True)
+    rec = TraceRecorder("CowPublication", requests=["a", "d"], readers=["x"]).attach(alloc)
+    alloc.append("a", 1)
+    cow.fork(alloc, "a", "d")
+    alloc.fault_after.add(("cow_reserve", 1))
+    assert alloc.append("d", 2).outcome == "ROLLED_BACK"
+    r = alloc.append("d", 2)
+    assert r.paths == ("cow", "cow") and r.copied_rows == 1
+    cow.reader_snapshot(alloc, "x", "a")
+    cow.release(alloc, "d")
+    assert alloc.append("a", 3).paths == ("cow", "cow")  # the reader's lease shares a's tail
+    cow.reader_release(alloc, "x")
+    cow.fork(alloc, "a", "d")
+    cow.release(alloc, "d")
+    assert alloc.append("a", 1).paths == ("new", "new")
+    cow.release(alloc, "a")
+    actions = validate("CowPublication", rec, {
+        "Groups": {0, 1}, "Blocks": {1, 2, 3}, "Requests": {"a", "d"}, "Readers": {"x"}, "NoReq": "NoReq",
+        "Tokens": {1, 2, 3}, "P": 2, "MaxTokens": 4}, {"a", "d", "x", "NoReq"})
+    assert actions == ["append_boundary", "fork", "cow_begin", "cow_reserve", "cow_reserve", "cow_rollback",
+                       "cow_begin", "cow_reserve", "cow_reserve", "cow_copy", "cow_write", "cow_copy",
+                       "cow_write", "cow_validate", "cow_publish", "cow_release_sources", "reader_snapshot",
+                       "release", "cow_begin", "cow_reserve", "cow_reserve", "cow_copy", "cow_write",
+                       "cow_copy", "cow_write", "cow_validate", "cow_publish", "cow_release_sources",
+                       "reader_release", "fork", "release", "append_boundary", "release"]
+
+
+def test_kv_allocation_trace_from_init():
+    groups = [GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 4)]
+    alloc = Allocator(groups, [[1, 2], [1, 2]], check_every_op=True)
+    rec = TraceRecorder("KVAllocation", requests=["r1", "r2"]).attach(alloc)
+    alloc.append("r1", 7)
+    alloc.append("r1", 8)
+    cow.cache_block(alloc, "r1", 0, "1")
+    cow.release(alloc, "r1")
+    cow.touch(alloc, "r2", ["1"])
+    cow.truncate(alloc, "r2", 0)
+    alloc.fault_after.add(("append_reserve", 0))
+    assert alloc.append("r1", 9).outcome == "ROLLED_BACK"
+    r = alloc.append("r1", 9)
+    stale = r.published_tables[0][0]
+    cow.evict(alloc, "1")
+    cow.release(alloc, "r1")
+    with pytest.raises(Rejected) as exc:
+        cow.delayed_write(alloc, stale, 1, 10)
+    assert exc.value.reason is PoolRejection.HANDLE_NOT_OWNED
+    actions = validate("KVAllocation", rec, {
+        "Groups": {0, 1}, "Blocks": {1, 2}, "Requests": {"r1", "r2"}, "NoReq": "NoReq", "P": 2,
+        "MaxTokens": 3}, {"r1", "r2", "NoReq"})
+    assert actions == ["append_reserve", "append_reserve", "append_write", "append_publish", "append_in_place",
+                       "cache_block", "release", "prefix_hit", "truncate", "append_reserve", "append_rollback",
+                       "append_reserve", "append_reserve", "append_write", "append_publish", "evict", "evict",
+                       "release", "stale_write_rejected"]
+
+
+def test_project_state_is_plain_json():
+    alloc = cow.fixture_0x05b_forked()
+    for spec in ("KVAllocation", "CowPublication"):
+        state = project_state(alloc, spec, requests=["A", "D"])
+        assert json.loads(json.dumps(state)) == state
+    s = project_state(alloc, "CowPublication", requests=["A", "D"])
+    assert s["epoch"] == 43
+    assert dict((k, v) for k, v in s["tver"]["#map"]) == {"A": 6, "D": 1}
