@@ -35,6 +35,7 @@ class KeyRejection(enum.Enum):
     PARTIAL_TAIL_ROWS_DRIFT = "valid_rows must equal the number of tail tokens hashed"
     NEGATIVE_GROUP_ID = "cache group ids are non-negative"
     EMPTY_SALT = "a cache salt, when given, must be a non-empty string"
+    HASH_BLOCK_NOT_DIVIDING = "the hash block size must divide the group's block size"
 
 
 HashFn = Callable[[Any], bytes]
@@ -179,6 +180,21 @@ def partial_tail_key(inputs: KeyInputs, block_size_tokens: int, cache_group_id: 
     extras = block_extra_keys(inputs, start, start + v)
     digest = hash_fn(("partial", parent, tail, v, policy_id, extras))
     return ConcretePrefixKey(digest, cache_group_id, valid_rows=v)
+
+
+def group_block_hashes(fine_hashes: Sequence[bytes], hash_block_tokens: int, group_block_tokens: int) -> list[bytes]:
+    """Hashes of a group whose block is ``k`` hash blocks: block ``j`` uses fine hash ``(j + 1) k - 1``.
+
+    The hash granularity may be finer than a group's physical block (0x01A); the last fine hash inside a
+    group block already chains the whole prefix, so it identifies that block. ``k`` must be an integer.
+    """
+    _check_block_size(hash_block_tokens)
+    _check_block_size(group_block_tokens)
+    if group_block_tokens % hash_block_tokens:
+        raise Rejected(KeyRejection.HASH_BLOCK_NOT_DIVIDING,
+                       f"hash block {hash_block_tokens} does not divide group block {group_block_tokens}")
+    k = group_block_tokens // hash_block_tokens
+    return [fine_hashes[(j + 1) * k - 1] for j in range(len(fine_hashes) // k)]
 
 
 def matching_full_blocks(a: Sequence[bytes], b: Sequence[bytes]) -> int:

@@ -141,6 +141,12 @@ def unique_tail_bytes(ops, valid_rows, block_tokens, row_bytes):
     return ops.total(block_tokens - v for v in valid_rows) * row_bytes
 
 
+@formula("tail.max_unique_bytes", units="bytes/reachable partial block", convention="upper bound for one "
+         "unique partial block; summing it per request is valid only without sharing", location="0x03J")
+def max_unique_tail_bytes(ops, block_tokens, row_bytes):
+    return (block_tokens - 1) * row_bytes
+
+
 @formula("ledger.dedup_payload_bytes", units="bytes", convention="logical reference payload minus unique "
          "materialized payload", location="0x02D")
 def dedup_payload_bytes(ops, logical_bytes, materialized_bytes):
@@ -309,6 +315,7 @@ class Ledger:
     paged_ref_bytes: int
     request_view_tail_slots: int
     request_view_tail_bytes: int
+    request_view_tail_valid_slots: int
     unique_blocks: int
     unique_materialized_rows: int
     unique_materialized_bytes: int
@@ -424,6 +431,7 @@ def compute_ledger(f: LedgerFixture) -> Ledger:
         rect_slack_bytes=rect_slack_bytes(reserved_bytes=reserved, logical_bytes=logical),
         ref_blocks=ref_blocks, request_view_slots=ref_blocks * P, paged_ref_bytes=paged,
         request_view_tail_slots=ref_blocks * P - sum(rows),
+        request_view_tail_valid_slots=_tail_slots_holding_valid_rows(f),
         request_view_tail_bytes=request_view_tail_bytes(paged_bytes=paged, logical_bytes=logical),
         unique_blocks=len(unique_ids), unique_materialized_rows=sum(unique_valid),
         unique_materialized_bytes=materialized, unique_slots=len(unique_ids) * P,
@@ -437,6 +445,17 @@ def compute_ledger(f: LedgerFixture) -> Ledger:
                                         row_bytes=B),
         metadata_bytes=meta,
     )
+
+
+def _tail_slots_holding_valid_rows(f: LedgerFixture) -> int:
+    """Request-view tail slots that hold rows another view materialized (not physical waste, 0x0D)."""
+    valid = dict(f.valid_rows_by_block)
+    out = 0
+    for r in f.requests:
+        if r.block_ids:
+            visible_in_last = r.rows_tokens - (len(r.block_ids) - 1) * f.block_tokens
+            out += valid[r.block_ids[-1]] - visible_in_last
+    return out
 
 
 _CLAIM_REASONS = {

@@ -35,6 +35,7 @@ GOLDEN = {
     "frag.external_ratio": [(dict(largest_free_bytes=2 * MIB, total_free_bytes=3 * MIB), Fraction(1, 3))],
     "frag.blocks_for_bytes": [(dict(candidate_bytes=5 * MIB // 2, block_bytes=MIB), 3)],
     "tail.expected_slots": [(dict(block_tokens=16), Fraction(15, 2))],
+    "tail.max_unique_bytes": [(dict(block_tokens=16, row_bytes=ROW), 15 * ROW)],
     "tail.expected_bytes": [(dict(block_tokens=16, row_bytes=ROW), 480 * KIB)],
     "cost.request_tail_tokens": [(dict(rows_tokens=33, block_tokens=4), 3), (dict(rows_tokens=33, block_tokens=32), 31)],
     "cost.full_hit_tokens": [(dict(rows_tokens=25, block_tokens=16), 16), (dict(rows_tokens=16, block_tokens=16), 16)],

@@ -8,6 +8,7 @@ from kvexact.reference.keys import (
     KeyRejection,
     MultimodalFeature,
     block_extra_keys,
+    group_block_hashes,
     hash_full_blocks,
     matching_full_blocks,
     partial_tail_key,
@@ -92,6 +93,15 @@ def test_forced_collision_hash_fn_is_pluggable():
     a = hash_full_blocks(KeyInputs(tokens(16)), P, const)
     b = hash_full_blocks(KeyInputs(tokens(16, change_at=3)), P, const)
     assert a == b  # the key alone cannot tell: a witness policy must
+
+
+def test_hash_granularity_finer_than_group_block():
+    fine = hash_full_blocks(KeyInputs(tokens(80)), 16)  # five 16-token hashes [A, B, C, D, E]
+    assert group_block_hashes(fine, 16, 32) == [fine[1], fine[3]]  # the 32-token view is [B, D]
+    assert group_block_hashes(fine, 16, 16) == fine
+    with pytest.raises(Rejected) as info:
+        group_block_hashes(fine, 16, 24)
+    assert info.value.reason is KeyRejection.HASH_BLOCK_NOT_DIVIDING
 
 
 @pytest.mark.parametrize("make, reason", [

@@ -46,6 +46,9 @@ def test_0x0D_worked_ledger():
     assert led.rect_slack_bytes == 70 * 64 * KIB and led.rect_slack_bytes * 1000 == 4375 * MIB
     assert led.ref_blocks == 6 and led.request_view_slots == 96 and led.paged_ref_bytes == 6 * MIB
     assert led.request_view_tail_slots == 22 and led.request_view_tail_bytes * 1000 == 1375 * MIB
+    # seven of B's non-visible slots hold A's valid rows: 22 view-tail slots = 15 unique tail + 7 shadowed
+    assert led.request_view_tail_valid_slots == 7
+    assert led.request_view_tail_slots == led.unique_tail_slots + led.request_view_tail_valid_slots
     assert led.unique_blocks == 3 and led.unique_materialized_rows == 33
     assert led.unique_materialized_bytes * 10000 == 20625 * MIB  # 2.0625 MiB
     assert led.unique_slots == 48 and led.unique_capacity_bytes == 3 * MIB
