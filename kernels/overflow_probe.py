@@ -1,0 +1,46 @@
+"""Probe for int64 addressing: decode over a pool of more than 2^31 elements, reading only its last block.
+
+Run as ``python -m kvexact.kernels.overflow_probe {1|0}`` (1: loaded block ids cast to int64, the shipped
+kernels; 0: the cast disabled). Prints ``OK`` and exits 0 when the output equals float64 attention over
+the last block's rows; prints ``WRONG`` and exits 1 otherwise. Without the cast the product
+``block_id * block_stride`` wraps in int32, so the kernel reads the wrong address (wrong values or SIGSEGV).
+The caches come from ``torch.empty``: virtual memory is committed lazily, only the touched block is resident.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str]) -> int:
+    import torch
+
+    from kvexact.kernels import paged
+    from kvexact.kernels import reference as ref
+
+    paged._INT64_ADDRESSING = argv[:1] != ["0"]
+    block_size, heads, dim = 16, 1, 16
+    per_block = block_size * heads * dim
+    num_blocks = 2**31 // per_block + 2  # 2^31 + 2 blocks' worth of elements: ids near the end overflow int32
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    kc = torch.empty((num_blocks, block_size, heads, dim), dtype=torch.float16, device=device)
+    vc = torch.empty((num_blocks, block_size, heads, dim), dtype=torch.float16, device=device)
+    assert kc.numel() > 2**31
+    last = num_blocks - 1
+    gen = torch.Generator().manual_seed(0)
+    keys = torch.randn((block_size, heads, dim), generator=gen).half()
+    values = torch.randn((block_size, heads, dim), generator=gen).half()
+    slots = torch.arange(last * block_size, (last + 1) * block_size, dtype=torch.int64, device=device)
+    paged.reshape_and_cache(keys.to(device), values.to(device), kc, vc, slots)
+    query = torch.randn((1, 2, dim), generator=gen).half()
+    out = paged.paged_decode_attention(query.to(device), kc, vc,
+                                       torch.tensor([[last]], dtype=torch.int32, device=device),
+                                       torch.tensor([block_size], dtype=torch.int32, device=device))
+    want, _ = ref.attention_f64(query[0], keys, values)
+    good = bool(torch.allclose(out[0].double().cpu(), want, atol=2e-3, rtol=2e-3))
+    print("OK" if good else "WRONG", flush=True)
+    return 0 if good else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

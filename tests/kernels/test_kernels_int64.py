@@ -1,0 +1,23 @@
+"""int64 addressing: a pool of more than 2^31 elements, in a subprocess (a wrap can kill the process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _probe(flag: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kvexact.kernels.overflow_probe", flag],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_decode_reads_the_last_block_of_a_pool_beyond_2_31_elements():
+    done = _probe("1")
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    assert done.stdout.strip() == "OK"
+
+
+def test_the_same_probe_fails_without_the_int64_cast():
+    done = _probe("0")
+    assert done.returncode != 0, done.stdout  # SIGSEGV (-11) or WRONG (1): the cast is what makes it pass
+    assert "OK" not in done.stdout
