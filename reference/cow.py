@@ -556,3 +556,155 @@ def ledger_counts(alloc: Allocator) -> LedgerCounts:
         provisioned_blocks=len(pool.blocks), cached_hash_entries=len(alloc.index),
         request_tail_records=len(alloc.requests), free_queue_entries=pool.num_queued(),
         block_tokens=alloc.groups[0].block_tokens, row_bytes=alloc.groups[0].row_bytes)
+
+
+# ---- 0x05G failure lab --------------------------------------------------------------------------------
+def _after_cow(alloc: Allocator) -> Allocator:
+    alloc.append("D", 900, expected_generation=1, expected_table_version=1)
+    return alloc
+
+
+def _truncated(alloc: Allocator) -> Allocator:
+    truncate(_after_cow(alloc), "D", 32)
+    return alloc
+
+
+def _steps(*calls):
+    """A multi-step operation: each call takes the allocator and the transaction id of the first."""
+
+    def op(alloc: Allocator):
+        def run():
+            txn_id = calls[0](alloc)
+            for call in calls[1:]:
+                call(alloc, txn_id)
+
+        alloc.transact(run)  # the failed operation is the whole transaction
+
+    return op
+
+
+def _begin(plan: tuple[str, ...], request_id: str = "D"):
+    return lambda alloc: alloc.begin("append", request_id, plan, (900,))
+
+
+def expect_unchanged(alloc: Allocator, op) -> None:
+    """Run ``op``; if it is rejected the digest must equal the predecessor's and the self-check hold."""
+    before = alloc.digest()
+    try:
+        op(alloc)
+    except Rejected:
+        if alloc.digest() != before:
+            raise SelfCheckFailed("a rejected operation changed the state digest") from None
+        self_check(alloc)
+        raise
+
+
+_0X05G: list[tuple[str, object, object, object]] = [
+    # (description, reason, fixture, op)
+    ("append with a stale allocator epoch", AllocRejection.EPOCH_MISMATCH, None,
+     lambda a: a.append("D", 900, expected_epoch=42)),
+    ("append with another request generation", AllocRejection.REQUEST_GENERATION_MISMATCH, None,
+     lambda a: a.append("D", 900, expected_generation=2)),
+    ("append against a stale table version", AllocRejection.TABLE_VERSION_MISMATCH, None,
+     lambda a: a.append("D", 900, expected_table_version=0)),
+    ("append to a request that was never admitted", AllocRejection.UNKNOWN_REQUEST, None,
+     lambda a: a.append("Z", 900, expected_table_version=3)),
+    ("truncate a cancelled request", AllocRejection.REQUEST_ALREADY_ENDED, lambda a: (cancel(a, "D"), a)[1],
+     lambda a: truncate(a, "D", 16)),
+    ("fork onto a live request id", AllocRejection.DUPLICATE_REQUEST, None, lambda a: fork(a, "A", "D")),
+    ("fork a request onto itself", AllocRejection.FORK_ONTO_SELF, None, lambda a: fork(a, "A", "A")),
+    ("allocate without tokens", AllocRejection.EMPTY_APPEND, None, lambda a: a.allocate("F", [])),
+    ("allocate with every block of a group owned", PoolRejection.OUT_OF_MEMORY, _after_cow,
+     lambda a: a.allocate("F", [1])),
+    ("delayed write through 1003@12 after 1003@13 was allocated (ABA)", PoolRejection.STALE_BLOCK_GENERATION,
+     lambda a: (_truncated(a).allocate("F", list(range(500, 516))), a)[1],
+     lambda a: delayed_write(a, BlockHandle(0, 0, 1003, 12), 3, 901)),
+    ("delayed write through a retired handle whose block is free", PoolRejection.HANDLE_NOT_OWNED, _truncated,
+     lambda a: delayed_write(a, BlockHandle(0, 0, 1003, 12), 3, 901)),
+    ("lease through a handle of another pool", PoolRejection.FOREIGN_POOL_HANDLE, None,
+     lambda a: retain_read(a, BlockHandle(1, 0, 1000, 3))),
+    ("COW source handle that is not the current tail", AllocRejection.UNEXPECTED_SOURCE_HANDLE, None,
+     lambda a: cow_append(a, "D", 900, 1, 1, (BlockHandle(0, 0, 1001, 5), BlockHandle(1, 1, 2001, 8)))),
+    ("COW copy of fewer rows than the predecessor tail holds", AllocRejection.COPY_ROW_COUNT_MISMATCH, None,
+     _steps(_begin(("cow", "cow")), lambda a, t: a.cow_begin(t), lambda a, t: a.cow_reserve(t, 0),
+            lambda a, t: a.cow_copy(t, 0, 1))),
+    ("COW append row written past the copied frontier", AllocRejection.WRITE_OFFSET_MISMATCH, None,
+     _steps(_begin(("cow", "cow")), lambda a, t: a.cow_begin(t), lambda a, t: a.cow_reserve(t, 0),
+            lambda a, t: a.cow_copy(t, 0, 2),
+            lambda a, t: a.write_rows(t, 0, a._destination(a._txn(t), 0), 3, (900,)))),
+    ("COW publication before the destinations were validated", AllocRejection.FRONTIER_NOT_VALID, None,
+     _steps(_begin(("cow", "cow")), lambda a, t: a.cow_begin(t), lambda a, t: a.cow_reserve(t, 0),
+            lambda a, t: a.cow_reserve(t, 1), lambda a, t: a.cow_copy(t, 0, 2), lambda a, t: a.cow_copy(t, 1, 2),
+            lambda a, t: a.write_rows(t, 0, a._destination(a._txn(t), 0), 2, (900,)),
+            lambda a, t: a.write_rows(t, 1, a._destination(a._txn(t), 1), 2, (900,)),
+            lambda a, t: a.publish_bundle(t))),
+    ("boundary publication with only group 0 reserved", AllocRejection.HALF_BUNDLE_PUBLICATION,
+     lambda a: (truncate(a, "D", 32), a)[1],
+     _steps(_begin(("new", "new")), lambda a, t: a.reserve_block(t, 0),
+            lambda a, t: a.write_rows(t, 0, a._destination(a._txn(t), 0), 0, (900,)),
+            lambda a, t: a.publish_bundle(t))),
+    ("in-place write into the shared tail", AllocRejection.WRITE_TO_SHARED_BLOCK, None,
+     _steps(_begin(("unique", "unique")),
+            lambda a, t: a.write_rows(t, 0, a.request("D").tables[0][-1], 2, (900,)))),
+    ("COW reservation on a transaction whose path is in place", AllocRejection.WRONG_STEP_FOR_PATH, None,
+     _steps(_begin(("unique", "unique")), lambda a, t: a.cow_reserve(t, 0))),
+    ("COW reservation before the source leases", AllocRejection.STEP_OUT_OF_ORDER, None,
+     _steps(_begin(("cow", "cow")), lambda a, t: a.cow_reserve(t, 0))),
+    ("fork while a transaction is in flight", AllocRejection.TRANSACTION_IN_FLIGHT, None,
+     _steps(_begin(("cow", "cow")), lambda a, t: fork(a, "A", "E"))),
+    ("publish a transaction that does not exist", AllocRejection.UNKNOWN_TRANSACTION, None,
+     lambda a: a.publish_bundle("t999")),
+    ("roll back after publication", AllocRejection.ROLLBACK_AFTER_PUBLICATION, None,
+     _steps(_begin(("cow", "cow")), lambda a, t: a.cow_begin(t), lambda a, t: a.cow_reserve(t, 0),
+            lambda a, t: a.cow_reserve(t, 1), lambda a, t: a.cow_copy(t, 0, 2), lambda a, t: a.cow_copy(t, 1, 2),
+            lambda a, t: a.write_rows(t, 0, a._destination(a._txn(t), 0), 2, (900,)),
+            lambda a, t: a.write_rows(t, 1, a._destination(a._txn(t), 1), 2, (900,)),
+            lambda a, t: a.cow_validate(t), lambda a, t: a.publish_bundle(t),
+            lambda a, t: a.rollback_unpublished(t, 0))),
+    ("compensate a rolled-back receipt", AllocRejection.NOTHING_TO_COMPENSATE, None,
+     lambda a: compensate(a, attrs.evolve(_rolled_back_receipt(), request_id="D"))),
+    ("remove an interior logical block", AllocRejection.INTERIOR_BLOCK_REMOVAL, None,
+     lambda a: drop_logical_block(a, "A", 0)),
+    ("remove a logical block past the table", AllocRejection.BAD_LOGICAL_BLOCK, None,
+     lambda a: drop_logical_block(a, "A", 7)),
+    ("truncate to the current length", AllocRejection.TRUNCATE_NOT_SHORTER, None,
+     lambda a: truncate(a, "A", 34)),
+    ("release a lease that is not held", AllocRejection.LEASE_NOT_HELD, None, lambda a: release_lease(a, 99)),
+    ("cache the partial tail block", AllocRejection.CACHE_PARTIAL_BLOCK, None,
+     lambda a: cache_block(a, "A", 2, "k")),
+    ("cache a second block under a key already bound", AllocRejection.CACHE_KEY_CONFLICT,
+     lambda a: (cache_block(a, "A", 0, "k"), a)[1], lambda a: cache_block(a, "A", 1, "k")),
+    ("re-key a block that already carries an identity", AllocRejection.CACHE_BLOCK_ALREADY_KEYED,
+     lambda a: (cache_block(a, "A", 0, "k0"), a)[1], lambda a: cache_block(a, "A", 0, "k1")),
+    ("touch a key no group holds", AllocRejection.CACHE_IDENTITY_MISSING, None,
+     lambda a: touch(a, "G", ["missing"])),
+    ("evict a key no group holds", AllocRejection.CACHE_IDENTITY_MISSING, None, lambda a: evict(a, "missing")),
+    ("second snapshot by a reader that holds one", AllocRejection.READER_BUSY,
+     lambda a: (reader_snapshot(a, "x", "A"), a)[1], lambda a: reader_snapshot(a, "x", "D")),
+]
+
+
+def _rolled_back_receipt() -> AllocationReceipt:
+    alloc = fixture_0x05b_forked(check_every_op=False)
+    alloc.fault_after.add(("cow_reserve", 0))
+    return alloc.append("D", 900)
+
+
+def _trigger(fixture, op):
+    def trigger():
+        alloc = fixture_0x05b_forked()
+        if fixture is not None:
+            alloc = fixture(alloc)
+        expect_unchanged(alloc, op)
+
+    return trigger
+
+
+def _register_0x05g() -> None:
+    from kvexact.reference.rejections import NegativeCase, register_negative
+
+    for description, reason, fixture, op in _0X05G:
+        register_negative(NegativeCase("0x05G", reason, description, _trigger(fixture, op)))  # type: ignore
+
+
+_register_0x05g()
