@@ -1,0 +1,113 @@
+"""Namespace revocation (0x0CE): the reference twin of spec/NamespaceRevocation.tla."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvexact.reference import revocation as rv
+from kvexact.reference.rejections import Rejected
+
+SPEC = pathlib.Path(__file__).resolve().parents[2] / "spec" / "NamespaceRevocation.tla"
+needs_spec = pytest.mark.skipif(not SPEC.exists(), reason="spec/NamespaceRevocation.tla not present")
+
+
+@pytest.fixture(scope="module")
+def model():
+    from kvexact.spec.checker import load_model
+
+    return load_model(SPEC)
+
+
+def _params_tla(params):
+    from kvexact.spec.checker import ModelValue
+
+    out = {}
+    for k, v in params.items():
+        out[k] = rv.entry_tla(v) if isinstance(v, rv.Entry) else ModelValue(v) if isinstance(v, str) else v
+    return out
+
+
+@needs_spec
+def test_action_names_match_the_spec():
+    spec_actions = set(re.findall(r"^(\w+)\([^)]*\) ==", SPEC.read_text(), re.M)) - {"Lease", "Current",
+                                                                                     "BlockBusy", "Authz", "Old",
+                                                                                     "RevokeStep"}
+    assert spec_actions == set(rv.ACTIONS)
+    for name, fn in rv.ACTIONS.items():
+        assert fn.__name__ == re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+@needs_spec
+def test_projection_covers_exactly_the_spec_variables():
+    text = SPEC.read_text()
+    declared = re.search(r"VARIABLES(.*?)\n\nvars", text, re.S).group(1)
+    names = re.findall(r"^\s+(\w+),?\s*\\\*", declared, re.M)
+    assert tuple(names) == rv.SPEC_VARIABLES == tuple(rv.project_state(rv.RevState.init()))
+
+
+def test_seven_steps_in_order_and_completion_leaves_nothing_of_the_old_generation():
+    trace = rv.seven_step_scenario()
+    revoke = [r["action"] for r in trace if r["action"].startswith("Revoke")]
+    assert revoke == ["RevokeStopAdmission", "RevokeAdvanceGeneration", "RevokeInvalidateIndex", "RevokeCancelLease",
+                      "RevokeLeasesDrained", "RevokeReleaseBlocks", "RevokePurgeExternal", "RevokeComplete"]
+    final = trace[-1]["state"]
+    assert final["index"] == {"#set": []} and final["leases"] == {"#set": []}
+    assert final["receipts"] == {"#set": []} and final["external"] == {"#set": []}
+    assert final["done"]["#map"][0] == [{"#unserializable": "t1"}, {"#bigint": "1"}]
+    assert all(set(r) == {"action", "params", "state"} for r in trace)
+
+
+@needs_spec
+def test_every_scenario_record_is_a_step_of_its_spec_action(model):
+    s = rv.RevState.init()
+    prev = rv.project_tla(s)
+    plan = rv.PUBLISH_T1 + [(rv.offload, (rv.Entry("t1", 0, 1),))] + rv.LEASE_T1 + [(rv.execute, ("t1",))] \
+        + rv.REVOKE_T1
+    for fn, args in plan:
+        s, rec = fn(s, *args)
+        cur = rv.project_tla(s)
+        params = {"e": rv.entry_tla(args[0])} if rec["action"] == "Offload" else None
+        verdict = model.check_step(rec["action"], prev, cur, params)
+        assert verdict.ok, (rec["action"], verdict)
+        prev = cur
+
+
+@needs_spec
+@settings(max_examples=15, deadline=None)
+@given(st.lists(st.integers(0, 10_000), min_size=1, max_size=25))
+def test_random_walks_are_spec_steps_and_keep_every_invariant(model, choices):
+    s = rv.RevState.init()
+    for c in choices:
+        options = rv.enabled_steps(s)
+        if not options:
+            break
+        name, params, take = options[c % len(options)]
+        before = rv.project_tla(s)
+        s, rec = take()
+        verdict = model.check_step(name, before, rv.project_tla(s), _params_tla(params))
+        assert verdict.ok, (name, params, verdict)
+        for inv, holds in rv.INVARIANTS.items():
+            assert holds(s), inv
+
+
+def test_disabled_action_is_refused_by_name_and_changes_nothing():
+    s = rv.RevState.init()
+    with pytest.raises(Rejected) as exc:
+        rv.revoke_purge_external(s, "t1")
+    assert exc.value.reason is rv.RevocationRejection.REVOCATION_STEP_OUT_OF_ORDER
+    assert s == rv.RevState.init()
+
+
+def test_recycled_block_is_scrubbed_before_a_new_owner_sees_it():
+    s = rv.play(rv.RevState.init(), rv.PUBLISH_T1 + rv.REVOKE_T1[:3] + [(rv.revoke_leases_drained, ("t1",)),
+                                                                         (rv.revoke_release_blocks, ("t1",))])[0]
+    assert s.bytes_[1] == "t1" and s.owner[1] == rv.NO_OWNER  # released, stale bytes still there
+    s, _ = rv.play(s, [(rv.arrive, ("t2", "t2")), (rv.authorize, ("t2",)), (rv.lookup, ("t2",)),
+                       (rv.allocate, ("t2", 1))])
+    assert s.owner[1] == rv.Owner("t2", 0) and s.bytes_[1] == rv.NO_TENANT
+    assert rv.no_stale_bytes(s)
