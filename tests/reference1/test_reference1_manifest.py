@@ -119,3 +119,45 @@ def test_malformed_layouts(make, reason):
         make()
     assert info.value.reason is reason
     assert info.value.detail  # says what and where
+
+
+LAYOUT_CHANGES = {
+    "schema_version": 2, "manifest_id": "loop4b", "logical_cache_abi_sha256": "abi-x", "model_generation": 2,
+    "physical_mode": None, "token_block_size": 32, "physical_page_bytes": 2 * 1024 * 1024,
+    "scheduler_block_size": 32, "hash_block_size": 8, "tp_world_size": 4, "tp_rank": 1,
+    "quantization_schema": "fp8", "position_contract_id": "rope-x", "allocator_revision": "r2",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUT_CHANGES))
+def test_every_layout_field_is_equality_bearing(name):
+    from kvexact.reference.manifest import PhysicalMode
+
+    value = LAYOUT_CHANGES[name]
+    if name == "physical_mode":
+        changed = loop4_layout(physical_mode=PhysicalMode.VIRTUAL_PAGES, physical_page_bytes=2 * 1024 * 1024)
+    else:
+        changed = loop4_layout(**{name: value})
+    assert changed.digest != loop4_layout().digest
+
+
+def test_group_fields_are_equality_bearing():
+    base = loop4_layout()
+    for change in ({"kv_heads_local": 2}, {"head_dim": 64}, {"storage_dtype": "bf16"}, {"num_slots": 16},
+                   {"v_scalar_bytes": 1}):
+        groups = (base.cache_groups[0], attrs.evolve(base.cache_groups[1], strides=None, **change))
+        assert loop4_layout(cache_groups=groups).digest != base.digest, change
+
+
+def test_multimodal_and_prompt_embedding_side_inputs():
+    from kvexact.reference.manifest import input_side_data_identity
+
+    p = producer_manifest()
+    image = producer_manifest(input_side_data_identity=input_side_data_identity([("img-1", 3, 8)]))
+    other_image = producer_manifest(input_side_data_identity=input_side_data_identity([("img-2", 3, 8)]))
+    embeds = producer_manifest(input_side_data_identity=input_side_data_identity(prompt_embeds_sha256="00" * 32))
+    assert p.covered_token_ids == image.covered_token_ids == other_image.covered_token_ids
+    for a, b in ((p, image), (image, other_image), (p, embeds)):
+        assert semantic_cache_compatible(a, b).rejection is CompatibilityRejection.INPUT_SIDE_DATA_MISMATCH
+    assert semantic_cache_compatible(image, producer_manifest(
+        input_side_data_identity=input_side_data_identity([("img-1", 3, 8)]))).compatible
