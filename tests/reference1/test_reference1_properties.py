@@ -11,6 +11,7 @@ from kvexact.reference.ledgers import (
     compute_ledger,
     worked_fixture,
 )
+from kvexact.reference.namespaces import InvalidationReason
 from kvexact.reference.translate import loop4_snapshot, resolve_kv_address
 
 
@@ -76,3 +77,24 @@ def test_translator_addresses_lie_inside_their_tensor(token, layer, kind, head, 
     base = pool.k_base_address if kind == "K" else pool.v_base_address
     assert base <= r.byte_address < base + 2 * 8 * len(group.layer_ids) * 16 * 4 * 128
     assert r.slot_id == s.pool(r.cache_group_id).descriptor(r.handle.block_id).physical_slot * 16 + token % 16
+
+
+@given(st.lists(st.sampled_from(list(InvalidationReason)), min_size=1, max_size=6))
+def test_no_retired_generation_entry_is_ever_a_hit(reasons):
+    from kvexact.reference.namespaces import (
+        CacheIsolationNamespace,
+        NamespaceRegistry,
+        create_namespace,
+        entry_visible,
+        invalidate,
+    )
+
+    reg = create_namespace(NamespaceRegistry(), CacheIsolationNamespace("prod", "t1", "ns", 0, "s", 0))
+    published = [reg.get("ns").scope]
+    for reason in reasons:
+        reg, receipt = invalidate(reg, "ns", reason)
+        current = reg.get("ns")
+        assert current.generation == receipt.retired.generation + 1
+        assert not any(entry_visible(current, scope) for scope in published)
+        published.append(current.scope)
+    assert reg.retired == frozenset(published[:-1])
