@@ -77,3 +77,12 @@ def test_0x0BJ_staircase():
     assert rows[(64 * KIB, 1025)].groups == 33 and rows[(64 * KIB, 1025)].waste_bytes == 31 * 2048
     assert rows[(2 * MIB, 1025)].groups == 2 and rows[(2 * MIB, 1025)].waste_bytes == 1023 * 2048
     assert all(r.user_block_table_lookups == 0 for r in rows.values())
+
+
+def test_0x0BJ_tp_changes_tokens_per_page_group():
+    from kvexact.reference.traversal import page_group_row
+
+    tp1 = page_group_row(64 * KIB, 1025, tensor_row_bytes=2048)
+    tp2 = page_group_row(64 * KIB, 1025, tensor_row_bytes=1024)  # half the local K/V heads per rank
+    assert (tp1.tokens_per_group, tp2.tokens_per_group) == (32, 64)
+    assert (tp1.groups, tp2.groups) == (33, 17)
