@@ -109,6 +109,9 @@ def test_fresh_object_is_reused():
 
 
 def test_loop_11_cases_are_at_least_27_and_rejected_by_name():
+    import kvexact.reference.revocation  # noqa: F401
+    import kvexact.reference.telemetry  # noqa: F401
+
     cases = negative_cases("0x0CG")
     assert len(cases) >= 27
     for case in cases:
