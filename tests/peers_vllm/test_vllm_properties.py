@@ -18,8 +18,9 @@ from kvexact.reference.peers.vllm_hashing import key_with_group
 
 BLOCK = 4
 PREFIXES = [(1, 1, 1, 1, 2, 2, 2, 2), (1, 1, 1, 1, 3, 3, 3, 3), (5, 5, 5, 5, 5, 5, 5, 5), ()]
+TAILS = [(0, 1, 2, 3), (0, 1, 2, 3, 1), (2,)]  # repeated tails make whole-prompt repeats common
 prompts = st.builds(lambda p, tail: p + tuple(tail), st.sampled_from(PREFIXES),
-                    st.lists(st.integers(0, 3), min_size=1, max_size=9))
+                    st.sampled_from(TAILS) | st.lists(st.integers(0, 3), min_size=1, max_size=9))
 
 
 class VllmProfileMachine(RuleBasedStateMachine):
