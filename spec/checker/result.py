@@ -20,6 +20,7 @@ class Outcome(enum.Enum):
     EVALUATION = "evaluation"
     PARSE = "parse"
     CONFIG = "config"
+    ASSUMPTION = "assumption"
 
 
 EXIT_CODES = {
@@ -29,6 +30,7 @@ EXIT_CODES = {
     Outcome.EVALUATION: 75,
     Outcome.PARSE: 150,
     Outcome.CONFIG: 151,
+    Outcome.ASSUMPTION: 10,
 }
 
 

@@ -1,0 +1,440 @@
+"""Compile action formulas (Init over unprimed variables, Next over primed ones) into enumerators that
+produce states exactly as TLC's ``getInitStates``/``getNextStates`` do (notes/tlc-semantics.md 2.2).
+
+An enumerator is ``a(s, n, e, k)``: it calls ``k(s2, n2)`` once per completed path (duplicates
+included). In "init" mode the assigned dict is ``s``; in "next" mode it is ``n``. Once every variable
+has a value, the remaining conjuncts are evaluated as booleans (TLC's all-assigned fast path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kvexact.spec.checker.compiler import (
+    ALIASES,
+    Compiler,
+    Def,
+    Scope,
+    _binder_names,
+    _bounds,
+    _name_of,
+    loc_of,
+)
+from kvexact.spec.checker.values import EvalError, LazyFcn, fmt, member, ordered_elements, tla_eq
+
+Act = Callable[..., None]
+
+
+def _strip(node: Any) -> Any:
+    while type(node).__name__ in ("Parentheses", "VerticalItem"):
+        node = node.expression
+    return node
+
+
+def conj_items(node: Any) -> list | None:
+    node = _strip(node)
+    k = type(node).__name__
+    if k == "VerticalList" and node.operator == "/\\":
+        return [it.expression for it in node.arguments]
+    if k == "OperatorApplication" and ALIASES.get(node.operator, node.operator) == "/\\" and node.arguments:
+        out = []
+        for a in node.arguments:
+            sub = conj_items(a)
+            out.extend(sub if sub is not None and type(_strip(a)).__name__ == "OperatorApplication" else [a])
+        return out
+    return None
+
+
+def disj_items(node: Any) -> list | None:
+    node = _strip(node)
+    k = type(node).__name__
+    if k == "VerticalList" and node.operator == "\\/":
+        return [it.expression for it in node.arguments]
+    if k == "OperatorApplication" and ALIASES.get(node.operator, node.operator) == "\\/" and node.arguments:
+        out = []
+        for a in node.arguments:
+            sub = disj_items(a)
+            out.extend(sub if sub is not None and type(_strip(a)).__name__ == "OperatorApplication" else [a])
+        return out
+    return None
+
+
+class ActionCompiler:
+    def __init__(self, comp: Compiler, mode: str):
+        self.c = comp
+        self.mode = mode
+        self.init = mode == "init"
+
+    @property
+    def nvars(self) -> int:
+        return len(self.c.variables)
+
+    def _bind(self, var: str) -> Callable:
+        if self.init:
+            def bind_s(s, n, v, k):
+                if type(v) is LazyFcn:
+                    v = v.materialize()
+                s2 = dict(s)
+                s2[var] = v
+                k(s2, n)
+            return bind_s
+
+        def bind_n(s, n, v, k):
+            if type(v) is LazyFcn:
+                v = v.materialize()
+            n2 = dict(n)
+            n2[var] = v
+            k(s, n2)
+        return bind_n
+
+    def act(self, node: Any, scope: Scope) -> Act:
+        node_s = _strip(node)
+        kind = type(node_s).__name__
+        items = conj_items(node_s)
+        if items is not None:
+            return self._conj(items, scope, node_s)
+        items = disj_items(node_s)
+        if items is not None:
+            acts = [self.act(x, scope) for x in items]
+
+            def disj(s, n, e, k):
+                for a in acts:
+                    a(s, n, e, k)
+            return disj
+        method = getattr(self, "_a_" + kind, None)
+        if method is not None:
+            r = method(node_s, scope)
+            if r is not None:
+                return r
+        return self._pred(node_s, scope)
+
+    def _pred(self, node: Any, scope: Scope) -> Act:
+        f, _ = self.c.expr(node, scope)
+        where = loc_of(node, scope.mod)
+
+        def pred(s, n, e, k):
+            v = f(s, n, e)
+            if v is True:
+                k(s, n)
+            elif v is not False:
+                raise EvalError(f"an action conjunct has the non-boolean value {fmt(v)}", where)
+        return pred
+
+    def _conj(self, items: list, scope: Scope, node: Any) -> Act:
+        acts = [self.act(x, scope) for x in items]
+        evals = [self.c.expr(x, scope)[0] for x in items]
+        m = len(acts)
+        nv = self.nvars
+        init = self.init
+        where = loc_of(node, scope.mod)
+
+        def run(i, s, n, e, k):
+            if i == m:
+                k(s, n)
+                return
+            if i > 0 and len(s if init else n) == nv:
+                for j in range(i, m):
+                    v = evals[j](s, n, e)
+                    if v is not True:
+                        if v is not False:
+                            raise EvalError(f"a conjunct has the non-boolean value {fmt(v)}", where)
+                        return
+                k(s, n)
+                return
+            acts[i](s, n, e, lambda s2, n2: run(i + 1, s2, n2, e, k))
+
+        def conj(s, n, e, k):
+            run(0, s, n, e, k)
+        return conj
+
+    def _a_BooleanLiteral(self, node, scope):
+        if node.value == "TRUE":
+            return lambda s, n, e, k: k(s, n)
+        return lambda s, n, e, k: None
+
+    def _a_Let(self, node, scope):
+        inner = self.c._let_scope(node, scope)
+        return self.act(node.expression, inner)
+
+    def _a_If(self, node, scope):
+        fc, _ = self.c.expr(node.predicate, scope)
+        at = self.act(node.then, scope)
+        ae = self.act(node.else_, scope)
+        where = loc_of(node, scope.mod)
+
+        def if_(s, n, e, k):
+            c = fc(s, n, e)
+            if c is True:
+                at(s, n, e, k)
+            elif c is False:
+                ae(s, n, e, k)
+            else:
+                raise EvalError(f"IF condition is {fmt(c)}, not a boolean", where)
+        return if_
+
+    def _a_Cases(self, node, scope):
+        arms = [(self.c.expr(c.predicate, scope)[0], self.act(c.expression, scope)) for c in node.cases]
+        other = self.act(node.other, scope) if node.other is not None else None
+        where = loc_of(node, scope.mod)
+
+        def case(s, n, e, k):
+            for g, a in arms:
+                if g(s, n, e) is True:
+                    a(s, n, e, k)
+                    return
+            if other is None:
+                raise EvalError("CASE: no guard is true and there is no OTHER", where)
+            other(s, n, e, k)
+        return case
+
+    def _a_Quantification(self, node, scope):
+        if node.quantifier not in ("\\E", "\\A"):
+            return None
+        bounds = _bounds(node.declarations)
+        if any(sset is None for _, sset in bounds):
+            return None
+        inner = scope.child()
+        sets = []
+        for b, sset in bounds:
+            sets.append((self.c.expr(sset, scope)[0], b))
+            for nm in _binder_names(b):
+                inner.names[nm] = ("bound", nm)
+        body = self.act(node.predicate, inner)
+        from kvexact.spec.checker.compiler import _bind as mk_setter
+        setters = [(f, mk_setter(b)) for f, b in sets]
+        if node.quantifier == "\\E":
+            def exists(s, n, e, k):
+                def rec(i, e2):
+                    if i == len(setters):
+                        body(s, n, e2, k)
+                        return
+                    fs, setter = setters[i]
+                    for x in ordered_elements(fs(s, n, e2)):
+                        e3 = dict(e2)
+                        setter(e3, x)
+                        rec(i + 1, e3)
+                rec(0, e)
+            return exists
+
+        def forall(s, n, e, k):
+            envs: list = []
+
+            def rec(i, e2):
+                if i == len(setters):
+                    envs.append(e2)
+                    return
+                fs, setter = setters[i]
+                for x in ordered_elements(fs(s, n, e2)):
+                    e3 = dict(e2)
+                    setter(e3, x)
+                    rec(i + 1, e3)
+            rec(0, e)
+
+            def chain(j, s2, n2):
+                if j == len(envs):
+                    k(s2, n2)
+                    return
+                body(s2, n2, envs[j], lambda s3, n3: chain(j + 1, s3, n3))
+            chain(0, s, n)
+        return forall
+
+    def _target_var(self, node, scope) -> str | None:
+        """The variable assigned by ``node`` (``x'`` in next mode, ``x`` in init mode), if any."""
+        node = _strip(node)
+        if type(node).__name__ != "OperatorApplication":
+            return None
+        if self.init:
+            if node.arguments is None:
+                return self.c._as_var(node, scope)
+            return None
+        if node.operator == "'" and node.arguments:
+            return self.c._as_var(node.arguments[0], scope)
+        return None
+
+    def _a_OperatorApplication(self, node, scope):
+        op = ALIASES.get(node.operator, node.operator)
+        args = node.arguments
+        if op == "=" and args:
+            var = self._target_var(args[0], scope)
+            if var is not None:
+                return self._assign(var, args[1], node, scope)
+            return None
+        if op == "\\in" and args:
+            var = self._target_var(args[0], scope)
+            if var is not None:
+                return self._assign_in(var, args[1], node, scope)
+            return None
+        if op == "UNCHANGED" and not self.init:
+            return self._unchanged(args[0], scope)
+        if op == "=>" and args:
+            fp, _ = self.c.expr(args[0], scope)
+            body = self.act(args[1], scope)
+            where = loc_of(node, scope.mod)
+
+            def implies(s, n, e, k):
+                v = fp(s, n, e)
+                if v is False:
+                    k(s, n)
+                elif v is True:
+                    body(s, n, e, k)
+                else:
+                    raise EvalError(f"=> applied to the non-boolean {fmt(v)}", where)
+            return implies
+        if op == "::" and args:
+            return self.act(args[1], scope)
+        b = self.c.resolve(op, scope)
+        if b is not None and b[0] == "def":
+            return self._call_def(b[1], args or [], node, scope)
+        return None
+
+    def _a_SubexpressionReference(self, node, scope):
+        target, args = self.c._instance_target(node, scope)
+        if target[0] == "def":
+            return self._call_def(target[1], args, node, scope)
+        return None
+
+    def def_action(self, d: Def) -> Act:
+        a = d.actions.get(self.mode)
+        if a is None:
+            inner = d.scope.child()
+            for p, ar in d.params:
+                inner.names[p] = ("opparam", p, ar) if ar else ("bound", p)
+            if d.node is not None and d.node.function:
+                return None  # type: ignore[return-value]
+            a = self.act(d.body, inner)
+            d.actions[self.mode] = a
+        return a
+
+    def _call_def(self, d: Def, args, node, scope):
+        if d.node is not None and d.node.function:
+            return None
+        if len(args) != d.arity:
+            return None
+        if args and self.c.primed_params(d):
+            inner, values = self.c.inline_scope(d, args, scope)
+            body_i = self.act(d.body, inner)
+            vfns = [(p, f[0]) for p, f in values]
+
+            def call_inlined(s, n, e, k):
+                e2 = dict(e)
+                for p, f in vfns:
+                    e2[p] = f(s, n, e)
+                body_i(s, n, e2, k)
+            return call_inlined
+        holder: list = []
+
+        def body_act(s, n, e, k):
+            if not holder:
+                holder.append(self.def_action(d))
+            holder[0](s, n, e, k)
+        params = [p[0] for p in d.params]
+        parts = [self.c._arg(a, ar, scope)[0] for a, (_, ar) in zip(args, d.params, strict=False)]
+        is_let = d.is_let
+
+        def call(s, n, e, k):
+            e2 = dict(e) if is_let else {}
+            for p, f in zip(params, parts, strict=False):
+                e2[p] = f(s, n, e)
+            body_act(s, n, e2, k)
+        return call
+
+    def _assign(self, var, rhs, node, scope):
+        f, _ = self.c.expr(rhs, scope)
+        bind = self._bind(var)
+        init = self.init
+        where = loc_of(node, scope.mod)
+
+        def assign(s, n, e, k):
+            t = s if init else n
+            v = f(s, n, e)
+            if var in t:
+                try:
+                    same = tla_eq(t[var], v)
+                except EvalError as exc:
+                    if not exc.location:
+                        exc.location = where
+                    raise
+                if same:
+                    k(s, n)
+                return
+            bind(s, n, v, k)
+        return assign
+
+    def _assign_in(self, var, rhs, node, scope):
+        f, _ = self.c.expr(rhs, scope)
+        bind = self._bind(var)
+        init = self.init
+        where = loc_of(node, scope.mod)
+
+        def assign_in(s, n, e, k):
+            t = s if init else n
+            S = f(s, n, e)
+            if var in t:
+                if member(t[var], S):
+                    k(s, n)
+                return
+            try:
+                elems = ordered_elements(S)
+            except EvalError as exc:
+                raise EvalError(f"cannot enumerate the values of {var}: {exc.message}", where) from None
+            for v in elems:
+                bind(s, n, v, k)
+        return assign_in
+
+    def _unchanged(self, arg, scope) -> Act:
+        arg = _strip(arg)
+        kind = type(arg).__name__
+        if kind == "Tuple":
+            acts = [self._unchanged(x, scope) for x in arg.items]
+
+            def all_(s, n, e, k):
+                def run(i, s2, n2):
+                    if i == len(acts):
+                        k(s2, n2)
+                        return
+                    acts[i](s2, n2, e, lambda s3, n3: run(i + 1, s3, n3))
+                run(0, s, n)
+            return all_
+        var = self.c._as_var(arg, scope)
+        if var is not None:
+            bind = self._bind(var)
+
+            def keep(s, n, e, k):
+                if var in n:
+                    if tla_eq(n[var], s[var]):
+                        k(s, n)
+                    return
+                bind(s, n, s[var], k)
+            return keep
+        if kind == "OperatorApplication" and arg.arguments is None:
+            b = self.c.resolve(arg.operator, scope)
+            if b is not None and b[0] == "def" and b[1].arity == 0:
+                d = b[1]
+                return self._unchanged(d.body, d.scope)
+        f, _ = self.c.expr(arg, scope)
+
+        def unchanged_expr(s, n, e, k):
+            if tla_eq(f(dict(n), None, e), f(s, None, e)):
+                k(s, n)
+        return unchanged_expr
+
+    def _a_SubscriptedAction(self, node, scope):
+        a = self.act(node.action, scope)
+        fv, _ = self.c.expr(node.subscript, scope)
+        stutter = self._unchanged(node.subscript, scope)
+        if node.operator == "[":
+            def box(s, n, e, k):
+                a(s, n, e, k)
+                stutter(s, n, e, k)
+            return box
+
+        def angle(s, n, e, k):
+            def k2(s2, n2):
+                if not tla_eq(fv(dict(n2), None, e), fv(s2, None, e)):
+                    k(s2, n2)
+            a(s, n, e, k2)
+        return angle
+
+
+__all__ = ["ActionCompiler", "conj_items", "disj_items", "_name_of"]

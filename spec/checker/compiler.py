@@ -1,0 +1,1419 @@
+"""Compile the `tla` parser's syntax tree into Python closures, once per definition.
+
+Compiled form (the speed choice): every expression becomes a closure ``f(s, n, e)`` over the current
+state ``s`` (dict var -> value), the next state ``n`` (dict, possibly partial; None outside actions) and
+the bound names ``e`` (dict). Each compiled expression also carries its *dependencies* (``$s`` state,
+``$p`` primed state, bound names): an expression without any is constant-level and is evaluated once
+and cached; a definition that depends only on the state is cached per state object; an operator whose
+body depends only on its parameters is memoized by argument values.
+
+Actions compile to ``a(s, n, e, k)`` that call ``k(s2, n2)`` once per completed path, exactly as TLC
+enumerates successors (notes/tlc-semantics.md 2.2). State dicts are never mutated after creation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tla
+
+from kvexact.spec.checker import builtins as B
+from kvexact.spec.checker.errors import ParseError, SpecError, UndefinedError, UnsupportedError
+from kvexact.spec.checker.values import (
+    EvalError,
+    Fcn,
+    LazyFcn,
+    LazySet,
+    apply_fcn,
+    as_set,
+    fcn_update,
+    fmt,
+    member,
+    mk_fcn,
+    ordered_elements,
+    tla_eq,
+)
+
+STATE = "$s"
+PRIME = "$p"
+NODEPS: frozenset = frozenset()
+
+ALIASES = {
+    "\\land": "/\\", "\\lor": "\\/", "\\lnot": "~", "\\neg": "~", "#": "/=", "=<": "<=", "\\leq": "<=",
+    "\\geq": ">=", "\\union": "\\cup", "\\intersect": "\\cap", "\\times": "\\X", "\\equiv": "<=>",
+    "\\circ": "\\o", "\\notin": "\\notin",
+}
+
+
+def _pos(node: Any) -> tuple[int, int]:
+    p = getattr(node, "start", None)
+    if p is None:
+        return (0, 0)
+    return (p.line + 1, p.column + 1)
+
+
+class ModuleInfo:
+    def __init__(self, name: str, path: str):
+        self.name = name
+        self.path = path
+
+
+def loc_of(node: Any, mod: ModuleInfo) -> str:
+    line, col = _pos(node)
+    return f"{mod.path}:{line}:{col}"
+
+
+def tlc_loc(node: Any, mod: ModuleInfo) -> str:
+    s, e = getattr(node, "start", None), getattr(node, "end", None)
+    if s is None or e is None:
+        return f"module {mod.name}"
+    return f"line {s.line + 1}, col {s.column + 1} to line {e.line + 1}, col {e.column} of module {mod.name}"
+
+
+# --------------------------------------------------------------------------- parsing
+
+def parse_module_text(text: str, path: str) -> Any:
+    """Parse one module; a syntax error becomes ParseError with file:line:col."""
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(buf):
+            tree = tla.parse(text)
+    except Exception as exc:  # the parser raises a bare error and prints where it stopped
+        out = buf.getvalue()
+        m = re.search(r"Next symbol in input:\s*Result\(symbol='(\w+)', value=(.*?), line=(\d+), column=(\d+)",
+                      out)
+        if m:
+            where = f"{path}:{int(m.group(3)) + 1}:{int(m.group(4)) + 1}"
+            raise ParseError(f"syntax error at {m.group(2)}", where) from None
+        m = re.search(r"start line: (\d+), and column: (\d+)", out)
+        where = f"{path}:{int(m.group(1)) + 1}:{int(m.group(2)) + 1}" if m else path
+        raise ParseError(f"syntax error ({type(exc).__name__}: {exc})", where) from None
+    if tree is None:
+        raise ParseError("no module found", path)
+    return tree
+
+
+# --------------------------------------------------------------------------- scopes and definitions
+
+class Def:
+    """A user definition (top level or LET): ``name(params) == body`` or ``name[x \\in S] == body``."""
+
+    def __init__(self, name: str, params: list[tuple[str, int]], body: Any, scope: Scope, node: Any,
+                 is_let: bool, recursive: bool = False):
+        self.name = name
+        self.params = params
+        self.body = body
+        self.scope = scope
+        self.node = node
+        self.is_let = is_let
+        self.recursive = recursive
+        self.fn: Callable | None = None
+        self.deps: frozenset | None = None
+        self.compiling = False
+        self.actions: dict[str, Callable] = {}
+
+    @property
+    def arity(self) -> int:
+        return len(self.params)
+
+
+class Scope:
+    """Name -> binding. Bindings: ('var', name) ('const', name) ('def', Def) ('bound', name)
+    ('opparam', name, arity) ('builtin', name) ('subst', fn, deps, varname|None) ('instance', Scope)
+    ('value', v) ('recfn', Def)."""
+
+    def __init__(self, parent: Scope | None, mod: ModuleInfo):
+        self.parent = parent
+        self.mod = mod
+        self.names: dict[str, tuple] = {}
+
+    def lookup(self, name: str) -> tuple | None:
+        sc: Scope | None = self
+        while sc is not None:
+            b = sc.names.get(name)
+            if b is not None:
+                return b
+            sc = sc.parent
+        return None
+
+    def child(self) -> Scope:
+        return Scope(self, self.mod)
+
+
+def _name_of(node: Any) -> str:
+    if isinstance(node, str):
+        return node
+    return node.operator
+
+
+def _params(arity: Any) -> list[tuple[str, int]]:
+    out = []
+    for p in arity or []:
+        if isinstance(p, str):
+            out.append((p, 0))
+        elif p.arguments:
+            out.append((p.operator, len(p.arguments)))
+        else:
+            out.append((p.operator, 0))
+    return out
+
+
+def _bounds(decls: list) -> list[tuple[Any, Any]]:
+    """Group declarations ``x, y \\in S, z \\in T`` into [(x, S), (y, S), (z, T)]; an unbounded name
+    gets S = None. A tuple binder ``<<a, b>> \\in S`` keeps its Tuple node."""
+    out: list[tuple[Any, Any]] = []
+    pending: list[Any] = []
+    for d in decls:
+        if type(d).__name__ == "OperatorApplication" and d.operator == "\\in" and d.arguments:
+            pending.append(d.arguments[0])
+            for p in pending:
+                out.append((p, d.arguments[1]))
+            pending = []
+        else:
+            pending.append(d)
+    for p in pending:
+        out.append((p, None))
+    return out
+
+
+def _binder_names(b: Any) -> list[str]:
+    if type(b).__name__ == "Tuple":
+        return [_name_of(x) for x in b.items]
+    return [_name_of(b)]
+
+
+def _bind(b: Any) -> Callable[[dict, Any], None]:
+    """Return a setter that binds value v to binder b (a name or a tuple of names) in dict e."""
+    if type(b).__name__ == "Tuple":
+        names = [_name_of(x) for x in b.items]
+
+        def set_tuple(e: dict, v: Any) -> None:
+            if type(v) is not tuple or len(v) != len(names):
+                raise EvalError(f"cannot bind {fmt(v)} to <<{', '.join(names)}>>")
+            for nm, x in zip(names, v, strict=False):
+                e[nm] = x
+        return set_tuple
+    name = _name_of(b)
+
+    def set_one(e: dict, v: Any) -> None:
+        e[name] = v
+    return set_one
+
+
+def _cached_const(fn: Callable) -> Callable:
+    box: list = []
+
+    def g(s, n, e):
+        if box:
+            return box[0]
+        v = fn(s, n, e)
+        box.append(v)
+        return v
+    return g
+
+
+def _per_state(fn: Callable) -> Callable:
+    last: list = [None, None]
+
+    def g(s, n, e):
+        if last[0] is s:
+            return last[1]
+        v = fn(s, n, e)
+        last[0] = s
+        last[1] = v
+        return v
+    return g
+
+
+# --------------------------------------------------------------------------- the compiler
+
+class Compiler:
+    """Loads modules (EXTENDS, INSTANCE) and compiles expressions and actions to closures."""
+
+    def __init__(self, spec_dir: Path, constants: dict[str, Any] | None = None,
+                 overrides: dict[str, str] | None = None, value_overrides: dict[str, Any] | None = None):
+        self.spec_dir = spec_dir
+        self.constants: dict[str, Any] = constants if constants is not None else {}
+        self.overrides = dict(overrides or {})  # name -> definition name in the root module
+        self.value_overrides = value_overrides if value_overrides is not None else {}
+        self.variables: list[str] = []
+        self.root: Scope | None = None
+        self.declared_constants: list[str] = []
+        self.assumes: list[tuple[Any, Scope, str]] = []
+        self.trees: dict[str, tuple[Any, str]] = {}
+        self.messages: list[str] = []
+
+    # ---------------------------------------------------------------- loading
+
+    def load_tree(self, name: str) -> tuple[Any, str] | None:
+        if name in self.trees:
+            return self.trees[name]
+        path = self.spec_dir / f"{name}.tla"
+        if not path.exists():
+            return None
+        tree = parse_module_text(path.read_text(), str(path))
+        self.trees[name] = (tree, str(path))
+        return self.trees[name]
+
+    def load_root(self, path: Path) -> Scope:
+        tree = parse_module_text(path.read_text(), str(path))
+        self.trees[tree.name] = (tree, str(path))
+        mod = ModuleInfo(tree.name, str(path))
+        scope = Scope(None, mod)
+        self.root = scope
+        self._include(tree, mod, scope, subst=None, root=True, seen=set())
+        return scope
+
+    def _include(self, tree: Any, mod: ModuleInfo, scope: Scope, subst: dict | None, root: bool,
+                 seen: set) -> None:
+        """Add a module's declarations and definitions (and those it EXTENDS) to ``scope``."""
+        if tree.name in seen:
+            return
+        seen.add(tree.name)
+        for ext in tree.extendees or []:
+            self._extend(_name_of(ext), scope, subst, root, seen, ext, mod)
+        for unit in tree.units or []:
+            self._unit(unit, mod, scope, subst, root, seen)
+
+    def _extend(self, name: str, scope: Scope, subst: dict | None, root: bool, seen: set, node: Any,
+                mod: ModuleInfo) -> None:
+        found = self.load_tree(name)
+        if found is not None:
+            tree, path = found
+            self._include(tree, ModuleInfo(tree.name, path), scope, subst, root, seen)
+            return
+        if name in B.STANDARD_MODULES:
+            for opname in B.STANDARD_MODULES[name]:
+                scope.names.setdefault(opname, ("builtin", opname))
+            return
+        raise UndefinedError(f"module {name} not found (looked in {self.spec_dir} and the standard modules)",
+                             loc_of(node, mod))
+
+    def _unit(self, unit: Any, mod: ModuleInfo, scope: Scope, subst: dict | None, root: bool,
+              seen: set) -> None:
+        kind = type(unit).__name__
+        if kind == "Constants":
+            for nm in unit.names:
+                name = _name_of(nm)
+                if subst is not None and name in subst:
+                    scope.names[name] = subst[name]
+                else:
+                    scope.names[name] = ("const", name)
+                    if name not in self.declared_constants:
+                        self.declared_constants.append(name)
+        elif kind == "Variables":
+            for nm in unit.names:
+                name = _name_of(nm)
+                if subst is not None and name in subst:
+                    scope.names[name] = subst[name]
+                else:
+                    scope.names[name] = ("var", name)
+                    if name not in self.variables:
+                        self.variables.append(name)
+        elif kind == "OperatorDefinition":
+            definiens = unit.definiens
+            if type(definiens).__name__ == "Instance":
+                if unit.arity:
+                    raise UnsupportedError(f"parameterized INSTANCE {unit.name}(...)", loc_of(unit, mod))
+                scope.names[unit.name] = ("instance", self._instance(definiens, mod, scope))
+                return
+            d = Def(unit.name, _params(unit.arity), definiens, scope, unit, is_let=False)
+            scope.names[unit.name] = ("def", d)
+        elif kind == "Instance":
+            inst = self._instance(unit, mod, scope)
+            for name, b in inst.names.items():
+                if b[0] in ("def", "instance", "builtin"):
+                    scope.names.setdefault(name, b)
+        elif kind == "Axiom":
+            if unit.axiom_keyword in ("ASSUME", "ASSUMPTION"):
+                self.assumes.append((unit.expression, scope, unit.name or "ASSUME"))
+        elif kind in ("RecursiveOperators", "Theorem", "DashLine", "EqLine"):
+            return
+        elif kind == "Module":
+            return  # nested modules are not supported beyond being skipped
+        else:
+            return
+
+    def _instance(self, node: Any, mod: ModuleInfo, outer: Scope) -> Scope:
+        found = self.load_tree(node.name)
+        if found is None:
+            if node.name in B.STANDARD_MODULES:
+                sc = Scope(None, mod)
+                for opname in B.STANDARD_MODULES[node.name]:
+                    sc.names[opname] = ("builtin", opname)
+                return sc
+            raise UndefinedError(f"module {node.name} not found", loc_of(node, mod))
+        tree, path = found
+        imod = ModuleInfo(tree.name, path)
+        explicit: dict[str, tuple] = {}
+        for w in node.with_substitution or []:
+            fn, deps = self.expr(w.expression, outer)
+            var = self._as_var(w.expression, outer)
+            explicit[w.name] = ("subst", fn, deps, var)
+        # implicit substitution: every constant/variable of M not substituted is the same name outside
+        declared = self._declared_names(tree, set())
+        subst: dict[str, tuple] = {}
+        for name in declared:
+            if name in explicit:
+                subst[name] = explicit[name]
+            else:
+                b = outer.lookup(name)
+                if b is None:
+                    raise UndefinedError(f"INSTANCE {node.name}: no substitution for {name} and no {name} "
+                                         f"in scope", loc_of(node, mod))
+                if b[0] in ("def", "builtin", "const", "var", "subst", "value"):
+                    subst[name] = b
+                else:
+                    subst[name] = b
+        sc = Scope(None, imod)
+        self._include(tree, imod, sc, subst, root=False, seen=set())
+        return sc
+
+    def _declared_names(self, tree: Any, seen: set) -> list[str]:
+        if tree.name in seen:
+            return []
+        seen.add(tree.name)
+        out: list[str] = []
+        for ext in tree.extendees or []:
+            found = self.load_tree(_name_of(ext))
+            if found is not None:
+                out += self._declared_names(found[0], seen)
+        for unit in tree.units or []:
+            if type(unit).__name__ in ("Constants", "Variables"):
+                out += [_name_of(n) for n in unit.names]
+        return out
+
+    def _as_var(self, node: Any, scope: Scope) -> str | None:
+        """The variable name if ``node`` is (an alias of) a state variable."""
+        while type(node).__name__ == "Parentheses":
+            node = node.expression
+        if type(node).__name__ == "OperatorApplication" and node.arguments is None:
+            b = self.resolve(node.operator, scope)
+            if b is not None and b[0] == "var":
+                return b[1]
+            if b is not None and b[0] == "subst":
+                return b[3]
+        return None
+
+    def resolve(self, name: str, scope: Scope) -> tuple | None:
+        b = scope.lookup(name)
+        if b is not None and b[0] in ("bound", "opparam", "recfn"):
+            return b
+        if name in self.overrides and self.root is not None:
+            target = self.root.lookup(self.overrides[name])
+            if target is None:
+                raise SpecError(f"cfg override {name} <- {self.overrides[name]}: no definition "
+                                f"{self.overrides[name]}")
+            return target
+        if name in self.value_overrides and (b is None or b[0] in ("def", "const")):
+            return ("value", self.value_overrides[name])
+        return b
+
+    # ---------------------------------------------------------------- expressions
+
+    def expr(self, node: Any, scope: Scope) -> tuple[Callable, frozenset]:
+        """Compile an expression; a result without dependencies is evaluated once and cached."""
+        fn, deps = self._expr(node, scope)
+        if not deps and not getattr(fn, "_is_const", False):
+            fn = _cached_const(fn)
+            fn._is_const = True  # type: ignore[attr-defined]
+        return fn, deps
+
+    def _expr(self, node: Any, scope: Scope) -> tuple[Callable, frozenset]:
+        if isinstance(node, str):
+            if node == "@":
+                return (lambda s, n, e: e["@"]), frozenset({"@"})
+            raise UnsupportedError(f"unexpected token {node!r}", scope.mod.path)
+        kind = type(node).__name__
+        method = getattr(self, "_x_" + kind, None)
+        if method is None:
+            raise UnsupportedError(f"the construct {kind} is not supported by the embedded checker",
+                                   loc_of(node, scope.mod))
+        return method(node, scope)
+
+    def _x_Parentheses(self, node, scope):
+        return self._expr(node.expression, scope)
+
+    def _x_IntegralNumeral(self, node, scope):
+        v = int(node.value)
+        return (lambda s, n, e: v), NODEPS
+
+    def _x_StringLiteral(self, node, scope):
+        v = node.value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+        return (lambda s, n, e: v), NODEPS
+
+    def _x_BooleanLiteral(self, node, scope):
+        v = node.value == "TRUE"
+        return (lambda s, n, e: v), NODEPS
+
+    def _x_SetOfBooleans(self, node, scope):
+        v = frozenset({False, True})
+        return (lambda s, n, e: v), NODEPS
+
+    def _x_SetOfStrings(self, node, scope):
+        return (lambda s, n, e: B.STRING), NODEPS
+
+    def _x_Tuple(self, node, scope):
+        parts = [self.expr(x, scope) for x in node.items]
+        fns = [p[0] for p in parts]
+        deps = frozenset().union(*[p[1] for p in parts])
+        if len(fns) == 2:
+            f0, f1 = fns
+            return (lambda s, n, e: (f0(s, n, e), f1(s, n, e))), deps
+        return (lambda s, n, e: tuple([f(s, n, e) for f in fns])), deps
+
+    def _x_SetEnumeration(self, node, scope):
+        parts = [self.expr(x, scope) for x in node.items]
+        fns = [p[0] for p in parts]
+        deps = frozenset().union(*[p[1] for p in parts])
+        return (lambda s, n, e: frozenset([f(s, n, e) for f in fns])), deps
+
+    def _x_Record(self, node, scope):
+        keys = [kv[0] for kv in node.key_values]
+        parts = [self.expr(kv[1], scope) for kv in node.key_values]
+        fns = [p[0] for p in parts]
+        deps = frozenset().union(*[p[1] for p in parts])
+        return (lambda s, n, e: Fcn({k: f(s, n, e) for k, f in zip(keys, fns, strict=False)})), deps
+
+    def _x_SetOfRecords(self, node, scope):
+        keys = [kb.name for kb in node.key_bounds]
+        parts = [self.expr(kb.bound, scope) for kb in node.key_bounds]
+        fns = [p[0] for p in parts]
+        deps = frozenset().union(*[p[1] for p in parts])
+        return (lambda s, n, e: B.RecordSet({k: f(s, n, e) for k, f in zip(keys, fns, strict=False)})), deps
+
+    def _x_SetOfFunctions(self, node, scope):
+        fd, dd = self.expr(node.domain, scope)
+        fc, dc = self.expr(node.codomain, scope)
+        return (lambda s, n, e: B.FcnSet(fd(s, n, e), fc(s, n, e))), dd | dc
+
+    def _x_Field(self, node, scope):
+        fr, deps = self.expr(node.expression, scope)
+        name = node.name
+        where = loc_of(node, scope.mod)
+
+        def field(s, n, e):
+            r = fr(s, n, e)
+            if type(r) is Fcn:
+                try:
+                    return r.d[name]
+                except KeyError:
+                    pass
+            try:
+                return apply_fcn(r, name)
+            except EvalError as exc:
+                raise EvalError(f"record {fmt(r)} has no field {name}", where) from exc
+        return field, deps
+
+    def _x_FunctionApplication(self, node, scope):
+        ff, df = self.expr(node.function, scope)
+        args = [self.expr(a, scope) for a in node.arguments]
+        deps = df.union(*[a[1] for a in args])
+        where = loc_of(node, scope.mod)
+        if len(args) == 1:
+            fa = args[0][0]
+
+            def app1(s, n, e):
+                f = ff(s, n, e)
+                x = fa(s, n, e)
+                t = type(f)
+                try:
+                    if t is Fcn:
+                        return f.d[x]
+                    if t is tuple and type(x) is int and 0 < x <= len(f):
+                        return f[x - 1]
+                    return apply_fcn(f, x)
+                except KeyError:
+                    raise EvalError(f"function {fmt(f)} applied to {fmt(x)}, outside its domain",
+                                    where) from None
+                except EvalError as exc:
+                    if not exc.location:
+                        exc.location = where
+                    raise
+            return app1, deps
+        fas = [a[0] for a in args]
+
+        def appn(s, n, e):
+            f = ff(s, n, e)
+            x = tuple([a(s, n, e) for a in fas])
+            try:
+                return apply_fcn(f, x)
+            except EvalError as exc:
+                if not exc.location:
+                    exc.location = where
+                raise
+        return appn, deps
+
+    def _x_If(self, node, scope):
+        fc, dc = self.expr(node.predicate, scope)
+        ft, dt = self.expr(node.then, scope)
+        fe, de = self.expr(node.else_, scope)
+        where = loc_of(node, scope.mod)
+
+        def if_(s, n, e):
+            c = fc(s, n, e)
+            if c is True:
+                return ft(s, n, e)
+            if c is False:
+                return fe(s, n, e)
+            raise EvalError(f"IF condition is {fmt(c)}, not a boolean", where)
+        return if_, dc | dt | de
+
+    def _x_Cases(self, node, scope):
+        arms = [(self.expr(c.predicate, scope), self.expr(c.expression, scope)) for c in node.cases]
+        other = self.expr(node.other, scope) if node.other is not None else None
+        deps = frozenset().union(*[a[0][1] | a[1][1] for a in arms])
+        if other:
+            deps |= other[1]
+        guards = [(a[0][0], a[1][0]) for a in arms]
+        of = other[0] if other else None
+        where = loc_of(node, scope.mod)
+
+        def case(s, n, e):
+            for g, v in guards:
+                if g(s, n, e) is True:
+                    return v(s, n, e)
+            if of is not None:
+                return of(s, n, e)
+            raise EvalError("CASE: no guard is true and there is no OTHER", where)
+        return case, deps
+
+    def _x_Let(self, node, scope):
+        inner = self._let_scope(node, scope)
+        return self._expr(node.expression, inner)
+
+    def _let_scope(self, node, scope) -> Scope:
+        inner = scope.child()
+        for d in node.definitions:
+            k = type(d).__name__
+            if k == "OperatorDefinition":
+                inner.names[d.name] = ("def", Def(d.name, _params(d.arity), d.definiens, inner, d, is_let=True))
+            elif k == "RecursiveOperators":
+                continue
+            else:
+                raise UnsupportedError(f"{k} inside LET", loc_of(d, scope.mod))
+        return inner
+
+    def _x_Lambda(self, node, scope):
+        return self._lambda(node, scope)
+
+    def _lambda(self, node, scope):
+        params = [_name_of(p) for p in node.parameters]
+        inner = scope.child()
+        for p in params:
+            inner.names[p] = ("bound", p)
+        fb, db = self.expr(node.expression, inner)
+
+        def mk(s, n, e):
+            def op(*vals):
+                e2 = dict(e)
+                e2.update(zip(params, vals, strict=False))
+                return fb(s, n, e2)
+            return op
+        return mk, db - frozenset(params) | {"$lambda"}
+
+    def _x_Choose(self, node, scope):
+        binder = node.declaration
+        if type(binder).__name__ == "OperatorApplication" and binder.operator == "\\in" and binder.arguments:
+            b, sset = binder.arguments
+        else:
+            b, sset = binder, None
+        names = _binder_names(b)
+        inner = scope.child()
+        for nm in names:
+            inner.names[nm] = ("bound", nm)
+        fp, dp = self.expr(node.predicate, inner)
+        setter = _bind(b)
+        where = loc_of(node, scope.mod)
+        if sset is None:
+            raise UnsupportedError("unbounded CHOOSE (CHOOSE x : P) is not supported; give the value in the "
+                                   "cfg", where)
+        fs, ds = self.expr(sset, scope)
+
+        def choose(s, n, e):
+            e2 = dict(e)
+            for v in ordered_elements(fs(s, n, e)):
+                setter(e2, v)
+                if fp(s, n, e2) is True:
+                    return v
+            raise EvalError("CHOOSE: no element of the set satisfies the predicate", where)
+        return choose, ds | (dp - frozenset(names))
+
+    def _bounds_compiled(self, decls, scope):
+        """Compile binders; returns (list of (setter, set-fn)), deps of the sets, inner scope, names."""
+        inner = scope.child()
+        out = []
+        deps: frozenset = NODEPS
+        names: list[str] = []
+        for b, sset in _bounds(decls):
+            if sset is None:
+                raise UnsupportedError("unbounded quantifier (\\A x : P or \\E x : P) is not supported",
+                                       loc_of(b, scope.mod) if not isinstance(b, str) else scope.mod.path)
+            fs, ds = self.expr(sset, scope)
+            deps |= ds
+            out.append((_bind(b), fs, _binder_names(b)))
+            for nm in _binder_names(b):
+                names.append(nm)
+        for nm in names:
+            inner.names[nm] = ("bound", nm)
+        return out, deps, inner, frozenset(names)
+
+    def _x_Quantification(self, node, scope):
+        if node.quantifier not in ("\\A", "\\E"):
+            raise UnsupportedError(f"temporal quantifier {node.quantifier}", loc_of(node, scope.mod))
+        binds, ds, inner, names = self._bounds_compiled(node.declarations, scope)
+        fp, dp = self.expr(node.predicate, inner)
+        where = loc_of(node, scope.mod)
+        is_all = node.quantifier == "\\A"
+
+        def rec(i, s, n, e):
+            if i == len(binds):
+                v = fp(s, n, e)
+                if type(v) is not bool:
+                    raise EvalError(f"quantified formula has the non-boolean value {fmt(v)}", where)
+                return v
+            setter, fs, _ = binds[i]
+            for x in as_set(fs(s, n, e)):
+                setter(e, x)
+                if rec(i + 1, s, n, e) is not is_all:
+                    return not is_all
+            return is_all
+
+        if len(binds) == 1 and not isinstance(binds[0][2], tuple) and len(binds[0][2]) == 1:
+            nm = binds[0][2][0]
+            fs = binds[0][1]
+
+            def q1(s, n, e):
+                e2 = dict(e)
+                for x in as_set(fs(s, n, e)):
+                    e2[nm] = x
+                    v = fp(s, n, e2)
+                    if v is not is_all:
+                        if type(v) is not bool:
+                            raise EvalError(f"quantified formula has the non-boolean value {fmt(v)}", where)
+                        return not is_all
+                return is_all
+            return q1, ds | (dp - names)
+
+        def q(s, n, e):
+            return rec(0, s, n, dict(e))
+        return q, ds | (dp - names)
+
+    def _x_SetSlice(self, node, scope):
+        binder = node.declaration
+        b, sset = binder.arguments
+        names = _binder_names(b)
+        inner = scope.child()
+        for nm in names:
+            inner.names[nm] = ("bound", nm)
+        fs, ds = self.expr(sset, scope)
+        fp, dp = self.expr(node.predicate, inner)
+        setter = _bind(b)
+
+        def slice_(s, n, e):
+            e2 = dict(e)
+            out = []
+            for x in as_set(fs(s, n, e)):
+                setter(e2, x)
+                if fp(s, n, e2) is True:
+                    out.append(x)
+            return frozenset(out)
+        return slice_, ds | (dp - frozenset(names))
+
+    def _x_SetComprehension(self, node, scope):
+        binds, ds, inner, names = self._bounds_compiled(node.declarations, scope)
+        fi, di = self.expr(node.item, inner)
+
+        def comp(s, n, e):
+            out: list = []
+            e2 = dict(e)
+
+            def rec(i):
+                if i == len(binds):
+                    out.append(fi(s, n, e2))
+                    return
+                setter, fs, _ = binds[i]
+                for x in as_set(fs(s, n, e)):
+                    setter(e2, x)
+                    rec(i + 1)
+            rec(0)
+            return frozenset(out)
+        return comp, ds | (di - names)
+
+    def _x_Function(self, node, scope):
+        binds, ds, inner, names = self._bounds_compiled(node.declaration, scope)
+        fv, dv = self.expr(node.value, inner)
+        multi = len(binds) > 1
+
+        def fcn(s, n, e):
+            d: dict = {}
+            e2 = dict(e)
+            if not multi:
+                setter, fs, _ = binds[0]
+                for x in as_set(fs(s, n, e)):
+                    setter(e2, x)
+                    d[x] = fv(s, n, e2)
+                return mk_fcn(d)
+            doms = [as_set(b[1](s, n, e)) for b in binds]
+            import itertools
+            for combo in itertools.product(*doms):
+                for (setter, _, _), x in zip(binds, combo, strict=False):
+                    setter(e2, x)
+                d[combo] = fv(s, n, e2)
+            return mk_fcn(d)
+        return fcn, ds | (dv - names)
+
+    def _x_Except(self, node, scope):
+        ff, df = self.expr(node.function, scope)
+        deps = df
+        changes = []
+        for ch in node.changes:
+            path = []
+            for item in ch.item:
+                if isinstance(item, str):
+                    path.append(("field", item))
+                else:
+                    parts = [self.expr(a, scope) for a in item]
+                    for p in parts:
+                        deps |= p[1]
+                    path.append(("args", [p[0] for p in parts]))
+            fv, dv = self.expr(ch.expression, scope)
+            uses_at = "@" in dv
+            deps |= dv - {"@"}
+            changes.append((path, fv, uses_at))
+        where = loc_of(node, scope.mod)
+
+        def keyof(step, s, n, e):
+            if step[0] == "field":
+                return step[1]
+            fns = step[1]
+            if len(fns) == 1:
+                return fns[0](s, n, e)
+            return tuple(f(s, n, e) for f in fns)
+
+        def upd(f, path, i, fv, uses_at, s, n, e):
+            k = keyof(path[i], s, n, e)
+            if i == len(path) - 1:
+                if uses_at:
+                    e2 = dict(e)
+                    e2["@"] = apply_fcn(f, k)
+                    v = fv(s, n, e2)
+                else:
+                    v = fv(s, n, e)
+            else:
+                v = upd(apply_fcn(f, k), path, i + 1, fv, uses_at, s, n, e)
+            return fcn_update(f, k, v)
+
+        def except_(s, n, e):
+            f = ff(s, n, e)
+            try:
+                for path, fv, uses_at in changes:
+                    f = upd(f, path, 0, fv, uses_at, s, n, e)
+            except EvalError as exc:
+                if not exc.location:
+                    exc.location = where
+                raise
+            return f
+        return except_, deps
+
+    def _x_SubexpressionReference(self, node, scope):
+        return self._call_path(node, scope, action_mode=None)
+
+    def _instance_target(self, node, scope) -> tuple[tuple, list]:
+        """Follow ``I!J!Op(args)``: return (binding of Op, args nodes)."""
+        items = list(node.items)
+        first = items[0]
+        b = self.resolve(_name_of(first), scope)
+        if b is None or b[0] != "instance":
+            raise UndefinedError(f"{_name_of(first)} is not a module instance", loc_of(node, scope.mod))
+        sc = b[1]
+        for it in items[1:-1]:
+            nb = sc.lookup(_name_of(it))
+            if nb is None or nb[0] != "instance":
+                raise UndefinedError(f"{_name_of(it)} is not a module instance", loc_of(node, scope.mod))
+            sc = nb[1]
+        last = items[-1]
+        name = _name_of(last)
+        args = [] if isinstance(last, str) else list(last.arguments or [])
+        target = sc.lookup(name)
+        if target is None:
+            raise UndefinedError(f"{name} is not defined in the instance", loc_of(node, scope.mod))
+        return target, args
+
+    def _call_path(self, node, scope, action_mode):
+        target, args = self._instance_target(node, scope)
+        return self._apply_binding(target, _name_of(node.items[-1]), args, node, scope)
+
+    def _x_OperatorApplication(self, node, scope):
+        op = ALIASES.get(node.operator, node.operator)
+        args = node.arguments
+        if args is None:
+            return self._name(op, node, scope)
+        special = getattr(self, "_op_" + B.SPECIAL_NAMES.get(op, "none"), None)
+        if special is not None and op in B.SPECIAL_NAMES:
+            return special(node, args, scope)
+        b = self.resolve(op, scope)
+        if b is None:
+            if op in B.OPERATORS:
+                b = ("builtin", op)
+            else:
+                raise UndefinedError(f"undefined operator {op}", loc_of(node, scope.mod))
+        return self._apply_binding(b, op, args, node, scope)
+
+    def _name(self, name, node, scope):
+        b = self.resolve(name, scope)
+        if b is None:
+            if name in B.OPERATORS and B.OPERATORS[name][0] == 0:
+                b = ("builtin", name)
+            else:
+                raise UndefinedError(f"undefined identifier {name}", loc_of(node, scope.mod))
+        return self._apply_binding(b, name, [], node, scope)
+
+    def _apply_binding(self, b, name, args, node, scope):
+        kind = b[0]
+        where = loc_of(node, scope.mod)
+        if kind == "var":
+            var = b[1]
+
+            def read(s, n, e):
+                try:
+                    return s[var]
+                except KeyError:
+                    raise EvalError(f"variable {var} is read before it has a value", where) from None
+            return read, frozenset({STATE})
+        if kind == "bound":
+            nm = b[1]
+            return (lambda s, n, e: e[nm]), frozenset({nm})
+        if kind == "const":
+            cname = b[1]
+            if cname not in self.constants:
+                raise SpecError(f"constant {cname} has no value (give it in the cfg)", where)
+            v = self.constants[cname]
+            if callable(v) and not isinstance(v, (LazySet,)):
+                return self._call_python(v, name, args, node, scope)
+            return (lambda s, n, e: v), NODEPS
+        if kind == "value":
+            v = b[1]
+            return (lambda s, n, e: v), NODEPS
+        if kind == "subst":
+            if args:
+                raise UnsupportedError(f"substituted operator {name} with arguments", where)
+            return b[1], b[2]
+        if kind == "opparam":
+            nm = b[1]
+            if not args:
+                return (lambda s, n, e: e[nm]), frozenset({nm})
+            parts = [self.expr(a, scope) for a in args]
+            fns = [p[0] for p in parts]
+            deps = frozenset({nm}).union(*[p[1] for p in parts])
+
+            def call_param(s, n, e):
+                return e[nm](*[f(s, n, e) for f in fns])
+            return call_param, deps
+        if kind == "builtin":
+            return self._builtin(name if name in B.OPERATORS else b[1], args, node, scope)
+        if kind == "recfn":
+            d = b[1]
+            return self._def_ref(d, args, node, scope)
+        if kind == "def":
+            return self._def_ref(b[1], args, node, scope)
+        if kind == "instance":
+            raise UnsupportedError(f"instance {name} used as a value", where)
+        raise UnsupportedError(f"binding {kind} for {name}", where)
+
+    def _call_python(self, fn, name, args, node, scope):
+        parts = [self.expr(a, scope) for a in args]
+        fns = [p[0] for p in parts]
+        deps = frozenset().union(*[p[1] for p in parts]) if parts else NODEPS
+        return (lambda s, n, e: fn(*[f(s, n, e) for f in fns])), deps
+
+    def _arg(self, a, arity, scope):
+        """Compile an argument; an operator parameter (arity > 0) receives a Python callable."""
+        if arity == 0:
+            return self.expr(a, scope)
+        if type(a).__name__ == "Lambda":
+            return self._lambda(a, scope)
+        name = ALIASES.get(_name_of(a), _name_of(a)) if type(a).__name__ == "OperatorApplication" else None
+        if name is None:
+            raise UnsupportedError("operator argument must be a name or a LAMBDA", loc_of(a, scope.mod))
+        b = self.resolve(name, scope)
+        if b is None and name in B.OPERATORS:
+            b = ("builtin", name)
+        if b is None:
+            raise UndefinedError(f"undefined operator {name}", loc_of(a, scope.mod))
+        if b[0] == "opparam":
+            return (lambda s, n, e: e[name]), frozenset({name})
+        if b[0] == "builtin":
+            impl = B.OPERATORS[name][1]
+            return (lambda s, n, e: impl), NODEPS
+        if b[0] == "def":
+            d = b[1]
+            body, deps = self.def_fn(d)
+            params = [p[0] for p in d.params]
+            is_let = d.is_let
+
+            def mk(s, n, e):
+                def op(*vals):
+                    e2 = dict(e) if is_let else {}
+                    e2.update(zip(params, vals, strict=False))
+                    return body(s, n, e2)
+                return op
+            return mk, (deps - frozenset(params)) | {"$lambda"}
+        raise UnsupportedError(f"{name} cannot be passed as an operator", loc_of(a, scope.mod))
+
+    def _builtin(self, name, args, node, scope):
+        arity, impl, *rest = B.OPERATORS[name]
+        where = loc_of(node, scope.mod)
+        if arity == 0:
+            if args:
+                raise SpecError(f"{name} takes no arguments", where)
+            v = impl
+            return (lambda s, n, e: v), NODEPS
+        if arity == -1:
+            parts_v = [self.expr(a, scope) for a in args]
+            fns_v = [p[0] for p in parts_v]
+            return ((lambda s, n, e: impl(*[f(s, n, e) for f in fns_v])),
+                    frozenset().union(*[p[1] for p in parts_v]))
+        if len(args) != arity and not (name == "-" and len(args) == 1):
+            raise SpecError(f"{name} takes {arity} argument(s), given {len(args)}", where)
+        if name == "-" and len(args) == 1:
+            f0, d0 = self.expr(args[0], scope)
+            return (lambda s, n, e: -B.num(f0(s, n, e))), d0
+        op_positions = rest[0] if rest else ()
+        parts = [self._arg(a, 1 if i in op_positions else 0, scope) for i, a in enumerate(args)]
+        fns = [p[0] for p in parts]
+        deps = frozenset().union(*[p[1] for p in parts]) - {"$lambda"}
+        if any("$lambda" in p[1] for p in parts):
+            deps = deps | {STATE}  # a callable argument is rebuilt per call: never cache it
+
+        if arity == 1:
+            f0 = fns[0]
+
+            def call1(s, n, e):
+                try:
+                    return impl(f0(s, n, e))
+                except EvalError as exc:
+                    if not exc.location:
+                        exc.location = where
+                    raise
+                except (TypeError, ValueError, ZeroDivisionError, IndexError) as exc:
+                    raise EvalError(f"{name}: {exc}", where) from None
+            return call1, deps
+        if arity == 2:
+            f0, f1 = fns
+
+            def call2(s, n, e):
+                try:
+                    return impl(f0(s, n, e), f1(s, n, e))
+                except EvalError as exc:
+                    if not exc.location:
+                        exc.location = where
+                    raise
+                except (TypeError, ValueError, ZeroDivisionError, IndexError) as exc:
+                    raise EvalError(f"{name}: {exc}", where) from None
+            return call2, deps
+
+        def calln(s, n, e):
+            try:
+                return impl(*[f(s, n, e) for f in fns])
+            except EvalError as exc:
+                if not exc.location:
+                    exc.location = where
+                raise
+            except (TypeError, ValueError, ZeroDivisionError, IndexError) as exc:
+                raise EvalError(f"{name}: {exc}", where) from None
+        return calln, deps
+
+    def def_fn(self, d: Def) -> tuple[Callable, frozenset]:
+        """Compile a definition's body once (params bound); recursion gets a conservative dependency."""
+        if d.fn is not None:
+            return d.fn, d.deps  # type: ignore[return-value]
+        if d.compiling:
+            def later(s, n, e):
+                return d.fn(s, n, e)  # type: ignore[misc]
+            return later, frozenset({STATE, PRIME})
+        d.compiling = True
+        inner = d.scope.child()
+        for p, ar in d.params:
+            inner.names[p] = ("opparam", p, ar) if ar else ("bound", p)
+        body = d.body
+        if type(body).__name__ == "Function" and d.node is not None and d.node.function:
+            fn, deps = self._function_def(d, body, inner)
+        else:
+            fn, deps = self._expr(body, inner)
+        d.fn, d.deps = fn, deps
+        d.compiling = False
+        return fn, deps
+
+    def _function_def(self, d: Def, node, inner: Scope):
+        """``f[x \\in S] == e``: recursive definitions become memoized lazy functions."""
+        inner.names[d.name] = ("recfn", d)
+        binds, ds, inner2, names = self._bounds_compiled(node.declaration, inner)
+        fv, dv = self.expr(node.value, inner2)
+        fname = d.name
+        multi = len(binds) > 1
+        recursive = fname in dv or True
+
+        def build(s, n, e):
+            if multi:
+                dom = B.ProductSet([b[1](s, n, e) for b in binds])
+            else:
+                dom = binds[0][1](s, n, e)
+            e_body = dict(e)
+            lf: LazyFcn
+
+            def compute(x):
+                e2 = dict(e_body)
+                if multi:
+                    for (setter, _, _), xi in zip(binds, x, strict=False):
+                        setter(e2, xi)
+                else:
+                    binds[0][0](e2, x)
+                return fv(s, n, e2)
+            lf = LazyFcn(dom, compute)
+            e_body[fname] = lf
+            if isinstance(dom, LazySet) and not dom.finite():
+                return lf
+            return lf.materialize() if not recursive else lf
+        deps = ds | (dv - names - {fname})
+        return build, deps
+
+    def primed_params(self, d: Def) -> set:
+        """Parameters that the body primes or UNCHANGEs: they are passed by name (substituted)."""
+        if getattr(d, "_primed", None) is None:
+            names = {p for p, ar in d.params if ar == 0}
+            found: set = set()
+
+            def walk(x, under_prime):
+                if isinstance(x, list):
+                    for y in x:
+                        walk(y, under_prime)
+                    return
+                if not (isinstance(x, tuple) and hasattr(x, "_fields")):
+                    if isinstance(x, tuple):
+                        for y in x:
+                            walk(y, under_prime)
+                    return
+                k = type(x).__name__
+                if k == "OperatorApplication":
+                    if x.arguments is None:
+                        if under_prime and x.operator in names:
+                            found.add(x.operator)
+                        return
+                    up = under_prime or x.operator in ("'", "UNCHANGED")
+                    walk(x.arguments, up)
+                    return
+                if k == "SubscriptedAction":
+                    walk(x.action, under_prime)
+                    walk(x.subscript, True)
+                    return
+                for f in x._fields:
+                    if f not in ("symbol", "start", "end"):
+                        walk(getattr(x, f), under_prime)
+            if names:
+                walk(d.body, False)
+            d._primed = found  # type: ignore[attr-defined]
+        return d._primed  # type: ignore[attr-defined]
+
+    def inline_scope(self, d: Def, args, scope) -> tuple[Scope, list]:
+        """A scope for d's body at one call site: primed parameters are bound to the argument
+        expressions (substitution); the others are returned as (name, compiled argument)."""
+        primed = self.primed_params(d)
+        inner = d.scope.child()
+        values = []
+        for a, (p, ar) in zip(args, d.params, strict=False):
+            if p in primed:
+                fn, deps = self.expr(a, scope)
+                inner.names[p] = ("subst", fn, deps, self._as_var(a, scope))
+            else:
+                inner.names[p] = ("opparam", p, ar) if ar else ("bound", p)
+                values.append((p, self._arg(a, ar, scope)))
+        return inner, values
+
+    def _def_ref(self, d: Def, args, node, scope):
+        where = loc_of(node, scope.mod)
+        if args and len(args) == d.arity and self.primed_params(d):
+            inner, values = self.inline_scope(d, args, scope)
+            body_i, bdeps_i = self._expr(d.body, inner)
+            vfns = [(p, f[0]) for p, f in values]
+            deps_i = (bdeps_i - frozenset(p for p, _ in d.params)).union(*[f[1] for _, f in values]) - {"$lambda"}
+
+            def inlined(s, n, e):
+                e2 = dict(e)
+                for p, f in vfns:
+                    e2[p] = f(s, n, e)
+                return body_i(s, n, e2)
+            return inlined, deps_i | {STATE, PRIME}
+        if len(args) != d.arity:
+            if d.arity == 0 and args and d.node is not None and d.node.function:
+                # f[x] written as f(x) is not TLA+, but a function def applied via FunctionApplication
+                pass
+            raise SpecError(f"{d.name} takes {d.arity} argument(s), given {len(args)}", where)
+        body, bdeps = self.def_fn(d)
+        if d.node is not None and d.node.function:
+            # reference to a function definition; inside its own body it is bound in e
+            fname = d.name
+
+            def fref(s, n, e):
+                lf = e.get(fname)
+                if lf is not None and type(lf) is LazyFcn:
+                    return lf
+                return body(s, n, {} if not d.is_let else e)
+            deps = bdeps
+            if not deps and not d.is_let:
+                return _cached_const(fref), NODEPS
+            if deps == frozenset({STATE}) and not d.is_let:
+                return _per_state(fref), deps
+            return fref, deps
+        if d.arity == 0:
+            if d.is_let:
+                return body, bdeps
+            if not bdeps:
+                return _cached_const(body), NODEPS
+            if bdeps == frozenset({STATE}):
+                return _per_state(body), bdeps
+            return body, bdeps
+        params = [p[0] for p in d.params]
+        parts = [self._arg(a, ar, scope) for a, (_, ar) in zip(args, d.params, strict=False)]
+        fns = [p[0] for p in parts]
+        adeps = frozenset().union(*[p[1] for p in parts])
+        rest = bdeps - frozenset(params)
+        deps = (rest | adeps) - {"$lambda"}
+        has_op_arg = any(ar for _, ar in d.params) or "$lambda" in adeps
+        if has_op_arg:
+            deps = deps | {STATE}
+        is_let = d.is_let
+        memo: dict | None = {} if (not rest and not has_op_arg) else None
+        if len(params) == 1:
+            p0 = params[0]
+            f0 = fns[0]
+            if memo is not None:
+                def call1m(s, n, e):
+                    x = f0(s, n, e)
+                    try:
+                        return memo[x]
+                    except KeyError:
+                        pass
+                    except TypeError:
+                        return body(s, n, {p0: x})
+                    v = body(s, n, {p0: x})
+                    if len(memo) > 200_000:
+                        memo.clear()
+                    memo[x] = v
+                    return v
+                return call1m, deps
+
+            def call1(s, n, e):
+                if is_let:
+                    e2 = dict(e)
+                    e2[p0] = f0(s, n, e)
+                    return body(s, n, e2)
+                return body(s, n, {p0: f0(s, n, e)})
+            return call1, deps
+
+        def calln(s, n, e):
+            vals = [f(s, n, e) for f in fns]
+            if memo is not None:
+                key = tuple(vals)
+                try:
+                    return memo[key]
+                except KeyError:
+                    pass
+                except TypeError:
+                    return body(s, n, dict(zip(params, vals, strict=False)))
+                v = body(s, n, dict(zip(params, vals, strict=False)))
+                if len(memo) > 200_000:
+                    memo.clear()
+                memo[key] = v
+                return v
+            e2 = dict(e) if is_let else {}
+            e2.update(zip(params, vals, strict=False))
+            return body(s, n, e2)
+        return calln, deps
+
+    # ---------------------------------------------------------------- special operators
+
+    def _op_prime(self, node, args, scope):
+        var = self._as_var(args[0], scope)
+        where = loc_of(node, scope.mod)
+        if var is not None:
+            def read_prime(s, n, e):
+                if n is None:
+                    raise EvalError(f"{var}' is used outside an action", where)
+                try:
+                    return n[var]
+                except KeyError:
+                    raise EvalError(f"{var}' is read before it has a value", where) from None
+            return read_prime, frozenset({PRIME})
+        fa, _ = self.expr(args[0], scope)
+
+        def prime_expr(s, n, e):
+            if n is None:
+                raise EvalError("a primed expression is used outside an action", where)
+            return fa(dict(n), None, e)
+        return prime_expr, frozenset({PRIME})
+
+    def _op_and(self, node, args, scope):
+        parts = [self.expr(a, scope) for a in args]
+        return self._junction([p[0] for p in parts], True, node, scope), frozenset().union(*[p[1] for p in parts])
+
+    def _op_or(self, node, args, scope):
+        parts = [self.expr(a, scope) for a in args]
+        return self._junction([p[0] for p in parts], False, node, scope), frozenset().union(*[p[1] for p in parts])
+
+    def _junction(self, fns, is_and, node, scope):
+        where = loc_of(node, scope.mod)
+        word = "/\\" if is_and else "\\/"
+        if len(fns) == 2:
+            a, b = fns
+
+            def j2(s, n, e):
+                v = a(s, n, e)
+                if v is not is_and:
+                    if v is (not is_and):
+                        return v
+                    raise EvalError(f"{word} applied to the non-boolean {fmt(v)}", where)
+                w = b(s, n, e)
+                if type(w) is not bool:
+                    raise EvalError(f"{word} applied to the non-boolean {fmt(w)}", where)
+                return w
+            return j2
+
+        def jn(s, n, e):
+            for f in fns:
+                v = f(s, n, e)
+                if v is not is_and:
+                    if v is (not is_and):
+                        return v
+                    raise EvalError(f"{word} applied to the non-boolean {fmt(v)}", where)
+            return is_and
+        return jn
+
+    def _x_VerticalList(self, node, scope):
+        items = [it.expression for it in node.arguments]
+        parts = [self.expr(a, scope) for a in items]
+        return (self._junction([p[0] for p in parts], node.operator == "/\\", node, scope),
+                frozenset().union(*[p[1] for p in parts]))
+
+    def _x_VerticalItem(self, node, scope):
+        return self._expr(node.expression, scope)
+
+    def _op_implies(self, node, args, scope):
+        (fa, da), (fb, db) = self.expr(args[0], scope), self.expr(args[1], scope)
+        where = loc_of(node, scope.mod)
+
+        def implies(s, n, e):
+            v = fa(s, n, e)
+            if v is False:
+                return True
+            if v is not True:
+                raise EvalError(f"=> applied to the non-boolean {fmt(v)}", where)
+            w = fb(s, n, e)
+            if type(w) is not bool:
+                raise EvalError(f"=> applied to the non-boolean {fmt(w)}", where)
+            return w
+        return implies, da | db
+
+    def _op_not(self, node, args, scope):
+        fa, da = self.expr(args[0], scope)
+        where = loc_of(node, scope.mod)
+
+        def not_(s, n, e):
+            v = fa(s, n, e)
+            if type(v) is not bool:
+                raise EvalError(f"~ applied to the non-boolean {fmt(v)}", where)
+            return not v
+        return not_, da
+
+    def _op_eq(self, node, args, scope):
+        (fa, da), (fb, db) = self.expr(args[0], scope), self.expr(args[1], scope)
+        where = loc_of(node, scope.mod)
+        negate = ALIASES.get(node.operator, node.operator) == "/="
+
+        def eq(s, n, e):
+            a = fa(s, n, e)
+            b = fb(s, n, e)
+            ta = type(a)
+            if ta is type(b) and (ta is int or ta is str or ta is bool):
+                return (a != b) if negate else (a == b)
+            try:
+                r = tla_eq(a, b)
+            except EvalError as exc:
+                if not exc.location:
+                    exc.location = where
+                raise
+            return (not r) if negate else r
+        return eq, da | db
+
+    def _op_in(self, node, args, scope):
+        (fa, da), (fb, db) = self.expr(args[0], scope), self.expr(args[1], scope)
+        where = loc_of(node, scope.mod)
+        negate = node.operator == "\\notin"
+
+        def in_(s, n, e):
+            x = fa(s, n, e)
+            S = fb(s, n, e)
+            try:
+                r = (x in S) if type(S) is frozenset else member(x, S)
+            except EvalError as exc:
+                if not exc.location:
+                    exc.location = where
+                raise
+            except TypeError:
+                raise EvalError(f"cannot test membership of {fmt(x)}", where) from None
+            return (not r) if negate else r
+        return in_, da | db
+
+    def _op_iff(self, node, args, scope):
+        (fa, da), (fb, db) = self.expr(args[0], scope), self.expr(args[1], scope)
+        where = loc_of(node, scope.mod)
+
+        def iff(s, n, e):
+            a, b = fa(s, n, e), fb(s, n, e)
+            if type(a) is not bool or type(b) is not bool:
+                raise EvalError("<=> applied to a non-boolean", where)
+            return a == b
+        return iff, da | db
+
+    def _op_unchanged(self, node, args, scope):
+        fa, _ = self.expr(args[0], scope)
+        where = loc_of(node, scope.mod)
+
+        def unchanged(s, n, e):
+            if n is None:
+                raise EvalError("UNCHANGED is used outside an action", where)
+            return tla_eq(fa(dict(n), None, e), fa(s, None, e))
+        return unchanged, frozenset({STATE, PRIME})
+
+    def _op_label(self, node, args, scope):
+        return self._expr(args[1], scope)
+
+    def _op_temporal(self, node, args, scope):
+        raise UnsupportedError(f"temporal operator {node.operator} cannot be evaluated on states",
+                               loc_of(node, scope.mod))
+
+    def _op_enabled(self, node, args, scope):
+        raise UnsupportedError("ENABLED", loc_of(node, scope.mod))
+
+    def _x_SubscriptedAction(self, node, scope):
+        fa, da = self.expr(node.action, scope)
+        fv, _ = self.expr(node.subscript, scope)
+        box = node.operator == "["
+
+        def sub(s, n, e):
+            same = tla_eq(fv(dict(n), None, e), fv(s, None, e))
+            if box:
+                return same or fa(s, n, e)
+            return (not same) and fa(s, n, e)
+        return sub, da | {STATE, PRIME}
+
+    def _x_Fairness(self, node, scope):
+        raise UnsupportedError("fairness (WF_/SF_) cannot be evaluated on states", loc_of(node, scope.mod))
+
+    def _x_TemporalQuantification(self, node, scope):
+        raise UnsupportedError("temporal quantification (\\AA, \\EE)", loc_of(node, scope.mod))

@@ -1,0 +1,290 @@
+"""Breadth-first model checking with TLC's counts, and random-walk simulation.
+
+Counting invariant (notes/tlc-semantics.md 2.3): "generated" counts every initial state and every
+successor of every dequeued state (duplicates and out-of-constraint states included); "distinct" is the
+number of fingerprints inserted (only states that satisfy the CONSTRAINTs); invariants are checked on
+every new state and on every out-of-constraint state; depth counts Init as 1. A run stopped by
+--max-states, --max-depth or Ctrl-C is reported with complete=False, never as success.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kvexact.spec.checker.cfg import ConfigError
+from kvexact.spec.checker.errors import SpecError
+from kvexact.spec.checker.model import Model, load_model
+from kvexact.spec.checker.result import ModelCheckResult, Outcome, TraceState, Violation
+from kvexact.spec.checker.values import EvalError
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Found(Exception):
+    def __init__(self, violation: Violation):
+        self.violation = violation
+
+
+def _error_result(exc: Exception, started: float, messages: tuple = ()) -> ModelCheckResult:
+    if isinstance(exc, ConfigError):
+        outcome, kind = Outcome.CONFIG, "config"
+    elif isinstance(exc, SpecError):
+        outcome = Outcome.PARSE if exc.outcome == "parse" else Outcome.EVALUATION
+        kind = "parse" if exc.outcome == "parse" else type(exc).__name__.replace("Error", "").lower() or "error"
+        if type(exc).__name__ == "UnsupportedError":
+            kind = "unsupported"
+        elif type(exc).__name__ == "UndefinedError":
+            kind = "undefined"
+    else:
+        outcome, kind = Outcome.EVALUATION, "evaluation"
+    return ModelCheckResult(engine="embedded", outcome=outcome, seconds=time.monotonic() - started,
+                            violation=Violation(kind=kind, name=type(exc).__name__, message=str(exc)),
+                            messages=messages)
+
+
+class Checker:
+    def __init__(self, model: Model, *, max_states: int | None = None, max_depth: int | None = None,
+                 coverage: bool = True, progress: Callable[[dict], None] | None = None,
+                 progress_every_s: float = 2.0):
+        self.m = model
+        self.max_states = max_states
+        self.max_depth = max_depth
+        self.coverage_on = coverage
+        self.progress = progress
+        self.progress_every_s = progress_every_s
+        self.generated = 0
+        self.seen: dict[Any, int] = {}
+        self.store: list[tuple[tuple, int, int]] = []  # (values, parent index, action index) ; -1 = init
+        self.depths: list[int] = []
+        self.queue: deque[int] = deque()
+        self.fired = [0] * len(model.actions)
+        self.new = [0] * len(model.actions)
+        self.complete = True
+        self.max_level = 0
+
+    # -------------------------------------------------------------- traces
+
+    def trace(self, idx: int, extra: tuple[dict, int] | None = None) -> tuple[TraceState, ...]:
+        chain = []
+        i = idx
+        while i >= 0:
+            vals, parent, act = self.store[i]
+            chain.append((vals, act))
+            i = parent
+        chain.reverse()
+        out = []
+        for j, (vals, act) in enumerate(chain):
+            out.append(self._trace_state(j + 1, self.m.state_dict(vals), act))
+        if extra is not None:
+            out.append(self._trace_state(len(out) + 1, extra[0], extra[1]))
+        return tuple(out)
+
+    def _trace_state(self, index: int, s: dict, act: int) -> TraceState:
+        if act < 0:
+            init_loc = self.m.init_parts[0]
+            from kvexact.spec.checker.compiler import tlc_loc
+            return TraceState(index, "Initial predicate", tlc_loc(init_loc[0], init_loc[1].mod), dict(s))
+        a = self.m.actions[act]
+        return TraceState(index, a.label + _params_text(a.env), a.location, dict(s))
+
+    # -------------------------------------------------------------- search
+
+    def _check_new(self, s: dict, parent: int, act: int) -> None:
+        name = self.m.violated_invariant(s)
+        if name is not None:
+            if parent < 0:
+                tr = (self._trace_state(1, s, -1),)
+                raise _Found(Violation("invariant", name, f"Invariant {name} is violated by the initial state",
+                                       tr))
+            tr = self.trace(parent, (s, act))
+            raise _Found(Violation("invariant", name, f"Invariant {name} is violated.", tr))
+
+    def _add(self, s: dict, parent: int, act: int, depth: int) -> bool:
+        """Insert a generated state if it is in the model and new; check invariants as TLC does."""
+        m = self.m
+        if not m.in_model(s) or (parent >= 0 and m.action_constraints and
+                                 not m.action_ok(m.state_dict(self.store[parent][0]), s)):
+            self._check_new(s, parent, act)
+            return False
+        k = m.key(s)
+        if k in self.seen:
+            return False
+        self._check_new(s, parent, act)
+        idx = len(self.store)
+        self.seen[k] = idx
+        self.store.append((m.state_tuple(s), parent, act))
+        self.depths.append(depth)
+        if depth > self.max_level:
+            self.max_level = depth
+        self.queue.append(idx)
+        if self.max_states is not None and len(self.store) >= self.max_states:
+            self.complete = False
+            raise _Stop()
+        return True
+
+    def run(self) -> tuple[Violation | None, str]:
+        m = self.m
+        last = time.monotonic()
+        started = last
+        cur_idx = -1
+        try:
+            def emit(s):
+                self.generated += 1
+                self._add(s, -1, -1, 1)
+            m.init_states(emit)
+            while self.queue:
+                idx = self.queue.popleft()
+                cur_idx = idx
+                depth = self.depths[idx]
+                if self.max_depth is not None and depth >= self.max_depth:
+                    self.complete = False
+                    continue
+                s = m.state_dict(self.store[idx][0])
+                total = 0
+                for ai, a in enumerate(m.actions):
+                    out: list = []
+                    m.successors(s, a, out)
+                    total += len(out)
+                    self.generated += len(out)
+                    self.fired[ai] += len(out)
+                    for n in out:
+                        if self._add(n, idx, ai, depth + 1):
+                            self.new[ai] += 1
+                if total == 0 and m.cfg.check_deadlock:
+                    return Violation("deadlock", "Deadlock", "Deadlock reached.", self.trace(idx)), ""
+                if self.progress is not None:
+                    now = time.monotonic()
+                    if now - last >= self.progress_every_s:
+                        last = now
+                        self.progress({"generated": self.generated, "distinct": len(self.store),
+                                       "queue": len(self.queue), "depth": self.max_level,
+                                       "states_per_s": self.generated / max(now - started, 1e-9)})
+        except _Found as f:
+            return f.violation, ""
+        except _Stop:
+            return None, "stopped at --max-states"
+        except KeyboardInterrupt:
+            self.complete = False
+            return None, "interrupted (Ctrl-C)"
+        except EvalError as exc:
+            tr = self.trace(cur_idx) if cur_idx >= 0 else ()
+            return Violation("evaluation", "EvalError", str(exc), tr), ""
+        return None, ""
+
+    def coverage(self) -> dict[str, dict[str, int]]:
+        cov: dict[str, dict[str, int]] = {}
+        for a, f, nw in zip(self.m.actions, self.fired, self.new, strict=False):
+            key = a.label + _params_text(a.env)
+            c = cov.setdefault(key, {"fired": 0, "new": 0})
+            c["fired"] += f
+            c["new"] += nw
+        return cov
+
+
+def _params_text(env: dict) -> str:
+    if not env:
+        return ""
+    from kvexact.spec.checker.values import fmt
+    return "(" + ", ".join(f"{k}={fmt(v)}" for k, v in env.items()) + ")"
+
+
+def check_loaded(model: Model, *, max_states=None, max_depth=None, coverage=True, progress=None,
+                 workers: int = 1) -> ModelCheckResult:
+    started = time.monotonic()
+    messages = tuple(model.messages)
+    if model.failed_assumption:
+        return ModelCheckResult(engine="embedded", outcome=Outcome.ASSUMPTION, seconds=time.monotonic() - started,
+                                violation=Violation("assumption", "Assumption", model.failed_assumption),
+                                messages=messages)
+    ch = Checker(model, max_states=max_states, max_depth=max_depth, coverage=coverage, progress=progress)
+    violation, note = ch.run()
+    if note:
+        messages = messages + (note,)
+    outcome = Outcome.SUCCESS
+    if violation is not None:
+        outcome = {"deadlock": Outcome.DEADLOCK, "invariant": Outcome.SAFETY}.get(violation.kind,
+                                                                               Outcome.EVALUATION)
+    complete = ch.complete and violation is None and not note
+    return ModelCheckResult(
+        engine="embedded", outcome=outcome, generated_states=ch.generated, distinct_states=len(ch.store),
+        depth=ch.max_level, left_on_queue=len(ch.queue), seconds=time.monotonic() - started,
+        complete=complete if violation is None else True, violation=violation,
+        coverage=ch.coverage() if coverage else {}, messages=messages)
+
+
+def check_model(spec_path, cfg_path=None, *, workers=1, max_states=None, max_depth=None, coverage=True,
+                progress=None) -> ModelCheckResult:
+    """Model-check a spec with the embedded engine; every failure is a result, never an exception."""
+    started = time.monotonic()
+    try:
+        model = load_model(Path(spec_path), cfg_path)
+    except (SpecError, ConfigError, EvalError) as exc:
+        return _error_result(exc, started)
+    except RecursionError:
+        return _error_result(EvalError("recursion too deep while loading the spec"), started)
+    try:
+        return check_loaded(model, max_states=max_states, max_depth=max_depth, coverage=coverage,
+                            progress=progress, workers=workers)
+    except (SpecError, ConfigError) as exc:
+        return _error_result(exc, started, tuple(model.messages))
+
+
+def simulate(spec_path, cfg_path=None, *, depth: int = 100, num: int = 10, seed: int = 0) -> ModelCheckResult:
+    """Random walks of at most ``depth`` states from random initial states, checking invariants."""
+    started = time.monotonic()
+    try:
+        model = load_model(Path(spec_path), cfg_path)
+    except (SpecError, ConfigError, EvalError) as exc:
+        return _error_result(exc, started)
+    rng = random.Random(seed)
+    inits: list = []
+    generated = 0
+    try:
+        model.init_states(inits.append)
+        generated += len(inits)
+        for _ in range(num):
+            s = rng.choice(inits)
+            trace = [TraceState(1, "Initial predicate", "", dict(s))]
+            name = model.violated_invariant(s)
+            for step in range(1, depth):
+                if name is not None:
+                    break
+                options: list = []
+                for ai, a in enumerate(model.actions):
+                    out: list = []
+                    model.successors(s, a, out)
+                    options += [(ai, n) for n in out]
+                generated += len(options)
+                if not options:
+                    if model.cfg.check_deadlock:
+                        return ModelCheckResult(engine="embedded", outcome=Outcome.DEADLOCK,
+                                                generated_states=generated, seconds=time.monotonic() - started,
+                                                violation=Violation("deadlock", "Deadlock", "Deadlock reached.",
+                                                                    tuple(trace)), complete=False)
+                    break
+                ai, s = rng.choice(options)
+                a = model.actions[ai]
+                trace.append(TraceState(step + 1, a.label + _params_text(a.env), a.location, dict(s)))
+                if not model.in_model(s):
+                    break
+                name = model.violated_invariant(s)
+            if name is not None:
+                return ModelCheckResult(engine="embedded", outcome=Outcome.SAFETY, generated_states=generated,
+                                        seconds=time.monotonic() - started, complete=False,
+                                        violation=Violation("invariant", name, f"Invariant {name} is violated.",
+                                                            tuple(trace)))
+    except EvalError as exc:
+        return ModelCheckResult(engine="embedded", outcome=Outcome.EVALUATION, generated_states=generated,
+                                seconds=time.monotonic() - started,
+                                violation=Violation("evaluation", "EvalError", str(exc)))
+    return ModelCheckResult(engine="embedded", outcome=Outcome.SUCCESS, generated_states=generated,
+                            seconds=time.monotonic() - started, complete=False,
+                            messages=tuple(model.messages) + (f"simulation: {num} walks of depth <= {depth}, "
+                                                              f"seed {seed}; not exhaustive",))

@@ -1,0 +1,465 @@
+"""A loaded model: the spec compiled against its cfg, with Init, the split Next actions, invariants,
+constraints, and the step API used by trace validation.
+
+Invariant: a Model never mutates a state dict; ``successors`` returns every successor TLC would generate
+(duplicates included), grouped by the action (TLC's split of Next) that produced it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from kvexact.spec.checker.actions import ActionCompiler, _strip, conj_items, disj_items
+from kvexact.spec.checker.cfg import Config, ConfigError, parse_cfg
+from kvexact.spec.checker.compiler import ALIASES, Compiler, Def, Scope, _bounds, loc_of, tlc_loc
+from kvexact.spec.checker.errors import SpecError
+from kvexact.spec.checker.values import (
+    EvalError,
+    ModelValue,
+    as_set,
+    canon,
+    fmt,
+    from_python,
+    ordered_elements,
+)
+
+
+@attrs.frozen
+class StepVerdict:
+    ok: bool
+    action: str
+    params: dict
+    failed: str | None
+    location: str
+
+
+@attrs.define
+class SplitAction:
+    label: str
+    location: str
+    act: Any
+    env: dict
+
+
+def _kind(node: Any) -> str:
+    return type(node).__name__
+
+
+class Model:
+    """The spec + cfg, compiled. Build with :func:`load_model`."""
+
+    def __init__(self, spec_path: Path, cfg: Config, constant_overrides: dict[str, Any] | None = None):
+        self.spec_path = Path(spec_path)
+        self.cfg = cfg
+        self.messages: list[str] = []
+        constants: dict[str, Any] = {}
+        value_overrides: dict[str, Any] = {}
+        self.comp = Compiler(self.spec_path.parent, constants, {}, value_overrides)
+        root = self.comp.load_root(self.spec_path)
+        self.root = root
+        declared = set(self.comp.declared_constants)
+        for name, v in cfg.constants.items():
+            if name in declared:
+                constants[name] = v
+            elif root.lookup(name) is not None and root.lookup(name)[0] == "def":  # type: ignore[index]
+                value_overrides[name] = v
+            else:
+                raise ConfigError(f"{cfg.locations.get(name, cfg.path)}: the cfg assigns {name}, which is "
+                                  f"neither a constant nor a definition of {self.spec_path.name}")
+        for name, target in cfg.overrides.items():
+            if root.lookup(target) is None:
+                raise ConfigError(f"{cfg.locations.get(name, cfg.path)}: {name} <- {target}: {target} is not "
+                                  f"defined")
+            if name in declared or root.lookup(name) is not None or name in _standard_names():
+                self.comp.overrides[name] = target
+            else:
+                raise ConfigError(f"{cfg.locations.get(name, cfg.path)}: the cfg overrides {name}, which is "
+                                  f"neither a constant nor a definition")
+        for name, v in (constant_overrides or {}).items():
+            tv = from_python(v) if not callable(v) else v
+            if name in declared:
+                constants[name] = tv
+            else:
+                value_overrides[name] = tv
+        # constants given as `C <- Def`: evaluate Def once
+        for name in list(declared):
+            if name in self.comp.overrides and name not in constants:
+                b = root.lookup(self.comp.overrides[name])
+                if b is not None and b[0] == "def" and b[1].arity == 0:
+                    fn, _ = self.comp.def_fn(b[1])
+                    constants[name] = fn(None, None, {})
+        missing = [c for c in self.comp.declared_constants if c not in constants and c not in self.comp.overrides]
+        if missing:
+            raise ConfigError(f"{cfg.path}: no value for constant(s) {', '.join(missing)}")
+        self.variables: list[str] = list(self.comp.variables)
+        self.init_comp = ActionCompiler(self.comp, "init")
+        self.next_comp = ActionCompiler(self.comp, "next")
+        self._check_assumptions()
+        self._setup_spec()
+        self.invariants = [(n, self._state_fn(n, "INVARIANT")) for n in cfg.invariants]
+        self.constraints = [(n, self._state_fn(n, "CONSTRAINT")) for n in cfg.constraints]
+        self.action_constraints = [(n, self._state_fn(n, "ACTION_CONSTRAINT")) for n in cfg.action_constraints]
+        self.view = self._state_fn(cfg.view, "VIEW") if cfg.view else None
+        self.symmetry_perms: list | None = None
+        if cfg.symmetry:
+            perms = self._state_fn(cfg.symmetry, "SYMMETRY")(None, None, {})
+            self.symmetry_perms = [p for p in ordered_elements(perms)]
+        for p in cfg.properties:
+            self._lookup_def(p, "PROPERTY")
+            self.messages.append(f"PROPERTY {p} not checked by this engine (temporal properties are TLC-only)")
+
+    # ------------------------------------------------------------------ setup
+
+    def _lookup_def(self, name: str, what: str) -> Def:
+        b = self.root.lookup(name)
+        if b is None or b[0] != "def":
+            raise ConfigError(f"{self.cfg.locations.get(name, self.cfg.path)}: {what} {name} is not defined "
+                              f"in {self.spec_path.name}")
+        return b[1]
+
+    def _state_fn(self, name: str, what: str):
+        d = self._lookup_def(name, what)
+        if d.arity:
+            raise ConfigError(f"{self.cfg.locations.get(name, self.cfg.path)}: {what} {name} takes arguments")
+        fn, _ = self.comp.def_fn(d)
+        return fn
+
+    def _check_assumptions(self) -> None:
+        self.failed_assumption: str | None = None
+        for expr, scope, name in self.comp.assumes:
+            fn, _ = self.comp.expr(expr, scope)
+            v = fn(None, None, {})
+            if v is not True:
+                self.failed_assumption = f"Assumption {name} at {loc_of(expr, scope.mod)} is false"
+                return
+
+    def _setup_spec(self) -> None:
+        cfg = self.cfg
+        if cfg.specification:
+            d = self._lookup_def(cfg.specification, "SPECIFICATION")
+            init_parts: list = []
+            nxt: list = []
+            self._walk_spec(d.body, d.scope, init_parts, nxt, set())
+            if not nxt:
+                raise ConfigError(f"{cfg.path}: SPECIFICATION {cfg.specification} has no [][Next]_vars conjunct")
+            if not init_parts:
+                raise ConfigError(f"{cfg.path}: SPECIFICATION {cfg.specification} has no initial predicate")
+            self.next_node, self.next_scope = nxt[0]
+            self.init_parts = init_parts
+        else:
+            di = self._lookup_def(cfg.init, "INIT")  # type: ignore[arg-type]
+            dn = self._lookup_def(cfg.next, "NEXT")  # type: ignore[arg-type]
+            self.init_parts = [(di.body, di.scope)]
+            self.next_node, self.next_scope = dn.body, dn.scope
+        acts = [self.init_comp.act(node, scope) for node, scope in self.init_parts]
+
+        def init_all(s, n, e, k):
+            def run(i, s2):
+                if i == len(acts):
+                    k(s2, None)
+                    return
+                acts[i](s2, None, e, lambda s3, n3: run(i + 1, s3))
+            run(0, s)
+        self.init_act = init_all
+        self.actions: list[SplitAction] = []
+        self._split(self.next_node, self.next_scope, {}, "Next", tlc_loc(self.next_node, self.next_scope.mod))
+
+    def _temporal(self, node: Any, scope: Scope, seen: set) -> bool:
+        k = _kind(node)
+        if k in ("Fairness", "SubscriptedAction", "TemporalQuantification"):
+            return True
+        if k == "OperatorApplication":
+            op = ALIASES.get(node.operator, node.operator)
+            if op in ("[]", "<>", "~>", "-+->"):
+                return True
+            if node.arguments is None:
+                b = scope.lookup(op)
+                if b is not None and b[0] == "def" and b[1].arity == 0 and id(b[1]) not in seen:
+                    seen.add(id(b[1]))
+                    return self._temporal(b[1].body, b[1].scope, seen)
+                return False
+        if isinstance(node, tuple) and hasattr(node, "_fields"):
+            for f in node._fields:
+                if f in ("symbol", "start", "end"):
+                    continue
+                v = getattr(node, f)
+                if isinstance(v, (list, tuple)) and not hasattr(v, "_fields"):
+                    for x in v:
+                        if isinstance(x, tuple) and self._temporal(x, scope, seen):
+                            return True
+                        if isinstance(x, list) and any(isinstance(y, tuple) and self._temporal(y, scope, seen)
+                                                       for y in x):
+                            return True
+                elif isinstance(v, tuple) and self._temporal(v, scope, seen):
+                    return True
+        return False
+
+    def _walk_spec(self, node: Any, scope: Scope, init_parts: list, nxt: list, seen: set) -> None:
+        node = _strip(node)
+        items = conj_items(node)
+        if items is not None:
+            for it in items:
+                self._walk_spec(it, scope, init_parts, nxt, seen)
+            return
+        k = _kind(node)
+        if k == "OperatorApplication" and node.operator == "[]" and node.arguments:
+            arg = _strip(node.arguments[0])
+            if _kind(arg) == "SubscriptedAction" and arg.operator == "[":
+                nxt.append((arg.action, scope))
+            else:
+                self.messages.append(f"temporal conjunct at {loc_of(node, scope.mod)} not checked by this engine")
+            return
+        if k == "OperatorApplication" and node.arguments is None:
+            b = scope.lookup(node.operator)
+            if b is not None and b[0] == "def" and b[1].arity == 0 and self._temporal(node, scope, set()):
+                self._walk_spec(b[1].body, b[1].scope, init_parts, nxt, seen)
+                return
+        if self._temporal(node, scope, set()):
+            return  # fairness and other temporal conjuncts: not part of Init/Next
+        init_parts.append((node, scope))
+
+    def _split(self, node: Any, scope: Scope, env: dict, label: str, location: str) -> None:
+        """TLC's action split: through \\/, \\E with constant bounds, and definitions with constant args."""
+        node = _strip(node)
+        items = disj_items(node)
+        if items is not None:
+            for it in items:
+                self._split(it, scope, env, label, location)
+            return
+        k = _kind(node)
+        if k == "Quantification" and node.quantifier == "\\E":
+            bounds = _bounds(node.declarations)
+            fns = []
+            ok = all(sset is not None for _, sset in bounds)
+            if ok:
+                for b, sset in bounds:
+                    fn, deps = self.comp.expr(sset, scope)
+                    if deps - set(env):
+                        ok = False
+                        break
+                    fns.append((b, fn))
+            if ok:
+                from kvexact.spec.checker.compiler import _bind, _binder_names
+                inner = scope.child()
+                for b, _ in fns:
+                    for nm in _binder_names(b):
+                        inner.names[nm] = ("bound", nm)
+
+                def rec(i: int, e2: dict) -> None:
+                    if i == len(fns):
+                        self._split(node.predicate, inner, e2, label, location)
+                        return
+                    b, fn = fns[i]
+                    for x in ordered_elements(fn(None, None, e2)):
+                        e3 = dict(e2)
+                        _bind(b)(e3, x)
+                        rec(i + 1, e3)
+                rec(0, env)
+                return
+        if k == "OperatorApplication":
+            op = ALIASES.get(node.operator, node.operator)
+            b = self.comp.resolve(op, scope)
+            if b is not None and b[0] == "def" and not (b[1].node is not None and b[1].node.function):
+                d = b[1]
+                args = node.arguments or []
+                if len(args) == d.arity and all(ar == 0 for _, ar in d.params) and not d.is_let:
+                    vals = []
+                    ok = True
+                    for a in args:
+                        fn, deps = self.comp.expr(a, scope)
+                        if deps - set(env):
+                            ok = False
+                            break
+                        vals.append(fn(None, None, env))
+                    if ok:
+                        inner = d.scope.child()
+                        for p, _ in d.params:
+                            inner.names[p] = ("bound", p)
+                        e2 = {p: v for (p, _), v in zip(d.params, vals, strict=False)}
+                        self._split(d.body, inner, e2, d.name, tlc_loc(d.node, d.scope.mod))
+                        return
+        act = self.next_comp.act(node, scope)
+        self.actions.append(SplitAction(label, location, act, env))
+
+    # ------------------------------------------------------------------ states
+
+    def state_dict(self, vals: tuple) -> dict:
+        return dict(zip(self.variables, vals, strict=False))
+
+    def state_tuple(self, s: dict) -> tuple:
+        return tuple(s[v] for v in self.variables)
+
+    def init_states(self, emit) -> None:
+        """Call ``emit(state_dict)`` for every initial state, duplicates included."""
+        nv = len(self.variables)
+        where = tlc_loc(self.init_parts[0][0], self.init_parts[0][1].mod)
+
+        def k(s, n):
+            if len(s) != nv:
+                missing = [v for v in self.variables if v not in s]
+                raise EvalError(f"initial state is not completely specified: no value for "
+                                f"{', '.join(missing)}", where)
+            emit(s)
+        self.init_act({}, None, {}, k)
+
+    def successors(self, s: dict, action: SplitAction, out: list) -> None:
+        nv = len(self.variables)
+
+        def k(s2, n):
+            if len(n) != nv:
+                missing = [v for v in self.variables if v not in n]
+                raise EvalError(f"successor state is not completely specified by action {action.label}: "
+                                f"no value for {', '.join(missing)}", action.location)
+            out.append(n)
+        action.act(s, {}, action.env, k)
+
+    def key(self, s: dict) -> Any:
+        if self.view is not None:
+            return canon(self.view(s, None, {}))
+        vals = [s[v] for v in self.variables]
+        if self.symmetry_perms:
+            return min((canon(tuple(_permute(x, p) for x in vals)) for p in self.symmetry_perms), key=repr)
+        return tuple([canon(x) for x in vals])
+
+    def in_model(self, s: dict) -> bool:
+        for _, fn in self.constraints:
+            if fn(s, None, {}) is not True:
+                return False
+        return True
+
+    def action_ok(self, s: dict, n: dict) -> bool:
+        for _, fn in self.action_constraints:
+            if fn(s, n, {}) is not True:
+                return False
+        return True
+
+    def violated_invariant(self, s: dict) -> str | None:
+        for name, fn in self.invariants:
+            v = fn(s, None, {})
+            if v is not True:
+                if v is not False:
+                    raise EvalError(f"invariant {name} has the non-boolean value {fmt(v)}")
+                return name
+        return None
+
+    # ------------------------------------------------------------------ step API
+
+    def check_step(self, action_name: str, state: dict, next_state: dict,
+                   params: dict | None = None) -> StepVerdict:
+        """Is (state, next_state) a step of the spec's action ``action_name``? With no params, every
+        binding of the action's parameters over the spec's constant sets (or the \\E binding it under
+        Next) is tried, and the one that works is reported."""
+        b = self.root.lookup(action_name)
+        if b is None or b[0] != "def":
+            raise SpecError(f"{action_name} is not an action of {self.spec_path.name}")
+        d: Def = b[1]
+        s = {v: from_python(state[v]) for v in self.variables if v in state}
+        n = {v: from_python(next_state[v]) for v in self.variables if v in next_state}
+        missing = [v for v in self.variables if v not in s or v not in n]
+        if missing:
+            raise SpecError(f"check_step({action_name}): no value for variable(s) {', '.join(missing)}")
+        loc = loc_of(d.node, d.scope.mod)
+        act = self.next_comp.def_action(d)
+        names = [p for p, _ in d.params]
+        if params is not None:
+            candidates = [{k: from_python(v) for k, v in params.items()}]
+        else:
+            candidates = self._param_candidates(d)
+        first_fail: tuple | None = None
+        for env in candidates:
+            ok, why = self._try_step(act, d, s, n, env)
+            if ok:
+                return StepVerdict(True, action_name, {k: env[k] for k in names}, None, loc)
+            if first_fail is None:
+                first_fail = (env, why)
+        env, why = first_fail if first_fail else ({}, "no binding of the parameters")
+        return StepVerdict(False, action_name, {k: env.get(k) for k in names}, why, loc)
+
+    def _param_candidates(self, d: Def) -> list[dict]:
+        names = [p for p, _ in d.params]
+        if not names:
+            return [{}]
+        found: list[dict] = []
+        for a in self.actions:
+            if a.label == d.name and set(names) <= set(a.env):
+                env = {k: a.env[k] for k in names}
+                if env not in found:
+                    found.append(env)
+        if found:
+            return found
+        # otherwise: every constant set, for every parameter
+        pools = []
+        for _c, v in self.comp.constants.items():
+            if type(v) is frozenset:
+                pools.append(v)
+        domain = frozenset().union(*pools) if pools else frozenset()
+        import itertools
+        return [dict(zip(names, combo, strict=False)) for combo in itertools.product(ordered_elements(domain),
+                                                                       repeat=len(names))]
+
+    def _try_step(self, act, d: Def, s: dict, n: dict, env: dict) -> tuple[bool, str | None]:
+        target = self.state_tuple(n)
+        hits: list = []
+        try:
+            act(s, {}, env, lambda s2, n2: hits.append(n2))
+        except EvalError as exc:
+            return False, f"evaluation error: {exc}"
+        for h in hits:
+            if len(h) == len(self.variables) and self.state_tuple(h) == target and \
+                    all(canon(h[v]) == canon(n[v]) for v in self.variables):
+                return True, None
+        return False, self._failed_conjunct(d, s, n, env)
+
+    def _failed_conjunct(self, d: Def, s: dict, n: dict, env: dict) -> str:
+        inner = d.scope.child()
+        for p, ar in d.params:
+            inner.names[p] = ("opparam", p, ar) if ar else ("bound", p)
+        items = conj_items(d.body) or [d.body]
+        for it in items:
+            try:
+                fn, _ = self.comp.expr(it, inner)
+                v = fn(s, n, env)
+            except (EvalError, SpecError) as exc:
+                return f"conjunct at {loc_of(it, d.scope.mod)} could not be evaluated: {exc}"
+            if v is not True:
+                return f"conjunct at {loc_of(it, d.scope.mod)} is FALSE"
+        return "every conjunct holds, but the step is not one the action generates"
+
+
+def _permute(v: Any, p: Any) -> Any:
+    from kvexact.spec.checker.values import Fcn, apply_fcn, domain
+    t = type(v)
+    if t is ModelValue:
+        return apply_fcn(p, v) if v in domain(p) else v
+    if t is tuple:
+        return tuple(_permute(x, p) for x in v)
+    if t is frozenset:
+        return frozenset(_permute(x, p) for x in v)
+    if t is Fcn:
+        return Fcn({_permute(k, p): _permute(x, p) for k, x in v.d.items()})
+    return v
+
+
+def _standard_names() -> set:
+    from kvexact.spec.checker.builtins import OPERATORS
+    return set(OPERATORS)
+
+
+def load_model(spec_path: str | Path, cfg_path: str | Path | None = None,
+               constant_overrides: dict[str, object] | None = None) -> Model:
+    """Parse and compile a spec with its cfg (default: same stem .cfg); constants may be overridden with
+    Python values (trace validation binds them to the finite sets seen in a trace)."""
+    spec_path = Path(spec_path)
+    if cfg_path is None:
+        cfg_path = spec_path.with_suffix(".cfg")
+    cfg_path = Path(cfg_path)
+    if not cfg_path.exists():
+        raise ConfigError(f"{cfg_path}: cfg file not found")
+    cfg = parse_cfg(cfg_path)
+    return Model(spec_path, cfg, constant_overrides)
+
+
+_unused = (as_set,)

@@ -1,0 +1,534 @@
+"""TLA+ values as Python objects, with TLC's equality, order and printing.
+
+Representation (invariant: one Python form per TLA+ value, so ``==`` and ``hash`` agree with TLA+ equality):
+int -> int, BOOLEAN -> bool, string -> str, model value -> :class:`ModelValue`, finite set -> frozenset,
+function with domain 1..n (n >= 0: tuples, sequences, ``<<>>``) -> tuple, any other function or record ->
+:class:`Fcn`. Large or infinite sets (Nat, SUBSET S, [S -> T], Seq(S), ...) are lazy :class:`LazySet`
+objects that answer membership without enumerating. Booleans are tagged in :func:`canon` so a state
+fingerprint never confuses ``TRUE`` with ``1``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+
+class EvalError(Exception):
+    """An evaluation error (TLC exit 75); ``location`` is filled in by the compiled expression."""
+
+    def __init__(self, message: str, location: str = ""):
+        super().__init__(message)
+        self.message = message
+        self.location = location
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.location})" if self.location else self.message
+
+
+class ModelValue:
+    """A TLC model value: equal only to itself (interned by name)."""
+
+    __slots__ = ("name", "index")
+    _interned: dict[str, ModelValue] = {}
+
+    def __new__(cls, name: str) -> ModelValue:
+        mv = cls._interned.get(name)
+        if mv is None:
+            mv = object.__new__(cls)
+            mv.name = name
+            mv.index = len(cls._interned)
+            cls._interned[name] = mv
+        return mv
+
+    def __reduce__(self):
+        return (ModelValue, (self.name,))
+
+    def __repr__(self) -> str:
+        return f"ModelValue({self.name!r})"
+
+
+class Fcn:
+    """A function (or record) whose domain is not 1..n; immutable, hashable."""
+
+    __slots__ = ("d", "_h")
+
+    def __init__(self, d: dict):
+        self.d = d
+        self._h: int | None = None
+
+    def __hash__(self) -> int:
+        if self._h is None:
+            self._h = hash(frozenset(self.d.items()))
+        return self._h
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Fcn) and self.d == other.d
+
+    def __reduce__(self):
+        return (Fcn, (self.d,))
+
+    def __repr__(self) -> str:
+        return f"Fcn({self.d!r})"
+
+
+def mk_fcn(d: dict) -> Any:
+    """Normalize a function given as a dict: domain 1..n becomes a tuple."""
+    n = len(d)
+    if n == 0:
+        return ()
+    if all(type(k) is int for k in d) and all(i in d for i in range(1, n + 1)):
+        return tuple(d[i] for i in range(1, n + 1))
+    return Fcn(d)
+
+
+class LazySet:
+    """A set given by a membership test; ``elements()`` enumerates it when it is finite."""
+
+    name = "set"
+
+    def contains(self, v: Any) -> bool:
+        raise NotImplementedError
+
+    def elements(self) -> frozenset:
+        raise EvalError(f"cannot enumerate the infinite set {self.name}")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, LazySet) and not self.finite():
+            return self is other or (type(self) is type(other) and self.key() == other.key())
+        if isinstance(other, (LazySet, frozenset)):
+            return self.elements() == as_set(other)
+        return False
+
+    def __hash__(self) -> int:
+        return hash(self.elements()) if self.finite() else hash(self.key())
+
+    def finite(self) -> bool:
+        return True
+
+    def key(self) -> Any:
+        return (type(self).__name__,)
+
+    def __reduce__(self):
+        return (frozenset, (tuple(self.elements()),))
+
+
+class InfiniteSet(LazySet):
+    def __init__(self, name: str, test: Callable[[Any], bool]):
+        self.name = name
+        self.test = test
+
+    def contains(self, v: Any) -> bool:
+        return self.test(v)
+
+    def finite(self) -> bool:
+        return False
+
+    def key(self) -> Any:
+        return self.name
+
+
+NAT = InfiniteSet("Nat", lambda v: type(v) is int and v >= 0)
+INT = InfiniteSet("Int", lambda v: type(v) is int)
+STRING = InfiniteSet("STRING", lambda v: type(v) is str)
+
+
+class SeqSet(LazySet):
+    """Seq(S): every finite sequence over S."""
+
+    def __init__(self, base: Any):
+        self.base = base
+        self.name = "Seq(...)"
+
+    def contains(self, v: Any) -> bool:
+        return type(v) is tuple and all(member(x, self.base) for x in v)
+
+    def finite(self) -> bool:
+        return False
+
+    def key(self) -> Any:
+        return ("Seq", self.base)
+
+
+class PowerSet(LazySet):
+    def __init__(self, base: Any):
+        self.base = base
+        self._el: frozenset | None = None
+
+    def contains(self, v: Any) -> bool:
+        if isinstance(v, LazySet):
+            v = v.elements()
+        return type(v) is frozenset and all(member(x, self.base) for x in v)
+
+    def elements(self) -> frozenset:
+        if self._el is None:
+            items = sorted_values(as_set(self.base))
+            self._el = frozenset(
+                frozenset(c) for r in range(len(items) + 1) for c in itertools.combinations(items, r))
+        return self._el
+
+    def ordered(self) -> list:
+        items = sorted_values(as_set(self.base))
+        return [frozenset(c) for r in range(len(items) + 1) for c in itertools.combinations(items, r)]
+
+
+class FcnSet(LazySet):
+    """[D -> R]."""
+
+    def __init__(self, dom: Any, rng: Any):
+        self.dom = as_set(dom)
+        self.rng = rng
+        self._el: frozenset | None = None
+
+    def contains(self, v: Any) -> bool:
+        if type(v) is tuple:
+            n = len(v)
+            if len(self.dom) != n or any(i not in self.dom for i in range(1, n + 1)):
+                return False
+            return all(member(x, self.rng) for x in v)
+        if type(v) is Fcn:
+            if v.d.keys() != self.dom:
+                return False
+            rng = self.rng
+            return all(member(x, rng) for x in v.d.values())
+        return False
+
+    def ordered(self) -> list:
+        keys = sorted_values(self.dom)
+        rng = sorted_values(as_set(self.rng))
+        return [mk_fcn(dict(zip(keys, combo, strict=False))) for combo in itertools.product(rng, repeat=len(keys))]
+
+    def elements(self) -> frozenset:
+        if self._el is None:
+            self._el = frozenset(self.ordered())
+        return self._el
+
+
+class RecordSet(LazySet):
+    """[a : S, b : T]."""
+
+    def __init__(self, fields: dict[str, Any]):
+        self.fields = fields
+        self._el: frozenset | None = None
+
+    def contains(self, v: Any) -> bool:
+        return (type(v) is Fcn and v.d.keys() == self.fields.keys()
+                and all(member(v.d[k], s) for k, s in self.fields.items()))
+
+    def ordered(self) -> list:
+        names = sorted(self.fields)
+        sets = [sorted_values(as_set(self.fields[k])) for k in names]
+        return [Fcn(dict(zip(names, combo, strict=False))) for combo in itertools.product(*sets)]
+
+    def elements(self) -> frozenset:
+        if self._el is None:
+            self._el = frozenset(self.ordered())
+        return self._el
+
+
+class ProductSet(LazySet):
+    """S \\X T \\X ..."""
+
+    def __init__(self, sets: list):
+        self.sets = sets
+        self._el: frozenset | None = None
+
+    def contains(self, v: Any) -> bool:
+        return type(v) is tuple and len(v) == len(self.sets) and all(
+            member(x, s) for x, s in zip(v, self.sets, strict=False))
+
+    def ordered(self) -> list:
+        return list(itertools.product(*[sorted_values(as_set(s)) for s in self.sets]))
+
+    def elements(self) -> frozenset:
+        if self._el is None:
+            self._el = frozenset(self.ordered())
+        return self._el
+
+
+class LazyFcn:
+    """A function defined recursively (``f[x \\in S] == ...``): applied on demand, memoized."""
+
+    __slots__ = ("dom", "compute", "memo", "_full")
+
+    def __init__(self, dom: Any, compute: Callable[[Any], Any]):
+        self.dom = dom
+        self.compute = compute
+        self.memo: dict = {}
+        self._full: Any = None
+
+    def apply(self, x: Any) -> Any:
+        try:
+            return self.memo[x]
+        except KeyError:
+            pass
+        if not member(x, self.dom):
+            raise EvalError(f"function applied to {fmt(x)}, outside its domain")
+        v = self.compute(x)
+        self.memo[x] = v
+        return v
+
+    def materialize(self) -> Any:
+        if self._full is None:
+            self._full = mk_fcn({x: self.apply(x) for x in as_set(self.dom)})
+        return self._full
+
+    def __eq__(self, other: object) -> bool:
+        return self.materialize() == (other.materialize() if isinstance(other, LazyFcn) else other)
+
+    def __hash__(self) -> int:
+        return hash(self.materialize())
+
+
+def as_set(v: Any) -> frozenset:
+    """The elements of a set value; an error for a non-set."""
+    if type(v) is frozenset:
+        return v
+    if isinstance(v, LazySet):
+        return v.elements()
+    raise EvalError(f"expected a set, got {fmt(v)}")
+
+
+def member(x: Any, s: Any) -> bool:
+    if type(s) is frozenset:
+        return x in s
+    if isinstance(s, LazySet):
+        return s.contains(x)
+    raise EvalError(f"\\in applied to {fmt(s)}, which is not a set")
+
+
+def ordered_elements(s: Any) -> list:
+    """A set's elements in TLC's deterministic order (used for \\E branches, CHOOSE, x' \\in S)."""
+    if isinstance(s, (FcnSet, RecordSet, ProductSet, PowerSet)):
+        return s.ordered()
+    return sorted_values(as_set(s))
+
+
+def kind(v: Any) -> str:
+    t = type(v)
+    if t is bool:
+        return "boolean"
+    if t is int:
+        return "integer"
+    if t is str:
+        return "string"
+    if t is ModelValue:
+        return "model value"
+    if t is frozenset or isinstance(v, LazySet):
+        return "set"
+    if t is tuple or t is Fcn or t is LazyFcn:
+        return "function"
+    return t.__name__
+
+
+def order_key(v: Any) -> Any:
+    """TLC's total order within one kind (sets by size, then elements)."""
+    t = type(v)
+    if t is int:
+        return (1, v)
+    if t is bool:
+        return (0, int(v))
+    if t is str:
+        return (2, v)
+    if t is ModelValue:
+        return (3, v.index)
+    if t is tuple:
+        return (4, len(v), tuple(order_key(x) for x in v))
+    if t is Fcn:
+        return (5, len(v.d), tuple(sorted((order_key(k), order_key(x)) for k, x in v.d.items())))
+    if t is frozenset or isinstance(v, LazySet):
+        els = as_set(v)
+        return (6, len(els), tuple(sorted(order_key(x) for x in els)))
+    if t is LazyFcn:
+        return order_key(v.materialize())
+    return (9, repr(v))
+
+
+def sorted_values(s: Iterable) -> list:
+    items = list(s)
+    if all(type(x) is int for x in items):
+        return sorted(items)
+    return sorted(items, key=order_key)
+
+
+def tla_eq(a: Any, b: Any) -> bool:
+    """TLA+ equality; comparing values of different kinds is an error, as in TLC (model values excepted)."""
+    ta, tb = type(a), type(b)
+    if ta is tb and (ta is int or ta is str or ta is bool):
+        return a == b
+    ka, kb = kind(a), kind(b)
+    if ka != kb:
+        if ka == "model value" or kb == "model value":
+            return False
+        raise EvalError(f"attempted to compare {ka} {fmt(a)} with {kb} {fmt(b)}")
+    if ka == "set":
+        if isinstance(a, LazySet) and isinstance(b, LazySet) and not (a.finite() and b.finite()):
+            return a == b
+        return as_set(a) == as_set(b)
+    if ta is LazyFcn:
+        a = a.materialize()
+    if tb is LazyFcn:
+        b = b.materialize()
+    return a == b
+
+
+def apply_fcn(f: Any, x: Any) -> Any:
+    t = type(f)
+    if t is tuple:
+        if type(x) is int and 1 <= x <= len(f):
+            return f[x - 1]
+        raise EvalError(f"sequence/tuple {fmt(f)} applied to {fmt(x)}, outside its domain 1..{len(f)}")
+    if t is Fcn:
+        try:
+            return f.d[x]
+        except KeyError:
+            raise EvalError(f"function {fmt(f)} applied to {fmt(x)}, outside its domain") from None
+    if t is LazyFcn:
+        return f.apply(x)
+    raise EvalError(f"applied {fmt(f)} as a function, but it is a {kind(f)}")
+
+
+def domain(f: Any) -> frozenset:
+    t = type(f)
+    if t is tuple:
+        return frozenset(range(1, len(f) + 1))
+    if t is Fcn:
+        return frozenset(f.d)
+    if t is LazyFcn:
+        return as_set(f.dom)
+    raise EvalError(f"DOMAIN applied to {fmt(f)}, which is not a function")
+
+
+def fcn_items(f: Any) -> Iterator:
+    if type(f) is tuple:
+        return iter(enumerate(f, 1))
+    if type(f) is Fcn:
+        return iter(f.d.items())
+    if type(f) is LazyFcn:
+        return iter(fcn_items(f.materialize()))
+    raise EvalError(f"expected a function, got {fmt(f)}")
+
+
+def fcn_update(f: Any, x: Any, v: Any) -> Any:
+    """[f EXCEPT ![x] = v]; x must be in DOMAIN f."""
+    if type(f) is tuple:
+        if type(x) is int and 1 <= x <= len(f):
+            return f[: x - 1] + (v,) + f[x:]
+        raise EvalError(f"EXCEPT: {fmt(x)} is outside the domain of {fmt(f)}")
+    if type(f) is LazyFcn:
+        f = f.materialize()
+    if type(f) is Fcn:
+        if x not in f.d:
+            raise EvalError(f"EXCEPT: {fmt(x)} is outside the domain of {fmt(f)}")
+        d = dict(f.d)
+        d[x] = v
+        return Fcn(d)
+    raise EvalError(f"EXCEPT applied to {fmt(f)}, which is not a function")
+
+
+_BTRUE = ("$B", True)
+_BFALSE = ("$B", False)
+
+
+def canon(v: Any) -> Any:
+    """A hashable fingerprint key that tags booleans, so TRUE and 1 (or {TRUE} and {1}) differ."""
+    t = type(v)
+    if t is int or t is str or t is ModelValue:
+        return v
+    if t is bool:
+        return _BTRUE if v else _BFALSE
+    if t is tuple:
+        return ("$T",) + tuple(canon(x) for x in v)
+    if t is frozenset:
+        return ("$S", frozenset(canon(x) for x in v))
+    if t is Fcn:
+        return ("$F", frozenset((canon(k), canon(x)) for k, x in v.d.items()))
+    if t is LazyFcn:
+        return canon(v.materialize())
+    if isinstance(v, LazySet):
+        return ("$S", frozenset(canon(x) for x in v.elements())) if v.finite() else ("$L", v.key())
+    return v
+
+
+def fmt(v: Any) -> str:
+    """TLA+ text of a value, as TLC prints it."""
+    t = type(v)
+    if t is bool:
+        return "TRUE" if v else "FALSE"
+    if t is int:
+        return str(v)
+    if t is str:
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if t is ModelValue:
+        return v.name
+    if t is tuple:
+        return "<<" + ", ".join(fmt(x) for x in v) + ">>"
+    if t is frozenset:
+        return "{" + ", ".join(fmt(x) for x in sorted_values(v)) + "}"
+    if t is Fcn:
+        if v.d and all(type(k) is str for k in v.d):
+            return "[" + ", ".join(f"{k} |-> {fmt(x)}" for k, x in sorted(v.d.items())) + "]"
+        return "(" + " @@ ".join(f"{fmt(k)} :> {fmt(x)}" for k, x in
+                                 sorted(v.d.items(), key=lambda kv: order_key(kv[0]))) + ")"
+    if t is LazyFcn:
+        return fmt(v.materialize())
+    if isinstance(v, LazySet):
+        return fmt(v.elements()) if v.finite() else v.name
+    if callable(v):
+        return "<operator>"
+    return repr(v)
+
+
+def from_python(v: Any) -> Any:
+    """Python -> TLA+: int, bool, str, set/frozenset, tuple/list (sequence), dict (function/record),
+    ModelValue."""
+    if isinstance(v, (bool, int, str, ModelValue)):
+        return v
+    if isinstance(v, (set, frozenset)):
+        return frozenset(from_python(x) for x in v)
+    if isinstance(v, (tuple, list)):
+        return tuple(from_python(x) for x in v)
+    if isinstance(v, dict):
+        return mk_fcn({from_python(k): from_python(x) for k, x in v.items()})
+    if isinstance(v, (Fcn, LazySet, LazyFcn)):
+        return v
+    raise TypeError(f"no TLA+ value for Python {type(v).__name__} {v!r}")
+
+
+def to_python(v: Any) -> Any:
+    """TLA+ -> Python: sets become frozensets, sequences tuples, functions and records dicts."""
+    t = type(v)
+    if t in (bool, int, str, ModelValue):
+        return v
+    if t is tuple:
+        return tuple(to_python(x) for x in v)
+    if t is frozenset or isinstance(v, LazySet):
+        return frozenset(to_python(x) for x in as_set(v))
+    if t is Fcn:
+        return {to_python(k): to_python(x) for k, x in v.d.items()}
+    if t is LazyFcn:
+        return to_python(v.materialize())
+    return v
+
+
+def to_itf(v: Any) -> Any:
+    """ITF JSON (Apalache's Informal Trace Format) of a value."""
+    t = type(v)
+    if t is bool or t is str:
+        return v
+    if t is int:
+        return {"#bigint": str(v)}
+    if t is ModelValue:
+        return {"#unserializable": v.name}
+    if t is tuple:
+        return [to_itf(x) for x in v]
+    if t is frozenset or isinstance(v, LazySet):
+        return {"#set": [to_itf(x) for x in ordered_elements(v)]}
+    if t is Fcn:
+        if v.d and all(type(k) is str for k in v.d):
+            return {k: to_itf(x) for k, x in sorted(v.d.items())}
+        return {"#map": [[to_itf(k), to_itf(x)] for k, x in sorted(v.d.items(), key=lambda kv: order_key(kv[0]))]}
+    if t is LazyFcn:
+        return to_itf(v.materialize())
+    return {"#unserializable": repr(v)}
