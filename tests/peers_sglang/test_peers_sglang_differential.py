@@ -108,6 +108,18 @@ class ProfileAgainstNormative(RuleBasedStateMachine):
 
     @precondition(lambda self: self.running)
     @rule(data=st.data())
+    def checkpoint(self, data):
+        rid = data.draw(st.sampled_from(self.running))
+        req = self.sg.requests[rid]
+        old = req.cache_protected_len
+        up_to = data.draw(st.integers(old, req.owned_len))
+        row = self.sg.cache.req_to_token_pool.read(req.req_pool_idx, 0, req.owned_len)
+        self.sg.checkpoint(rid, up_to)
+        self.st, receipt = radix.publish_unfinished(self.st, rid, req.tokens()[old:up_to], row[old:up_to])
+        assert self.st.requests[rid].protected_tokens == req.cache_protected_len == up_to
+
+    @precondition(lambda self: self.running)
+    @rule(data=st.data())
     def finish(self, data):
         rid = self.running.pop(data.draw(st.integers(0, len(self.running) - 1)))
         req = self.sg.requests[rid]

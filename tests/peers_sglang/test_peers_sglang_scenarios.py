@@ -348,7 +348,10 @@ def test_s28_s29_request_protocol():
     assert pool_accounting(c, alloc, 16, [r1, r2]).holds
     release_kv_cache(c, r1)
     assert (alloc.available_size(), c.total_size()) == (8, 4)
+    alloc.freed_log = []
     checkpoint(c, r2, 4)
+    assert alloc.freed_log == [(5, 6, 7, 8)]  # R2's copies freed as duplicates
+    alloc.freed_log = None
     assert row2[:4] == [1, 2, 3, 4]  # repointed to the tree's slots
     release_kv_cache(c, r2)
     assert (alloc.available_size(), c.total_size()) == (12, 4)
@@ -379,3 +382,24 @@ def test_lpm_1dfefb58():
     assert lpm_order(c, [req]) == [0]
     assert len(req.prefix_indices) == 4 and req.cache_protected_len == 4
     assert req.num_matched_prefix_tokens == 3  # capped at input_len - 1 (§2)
+
+
+def test_match_refreshes_every_visited_node_with_one_timestamp():
+    c = RadixCache()
+    c.insert([1, 2, 3, 4])
+    c.insert([1, 2, 5])
+    n34 = node_of(c, [1, 2, 3, 4])
+    c.match_prefix([1, 2, 3, 4])
+    stamp = c.root_node.last_access_time
+    assert n34.last_access_time == n34.parent.last_access_time == stamp
+    assert node_of(c, [1, 2, 5]).last_access_time > stamp  # later call, later time
+
+
+def test_section_9_tree_node_and_simulated_cache():
+    c = RadixCache.create_simulated()
+    assert len(c.root_node.key) == 0 and c.root_node.lock_ref == 1 and not c.root_node.evicted
+    c.insert([1])
+    c.insert([2])
+    n1, n2 = node_of(c, [1]), node_of(c, [2])
+    assert n1 < n2 and not n2 < n1  # ordered by last access time: [2] was matched last
+    assert "#tokens: 2" in c.pretty_print()
