@@ -660,10 +660,12 @@ class Allocator:
         return self.transact(run)
 
     def append_plan(self, rec: RequestRecord) -> tuple[str, ...]:
-        """0x04E per group: a boundary reserves new; otherwise, if any group's tail is shared, every
-        non-boundary group copies on write, else they all write in place."""
+        """0x04E per group: a boundary reserves new; otherwise, if any group's tail is shared (or carries
+        an immutable cache identity), every non-boundary group copies on write, else they all write in
+        place."""
         boundary = [self.tail_rows(rec, g) in (0, self.groups[g].block_tokens) for g in range(len(self.groups))]
-        shared = any(not b and self.pools[g].refcount(rec.tables[g][-1].block_id) != 1
+        shared = any(not b and (self.pools[g].refcount(rec.tables[g][-1].block_id) != 1
+                                or self.pools[g].blocks[rec.tables[g][-1].block_id].cache_key is not None)
                      for g, b in enumerate(boundary))
         return tuple("new" if b else ("cow" if shared else "unique") for b in boundary)
 

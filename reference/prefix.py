@@ -1,0 +1,537 @@
+"""Prefix caching over the live allocator: four prefix lengths, all-group lookup, receipts (seed 0x07).
+
+Invariants:
+
+* ``0 <= S_runtime <= min(S_sem, S_indexed, S_cap) <= S_prompt`` with ``S_cap = S_prompt - 1`` for a
+  logits-producing request (0x07A); the full-block policy returns ``P * floor(min(...) / P)``;
+* a lookup authorizes the namespace before it derives or probes any key (0x07F): a rejected lookup has
+  made no index probe (``PrefixCache.probes`` is unchanged);
+* the walk follows the parent-hash chain of ``keys.py`` in order and stops at the first block that is
+  missing in any cache group, has a stale handle, or was published under another namespace (0x07C);
+* lookup never mutates the allocator; :func:`admit` maps a receipt's hit into a new request (touch) and
+  appends the rest through the allocator, so ``N_new = ceil(S_recompute / P)`` bundles are reserved.
+
+Keys are ``ConcretePrefixKey.block_hash`` in hex; the allocator's weak index stores them per cache group
+(the group id is combined with the hash there, as in 0x07B).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+
+import attrs
+
+from kvexact.reference import cow
+from kvexact.reference.allocator import Allocator, ceil_div
+from kvexact.reference.digests import sha256_hex
+from kvexact.reference.handles import BlockHandle
+from kvexact.reference.keys import HashFn, KeyInputs, hash_full_blocks, partial_tail_key, sha256_block_hash
+from kvexact.reference.namespaces import NamespaceRegistry, authorize_lookup, authorize_publish
+from kvexact.reference.rejections import Rejected
+
+
+class PrefixRejection(enum.Enum):
+    """Named malformed prefix lookups, publications, admissions and claimed receipts (0x07G)."""
+
+    MANIFEST_MISMATCH = "compatibility manifest differs from the index's"
+    EMPTY_PROMPT_WITH_LOGITS = "a logits-producing request needs at least one prompt token"
+    SEMANTIC_MATCH_OUT_OF_RANGE = "semantic match must lie in 0..S_prompt"
+    POLICY_BLOCK_SIZE_MISMATCH = "policy block size differs from the allocator's block size"
+    COLLISION_WITNESS_MISMATCH = "equal digest over different token witnesses (secondary-witness policy)"
+    STALE_INDEX_SNAPSHOT = "the allocator changed since the receipt's index snapshot"
+    RECEIPT_DIGEST_MISMATCH = "receipt_sha256 does not match the receipt's fields"
+    LOGITS_CAP_EXCEEDED = "runtime hit reaches the last prompt row of a logits-producing request"
+    HIT_NOT_BLOCK_ALIGNED = "a full-block policy returned a hit that is not a multiple of P"
+    HIT_EXCEEDS_SEMANTIC_MATCH = "runtime hit exceeds the semantic match"
+    HIT_EXCEEDS_INDEXED = "runtime hit exceeds the contiguous indexed prefix"
+    RECOMPUTE_ROWS_MISMATCH = "prompt_rows_recomputed != S_prompt - S_runtime"
+    NEW_BUNDLES_MISMATCH = "new_block_bundles != ceil(rows past the full-block hit / P)"
+    PARTIAL_ROWS_WITHOUT_PARTIAL_POLICY = "copy-row intent under a full-block-only policy"
+    MATCHED_HANDLES_COUNT_MISMATCH = "matched bundles do not cover the runtime hit"
+    HALF_GROUP_MATCH = "a matched bundle lacks a cache group"
+    STALE_MATCHED_HANDLE = "a matched handle's generation is no longer current"
+    NOT_A_PREFIX_OF_REQUEST = "published blocks must be the request's own full blocks"
+    PARTIAL_ADMISSION_UNSUPPORTED = "admission of a partial-tail hit must go through a COW handoff"
+
+
+@attrs.frozen
+class PrefixPolicy:
+    """Which hits a runtime may return: full blocks only, or also an immutable partial tail (0x07D)."""
+
+    policy_id: str = "full-block/sha256"
+    block_tokens: int = 16
+    partial_tail: bool = False
+    collision_witness: bool = False
+    hash_fn: HashFn = sha256_block_hash
+
+
+@attrs.frozen
+class PrefixRequest:
+    """A lookup: who asks (tenant, namespace and generation), what (key inputs), and the logits path."""
+
+    request_id: str
+    inputs: KeyInputs
+    tenant_id: str
+    namespace_id: str
+    namespace_generation: int
+    manifest_sha256: str
+    requires_logits: bool = True
+    request_generation: int = 1
+    semantic_match_tokens: int | None = None  # S_sem from the semantic check; None: derive from the index
+
+
+@attrs.frozen
+class PrefixMatchReceipt:
+    """What a lookup proved and what remains to execute (0x07G)."""
+
+    request_id: str
+    request_generation: int
+    index_snapshot_id: str
+    index_publication_generation: int
+    compatibility_manifest_sha256: str
+    namespace_id: str
+    namespace_generation: int
+    policy_id: str
+    prompt_tokens: int
+    semantic_match_tokens: int
+    indexed_tokens: int
+    cap_tokens: int
+    runtime_hit_tokens: int
+    prompt_rows_recomputed: int
+    matched_group_handles: tuple[tuple[BlockHandle, ...], ...]
+    matched_keys: tuple[str, ...]
+    new_block_bundles: int
+    new_capacity_bytes: int
+    useful_recompute_bytes: int
+    copy_valid_partial_rows: int
+    logits_path: str
+    receipt_sha256: str = ""
+
+    def body_sha256(self) -> str:
+        return sha256_hex(attrs.evolve(self, receipt_sha256=""))
+
+
+@attrs.frozen
+class _Entry:
+    scope: tuple[str, int]
+    parent: str | None
+    witness: tuple[int, ...]  # the tokens the entry's block holds (the secondary witness)
+    valid_rows: int
+
+
+class PrefixCache:
+    """The prefix index over one allocator: entry scopes and witnesses beside the allocator's weak index."""
+
+    def __init__(self, alloc: Allocator, registry: NamespaceRegistry, manifest_sha256: str) -> None:
+        self.alloc = alloc
+        self.registry = registry
+        self.manifest_sha256 = manifest_sha256
+        self.entries: dict[str, _Entry] = {}
+        self.children: dict[str | None, list[str]] = {}
+        self.publication_generation = 0
+        self.probes = 0
+        self._tail_blocks: dict[str, tuple] = {}  # partial-tail key -> the publishing request's tables
+
+    @property
+    def block_tokens(self) -> int:
+        return self.alloc.groups[0].block_tokens
+
+    def publish(self, request_id: str, inputs: KeyInputs, namespace_id: str, namespace_generation: int,
+                policy: PrefixPolicy = PrefixPolicy()) -> tuple[str, ...]:
+        """Publish the weak identities of the request's full blocks (and, under a partial policy, its
+        immutable partial tail) in its namespace; blocks already keyed are skipped."""
+        authorize_publish(self.registry, (namespace_id, namespace_generation))
+        tokens = self.alloc.tokens_of(request_id)
+        if tuple(inputs.tokens) != tokens:
+            raise Rejected(PrefixRejection.NOT_A_PREFIX_OF_REQUEST, f"{request_id}: key inputs are not its tokens")
+        p = self.block_tokens
+        hashes = [h.hex() for h in hash_full_blocks(inputs, p, policy.hash_fn)]
+        rec = self.alloc.request(request_id)
+        published = []
+        parent: str | None = None
+        for j, key in enumerate(hashes):
+            if self.alloc.pools[0].blocks[rec.tables[0][j].block_id].cache_key is None and key not in self.entries:
+                cow.cache_block(self.alloc, request_id, j, key)
+                self._add(key, _Entry((namespace_id, namespace_generation), parent, tokens[j * p:(j + 1) * p], p))
+                published.append(key)
+            parent = key
+        if policy.partial_tail and len(tokens) % p:
+            key = partial_tail_key(inputs, p, 0, policy.policy_id, policy.hash_fn).block_hash.hex()
+            if key not in self.entries:
+                j = len(hashes)
+                self._add(key, _Entry((namespace_id, namespace_generation), parent, tokens[j * p:], len(tokens) - j * p))
+                self._tail_blocks[key] = rec.tables  # the immutable tail is pinned by the request's map
+                published.append(key)
+        self.publication_generation += 1
+        return tuple(published)
+
+    def _add(self, key: str, entry: _Entry) -> None:
+        self.entries[key] = entry
+        self.children.setdefault(entry.parent, []).append(key)
+
+    def _bundle(self, key: str) -> tuple[BlockHandle, ...] | None:
+        self.probes += 1
+        return cow.lookup_all_groups(self.alloc, key)
+
+    def lookup(self, req: PrefixRequest, policy: PrefixPolicy = PrefixPolicy()) -> PrefixMatchReceipt:
+        """0x07C/0x07F: authorize, check compatibility, walk the chain, freeze a receipt. Read-only."""
+        authorize_lookup(self.registry, req.tenant_id, req.namespace_id, req.namespace_generation)
+        if req.manifest_sha256 != self.manifest_sha256:
+            raise Rejected(PrefixRejection.MANIFEST_MISMATCH, f"{req.manifest_sha256[:12]} != "
+                           f"{self.manifest_sha256[:12]}")
+        tokens = tuple(req.inputs.tokens)
+        s_prompt = len(tokens)
+        if req.requires_logits and s_prompt < 1:
+            raise Rejected(PrefixRejection.EMPTY_PROMPT_WITH_LOGITS, req.request_id)
+        if policy.block_tokens != self.block_tokens:
+            hash_full_blocks(req.inputs, policy.block_tokens)  # a non-positive size is the key's rejection
+            raise Rejected(PrefixRejection.POLICY_BLOCK_SIZE_MISMATCH, f"policy {policy.block_tokens}, "
+                           f"allocator {self.block_tokens}")
+        if req.semantic_match_tokens is not None and not 0 <= req.semantic_match_tokens <= s_prompt:
+            raise Rejected(PrefixRejection.SEMANTIC_MATCH_OUT_OF_RANGE,
+                           f"S_sem={req.semantic_match_tokens}, S_prompt={s_prompt}")
+        p = self.block_tokens
+        scope = (req.namespace_id, req.namespace_generation)
+        s_cap = s_prompt - 1 if req.requires_logits else s_prompt
+        hashes = [h.hex() for h in hash_full_blocks(req.inputs, p, policy.hash_fn)]
+        matched: list[tuple[BlockHandle, ...]] = []
+        keys: list[str] = []
+        for j, key in enumerate(hashes):  # uncapped contiguous walk: S_indexed
+            entry = self.entries.get(key)
+            bundle = self._bundle(key) if entry is not None and entry.scope == scope else None
+            if bundle is None:
+                break
+            if policy.collision_witness and entry is not None and entry.witness != tokens[j * p:(j + 1) * p]:
+                raise Rejected(PrefixRejection.COLLISION_WITNESS_MISMATCH, f"block {j}: key {key[:12]}")
+            matched.append(bundle)
+            keys.append(key)
+        s_indexed = len(matched) * p
+        parent = keys[-1] if keys else None
+        # longest common prefix with an indexed child of the last matched block (semantic frontier)
+        extra_rows, child_key = 0, None
+        for child in self.children.get(parent, []):
+            entry = self.entries[child]
+            if entry.scope != scope:
+                continue
+            rest = tokens[len(matched) * p:]
+            n = 0
+            while n < min(len(rest), entry.valid_rows) and entry.witness[n] == rest[n]:
+                n += 1
+            if n > extra_rows:
+                extra_rows, child_key = n, child
+        s_sem = req.semantic_match_tokens if req.semantic_match_tokens is not None else s_indexed + extra_rows
+        limit = min(s_sem, s_cap)
+        full_blocks = min(len(matched), limit // p)
+        runtime = full_blocks * p
+        partial_rows = 0
+        if policy.partial_tail and limit > runtime:
+            if full_blocks < len(matched):  # the next matched full block serves the capped rows
+                partial_rows = limit - runtime
+            elif child_key is not None and extra_rows:
+                bundle = self._tail_bundle(child_key)
+                if bundle is not None:
+                    partial_rows = min(extra_rows, limit - runtime)
+                    s_indexed += extra_rows
+                    matched.append(bundle)
+                    keys.append(child_key)
+        kept = full_blocks + (1 if partial_rows else 0)
+        matched, keys = matched[:kept], keys[:kept]
+        runtime += partial_rows
+        recompute = s_prompt - runtime
+        new_bundles = ceil_div(s_prompt - full_blocks * p, p)
+        row_bytes = sum(g.row_bytes for g in self.alloc.groups)
+        receipt = PrefixMatchReceipt(
+            request_id=req.request_id, request_generation=req.request_generation,
+            index_snapshot_id=self.alloc.digest(), index_publication_generation=self.publication_generation,
+            compatibility_manifest_sha256=self.manifest_sha256, namespace_id=req.namespace_id,
+            namespace_generation=req.namespace_generation, policy_id=policy.policy_id, prompt_tokens=s_prompt,
+            semantic_match_tokens=s_sem, indexed_tokens=s_indexed, cap_tokens=s_cap, runtime_hit_tokens=runtime,
+            prompt_rows_recomputed=recompute, matched_group_handles=tuple(matched), matched_keys=tuple(keys),
+            new_block_bundles=new_bundles, new_capacity_bytes=new_bundles * p * row_bytes,
+            useful_recompute_bytes=recompute * row_bytes, copy_valid_partial_rows=partial_rows,
+            logits_path="prompt-cap" if req.requires_logits else "no-logits")
+        return attrs.evolve(receipt, receipt_sha256=receipt.body_sha256())
+
+    def _tail_bundle(self, key: str) -> tuple[BlockHandle, ...] | None:
+        """The bundle holding an indexed child's rows: a full block's cached bundle, or a published tail's."""
+        self.probes += 1
+        bundle = cow.lookup_all_groups(self.alloc, key)
+        if bundle is not None:
+            return bundle
+        tables = self._tail_blocks.get(key)
+        if tables is None:
+            return None
+        handles = tuple(t[-1] for t in tables)
+        for h in handles:
+            if self.alloc.pools[h.cache_group_id].blocks[h.block_id].generation != h.generation:
+                return None
+        return handles
+
+
+def verify_receipt(receipt: PrefixMatchReceipt, policy: PrefixPolicy, num_groups: int,
+                   alloc: Allocator | None = None) -> None:
+    """Check a claimed receipt (e.g. reported by a runtime under test) against the 0x07 contract."""
+    p = policy.block_tokens
+    if receipt.receipt_sha256 != receipt.body_sha256():
+        raise Rejected(PrefixRejection.RECEIPT_DIGEST_MISMATCH, receipt.request_id)
+    run, partial = receipt.runtime_hit_tokens, receipt.copy_valid_partial_rows
+    if receipt.logits_path == "prompt-cap" and run > receipt.prompt_tokens - 1:
+        raise Rejected(PrefixRejection.LOGITS_CAP_EXCEEDED, f"S_runtime={run}, S_prompt={receipt.prompt_tokens}")
+    if partial and not policy.partial_tail:
+        raise Rejected(PrefixRejection.PARTIAL_ROWS_WITHOUT_PARTIAL_POLICY, f"{partial} rows")
+    if (run - partial) % p:
+        raise Rejected(PrefixRejection.HIT_NOT_BLOCK_ALIGNED, f"S_runtime={run}, P={p}")
+    if run > receipt.semantic_match_tokens:
+        raise Rejected(PrefixRejection.HIT_EXCEEDS_SEMANTIC_MATCH, f"{run} > {receipt.semantic_match_tokens}")
+    if run > receipt.indexed_tokens:
+        raise Rejected(PrefixRejection.HIT_EXCEEDS_INDEXED, f"{run} > {receipt.indexed_tokens}")
+    if receipt.prompt_rows_recomputed != receipt.prompt_tokens - run:
+        raise Rejected(PrefixRejection.RECOMPUTE_ROWS_MISMATCH, f"{receipt.prompt_rows_recomputed}")
+    if receipt.new_block_bundles != ceil_div(receipt.prompt_tokens - (run - partial), p):
+        raise Rejected(PrefixRejection.NEW_BUNDLES_MISMATCH, f"{receipt.new_block_bundles}")
+    if len(receipt.matched_group_handles) != (run - partial) // p + (1 if partial else 0):
+        raise Rejected(PrefixRejection.MATCHED_HANDLES_COUNT_MISMATCH, f"{len(receipt.matched_group_handles)}")
+    for bundle in receipt.matched_group_handles:
+        if len(bundle) != num_groups or sorted(h.cache_group_id for h in bundle) != list(range(num_groups)):
+            raise Rejected(PrefixRejection.HALF_GROUP_MATCH, f"{bundle}")
+        if alloc is not None:
+            for h in bundle:
+                if alloc.pools[h.cache_group_id].blocks[h.block_id].generation != h.generation:
+                    raise Rejected(PrefixRejection.STALE_MATCHED_HANDLE, f"{h}")
+
+
+def admit(cache: PrefixCache, receipt: PrefixMatchReceipt, tokens: Sequence[int],
+          policy: PrefixPolicy = PrefixPolicy()) -> tuple[cow.RequestRecord, list]:
+    """Map a full-block hit into a new request and append the recomputed rows through the allocator."""
+    alloc = cache.alloc
+    verify_receipt(receipt, policy, len(alloc.groups), alloc)
+    if receipt.index_snapshot_id != alloc.digest():
+        raise Rejected(PrefixRejection.STALE_INDEX_SNAPSHOT, receipt.request_id)
+    if receipt.copy_valid_partial_rows:
+        raise Rejected(PrefixRejection.PARTIAL_ADMISSION_UNSUPPORTED, receipt.request_id)
+    before = alloc.digest()
+
+    def run():
+        receipts = []
+        if receipt.matched_keys:
+            cow.touch(alloc, receipt.request_id, receipt.matched_keys)
+        for t in tokens[receipt.runtime_hit_tokens:]:
+            receipts.append(alloc.append(receipt.request_id, t))
+        return alloc.request(receipt.request_id), receipts
+
+    result = alloc.transact(run)
+    assert alloc.digest() != before
+    return result
+
+
+# ---- fixtures ---------------------------------------------------------------------------------------
+TENANT = "tenant-a"
+NAMESPACE = "ns-a"
+MANIFEST = "0" * 64
+STREAM = tuple(range(1000, 1064))  # the fixture's shared token stream (values arbitrary, distinct)
+
+
+def fixture_cache(block_tokens: int = 16, blocks_per_group: int = 24, check_every_op: bool = True
+                  ) -> PrefixCache:
+    """Two cache groups of 0x04E (48 KiB + 16 KiB rows: a 64 KiB bundle row), one namespace ``ns-a``."""
+    from kvexact.reference.namespaces import CacheIsolationNamespace, create_namespace
+    from kvexact.reference.pool import GroupConfig
+
+    groups = [GroupConfig(0, 0, block_tokens, 48 * 1024), GroupConfig(1, 1, block_tokens, 16 * 1024)]
+    ids = list(range(1, blocks_per_group + 1))
+    alloc = Allocator(groups, [ids, ids], check_every_op=check_every_op)
+    registry = create_namespace(NamespaceRegistry(), CacheIsolationNamespace(
+        deployment_namespace="deploy", tenant_id=TENANT, namespace_id=NAMESPACE, generation=0, cache_salt=None,
+        model_generation=0))
+    return PrefixCache(alloc, registry, MANIFEST)
+
+
+def request(request_id: str, tokens: Sequence[int], requires_logits: bool = True, **changes) -> PrefixRequest:
+    """A lookup by the fixture's tenant in the fixture's namespace."""
+    return PrefixRequest(request_id=request_id, inputs=KeyInputs(tuple(tokens)), tenant_id=TENANT,
+                         namespace_id=NAMESPACE, namespace_generation=0, manifest_sha256=MANIFEST,
+                         requires_logits=requires_logits, **changes)
+
+
+def cache_with(tokens: Sequence[int], policy: PrefixPolicy = PrefixPolicy(), block_tokens: int = 16,
+               request_id: str = "A", check_every_op: bool = True) -> PrefixCache:
+    """A fixture cache whose index holds the blocks of one published request of ``tokens``."""
+    cache = fixture_cache(block_tokens, check_every_op=check_every_op)
+    cache.alloc.allocate(request_id, tokens)
+    cache.publish(request_id, KeyInputs(tuple(tokens)), NAMESPACE, 0, policy)
+    return cache
+
+
+def forge(receipt: PrefixMatchReceipt, **changes) -> PrefixMatchReceipt:
+    """A claimed receipt with ``changes``, re-signed so that only the contract checks can catch it."""
+    out = attrs.evolve(receipt, **changes)
+    return attrs.evolve(out, receipt_sha256=out.body_sha256())
+
+
+# ---- 0x07G failure lab --------------------------------------------------------------------------------
+def _lookup(tokens=STREAM[:50], policy: PrefixPolicy = PrefixPolicy(), **changes):
+    def op(cache: PrefixCache):
+        return cache.lookup(request("B", tokens, **changes), policy)
+
+    return op
+
+
+def _receipt(cache: PrefixCache, tokens=STREAM[:50]) -> PrefixMatchReceipt:
+    return cache.lookup(request("B", tokens))
+
+
+def _verify(**changes):
+    def op(cache: PrefixCache):
+        verify_receipt(forge(_receipt(cache), **changes), PrefixPolicy(), 2, cache.alloc)
+
+    return op
+
+
+def _collide(payload) -> bytes:
+    """A deliberately broken hash that ignores block tokens: equal digests over different witnesses."""
+    parent, _tokens, extras = payload
+    return sha256_block_hash((parent, "collide", extras))
+
+
+def _retire(cache: PrefixCache) -> PrefixCache:
+    from kvexact.reference.namespaces import InvalidationReason, invalidate
+
+    cache.registry, _ = invalidate(cache.registry, NAMESPACE, InvalidationReason.WEIGHTS)
+    return cache
+
+
+def _tampered(cache: PrefixCache):
+    r = _receipt(cache)
+    verify_receipt(attrs.evolve(r, runtime_hit_tokens=49), PrefixPolicy(), 2, cache.alloc)
+
+
+def _partial_admission(cache: PrefixCache):
+    policy = PrefixPolicy(partial_tail=True)
+    r = cache.lookup(request("B", STREAM[:25]), policy)
+    admit(cache, r, STREAM[:25], policy)
+
+
+def _first_handle_next_gen(cache: PrefixCache) -> PrefixMatchReceipt:
+    r = _receipt(cache)
+    first = r.matched_group_handles[0]
+    bumped = (attrs.evolve(first[0], generation=first[0].generation + 1), *first[1:])
+    return forge(r, matched_group_handles=(bumped, *r.matched_group_handles[1:]))
+
+
+def _namespace(cache: PrefixCache, **changes):
+    return cache.lookup(request("B", STREAM[:50], **changes))
+
+
+_0X07G: list[tuple[str, object, object]] = [
+    # (description, reason, op on a cache holding the first 48 tokens of STREAM)
+    ("lookup by a tenant outside the namespace (rejected before any probe)", "UNAUTHORIZED_TENANT",
+     lambda c: c.lookup(attrs.evolve(request("B", STREAM[:50]), tenant_id="tenant-b"))),
+    ("lookup in a retired namespace generation", "RETIRED_GENERATION", lambda c: _namespace(_retire(c))),
+    ("lookup in a namespace generation not yet created", "FUTURE_GENERATION",
+     lambda c: c.lookup(attrs.evolve(request("B", STREAM[:50]), namespace_generation=5))),
+    ("lookup in an unknown namespace", "UNKNOWN_NAMESPACE",
+     lambda c: c.lookup(attrs.evolve(request("B", STREAM[:50]), namespace_id="ns-z"))),
+    ("lookup under another compatibility manifest", PrefixRejection.MANIFEST_MISMATCH,
+     lambda c: c.lookup(attrs.evolve(request("B", STREAM[:50]), manifest_sha256="f" * 64))),
+    ("logits-producing lookup of an empty prompt", PrefixRejection.EMPTY_PROMPT_WITH_LOGITS, _lookup(tokens=())),
+    ("semantic match longer than the prompt", PrefixRejection.SEMANTIC_MATCH_OUT_OF_RANGE,
+     _lookup(semantic_match_tokens=51)),
+    ("negative semantic match", PrefixRejection.SEMANTIC_MATCH_OUT_OF_RANGE, _lookup(semantic_match_tokens=-1)),
+    ("policy block size differs from the allocator's", PrefixRejection.POLICY_BLOCK_SIZE_MISMATCH,
+     _lookup(policy=PrefixPolicy(block_tokens=8))),
+    ("policy block size zero", "NON_POSITIVE_BLOCK_SIZE", _lookup(policy=PrefixPolicy(block_tokens=0))),
+    ("forced equal digest over different token witnesses", PrefixRejection.COLLISION_WITNESS_MISMATCH,
+     "collision"),
+    ("negative token id in the prompt", "BAD_TOKEN_ID",
+     lambda c: c.lookup(request("B", (*STREAM[:10], -3)))),
+    ("multimodal placeholder past the prompt", "FEATURE_OUT_OF_RANGE", "feature"),
+    ("empty cache salt", "EMPTY_SALT", lambda c: KeyInputs(STREAM[:20], cache_salt="")),
+    ("admission after the allocator moved past the receipt's snapshot", PrefixRejection.STALE_INDEX_SNAPSHOT,
+     "stale"),
+    ("receipt altered without re-signing", PrefixRejection.RECEIPT_DIGEST_MISMATCH, _tampered),
+    ("claimed hit of the whole prompt on the logits path", PrefixRejection.LOGITS_CAP_EXCEEDED,
+     _verify(runtime_hit_tokens=50, prompt_rows_recomputed=0)),
+    ("claimed full-block hit that is not block aligned", PrefixRejection.HIT_NOT_BLOCK_ALIGNED,
+     _verify(runtime_hit_tokens=40, prompt_rows_recomputed=10)),
+    ("claimed hit beyond the semantic match", PrefixRejection.HIT_EXCEEDS_SEMANTIC_MATCH,
+     _verify(semantic_match_tokens=32)),
+    ("claimed hit beyond the indexed prefix", PrefixRejection.HIT_EXCEEDS_INDEXED, _verify(indexed_tokens=32)),
+    ("recomputed rows that do not complete the prompt", PrefixRejection.RECOMPUTE_ROWS_MISMATCH,
+     _verify(prompt_rows_recomputed=1)),
+    ("new bundles that do not cover the recomputed rows", PrefixRejection.NEW_BUNDLES_MISMATCH,
+     _verify(new_block_bundles=0)),
+    ("copy-row intent under the full-block-only policy", PrefixRejection.PARTIAL_ROWS_WITHOUT_PARTIAL_POLICY,
+     _verify(copy_valid_partial_rows=1)),
+    ("matched bundles fewer than the hit covers", PrefixRejection.MATCHED_HANDLES_COUNT_MISMATCH,
+     lambda c: verify_receipt(forge(_receipt(c), matched_group_handles=_receipt(c).matched_group_handles[:2]),
+                              PrefixPolicy(), 2, c.alloc)),
+    ("matched bundle present for group 0 only", PrefixRejection.HALF_GROUP_MATCH,
+     lambda c: verify_receipt(forge(_receipt(c), matched_group_handles=tuple(
+         b[:1] for b in _receipt(c).matched_group_handles)), PrefixPolicy(), 2, c.alloc)),
+    ("matched handle of an older generation", PrefixRejection.STALE_MATCHED_HANDLE,
+     lambda c: verify_receipt(_first_handle_next_gen(c), PrefixPolicy(), 2, c.alloc)),
+    ("publish key inputs that are not the request's tokens", PrefixRejection.NOT_A_PREFIX_OF_REQUEST,
+     lambda c: c.publish("A", KeyInputs(STREAM[1:49]), NAMESPACE, 0)),
+    ("publish into a retired namespace generation", "PUBLISH_TO_RETIRED_GENERATION",
+     lambda c: _retire(c).publish("A", KeyInputs(STREAM[:48]), NAMESPACE, 0)),
+    ("admit a partial-tail hit without a COW handoff", PrefixRejection.PARTIAL_ADMISSION_UNSUPPORTED,
+     _partial_admission),
+    ("admit a receipt for a live request id", "DUPLICATE_REQUEST",
+     lambda c: admit(c, forge(_receipt(c), request_id="A"), STREAM[:50])),
+]
+
+
+def _reason(name):
+    if isinstance(name, enum.Enum):
+        return name
+    from kvexact.reference.allocator import AllocRejection
+    from kvexact.reference.keys import KeyRejection
+    from kvexact.reference.namespaces import NamespaceRejection
+
+    for family in (NamespaceRejection, KeyRejection, AllocRejection):
+        if name in family.__members__:
+            return family[name]
+    raise KeyError(name)
+
+
+def _special(kind: str, cache: PrefixCache):
+    from kvexact.reference.keys import MultimodalFeature
+
+    if kind == "feature":
+        return KeyInputs(STREAM[:20], mm_features=(MultimodalFeature("img", 16, 8),))
+    if kind == "stale":
+        receipt = _receipt(cache)
+        cache.alloc.allocate("Z", [1])  # the allocator moves on after the lookup
+        return expect_lookup_unchanged(cache, lambda c: admit(c, receipt, STREAM[:50]))
+    policy = PrefixPolicy(policy_id="collide", hash_fn=_collide, collision_witness=True)
+    fresh = fixture_cache()
+    fresh.alloc.allocate("A", STREAM[:48])
+    fresh.publish("A", KeyInputs(STREAM[:48]), NAMESPACE, 0, policy)
+    other = tuple(t + 1 for t in STREAM[:48])
+    return expect_lookup_unchanged(fresh, lambda c: c.lookup(request("B", other), policy))
+
+
+def expect_lookup_unchanged(cache: PrefixCache, op):
+    """Run ``op`` on the cache; a rejection must leave the allocator digest (and the self-check) intact."""
+    return cow.expect_unchanged(cache.alloc, lambda _alloc: op(cache))
+
+
+def _trigger(op):
+    def trigger():
+        cache = cache_with(STREAM[:48])
+        if isinstance(op, str):
+            return _special(op, cache)
+        return expect_lookup_unchanged(cache, op)
+
+    return trigger
+
+
+def _register_0x07g() -> None:
+    from kvexact.reference.rejections import NegativeCase, register_negative
+
+    for description, reason, op in _0X07G:
+        register_negative(NegativeCase("0x07G", _reason(reason), description, _trigger(op)))
+
+
+_register_0x07g()
