@@ -717,8 +717,29 @@ __all__ = [
     "InsertReceipt", "EvictReceipt", "RadixMutationReceipt", "RadixSchedulerHandoffReceipt", "state_sha256",
     "handoff_fields_sha256", "check_state", "match", "reserve", "insert", "release", "lock", "unlock", "lru",
     "fifo", "evict", "evict_node", "publish_unfinished", "cache_finished", "release_request", "match_and_lock",
-    "verify_handoff", "TraceStep", "seed_trace_0x08F",
+    "verify_handoff", "TraceStep", "seed_trace_0x08F", "PrefillEstimate", "prefill_estimate",
 ]
+
+
+@attrs.frozen
+class PrefillEstimate:
+    """The separate prefill and capacity estimates of 0x08G (the scheduler decides; the index reports)."""
+
+    prompt_tokens_to_compute: int
+    new_useful_kv_bytes: int
+    new_physical_blocks: int
+    new_physical_capacity_bytes: int
+
+
+def prefill_estimate(receipt: RadixSchedulerHandoffReceipt, row_bytes: int, block_tokens: int,
+                     free_private_tail_slots: int = 0) -> PrefillEstimate:
+    """compute = S_prompt - matched; useful = compute * B_row; blocks = ceil(max(compute - tail, 0) / P)."""
+    if row_bytes <= 0 or block_tokens <= 0 or free_private_tail_slots < 0:
+        raise _reject(RadixRejection.MALFORMED_INPUT,
+                      f"row_bytes={row_bytes}, block_tokens={block_tokens}, tail={free_private_tail_slots}")
+    compute = receipt.suffix_interval[1] - receipt.matched_tokens
+    blocks = -(-max(compute - free_private_tail_slots, 0) // block_tokens)
+    return PrefillEstimate(compute, compute * row_bytes, blocks, blocks * block_tokens * row_bytes)
 
 
 # the seed's 0x08F trace -------------------------------------------------------------------------

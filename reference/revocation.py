@@ -149,23 +149,47 @@ def entry_tla(e: Entry) -> Any:
     return _tla(e, frozenset({e.ns}))
 
 
-def project_state(s: RevState) -> dict[str, Any]:
-    """The ten variables in ITF (the checker's ``to_itf``: ``#set``, ``#map``, ``#bigint``, model values
-    as ``#unserializable``, records as JSON objects)."""
-    from kvexact.spec.checker.values import to_itf
+def _itf_value(v: Any, tenant_names: frozenset[str]) -> Any:
+    """ITF JSON without the checker: ``#bigint`` integers, model values as ``#unserializable``,
+    records as objects, functions on ``1..n`` as lists, ``#set`` and ``#map`` (the conventions of the
+    checker's ``to_itf``)."""
+    import json
 
-    return {var: to_itf(v) for var, v in project_tla(s).items()}
+    def key(x: Any) -> str:
+        return json.dumps(x, sort_keys=True)
+
+    if isinstance(v, bool):
+        return v
+    if isinstance(v, int):
+        return {"#bigint": str(v)}
+    if isinstance(v, str):
+        return {"#unserializable": v} if v in tenant_names or v == NO_TENANT else v
+    if isinstance(v, (Req, Entry, Held, Copy, Owner)):
+        return {k: _itf_value(x, tenant_names) for k, x in sorted(attrs.asdict(v, recurse=False).items())}
+    if isinstance(v, frozenset):
+        return {"#set": sorted((_itf_value(x, tenant_names) for x in v), key=key)}
+    if isinstance(v, Mapping) and v and set(v) == set(range(1, len(v) + 1)):
+        return [_itf_value(v[i], tenant_names) for i in range(1, len(v) + 1)]  # a function on 1..n is a sequence
+    if isinstance(v, Mapping):
+        pairs = [[_itf_value(k, tenant_names), _itf_value(x, tenant_names)] for k, x in v.items()]
+        return {"#map": sorted(pairs, key=lambda kv: key(kv[0]))}
+    raise TypeError(f"no ITF encoding for {type(v).__name__}")
+
+
+def project_state(s: RevState) -> dict[str, Any]:
+    """The ten variables of NamespaceRevocation.tla in ITF (``bytes`` is ``bytes_`` here)."""
+    names = frozenset(s.tenants)
+    values = (s.ns_gen, s.rev, s.done, s.req, s.index, s.owner, s.bytes_, s.leases, s.receipts, s.external)
+    return {var: _itf_value(v, names) for var, v in zip(SPEC_VARIABLES, values, strict=True)}
 
 
 def _itf(v: Any) -> Any:
     """An action parameter in ITF (entries are records; tenants model values; blocks integers)."""
-    from kvexact.spec.checker.values import ModelValue, to_itf
-
     if isinstance(v, Entry):
-        return to_itf(_tla(v, frozenset({v.ns})))
+        return _itf_value(v, frozenset({v.ns}))
     if isinstance(v, str):
-        return to_itf(ModelValue(v))
-    return to_itf(v)
+        return {"#unserializable": v}
+    return _itf_value(v, frozenset())
 
 
 def _record(action: str, params: dict[str, Any], s: RevState) -> dict[str, Any]:

@@ -116,6 +116,16 @@ def test_handoff_receipt_for_req_handoff():
     assert r.suffix_interval[1] - r.matched_tokens == 1
 
 
+def test_prefill_estimate_of_0x08G():
+    r = BY_LABEL["r18"].receipt
+    est = rx.prefill_estimate(r, row_bytes=16, block_tokens=4)
+    s_prompt = 7
+    assert est.prompt_tokens_to_compute == s_prompt - 6 == 1
+    assert est.new_useful_kv_bytes == 1 * 16
+    assert est.new_physical_blocks == 1 and est.new_physical_capacity_bytes == 1 * 4 * 16
+    assert rx.prefill_estimate(r, 16, 4, free_private_tail_slots=3).new_physical_blocks == 0
+
+
 def test_locked_receipt_survives_unrelated_mutation_but_unlocked_one_goes_stale():
     s, r = TRACE[-1].state, BY_LABEL["r18"].receipt
     s2, _ = rx.match(s, [99])

@@ -13,7 +13,18 @@ from kvexact.reference import revocation as rv
 from kvexact.reference.rejections import Rejected
 
 SPEC = pathlib.Path(__file__).resolve().parents[2] / "spec" / "NamespaceRevocation.tla"
-needs_spec = pytest.mark.skipif(not SPEC.exists(), reason="spec/NamespaceRevocation.tla not present")
+
+
+def _checker_ready() -> bool:
+    try:
+        from kvexact.spec.checker import load_model  # noqa: F401
+    except ImportError:
+        return False
+    return SPEC.exists()
+
+
+needs_spec = pytest.mark.skipif(not _checker_ready(),
+                                reason="spec/NamespaceRevocation.tla or the embedded checker is not present")
 
 
 @pytest.fixture(scope="module")
@@ -112,3 +123,26 @@ def test_recycled_block_is_scrubbed_before_a_new_owner_sees_it():
                        (rv.allocate, ("t2", 1))])
     assert s.owner[1] == rv.Owner("t2", 0) and s.bytes_[1] == rv.NO_TENANT
     assert rv.no_stale_bytes(s)
+
+
+@needs_spec
+def test_itf_projection_agrees_with_the_checkers_encoding():
+    from kvexact.spec.checker.values import to_itf
+
+    s = rv.play(rv.RevState.init(), rv.PUBLISH_T1 + rv.LEASE_T1)[0]
+    ours = rv.project_state(s)
+    theirs = {k: to_itf(v) for k, v in rv.project_tla(s).items()}
+
+    def canon(x):
+        if isinstance(x, dict) and set(x) == {"#set"}:
+            return ("set", sorted(map(repr, map(canon, x["#set"]))))
+        if isinstance(x, dict) and set(x) == {"#map"}:
+            return ("map", sorted(repr((canon(k), canon(v))) for k, v in x["#map"]))
+        if isinstance(x, dict):
+            return tuple(sorted((k, canon(v)) for k, v in x.items()))
+        if isinstance(x, list):
+            return tuple(canon(v) for v in x)
+        return x
+
+    for var in rv.SPEC_VARIABLES:
+        assert canon(ours[var]) == canon(theirs[var]), var
