@@ -11,6 +11,7 @@ exactness (0x0CG): :func:`reuse_or_recompute` recomputes instead of using a stal
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
@@ -71,6 +72,14 @@ BUCKETS: dict[ReuseRejection, str] = {
     ReuseRejection.MAPPING_FRONTIER_LAG: "mapping",
     ReuseRejection.STALE_EXECUTION_SNAPSHOT: "snapshot",
 }
+
+
+def concrete_key(namespace_salt: str, semantic_digest: str, layout_digest: str, token_ids: tuple[int, ...]) -> str:
+    """The key built at step 2: the namespace salt enters it first (as vLLM's cache_salt enters the
+    first block hash), so equal tokens in two trust groups never share a key. A salt isolates keys; it
+    does not authorize: step 1 still decides who may look anything up."""
+    payload = "\x1f".join([namespace_salt, semantic_digest, layout_digest, ",".join(map(str, token_ids))])
+    return "k-" + hashlib.sha256(payload.encode()).hexdigest()[:32]
 
 
 def _block(h: BlockHandle) -> tuple[int, int, int]:

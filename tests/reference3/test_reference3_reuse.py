@@ -116,3 +116,16 @@ def test_loop_11_cases_are_at_least_27_and_rejected_by_name():
     assert len(cases) >= 27
     for case in cases:
         assert rejection_of(case.trigger) is case.reason, case.description
+
+
+def test_salt_separates_keys_but_does_not_authorize():
+    toks = tuple(range(100, 132))
+    a = g.concrete_key("salt-a", "sem-1", "lay-1", toks)
+    assert a == g.concrete_key("salt-a", "sem-1", "lay-1", toks)
+    assert a != g.concrete_key("salt-b", "sem-1", "lay-1", toks)
+    cand = attrs.evolve(g.CANDIDATE, concrete_key=a)
+    rt = attrs.evolve(g.RUNTIME, index={("ns-a", a): cand})
+    # knowing the salted key is not authorization: rejected before any lookup
+    out = g.attempt(rt, g.request(principal="mallory", key=a))
+    assert out.rejection is g.ReuseRejection.UNAUTHORIZED_PRINCIPAL and out.lookups == 0
+    assert g.attempt(rt, g.request(key=a)).rejection is None
