@@ -13,8 +13,15 @@ scheduler does, one operation at a time, and answers with plain values (ints, tu
 - ``fork``: vLLM has no fork (sharing happens only through prefix hits); ``supports_fork`` is False
   and ``fork`` raises ``Rejected(AdapterRejection.FORK_UNSUPPORTED)``.
 
-Every mutating call appends a trace record ``{"action", "params", "state"}`` whose state is
-``VllmKVCacheManager.project()`` after the step.
+Every mutating call appends trace records ``{"action", "params", "state"}`` in the shape of the normative
+reference's KVAllocation records (``kvexact.reference.projection``, ITF values) where the concepts
+coincide: one record per sub-step, named like the spec action it matches (``prefix_hit(r, k)``,
+``evict(g, b)``, ``cache_block(r, j)``, ``release(r)``); vLLM steps with no spec twin
+(``allocate_block(r, g, b)``, ``reset_prefix_cache``) carry ``"in_spec": false``. The state after each
+sub-step is :func:`project_kv_allocation` of the profile: ``ref``, ``ident``, ``rows``, ``tables``, ``len``
+only (vLLM has no generations, reservations, table versions, epochs or transactions). Sub-steps are
+replayed from the same pure pool transitions, and the last record's state is checked to equal the
+manager's real state after the operation.
 """
 
 from __future__ import annotations
@@ -25,9 +32,20 @@ from typing import Any
 
 import attrs
 
-from kvexact.reference.peers.vllm import ManagerRejection, VllmConfig, VllmKVCacheManager, VllmRequest
-from kvexact.reference.peers.vllm_hashing import NO_EXTRAS, RequestExtras
+from kvexact.reference.peers import vllm_pool as bp
+from kvexact.reference.peers.vllm import (
+    GROUP_ID,
+    AllocateReceipt,
+    ManagerRejection,
+    VllmConfig,
+    VllmKVCacheManager,
+    VllmRequest,
+)
+from kvexact.reference.peers.vllm_hashing import NO_EXTRAS, RequestExtras, external_hash, key_with_group
+from kvexact.reference.projection import Fn, itf
 from kvexact.reference.rejections import Rejected
+
+IN_SPEC_ACTIONS = frozenset({"prefix_hit", "evict", "cache_block", "release"})
 
 
 class AdapterRejection(enum.Enum):
@@ -37,14 +55,44 @@ class AdapterRejection(enum.Enum):
 
 @attrs.frozen
 class TraceRecord:
-    """One step: the operation's name, its parameters and the projected state after it."""
+    """One step: the action's name, its parameters and the projected state after it (ITF values)."""
 
     action: str
     params: dict[str, Any]
     state: dict[str, Any]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"action": self.action, "params": self.params, "state": self.state}
+        out = {"action": self.action, "params": itf(self.params), "state": itf(self.state)}
+        if self.action not in IN_SPEC_ACTIONS:
+            out["in_spec"] = False
+        return out
+
+
+def project_kv_allocation(manager: VllmKVCacheManager, tokens: dict[str, int]) -> dict[str, Any]:
+    """The KVAllocation variables vLLM has, for group 0 and blocks ``1..num_blocks-1`` (not the null block).
+
+    ``ref[g][b]`` the ref count; ``ident[g][b]`` the 64-bit external hash of the block's key, 0 without
+    one; ``rows[g][b]`` the tokens written (the most any holder wrote; a full block for a cached block
+    without holders, 0 for a free one); ``tables[r][g]`` ``[{"block": b}]`` (no generations);
+    ``len[r]`` the request's tokens (``tokens`` maps each live request to its token count).
+    """
+    size = manager.config.block_size
+    pool = manager.pool
+    blocks = range(1, manager.config.num_blocks)
+    rows = {b: 0 for b in blocks}
+    tables, lens = Fn(), Fn()
+    for rid, ids in manager.req_blocks:
+        n = tokens.get(rid, 0)
+        tables[rid] = Fn({GROUP_ID: [{"block": b} for b in ids]})
+        lens[rid] = n
+        for i, b in enumerate(ids):
+            rows[b] = max(rows[b], min(size, n - i * size))
+    for b in blocks:
+        if pool.block_key[b] is not None:
+            rows[b] = size
+    ident = Fn({b: 0 if pool.block_key[b] is None else external_hash(pool.block_key[b][:-4]) for b in blocks})
+    return {"ref": Fn({GROUP_ID: Fn({b: pool.ref_cnt[b] for b in blocks})}), "ident": Fn({GROUP_ID: ident}),
+            "rows": Fn({GROUP_ID: Fn(rows)}), "tables": tables, "len": lens}
 
 
 @attrs.frozen
@@ -74,8 +122,41 @@ class VllmAdapter:
     def block_size(self) -> int:
         return self.manager.config.block_size
 
-    def _record(self, action: str, **params: Any) -> None:
-        self.trace.append(TraceRecord(action, params, self.manager.project()))
+    def _counts(self, extra: VllmRequest | None = None) -> dict[str, int]:
+        counts = {rid: r.num_tokens for rid, r in self.requests.items()}
+        if extra is not None:
+            counts[extra.request_id] = extra.num_tokens
+        return counts
+
+    def _record(self, action: str, manager: VllmKVCacheManager, extra: VllmRequest | None = None,
+                **params: Any) -> None:
+        self.trace.append(TraceRecord(action, params, project_kv_allocation(manager, self._counts(extra))))
+
+    def _trace_allocation(self, before: VllmKVCacheManager, request: VllmRequest, hits: tuple[int, ...],
+                          receipt: AllocateReceipt, after: VllmKVCacheManager) -> None:
+        """Replay ``allocate_slots`` as sub-steps (touch, evict + allocate per block, cache per block)."""
+        rid = request.request_id
+        pool, blocks = before.pool, before.blocks_of(rid)
+
+        def state() -> VllmKVCacheManager:
+            return attrs.evolve(before, pool=pool, req_blocks=tuple(dict(before.req_blocks, **{rid: blocks}).items()))
+
+        if hits:
+            pool, blocks = bp.touch(pool, hits), hits
+            self._record("prefix_hit", state(), request, r=rid, k=len(hits))
+        for b in receipt.block_ids or ():
+            pool, evicted = bp.maybe_evict_cached_block(pool, b)
+            if evicted:
+                self._record("evict", state(), request, g=GROUP_ID, b=b)
+            pool, _ = bp.get_new_blocks(pool, 1)
+            blocks = blocks + (b,)
+            self._record("allocate_block", state(), request, r=rid, g=GROUP_ID, b=b)
+        for b in receipt.newly_cached_block_ids:
+            j = blocks.index(b)
+            pool = bp.insert_cached(pool, b, key_with_group(request.block_hashes[j], GROUP_ID))
+            self._record("cache_block", state(), request, r=rid, j=j)
+        assert project_kv_allocation(state(), self._counts(request)) == \
+            project_kv_allocation(after, self._counts(request)), "trace replay left the real transition"
 
     def lookup(self, token_ids: Sequence[int], extras: RequestExtras = NO_EXTRAS) -> int:
         """Hit length in tokens for a prompt (the ``num_tokens - 1`` cap applies); changes nothing."""
@@ -95,10 +176,9 @@ class VllmAdapter:
             request, request.num_tokens - hit.num_computed_tokens, hit.num_computed_tokens, hit.block_ids)
         if receipt.block_ids is None:
             return None
+        self._trace_allocation(self.manager, request, hit.block_ids, receipt, manager)
         self.manager = manager
         self.requests[request_id] = request.with_computed(request.num_tokens)
-        self._record("allocate", request_id=request_id, num_tokens=request.num_tokens,
-                     num_hit_tokens=hit.num_computed_tokens)
         return AllocateOutcome(hit.num_computed_tokens, hit.block_ids, receipt.block_ids)
 
     def append(self, request_id: str, token_ids: Sequence[int]) -> tuple[int, ...] | None:
@@ -110,9 +190,9 @@ class VllmAdapter:
         manager, receipt = self.manager.allocate_slots(grown, len(token_ids))
         if receipt.block_ids is None:
             return None
+        self._trace_allocation(self.manager, grown, (), receipt, manager)
         self.manager = manager
         self.requests[request_id] = grown.with_computed(grown.num_tokens)
-        self._record("append", request_id=request_id, num_tokens=len(token_ids))
         return receipt.block_ids
 
     def free(self, request_id: str) -> tuple[int, ...]:
@@ -120,7 +200,7 @@ class VllmAdapter:
         self._request(request_id)
         self.manager, receipt = self.manager.free(request_id)
         del self.requests[request_id]
-        self._record("free", request_id=request_id)
+        self._record("release", self.manager, r=request_id)
         return receipt.freed_block_ids
 
     def fork(self, parent_id: str, child_id: str) -> None:
@@ -128,7 +208,7 @@ class VllmAdapter:
 
     def reset_prefix_cache(self) -> bool:
         self.manager, done = self.manager.reset_prefix_cache()
-        self._record("reset_prefix_cache", succeeded=done)
+        self._record("reset_prefix_cache", self.manager, succeeded=done)
         return done
 
     # --- observables --------------------------------------------------------------------------
