@@ -35,6 +35,11 @@ def _pow2(n: int, floor: int = 1) -> int:
     return max(floor, triton.next_power_of_2(max(1, int(n))))
 
 
+def default_block_n() -> int:
+    """Key rows per tile: 16 under the interpreter (cheap, still a legal dot), 64 natively."""
+    return MIN_DOT if INTERPRETED else 64
+
+
 def _fp32_dot(dtype: torch.dtype) -> bool:
     """fp32 inputs dot in fp32 (IEEE); bf16 too under the interpreter, which cannot multiply bf16."""
     return dtype == torch.float32 or (INTERPRETED and dtype == torch.bfloat16)
@@ -423,7 +428,7 @@ def decode_partials(query, key_cache, value_cache, block_table, seq_lens, scale:
         *states_o.stride(), *states_lse.stride(),
         GROUP=group, DK=dk, DV=dv,
         BLOCK_G=_pow2(group, MIN_DOT), BLOCK_DK=_pow2(dk, MIN_DOT), BLOCK_DV=_pow2(dv, MIN_DOT),
-        BLOCK_N=block_n or MIN_DOT, FP32_DOT=_fp32_dot(query.dtype), CAST_INT64=_INT64_ADDRESSING,
+        BLOCK_N=block_n or default_block_n(), FP32_DOT=_fp32_dot(query.dtype), CAST_INT64=_INT64_ADDRESSING,
     )
 
 

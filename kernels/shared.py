@@ -213,7 +213,7 @@ def chunk_first_partials(query, key_cache, value_cache, chunk_table, work, scale
         *states_o.stride(), *states_lse.stride(),
         GROUP=group, DK=dk, DV=dv, BLOCK_M=block_m,
         BLOCK_DK=paged._pow2(dk, paged.MIN_DOT), BLOCK_DV=paged._pow2(dv, paged.MIN_DOT),
-        BLOCK_N=block_n or paged.MIN_DOT, FP32_DOT=paged._fp32_dot(query.dtype),
+        BLOCK_N=block_n or paged.default_block_n(), FP32_DOT=paged._fp32_dot(query.dtype),
         CAST_INT64=paged._INT64_ADDRESSING,
     )
 
