@@ -1,0 +1,242 @@
+"""Trace export and trace validation against the TLA+ specs (DESIGN.md, "Steps are the spec's actions").
+
+A trace is a header (spec name, constants bound to the finite values seen in the run, model-value names,
+the initial state) and one record per spec action: ``{"action", "params", "state"}`` with values in ITF
+conventions. Formats: NDJSON (header line, then one record per line) and ITF JSON (Apalache's Informal
+Trace Format, the action and parameters in each state's ``#meta``).
+
+Invariant of :func:`validate`: the trace is accepted only when every consecutive pair ``(s, s')`` is a
+step of the named action in the spec (checked by the embedded checker's step API), and every record
+marked ``"in_spec": false`` leaves the projected state unchanged (a stuttering step for the spec).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+
+class TraceFormatError(ValueError):
+    """A trace file that cannot be read: says which file, which line, and what is wrong."""
+
+
+@attrs.frozen
+class Trace:
+    spec: str
+    constants: dict[str, Any]
+    model_values: tuple[str, ...]
+    initial_state: dict[str, Any]
+    records: tuple[dict[str, Any], ...]
+
+
+@attrs.frozen
+class StepFailure:
+    index: int  # 1-based index of the failing record
+    action: str
+    params: dict[str, Any]
+    changed_variables: tuple[str, ...]
+    reason: str
+
+
+@attrs.frozen
+class TraceValidation:
+    ok: bool
+    steps: int
+    actions: dict[str, int]
+    failure: StepFailure | None = None
+
+    def summary(self) -> str:
+        if self.ok:
+            return f"trace accepted: {self.steps} steps ({', '.join(f'{a}={n}' for a, n in self.actions.items())})"
+        f = self.failure
+        assert f is not None
+        return (f"trace leaves the spec at step {f.index} ({f.action} {json.dumps(f.params, sort_keys=True)}): "
+                f"{f.reason}; variables changed by the step: {', '.join(f.changed_variables) or 'none'}")
+
+
+def camel(name: str) -> str:
+    """snake_case reference step name -> the spec's action operator name (copy_on_write -> CopyOnWrite)."""
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+# ------------------------------------------------------------------------------------------- files
+
+
+def trace_from_recorder(recorder: Any, constants: dict[str, Any], model_values: Iterable[str]) -> Trace:
+    """A :class:`Trace` from a reference ``TraceRecorder`` (its spec, initial state and records)."""
+    return Trace(recorder.spec, _jsonable_constants(constants), tuple(sorted(set(model_values))),
+                 recorder.initial_state, tuple(recorder.records))
+
+
+def _jsonable_constants(constants: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in constants.items():
+        if isinstance(v, (set, frozenset)):
+            out[k] = {"#set": sorted(v, key=lambda x: (str(type(x)), x))}
+        else:
+            out[k] = v
+    return out
+
+
+def write_ndjson(trace: Trace, path: Path) -> None:
+    header = {"kind": "header", "spec": trace.spec, "constants": trace.constants,
+              "model_values": list(trace.model_values), "initial_state": trace.initial_state}
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(header, sort_keys=True) + "\n")
+        for r in trace.records:
+            fh.write(json.dumps(r, sort_keys=True) + "\n")
+
+
+def write_itf(trace: Trace, path: Path) -> None:
+    states = [{"#meta": {"index": 0, "action": "Init"}, **trace.initial_state}]
+    for i, r in enumerate(trace.records, start=1):
+        meta = {"index": i, "action": r["action"], "params": r.get("params", {})}
+        if r.get("in_spec") is False:
+            meta["in_spec"] = False
+        states.append({"#meta": meta, **r["state"]})
+    doc = {
+        "#meta": {"format": "ITF", "format-description": "https://apalache-mc.org/docs/adr/015adr-trace.html",
+                  "source": f"kvexact trace of {trace.spec}", "spec": trace.spec, "constants": trace.constants,
+                  "model_values": list(trace.model_values)},
+        "vars": sorted(trace.initial_state),
+        "states": states,
+    }
+    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def read_trace(path: Path) -> Trace:
+    """Read an NDJSON or ITF trace; a malformed file raises :class:`TraceFormatError` naming the place."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    stripped = text.lstrip()
+    if stripped.startswith("{") and '"states"' in text and "\n{" not in stripped:
+        return _read_itf(path, text)
+    try:
+        return _read_ndjson(path, text)
+    except TraceFormatError:
+        if stripped.startswith("{") and '"states"' in text:
+            return _read_itf(path, text)
+        raise
+
+
+def _read_itf(path: Path, text: str) -> Trace:
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TraceFormatError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("states"), list) or not doc["states"]:
+        raise TraceFormatError(f"{path}: an ITF trace needs a non-empty 'states' list")
+    meta = doc.get("#meta", {})
+    if "spec" not in meta:
+        raise TraceFormatError(f"{path}: ITF '#meta' must name the spec ('spec')")
+    states = doc["states"]
+    strip = [{k: v for k, v in s.items() if k != "#meta"} for s in states]
+    records = []
+    for i, s in enumerate(states[1:], start=1):
+        m = s.get("#meta", {})
+        if "action" not in m:
+            raise TraceFormatError(f"{path}: state {i} has no '#meta.action'")
+        rec = {"action": m["action"], "params": m.get("params", {}), "state": strip[i]}
+        if m.get("in_spec") is False:
+            rec["in_spec"] = False
+        records.append(rec)
+    return Trace(meta["spec"], meta.get("constants", {}), tuple(meta.get("model_values", [])), strip[0],
+                 tuple(records))
+
+
+def _read_ndjson(path: Path, text: str) -> Trace:
+    lines = [(n, ln) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
+    if not lines:
+        raise TraceFormatError(f"{path}: empty trace")
+    parsed = []
+    for n, ln in lines:
+        try:
+            parsed.append((n, json.loads(ln)))
+        except json.JSONDecodeError as exc:
+            raise TraceFormatError(f"{path}:{n}:{exc.colno}: not JSON: {exc.msg}") from None
+    n0, header = parsed[0]
+    if not isinstance(header, dict) or header.get("kind") != "header":
+        raise TraceFormatError(f"{path}:{n0}: the first line must be the header ({{\"kind\": \"header\", ...}})")
+    for key in ("spec", "initial_state"):
+        if key not in header:
+            raise TraceFormatError(f"{path}:{n0}: the header has no '{key}'")
+    records = []
+    for n, rec in parsed[1:]:
+        if not isinstance(rec, dict) or "action" not in rec or "state" not in rec:
+            raise TraceFormatError(f"{path}:{n}: a record needs 'action' and 'state'")
+        records.append(rec)
+    return Trace(header["spec"], header.get("constants", {}), tuple(header.get("model_values", [])),
+                 header["initial_state"], tuple(records))
+
+
+# -------------------------------------------------------------------------------------- validation
+
+
+def from_itf(value: Any, model_values: frozenset[str]) -> Any:
+    """ITF JSON value -> the checker's value (sets, tuples, functions/records, model values)."""
+    from kvexact.spec.checker.values import ModelValue, from_python
+
+    if isinstance(value, dict):
+        if "#set" in value:
+            return frozenset(from_itf(x, model_values) for x in value["#set"])
+        if "#map" in value:
+            return from_python({from_itf(k, model_values): from_itf(x, model_values) for k, x in value["#map"]})
+        if "#tup" in value:
+            return tuple(from_itf(x, model_values) for x in value["#tup"])
+        if "#bigint" in value:
+            return int(value["#bigint"])
+        return from_python({k: from_itf(x, model_values) for k, x in value.items()})
+    if isinstance(value, list):
+        return tuple(from_itf(x, model_values) for x in value)
+    if isinstance(value, str) and value in model_values:
+        return ModelValue(value)
+    return value
+
+
+def constant_overrides(trace: Trace) -> dict[str, Any]:
+    mvs = frozenset(trace.model_values)
+    return {k: from_itf(v, mvs) for k, v in trace.constants.items()}
+
+
+def validate(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> TraceValidation:
+    """Check every step of ``trace`` as a step of its named action of the spec (see module invariant)."""
+    from kvexact.spec.checker.model import load_model
+
+    mvs = frozenset(trace.model_values)
+    model = load_model(spec_path, cfg_path, constant_overrides(trace))
+    prev_raw = trace.initial_state
+    prev = {k: from_itf(v, mvs) for k, v in prev_raw.items()}
+    counts: dict[str, int] = {}
+    for i, rec in enumerate(trace.records, start=1):
+        state = {k: from_itf(v, mvs) for k, v in rec["state"].items()}
+        params = {k: from_itf(v, mvs) for k, v in rec.get("params", {}).items()}
+        changed = tuple(sorted(k for k in state if prev.get(k) != state[k]))
+        action = rec["action"]
+        if rec.get("in_spec") is False:
+            if changed:
+                return TraceValidation(False, i - 1, counts, StepFailure(
+                    i, action, rec.get("params", {}), changed, "a step outside the spec changed spec variables"))
+        else:
+            verdict = model.check_step(camel(action), prev, state, params or None)
+            if not verdict.ok:
+                return TraceValidation(False, i - 1, counts, StepFailure(
+                    i, action, rec.get("params", {}), changed,
+                    f"{verdict.failed or 'not a step of the action'} ({verdict.location})"))
+        counts[action] = counts.get(action, 0) + 1
+        prev = state
+    return TraceValidation(True, len(trace.records), counts)
+
+
+def validate_records(spec: str, spec_dir: Path, initial_state: dict[str, Any], records: Sequence[dict[str, Any]],
+                     constants: dict[str, Any], model_values: Iterable[str]) -> TraceValidation:
+    """Validate in-memory records (as a reference TraceRecorder produces them) against ``spec_dir/spec.tla``."""
+    trace = Trace(spec, _jsonable_constants(constants), tuple(sorted(set(model_values))), initial_state,
+                  tuple(records))
+    return validate(trace, spec_dir / f"{spec}.tla", spec_dir / f"{spec}.cfg")

@@ -1,0 +1,101 @@
+"""Trace export (NDJSON, ITF) and validation of reference traces against the shipped specs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvexact.conformance import trace as tr
+from kvexact.conformance.cli import main
+from kvexact.reference import cow
+from kvexact.reference.allocator import Allocator
+from kvexact.reference.pool import GroupConfig
+from kvexact.reference.projection import TraceRecorder
+from kvexact.spec import spec_dir
+
+CONSTANTS = {"Groups": {0, 1}, "Blocks": {1, 2}, "Requests": {"r1", "r2"}, "NoReq": "NoReq", "P": 2,
+             "MaxTokens": 3}
+MODEL_VALUES = {"r1", "r2", "NoReq"}
+
+
+def kv_trace() -> tr.Trace:
+    """append at a boundary (reserve both groups, write, publish), append in place, cache, release, hit."""
+    alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 4)], [[1, 2], [1, 2]], check_every_op=True)
+    rec = TraceRecorder("KVAllocation", requests=["r1", "r2"]).attach(alloc)
+    alloc.append("r1", 7)
+    alloc.append("r1", 8)
+    cow.cache_block(alloc, "r1", 0, "1")
+    cow.release(alloc, "r1")
+    cow.touch(alloc, "r2", ["1"])
+    return tr.trace_from_recorder(rec, CONSTANTS, MODEL_VALUES)
+
+
+def run_cli(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    return exc.value.code, out.out + out.err
+
+
+def test_reference_trace_is_accepted():
+    trace = kv_trace()
+    result = tr.validate(trace, spec_dir() / "KVAllocation.tla", spec_dir() / "KVAllocation.cfg")
+    assert result.ok, result.summary()
+    assert result.steps == len(trace.records) >= 7
+    assert result.actions["append_reserve"] == 2 and result.actions["prefix_hit"] == 1
+
+
+@pytest.mark.parametrize("fmt", ["ndjson", "itf"])
+def test_round_trip_and_cli(tmp_path, capsys, fmt):
+    trace = kv_trace()
+    path = tmp_path / f"t.{fmt}.json"
+    (tr.write_ndjson if fmt == "ndjson" else tr.write_itf)(trace, path)
+    back = tr.read_trace(path)
+    assert back.spec == "KVAllocation" and back.records == trace.records
+    assert back.initial_state == trace.initial_state
+    code, out = run_cli(["validate-trace", "KVAllocation", str(path)], capsys)
+    assert code == 0 and "trace accepted" in out
+
+
+def test_tampered_trace_names_step_action_and_variables(tmp_path, capsys):
+    """Bump one block's generation in the published state: that step is no longer a step of the spec."""
+    trace = kv_trace()
+    records = [dict(r) for r in trace.records]
+    idx = next(i for i, r in enumerate(records) if r["action"] == "append_publish")
+    state = json.loads(json.dumps(records[idx]["state"]))
+    gen = state["gen"]
+    key, fn = (gen["#map"][0] if "#map" in gen else next(iter(gen.items())))
+    inner = fn["#map"] if isinstance(fn, dict) and "#map" in fn else None
+    if inner is not None:
+        inner[0][1] = inner[0][1] + 5
+    else:
+        first = next(iter(fn))
+        fn[first] = fn[first] + 5
+    records[idx] = {**records[idx], "state": state}
+    bad = tr.Trace(trace.spec, trace.constants, trace.model_values, trace.initial_state, tuple(records))
+    result = tr.validate(bad, spec_dir() / "KVAllocation.tla")
+    assert not result.ok and result.failure is not None
+    assert result.failure.index == idx + 1 and result.failure.action == "append_publish"
+    assert "gen" in result.failure.changed_variables
+    path = tmp_path / "bad.ndjson"
+    tr.write_ndjson(bad, path)
+    code, out = run_cli(["validate-trace", "KVAllocation", str(path)], capsys)
+    assert code == 1 and f"step {idx + 1}" in out and "append_publish" in out
+
+
+def test_malformed_trace_files(tmp_path, capsys):
+    p = tmp_path / "x.ndjson"
+    p.write_text('{"kind": "header", "spec": "KVAllocation"}\n')
+    with pytest.raises(tr.TraceFormatError, match="initial_state"):
+        tr.read_trace(p)
+    p.write_text('{"kind": "header", "spec": "KVAllocation", "initial_state": {}}\n{not json\n')
+    with pytest.raises(tr.TraceFormatError, match=r"x.ndjson:2:"):
+        tr.read_trace(p)
+    p.write_text('{"action": "release"}\n')
+    with pytest.raises(tr.TraceFormatError, match="header"):
+        tr.read_trace(p)
+    code, out = run_cli(["validate-trace", "KVAllocation", str(p)], capsys)
+    assert code == 2 and "header" in out
+    code, out = run_cli(["validate-trace", "NoSuchSpec", str(p)], capsys)
+    assert code == 2 and "NoSuchSpec" in out
