@@ -66,6 +66,7 @@ class Journal:
         self.acc = 0
         self.tables: list[JDict] = []
         self.depth = 0
+        self.writes = 0  # cells written (a deterministic work counter for the benchmark)
 
     def mark(self) -> int:
         return len(self.undo)
@@ -110,12 +111,14 @@ class JDict:
             self.journal.acc = (self.journal.acc + _cell_hash(self.name, key, value)) % _MOD
 
     def __setitem__(self, key: Any, value: Any) -> None:
+        self.journal.writes += 1
         self.journal.undo.append((self, key, self.data.get(key, _MISSING)))
         self._raw_set(key, value)
 
     def __delitem__(self, key: Any) -> None:
         if key not in self.data:
             raise KeyError(key)
+        self.journal.writes += 1
         self.journal.undo.append((self, key, self.data[key]))
         self._raw_set(key, _MISSING)
 
