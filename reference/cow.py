@@ -708,3 +708,24 @@ def _register_0x05g() -> None:
 
 
 _register_0x05g()
+
+
+def ledger_fixture_from(alloc: Allocator, reserved_rows_tokens: dict[str, int], record_sizes=None):
+    """The 0x0D ledger's inputs read off a live one-group allocator (``ledgers.LedgerFixture``).
+
+    Rectangular reservations are not allocator state, so they are given per request.
+    """
+    from kvexact.reference import ledgers
+
+    pool = alloc.pools[0]
+    views = [ledgers.RequestView(rid, rec.context_tokens, reserved_rows_tokens[rid],
+                                 tuple(h.block_id for h in rec.tables[0]))
+             for rid, rec in sorted(alloc.requests.items())]
+    return ledgers.LedgerFixture(
+        row_bytes=alloc.groups[0].row_bytes, block_tokens=alloc.groups[0].block_tokens, requests=views,
+        valid_rows_by_block=tuple((b, rec.valid_rows) for b, rec in sorted(pool.blocks.items())
+                                  if pool.refcount(b) > 0),
+        pool_block_ids=tuple(sorted(pool.blocks.data)),
+        cached_hash_block_ids=tuple(sorted(h.block_id for (g, _k), h in alloc.index.items() if g == 0)),
+        free_queue_block_ids=tuple(pool.queue_order()),
+        record_sizes=record_sizes or ledgers.WORKED_RECORD_SIZES)

@@ -183,3 +183,21 @@ def test_0x0d_ledger_through_live_allocator():
     assert meta == 482
     assert {h.block_id for h in alloc.request("B").tables[0]} == {100, 101}
     assert alloc.tail_rows(alloc.request("B"), 0) == 9
+
+
+def test_0x0d_ledger_module_through_live_allocator():
+    from kvexact.reference import ledgers
+
+    alloc = cow.fixture_0x0d()
+    f = cow.ledger_fixture_from(alloc, {"A": 64, "B": 48, "C": 32})
+    led = ledgers.compute_ledger(f)
+    assert (led.logical_bytes, led.reserved_bytes, led.rect_slack_bytes) == (
+        int(4.625 * MiB), 9 * MiB, int(4.375 * MiB))
+    assert (led.paged_ref_bytes, led.request_view_tail_bytes) == (6 * MiB, int(1.375 * MiB))
+    assert (led.unique_materialized_bytes, led.unique_capacity_bytes, led.unique_tail_bytes) == (
+        int(2.0625 * MiB), 3 * MiB, int(0.9375 * MiB))
+    assert (led.pool_bytes, led.live_unique_bytes, led.pool_idle_bytes) == (8 * MiB, 3 * MiB, 5 * MiB)
+    assert led.metadata_bytes == 482
+    assert led.request_view_tail_valid_slots == 7  # "seven of B's non-visible block positions"
+    for name, (lhs, rhs) in led.identities().items():
+        assert lhs == rhs, name
