@@ -9,6 +9,7 @@ replayed on the normative index with ``evict_node``, which checks each is an unl
 
 from __future__ import annotations
 
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
@@ -148,3 +149,5 @@ def check_leafless(state: radix.RadixState) -> bool:
 
 
 TestProfileAgainstNormative = ProfileAgainstNormative.TestCase
+# at least 100 streams even under the small ``ci`` profile (about 10 s); larger profiles keep their size
+TestProfileAgainstNormative.settings = settings(settings(), max_examples=max(settings().max_examples, 100))

@@ -3,6 +3,7 @@ over page sizes 1, 2 and 4, EAGLE bigram keys, namespaces and every reproduced e
 
 from __future__ import annotations
 
+from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -91,3 +92,5 @@ class ProfileInvariants(RuleBasedStateMachine):
 
 
 TestProfileInvariants = ProfileInvariants.TestCase
+# at least 100 streams even under the small ``ci`` profile (about 10 s); larger profiles keep their size
+TestProfileInvariants.settings = settings(settings(), max_examples=max(settings().max_examples, 100))
