@@ -58,6 +58,7 @@ class RadixRejection(enum.Enum):
     SUFFIX_MISMATCH = "a receipt's suffix interval does not start at its matched length"
     RECEIPT_TAMPERED = "a receipt's fields do not hash to its receipt_sha256"
     POLICY_DECISION_FORBIDDEN = "the index handoff must not carry a scheduling decision"
+    LEASE_ALREADY_HELD = "the request already holds a lock lease on the tree"
 
 
 def _reject(reason: RadixRejection, detail: str) -> Rejected:
@@ -671,7 +672,7 @@ def match_and_lock(state: RadixState, request_id: str, request_generation: int, 
     The index reports the physical fact; it makes no scheduling decision (0x08G)."""
     toks = _ints("prompt_tokens", prompt_tokens)
     if request_id in state.requests:
-        raise _reject(RadixRejection.MALFORMED_INPUT, f"{request_id!r} already holds a lease")
+        raise _reject(RadixRejection.LEASE_ALREADY_HELD, f"{request_id!r} already holds a lease")
     d = _draft(state)
     node_id, matched, _ = d.walk(toks)
     d.add_lock(node_id, +1)
@@ -907,6 +908,7 @@ def _cases() -> list[tuple[RadixRejection, str, Callable[[], Any]]]:
         (R.NEGATIVE_EVICTION_TARGET, "evict a negative number of tokens", lambda: evict(_lab(), -1)),
         (R.UNKNOWN_NODE, "lock a node that does not exist", lambda: lock(_lab(), 999)),
         (R.UNKNOWN_REQUEST, "release a request that holds nothing", lambda: release_request(_lab(), "ghost")),
+        (R.LEASE_ALREADY_HELD, "a request takes a second lease", lambda: match_and_lock(_lab(), "req-a", 1, [1, 2])),
         (R.MALFORMED_INPUT, "match a string instead of token ids", lambda: match(_lab(), "10 11 12")),  # type: ignore[arg-type]
     ]
 

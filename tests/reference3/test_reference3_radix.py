@@ -212,3 +212,45 @@ def test_random_streams_keep_every_invariant(stream):
         report = rx.check_state(s)
         assert report.tree_owned_slots + report.private_slots + report.free_slots == 40
     assert attrs.has(type(s))
+
+
+request_ops = st.lists(st.tuples(st.sampled_from(["publish", "finish", "acquire", "release", "evict", "match"]),
+                                 st.sampled_from(["a", "b", "c"]),
+                                 st.lists(st.integers(0, 2), min_size=1, max_size=4)), max_size=30)
+
+
+@given(request_ops)
+def test_request_transactions_keep_the_partition_and_locks(stream):
+    """Random request-level transactions either commit a state that re-derives every invariant or are
+    refused by a RadixRejection name; nothing else escapes."""
+    s = rx.RadixState.empty(64)
+    for op, rid, toks in stream:
+        before = rx.state_sha256(s)
+        try:
+            if op == "publish":
+                free = sorted(s.free_slot_ids)[: len(toks)]
+                s, _ = rx.publish_unfinished(s, rid, toks, free)
+                entry = s.requests[rid]
+                assert s.terminal_locks.get(entry.last_node_id, 0) >= 1
+                assert len(s.path_tokens(entry.last_node_id)) == entry.protected_tokens
+            elif op == "finish":
+                free = sorted(s.free_slot_ids)[: len(toks)]
+                s, _ = rx.reserve(s, rid + "-f", free)
+                s, _ = rx.cache_finished(s, rid + "-f", toks, free)
+                assert rid + "-f" not in s.private_slot_ids
+            elif op == "acquire":
+                s, r = rx.match_and_lock(s, rid, 1, toks)
+                rx.verify_handoff(s, r)
+            elif op == "release":
+                s, _ = rx.release_request(s, rid)
+            elif op == "evict":
+                s, ev = rx.evict(s, len(toks))
+                assert ev.released_tokens >= len(toks) or rx.check_state(s).leaf_ready_tokens == 0
+            else:
+                s, m = rx.match(s, toks)
+        except Rejected as exc:
+            assert isinstance(exc.reason, rx.RadixRejection)
+            assert rx.state_sha256(s) == before
+        report = rx.check_state(s)
+        assert report.tree_owned_slots + report.private_slots + report.free_slots == 64
+        assert report.protected_tokens + report.evictable_tokens == report.tree_owned_slots
