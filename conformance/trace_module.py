@@ -1,0 +1,191 @@
+"""A TLA+ trace module generated from a recorded trace, so TLC (or the embedded engine) can validate it.
+
+The module ``<Spec>Trace`` EXTENDS the spec and replays the trace: ``TraceInit`` pins the first state,
+``TraceNext`` advances an index ``ti`` and requires the recorded action (called with its recorded
+parameters when they are complete, else the spec's ``Next``) to lead to exactly the next recorded state.
+The invariant ``TraceNotFinished`` (``ti < Len(TraceStates)``) is violated exactly when the whole trace
+was replayed, so a safety violation of that invariant means "trace accepted" and a clean run means the
+trace left the spec.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from kvexact.conformance.trace import Trace, camel
+
+ACCEPT_INVARIANT = "TraceNotFinished"
+CFG_KEYWORDS = {"INIT", "NEXT", "SPECIFICATION", "INVARIANT", "INVARIANTS", "PROPERTY", "PROPERTIES",
+                "CONSTRAINT", "CONSTRAINTS", "ACTION_CONSTRAINT", "ACTION_CONSTRAINTS", "SYMMETRY", "VIEW",
+                "CHECK_DEADLOCK", "POSTCONDITION", "ALIAS"}
+
+
+class TraceModuleError(ValueError):
+    pass
+
+
+def tla_literal(value: Any, model_values: frozenset[str]) -> str:
+    """An ITF JSON value as a TLA+ expression (functions via TLC's ``:>`` and ``@@``)."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        if value in model_values:
+            return value
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, list):
+        return "<<" + ", ".join(tla_literal(v, model_values) for v in value) + ">>"
+    if isinstance(value, dict):
+        if "#set" in value:
+            return "{" + ", ".join(tla_literal(v, model_values) for v in value["#set"]) + "}"
+        if "#tup" in value:
+            return "<<" + ", ".join(tla_literal(v, model_values) for v in value["#tup"]) + ">>"
+        if "#bigint" in value:
+            return str(int(value["#bigint"]))
+        if "#map" in value:
+            pairs = value["#map"]
+            if not pairs:
+                return "<<>>"
+            return "(" + " @@ ".join(f"({tla_literal(k, model_values)} :> {tla_literal(v, model_values)})"
+                                     for k, v in pairs) + ")"
+        if not value:
+            return "<<>>"
+        return "[" + ", ".join(f"{k} |-> {tla_literal(v, model_values)}" for k, v in value.items()) + "]"
+    raise TraceModuleError(f"cannot write {value!r} as a TLA+ value")
+
+
+def _formal_parameters(spec_text: str) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for m in re.finditer(r"^([A-Z][A-Za-z0-9_]*)\(([^)]*)\)\s*==", spec_text, flags=re.M):
+        found[m.group(1)] = [p.strip() for p in m.group(2).split(",") if p.strip()]
+    for m in re.finditer(r"^([A-Z][A-Za-z0-9_]*)\s*==", spec_text, flags=re.M):
+        found.setdefault(m.group(1), [])
+    return found
+
+
+def _variables(spec_text: str) -> list[str]:
+    m = re.search(r"^VARIABLES?\s+(.*?)(?=^\s*$|^[A-Z]|^\\\*)", spec_text, flags=re.M | re.S)
+    if not m:
+        raise TraceModuleError("the spec declares no VARIABLES")
+    body = re.sub(r"\\\*[^\n]*", "", m.group(1))
+    return [v.strip() for v in body.replace("\n", " ").split(",") if v.strip()]
+
+
+def _declared_constants(spec_text: str) -> set[str]:
+    names: set[str] = set()
+    for m in re.finditer(r"^CONSTANTS?\s+(.*?)(?=^\s*$|^[A-Z]{2,}|^[A-Za-z]+\s*==)", spec_text, flags=re.M | re.S):
+        body = re.sub(r"\\\*[^\n]*", "", m.group(1))
+        names.update(n.strip().split("(")[0] for n in body.replace("\n", " ").split(",") if n.strip())
+    return names
+
+
+def _other_constants(cfg_text: str, overridden: Iterable[str]) -> list[str]:
+    lines, in_constants = [], False
+    skip = set(overridden)
+    for raw in cfg_text.splitlines():
+        line = raw.split("\\*")[0].rstrip()
+        head = line.strip().split(" ")[0] if line.strip() else ""
+        if head in ("CONSTANT", "CONSTANTS"):
+            in_constants = True
+            line = line.strip()[len(head):]
+        elif head in CFG_KEYWORDS:
+            in_constants = False
+        if in_constants:
+            for m in re.finditer(r"(\w+)\s*(=|<-)\s*(\{[^}]*\}|[^\s]+)", line):
+                if m.group(1) not in skip:
+                    lines.append(f"    {m.group(1)} {m.group(2)} {m.group(3)}")
+    return lines
+
+
+def generate(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> tuple[str, str]:
+    """(module text, cfg text) of ``<Spec>Trace`` for ``trace``; write both beside the spec to check them."""
+    spec_path = Path(spec_path)
+    spec_text = spec_path.read_text(encoding="utf-8")
+    cfg_path = cfg_path or spec_path.with_suffix(".cfg")
+    cfg_text = cfg_path.read_text(encoding="utf-8") if cfg_path.is_file() else ""
+    mvs = frozenset(trace.model_values)
+    variables = _variables(spec_text)
+    formals = _formal_parameters(spec_text)
+    states = [trace.initial_state, *[r["state"] for r in trace.records]]
+    for i, s in enumerate(states):
+        missing = [v for v in variables if v not in s]
+        if missing:
+            raise TraceModuleError(f"trace state {i} lacks variable(s) {', '.join(missing)}")
+    name = f"{spec_path.stem}Trace"
+    state_lits = ["[" + ", ".join(f"{v} |-> {tla_literal(s[v], mvs)}" for v in variables) + "]" for s in states]
+    steps = []
+    for i, rec in enumerate(trace.records, start=1):
+        op = camel(rec["action"])
+        params = rec.get("params", {})
+        if rec.get("in_spec") is False:
+            call = "UNCHANGED <<" + ", ".join(variables) + ">>"
+        elif op in formals and set(formals[op]) == set(params) and params:
+            call = f"{op}(" + ", ".join(tla_literal(params[p], mvs) for p in formals[op]) + ")"
+        elif op in formals and not formals[op] and not params:
+            call = op
+        else:
+            call = "Next"
+        steps.append(f"    [] i = {i} -> {call}")
+    fresh = sorted(mvs - _declared_constants(spec_text))
+    model_value_decl = f"CONSTANTS {', '.join(fresh)}\n" if fresh else ""
+    module = "\n".join([
+        f"---- MODULE {name} ----",
+        f"\\* Generated by kvexact from a trace of {trace.spec}: replays {len(trace.records)} recorded steps.",
+        f"EXTENDS {spec_path.stem}, TLC, Sequences, Naturals",
+        model_value_decl.rstrip(),
+        "VARIABLE ti",
+        "TraceStates == <<",
+        ",\n".join("    " + s for s in state_lits),
+        ">>",
+        "StepOk(i) ==",
+        "    CASE " + "\n".join(steps).lstrip().removeprefix("[] ") if steps else "StepOk(i) == FALSE",
+        "TraceInit == ti = 1 /\\ " + " /\\ ".join(f"{v} = TraceStates[1].{v}" for v in variables),
+        "TraceNext == /\\ ti < Len(TraceStates)",
+        "             /\\ StepOk(ti)",
+        "             /\\ ti' = ti + 1",
+        "             /\\ " + " /\\ ".join(f"{v}' = TraceStates[ti + 1].{v}" for v in variables),
+        f"{ACCEPT_INVARIANT} == ti < Len(TraceStates)",
+        "====",
+        "",
+    ])
+    if not steps:
+        module = module.replace("StepOk(i) ==\n    CASE StepOk(i) == FALSE", "StepOk(i) == FALSE")
+    constants = [f"    {k} = {_cfg_value(v, mvs)}" for k, v in trace.constants.items()]
+    constants += [f"    {m} = {m}" for m in sorted(mvs) if m not in trace.constants]
+    constants += _other_constants(cfg_text, [*trace.constants, *mvs])
+    cfg = "\n".join(["CONSTANTS", *constants, "INIT TraceInit", "NEXT TraceNext",
+                     f"INVARIANT {ACCEPT_INVARIANT}", "CHECK_DEADLOCK FALSE", ""])
+    return module, cfg
+
+
+def _cfg_value(value: Any, mvs: frozenset[str]) -> str:
+    if isinstance(value, dict) and "#set" in value:
+        return "{" + ", ".join(_cfg_value(v, mvs) for v in value["#set"]) + "}"
+    if isinstance(value, str):
+        return value if value in mvs else f'"{value}"'
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    return str(value)
+
+
+def write_trace_module(trace: Trace, spec_path: Path, out_dir: Path, cfg_path: Path | None = None) -> Path:
+    """Write ``<Spec>Trace.tla/.cfg`` plus a copy of the spec into ``out_dir``; return the module path."""
+    import shutil
+
+    module, cfg = generate(trace, spec_path, cfg_path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(spec_path, out_dir / Path(spec_path).name)
+    target = out_dir / f"{Path(spec_path).stem}Trace.tla"
+    target.write_text(module, encoding="utf-8")
+    target.with_suffix(".cfg").write_text(cfg, encoding="utf-8")
+    return target
+
+
+def accepted(result: Any) -> bool:
+    """A model-check result of a trace module accepts the trace iff ``TraceNotFinished`` was violated."""
+    v = getattr(result, "violation", None)
+    return v is not None and v.name == ACCEPT_INVARIANT
