@@ -1,0 +1,31 @@
+"""The kernel layer's gate checks pass on correct kernels and fail when a tolerance cannot be met."""
+
+from __future__ import annotations
+
+import torch
+
+from kvexact.conformance.gate import GateContext, Verdict, load_checks
+from kvexact.kernels import differential, gate_checks
+
+
+def test_kernel_checks_are_registered_with_the_gate():
+    names = {c.name for c in load_checks()}
+    assert {"kernels-differential", "kernels-int64-addressing"} <= names
+
+
+def test_differential_check_passes_with_figures():
+    result = gate_checks.kernels_differential(GateContext())
+    assert result.verdict is Verdict.PASSED, result.detail
+    assert result.figures["decode_cases"] == gate_checks.DECODE_CASES
+    assert set(result.figures["max_abs_err_by_dtype"]) == {"fp32", "fp16", "bf16"}
+
+
+def test_differential_check_fails_when_tolerance_is_impossible(monkeypatch):
+    monkeypatch.setitem(differential.TOLERANCES, torch.float16, (0.0, 0.0))
+    result = gate_checks.kernels_differential(GateContext())
+    assert result.verdict is Verdict.FAILED
+    assert "fp16" in result.detail
+
+
+def test_int64_check_passes():
+    assert gate_checks.kernels_int64(GateContext()).verdict is Verdict.PASSED
