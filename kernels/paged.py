@@ -469,3 +469,29 @@ def paged_decode_attention(query, key_cache, value_cache, block_table, seq_lens,
 def to_flashinfer_lse(lse):
     """Natural-log LSE to FlashInfer's base-2 convention."""
     return lse * (1.0 / math.log(2.0))
+
+
+def kernel_block_table(allocator_tables, allocator_block_tokens: int, kernel_block_tokens: int,
+                       device="cpu", width: int | None = None, pad_id: int = 0):
+    """int32 kernel block table ``[num_seqs, width]`` from allocator block tables (lists of ids), through
+    :func:`kvexact.reference.blockmap.expand_block_table` (P_a = q P_k; a kernel block that does not divide
+    the allocator block is rejected there). Entries past a row's expansion hold ``pad_id``."""
+    from kvexact.reference.blockmap import expand_block_table
+
+    rows = [expand_block_table(list(t), allocator_block_tokens, kernel_block_tokens) for t in allocator_tables]
+    width = max([1, *(len(r) for r in rows)]) if width is None else width
+    if any(len(r) > width for r in rows):
+        _reject(KernelRejection.BLOCK_TABLE_TOO_SHORT, f"an expanded row is longer than width {width}")
+    return torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.int32, device=device)
+
+
+def slots_for(table_row, positions, block_size: int, device="cpu"):
+    """int64 slot mapping of token ``positions`` of one sequence: ``table[t // P] * P + t % P``."""
+    ids = [int(x) for x in (table_row.tolist() if isinstance(table_row, torch.Tensor) else table_row)]
+    slots = []
+    for t in positions:
+        if not 0 <= t // block_size < len(ids):
+            _reject(KernelRejection.BLOCK_TABLE_TOO_SHORT, f"position {t} needs entry {t // block_size} of a "
+                                                           f"{len(ids)}-entry table")
+        slots.append(ids[t // block_size] * block_size + t % block_size)
+    return torch.tensor(slots, dtype=torch.int64, device=device)
