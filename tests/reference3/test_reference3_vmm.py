@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kvexact.reference import vmm
 from kvexact.reference.rejections import Rejected, negative_cases, rejection_of
@@ -98,3 +100,40 @@ def test_failure_lab_has_at_least_20_named_cases_all_rejected_by_name():
     assert len(cases) >= 20 and len({c.reason for c in cases}) >= 20
     for case in cases:
         assert rejection_of(case.trigger) is case.reason, case.description
+
+vmm_ops = st.lists(st.tuples(st.sampled_from(["alloc", "map", "amap", "await", "write", "free", "freeu", "reclaim",
+                                              "use"]),
+                             st.integers(0, 3), st.integers(0, 5)), max_size=40)
+
+
+@given(vmm_ops)
+def test_random_operations_reconcile_or_are_refused_by_name(stream):
+    s = AT["v02"].state
+    names = iter(f"R{i}" for i in range(100))
+    for op, slot, n in stream:
+        before = s
+        try:
+            if op == "alloc":
+                s, _ = vmm.alloc_reqid(s, slot, next(names))
+            elif op in ("map", "amap"):
+                s, _ = vmm.map_bundle(s, slot, len(s.slot(slot).pages), asynchronous=op == "amap")
+            elif op == "await":
+                s, r = vmm.await_mapping(s, slot)
+                assert r.ready_before_use
+            elif op == "write":
+                sl = s.slot(slot)
+                s, _ = vmm.write_rows(s, slot, sl.generation, sl.valid_tokens, n + 1)
+            elif op in ("free", "freeu"):
+                s, _ = vmm.free_reqid(s, slot, unmap=op == "freeu")
+            elif op == "reclaim":
+                s, _ = vmm.reclaim_inactive(s, slot)
+            else:
+                sl = s.slot(slot)
+                vmm.require_use(s, slot, sl.generation, min(n, sl.valid_tokens))
+        except Rejected as exc:
+            assert isinstance(exc.reason, vmm.VmmRejection)
+            assert s == before
+        led = vmm.check_state(s)
+        assert led.pool_bytes == led.mapped_bytes + led.free_handle_bytes == 768
+        for sl in s.slots:  # no valid row outside the published frontier; inactive slots hold none
+            assert sl.valid_tokens <= sl.ready_pages * C.page_tokens and (sl.active or sl.valid_tokens == 0)
