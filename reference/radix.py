@@ -163,6 +163,8 @@ class MatchReceipt:
     prefix_slot_ids: tuple[int, ...]
     path_node_ids: tuple[int, ...]
     split: bool
+    predecessor_sha256: str = ""
+    successor_sha256: str = ""
 
 
 @attrs.frozen
@@ -174,6 +176,8 @@ class InsertReceipt:
     new_node_id: int | None
     terminal_node_id: int
     splits: int
+    predecessor_sha256: str = ""
+    successor_sha256: str = ""
 
 
 @attrs.frozen
@@ -182,6 +186,8 @@ class EvictReceipt:
     released_tokens: int
     evicted_node_ids: tuple[int, ...]
     freed_slot_ids: tuple[tuple[int, ...], ...]
+    predecessor_sha256: str = ""
+    successor_sha256: str = ""
 
 
 @attrs.frozen
@@ -460,6 +466,11 @@ def _committed(op: str, before: RadixState, d: _Draft, **kw: Any) -> tuple[Radix
     return after, RadixMutationReceipt(op, state_sha256(before), state_sha256(after), after.version, **kw)
 
 
+def _stamp(receipt: Any, before: RadixState, after: RadixState) -> Any:
+    """Bind a receipt to the digests of the state it was applied to and the state it committed."""
+    return attrs.evolve(receipt, predecessor_sha256=state_sha256(before), successor_sha256=state_sha256(after))
+
+
 def _check_expected(state: RadixState, expected_version: int | None) -> None:
     if expected_version is not None and expected_version != state.version:
         raise _reject(RadixRejection.STALE_VERSION,
@@ -481,7 +492,8 @@ def match(state: RadixState, tokens: Sequence[int], expected_version: int | None
     d = _draft(state)
     node_id, matched, splits = d.walk(toks)
     after = d.commit(state)
-    return after, MatchReceipt(node_id, matched, after.path_slots(node_id), after.path(node_id), bool(splits))
+    return after, _stamp(MatchReceipt(node_id, matched, after.path_slots(node_id), after.path(node_id), bool(splits)),
+                         state, after)
 
 
 def reserve(state: RadixState, request_id: str, slot_ids: Sequence[int]
@@ -509,7 +521,8 @@ def insert(state: RadixState, tokens: Sequence[int], slot_ids: Sequence[int], re
     _check_expected(state, expected_version)
     d = _draft(state)
     receipt = d.insert(toks, slots, request_id)
-    return d.commit(state), receipt
+    after = d.commit(state)
+    return after, _stamp(receipt, state, after)
 
 
 def release(state: RadixState, request_id: str, slot_ids: Sequence[int] | None = None
@@ -581,7 +594,8 @@ def evict(state: RadixState, target_tokens: int, ranking: Callable[[RadixNode], 
         parent = d.nodes[parent_id]  # type: ignore[index]
         if parent.node_id != ROOT and not parent.children and parent.lock_ref == 0:
             candidates.add(parent.node_id)
-    return d.commit(state), EvictReceipt(target_tokens, released, tuple(order), tuple(freed))
+    after = d.commit(state)
+    return after, _stamp(EvictReceipt(target_tokens, released, tuple(order), tuple(freed)), state, after)
 
 
 def evict_node(state: RadixState, node_id: int) -> tuple[RadixState, EvictReceipt]:
@@ -595,7 +609,8 @@ def evict_node(state: RadixState, node_id: int) -> tuple[RadixState, EvictReceip
         raise _reject(RadixRejection.LOCKED_LEAF_EVICTION, f"node {node_id} lock_ref {node.lock_ref}")
     d = _draft(state)
     slots = _delete_leaf(d, node_id)
-    return d.commit(state), EvictReceipt(len(slots), len(slots), (node_id,), (slots,))
+    after = d.commit(state)
+    return after, _stamp(EvictReceipt(len(slots), len(slots), (node_id,), (slots,)), state, after)
 
 
 # request-level transactions ---------------------------------------------------------------------

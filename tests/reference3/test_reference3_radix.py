@@ -39,7 +39,9 @@ def test_every_successor_reconciles_and_hash_chain_links_predecessors():
     for step in TRACE:
         report = rx.check_state(step.state)
         assert report.tree_owned_slots + report.private_slots + report.free_slots == 24
-        if isinstance(step.receipt, rx.RadixMutationReceipt):
+        if isinstance(step.receipt, rx.RadixSchedulerHandoffReceipt):
+            assert step.receipt.tree_state_sha256 == rx.state_sha256(step.state)
+        else:  # every other operation hashes its predecessor and successor
             assert step.receipt.predecessor_sha256 == rx.state_sha256(prev)
             assert step.receipt.successor_sha256 == rx.state_sha256(step.state)
         prev = step.state
