@@ -219,7 +219,8 @@ class MappedFrontierReceipt:
     ready_before_use: bool
 
     def covers(self, generation: int, target_tokens: int) -> bool:
-        return generation == self.generation and self.ready_before_use and target_tokens <= self.covered_tokens
+        """Rows ``[0, target)`` of this generation lie inside the published (ready) frontier."""
+        return generation == self.generation and target_tokens <= self.covered_tokens
 
 
 @attrs.frozen
@@ -480,6 +481,22 @@ def step_sync(state: VmmState, slot: int, target_tokens: int) -> tuple[VmmState,
         raise _reject(VmmRejection.ROWS_BEYOND_TMAX, f"{target_tokens} > {state.config.max_tokens}")
     while len(_live(state, slot).pages) < state.config.pages_for(target_tokens):
         state, _ = map_bundle(state, slot, len(state.slots[slot].pages))
+    return state, frontier_receipt(state, slot)
+
+
+def step_async(state: VmmState, slot: int, target_tokens: int) -> tuple[VmmState, MappedFrontierReceipt]:
+    """Start mapping the bundles ``target_tokens`` needs, reclaiming an inactive slot's retained bundle
+    (lowest slot id first) when no free bundle is left; the returned receipt is not yet ready: a kernel
+    must :func:`await_mapping` before crossing the old frontier."""
+    if target_tokens > state.config.max_tokens:
+        raise _reject(VmmRejection.ROWS_BEYOND_TMAX, f"{target_tokens} > {state.config.max_tokens}")
+    while len(_live(state, slot).pages) < state.config.pages_for(target_tokens):
+        if len(state.free_handles) < state.config.tensors:
+            donors = [s.slot for s in state.slots if not s.active and s.pages]
+            if not donors:
+                raise _reject(VmmRejection.NO_FREE_HANDLES, f"no free bundle and no inactive retained page for {slot}")
+            state, _ = reclaim_inactive(state, donors[0])
+        state, _ = map_bundle(state, slot, len(state.slots[slot].pages), asynchronous=True)
     return state, frontier_receipt(state, slot)
 
 

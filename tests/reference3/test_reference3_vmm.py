@@ -81,6 +81,14 @@ def test_d_grows_from_8_to_9_by_reclaiming_bs_bundle():
     assert AT["v23"].state.slots[0].valid_tokens == 9
 
 
+def test_step_async_reclaims_bs_bundle_like_the_trace():
+    s, receipt = vmm.step_async(AT["v19"].state, 0, 9)
+    assert s == AT["v21"].state  # reclaim B's inactive bundle, then map it asynchronously as page 2
+    assert not receipt.covers(3, 9) and receipt.covers(3, 8)  # not usable for row 8 until awaited
+    s, ready = vmm.await_mapping(s, 0)
+    assert ready.covers(3, 9)
+
+
 def test_step_sync_maps_complete_bundles_ready_before_use():
     s = AT["v02"].state
     s, _ = vmm.alloc_reqid(s, 2, "E")
