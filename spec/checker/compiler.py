@@ -34,6 +34,7 @@ from kvexact.spec.checker.values import (
     fcn_update,
     fmt,
     member,
+    min_value,
     mk_fcn,
     ordered_elements,
     tla_eq,
@@ -585,7 +586,25 @@ class Compiler:
 
     def _x_Let(self, node, scope):
         inner = self._let_scope(node, scope)
-        return self._expr(node.expression, inner)
+        fb, db = self._expr(node.expression, inner)
+        return self.let_wrap(fb, inner), db
+
+    @staticmethod
+    def let_slots(inner: Scope) -> list[str]:
+        return [f"$let:{id(b[1])}" for b in inner.names.values() if b[0] == "def" and b[1].arity == 0]
+
+    def let_wrap(self, fb, inner: Scope):
+        """Each evaluation of a LET starts with empty caches for its zero-arity definitions."""
+        slots: list[str] = []  # LET definitions are memoized by value (see _let_memo): nothing to reset
+        if not slots:
+            return fb
+
+        def let_(s, n, e):
+            e2 = dict(e)
+            for sl in slots:
+                e2.pop(sl, None)
+            return fb(s, n, e2)
+        return let_
 
     def _let_scope(self, node, scope) -> Scope:
         inner = scope.child()
@@ -634,6 +653,16 @@ class Compiler:
             raise UnsupportedError("unbounded CHOOSE (CHOOSE x : P) is not supported; give the value in the "
                                    "cfg", where)
         fs, ds = self.expr(sset, scope)
+
+        if type(node.predicate).__name__ == "BooleanLiteral" and node.predicate.value == "TRUE":
+            def choose_any(s, n, e):
+                try:
+                    return min_value(fs(s, n, e))
+                except EvalError as exc:
+                    if not exc.location:
+                        exc.location = where
+                    raise
+            return choose_any, ds
 
         def choose(s, n, e):
             e2 = dict(e)
@@ -1135,6 +1164,48 @@ class Compiler:
                 values.append((p, self._arg(a, ar, scope)))
         return inner, values
 
+    @staticmethod
+    def _let_memo(d: Def, body, bdeps):
+        """A LET definition that depends only on bound names is memoized by their values."""
+        names = sorted(bdeps)
+        memo: dict = {}
+        if len(names) == 1:
+            nm = names[0]
+
+            def letref1(s, n, e):
+                x = e[nm]
+                try:
+                    return memo[x]
+                except KeyError:
+                    pass
+                except (TypeError, EvalError):
+                    return body(s, n, e)
+                if callable(x):
+                    return body(s, n, e)
+                v = body(s, n, e)
+                if len(memo) > 100_000:
+                    memo.clear()
+                memo[x] = v
+                return v
+            return letref1
+
+        def letref(s, n, e):
+            key = tuple([e[nm] for nm in names])
+            try:
+                return memo[key]
+            except KeyError:
+                pass
+            except (TypeError, EvalError):
+                return body(s, n, e)
+            if any(callable(x) for x in key):
+                return body(s, n, e)
+            v = body(s, n, e)
+            if len(memo) > 100_000:
+                memo.clear()
+            memo[key] = v
+            return v
+        return letref
+
     def _def_ref(self, d: Def, args, node, scope):
         where = loc_of(node, scope.mod)
         if args and len(args) == d.arity and self.primed_params(d):
@@ -1172,6 +1243,8 @@ class Compiler:
             return fref, deps
         if d.arity == 0:
             if d.is_let:
+                if bdeps and not (bdeps & {STATE, PRIME, "$lambda", "@"}):
+                    return self._let_memo(d, body, bdeps), bdeps
                 return body, bdeps
             if not bdeps:
                 return _cached_const(body), NODEPS
@@ -1339,7 +1412,7 @@ class Compiler:
             a = fa(s, n, e)
             b = fb(s, n, e)
             ta = type(a)
-            if ta is type(b) and (ta is int or ta is str or ta is bool):
+            if ta is type(b) and (ta is int or ta is str or ta is bool or ta is frozenset):
                 return (a != b) if negate else (a == b)
             try:
                 r = tla_eq(a, b)

@@ -27,6 +27,37 @@ class _Stop(Exception):
     pass
 
 
+PARALLEL_MIN_BATCH = 2000
+_WORKER_MODEL: Model | None = None
+
+
+def _work(batch: list[tuple]) -> list | tuple:
+    """Worker (forked): the successors of each state, as (action index, value tuple) lists."""
+    m = _WORKER_MODEL
+    assert m is not None
+    res = []
+    for pos, vals in enumerate(batch):
+        s = m.state_dict(vals)
+        succ: list = []
+        try:
+            for ai, a in enumerate(m.actions):
+                out: list = []
+                m.successors(s, a, out)
+                succ.extend((ai, m.state_tuple(n)) for n in out)
+        except EvalError as exc:
+            return (pos, str(exc))
+        res.append(succ)
+    return res
+
+
+def _start_pool(model: Model, workers: int):
+    import multiprocessing
+
+    global _WORKER_MODEL
+    _WORKER_MODEL = model
+    return multiprocessing.get_context("fork").Pool(workers)
+
+
 class _Found(Exception):
     def __init__(self, violation: Violation):
         self.violation = violation
@@ -52,7 +83,7 @@ def _error_result(exc: Exception, started: float, messages: tuple = ()) -> Model
 class Checker:
     def __init__(self, model: Model, *, max_states: int | None = None, max_depth: int | None = None,
                  coverage: bool = True, progress: Callable[[dict], None] | None = None,
-                 progress_every_s: float = 2.0):
+                 progress_every_s: float = 2.0, workers: int = 1):
         self.m = model
         self.max_states = max_states
         self.max_depth = max_depth
@@ -68,6 +99,7 @@ class Checker:
         self.new = [0] * len(model.actions)
         self.complete = True
         self.max_level = 0
+        self.workers = workers
 
     # -------------------------------------------------------------- traces
 
@@ -129,53 +161,86 @@ class Checker:
             raise _Stop()
         return True
 
+    def _expand_inline(self, batch: list[int]):
+        """Successors of each state of the batch: yields (idx, [(action index, successor dict)...])."""
+        m = self.m
+        for idx in batch:
+            s = m.state_dict(self.store[idx][0])
+            succ: list = []
+            for ai, a in enumerate(m.actions):
+                out: list = []
+                m.successors(s, a, out)
+                succ.extend((ai, n) for n in out)
+            yield idx, succ
+
+    def _expand_parallel(self, batch: list[int], pool):
+        m = self.m
+        chunk = max(64, len(batch) // (8 * self.workers))
+        pieces = [batch[i:i + chunk] for i in range(0, len(batch), chunk)]
+        payload = [[self.store[i][0] for i in p] for p in pieces]
+        for piece, res in zip(pieces, pool.imap(_work, payload), strict=True):
+            if isinstance(res, tuple):  # (position, message): an evaluation error in a worker
+                pos, msg = res
+                self._cur = piece[pos]
+                raise EvalError(msg)
+            for idx, succ in zip(piece, res, strict=True):
+                yield idx, [(ai, m.state_dict(vals)) for ai, vals in succ]
+
     def run(self) -> tuple[Violation | None, str]:
         m = self.m
         last = time.monotonic()
         started = last
-        cur_idx = -1
+        self._cur = -1
+        pool = None
         try:
             def emit(s):
                 self.generated += 1
                 self._add(s, -1, -1, 1)
             m.init_states(emit)
             while self.queue:
-                idx = self.queue.popleft()
-                cur_idx = idx
-                depth = self.depths[idx]
-                if self.max_depth is not None and depth >= self.max_depth:
+                batch = list(self.queue)
+                self.queue.clear()
+                if self.max_depth is not None and self.depths[batch[0]] >= self.max_depth:
                     self.complete = False
-                    continue
-                s = m.state_dict(self.store[idx][0])
-                total = 0
-                for ai, a in enumerate(m.actions):
-                    out: list = []
-                    m.successors(s, a, out)
-                    total += len(out)
-                    self.generated += len(out)
-                    self.fired[ai] += len(out)
-                    for n in out:
+                    self.queue.extend(batch)
+                    return None, f"stopped at --max-depth {self.max_depth}"
+                if self.workers > 1 and len(batch) >= PARALLEL_MIN_BATCH:
+                    if pool is None:
+                        pool = _start_pool(m, self.workers)
+                    results = self._expand_parallel(batch, pool)
+                else:
+                    results = self._expand_inline(batch)
+                for pos, (idx, succ) in enumerate(results):
+                    self._cur = idx
+                    depth = self.depths[idx]
+                    if not succ and m.cfg.check_deadlock:
+                        return Violation("deadlock", "Deadlock", "Deadlock reached.", self.trace(idx)), ""
+                    self.generated += len(succ)
+                    for ai, n in succ:
+                        self.fired[ai] += 1
                         if self._add(n, idx, ai, depth + 1):
                             self.new[ai] += 1
-                if total == 0 and m.cfg.check_deadlock:
-                    return Violation("deadlock", "Deadlock", "Deadlock reached.", self.trace(idx)), ""
-                if self.progress is not None:
-                    now = time.monotonic()
-                    if now - last >= self.progress_every_s:
-                        last = now
-                        self.progress({"generated": self.generated, "distinct": len(self.store),
-                                       "queue": len(self.queue), "depth": self.max_level,
-                                       "states_per_s": self.generated / max(now - started, 1e-9)})
+                    if self.progress is not None and pos % 256 == 0:
+                        now = time.monotonic()
+                        if now - last >= self.progress_every_s:
+                            last = now
+                            self.progress({"generated": self.generated, "distinct": len(self.store),
+                                           "queue": len(self.queue) + len(batch) - pos - 1,
+                                           "depth": self.max_level,
+                                           "states_per_s": self.generated / max(now - started, 1e-9)})
         except _Found as f:
             return f.violation, ""
         except _Stop:
-            return None, "stopped at --max-states"
+            return None, f"stopped at --max-states {self.max_states}"
         except KeyboardInterrupt:
             self.complete = False
             return None, "interrupted (Ctrl-C)"
         except EvalError as exc:
-            tr = self.trace(cur_idx) if cur_idx >= 0 else ()
+            tr = self.trace(self._cur) if self._cur >= 0 else ()
             return Violation("evaluation", "EvalError", str(exc), tr), ""
+        finally:
+            if pool is not None:
+                pool.terminate()
         return None, ""
 
     def coverage(self) -> dict[str, dict[str, int]]:
@@ -203,7 +268,8 @@ def check_loaded(model: Model, *, max_states=None, max_depth=None, coverage=True
         return ModelCheckResult(engine="embedded", outcome=Outcome.ASSUMPTION, seconds=time.monotonic() - started,
                                 violation=Violation("assumption", "Assumption", model.failed_assumption),
                                 messages=messages)
-    ch = Checker(model, max_states=max_states, max_depth=max_depth, coverage=coverage, progress=progress)
+    ch = Checker(model, max_states=max_states, max_depth=max_depth, coverage=coverage, progress=progress,
+                 workers=workers)
     violation, note = ch.run()
     if note:
         messages = messages + (note,)

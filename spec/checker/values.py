@@ -253,6 +253,8 @@ class LazyFcn:
     __slots__ = ("dom", "compute", "memo", "_full")
 
     def __init__(self, dom: Any, compute: Callable[[Any], Any]):
+        if isinstance(dom, (ProductSet, FcnSet, RecordSet)):
+            dom = dom.elements()
         self.dom = dom
         self.compute = compute
         self.memo: dict = {}
@@ -334,7 +336,10 @@ def order_key(v: Any) -> Any:
     if t is ModelValue:
         return (3, v.index)
     if t is tuple:
-        return (4, len(v), tuple(order_key(x) for x in v))
+        for x in v:
+            if type(x) is not int:
+                return (4, len(v), tuple(order_key(x) for x in v))
+        return (4, len(v), v)
     if t is Fcn:
         return (5, len(v.d), tuple(sorted((order_key(k), order_key(x)) for k, x in v.d.items())))
     if t is frozenset or isinstance(v, LazySet):
@@ -343,6 +348,32 @@ def order_key(v: Any) -> Any:
     if t is LazyFcn:
         return order_key(v.materialize())
     return (9, repr(v))
+
+
+_MIN_CACHE: dict = {}
+
+
+def min_value(s: Any) -> Any:
+    """The first element of a set in TLC's order (CHOOSE x \\in S : TRUE); cached per set value."""
+    els = as_set(s)
+    try:
+        return _MIN_CACHE[els]
+    except KeyError:
+        pass
+    v = _min_value(els)
+    if len(_MIN_CACHE) > 100_000:
+        _MIN_CACHE.clear()
+    _MIN_CACHE[els] = v
+    return v
+
+
+def _min_value(els: frozenset) -> Any:
+    if not els:
+        raise EvalError("CHOOSE from the empty set")
+    for x in els:
+        if type(x) is not int:
+            return min(els, key=order_key)
+    return min(els)
 
 
 def sorted_values(s: Iterable) -> list:
