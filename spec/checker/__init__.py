@@ -5,8 +5,8 @@ Public interface: :func:`check_model`, :func:`load_model` (a :class:`Model` with
 """
 
 from kvexact.spec.checker.engine import check_loaded, check_model, simulate
-from kvexact.spec.checker.model import Model, StepVerdict, load_model
+from kvexact.spec.checker.model import Model, StepVerdict, evaluate, load_model
 from kvexact.spec.checker.values import ModelValue, from_python, to_python
 
 __all__ = ["check_model", "check_loaded", "simulate", "load_model", "Model", "StepVerdict", "ModelValue",
-           "to_python", "from_python"]
+           "to_python", "from_python", "evaluate"]

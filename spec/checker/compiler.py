@@ -261,8 +261,8 @@ class Compiler:
         self.trees[name] = (tree, str(path))
         return self.trees[name]
 
-    def load_root(self, path: Path) -> Scope:
-        tree = parse_module_text(path.read_text(), str(path))
+    def load_root(self, path: Path, text: str | None = None) -> Scope:
+        tree = parse_module_text(path.read_text() if text is None else text, str(path))
         self.trees[tree.name] = (tree, str(path))
         mod = ModuleInfo(tree.name, str(path))
         scope = Scope(None, mod)

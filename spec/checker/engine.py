@@ -115,7 +115,8 @@ class Checker:
         for j, (vals, act) in enumerate(chain):
             out.append(self._trace_state(j + 1, self.m.state_dict(vals), act))
         if extra is not None:
-            out.append(self._trace_state(len(out) + 1, extra[0], extra[1]))
+            s = self.m.state_dict(self.m.state_tuple(extra[0]))
+            out.append(self._trace_state(len(out) + 1, s, extra[1]))
         return tuple(out)
 
     def _trace_state(self, index: int, s: dict, act: int) -> TraceState:
@@ -129,10 +130,14 @@ class Checker:
     # -------------------------------------------------------------- search
 
     def _check_new(self, s: dict, parent: int, act: int) -> None:
-        name = self.m.violated_invariant(s)
+        try:
+            name = self.m.violated_invariant(s)
+        except EvalError as exc:
+            tr = (self._trace_state(1, m_state(self.m, s), -1),) if parent < 0 else self.trace(parent, (s, act))
+            raise _Found(Violation("evaluation", "EvalError", f"while checking invariants: {exc}", tr)) from None
         if name is not None:
             if parent < 0:
-                tr = (self._trace_state(1, s, -1),)
+                tr = (self._trace_state(1, m_state(self.m, s), -1),)
                 raise _Found(Violation("invariant", name, f"Invariant {name} is violated by the initial state",
                                        tr))
             tr = self.trace(parent, (s, act))
@@ -251,6 +256,11 @@ class Checker:
             c["fired"] += f
             c["new"] += nw
         return cov
+
+
+def m_state(m: Model, s: dict) -> dict:
+    """The state dict in the spec's variable order (for printing)."""
+    return m.state_dict(m.state_tuple(s))
 
 
 def _params_text(env: dict) -> str:

@@ -453,6 +453,10 @@ def load_model(spec_path: str | Path, cfg_path: str | Path | None = None,
     """Parse and compile a spec with its cfg (default: same stem .cfg); constants may be overridden with
     Python values (trace validation binds them to the finite sets seen in a trace)."""
     spec_path = Path(spec_path)
+    if not spec_path.exists():
+        raise SpecError(f"{spec_path}: spec file not found")
+    from kvexact.spec.checker.compiler import parse_module_text
+    parse_module_text(spec_path.read_text(), str(spec_path))  # a parse error outranks a cfg problem
     if cfg_path is None:
         cfg_path = spec_path.with_suffix(".cfg")
     cfg_path = Path(cfg_path)
@@ -463,3 +467,18 @@ def load_model(spec_path: str | Path, cfg_path: str | Path | None = None,
 
 
 _unused = (as_set,)
+
+
+def evaluate(expr: str, defs: str = "", extends: str = "Naturals, Integers, Sequences, FiniteSets, TLC",
+             constants: dict[str, Any] | None = None) -> Any:
+    """Evaluate a constant-level TLA+ expression (with optional extra definitions); returns the TLA+
+    value (see values.py). Errors are raised as EvalError/SpecError with a location in <expr>."""
+    text = (f"---- MODULE Expr ----\nEXTENDS {extends}\n"
+            + (f"CONSTANTS {', '.join(constants)}\n" if constants else "")
+            + f"{defs}\nValue__ == {expr}\n====\n")
+    comp = Compiler(Path("."), {k: from_python(v) for k, v in (constants or {}).items()})
+    root = comp.load_root(Path("<expr>"), text)
+    b = root.lookup("Value__")
+    assert b is not None
+    fn, _ = comp.def_fn(b[1])
+    return fn(None, None, {})

@@ -1,0 +1,150 @@
+"""``kvexact check SPEC.tla``: model-check a TLA+ spec with the embedded engine, TLC, or both.
+
+Exit codes follow TLC: 0 no error, 10 assumption false, 11 deadlock, 12 safety violation, 75 evaluation
+error, 150 parse error, 151 config error. Outside TLC's codes: 1 when ``--engine both`` finds the
+engines disagree, 3 when the run could not be done or was stopped early (--max-states, --max-depth: a
+partial search is never a success), 130 after Ctrl-C (statistics are printed first).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from kvexact.spec.checker.result import ModelCheckResult, Outcome
+
+ENGINES = ("embedded", "tlc", "both")
+
+
+class CouldNotRun(Exception):
+    """The requested engine cannot run here (no TLC jar, no spec/tlc.py): exit 3."""
+
+
+def _progress(info: dict) -> None:
+    click.echo(f"Progress: {info['generated']:,} states generated, {info['distinct']:,} distinct states found, "
+               f"{info['queue']:,} states left on queue, depth {info['depth']}, "
+               f"{info['states_per_s']:,.0f} states/s", err=True)
+
+
+def run_embedded(spec: Path, cfg: Path | None, *, workers: int, max_states: int | None,
+                 max_depth: int | None, coverage: bool, progress: bool = True,
+                 simulate: bool = False, depth: int = 100, num: int = 10, seed: int = 0) -> ModelCheckResult:
+    from kvexact.spec.checker.engine import check_model
+    from kvexact.spec.checker.engine import simulate as run_sim
+    if simulate:
+        return run_sim(spec, cfg, depth=depth, num=num, seed=seed)
+    return check_model(spec, cfg, workers=workers, max_states=max_states, max_depth=max_depth,
+                       coverage=coverage, progress=_progress if progress else None)
+
+
+def run_tlc_engine(spec: Path, cfg: Path | None, jar: str | None, *, workers: int, max_states: int | None,
+                   max_depth: int | None, timeout_s: float | None = None) -> ModelCheckResult:
+    """Run TLC through spec/tlc.py (another layer); raise CouldNotRun when it is not available."""
+    jar = jar or os.environ.get("TLA2TOOLS_JAR")
+    if not jar:
+        raise CouldNotRun("the TLC engine needs tla2tools.jar: pass --tlc-jar PATH or set TLA2TOOLS_JAR")
+    try:
+        from kvexact.spec.tlc import TlcUnavailable, run_tlc
+    except ImportError:
+        raise CouldNotRun("the TLC engine (kvexact.spec.tlc) is not available in this build") from None
+    cfg_path = cfg if cfg is not None else spec.with_suffix(".cfg")
+    try:
+        return run_tlc(spec, cfg_path, jar, workers=workers, max_states=max_states, max_depth=max_depth,
+                       timeout_s=timeout_s)
+    except TlcUnavailable as exc:
+        raise CouldNotRun(f"TLC could not run: {exc}") from None
+
+
+def compare(a: ModelCheckResult, b: ModelCheckResult) -> list[str]:
+    """Differences that make ``--engine both`` fail: result, distinct states, states generated."""
+    diffs = []
+    if a.outcome is not b.outcome:
+        diffs.append(f"result: {a.engine} {a.outcome.value} vs {b.engine} {b.outcome.value}")
+    if a.distinct_states != b.distinct_states:
+        diffs.append(f"distinct states: {a.engine} {a.distinct_states} vs {b.engine} {b.distinct_states}")
+    if a.generated_states != b.generated_states:
+        diffs.append(f"states generated: {a.engine} {a.generated_states} vs {b.engine} {b.generated_states}")
+    return diffs
+
+
+def run_check(spec: Path, cfg: Path | None = None, *, engine: str = "embedded", tlc_jar: str | None = None,
+              workers: int = 1, max_states: int | None = None, max_depth: int | None = None,
+              coverage: bool = False, simulate: bool = False, depth: int = 100, num: int = 10, seed: int = 0,
+              json_path: str | None = None, itf_path: str | None = None, quiet: bool = False,
+              echo=click.echo) -> int:
+    """The body of ``kvexact check`` (reusable, e.g. by a --mutants mode): run, print, write, return the
+    exit code."""
+    from kvexact.spec.checker.report import summary_lines, write_itf, write_json
+    if not spec.exists():
+        echo(f"Error: spec file {spec} not found")
+        return 150
+    if cfg is not None and not cfg.exists():
+        echo(f"Error: cfg file {cfg} not found")
+        return 151
+    results: list[ModelCheckResult] = []
+    try:
+        if engine in ("embedded", "both"):
+            results.append(run_embedded(spec, cfg, workers=workers, max_states=max_states, max_depth=max_depth,
+                                        coverage=coverage,
+                                        progress=not quiet, simulate=simulate, depth=depth, num=num, seed=seed))
+        if engine in ("tlc", "both"):
+            results.append(run_tlc_engine(spec, cfg, tlc_jar, workers=workers, max_states=max_states,
+                                          max_depth=max_depth))
+    except CouldNotRun as exc:
+        echo(f"kvexact check: could not run: {exc}")
+        return 3
+    for r in results:
+        if not quiet or r.outcome is not Outcome.SUCCESS:
+            for line in summary_lines(r, str(spec)):
+                echo(line)
+    main = results[0]
+    if json_path:
+        write_json(main, json_path, str(spec))
+    if itf_path and write_itf(main, itf_path, str(spec)):
+        echo(f"Counterexample written to {itf_path} (ITF)")
+    if engine == "both":
+        diffs = compare(results[0], results[1])
+        if diffs:
+            echo("Engines disagree:")
+            for d in diffs:
+                echo(f"  {d}")
+            return 1
+        echo("Engines agree on result, distinct states and states generated.")
+    if main.outcome is Outcome.SUCCESS and not main.complete and not simulate:
+        if any("Ctrl-C" in m for m in main.messages):
+            return 130
+        return 3
+    return main.exit_code
+
+
+@click.command("check")
+@click.argument("spec", type=click.Path(path_type=Path))
+@click.option("--config", "cfg", type=click.Path(path_type=Path), default=None,
+              help="model config (default: SPEC with .cfg)")
+@click.option("--engine", type=click.Choice(ENGINES), default="embedded", show_default=True)
+@click.option("--tlc-jar", default=None, help="tla2tools.jar for the TLC engine (or TLA2TOOLS_JAR)")
+@click.option("--workers", type=int, default=1, show_default=True, help="worker processes")
+@click.option("--max-states", type=int, default=None, help="stop after this many distinct states")
+@click.option("--max-depth", type=int, default=None, help="do not explore beyond this BFS depth")
+@click.option("--coverage", is_flag=True, help="per-action coverage (fired, new states)")
+@click.option("--simulate", is_flag=True, help="random walks instead of exhaustive search")
+@click.option("--depth", type=int, default=100, show_default=True, help="simulation: states per walk")
+@click.option("--num", type=int, default=10, show_default=True, help="simulation: number of walks")
+@click.option("--seed", type=int, default=0, show_default=True, help="simulation: random seed")
+@click.option("--json", "json_path", default=None, help="write the result as JSON")
+@click.option("--itf", "itf_path", default=None, help="write the counterexample as ITF JSON")
+def check(spec: Path, cfg: Path | None, engine: str, tlc_jar: str | None, workers: int,
+          max_states: int | None, max_depth: int | None, coverage: bool, simulate: bool, depth: int, num: int,
+          seed: int, json_path: str | None, itf_path: str | None) -> int:
+    """Model-check SPEC.tla; exit codes follow TLC (0, 10, 11, 12, 75, 150, 151)."""
+    if workers < 1:
+        raise click.UsageError("--workers must be at least 1")
+    if simulate and engine != "embedded":
+        raise click.UsageError("--simulate runs with the embedded engine only")
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+    return run_check(spec, cfg, engine=engine, tlc_jar=tlc_jar, workers=workers, max_states=max_states,
+                     max_depth=max_depth, coverage=coverage, simulate=simulate, depth=depth, num=num,
+                     seed=seed, json_path=json_path, itf_path=itf_path)
