@@ -10,8 +10,10 @@ Shared observables, compared after every step: hit lengths, which operations are
 for lack of blocks, which request holds which content (the partition of (request, logical block) by
 physical block), ref counts, and the set of cached contents. The two differ by design in which block
 a release makes reusable first (docs/readme/vllm.md): once the cached-content sets differ (only
-possible when a pool is short and evicts), that example stops comparing. A roomy pool never evicts
-and must never diverge.
+possible when a pool is short and evicts), the example goes on driving both but stops comparing them.
+A roomy pool never evicts and must never diverge. Always checked, for each system on its own: the
+self-checks, each live request's token history, and that right after a request's step the content of
+each of its full blocks is cached (content recomputed after an eviction is published again).
 """
 
 from __future__ import annotations
@@ -117,70 +119,100 @@ class VllmVsNormative(RuleBasedStateMachine):
         self.v = VllmAdapter(num_blocks, BS)
         self.n = Normative(num_blocks - 1)  # vLLM's block 0 is the null block
         self.roomy = num_blocks == ROOMY
-        self.tokens: dict[str, tuple[int, ...]] = {}
+        self.vtok: dict[str, tuple[int, ...]] = {}  # live requests of each system and their tokens
+        self.ntok: dict[str, tuple[int, ...]] = {}
         self.vkey_content: dict[bytes, tuple[int, ...]] = {}
         self.nkey_content: dict[str, tuple[int, ...]] = {}
         self.in_sync = True
         self.counter = 0
 
     def _learn(self, rid: str) -> None:
-        tokens = self.tokens[rid]
-        for i, h in enumerate(self.v.requests[rid].block_hashes):
-            self.vkey_content[key_with_group(h, 0)] = tokens[:(i + 1) * BS]
-            self.nkey_content[nkey(tokens[:(i + 1) * BS])] = tokens[:(i + 1) * BS]
+        if rid in self.vtok:
+            tokens = self.vtok[rid]
+            for i, h in enumerate(self.v.requests[rid].block_hashes):
+                self.vkey_content[key_with_group(h, 0)] = tokens[:(i + 1) * BS]
+        if rid in self.ntok:
+            tokens = self.ntok[rid]
+            for i in range(len(tokens) // BS):
+                self.nkey_content[nkey(tokens[:(i + 1) * BS])] = tokens[:(i + 1) * BS]
+
+    def _v_cached(self) -> set[tuple[int, ...]]:
+        return {self.vkey_content[k] for k, _ids in self.v.manager.pool.cached.entries}
+
+    def _full_blocks_cached(self, rid: str) -> None:
+        """Both: right after a request's step, the content of each of its full blocks is cached."""
+        for tokens, cached in ((self.vtok.get(rid), self._v_cached),
+                               (self.ntok.get(rid), lambda: self.n.cached_contents(self.nkey_content))):
+            if tokens is not None:
+                have = cached()
+                assert all(tokens[:(i + 1) * BS] in have for i in range(len(tokens) // BS)), f"{rid} not cached"
 
     @rule(target=requests, prompt=prompts)
     def admit(self, prompt):
         self.counter += 1
         rid = f"r{self.counter}"
-        if not self.in_sync:
-            return rid
-        assert self.v.lookup(prompt) == len(self.n.lookup(prompt)) * BS, "lookup hit lengths differ"
+        if self.in_sync:
+            assert self.v.lookup(prompt) == len(self.n.lookup(prompt)) * BS, "lookup hit lengths differ"
         got_v = self.v.allocate(rid, prompt)
         got_n = self.n.admit(rid, prompt)
-        assert (got_v is None) == (got_n is None), f"vLLM admitted: {got_v is not None}; normative: {got_n}"
+        if self.in_sync:
+            assert (got_v is None) == (got_n is None), f"vLLM admitted: {got_v is not None}; normative: {got_n}"
+            if got_v is not None:
+                assert got_v.num_hit_tokens == got_n
+                event("admitted with a hit" if got_n else "admitted without a hit")
+            else:
+                event("admission refused by both")
         if got_v is not None:
-            assert got_v.num_hit_tokens == got_n
-            event("admitted with a hit" if got_n else "admitted without a hit")
-            self.tokens[rid] = tuple(prompt)
-            self._learn(rid)
-        else:
-            event("admission refused by both")
+            self.vtok[rid] = tuple(prompt)
+        if got_n is not None:
+            self.ntok[rid] = tuple(prompt)
+        self._learn(rid)
+        self._full_blocks_cached(rid)
         return rid
 
     @rule(rid=requests, tokens=st.lists(st.integers(0, 3), min_size=1, max_size=6))
     def append(self, rid, tokens):
-        if not self.in_sync or rid not in self.tokens:
-            return
-        got_v = self.v.append(rid, tokens)
-        got_n = self.n.append(rid, tuple(tokens), self.tokens[rid] + tuple(tokens))
-        assert (got_v is None) == (not got_n), f"vLLM appended: {got_v is not None}; normative: {got_n}"
+        got_v = self.v.append(rid, tokens) if rid in self.vtok else None
+        got_n = self.n.append(rid, tuple(tokens), self.ntok[rid] + tuple(tokens)) if rid in self.ntok else False
+        if self.in_sync:
+            assert (got_v is None) == (not got_n), f"vLLM appended: {got_v is not None}; normative: {got_n}"
+        if got_v is not None:
+            self.vtok[rid] += tuple(tokens)
         if got_n:
-            self.tokens[rid] += tuple(tokens)
-            self._learn(rid)
+            self.ntok[rid] += tuple(tokens)
+        self._learn(rid)
+        self._full_blocks_cached(rid)
 
     @rule(rid=consumes(requests))
     def free(self, rid):
-        if self.in_sync and rid in self.tokens:
+        if rid in self.vtok:
             self.v.free(rid)
+            del self.vtok[rid]
+        if rid in self.ntok:
             release(self.n.alloc, rid)
-            del self.tokens[rid]
+            del self.ntok[rid]
 
     @invariant()
     def same_observables(self):
-        if not hasattr(self, "v") or not self.in_sync:
+        if not hasattr(self, "v"):
             return
         self_check(self.n.alloc)
         self.v.manager.check()
-        v_blocks = {rid: list(self.v.blocks_of(rid)) for rid in self.tokens}
-        n_blocks = {rid: self.n.blocks_of(rid) for rid in self.tokens}
-        for rid, tokens in self.tokens.items():
-            assert self.n.alloc.tokens_of(rid) == tokens and self.v.tokens_of(rid) == tokens
+        for rid, tokens in self.ntok.items():
+            assert self.n.alloc.tokens_of(rid) == tokens
+        for rid, tokens in self.vtok.items():
+            assert self.v.tokens_of(rid) == tokens
+        if not self.in_sync:
+            return
+        assert self.vtok == self.ntok
+        v_blocks = {rid: list(self.v.blocks_of(rid)) for rid in self.vtok}
+        n_blocks = {rid: self.n.blocks_of(rid) for rid in self.ntok}
+        for rid in self.vtok:
             assert len(v_blocks[rid]) == len(n_blocks[rid])
             assert [self.v.ref_count(b) for b in v_blocks[rid]] == \
                 [self.n.alloc.pools[0].refcount(b) for b in n_blocks[rid]], f"ref counts of {rid}"
         assert sharing(v_blocks) == sharing(n_blocks), "different requests share blocks"
-        v_cached = {self.vkey_content[k] for k, _ids in self.v.manager.pool.cached.entries}
+        v_cached = self._v_cached()
         n_cached = self.n.cached_contents(self.nkey_content)
         if v_cached != n_cached:
             assert not self.roomy, f"a roomy pool diverged: {sorted(v_cached ^ n_cached)}"

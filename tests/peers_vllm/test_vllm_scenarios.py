@@ -429,3 +429,17 @@ def test_vllm_named_rejections():
     assert rejection_of(lambda: bp.touch(m.pool, [99])) is bp.PoolRejection.UNKNOWN_BLOCK
     assert rejection_of(lambda: bp.insert_cached(m.pool, 1, b"x" * 36)) is bp.PoolRejection.BLOCK_ALREADY_HASHED
     assert rejection_of(lambda: bp.new_pool(0)) is bp.PoolRejection.BAD_POOL_SIZE
+
+
+def test_vllm_recomputed_content_is_cached_again_after_eviction():
+    m = manager(3, 4)
+    prompt = [1, 1, 1, 1, 2]
+    m, _, _, _ = admit(m, "r0", prompt)
+    m, _ = m.free("r0")
+    m, _, _, rc = admit(m, "r1", [9] * 8)
+    assert rc.block_ids == (2, 1)  # the unhashed block first, then the cached one (its identity evicted)
+    m, _ = m.free("r1")
+    m, _, hit, _ = admit(m, "r2", prompt)
+    assert hit.num_computed_tokens == 0
+    m, _ = m.free("r2")
+    assert m.get_computed_blocks(m.make_request("r3", prompt)).num_computed_tokens == 4
