@@ -170,6 +170,7 @@ class Checker:
         """Successors of each state of the batch: yields (idx, [(action index, successor dict)...])."""
         m = self.m
         for idx in batch:
+            self._cur = idx
             s = m.state_dict(self.store[idx][0])
             succ: list = []
             for ai, a in enumerate(m.actions):

@@ -42,6 +42,7 @@ class SplitAction:
     location: str
     act: Any
     env: dict
+    where: str = ""  # file:line:col
 
 
 def _kind(node: Any) -> str:
@@ -165,7 +166,8 @@ class Model:
             run(0, s)
         self.init_act = init_all
         self.actions: list[SplitAction] = []
-        self._split(self.next_node, self.next_scope, {}, "Next", tlc_loc(self.next_node, self.next_scope.mod))
+        self._split(self.next_node, self.next_scope, {}, "Next", tlc_loc(self.next_node, self.next_scope.mod),
+                    loc_of(self.next_node, self.next_scope.mod))
 
     def _temporal(self, node: Any, scope: Scope, seen: set) -> bool:
         k = _kind(node)
@@ -221,13 +223,13 @@ class Model:
             return  # fairness and other temporal conjuncts: not part of Init/Next
         init_parts.append((node, scope))
 
-    def _split(self, node: Any, scope: Scope, env: dict, label: str, location: str) -> None:
+    def _split(self, node: Any, scope: Scope, env: dict, label: str, location: str, where: str = "") -> None:
         """TLC's action split: through \\/, \\E with constant bounds, and definitions with constant args."""
         node = _strip(node)
         items = disj_items(node)
         if items is not None:
             for it in items:
-                self._split(it, scope, env, label, location)
+                self._split(it, scope, env, label, location, where)
             return
         k = _kind(node)
         if k == "Quantification" and node.quantifier == "\\E":
@@ -250,7 +252,7 @@ class Model:
 
                 def rec(i: int, e2: dict) -> None:
                     if i == len(fns):
-                        self._split(node.predicate, inner, e2, label, location)
+                        self._split(node.predicate, inner, e2, label, location, where)
                         return
                     b, fn = fns[i]
                     for x in ordered_elements(fn(None, None, e2)):
@@ -279,10 +281,11 @@ class Model:
                         for p, _ in d.params:
                             inner.names[p] = ("bound", p)
                         e2 = {p: v for (p, _), v in zip(d.params, vals, strict=False)}
-                        self._split(d.body, inner, e2, d.name, tlc_loc(d.node, d.scope.mod))
+                        self._split(d.body, inner, e2, d.name, tlc_loc(d.node, d.scope.mod),
+                                    loc_of(d.node, d.scope.mod))
                         return
         act = self.next_comp.act(node, scope)
-        self.actions.append(SplitAction(label, location, act, env))
+        self.actions.append(SplitAction(label, location, act, env, where))
 
     # ------------------------------------------------------------------ states
 
@@ -312,7 +315,7 @@ class Model:
             if len(n) != nv:
                 missing = [v for v in self.variables if v not in n]
                 raise EvalError(f"successor state is not completely specified by action {action.label}: "
-                                f"no value for {', '.join(missing)}", action.location)
+                                f"no value for {', '.join(missing)}", action.where or action.location)
             out.append(n)
         action.act(s, {}, action.env, k)
 
