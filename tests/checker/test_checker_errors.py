@@ -6,12 +6,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from test_checker_enum import NOLOCK, write_spec  # noqa: E402
 
 from kvexact.spec.checker import check_model
 from kvexact.spec.checker.cfg import ConfigError, parse_cfg_text
 from kvexact.spec.checker.result import Outcome
-
-from test_checker_enum import NOLOCK, write_spec  # noqa: E402
 
 
 def test_parse_error_has_location(tmp_path):
