@@ -80,6 +80,40 @@ def _copy_us(torch, elems: int, device, reps: int) -> float:
     return _timer(lambda: dst.copy_(src), device, reps)
 
 
+def _compile_check(torch, paged, shared, ref, dtype, d: int, group: int, tol, device) -> bool:
+    """Every kernel once at (dtype, head dim, group), natively compiled, against float64 or exactly."""
+    hkv = 2
+    atol, rtol = tol
+    q, kc, vc, table, lens, pref, stab, slens = _paged_inputs(
+        torch, 3, 37, hkv * group, hkv, d, 16, dtype, device, prefix_tokens=16)
+    lens = torch.tensor([37, 1, 20], dtype=torch.int32, device=device)
+    out = paged.paged_decode_attention(q, kc, vc, table, lens, num_splits=3)
+    want, _ = ref.paged_decode_f64(q.cpu(), kc.cpu(), vc.cpu(), table.cpu(), lens.cpu())
+    ok = bool(torch.allclose(out.double().cpu(), want, atol=atol, rtol=rtol))
+    slens = torch.tensor([21, 0, 4], dtype=torch.int32, device=device)
+    hyd = shared.shared_prefix_attention(q, kc, vc, pref, 16, stab, slens)
+    hist = [torch.cat([ref.gather_history(c.cpu(), pref.cpu(), 16),
+                       ref.gather_history(c.cpu(), stab[b].cpu(), int(slens[b]))]) for c in (kc, vc) for b in range(3)]
+    want_h = torch.stack([ref.attention_f64(q[b].cpu(), hist[b], hist[3 + b])[0] for b in range(3)])
+    ok = ok and bool(torch.allclose(hyd.double().cpu(), want_h, atol=atol, rtol=rtol))
+    chunks = [shared.Chunk(tuple(pref.tolist()), 16, 0, 3)]
+    chunks += [shared.Chunk(tuple(stab[b].tolist()), int(slens[b]), b, b + 1) for b in range(3)]
+    chk = shared.chunked_shared_attention(q, kc, vc, chunks)
+    ok = ok and bool(torch.allclose(chk.double().cpu(), want_h, atol=atol, rtol=rtol))
+    kc2, vc2 = kc.clone(), vc.clone()
+    rows = torch.randn((4, hkv, d), device=device).to(dtype)
+    slots = torch.tensor([5, -1, 40, 17], dtype=torch.int64, device=device)
+    paged.reshape_and_cache(rows, rows, kc2, vc2, slots)
+    copy = torch.tensor([[0, 3], [1, 4]], dtype=torch.int64, device=device)
+    paged.copy_blocks(kc2, vc2, copy)
+    want_k = kc.clone()
+    for t, slot in enumerate(slots.tolist()):
+        if slot >= 0:
+            want_k[slot // 16, slot % 16] = rows[t]
+    want_k[3], want_k[4] = want_k[0].clone(), want_k[1].clone()
+    return ok and bool(torch.equal(kc2, want_k))
+
+
 def _emit(lines: list[str], text: str) -> None:
     lines.append(text)
     print(text, flush=True)
@@ -146,22 +180,12 @@ def run(budget_s: float, cpu_dry_run: bool = False, json_path: str | None = None
         if budget.left() < 0.6 * budget_s:
             _emit(lines, f"compile check: stopped after {len(compiled)} of {len(combos)} combinations (budget)")
             break
-        hkv = 2
-        q, kc, vc, table, lens, pref, stab, slens = _paged_inputs(
-            torch, 3, 37, hkv * group, hkv, d, 16, dtypes[name], device, prefix_tokens=16)
-        lens = torch.tensor([37, 1, 20], dtype=torch.int32, device=device)
-        out = paged.paged_decode_attention(q, kc, vc, table, lens, num_splits=3)
-        want, _ = ref.paged_decode_f64(q.cpu(), kc.cpu(), vc.cpu(), table.cpu(), lens.cpu())
-        atol, rtol = tol[name]
-        ok = bool(torch.allclose(out.double().cpu(), want, atol=atol, rtol=rtol))
-        slens = torch.tensor([21, 0, 4], dtype=torch.int32, device=device)
-        hyd = shared.shared_prefix_attention(q, kc, vc, pref, 16, stab, slens)
-        hist = [torch.cat([ref.gather_history(c.cpu(), pref.cpu(), 16),
-                           ref.gather_history(c.cpu(), stab[b].cpu(), int(slens[b]))]) for c in (kc, vc)
-                for b in range(3)]
-        want_h = torch.stack([ref.attention_f64(q[b].cpu(), hist[b], hist[3 + b])[0] for b in range(3)])
-        ok = ok and bool(torch.allclose(hyd.double().cpu(), want_h, atol=atol, rtol=rtol))
-        compiled.append({"dtype": name, "head_dim": d, "group": group, "ok": ok})
+        try:
+            ok = _compile_check(torch, paged, shared, ref, dtypes[name], d, group, tol[name], device)
+            error = ""
+        except Exception as exc:  # a native compile failure is a finding, not a crash of the whole run
+            ok, error = False, f"{type(exc).__name__}: {str(exc)[:200]}"
+        compiled.append({"dtype": name, "head_dim": d, "group": group, "ok": ok, "error": error})
         failures += not ok
     bad = [c for c in compiled if not c["ok"]]
     _emit(lines, f"compile check: {len(compiled)} (dtype, head dim, group) combinations compiled and ran; "

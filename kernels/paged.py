@@ -35,9 +35,13 @@ def _pow2(n: int, floor: int = 1) -> int:
     return max(floor, triton.next_power_of_2(max(1, int(n))))
 
 
-def default_block_n() -> int:
-    """Key rows per tile: 16 under the interpreter (cheap, still a legal dot), 64 natively."""
-    return MIN_DOT if INTERPRETED else 64
+def default_block_n(head_dim: int = 128, dtype: torch.dtype = torch.bfloat16) -> int:
+    """Key rows per tile: 16 under the interpreter (cheap, still a legal dot); natively 64 rows of up to
+    256 bytes, fewer for wider rows, so K and V tiles of a pipelined loop stay well inside shared memory."""
+    if INTERPRETED:
+        return MIN_DOT
+    row_bytes = _pow2(head_dim, MIN_DOT) * torch.empty((), dtype=dtype).element_size()
+    return max(MIN_DOT, min(64, 64 * 256 // row_bytes))
 
 
 def _fp32_dot(dtype: torch.dtype) -> bool:
@@ -163,7 +167,7 @@ def reshape_and_cache(key, value, key_cache, value_cache, slot_mapping, *, valid
     _reshape_and_cache_kernel[(num_tokens,)](
         key, value, key_cache, value_cache, slot_mapping, bs,
         *key.stride(), *value.stride(), *key_cache.stride(), *value_cache.stride(),
-        HEADS=hkv, DK=dk, DV=dv, BLOCK_H=_pow2(hkv), BLOCK_DK=_pow2(dk), BLOCK_DV=_pow2(dv),
+        HEADS=hkv, DK=dk, DV=dv, BLOCK_H=_pow2(hkv, 2), BLOCK_DK=_pow2(dk, 2), BLOCK_DV=_pow2(dv, 2),
         CAST_INT64=_INT64_ADDRESSING,
     )
 
@@ -228,7 +232,7 @@ def copy_blocks(key_cache, value_cache, block_mapping, *, validate: bool = True)
     mapping = block_mapping.contiguous()
     _copy_blocks_kernel[(pairs, bs)](
         key_cache, value_cache, mapping, *key_cache.stride(), *value_cache.stride(),
-        HEADS=hkv, DK=dk, DV=dv, BLOCK_H=_pow2(hkv), BLOCK_DK=_pow2(dk), BLOCK_DV=_pow2(dv),
+        HEADS=hkv, DK=dk, DV=dv, BLOCK_H=_pow2(hkv, 2), BLOCK_DK=_pow2(dk, 2), BLOCK_DV=_pow2(dv, 2),
         CAST_INT64=_INT64_ADDRESSING,
     )
 
@@ -349,7 +353,7 @@ def merge_states(states_o, states_lse, out, out_lse=None) -> None:
         states_o, states_lse, out, lse_out, n_states,
         *states_o.stride(), *states_lse.stride(), *out.stride(),
         *(out_lse.stride() if out_lse is not None else (0, 0)),
-        DV=dv, BLOCK_S=_pow2(n_states), BLOCK_DV=_pow2(dv), HAS_LSE_OUT=out_lse is not None,
+        DV=dv, BLOCK_S=_pow2(n_states, 2), BLOCK_DV=_pow2(dv, 2), HAS_LSE_OUT=out_lse is not None,
     )
 
 
@@ -428,7 +432,8 @@ def decode_partials(query, key_cache, value_cache, block_table, seq_lens, scale:
         *states_o.stride(), *states_lse.stride(),
         GROUP=group, DK=dk, DV=dv,
         BLOCK_G=_pow2(group, MIN_DOT), BLOCK_DK=_pow2(dk, MIN_DOT), BLOCK_DV=_pow2(dv, MIN_DOT),
-        BLOCK_N=block_n or default_block_n(), FP32_DOT=_fp32_dot(query.dtype), CAST_INT64=_INT64_ADDRESSING,
+        BLOCK_N=block_n or default_block_n(max(dk, dv), query.dtype), FP32_DOT=_fp32_dot(query.dtype),
+        CAST_INT64=_INT64_ADDRESSING, num_stages=2,
     )
 
 

@@ -46,10 +46,10 @@ def _chunk_first_kernel(
     tile = tl.program_id(1)
     kvh = tl.program_id(2)
     chunk = tl.load(work_ptr + 6 * w)
-    tok_begin = tl.load(work_ptr + 6 * w + 1)
-    tok_end = tl.load(work_ptr + 6 * w + 2)
-    seq_begin = tl.load(work_ptr + 6 * w + 3)
-    seq_end = tl.load(work_ptr + 6 * w + 4)
+    tok_begin = tl.load(work_ptr + 6 * w + 1).to(tl.int32)  # token and sequence counts fit int32
+    tok_end = tl.load(work_ptr + 6 * w + 2).to(tl.int32)
+    seq_begin = tl.load(work_ptr + 6 * w + 3).to(tl.int32)
+    seq_end = tl.load(work_ptr + 6 * w + 4).to(tl.int32)
     row_offset = tl.load(work_ptr + 6 * w + 5)
     r = tile * BLOCK_M + tl.arange(0, BLOCK_M)
     seq = seq_begin + r // GROUP
@@ -204,7 +204,8 @@ def chunk_first_partials(query, key_cache, value_cache, chunk_table, work, scale
     hkv, dv = key_cache.shape[2], value_cache.shape[3]
     group = hq // hkv
     cover = int((work[:, 4] - work[:, 3]).max().item())
-    block_m = paged._pow2(min(cover * group, 64), MIN_ROWS)
+    row_bytes = paged._pow2(max(dk, dv), paged.MIN_DOT) * query.element_size()
+    block_m = paged._pow2(min(cover * group, 64 if row_bytes <= 256 else 32), MIN_ROWS)
     grid = (work.shape[0], triton.cdiv(cover * group, block_m), hkv)
     _chunk_first_kernel[grid](
         query, key_cache, value_cache, chunk_table, work, states_o, states_lse,
@@ -213,8 +214,8 @@ def chunk_first_partials(query, key_cache, value_cache, chunk_table, work, scale
         *states_o.stride(), *states_lse.stride(),
         GROUP=group, DK=dk, DV=dv, BLOCK_M=block_m,
         BLOCK_DK=paged._pow2(dk, paged.MIN_DOT), BLOCK_DV=paged._pow2(dv, paged.MIN_DOT),
-        BLOCK_N=block_n or paged.default_block_n(), FP32_DOT=paged._fp32_dot(query.dtype),
-        CAST_INT64=paged._INT64_ADDRESSING,
+        BLOCK_N=block_n or paged.default_block_n(max(dk, dv), query.dtype), FP32_DOT=paged._fp32_dot(query.dtype),
+        CAST_INT64=paged._INT64_ADDRESSING, num_stages=2,
     )
 
 
