@@ -153,13 +153,13 @@ class Checker:
         k = m.key(s)
         if k in self.seen:
             return False
-        self._check_new(s, parent, act)
-        idx = len(self.store)
+        idx = len(self.store)  # inserted before the invariant check, as TLC counts it
         self.seen[k] = idx
         self.store.append((m.state_tuple(s), parent, act))
         self.depths.append(depth)
         if depth > self.max_level:
             self.max_level = depth
+        self._check_new(s, parent, act)
         self.queue.append(idx)
         if self.max_states is not None and len(self.store) >= self.max_states:
             self.complete = False

@@ -1,0 +1,36 @@
+"""The whole TLA+ corpus, once: TLC's result for every model and, for successes, exactly TLC's distinct
+and generated counts (depth is only reported). Slow: about a minute, most of it GameOfLife."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvexact.spec.checker.corpus import find_corpus, run_corpus
+from kvexact.spec.checker.result import Outcome
+
+
+@pytest.mark.slow
+def test_corpus_matches_tlc():
+    root = find_corpus()
+    if root is None:
+        pytest.skip("tla-corpus not found: set KVEXACT_TLA_CORPUS")
+    rows = run_corpus(root, workers=2)
+    assert len(rows) == 15
+    bad = [f"{r.id}: {r.why}" for r in rows if not r.ok]
+    assert not bad, bad
+    diehard = next(r for r in rows if r.id == "DieHard__DieHard").result
+    assert diehard.outcome is Outcome.SAFETY and diehard.violation.name == "NotSolved"
+    assert len(diehard.violation.trace) == 7
+
+
+def test_corpus_small_models_match_tlc():
+    """The quick part of the corpus, so a plain unit run also compares with TLC."""
+    root = find_corpus()
+    if root is None:
+        pytest.skip("tla-corpus not found: set KVEXACT_TLA_CORPUS")
+    quick = ["SpecifyingSystems__HourClock__HourClock", "CigaretteSmokers__CigaretteSmokers",
+             "transaction_commit__TwoPhase", "chang_roberts__MCChangRoberts", "echo__MCEcho",
+             "SpecifyingSystems__TLC__MCAlternatingBit", "Majority__MCMajority", "DieHard__DieHard"]
+    rows = run_corpus(root, workers=1, only=quick)
+    assert [r.id for r in rows if not r.ok] == []
+    assert len(rows) == len(quick)
