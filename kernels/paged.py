@@ -399,7 +399,8 @@ def default_num_splits(batch: int, num_kv_heads: int, max_pages: int, device) ->
 
 
 def check_decode_inputs(query, key_cache, value_cache, block_table, seq_lens, validate: bool = True):
-    """(geometry, host lens) after the decode contract checks; raises KernelInputError otherwise."""
+    """(geometry, host lens or None) after the decode contract checks; raises KernelInputError otherwise.
+    Dtypes, shapes and devices are always checked; lengths and referenced ids only when ``validate``."""
     nb, bs, hkv, dk, dv = check_cache_pair(key_cache, value_cache)
     dev = key_cache.device
     _check_tensor("query", query, 3, (key_cache.dtype,), dev)
@@ -411,7 +412,8 @@ def check_decode_inputs(query, key_cache, value_cache, block_table, seq_lens, va
         _reject(KernelRejection.HEAD_GROUP_MISMATCH, f"query has {hq} heads, key_cache {hkv} KV heads")
     _check_same("block_table", block_table.shape[0], batch, "row count")
     _check_same("seq_lens", seq_lens.shape[0], batch, "length")
-    lens = check_block_tables(block_table, seq_lens, nb, bs, check_ids=validate)
+    # validate=False (timing only) reads nothing back from the device: no host synchronization
+    lens = check_block_tables(block_table, seq_lens, nb, bs) if validate else None
     return (nb, bs, hkv, dk, dv, batch, hq), lens
 
 
@@ -452,7 +454,8 @@ def paged_decode_attention(query, key_cache, value_cache, block_table, seq_lens,
         query, key_cache, value_cache, block_table, seq_lens, validate)
     dev = query.device
     if num_splits is None:
-        num_splits = default_num_splits(batch, hkv, -(-max(lens, default=0) // bs), dev)
+        longest = max(lens, default=0) if lens is not None else int(seq_lens.max().item()) if batch else 0
+        num_splits = default_num_splits(batch, hkv, -(-longest // bs), dev)
     if int(num_splits) <= 0:
         _reject(KernelRejection.NON_POSITIVE_SPLITS, f"num_splits = {num_splits}")
     num_splits = int(num_splits)

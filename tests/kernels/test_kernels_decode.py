@@ -5,15 +5,19 @@ from __future__ import annotations
 import itertools
 import os
 
-import pytest
 import torch
 
 from kvexact.kernels import differential as D
 from kvexact.kernels import paged
 from kvexact.kernels import reference as ref
 
-FUZZ = os.environ.get("KVEXACT_PROFILE") == "fuzz"
-CASES = D.full_product(D.DECODE_FACTORS) if FUZZ else D.pairwise_cases(D.DECODE_FACTORS)
+
+def pytest_generate_tests(metafunc):
+    """The full product under the fuzz profile (option or KVEXACT_PROFILE), else the pairwise set."""
+    if "case" in metafunc.fixturenames:
+        fuzz = getattr(metafunc.config, "stash_profile", os.environ.get("KVEXACT_PROFILE")) == "fuzz"
+        cases = D.full_product(D.DECODE_FACTORS) if fuzz else D.pairwise_cases(D.DECODE_FACTORS)
+        metafunc.parametrize("case", cases, ids=D.case_id)
 
 
 def test_pairwise_set_covers_every_pair_of_levels():
@@ -26,7 +30,6 @@ def test_pairwise_set_covers_every_pair_of_levels():
     assert len(cases) < len(D.full_product(D.DECODE_FACTORS)) // 20
 
 
-@pytest.mark.parametrize("case", CASES, ids=D.case_id)
 def test_decode_matches_float64_on_poisoned_pool(case):
     result = D.run_decode_case(case, seed=len(D.case_id(case)))
     assert result["finite"], result
@@ -65,3 +68,14 @@ def test_flashinfer_lse_is_base_two():
     got = paged.to_flashinfer_lse(lse)
     assert torch.allclose(got[:2], torch.tensor([1.0 / 0.6931471805599453, 0.0]))
     assert torch.isneginf(got[2])
+
+
+def test_unvalidated_launch_gives_the_same_output():
+    inp = D.build_decode({"dtype": "fp32", "block_size": 16, "heads": (4, 2), "dims": (16, 16),
+                          "layout": "separate"}, seed=9, poison=float("nan"))
+    args = (inp.query, inp.key_cache, inp.value_cache, inp.block_table, inp.seq_lens)
+    a = paged.paged_decode_attention(*args, num_splits=3)
+    b = paged.paged_decode_attention(*args, num_splits=3, validate=False)
+    c = paged.paged_decode_attention(*args, validate=False)
+    assert torch.equal(a, b)
+    assert torch.allclose(a, c, atol=1e-6)

@@ -13,11 +13,15 @@ from kvexact.kernels import reference as ref
 from kvexact.kernels.errors import KernelInputError, KernelRejection
 from kvexact.reference import shared_prefix as sp
 
-FUZZ = os.environ.get("KVEXACT_PROFILE") == "fuzz"
-CASES = D.full_product(D.SHARED_FACTORS) if FUZZ else D.pairwise_cases(D.SHARED_FACTORS)
+
+def pytest_generate_tests(metafunc):
+    """The full product under the fuzz profile (option or KVEXACT_PROFILE), else the pairwise set."""
+    if "case" in metafunc.fixturenames:
+        fuzz = getattr(metafunc.config, "stash_profile", os.environ.get("KVEXACT_PROFILE")) == "fuzz"
+        cases = D.full_product(D.SHARED_FACTORS) if fuzz else D.pairwise_cases(D.SHARED_FACTORS)
+        metafunc.parametrize("case", cases, ids=D.case_id)
 
 
-@pytest.mark.parametrize("case", CASES, ids=D.case_id)
 def test_shared_prefix_schedules_match_float64(case):
     result = D.run_shared_case(case, seed=len(D.case_id(case)))
     assert result["passed"], result
