@@ -14,13 +14,14 @@ The seed does not give 0x0BE's Q/K/V values, so :func:`draw_fixture` draws them 
 from __future__ import annotations
 
 import enum
+import hashlib
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import attrs
 
-from kvexact.reference.rejections import Rejected
+from kvexact.reference.rejections import NegativeCase, Rejected, negative_cases, register_negative
 
 
 class SharedPrefixRejection(enum.Enum):
@@ -28,6 +29,17 @@ class SharedPrefixRejection(enum.Enum):
     NOT_NESTED = "a chunk's range is not nested inside the range of every chunk before it that it overlaps"
     UNCOVERED_SEQUENCE = "a sequence is covered by no chunk"
     WIDTH_MISMATCH = "a query, key or value row has the wrong width"
+    ROW_COUNT_MISMATCH = "a chunk's K or V rows differ from its declared row count"
+    STALE_SNAPSHOT = "the tree or its K/V changed after the chunk-first metadata was built"
+    SEQUENCE_ORDER_CHANGED = "sequences were reordered without rebuilding the coverage intervals"
+    SCALE_MISMATCH = "a partition was scored with another scale than the snapshot's 1/sqrt(d_qk)"
+    INVALID_STATE = "a state marked valid has no mass, no keys or an infinite maximum"
+    STATE_WIDTH_MISMATCH = "two states of different output widths were merged"
+    PARTIAL_ROW_OUT_OF_COVERAGE = "a partial row was read for a sequence its chunk does not cover"
+    THRESHOLD_MISMATCH = "the partial buffer was built at another shared/private threshold"
+    NEGATIVE_SIZE = "a length, width or byte size is negative"
+    NON_POSITIVE_CHUNK = "the chunk size is not positive"
+    EMPTY_BATCH = "the workload has no sequences"
 
 
 @attrs.frozen
@@ -83,7 +95,8 @@ def path_of(tree: Sequence[TreeChunk], seq: int) -> list[int]:
 
 @attrs.frozen
 class Fixture:
-    """Queries ``q[seq]`` (width d_qk) and each chunk's K rows (d_qk) and V rows (d_v), all binary64."""
+    """Queries ``q[i]`` (width d_qk) of the sequences ``seq_ids`` in batch order, and each chunk's K rows
+    (d_qk) and V rows (d_v), all binary64. Coverage intervals index batch positions, not sequence ids."""
 
     tree: tuple[TreeChunk, ...]
     q: tuple[tuple[float, ...], ...]
@@ -91,6 +104,7 @@ class Fixture:
     v: tuple[tuple[tuple[float, ...], ...], ...]
     d_qk: int
     d_v: int
+    seq_ids: tuple[int, ...] = ()
 
     @property
     def scale(self) -> float:
@@ -101,6 +115,8 @@ def draw_fixture(tree: Sequence[TreeChunk] = SEED_TREE, num_seqs: int = SEED_NUM
                  d_v: int = SEED_D_V, seed: int = SEED_FIXTURE_SEED) -> Fixture:
     """Standard-normal Q/K/V for ``tree`` from ``random.Random(seed)`` (the seed leaves them unstated)."""
     check_tree(tree, num_seqs)
+    if d_qk < 0 or d_v < 0:
+        raise Rejected(SharedPrefixRejection.NEGATIVE_SIZE, f"d_qk={d_qk}, d_v={d_v}")
     rng = random.Random(seed)
 
     def rows(n: int, width: int) -> tuple[tuple[float, ...], ...]:
@@ -109,7 +125,28 @@ def draw_fixture(tree: Sequence[TreeChunk] = SEED_TREE, num_seqs: int = SEED_NUM
     q = rows(num_seqs, d_qk)
     k = tuple(rows(c.rows, d_qk) for c in tree)
     v = tuple(rows(c.rows, d_v) for c in tree)
-    return Fixture(tuple(tree), q, k, v, d_qk, d_v)
+    return Fixture(tuple(tree), q, k, v, d_qk, d_v, tuple(range(num_seqs)))
+
+
+def check_fixture(fx: Fixture) -> None:
+    """Rejects a bad tree, a row of the wrong width, or a chunk whose K/V rows differ from its row count."""
+    check_tree(fx.tree, len(fx.q))
+    for s, q in enumerate(fx.q):
+        if len(q) != fx.d_qk:
+            raise Rejected(SharedPrefixRejection.WIDTH_MISMATCH, f"query {s} has width {len(q)}, d_qk={fx.d_qk}")
+    for c, chunk in enumerate(fx.tree):
+        if len(fx.k[c]) != chunk.rows or len(fx.v[c]) != chunk.rows:
+            raise Rejected(SharedPrefixRejection.ROW_COUNT_MISMATCH,
+                           f"{chunk.name}: {len(fx.k[c])} K and {len(fx.v[c])} V rows for {chunk.rows}")
+        for what, rows, width in (("K", fx.k[c], fx.d_qk), ("V", fx.v[c], fx.d_v)):
+            if any(len(r) != width for r in rows):
+                raise Rejected(SharedPrefixRejection.WIDTH_MISMATCH, f"{chunk.name}: a {what} row is not {width} wide")
+
+
+def snapshot_digest(fx: Fixture) -> str:
+    """SHA-256 over the tree and its K/V rows (not the queries): what chunk-first metadata is bound to."""
+    text = repr((fx.tree, fx.k, fx.v, fx.d_qk, fx.d_v))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 @attrs.frozen
@@ -145,8 +182,18 @@ def partition_state(q: Sequence[float], keys: Sequence[Sequence[float]], values:
     return PartitionState(True, m, sum(w), u, len(keys))
 
 
+def check_state(state: PartitionState) -> None:
+    """A valid state has positive finite mass, at least one key and a finite maximum."""
+    if state.valid and not (state.l > 0 and math.isfinite(state.l) and state.c > 0 and math.isfinite(state.m)):
+        raise Rejected(SharedPrefixRejection.INVALID_STATE, f"valid state with m={state.m}, l={state.l}, c={state.c}")
+
+
 def merge_states(a: PartitionState, b: PartitionState) -> PartitionState:
     """Merge of two disjoint partitions; the empty state is a two-sided identity (branch before any exp)."""
+    check_state(a)
+    check_state(b)
+    if len(a.u) != len(b.u):
+        raise Rejected(SharedPrefixRejection.STATE_WIDTH_MISMATCH, f"widths {len(a.u)} and {len(b.u)}")
     if not a.valid:
         return b
     if not b.valid:
@@ -171,8 +218,16 @@ def merge_lse(parts: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, ..
     return tuple(sum(wi * o[j] for wi, (_, o) in zip(w, parts, strict=True)) / total for j in range(width))
 
 
-def monolithic(fx: Fixture) -> list[tuple[float, ...]]:
+def _scale(fx: Fixture, scale: float | None) -> float:
+    check_fixture(fx)
+    if scale is not None and scale != fx.scale:
+        raise Rejected(SharedPrefixRejection.SCALE_MISMATCH, f"scale {scale} != 1/sqrt({fx.d_qk})")
+    return fx.scale
+
+
+def monolithic(fx: Fixture, scale: float | None = None) -> list[tuple[float, ...]]:
     """Reference schedule: one attention row per sequence over its concatenated path."""
+    _scale(fx, scale)
     out = []
     for s, q in enumerate(fx.q):
         keys = [row for c in path_of(fx.tree, s) for row in fx.k[c]]
@@ -181,8 +236,9 @@ def monolithic(fx: Fixture) -> list[tuple[float, ...]]:
     return out
 
 
-def hydragen(fx: Fixture) -> list[tuple[float, ...]]:
+def hydragen(fx: Fixture, scale: float | None = None) -> list[tuple[float, ...]]:
     """Hydragen coordinate: each chunk attended by the queries it covers, (LSE, O) merged per sequence."""
+    _scale(fx, scale)
     per_seq: list[list[tuple[float, tuple[float, ...]]]] = [[] for _ in fx.q]
     for c, chunk in enumerate(fx.tree):
         for s in range(chunk.seq_begin, chunk.seq_end):  # one batched problem: Q[begin:end] x chunk c
@@ -194,13 +250,17 @@ def hydragen(fx: Fixture) -> list[tuple[float, ...]]:
 
 @attrs.frozen
 class ChunkFirstMetadata:
-    """0x0BD's host metadata: begins, ends and partial-row offsets of the materialized chunks."""
+    """0x0BD's host metadata: begins, ends and partial-row offsets of the materialized chunks, and the
+    snapshot it was built for (tree digest, sequence order, threshold)."""
 
     chunks: tuple[int, ...]
     begins: tuple[int, ...]
     ends: tuple[int, ...]
     offsets: tuple[int, ...]
     partial_rows: int
+    threshold: int = 1
+    digest: str = ""
+    seq_ids: tuple[int, ...] = ()
 
 
 def chunk_first_metadata(tree: Sequence[TreeChunk], threshold: int) -> ChunkFirstMetadata:
@@ -215,28 +275,51 @@ def chunk_first_metadata(tree: Sequence[TreeChunk], threshold: int) -> ChunkFirs
         ends.append(c.seq_end)
         offsets.append(rows)
         rows += c.coverage
-    return ChunkFirstMetadata(tuple(chosen), tuple(begins), tuple(ends), tuple(offsets), rows)
+    return ChunkFirstMetadata(tuple(chosen), tuple(begins), tuple(ends), tuple(offsets), rows, threshold)
 
 
-def chunk_attention(fx: Fixture, threshold: int = 1) -> tuple[list[tuple[float, ...]], list[PartitionState]]:
+def bind_chunk_first(fx: Fixture, threshold: int = 1) -> ChunkFirstMetadata:
+    """Chunk-first metadata bound to ``fx``'s snapshot digest and sequence order."""
+    check_fixture(fx)
+    meta = chunk_first_metadata(fx.tree, threshold)
+    return attrs.evolve(meta, digest=snapshot_digest(fx), seq_ids=fx.seq_ids)
+
+
+def partial_row(partial: Sequence[PartitionState], meta: ChunkFirstMetadata, chunk: int, seq: int) -> PartitionState:
+    """The materialized state of ``chunk`` for batch position ``seq``; only covered positions have one."""
+    i = meta.chunks.index(chunk)
+    if not meta.begins[i] <= seq < meta.ends[i]:
+        raise Rejected(SharedPrefixRejection.PARTIAL_ROW_OUT_OF_COVERAGE,
+                       f"chunk {chunk} covers [{meta.begins[i]}, {meta.ends[i]}), not {seq}")
+    return partial[meta.offsets[i] + seq - meta.begins[i]]
+
+
+def chunk_attention(fx: Fixture, threshold: int = 1, meta: ChunkFirstMetadata | None = None,
+                    scale: float | None = None) -> tuple[list[tuple[float, ...]], list[PartitionState]]:
     """ChunkAttention coordinate: materialize shared (u, m, l) rows chunk-first, fold sequence-first.
 
-    Returns the outputs and the partial buffer (one state per materialized (chunk, sequence) row).
+    ``meta`` (default: built now) must belong to this snapshot, sequence order and threshold. Returns the
+    outputs and the partial buffer (one state per materialized (chunk, sequence) row).
     """
-    meta = chunk_first_metadata(fx.tree, threshold)
+    _scale(fx, scale)
+    meta = bind_chunk_first(fx, threshold) if meta is None else meta
+    if meta.digest != snapshot_digest(fx):
+        raise Rejected(SharedPrefixRejection.STALE_SNAPSHOT, "metadata digest differs from the tree's")
+    if meta.seq_ids != fx.seq_ids:
+        raise Rejected(SharedPrefixRejection.SEQUENCE_ORDER_CHANGED, f"{meta.seq_ids} became {fx.seq_ids}")
+    if meta.threshold != threshold:
+        raise Rejected(SharedPrefixRejection.THRESHOLD_MISMATCH, f"built at {meta.threshold}, used at {threshold}")
     partial: list[PartitionState] = []
     for c in meta.chunks:
         chunk = fx.tree[c]
         for s in range(chunk.seq_begin, chunk.seq_end):
             partial.append(partition_state(fx.q[s], fx.k[c], fx.v[c], fx.scale, fx.d_v))
-    where = dict(zip(meta.chunks, zip(meta.begins, meta.offsets, strict=True), strict=True))
     out = []
     for s, q in enumerate(fx.q):
         state = empty_state(fx.d_v)
         for c in path_of(fx.tree, s):
-            if c in where:
-                begin, offset = where[c]
-                part = partial[offset + s - begin]
+            if c in meta.chunks:
+                part = partial_row(partial, meta, c, s)
             else:
                 part = partition_state(q, fx.k[c], fx.v[c], fx.scale, fx.d_v)
             state = merge_states(state, part)
@@ -267,6 +350,8 @@ def ledger(tree: Sequence[TreeChunk], num_seqs: int, d_qk: int, d_v: int, kv_ele
            out_elem_bytes: int = 2, state_bytes: int = 4, threshold: int = 1) -> SharedPrefixLedger:
     """N_logical = sum over paths of T_c; N_physical = sum of T_c; M_partial = N_partial (d_v b_O + 2 b_state)."""
     check_tree(tree, num_seqs)
+    if min(d_qk, d_v, kv_elem_bytes, out_elem_bytes, state_bytes) < 0:
+        raise Rejected(SharedPrefixRejection.NEGATIVE_SIZE, "a width or byte size is negative")
     logical = sum(tree[c].rows for s in range(num_seqs) for c in path_of(tree, s))
     unique = sum(c.rows for c in tree)
     row_bytes = (d_qk + d_v) * kv_elem_bytes
@@ -296,6 +381,12 @@ def regular_prefix_ledger(shared_tokens: int, suffix_tokens: Sequence[int], row_
                           d_v: int, out_elem_bytes: int = 2, state_bytes: int = 4) -> RegularPrefixLedger:
     """N_logical = B S + sum U_r, N_unique = S + sum U_r; chunk counts and partial rows at size P_c."""
     batch = len(suffix_tokens)
+    if batch == 0:
+        raise Rejected(SharedPrefixRejection.EMPTY_BATCH, "no suffixes given")
+    if chunk_tokens <= 0:
+        raise Rejected(SharedPrefixRejection.NON_POSITIVE_CHUNK, f"chunk size {chunk_tokens}")
+    if min(shared_tokens, row_bytes, d_v, out_elem_bytes, state_bytes, *suffix_tokens) < 0:
+        raise Rejected(SharedPrefixRejection.NEGATIVE_SIZE, "a length, width or byte size is negative")
     logical = batch * shared_tokens + sum(suffix_tokens)
     unique = shared_tokens + sum(suffix_tokens)
 
@@ -307,3 +398,79 @@ def regular_prefix_ledger(shared_tokens: int, suffix_tokens: Sequence[int], row_
         logical, unique, logical - unique, logical * row_bytes, unique * row_bytes, (logical - unique) * row_bytes,
         sum(cdiv(shared_tokens + u) for u in suffix_tokens), cdiv(shared_tokens) + sum(cdiv(u) for u in suffix_tokens),
         partial_rows, partial_rows * (d_v * out_elem_bytes + 2 * state_bytes))
+
+
+# ---------------------------------------------------------------- 0x0BH failure lab (shared-prefix execution)
+
+
+def _reordered(fx: Fixture) -> Fixture:
+    """Sequences 0 and 1 swapped in the batch while the coverage intervals stay as they were."""
+    order = (1, 0, *range(2, len(fx.q)))
+    return attrs.evolve(fx, q=tuple(fx.q[i] for i in order), seq_ids=tuple(fx.seq_ids[i] for i in order))
+
+
+def _changed_kv(fx: Fixture) -> Fixture:
+    first = ((fx.k[0][0][0] + 1.0, *fx.k[0][0][1:]), *fx.k[0][1:])
+    return attrs.evolve(fx, k=(first, *fx.k[1:]))
+
+
+def _cases() -> list[tuple[SharedPrefixRejection, str, Callable[[], object]]]:
+    """The seed leaves 0x0BH empty; these 23 cases cover what 0x0BA-0x0BE say can go wrong."""
+    R = SharedPrefixRejection
+    fx = draw_fixture()
+    ev = attrs.evolve
+    tree = list(SEED_TREE)
+    meta = bind_chunk_first(fx, 1)
+    partial = chunk_attention(fx, 1)[1]
+    good = partition_state(fx.q[0], fx.k[0], fx.v[0], fx.scale, fx.d_v)
+    return [
+        (R.BAD_COVERAGE, "chunk range ends past the batch",
+         lambda: check_tree([*tree[:-1], TreeChunk("C6_private_S3", 1, 3, 5)], 4)),
+        (R.BAD_COVERAGE, "chunk with an empty range", lambda: check_tree([*tree, TreeChunk("C7", 1, 2, 2)], 4)),
+        (R.BAD_COVERAGE, "chunk range starting before the batch",
+         lambda: check_tree([TreeChunk("C0", 2, -1, 4), *tree[1:]], 4)),
+        (R.NOT_NESTED, "sibling ranges overlap without nesting",
+         lambda: check_tree([*tree[:2], TreeChunk("C2_right_shared", 2, 1, 4), *tree[3:]], 4)),
+        (R.UNCOVERED_SEQUENCE, "a sequence outside every chunk", lambda: check_tree(tree, 5)),
+        (R.WIDTH_MISMATCH, "query row of width 3 for d_qk 2",
+         lambda: monolithic(ev(fx, q=((0.1, 0.2, 0.3), *fx.q[1:])))),
+        (R.WIDTH_MISMATCH, "key row of width 1 for d_qk 2",
+         lambda: hydragen(ev(fx, k=(((0.5,), fx.k[0][1]), *fx.k[1:])))),
+        (R.WIDTH_MISMATCH, "value row of width 2 for d_v 3",
+         lambda: chunk_attention(ev(fx, v=(((0.5, 0.5), fx.v[0][1]), *fx.v[1:])))),
+        (R.ROW_COUNT_MISMATCH, "chunk K rows fewer than its declared rows", lambda: monolithic(ev(fx, k=((fx.k[0][0],),
+                                                                                                   *fx.k[1:])))),
+        (R.ROW_COUNT_MISMATCH, "chunk V rows more than its declared rows",
+         lambda: hydragen(ev(fx, v=((*fx.v[0], fx.v[0][0]), *fx.v[1:])))),
+        (R.STALE_SNAPSHOT, "K/V changed after chunk-first metadata was built",
+         lambda: chunk_attention(_changed_kv(fx), 1, meta)),
+        (R.SEQUENCE_ORDER_CHANGED, "sequences reordered without rebuilding intervals",
+         lambda: chunk_attention(_reordered(fx), 1, meta)),
+        (R.THRESHOLD_MISMATCH, "partial buffer built at threshold 1 read at threshold 0",
+         lambda: chunk_attention(fx, 0, meta)),
+        (R.SCALE_MISMATCH, "scores scaled by 1/d_qk instead of 1/sqrt(d_qk)", lambda: hydragen(fx, scale=0.5)),
+        (R.INVALID_STATE, "valid state with zero mass", lambda: merge_states(ev(good, l=0.0), good)),
+        (R.INVALID_STATE, "valid state with no keys", lambda: merge_states(good, ev(good, c=0))),
+        (R.INVALID_STATE, "empty partition passed as a valid state with m = -inf",
+         lambda: merge_states(ev(empty_state(fx.d_v), valid=True, m=-math.inf), good)),
+        (R.STATE_WIDTH_MISMATCH, "merge of states with output widths 3 and 2",
+         lambda: merge_states(good, ev(good, u=good.u[:2]))),
+        (R.PARTIAL_ROW_OUT_OF_COVERAGE, "partial row of C1 read for sequence 2",
+         lambda: partial_row(partial, meta, 1, 2)),
+        (R.NEGATIVE_SIZE, "ledger with a negative state size",
+         lambda: ledger(SEED_TREE, 4, 2, 3, state_bytes=-4)),
+        (R.NEGATIVE_SIZE, "0x0BI ledger with a negative suffix",
+         lambda: regular_prefix_ledger(64, [8, -8], 512, 16, 128)),
+        (R.NON_POSITIVE_CHUNK, "0x0BI ledger with chunk size 0", lambda: regular_prefix_ledger(64, [8], 512, 0, 128)),
+        (R.EMPTY_BATCH, "0x0BI ledger with no sequences", lambda: regular_prefix_ledger(64, [], 512, 16, 128)),
+    ]
+
+
+def _register() -> None:
+    known = {c.description for c in negative_cases("0x0BH")}
+    for reason, description, trigger in _cases():
+        if description not in known:
+            register_negative(NegativeCase("0x0BH", reason, description, trigger))
+
+
+_register()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvexact.reference import shared_prefix as S
-from kvexact.reference.rejections import Rejected
+from kvexact.reference.rejections import Rejected, negative_cases, rejection_of
 
 
 def test_seed_tree_paths_and_coverage():
@@ -92,3 +92,26 @@ def test_bad_trees_are_rejected_by_name(tree, reason):
     with pytest.raises(Rejected) as exc:
         S.draw_fixture(tree, num_seqs=4)
     assert exc.value.reason is reason
+
+
+CASES_0x0BH = negative_cases("0x0BH")
+
+
+def test_failure_lab_0x0BH_has_at_least_the_derived_count():
+    assert len(CASES_0x0BH) >= 22
+    assert len({c.description for c in CASES_0x0BH}) == len(CASES_0x0BH)
+
+
+@pytest.mark.parametrize("case", CASES_0x0BH, ids=lambda c: c.description)
+def test_failure_lab_0x0BH_case_is_rejected_by_name(case):
+    assert rejection_of(case.trigger) is case.reason
+
+
+def test_rebuilt_metadata_after_a_reorder_is_accepted():
+    fx = S.draw_fixture()
+    moved = S._reordered(fx)
+    with pytest.raises(Rejected) as exc:
+        S.chunk_attention(moved, 1, S.bind_chunk_first(fx, 1))
+    assert exc.value.reason is S.SharedPrefixRejection.SEQUENCE_ORDER_CHANGED
+    out, _ = S.chunk_attention(moved, 1, S.bind_chunk_first(moved, 1))
+    assert out == S.chunk_attention(moved, 1)[0]
