@@ -217,7 +217,7 @@ def run_shared_case(case: dict, seed: int = 0, suffix_lens: Sequence[int] = (0, 
                                          bt, lens, prefix_splits=2, suffix_splits=2)
     chunks = [shared.Chunk(tuple(prefix_ids), prefix_len, 0, batch)]
     chunks += [shared.Chunk(tuple(table[b][: need_s[b]]), n, b, b + 1) for b, n in enumerate(suffix_lens)]
-    chk = shared.chunked_shared_attention(query, kc, vc, chunks, threshold=1, chunk_splits=2)
+    chk = shared.chunked_shared_attention(query, kc, vc, chunks, threshold=1, chunk_splits=2, private_splits=2)
     figures: dict = {}
     passed = True
     for name, out in (("hydragen", hyd), ("chunked", chk)):
