@@ -60,6 +60,8 @@ def kernels_int64(ctx: GateContext) -> CheckResult:
     _import_kernels()
     done = subprocess.run([sys.executable, "-m", "kvexact.kernels.overflow_probe", "1"], capture_output=True,
                           text=True, timeout=600)
+    if done.returncode == 3:
+        raise CheckCouldNotRun(f"could not reserve a >2^31-element pool: {done.stdout.strip()[:200]}")
     figures = {"returncode": done.returncode, "pool_elements_over": "2^31"}
     if done.returncode == 0 and done.stdout.strip() == "OK":
         return CheckResult(Verdict.PASSED, figures, "decode read the last block of a >2^31-element pool")

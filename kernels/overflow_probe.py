@@ -2,7 +2,7 @@
 
 Run as ``python -m kvexact.kernels.overflow_probe {1|0}`` (1: loaded block ids cast to int64, the shipped
 kernels; 0: the cast disabled). Prints ``OK`` and exits 0 when the output equals float64 attention over
-the last block's rows; prints ``WRONG`` and exits 1 otherwise. Without the cast the product
+the last block's rows; prints ``WRONG`` and exits 1 otherwise, and exits 3 when the pool cannot even be reserved. Without the cast the product
 ``block_id * block_stride`` wraps in int32, so the kernel reads the wrong address (wrong values or SIGSEGV).
 The caches come from ``torch.empty``: virtual memory is committed lazily, only the touched block is resident.
 """
@@ -23,8 +23,12 @@ def main(argv: list[str]) -> int:
     per_block = block_size * heads * dim
     num_blocks = 2**31 // per_block + 2  # 2^31 + 2 blocks' worth of elements: ids near the end overflow int32
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    kc = torch.empty((num_blocks, block_size, heads, dim), dtype=torch.float16, device=device)
-    vc = torch.empty((num_blocks, block_size, heads, dim), dtype=torch.float16, device=device)
+    try:
+        kc = torch.empty((num_blocks, block_size, heads, dim), dtype=torch.float16, device=device)
+        vc = torch.empty((num_blocks, block_size, heads, dim), dtype=torch.float16, device=device)
+    except RuntimeError as exc:  # no overcommit here: the probe cannot run, which is not a kernel failure
+        print(f"CANNOT-RUN: {exc}"[:300], flush=True)
+        return 3
     assert kc.numel() > 2**31
     last = num_blocks - 1
     gen = torch.Generator().manual_seed(0)

@@ -5,10 +5,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 
 def _probe(flag: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "kvexact.kernels.overflow_probe", flag],
+    done = subprocess.run([sys.executable, "-m", "kvexact.kernels.overflow_probe", flag],
                           capture_output=True, text=True, timeout=300)
+    if done.returncode == 3:
+        pytest.skip(f"this machine cannot reserve a >2^31-element pool: {done.stdout.strip()}")
+    return done
 
 
 def test_decode_reads_the_last_block_of_a_pool_beyond_2_31_elements():
