@@ -46,6 +46,7 @@ class Normative:
 
     def __init__(self, usable_blocks: int):
         self.alloc = Allocator([GroupConfig(0, 0, BS, 1)], [list(range(1, usable_blocks + 1))])
+        self.content_of: dict[str, tuple[int, ...]] = {}  # every key ever bound -> the prefix it names
 
     def lookup(self, tokens: tuple[int, ...]) -> list[str]:
         keys = []
@@ -63,6 +64,7 @@ class Normative:
             if self.alloc.pools[0].blocks[table[i].block_id].cache_key is None and \
                     self.alloc.index.get((0, key)) is None:
                 cache_block(self.alloc, rid, i, key)
+                self.content_of[key] = tokens[:(i + 1) * BS]
 
     def _run(self, fn) -> bool:
         try:
@@ -98,8 +100,8 @@ class Normative:
     def blocks_of(self, rid: str) -> list[int]:
         return [h.block_id for h in self.alloc.request(rid).tables[0]]
 
-    def cached_contents(self, content_of_key: dict[str, tuple[int, ...]]) -> set[tuple[int, ...]]:
-        return {content_of_key[key] for (_g, key) in self.alloc.index.data}
+    def cached_contents(self) -> set[tuple[int, ...]]:
+        return {self.content_of[key] for (_g, key) in self.alloc.index.data}
 
 
 def sharing(blocks_by_request: dict[str, list[int]]) -> set[frozenset[tuple[str, int]]]:
@@ -113,16 +115,16 @@ def sharing(blocks_by_request: dict[str, list[int]]) -> set[frozenset[tuple[str,
 
 class VllmVsNormative(RuleBasedStateMachine):
     requests = Bundle("requests")
+    normative_driver: type[Normative] = Normative
 
     @initialize(num_blocks=st.sampled_from([4, 5, 6, 8, 10, ROOMY]))
     def setup(self, num_blocks):
         self.v = VllmAdapter(num_blocks, BS)
-        self.n = Normative(num_blocks - 1)  # vLLM's block 0 is the null block
+        self.n = self.normative_driver(num_blocks - 1)  # vLLM's block 0 is the null block
         self.roomy = num_blocks == ROOMY
         self.vtok: dict[str, tuple[int, ...]] = {}  # live requests of each system and their tokens
         self.ntok: dict[str, tuple[int, ...]] = {}
         self.vkey_content: dict[bytes, tuple[int, ...]] = {}
-        self.nkey_content: dict[str, tuple[int, ...]] = {}
         self.in_sync = True
         self.counter = 0
 
@@ -131,10 +133,6 @@ class VllmVsNormative(RuleBasedStateMachine):
             tokens = self.vtok[rid]
             for i, h in enumerate(self.v.requests[rid].block_hashes):
                 self.vkey_content[key_with_group(h, 0)] = tokens[:(i + 1) * BS]
-        if rid in self.ntok:
-            tokens = self.ntok[rid]
-            for i in range(len(tokens) // BS):
-                self.nkey_content[nkey(tokens[:(i + 1) * BS])] = tokens[:(i + 1) * BS]
 
     def _v_cached(self) -> set[tuple[int, ...]]:
         return {self.vkey_content[k] for k, _ids in self.v.manager.pool.cached.entries}
@@ -142,7 +140,7 @@ class VllmVsNormative(RuleBasedStateMachine):
     def _full_blocks_cached(self, rid: str) -> None:
         """Both: right after a request's step, the content of each of its full blocks is cached."""
         for tokens, cached in ((self.vtok.get(rid), self._v_cached),
-                               (self.ntok.get(rid), lambda: self.n.cached_contents(self.nkey_content))):
+                               (self.ntok.get(rid), self.n.cached_contents)):
             if tokens is not None:
                 have = cached()
                 assert all(tokens[:(i + 1) * BS] in have for i in range(len(tokens) // BS)), f"{rid} not cached"
@@ -213,7 +211,7 @@ class VllmVsNormative(RuleBasedStateMachine):
                 [self.n.alloc.pools[0].refcount(b) for b in n_blocks[rid]], f"ref counts of {rid}"
         assert sharing(v_blocks) == sharing(n_blocks), "different requests share blocks"
         v_cached = self._v_cached()
-        n_cached = self.n.cached_contents(self.nkey_content)
+        n_cached = self.n.cached_contents()
         if v_cached != n_cached:
             assert not self.roomy, f"a roomy pool diverged: {sorted(v_cached ^ n_cached)}"
             event("diverged by design: which released block is reused first")
