@@ -32,6 +32,8 @@ class ModelValue:
 
     __slots__ = ("name", "index")
     _interned: dict[str, ModelValue] = {}
+    name: str
+    index: int
 
     def __new__(cls, name: str) -> ModelValue:
         mv = cls._interned.get(name)
@@ -52,11 +54,12 @@ class ModelValue:
 class Fcn:
     """A function (or record) whose domain is not 1..n; immutable, hashable."""
 
-    __slots__ = ("d", "_h")
+    __slots__ = ("d", "_h", "_c")
 
     def __init__(self, d: dict):
         self.d = d
         self._h: int | None = None
+        self._c: Any = None
 
     def __hash__(self) -> int:
         if self._h is None:
@@ -470,11 +473,17 @@ def canon(v: Any) -> Any:
     if t is bool:
         return _BTRUE if v else _BFALSE
     if t is tuple:
-        return ("$T",) + tuple(canon(x) for x in v)
+        return ("$T",) + tuple([canon(x) for x in v])
     if t is frozenset:
-        return ("$S", frozenset(canon(x) for x in v))
+        for x in v:
+            if type(x) is not int and type(x) is not str and type(x) is not ModelValue:
+                return ("$S", frozenset([canon(x) for x in v]))
+        return ("$S", v)
     if t is Fcn:
-        return ("$F", frozenset((canon(k), canon(x)) for k, x in v.d.items()))
+        c = v._c
+        if c is None:
+            c = v._c = ("$F", frozenset([(canon(k), canon(x)) for k, x in v.d.items()]))
+        return c
     if t is LazyFcn:
         return canon(v.materialize())
     if isinstance(v, LazySet):
