@@ -47,14 +47,16 @@ def run_tlc_engine(spec: Path, cfg: Path | None, jar: str | None, *, workers: in
     if not jar:
         raise CouldNotRun("the TLC engine needs tla2tools.jar: pass --tlc-jar PATH or set TLA2TOOLS_JAR")
     try:
-        from kvexact.spec.tlc import TlcUnavailable, run_tlc
+        from kvexact.spec import tlc as tlc_mod
     except ImportError:
         raise CouldNotRun("the TLC engine (kvexact.spec.tlc) is not available in this build") from None
+    run_tlc = tlc_mod.run_tlc
+    failures: tuple = (tlc_mod.TlcUnavailable, getattr(tlc_mod, "TlcFailed", tlc_mod.TlcUnavailable), ValueError)
     cfg_path = cfg if cfg is not None else spec.with_suffix(".cfg")
     try:
         return run_tlc(spec, cfg_path, jar, workers=workers, max_states=max_states, max_depth=max_depth,
                        timeout_s=timeout_s)
-    except TlcUnavailable as exc:
+    except failures as exc:
         raise CouldNotRun(f"TLC could not run: {exc}") from None
 
 

@@ -571,4 +571,12 @@ def to_itf(v: Any) -> Any:
         return {"#map": [[to_itf(k), to_itf(x)] for k, x in sorted(v.d.items(), key=lambda kv: order_key(kv[0]))]}
     if t is LazyFcn:
         return to_itf(v.materialize())
+    if isinstance(v, dict):  # values parsed from TLC's output
+        if v and all(isinstance(k, str) for k in v):
+            return {str(k): to_itf(x) for k, x in v.items()}
+        return {"#map": [[to_itf(k), to_itf(x)] for k, x in v.items()]}
+    if isinstance(v, str):
+        return str(v)
+    if isinstance(v, (frozenset, set)):
+        return {"#set": [to_itf(x) for x in v]}
     return {"#unserializable": repr(v)}
