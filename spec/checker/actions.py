@@ -275,6 +275,11 @@ class ActionCompiler:
             if var is not None:
                 return self._assign_in(var, args[1], node, scope)
             return None
+        if op == "\\subseteq" and args:
+            var = self._target_var(args[0], scope)
+            if var is not None:
+                return self._assign_subset(var, args[1], node, scope)
+            return None
         if op == "UNCHANGED" and not self.init:
             return self._unchanged(args[0], scope)
         if op == "=>" and args:
@@ -391,6 +396,24 @@ class ActionCompiler:
             for v in elems:
                 bind(s, n, v, k)
         return assign_in
+
+    def _assign_subset(self, var, rhs, node, scope):
+        """x' \\subseteq S with x' unbound enumerates SUBSET S (TLC)."""
+        from kvexact.spec.checker.values import PowerSet
+        f, _ = self.c.expr(rhs, scope)
+        bind = self._bind(var)
+        init = self.init
+
+        def assign_subset(s, n, e, k):
+            t = s if init else n
+            S = f(s, n, e)
+            if var in t:
+                if PowerSet(S).contains(t[var]):
+                    k(s, n)
+                return
+            for v in PowerSet(S).ordered():
+                bind(s, n, v, k)
+        return assign_subset
 
     def _unchanged(self, arg, scope) -> Act:
         arg = _strip(arg)

@@ -65,6 +65,8 @@ def _seq(v: Any) -> tuple:
 
 
 def _plus(a, b):
+    if type(a) is int and type(b) is int:
+        return a + b
     return num(a) + num(b)
 
 
@@ -123,6 +125,8 @@ def _cap(a, b):
 
 
 def _minus_set(a, b):
+    if type(a) is frozenset and type(b) is frozenset:
+        return a - b
     if isinstance(a, LazySet) and not a.finite():
         from kvexact.spec.checker.values import InfiniteSet
         return InfiniteSet(f"{a.name} \\ ...", lambda v: a.contains(v) and not member(v, b))
@@ -153,10 +157,14 @@ def _times_set(*sets):
 
 
 def _concat(a, b):
+    if type(a) is str and type(b) is str:
+        return a + b
     return _seq(a) + _seq(b)
 
 
 def _len(s):
+    if type(s) is str:
+        return len(s)
     return len(_seq(s))
 
 

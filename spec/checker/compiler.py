@@ -528,6 +528,10 @@ class Compiler:
                         return f.d[x]
                     if t is tuple and type(x) is int and 0 < x <= len(f):
                         return f[x - 1]
+                    if t is LazyFcn:
+                        memo = f.memo
+                        if x in memo:
+                            return memo[x]
                     return apply_fcn(f, x)
                 except KeyError:
                     raise EvalError(f"function {fmt(f)} applied to {fmt(x)}, outside its domain",
@@ -1288,6 +1292,14 @@ class Compiler:
                     return body(s, n, e2)
                 return body(s, n, {p0: f0(s, n, e)})
             return call1, deps
+
+        if memo is None and not is_let and len(params) == 2:
+            pa, pb = params
+            fa, fb = fns
+
+            def call2p(s, n, e):
+                return body(s, n, {pa: fa(s, n, e), pb: fb(s, n, e)})
+            return call2p, deps
 
         def calln(s, n, e):
             vals = [f(s, n, e) for f in fns]

@@ -168,3 +168,11 @@ def test_workers_give_the_same_counts(tmp_path):
     two = check_model(spec, workers=2)
     assert (one.generated_states, one.distinct_states) == (5000, 2500)
     assert (two.generated_states, two.distinct_states) == (5000, 2500)
+
+
+def test_subseteq_enumerates_subsets(tmp_path):
+    """x' \\subseteq {1, 2} branches over the 4 subsets: each of the 4 states has 4 successors.
+    gen 1 + 16 = 17, distinct 4 (Init {} plus {1}, {2}, {1, 2})."""
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x = {}\nNext == x' \\subseteq {1, 2}", NOLOCK)
+    r = check_model(spec)
+    assert (r.generated_states, r.distinct_states, r.depth) == (17, 4, 2)
