@@ -174,6 +174,10 @@ class RadixCache:
             key = key.bigram_view()
         return key
 
+    def cache_key(self, key: RadixKey | Sequence[int]) -> RadixKey:
+        """The key as the tree stores it: bigram view under EAGLE, truncated to whole pages."""
+        return self._prepare(key).page_aligned(self.page_size)
+
     # ---- match -----------------------------------------------------------------------------------
     def _empty_match(self) -> MatchResult:
         r = self.root_node
@@ -491,13 +495,13 @@ def checkpoint(cache: RadixCache, req: Req, up_to: int) -> None:
         return
     row = _row(cache, req)
     tokens = req.tokens()[:up_to]
-    key = cache._prepare(req.key(tokens)).page_aligned(cache.page_size)
+    key = cache.cache_key(req.key(tokens))
     values = row[: len(key)]
     res = cache.insert(key, values, priority=req.priority, inserted_len=req.cache_inserted_len)
     if res.prefix_len > req.cache_protected_len:
         cache.allocator.free_segment(row[req.cache_protected_len:res.prefix_len],
                                      start_pos=req.cache_protected_len)
-    prompt_units = len(cache._prepare(req.key(req.origin_input_ids[:up_to])).page_aligned(cache.page_size))
+    prompt_units = len(cache.cache_key(req.key(req.origin_input_ids[:up_to])))
     if 0 < prompt_units < len(key):
         cache.insert(key[:prompt_units], values, priority=req.priority + 1, inserted_len=prompt_units)
     m = cache.match_prefix(key)

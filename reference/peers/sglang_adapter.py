@@ -147,17 +147,19 @@ class SGLangAdapter:
     def insert(self, tokens: Sequence[int], slot_ids: Sequence[int], request_id: str | None = None,
                extra_key: str | None = None, cache_salt: str | None = None,
                priority: int = 0) -> InsertObservation:
-        """Insert; the new suffix's slots move from the request's private ledger to the tree."""
+        """Insert; the new suffix's slots move from the request's private ledger to the tree. The
+        duplicates are the caller's slots for already-cached positions that differ from the tree's."""
         res = self.cache.insert(self._key(tokens, extra_key, cache_salt), list(slot_ids), priority=priority)
-        published = len(self.cache._prepare(self._key(tokens, extra_key, cache_salt))
-                        .page_aligned(self.cache.page_size))
+        published = len(self.cache.cache_key(self._key(tokens, extra_key, cache_salt)))
         if request_id is not None:
             mine = self.private.get(request_id, [])
             for s in slot_ids[res.prefix_len:published]:
                 if s in mine:
                     mine.remove(s)
+        tree_path = self.cache.path_device_indices(res.last_device_node)
+        duplicates = tuple(s for s, t in zip(slot_ids[:res.prefix_len], tree_path, strict=False) if s != t)
         self._record("insert", tokens=list(tokens), slot_ids=list(slot_ids), prefix_tokens=res.prefix_len)
-        return InsertObservation(res.prefix_len, tuple(slot_ids[:res.prefix_len]))
+        return InsertObservation(res.prefix_len, duplicates)
 
     def release(self, request_id: str, slot_ids: Sequence[int] | None = None) -> tuple[int, ...]:
         mine = self.private.get(request_id, [])

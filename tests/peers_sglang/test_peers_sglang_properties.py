@@ -41,7 +41,9 @@ class ProfileInvariants(RuleBasedStateMachine):
     def checkpoint(self, data):
         rid = data.draw(st.sampled_from(self.running))
         req = self.sg.requests[rid]
-        up_to = data.draw(st.integers(req.cache_protected_len, req.owned_len))
+        # up_to counts raw tokens; under EAGLE the protected length counts bigrams (raw - 1)
+        lowest = req.cache_protected_len + (1 if self.sg.cache.is_eagle and req.cache_protected_len else 0)
+        up_to = data.draw(st.integers(lowest, req.owned_len))
         self.sg.checkpoint(rid, up_to)
 
     @precondition(lambda self: self.running)

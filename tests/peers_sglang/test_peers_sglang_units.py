@@ -260,3 +260,12 @@ def test_adapter_paged_partition():
     sg.insert([1, 2, 3, 4], got, "a")
     p = sg.partition()
     assert p.partition_holds and p.tree_slot_ids == (2, 3, 4, 5)
+
+
+def test_adapter_duplicates_exclude_the_trees_own_slots():
+    sg = SGLangAdapter(8)
+    first = sg.reserve("a", 2)
+    sg.insert([1, 2], first, "a")
+    more = sg.reserve("b", 2)
+    got = sg.insert([1, 2, 3, 4], [first[0], more[0], more[1], 99], "b")  # position 0 reuses the tree slot
+    assert got.prefix_tokens == 2 and got.duplicate_slot_ids == (more[0],)
