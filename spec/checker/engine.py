@@ -28,6 +28,7 @@ class _Stop(Exception):
 
 
 PARALLEL_MIN_BATCH = 2000
+PROGRESS_EVERY_S = 2.0
 _WORKER_MODEL: Model | None = None
 
 
@@ -50,12 +51,17 @@ def _work(batch: list[tuple]) -> list | tuple:
     return res
 
 
+def _ignore_sigint() -> None:
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is handled by the parent, which stops the pool
+
+
 def _start_pool(model: Model, workers: int):
     import multiprocessing
 
     global _WORKER_MODEL
     _WORKER_MODEL = model
-    return multiprocessing.get_context("fork").Pool(workers)
+    return multiprocessing.get_context("fork").Pool(workers, initializer=_ignore_sigint)
 
 
 class _Found(Exception):
@@ -83,13 +89,13 @@ def _error_result(exc: Exception, started: float, messages: tuple = ()) -> Model
 class Checker:
     def __init__(self, model: Model, *, max_states: int | None = None, max_depth: int | None = None,
                  coverage: bool = True, progress: Callable[[dict], None] | None = None,
-                 progress_every_s: float = 2.0, workers: int = 1):
+                 progress_every_s: float | None = None, workers: int = 1):
         self.m = model
         self.max_states = max_states
         self.max_depth = max_depth
         self.coverage_on = coverage
         self.progress = progress
-        self.progress_every_s = progress_every_s
+        self.progress_every_s = PROGRESS_EVERY_S if progress_every_s is None else progress_every_s
         self.generated = 0
         self.seen: dict[Any, int] = {}
         self.store: list[tuple[tuple, int, int]] = []  # (values, parent index, action index) ; -1 = init

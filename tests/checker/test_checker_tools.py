@@ -1,0 +1,63 @@
+"""Progress, Ctrl-C, the checker-corpus gate check and `kvexact bench checker`, on a one-model corpus."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+from test_checker_enum import NOLOCK, write_spec
+
+from kvexact.conformance.gate import GateContext, Verdict
+from kvexact.spec.checker import check_model, engine
+from kvexact.spec.checker.result import Outcome
+
+
+def test_progress_and_ctrl_c_stop_cleanly_with_statistics(tmp_path, monkeypatch):
+    """x counts up forever; the progress callback sees the counts, then Ctrl-C stops the run."""
+    monkeypatch.setattr(engine, "PROGRESS_EVERY_S", 0.0)
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x = 0\nNext == x' = x + 1", NOLOCK)
+    seen = []
+
+    def progress(info):
+        seen.append(info)
+        if len(seen) == 3:
+            raise KeyboardInterrupt
+
+    r = check_model(spec, progress=progress)
+    assert {"generated", "distinct", "queue", "states_per_s"} <= set(seen[0])
+    assert r.outcome is Outcome.SUCCESS and not r.complete
+    assert any("Ctrl-C" in m for m in r.messages) and r.distinct_states >= 3
+
+
+def fake_corpus(tmp_path, distinct):
+    """One model (x toggles 0/1: 3 generated, 2 distinct) with the counts TLC is said to report."""
+    folder = tmp_path / "corpus" / "Toggle"
+    folder.mkdir(parents=True)
+    write_spec(folder, "VARIABLE x\nInit == x = 0\nNext == x' = 1 - x", "INIT Init\nNEXT Next\n", name="Toggle")
+    manifest = {"models": [{"id": "Toggle", "spec": "Toggle.tla", "cfg": "Toggle.cfg", "result": "success",
+                            "distinctStates": distinct, "totalStates": 3, "stateDepth": 2}]}
+    (tmp_path / "corpus" / "corpus.json").write_text(json.dumps(manifest))
+    return tmp_path / "corpus"
+
+
+def test_gate_check_passes_and_fails(tmp_path, monkeypatch):
+    from kvexact.spec.gate_corpus import CHECKS
+    check = CHECKS[0]
+    assert check.name == "checker-corpus" and check.default is False
+    monkeypatch.setenv("KVEXACT_TLA_CORPUS", str(fake_corpus(tmp_path / "a", 2)))
+    res = check.run(GateContext())
+    assert res.verdict is Verdict.PASSED and res.figures["matching"] == 1
+    monkeypatch.setenv("KVEXACT_TLA_CORPUS", str(fake_corpus(tmp_path / "b", 5)))
+    res = check.run(GateContext())
+    assert res.verdict is Verdict.FAILED and "distinct 2 vs TLC 5" in res.detail
+
+
+def test_bench_checker_reports_rates(tmp_path, monkeypatch):
+    from kvexact.spec.bench_cmd import bench_checker
+    monkeypatch.setenv("KVEXACT_TLA_CORPUS", str(fake_corpus(tmp_path, 2)))
+    out = tmp_path / "bench.json"
+    res = CliRunner().invoke(bench_checker, ["--json", str(out)], standalone_mode=False)
+    assert res.return_value == 0, res.output
+    assert "Toggle" in res.output and "TOTAL" in res.output and "1/1 models match TLC" in res.output
+    d = json.loads(out.read_text())
+    assert d["models"][0]["distinct"] == 2 and "distinct_per_s" in d["models"][0]
