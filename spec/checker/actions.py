@@ -119,6 +119,7 @@ class ActionCompiler:
                 k(s, n)
             elif v is not False:
                 raise EvalError(f"an action conjunct has the non-boolean value {fmt(v)}", where)
+        pred._pure = True  # type: ignore[attr-defined]
         return pred
 
     def _conj(self, items: list, scope: Scope, node: Any) -> Act:
@@ -129,20 +130,31 @@ class ActionCompiler:
         init = self.init
         where = loc_of(node, scope.mod)
 
+        pure = [getattr(a, "_pure", False) for a in acts]
+
         def run(i, s, n, e, k):
-            if i == m:
-                k(s, n)
-                return
-            if i > 0 and len(s if init else n) == nv:
-                for j in range(i, m):
-                    v = evals[j](s, n, e)
+            while i < m:
+                if i > 0 and len(s if init else n) == nv:
+                    for j in range(i, m):
+                        v = evals[j](s, n, e)
+                        if v is not True:
+                            if v is not False:
+                                raise EvalError(f"a conjunct has the non-boolean value {fmt(v)}", where)
+                            return
+                    k(s, n)
+                    return
+                if pure[i]:  # a plain predicate: evaluate it in the loop, no continuation needed
+                    v = evals[i](s, n, e)
                     if v is not True:
                         if v is not False:
                             raise EvalError(f"a conjunct has the non-boolean value {fmt(v)}", where)
                         return
-                k(s, n)
+                    i += 1
+                    continue
+                nxt = i + 1
+                acts[i](s, n, e, lambda s2, n2, j=nxt: run(j, s2, n2, e, k))
                 return
-            acts[i](s, n, e, lambda s2, n2: run(i + 1, s2, n2, e, k))
+            k(s, n)
 
         def conj(s, n, e, k):
             run(0, s, n, e, k)

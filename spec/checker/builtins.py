@@ -340,6 +340,13 @@ OPERATORS: dict[str, tuple] = {
     "IsABag": (1, _isabag),
 }
 
+# standard operators this engine names as unsupported (rather than "undefined")
+UNSUPPORTED = {
+    "TLCGet": "TLC module", "TLCSet": "TLC module", "RandomElement": "TLC module", "Any": "TLC module",
+    "Real": "Reals module", "Infinity": "Reals module", "/": "Reals module",
+    "\\cdot": "action composition", "ENABLED": "ENABLED",
+}
+
 _ARITH = ["+", "-", "*", "\\div", "%", "^", "<", ">", "<=", ">=", "..", "Nat"]
 STANDARD_MODULES: dict[str, list[str]] = {
     "Naturals": _ARITH,

@@ -894,6 +894,9 @@ class Compiler:
         if b is None:
             if op in B.OPERATORS:
                 b = ("builtin", op)
+            elif op in B.UNSUPPORTED:
+                raise UnsupportedError(f"{op} ({B.UNSUPPORTED[op]}) is not supported by the embedded checker",
+                                       loc_of(node, scope.mod))
             else:
                 raise UndefinedError(f"undefined operator {op}", loc_of(node, scope.mod))
         return self._apply_binding(b, op, args, node, scope)
@@ -903,6 +906,9 @@ class Compiler:
         if b is None:
             if name in B.OPERATORS and B.OPERATORS[name][0] == 0:
                 b = ("builtin", name)
+            elif name in B.UNSUPPORTED:
+                raise UnsupportedError(f"{name} ({B.UNSUPPORTED[name]}) is not supported by the embedded checker",
+                                       loc_of(node, scope.mod))
             else:
                 raise UndefinedError(f"undefined identifier {name}", loc_of(node, scope.mod))
         return self._apply_binding(b, name, [], node, scope)

@@ -324,7 +324,9 @@ class Model:
             return canon(self.view(s, None, {}))
         vals = [s[v] for v in self.variables]
         if self.symmetry_perms:
-            return min((canon(tuple(_permute(x, p) for x in vals)) for p in self.symmetry_perms), key=repr)
+            from kvexact.spec.checker.values import order_key
+            best = min((tuple(_permute(x, p) for x in vals) for p in self.symmetry_perms), key=order_key)
+            return tuple([canon(x) for x in best])
         return tuple([canon(x) for x in vals])
 
     def in_model(self, s: dict) -> bool:

@@ -176,3 +176,11 @@ def test_subseteq_enumerates_subsets(tmp_path):
     spec = write_spec(tmp_path, "VARIABLE x\nInit == x = {}\nNext == x' \\subseteq {1, 2}", NOLOCK)
     r = check_model(spec)
     assert (r.generated_states, r.distinct_states, r.depth) == (17, 4, 2)
+
+
+def test_fingerprints_keep_kinds_apart(tmp_path):
+    """TRUE and 1, {1} and <<1>> are four different states (Init: 4 generated, 4 distinct)."""
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x = 1 \\/ x = TRUE \\/ x = {1} \\/ x = <<1>>\n"
+                      "Next == UNCHANGED x", NOLOCK)
+    r = check_model(spec)
+    assert (r.generated_states, r.distinct_states) == (8, 4)
