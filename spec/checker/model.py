@@ -462,10 +462,14 @@ def load_model(spec_path: str | Path, cfg_path: str | Path | None = None,
         raise SpecError(f"{spec_path}: spec file not found")
     from kvexact.spec.checker.compiler import parse_module_text
     parse_module_text(spec_path.read_text(), str(spec_path))  # a parse error outranks a cfg problem
+    default_cfg = cfg_path is None
     if cfg_path is None:
         cfg_path = spec_path.with_suffix(".cfg")
     cfg_path = Path(cfg_path)
     if not cfg_path.exists():
+        if default_cfg and constant_overrides is not None:
+            # trace validation without a cfg: INIT Init, NEXT Next, constants from the overrides
+            return Model(spec_path, Config(path=str(cfg_path), init="Init", next="Next"), constant_overrides)
         raise ConfigError(f"{cfg_path}: cfg file not found")
     cfg = parse_cfg(cfg_path)
     return Model(spec_path, cfg, constant_overrides)

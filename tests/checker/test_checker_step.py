@@ -66,3 +66,10 @@ def test_python_values_round_trip():
     tv = from_python(value)
     assert type(tv) is Fcn and to_python(tv) == value
     assert from_python([1, 2]) == (1, 2) and from_python({1: "x", 2: "y"}) == ("x", "y")
+
+
+def test_load_without_cfg_for_trace_validation(tmp_path):
+    spec = write_spec(tmp_path, BODY, "")
+    (tmp_path / "M.cfg").unlink()
+    m = load_model(spec, constant_overrides={"R": {1, 2}})
+    assert m.check_step("Acquire", {"held": set(), "free": {1, 2}}, {"held": {1}, "free": {2}}).params == {"r": 1}
