@@ -71,3 +71,20 @@ def test_tlc_engine_without_jar_could_not_run(tmp_path):
     spec = write_spec(tmp_path, *DIEHARD_LIKE)
     res = run([str(spec), "--engine", "tlc"], env={"TLA2TOOLS_JAR": ""})
     assert res.return_value == 3 and "could not run" in res.output
+
+
+def test_engine_both_fails_on_a_difference(tmp_path, monkeypatch):
+    """A stand-in TLC result with one more distinct state: `both` prints the difference and exits 1."""
+    import attrs
+
+    from kvexact.spec import check_cmd
+    from kvexact.spec.checker import check_model
+
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x = 0\nNext == x' = 1 - x", NOLOCK)
+    real = check_model(spec)
+    monkeypatch.setattr(check_cmd, "run_tlc_engine", lambda *a, **k: attrs.evolve(real, engine="tlc"))
+    assert run([str(spec), "--engine", "both"]).return_value == 0
+    monkeypatch.setattr(check_cmd, "run_tlc_engine",
+                        lambda *a, **k: attrs.evolve(real, engine="tlc", distinct_states=3))
+    res = run([str(spec), "--engine", "both"])
+    assert res.return_value == 1 and "distinct states: embedded 2 vs tlc 3" in res.output
