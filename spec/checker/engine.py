@@ -250,6 +250,10 @@ class Checker:
         except EvalError as exc:
             tr = self.trace(self._cur) if self._cur >= 0 else ()
             return Violation("evaluation", "EvalError", str(exc), tr), ""
+        except (RecursionError, TypeError, ValueError, IndexError) as exc:
+            tr = self.trace(self._cur) if self._cur >= 0 else ()
+            return Violation("evaluation", type(exc).__name__,
+                             f"evaluation failed ({type(exc).__name__}: {exc})", tr), ""
         finally:
             if pool is not None:
                 pool.terminate()
@@ -306,6 +310,8 @@ def check_model(spec_path, cfg_path=None, *, workers=1, max_states=None, max_dep
                 progress=None) -> ModelCheckResult:
     """Model-check a spec with the embedded engine; every failure is a result, never an exception."""
     started = time.monotonic()
+    import sys
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
     try:
         model = load_model(Path(spec_path), cfg_path)
     except (SpecError, ConfigError, EvalError) as exc:
