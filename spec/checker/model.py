@@ -108,11 +108,33 @@ class Model:
         if cfg.symmetry:
             perms = self._state_fn(cfg.symmetry, "SYMMETRY")(None, None, {})
             self.symmetry_perms = [p for p in ordered_elements(perms)]
+        self._resolve_all()
         for p in cfg.properties:
             self._lookup_def(p, "PROPERTY")
             self.messages.append(f"PROPERTY {p} not checked by this engine (temporal properties are TLC-only)")
 
     # ------------------------------------------------------------------ setup
+
+    def _resolve_all(self) -> None:
+        """Compile every definition once, so an undefined identifier anywhere is reported (as SANY does);
+        constructs this engine cannot evaluate (temporal formulas) are left for their use."""
+        from kvexact.spec.checker.errors import UndefinedError
+        seen: set[int] = set()
+
+        def visit(scope: Scope) -> None:
+            for b in list(scope.names.values()):
+                if b[0] == "def" and id(b[1]) not in seen:
+                    seen.add(id(b[1]))
+                    try:
+                        self.comp.def_fn(b[1])
+                    except UndefinedError:
+                        raise
+                    except (SpecError, EvalError):
+                        b[1].compiling = False
+                elif b[0] == "instance" and id(b[1]) not in seen:
+                    seen.add(id(b[1]))
+                    visit(b[1])
+        visit(self.root)
 
     def _lookup_def(self, name: str, what: str) -> Def:
         b = self.root.lookup(name)

@@ -85,3 +85,9 @@ def test_false_assumption_exit_10(tmp_path):
     r = check_model(write_spec(tmp_path, "CONSTANT N\nASSUME N > 5\nVARIABLE x\nInit == x = N\nNext == UNCHANGED x",
                                NOLOCK + "CONSTANT N = 3\n"))
     assert r.outcome is Outcome.ASSUMPTION and r.exit_code == 10
+
+
+def test_undefined_identifier_in_an_unused_definition(tmp_path):
+    """SANY rejects the module even if the definition is never used by the model."""
+    r = check_model(write_spec(tmp_path, "VARIABLE x\nInit == x = 0\nNext == UNCHANGED x\nUnused == y + 1", NOLOCK))
+    assert r.exit_code == 150 and "undefined identifier y" in r.violation.message and "M.tla:6:11" in r.violation.message
