@@ -31,8 +31,13 @@ def trace_lines(trace: tuple[TraceState, ...], raw: bool = True) -> list[str]:
     lines: list[str] = []
     prev: dict | None = None
     for st in trace:
-        label = st.action if st.action.startswith("<") else f"<{st.action}>"
-        lines.append(f"State {st.index}: {label}" + (f" ({st.location})" if st.location else ""))
+        if st.action.startswith("<"):
+            label = st.action
+        elif st.action == "Initial predicate" or not st.location:
+            label = f"<{st.action}>"
+        else:
+            label = f"<{st.action} {st.location}>"  # TLC: <Name line L, col C to line L2, col C2 of module M>
+        lines.append(f"State {st.index}: {label}")
         for var, val in st.values.items():
             changed = prev is not None and (var not in prev or _text(prev[var], raw) != _text(val, raw))
             lines.append(f"{'*' if changed else ' '} /\\ {var} = {_text(val, raw)}")
