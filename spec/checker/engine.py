@@ -106,6 +106,7 @@ class Checker:
         self.complete = True
         self.max_level = 0
         self.workers = workers
+        self.pending = 0  # states of the current BFS level not yet expanded
 
     # -------------------------------------------------------------- traces
 
@@ -216,6 +217,7 @@ class Checker:
                     self.complete = False
                     self.queue.extend(batch)
                     return None, f"stopped at --max-depth {self.max_depth}"
+                self.pending = len(batch)
                 if self.workers > 1 and len(batch) >= PARALLEL_MIN_BATCH:
                     if pool is None:
                         pool = _start_pool(m, self.workers)
@@ -224,6 +226,7 @@ class Checker:
                     results = self._expand_inline(batch)
                 for pos, (idx, succ) in enumerate(results):
                     self._cur = idx
+                    self.pending = len(batch) - pos - 1
                     depth = self.depths[idx]
                     if not succ and m.cfg.check_deadlock:
                         return Violation("deadlock", "Deadlock", "Deadlock reached.", self.trace(idx)), ""
@@ -301,7 +304,7 @@ def check_loaded(model: Model, *, max_states=None, max_depth=None, coverage=True
     complete = ch.complete and violation is None and not note
     return ModelCheckResult(
         engine="embedded", outcome=outcome, generated_states=ch.generated, distinct_states=len(ch.store),
-        depth=ch.max_level, left_on_queue=len(ch.queue), seconds=time.monotonic() - started,
+        depth=ch.max_level, left_on_queue=len(ch.queue) + ch.pending, seconds=time.monotonic() - started,
         complete=complete if violation is None else True, violation=violation,
         coverage=ch.coverage() if coverage else {}, messages=messages)
 
