@@ -30,12 +30,16 @@ class _Stop(Exception):
 PARALLEL_MIN_BATCH = 2000
 PROGRESS_EVERY_S = 2.0
 _WORKER_MODEL: Model | None = None
+_WORKER_SEEN: dict | None = None
 
 
 def _work(batch: list[tuple]) -> list | tuple:
-    """Worker (forked): the successors of each state, as (action index, value tuple) lists."""
+    """Worker (forked at the start of a BFS level): for each state, its successors as
+    (action index, values, fingerprint, in model, invariants hold: True / False / None = not checked
+    because the state was already known when the level started)."""
     m = _WORKER_MODEL
-    assert m is not None
+    seen = _WORKER_SEEN
+    assert m is not None and seen is not None
     res = []
     for pos, vals in enumerate(batch):
         s = m.state_dict(vals)
@@ -44,7 +48,17 @@ def _work(batch: list[tuple]) -> list | tuple:
             for ai, a in enumerate(m.actions):
                 out: list = []
                 m.successors(s, a, out)
-                succ.extend((ai, m.state_tuple(n)) for n in out)
+                for n in out:
+                    key = m.key(n)
+                    inside = m.in_model(n) and (not m.action_constraints or m.action_ok(s, n))
+                    if inside and key in seen:
+                        ok = None
+                    else:
+                        try:
+                            ok = m.violated_invariant(n) is None
+                        except EvalError:
+                            ok = False
+                    succ.append((ai, m.state_tuple(n), key, inside, ok))
         except EvalError as exc:
             return (pos, str(exc))
         res.append(succ)
@@ -56,11 +70,12 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is handled by the parent, which stops the pool
 
 
-def _start_pool(model: Model, workers: int):
+def _start_pool(model: Model, workers: int, seen: dict):
     import multiprocessing
 
-    global _WORKER_MODEL
+    global _WORKER_MODEL, _WORKER_SEEN
     _WORKER_MODEL = model
+    _WORKER_SEEN = seen
     return multiprocessing.get_context("fork").Pool(workers, initializer=_ignore_sigint)
 
 
@@ -173,6 +188,29 @@ class Checker:
             raise _Stop()
         return True
 
+    def _add_pre(self, vals: tuple, key: Any, inside: bool, ok: bool | None, parent: int, act: int,
+                 depth: int) -> bool:
+        """_add for a successor whose fingerprint, constraints and invariants a worker computed."""
+        if not inside:
+            if ok is False:
+                self._check_new(self.m.state_dict(vals), parent, act)  # raises with the trace
+            return False
+        if key in self.seen:
+            return False
+        idx = len(self.store)
+        self.seen[key] = idx
+        self.store.append((vals, parent, act))
+        self.depths.append(depth)
+        if depth > self.max_level:
+            self.max_level = depth
+        if ok is not True:
+            self._check_new(self.m.state_dict(vals), parent, act)
+        self.queue.append(idx)
+        if self.max_states is not None and len(self.store) >= self.max_states:
+            self.complete = False
+            raise _Stop()
+        return True
+
     def _expand_inline(self, batch: list[int]):
         """Successors of each state of the batch: yields (idx, [(action index, successor dict)...])."""
         m = self.m
@@ -183,11 +221,10 @@ class Checker:
             for ai, a in enumerate(m.actions):
                 out: list = []
                 m.successors(s, a, out)
-                succ.extend((ai, n) for n in out)
+                succ.extend((ai, n, None, None, None) for n in out)
             yield idx, succ
 
     def _expand_parallel(self, batch: list[int], pool):
-        m = self.m
         chunk = max(64, len(batch) // (8 * self.workers))
         pieces = [batch[i:i + chunk] for i in range(0, len(batch), chunk)]
         payload = [[self.store[i][0] for i in p] for p in pieces]
@@ -196,8 +233,7 @@ class Checker:
                 pos, msg = res
                 self._cur = piece[pos]
                 raise EvalError(msg)
-            for idx, succ in zip(piece, res, strict=True):
-                yield idx, [(ai, m.state_dict(vals)) for ai, vals in succ]
+            yield from zip(piece, res, strict=True)
 
     def run(self) -> tuple[Violation | None, str]:
         m = self.m
@@ -218,9 +254,11 @@ class Checker:
                     self.queue.extend(batch)
                     return None, f"stopped at --max-depth {self.max_depth}"
                 self.pending = len(batch)
+                if pool is not None:
+                    pool.terminate()
+                    pool = None
                 if self.workers > 1 and len(batch) >= PARALLEL_MIN_BATCH:
-                    if pool is None:
-                        pool = _start_pool(m, self.workers)
+                    pool = _start_pool(m, self.workers, self.seen)  # forked now: sees the states known so far
                     results = self._expand_parallel(batch, pool)
                 else:
                     results = self._expand_inline(batch)
@@ -231,9 +269,11 @@ class Checker:
                     if not succ and m.cfg.check_deadlock:
                         return Violation("deadlock", "Deadlock", "Deadlock reached.", self.trace(idx)), ""
                     self.generated += len(succ)
-                    for ai, n in succ:
+                    for ai, n, key, inside, ok in succ:
                         self.fired[ai] += 1
-                        if self._add(n, idx, ai, depth + 1):
+                        added = (self._add(n, idx, ai, depth + 1) if key is None
+                                 else self._add_pre(n, key, inside, ok, idx, ai, depth + 1))
+                        if added:
                             self.new[ai] += 1
                     if self.progress is not None and pos % 256 == 0:
                         now = time.monotonic()
