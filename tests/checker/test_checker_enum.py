@@ -184,3 +184,22 @@ def test_fingerprints_keep_kinds_apart(tmp_path):
                       "Next == UNCHANGED x", NOLOCK)
     r = check_model(spec)
     assert (r.generated_states, r.distinct_states) == (8, 4)
+
+
+def test_parallel_level_finds_the_same_violation(tmp_path):
+    """3,000 initial states (a parallel level); x = 4500 is reached in one step from x = 1500:
+    both modes report Inv violated with a 2-state trace ending in x = 4500."""
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x \\in 0..2999\nNext == x < 3000 /\\ x' = x + 3000\n"
+                      "Inv == x # 4500", NOLOCK + "INVARIANT Inv\n")
+    for workers in (1, 2):
+        r = check_model(spec, workers=workers)
+        assert r.outcome is Outcome.SAFETY and r.violation.name == "Inv"
+        assert [s.values["x"] for s in r.violation.trace] == [1500, 4500]
+
+
+def test_parallel_level_reports_evaluation_errors(tmp_path):
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x \\in 0..2999\nNext == x' = [i \\in 0..2998 |-> i][x]",
+                      NOLOCK)
+    r = check_model(spec, workers=2)
+    assert r.exit_code == 75 and "outside its domain" in r.violation.message
+    assert [s.values["x"] for s in r.violation.trace] == [2999]
