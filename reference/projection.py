@@ -23,8 +23,9 @@ KVAllocation, variable by variable (``g`` a cache group id, ``b`` a block id of 
 * ``txn``: the in-flight boundary append (phase ``reserved`` until ``append_write``, then ``ready``; ``dest``
   the reserved blocks, ``prev`` the identity each reservation evicted); the recorder sets phase
   ``rolled_back`` after ``append_rollback`` until the next committed step.
-* ``hist``, ``retired``: history variables, kept by :class:`TraceRecorder` (the snapshot before the first
-  ``append_reserve``; the handles whose block went back to the free pool by ``release``/``truncate``).
+* ``hist``, ``stale``: history variables, kept by :class:`TraceRecorder` (the snapshot before the first
+  ``append_reserve``; per group the handle of the largest block the last ``release``/``truncate`` freed,
+  which a delayed writer holds, ``[block |-> 0, gen |-> 0]`` after ``stale_write_rejected``).
 
 CowPublication:
 
@@ -54,20 +55,15 @@ from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import BlockState
 
 NO_REQ = "NoReq"
+NO_HANDLE = {"block": 0, "gen": 0}
 
 
 class Fn(dict):
     """A TLA+ function (encoded as ``#map``), as opposed to a record (a plain dict)."""
 
 
-class _Retired(Fn):
-    """retired[g] as sets of (block, gen) pairs, encoded as sets of ``[block, gen]`` records."""
-
-
 def itf(value: Any) -> Any:
     """ITF encoding of a projected value."""
-    if isinstance(value, _Retired):
-        return {"#map": [[g, {"#set": [{"block": b, "gen": n} for b, n in sorted(v)]}] for g, v in value.items()]}
     if isinstance(value, Fn):
         return {"#map": [[itf(k), itf(v)] for k, v in value.items()]}
     if isinstance(value, dict):
@@ -155,7 +151,7 @@ def project_kv_allocation(alloc: Allocator, requests: Sequence[str] | None = Non
     state = {"gen": gen, "ref": ref, "ident": ident, "rows": rows, "reserved": reserved, "tables": tables,
              "len": lens, "tver": tvers, "rgen": rgen, "epoch": alloc.epoch, "txn": txn}
     state["hist"] = init_snapshot(state)
-    state["retired"] = _Retired({g: set() for g in groups})
+    state["stale"] = Fn({g: dict(NO_HANDLE) for g in groups})
     return state
 
 
@@ -240,7 +236,7 @@ KV_ALLOCATION_ACTIONS: dict[str, tuple[str, tuple[str, ...]] | None] = {
     "release": ("release", ("r",)),
     "truncate": ("truncate", ("r", "k")),
     "evict": ("evict", ("g", "b")),
-    "stale_write_rejected": ("stale_write_rejected", ("g", "h")),
+    "stale_write_rejected": ("stale_write_rejected", ("g",)),
 }
 COW_PUBLICATION_ACTIONS: dict[str, tuple[str, tuple[str, ...]] | None] = {
     "append_reserve": None,
@@ -314,7 +310,7 @@ class TraceRecorder:
     def _kv_history(self, action: str, params: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         prev = self._last if self._last is not None else state
         state = dict(state)
-        retired = _Retired({g: set(v) for g, v in prev["retired"].items()})
+        stale = Fn({g: dict(h) for g, h in prev["stale"].items()})
         if action == "append_reserve":
             state["hist"] = snapshot_of(prev) if prev["txn"]["phase"] in ("idle", "rolled_back") else prev["hist"]
         elif action in ("append_write", "append_rollback", "stale_write_rejected"):
@@ -323,14 +319,14 @@ class TraceRecorder:
             state["txn"] = dict(state["txn"], phase="rolled_back")
         if action == "stale_write_rejected":
             state["txn"] = prev["txn"]
-            h = params["h"]
-            retired[params["g"]].discard((h["block"], h["gen"]))
+            stale[params["g"]] = dict(NO_HANDLE)
         if action in ("release", "truncate"):
             for g in state["ref"]:
-                for b in state["ref"][g]:
-                    if prev["ref"][g][b] > 0 and state["ref"][g][b] == 0 and state["ident"][g][b] == 0:
-                        retired[g].add((b, prev["gen"][g][b]))
-        state["retired"] = retired
+                freed = [b for b in state["ref"][g]
+                         if prev["ref"][g][b] > 0 and state["ref"][g][b] == 0 and state["ident"][g][b] == 0]
+                if freed:  # the delayed writer keeps the largest freed block's handle
+                    stale[g] = {"block": max(freed), "gen": prev["gen"][g][max(freed)]}
+        state["stale"] = stale
         return state
 
 

@@ -25,7 +25,8 @@
 (*    snapshot (tables, length or valid rows): 0x05B A 5 -> 6 on an        *)
 (*    in-place append; a fork publishes D at 1, its COW append makes it 2. *)
 (*    A new request starts at 0.                                           *)
-(*  - rgen[r] advances when r's lifetime ends (release); tver restarts.    *)
+(*  - the request generation advances when r's lifetime ends (release);   *)
+(*    it is not a variable here: a released request restarts at tver 0.    *)
 (***************************************************************************)
 EXTENDS Naturals, Sequences, FiniteSets
 
@@ -38,8 +39,7 @@ CONSTANTS
     MaxTokens,  \* longest request, in tokens
     MaxGen,     \* state bound: largest block generation explored
     MaxEpoch,   \* state bound: largest allocator epoch explored
-    MaxVersion, \* state bound: largest request table version explored
-    MaxReqGen   \* state bound: largest request generation explored
+    MaxVersion  \* state bound: largest request table version explored
 
 VARIABLES
     gen,      \* [Groups -> [Blocks -> Nat]]: each block's current generation
@@ -50,21 +50,21 @@ VARIABLES
     tables,   \* [Requests -> [Groups -> Seq([block: Blocks, gen: Nat])]]: block tables
     len,      \* [Requests -> Nat]: tokens visible to the request (its context length)
     tver,     \* [Requests -> Nat]: request table version
-    rgen,     \* [Requests -> Nat]: request generation (lifetime counter)
     epoch,    \* Nat: allocator epoch
     txn,      \* [phase: {"idle","reserved","ready","rolled_back"}, req: Requests \cup {NoReq},
               \*  dest: [Groups -> Blocks \cup {0}], prev: [Groups -> Nat]]: the one in-flight
               \*  boundary append; prev[g] is the identity its reservation evicted in g
     hist,     \* history variable: the committed snapshot taken when the transaction began
-    retired   \* [Groups -> SUBSET [block: Blocks, gen: Nat]]: handles whose block went back
-              \*  to the free pool; a delayed writer may still present them (0x05F)
+    stale     \* [grp: Groups, block: Blocks \cup {0}, gen: Nat]: the handle a delayed writer of a
+              \*  truncated request still holds (0x05E, 0x05F); block 0 means none
 
-vars == <<gen, ref, ident, rows, reserved, tables, len, tver, rgen, epoch, txn, hist, retired>>
+vars == <<gen, ref, ident, rows, reserved, tables, len, tver, epoch, txn, hist, stale>>
 
 MaxBlocks == (MaxTokens + P - 1) \div P
 NumBlocks(n) == (n + P - 1) \div P
 Handle(g, b) == [block |-> b, gen |-> gen[g][b]]
 HandleSet == [block : Blocks, gen : Nat]
+NoStale == [grp |-> CHOOSE g \in Groups : \A h \in Groups : g <= h, block |-> 0, gen |-> 0]
 Range(s) == {s[i] : i \in DOMAIN s}
 Tail(r, g) == tables[r][g][Len(tables[r][g])].block
 
@@ -84,7 +84,7 @@ IdleTxn == [phase |-> "idle", req |-> NoReq, dest |-> [g \in Groups |-> 0], prev
 TxnIdle == txn.phase \in {"idle", "rolled_back"}
 
 Snapshot == [gen |-> gen, ref |-> ref, ident |-> ident, rows |-> rows, reserved |-> reserved,
-             tables |-> tables, len |-> len, tver |-> tver, rgen |-> rgen, epoch |-> epoch]
+             tables |-> tables, len |-> len, tver |-> tver, epoch |-> epoch]
 
 ZeroBlocks == [g \in Groups |-> [b \in Blocks |-> 0]]
 EmptyTables == [r \in Requests |-> [g \in Groups |-> <<>>]]
@@ -92,7 +92,7 @@ ZeroReqs == [r \in Requests |-> 0]
 NoReserved == [g \in Groups |-> {}]
 InitSnapshot == [gen |-> ZeroBlocks, ref |-> ZeroBlocks, ident |-> ZeroBlocks, rows |-> ZeroBlocks,
                  reserved |-> NoReserved, tables |-> EmptyTables, len |-> ZeroReqs, tver |-> ZeroReqs,
-                 rgen |-> ZeroReqs, epoch |-> 0]
+                 epoch |-> 0]
 
 \* A committed step outside a transaction forgets the finished transaction.
 ClearTxn == txn' = IdleTxn /\ hist' = InitSnapshot
@@ -106,20 +106,19 @@ Init ==
     /\ tables = EmptyTables
     /\ len = ZeroReqs
     /\ tver = ZeroReqs
-    /\ rgen = ZeroReqs
     /\ epoch = 0
     /\ txn = IdleTxn
     /\ hist = InitSnapshot
-    /\ retired = [g \in Groups |-> {}]
+    /\ stale = NoStale
 
 \* Drop one reference to each block in Drop[g] (a set per group): a block whose count reaches 0
-\* without a cached identity becomes free (rows reset) and its handle is retired (0x05E).
+\* without a cached identity becomes free (rows reset) (0x05E).
 DropRefs(Drop) ==
     LET newRef == [g \in Groups |-> [b \in Blocks |-> IF b \in Drop[g] THEN ref[g][b] - 1 ELSE ref[g][b]]]
         freed(g) == {b \in Drop[g] : newRef[g][b] = 0 /\ ident[g][b] = 0}
     IN /\ ref' = newRef
        /\ rows' = [g \in Groups |-> [b \in Blocks |-> IF b \in freed(g) THEN 0 ELSE rows[g][b]]]
-       /\ retired' = [g \in Groups |-> retired[g] \cup {Handle(g, b) : b \in freed(g)}]
+
 
 -----------------------------------------------------------------------------
 (* Actions.  Each is one reference step with the same name in snake_case.  *)
@@ -143,7 +142,7 @@ AppendReserve(r, g, b) ==
     /\ reserved' = [reserved EXCEPT ![g] = @ \cup {b}]
     /\ txn' = [phase |-> "reserved", req |-> r,
                dest |-> [txn.dest EXCEPT ![g] = b], prev |-> [txn.prev EXCEPT ![g] = ident[g][b]]]
-    /\ UNCHANGED <<ref, tables, len, tver, rgen, epoch, retired>>
+    /\ UNCHANGED <<ref, tables, len, tver, epoch, stale>>
 
 \* 0x04E and 0x05C steps 6-7: once every group holds a destination, write row 0 into each and
 \* validate the data frontiers; the transaction becomes READY_TO_PUBLISH (0x04A).
@@ -153,7 +152,7 @@ AppendWrite(r) ==
     /\ \A g \in Groups : txn.dest[g] # 0
     /\ rows' = [g \in Groups |-> [rows[g] EXCEPT ![txn.dest[g]] = 1]]
     /\ txn' = [txn EXCEPT !.phase = "ready"]
-    /\ UNCHANGED <<gen, ref, ident, reserved, tables, len, tver, rgen, epoch, hist, retired>>
+    /\ UNCHANGED <<gen, ref, ident, reserved, tables, len, tver, epoch, hist, stale>>
 
 \* 0x04E, 0x05C step 8: publish one new table entry per group together, with the refcount deltas,
 \* the new length and table version; the allocator epoch advances (Counters).
@@ -167,7 +166,7 @@ AppendPublish(r) ==
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ epoch' = epoch + 1
     /\ ClearTxn
-    /\ UNCHANGED <<gen, ident, rows, rgen, retired>>
+    /\ UNCHANGED <<gen, ident, rows, stale>>
 
 \* 0x04F: a failure injected before publication (between group reservations, or after the write)
 \* returns every reservation: generations, cached identities and rows are restored, no request
@@ -183,7 +182,7 @@ AppendRollback(r) ==
                       IF b = d[g] THEN (IF txn.prev[g] # 0 THEN P ELSE 0) ELSE rows[g][b]]]
     /\ reserved' = NoReserved
     /\ txn' = [IdleTxn EXCEPT !.phase = "rolled_back"]
-    /\ UNCHANGED <<ref, tables, len, tver, rgen, epoch, hist, retired>>
+    /\ UNCHANGED <<ref, tables, len, tver, epoch, hist, stale>>
 
 \* 0x04E (o > 0, one strong owner): write row o of the tail in every group and publish
 \* valid_rows = o + 1; no block is reserved, so the epoch stays (0x05B: A 33 -> 34, version 5 -> 6).
@@ -196,7 +195,7 @@ AppendInPlace(r) ==
     /\ len' = [len EXCEPT ![r] = @ + 1]
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ ClearTxn
-    /\ UNCHANGED <<gen, ref, ident, reserved, tables, rgen, epoch, retired>>
+    /\ UNCHANGED <<gen, ref, ident, reserved, tables, epoch, stale>>
 
 \* 0x04C cache publication, 0x07C: publish the identity of r's full logical block j in every
 \* group at once; an identity names at most one block per group.
@@ -210,7 +209,7 @@ CacheBlock(r, j) ==
           /\ \A c \in Blocks : ident[g][c] # j
     /\ ident' = [g \in Groups |-> [ident[g] EXCEPT ![tables[r][g][j].block] = j]]
     /\ ClearTxn
-    /\ UNCHANGED <<gen, ref, rows, reserved, tables, len, tver, rgen, epoch, retired>>
+    /\ UNCHANGED <<gen, ref, rows, reserved, tables, len, tver, epoch, stale>>
 
 \* 0x07C, 0x05E touch: an empty request r maps the cached prefix of k full blocks, which must be
 \* present contiguously in every group; evictable blocks leave the free queue and become live.
@@ -226,10 +225,10 @@ PrefixHit(r, k) ==
     /\ len' = [len EXCEPT ![r] = k * P]
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ ClearTxn
-    /\ UNCHANGED <<gen, ident, rows, reserved, rgen, epoch, retired>>
+    /\ UNCHANGED <<gen, ident, rows, reserved, epoch, stale>>
 
 \* 0x05E release: r's strong references go; full cached blocks become EVICTABLE, others free.
-\* The request's lifetime ends: its generation advances and a new one starts at version 0.
+\* The request's lifetime ends; a new one starts at table version 0.
 Release(r) ==
     /\ TxnIdle
     /\ len[r] > 0
@@ -237,21 +236,27 @@ Release(r) ==
     /\ tables' = [tables EXCEPT ![r] = [g \in Groups |-> <<>>]]
     /\ len' = [len EXCEPT ![r] = 0]
     /\ tver' = [tver EXCEPT ![r] = 0]
-    /\ rgen' = [rgen EXCEPT ![r] = @ + 1]
     /\ ClearTxn
-    /\ UNCHANGED <<gen, ident, reserved, epoch>>
+    /\ UNCHANGED <<gen, ident, reserved, epoch, stale>>
 
 \* 0x05E truncate: keep r's first k logical blocks and drop the suffix bundle in every group
-\* (only a suffix: an interior block cannot be removed); dropped blocks lose one reference.
+\* (only a suffix: an interior block cannot be removed); dropped blocks lose one reference.  When
+\* the old tail of the first group goes back to the free pool, a delayed writer of r keeps its
+\* handle (0x05E: the stale D writer holding 1003@12).
 Truncate(r, k) ==
     /\ TxnIdle
     /\ k < NumBlocks(len[r])
     /\ DropRefs([g \in Groups |-> {tables[r][g][i].block : i \in (k + 1)..Len(tables[r][g])}])
+    /\ stale' = LET g == NoStale.grp
+                    b == Tail(r, g)
+                IN IF ref[g][b] = 1 /\ ident[g][b] = 0
+                   THEN [grp |-> g, block |-> b, gen |-> gen[g][b]]
+                   ELSE stale
     /\ tables' = [tables EXCEPT ![r] = [g \in Groups |-> SubSeq(tables[r][g], 1, k)]]
     /\ len' = [len EXCEPT ![r] = k * P]
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ ClearTxn
-    /\ UNCHANGED <<gen, ident, reserved, rgen, epoch>>
+    /\ UNCHANGED <<gen, ident, reserved, epoch>>
 
 \* 0x05E evict: drop the weak cached identity of block b in group g; a live mapping stays, a
 \* zero-ref block becomes free.
@@ -261,15 +266,15 @@ Evict(g, b) ==
     /\ ident' = [ident EXCEPT ![g][b] = 0]
     /\ rows' = [rows EXCEPT ![g][b] = IF ref[g][b] = 0 THEN 0 ELSE @]
     /\ ClearTxn
-    /\ UNCHANGED <<gen, ref, reserved, tables, len, tver, rgen, epoch, retired>>
+    /\ UNCHANGED <<gen, ref, reserved, tables, len, tver, epoch, stale>>
 
-\* 0x05E, 0x05F: a delayed writer presents a retired handle; the pool rejects it because its
-\* generation is stale (the block was reused) or the block has no owner.
-StaleWriteRejected(g, h) ==
-    /\ h \in retired[g]
-    /\ h.gen # gen[g][h.block] \/ Pooled(g, h.block)
-    /\ retired' = [retired EXCEPT ![g] = @ \ {h}]
-    /\ UNCHANGED <<gen, ref, ident, rows, reserved, tables, len, tver, rgen, epoch, txn, hist>>
+\* 0x05E, 0x05F: the delayed writer presents its handle; the pool rejects it because its
+\* generation is stale (the block was reused: 1003@12 against 1003@13) or the block has no owner.
+StaleWriteRejected ==
+    /\ stale.block # 0
+    /\ stale.gen # gen[stale.grp][stale.block] \/ Pooled(stale.grp, stale.block)
+    /\ stale' = NoStale
+    /\ UNCHANGED <<gen, ref, ident, rows, reserved, tables, len, tver, epoch, txn, hist>>
 
 Next ==
     \/ \E r \in Requests, g \in Groups, b \in Blocks : AppendReserve(r, g, b)
@@ -282,7 +287,7 @@ Next ==
     \/ \E r \in Requests, j \in 1..MaxBlocks : CacheBlock(r, j) \/ PrefixHit(r, j)
     \/ \E r \in Requests, k \in 0..(MaxBlocks - 1) : Truncate(r, k)
     \/ \E g \in Groups, b \in Blocks : Evict(g, b)
-    \/ \E g \in Groups : \E h \in retired[g] : StaleWriteRejected(g, h)
+    \/ StaleWriteRejected
 
 Spec == Init /\ [][Next]_vars
 
@@ -290,7 +295,7 @@ Spec == Init /\ [][Next]_vars
 StateBound ==
     /\ \A g \in Groups, b \in Blocks : gen[g][b] <= MaxGen
     /\ epoch <= MaxEpoch
-    /\ \A r \in Requests : tver[r] <= MaxVersion /\ rgen[r] <= MaxReqGen
+    /\ \A r \in Requests : tver[r] <= MaxVersion
 
 -----------------------------------------------------------------------------
 (* Invariants.                                                             *)
@@ -307,12 +312,11 @@ TypeOK ==
           /\ \A i \in DOMAIN tables[r][g] : tables[r][g][i] \in HandleSet
     /\ len \in [Requests -> 0..MaxTokens]
     /\ tver \in [Requests -> Nat]
-    /\ rgen \in [Requests -> Nat]
     /\ epoch \in Nat
     /\ txn.phase \in {"idle", "reserved", "ready", "rolled_back"}
     /\ txn.req \in Requests \cup {NoReq}
     /\ txn.dest \in [Groups -> Blocks \cup {0}]
-    /\ \A g \in Groups : retired[g] \subseteq HandleSet
+    /\ stale.grp \in Groups /\ stale.block \in Blocks \cup {0} /\ stale.gen \in Nat
 
 \* 0x04B: the recorded refcount equals the references derived from reachability (request maps;
 \* this model has no leases).
@@ -366,10 +370,9 @@ VisibleWithinRows ==
 \* 0x04F: before publication, rollback restores the exact predecessor state (its digest).
 RollbackRestoresPredecessor == txn.phase = "rolled_back" => Snapshot = hist
 
-\* 0x05F: a retired handle whose generation is still current names a block back in the free
-\* pool: a write through it cannot reach a new owner's block (the generation fence holds).
+\* 0x05F: a delayed writer's handle whose generation is still current names a block back in the
+\* free pool: a write through it cannot reach a new owner's block (the generation fence holds).
 StaleHandleFenced ==
-    \A g \in Groups : \A h \in retired[g] :
-        h.gen = gen[g][h.block] => Pooled(g, h.block)
+    (stale.block # 0 /\ stale.gen = gen[stale.grp][stale.block]) => Pooled(stale.grp, stale.block)
 
 =============================================================================

@@ -21,6 +21,7 @@ EXTENDS Naturals, FiniteSets
 CONSTANTS
     Tenants,    \* tenants: each is a principal and its cache namespace (model values)
     NoTenant,   \* model value: no tenant (a free block's owner, no request)
+    Revocable,  \* the namespaces this model revokes (a subset of Tenants; a model bound)
     Blocks,     \* physical block ids (positive integers), shared by all namespaces
     MaxGen      \* model bound: revocations per namespace (a guard, so liveness needs no CONSTRAINT)
 
@@ -191,6 +192,7 @@ Old(n, g) == g < nsGen[n]     \* generation g of n has been revoked (after step 
 \* 0x0CE step 1: stop admitting requests to generation g.
 RevokeStopAdmission(n) ==
     /\ rev[n] = "none"
+    /\ n \in Revocable
     /\ nsGen[n] < MaxGen     \* model bound: at most MaxGen revocations per namespace
     /\ rev' = [rev EXCEPT ![n] = "stopped"]
     /\ UNCHANGED <<nsGen, done, req, index, owner, bytes, leases, receipts, external>>
@@ -311,11 +313,11 @@ NoLookupBeforeAuth ==
     \A p \in Tenants :
         req[p].phase \in Phases \ {"idle", "arrived"} => req[p].authorized /\ Authz(p, req[p].ns)
 
-\* 0x01A, 0x0CE: no hit across namespaces: a block a request hit, leased or executes on belongs to
-\* the request's own namespace and generation.
+\* 0x01A, 0x0CE: no hit across namespaces: a block a request leased or executes on belongs to the
+\* request's own namespace and generation (a bare candidate is re-validated before its lease).
 NoCrossNamespaceHit ==
     \A p \in Tenants :
-        req[p].phase \in {"hit", "leased", "executing"} =>
+        req[p].phase \in {"leased", "executing"} =>
             /\ owner[req[p].block].ns = req[p].ns
             /\ owner[req[p].block].gen = req[p].gen
 

@@ -36,17 +36,29 @@ def from_itf(v, model_values):
     return v
 
 
-def validate(spec: str, rec: TraceRecorder, constants: dict, model_values: set[str]) -> list[str]:
+_MODELS: dict = {}
+
+
+def _model(spec: str, constants: dict):
+    """The spec compiled with ``constants`` bound (compiled once per spec and constants)."""
     from kvexact.spec.checker.model import load_model
     from kvexact.spec.checker.values import ModelValue
 
+    key = (spec, repr(sorted((k, sorted(v) if isinstance(v, set) else v) for k, v in constants.items())))
+    if key in _MODELS:
+        return _MODELS[key]
     overrides = {}
     for k, v in constants.items():
         if isinstance(v, (set, frozenset)):
             overrides[k] = frozenset(ModelValue(x) if isinstance(x, str) else x for x in v)
         else:
             overrides[k] = ModelValue(v) if isinstance(v, str) else v
-    model = load_model(SPEC / f"{spec}.tla", SPEC / f"{spec}.cfg", overrides)
+    _MODELS[key] = load_model(SPEC / f"{spec}.tla", SPEC / f"{spec}.cfg", overrides)
+    return _MODELS[key]
+
+
+def validate(spec: str, rec: TraceRecorder, constants: dict, model_values: set[str]) -> list[str]:
+    model = _model(spec, constants)
     json.dumps(rec.records)  # plain JSON values only
     prev = {k: from_itf(v, model_values) for k, v in rec.initial_state.items()}
     actions = []
