@@ -17,15 +17,14 @@ KVAllocation, variable by variable (``g`` a cache group id, ``b`` a block id of 
 * ``reserved[g]``: blocks reserved by the in-flight transaction.
 * ``tables[r][g]``: the request's handles as ``[block, gen]`` records; ``<<>>`` for an absent request.
 * ``len[r]``, ``tver[r]``: context tokens and table version (0 for an absent request).
-* ``rgen[r]``: ended lifetimes: the reference's request generation minus 1 while live, the last ended
-  generation otherwise (the reference numbers lifetimes from 1).
+* ``rgen[r]`` (not a variable of the current spec; projected for the record): ended lifetimes.
 * ``epoch``: the allocator epoch.
 * ``txn``: the in-flight boundary append (phase ``reserved`` until ``append_write``, then ``ready``; ``dest``
   the reserved blocks, ``prev`` the identity each reservation evicted); the recorder sets phase
   ``rolled_back`` after ``append_rollback`` until the next committed step.
 * ``hist``, ``stale``: history variables, kept by :class:`TraceRecorder` (the snapshot before the first
-  ``append_reserve``; per group the handle of the largest block the last ``release``/``truncate`` freed,
-  which a delayed writer holds, ``[block |-> 0, gen |-> 0]`` after ``stale_write_rejected``).
+  ``append_reserve``; ``[grp, block, gen]``, the first group's old tail that a ``truncate`` returned to the
+  free pool, held by a delayed writer, ``NoStale`` (block 0) after ``stale_write_rejected``).
 
 CowPublication:
 
@@ -55,7 +54,7 @@ from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import BlockState
 
 NO_REQ = "NoReq"
-NO_HANDLE = {"block": 0, "gen": 0}
+NO_STALE_BLOCK = 0
 
 
 class Fn(dict):
@@ -151,11 +150,16 @@ def project_kv_allocation(alloc: Allocator, requests: Sequence[str] | None = Non
     state = {"gen": gen, "ref": ref, "ident": ident, "rows": rows, "reserved": reserved, "tables": tables,
              "len": lens, "tver": tvers, "rgen": rgen, "epoch": alloc.epoch, "txn": txn}
     state["hist"] = init_snapshot(state)
-    state["stale"] = Fn({g: dict(NO_HANDLE) for g in groups})
+    state["stale"] = no_stale(groups)
     return state
 
 
-SNAPSHOT_VARS = ("gen", "ref", "ident", "rows", "reserved", "tables", "len", "tver", "rgen", "epoch")
+SNAPSHOT_VARS = ("gen", "ref", "ident", "rows", "reserved", "tables", "len", "tver", "epoch")
+
+
+def no_stale(groups: Iterable[int]) -> dict[str, int]:
+    """KVAllocation's NoStale: no delayed writer (block 0) in the smallest group."""
+    return {"grp": min(groups), "block": NO_STALE_BLOCK, "gen": 0}
 
 
 def snapshot_of(state: dict[str, Any]) -> dict[str, Any]:
@@ -172,8 +176,7 @@ def init_snapshot(state: dict[str, Any]) -> dict[str, Any]:
             "ident": zero_blocks(state["gen"]), "rows": zero_blocks(state["gen"]),
             "reserved": Fn({g: set() for g in state["gen"]}),
             "tables": Fn({r: Fn({g: [] for g in state["gen"]}) for r in state["tables"]}),
-            "len": Fn({r: 0 for r in state["len"]}), "tver": Fn({r: 0 for r in state["tver"]}),
-            "rgen": Fn({r: 0 for r in state["rgen"]}), "epoch": 0}
+            "len": Fn({r: 0 for r in state["len"]}), "tver": Fn({r: 0 for r in state["tver"]}), "epoch": 0}
 
 
 def project_cow_publication(alloc: Allocator, requests: Sequence[str] | None = None,
@@ -236,7 +239,7 @@ KV_ALLOCATION_ACTIONS: dict[str, tuple[str, tuple[str, ...]] | None] = {
     "release": ("release", ("r",)),
     "truncate": ("truncate", ("r", "k")),
     "evict": ("evict", ("g", "b")),
-    "stale_write_rejected": ("stale_write_rejected", ("g",)),
+    "stale_write_rejected": ("stale_write_rejected", ()),
 }
 COW_PUBLICATION_ACTIONS: dict[str, tuple[str, tuple[str, ...]] | None] = {
     "append_reserve": None,
@@ -310,7 +313,7 @@ class TraceRecorder:
     def _kv_history(self, action: str, params: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
         prev = self._last if self._last is not None else state
         state = dict(state)
-        stale = Fn({g: dict(h) for g, h in prev["stale"].items()})
+        stale = dict(prev["stale"])
         if action == "append_reserve":
             state["hist"] = snapshot_of(prev) if prev["txn"]["phase"] in ("idle", "rolled_back") else prev["hist"]
         elif action in ("append_write", "append_rollback", "stale_write_rejected"):
@@ -319,13 +322,12 @@ class TraceRecorder:
             state["txn"] = dict(state["txn"], phase="rolled_back")
         if action == "stale_write_rejected":
             state["txn"] = prev["txn"]
-            stale[params["g"]] = dict(NO_HANDLE)
-        if action in ("release", "truncate"):
-            for g in state["ref"]:
-                freed = [b for b in state["ref"][g]
-                         if prev["ref"][g][b] > 0 and state["ref"][g][b] == 0 and state["ident"][g][b] == 0]
-                if freed:  # the delayed writer keeps the largest freed block's handle
-                    stale[g] = {"block": max(freed), "gen": prev["gen"][g][max(freed)]}
+            stale = no_stale(state["gen"])
+        if action == "truncate":  # the delayed writer keeps the first group's old tail if it is freed
+            g = min(state["gen"])
+            b = prev["tables"][params["r"]][g][-1]["block"]
+            if prev["ref"][g][b] == 1 and prev["ident"][g][b] == 0:
+                stale = {"grp": g, "block": b, "gen": prev["gen"][g][b]}
         state["stale"] = stale
         return state
 

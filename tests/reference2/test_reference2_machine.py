@@ -51,7 +51,7 @@ class CowMachine(_Base):
         self.rejections = 0
 
     @rule(r=st.sampled_from(requests), t=st.integers(1, 3),
-          fault=st.sampled_from([None, ("cow_reserve", 0), ("cow_reserve", 1), ("cow_copy", 1),
+          fault=st.sampled_from([None] * 6 + [("cow_reserve", 0), ("cow_reserve", 1), ("cow_copy", 1),
                                  ("cow_validate", None)]))
     def append(self, r, t, fault):
         if fault:
@@ -105,7 +105,7 @@ class KvMachine(_Base):
         return self.alloc.requests[r].context_tokens if r in self.alloc.requests else 0
 
     @rule(r=st.sampled_from(requests),
-          fault=st.sampled_from([None, ("append_reserve", 0), ("append_reserve", 1), ("append_write", None)]))
+          fault=st.sampled_from([None] * 6 + [("append_reserve", 0), ("append_reserve", 1), ("append_write", None)]))
     def append(self, r, fault):
         if fault:
             self.alloc.fault_after.add(fault)
@@ -141,12 +141,12 @@ class KvMachine(_Base):
     def evict(self, j):
         self.attempt(lambda: cow.evict(self.alloc, str(j)))
 
-    @rule(g=st.sampled_from((0, 1)))
-    def stale_write(self, g):
-        held = self.rec._last["stale"][g]  # the handle the spec's delayed writer of group g holds
+    @rule()
+    def stale_write(self):
+        held = self.rec._last["stale"]  # the handle the spec's delayed writer holds
         if held["block"] == 0:
             return
-        h = BlockHandle(g, g, held["block"], held["gen"])
+        h = BlockHandle(held["grp"], held["grp"], held["block"], held["gen"])
         before = self.alloc.digest()
         try:
             cow.delayed_write(self.alloc, h, 0, 1)

@@ -59,6 +59,8 @@ def _model(spec: str, constants: dict):
 
 def validate(spec: str, rec: TraceRecorder, constants: dict, model_values: set[str]) -> list[str]:
     model = _model(spec, constants)
+    missing = set(model.variables) - set(rec.initial_state)
+    assert not missing, f"{spec}.tla has variables the projection lacks: {sorted(missing)}"
     json.dumps(rec.records)  # plain JSON values only
     prev = {k: from_itf(v, model_values) for k, v in rec.initial_state.items()}
     actions = []
@@ -118,20 +120,23 @@ def test_kv_allocation_trace_from_init():
     cow.truncate(alloc, "r2", 0)
     alloc.fault_after.add(("append_reserve", 0))
     assert alloc.append("r1", 9).outcome == "ROLLED_BACK"
-    r = alloc.append("r1", 9)
-    stale = r.published_tables[0][0]
+    alloc.append("r1", 9)
     cow.evict(alloc, "1")
-    cow.release(alloc, "r1")
+    alloc.append("r1", 10)
+    tail = alloc.append("r1", 11).published_tables[0][-1]
+    cow.truncate(alloc, "r1", 2)
     with pytest.raises(Rejected) as exc:
-        cow.delayed_write(alloc, stale, 1, 10)
+        cow.delayed_write(alloc, tail, 1, 12)
     assert exc.value.reason is PoolRejection.HANDLE_NOT_OWNED
+    cow.release(alloc, "r1")
     actions = validate("KVAllocation", rec, {
         "Groups": {0, 1}, "Blocks": {1, 2}, "Requests": {"r1", "r2"}, "NoReq": "NoReq", "P": 2,
-        "MaxTokens": 3}, {"r1", "r2", "NoReq"})
+        "MaxTokens": 4}, {"r1", "r2", "NoReq"})
     assert actions == ["append_reserve", "append_reserve", "append_write", "append_publish", "append_in_place",
                        "cache_block", "release", "prefix_hit", "truncate", "append_reserve", "append_rollback",
                        "append_reserve", "append_reserve", "append_write", "append_publish", "evict", "evict",
-                       "release", "stale_write_rejected"]
+                       "append_in_place", "append_reserve", "append_reserve", "append_write", "append_publish",
+                       "truncate", "stale_write_rejected", "release"]
 
 
 def test_project_state_is_plain_json():
