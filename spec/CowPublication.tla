@@ -126,11 +126,12 @@ Init ==
 
 \* 0x04E (o = 0): append token t at a block boundary: reserve block dest[g] in every group, write
 \* row 0, publish one new entry per group together (the fine-grained form is in KVAllocation).
+\* The destination is the lowest free block of each group (KVAllocation explores every choice).
 AppendBoundary(r, t, dest) ==
     /\ ~Busy(r)
     /\ len[r] % P = 0
     /\ len[r] < MaxTokens
-    /\ \A g \in Groups : Free(g, dest[g])
+    /\ \A g \in Groups : Free(g, dest[g]) /\ \A c \in Blocks : Free(g, c) => dest[g] <= c
     /\ data' = [g \in Groups |-> [data[g] EXCEPT ![dest[g]] = <<t>>]]
     /\ valid' = [g \in Groups |-> [valid[g] EXCEPT ![dest[g]] = 1]]
     /\ ref' = [g \in Groups |-> [ref[g] EXCEPT ![dest[g]] = 1]]
