@@ -51,6 +51,8 @@ class QueuePolicy(enum.Enum):
 
     LRU = "lru"  # take the head: least recently freed first (vLLM's free queue)
     MRU = "mru"  # take the tail: most recently freed first
+    LOWEST_ID = "lowest-id"  # take the smallest queued block id: O(queue), for small models only
+    # (CowPublication.tla's AppendBoundary takes the lowest free block)
 
 
 def _cell_hash(table: str, key: Any, value: Any) -> int:
@@ -261,6 +263,10 @@ class BlockPool:
     def _take(self) -> int:
         if not len(self.q_at):
             raise Rejected(PoolRejection.OUT_OF_MEMORY, f"group {self.group} (pool {self.config.pool_id})")
+        if self.policy is QueuePolicy.LOWEST_ID:
+            block_id = min(self.q_seq.data)
+            self._dequeue(block_id)
+            return block_id
         if self.policy is QueuePolicy.LRU:
             seq = self.q_ends["head"]
             while seq not in self.q_at:

@@ -103,6 +103,12 @@ def _other_refs(alloc: Allocator) -> list[dict[int, int]]:
     return out
 
 
+def _all_blocks(alloc: Allocator) -> list[int]:
+    """The union of every pool's block ids: the specs have one ``Blocks`` constant for all groups, so each
+    group's functions range over the union (a block id a pool lacks projects as free, generation 0)."""
+    return sorted({b for pool in alloc.pools for b in pool.blocks.data})
+
+
 def _open_txn(alloc: Allocator):
     return next(iter(alloc.txns.data.values()), None)
 
@@ -123,10 +129,14 @@ def project_kv_allocation(alloc: Allocator, requests: Sequence[str] | None = Non
     reqs = _requests(alloc, requests)
     other = _other_refs(alloc)
     gen, ref, ident, rows, reserved = Fn(), Fn(), Fn(), Fn(), Fn()
+    blocks = _all_blocks(alloc)
     for g, pool in enumerate(alloc.pools):
         gen[g], ref[g], ident[g], rows[g] = Fn(), Fn(), Fn(), Fn()
         reserved[g] = set()
-        for b in sorted(pool.blocks.data):
+        for b in blocks:
+            if b not in pool.blocks:
+                gen[g][b] = ref[g][b] = ident[g][b] = rows[g][b] = 0
+                continue
             rec = pool.blocks[b]
             gen[g][b] = rec.generation
             ref[g][b] = pool.refcount(b) - other[g].get(b, 0)
@@ -188,9 +198,13 @@ def project_cow_publication(alloc: Allocator, requests: Sequence[str] | None = N
     cow_txn = open_txn if open_txn is not None and "cow" in open_txn.plan else None
     validated = cow_txn is not None and cow_txn.publication_state in ("VALIDATED", "PUBLISHED")
     data, valid, ref, gen, bundle = Fn(), Fn(), Fn(), Fn(), Fn()
+    blocks = _all_blocks(alloc)
     for g, pool in enumerate(alloc.pools):
         data[g], valid[g], ref[g], gen[g], bundle[g] = Fn(), Fn(), Fn(), Fn(), Fn()
-        for b in sorted(pool.blocks.data):
+        for b in blocks:
+            if b not in pool.blocks:
+                data[g][b], valid[g][b], ref[g][b], gen[g][b], bundle[g][b] = [], 0, 0, 0, 0
+                continue
             rec = pool.blocks[b]
             live = pool.refcount(b) > 0 or rec.reserved_by is not None
             pending = rec.reserved_by is not None and not validated

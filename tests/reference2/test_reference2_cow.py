@@ -149,8 +149,20 @@ def test_queue_policy_order(policy):
     assert alloc.pools[0].queue_order() == [103, 104, 105, 106, 107]
     alloc.pools[0].policy = policy
     r = alloc.allocate("X", [1])
-    want = 103 if policy is QueuePolicy.LRU else 107
+    want = 107 if policy is QueuePolicy.MRU else 103
     assert r.published_tables[0][0].block_id == want
+
+
+def test_lowest_id_policy_ignores_queue_order():
+    alloc = cow.fixture_0x0d()
+    alloc.pools[0].policy = QueuePolicy.LOWEST_ID
+    cow.release(alloc, "C")
+    cow.release(alloc, "B")
+    cow.release(alloc, "A")  # 102, 101, 100 join the queue tail after 103..107
+    assert alloc.pools[0].queue_order() == [103, 104, 105, 106, 107, 102, 101, 100]
+    r = alloc.allocate("X", [1])
+    assert r.published_tables[0][0] == BlockHandle(0, 0, 100, 2)  # LRU would take 103
+    assert cow.lookup_all_groups(alloc, "A/0") is None  # reuse evicted the cached identity
 
 
 def test_compensating_successor_keeps_history():

@@ -10,7 +10,7 @@ from test_reference2_trace import validate
 from kvexact.reference import cow
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.handles import BlockHandle
-from kvexact.reference.pool import GroupConfig, PoolRejection
+from kvexact.reference.pool import GroupConfig, PoolRejection, QueuePolicy
 from kvexact.reference.projection import TraceRecorder
 from kvexact.reference.rejections import Rejected
 
@@ -46,7 +46,8 @@ class CowMachine(_Base):
 
     def __init__(self):
         super().__init__()
-        self.alloc = Allocator(GROUPS, [[1, 2, 3, 4], [1, 2, 3, 4]], check_every_op=True)
+        self.alloc = Allocator(GROUPS, [[1, 2, 3, 4], [1, 2, 3, 4]], check_every_op=True,
+                               policy=QueuePolicy.LOWEST_ID)  # CowPublication's boundary takes the lowest
         self.rec = TraceRecorder("CowPublication", requests=self.requests, readers=("x", "y")).attach(self.alloc)
         self.rejections = 0
 

@@ -10,7 +10,7 @@ import pytest
 
 from kvexact.reference import cow
 from kvexact.reference.allocator import Allocator
-from kvexact.reference.pool import GroupConfig, PoolRejection
+from kvexact.reference.pool import GroupConfig, PoolRejection, QueuePolicy
 from kvexact.reference.projection import TraceRecorder, project_state
 from kvexact.reference.rejections import Rejected
 
@@ -81,7 +81,7 @@ def _camel(name: str) -> str:
 
 def test_cow_publication_trace_from_init():
     groups = [GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 4)]
-    alloc = Allocator(groups, [[1, 2, 3], [1, 2, 3]], check_every_op=True)
+    alloc = Allocator(groups, [[1, 2, 3], [1, 2, 3]], check_every_op=True, policy=QueuePolicy.LOWEST_ID)
     rec = TraceRecorder("CowPublication", requests=["a", "d"], readers=["x"]).attach(alloc)
     alloc.append("a", 1)
     cow.fork(alloc, "a", "d")
@@ -147,3 +147,23 @@ def test_project_state_is_plain_json():
     s = project_state(alloc, "CowPublication", requests=["A", "D"])
     assert s["epoch"] == 43
     assert dict((k, v) for k, v in s["tver"]["#map"]) == {"A": 6, "D": 1}
+
+
+def test_0x05b_trace_is_a_cow_publication_behaviour():
+    """The seed's trace from the installed fixture state (Tokens is bound small: the actions take the
+    written token as a parameter, the constant only bounds Next, which the checker splits at load)."""
+    alloc = cow.fixture_0x05b()
+    rec = TraceRecorder("CowPublication", requests=["A", "D"]).attach(alloc)
+    alloc.append("A", 133, expected_generation=1, expected_table_version=5)
+    cow.fork(alloc, "A", "D", expected_generation=1, expected_table_version=6)
+    cow.cow_append(alloc, "D", 900, expected_generation=1, expected_table_version=1)
+    actions = validate("CowPublication", rec, {
+        "Groups": {0, 1}, "Blocks": {1000, 1001, 1002, 1003, 2000, 2001, 2002, 2003}, "Requests": {"A", "D"},
+        "Readers": set(), "NoReq": "NoReq", "Tokens": {900}, "P": 16, "MaxTokens": 48}, {"A", "D", "NoReq"})
+    assert actions == ["append_in_place", "fork", "cow_begin", "cow_reserve", "cow_reserve", "cow_copy",
+                       "cow_write", "cow_copy", "cow_write", "cow_validate", "cow_publish", "cow_release_sources"]
+    last = rec.records[-1]["state"]
+    assert last["epoch"] == 44
+    assert dict((k, v) for k, v in last["tver"]["#map"]) == {"A": 6, "D": 2}
+    d_tables = dict((k, v) for k, v in last["tables"]["#map"])["D"]
+    assert [t[-1] for _g, t in d_tables["#map"]] == [{"block": 1003, "gen": 12}, {"block": 2003, "gen": 6}]
