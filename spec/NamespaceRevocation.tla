@@ -347,4 +347,8 @@ ReceiptsLeased == receipts \subseteq leases
 \* 0x0CE: a revocation that has started eventually reports completion (weak fairness).
 RevocationEventuallyCompletes == \A n \in Tenants : (rev[n] # "none") ~> (rev[n] = "none")
 
+\* Witness (spec/witnesses/, non-vacuity): negated; a model check must find it violated: some
+\* revocation reported completion (0x0CE step 7).
+WitnessNoCompletedRevocation == \A n \in Tenants : done[n] = 0
+
 =============================================================================
