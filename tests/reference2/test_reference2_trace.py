@@ -156,12 +156,17 @@ def test_0x05b_trace_is_a_cow_publication_behaviour():
     rec = TraceRecorder("CowPublication", requests=["A", "D"]).attach(alloc)
     alloc.append("A", 133, expected_generation=1, expected_table_version=5)
     cow.fork(alloc, "A", "D", expected_generation=1, expected_table_version=6)
+    alloc.fault_after.add(("cow_reserve", 0))  # 0x04F: fail after group 0's destination is reserved
+    assert alloc.append("D", 900).outcome == "ROLLED_BACK"
     cow.cow_append(alloc, "D", 900, expected_generation=1, expected_table_version=1)
     actions = validate("CowPublication", rec, {
         "Groups": {0, 1}, "Blocks": {1000, 1001, 1002, 1003, 2000, 2001, 2002, 2003}, "Requests": {"A", "D"},
         "Readers": set(), "NoReq": "NoReq", "Tokens": {900}, "P": 16, "MaxTokens": 48}, {"A", "D", "NoReq"})
-    assert actions == ["append_in_place", "fork", "cow_begin", "cow_reserve", "cow_reserve", "cow_copy",
+    assert actions == ["append_in_place", "fork", "cow_begin", "cow_reserve", "cow_rollback",
+                       "cow_begin", "cow_reserve", "cow_reserve", "cow_copy",
                        "cow_write", "cow_copy", "cow_write", "cow_validate", "cow_publish", "cow_release_sources"]
+    assert rec.records[4]["state"] == rec.records[1]["state"]  # rollback: the predecessor exactly
+    assert rec.records[3]["state"]["epoch"] == rec.records[4]["state"]["epoch"] == 43
     last = rec.records[-1]["state"]
     assert last["epoch"] == 44
     assert dict((k, v) for k, v in last["tver"]["#map"]) == {"A": 6, "D": 2}
