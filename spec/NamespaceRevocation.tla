@@ -275,7 +275,7 @@ Next ==
           \/ WriteBlock(p)
           \/ PublishEntry(p)
     \/ \E p \in Tenants, b \in Blocks : Allocate(p, b)
-    \/ \E e \in index : EvictEntry(e) \/ Offload(e)
+    \/ \E e \in [ns : Tenants, gen : 0..MaxGen, block : Blocks] : EvictEntry(e) \/ Offload(e)
     \/ \E b \in Blocks : FreeBlock(b)
     \/ \E n \in Tenants : RevokeStopAdmission(n) \/ RevokeStep(n)
 

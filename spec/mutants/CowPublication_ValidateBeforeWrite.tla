@@ -384,4 +384,8 @@ RefcountDerived ==
 ReservedUnreachable ==
     \A g \in Groups, b \in Blocks : Reserved(g, b) => MapRefs(g, b) + SnapRefs(g, b) = 0
 
+\* Witness (spec/witnesses/, non-vacuity): negated; a model check must find it violated: a COW
+\* transaction published its successor tables (0x05B, 0x05C step 8).
+WitnessNoCowPublication == txn.phase # "published"
+
 =============================================================================

@@ -376,4 +376,8 @@ RollbackRestoresPredecessor == txn.phase = "rolled_back" => Snapshot = hist
 StaleHandleFenced ==
     (stale.block # 0 /\ stale.gen = gen[stale.grp][stale.block]) => Pooled(stale.grp, stale.block)
 
+\* Witness (spec/witnesses/, non-vacuity): negated; a model check must find it violated: a
+\* transaction reserved a cached (evictable) block, evicting its identity, and wrote it (0x05E).
+WitnessNoEvictThenReuse == ~(txn.phase = "ready" /\ \E g \in Groups : txn.prev[g] # 0)
+
 =============================================================================

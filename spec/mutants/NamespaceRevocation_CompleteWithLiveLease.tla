@@ -275,7 +275,7 @@ Next ==
           \/ WriteBlock(p)
           \/ PublishEntry(p)
     \/ \E p \in Tenants, b \in Blocks : Allocate(p, b)
-    \/ \E e \in index : EvictEntry(e) \/ Offload(e)
+    \/ \E e \in [ns : Tenants, gen : 0..MaxGen, block : Blocks] : EvictEntry(e) \/ Offload(e)
     \/ \E b \in Blocks : FreeBlock(b)
     \/ \E n \in Tenants : RevokeStopAdmission(n) \/ RevokeStep(n)
 
@@ -346,5 +346,9 @@ ReceiptsLeased == receipts \subseteq leases
 
 \* 0x0CE: a revocation that has started eventually reports completion (weak fairness).
 RevocationEventuallyCompletes == \A n \in Tenants : (rev[n] # "none") ~> (rev[n] = "none")
+
+\* Witness (spec/witnesses/, non-vacuity): negated; a model check must find it violated: some
+\* revocation reported completion (0x0CE step 7).
+WitnessNoCompletedRevocation == \A n \in Tenants : done[n] = 0
 
 =============================================================================

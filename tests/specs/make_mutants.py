@@ -1,0 +1,174 @@
+"""Generate spec/mutants/<Spec>_<bug>.tla/.cfg from the specs, one textual edit each (run after a spec change).
+
+Each mutant is its spec with one realistic protocol bug seeded; its cfg is the spec's CI model with the
+invariant the mutant must break listed first. test_specs_mutants.py checks the files are current.
+"""
+from pathlib import Path
+
+SPEC = Path(__file__).resolve().parents[2] / "spec"
+OUT = SPEC / "mutants"
+
+MUTANTS = {
+"KVAllocation": [
+ ("PublishOneGroup", "NoHalfBundle",
+  "a boundary append publishes the new table entry of the first cache group only (group 1 is lost)",
+  [("""    /\\ tables' = [tables EXCEPT ![r] = [g \\in Groups |-> Append(tables[r][g], Handle(g, txn.dest[g]))]]""",
+    """    /\\ tables' = [tables EXCEPT ![r] = [g \\in Groups |->
+                     IF g = NoStale.grp THEN Append(tables[r][g], Handle(g, txn.dest[g])) ELSE tables[r][g]]]""")]),
+ ("NoGenerationBump", "StaleHandleFenced",
+  "reserving a block from the free pool forgets to advance its generation (and rollback forgets to restore it)",
+  [("""    /\\ gen' = [gen EXCEPT ![g][b] = @ + 1]
+    /\\ ident' = [ident EXCEPT ![g][b] = 0]""", """    /\\ gen' = gen
+    /\\ ident' = [ident EXCEPT ![g][b] = 0]"""),
+   ("""       /\\ gen' = [g \\in Groups |-> [b \\in Blocks |-> IF b = d[g] THEN gen[g][b] - 1 ELSE gen[g][b]]]""",
+    """       /\\ gen' = gen""")]),
+ ("TruncateKeepsRefs", "RefcountDerived",
+  "truncate drops the suffix from the table but not the refcount decrement",
+  [("""    /\\ DropRefs([g \\in Groups |-> {tables[r][g][i].block : i \\in (k + 1)..Len(tables[r][g])}])""",
+    """    /\\ DropRefs([g \\in Groups |-> {}])""")]),
+ ("RollbackKeepsGeneration", "RollbackRestoresPredecessor",
+  "rollback returns the reservations but leaves the advanced generations",
+  [("""       /\\ gen' = [g \\in Groups |-> [b \\in Blocks |-> IF b = d[g] THEN gen[g][b] - 1 ELSE gen[g][b]]]""",
+    """       /\\ gen' = gen""")]),
+ ("ReserveMappedCachedBlock", "ReservedUnreachable",
+  "the allocator reuses any cached block, even one a request still maps (refcount ignored)",
+  [("""    /\\ txn.dest[g] = 0
+    /\\ Pooled(g, b)""", """    /\\ txn.dest[g] = 0
+    /\\ (Pooled(g, b) \\/ ident[g][b] # 0)""")]),
+ ("DuplicateIdentity", "UniqueIdentity",
+  "cache publication does not check whether the identity is already cached in the group",
+  [("""          /\\ \\A c \\in Blocks : ident[g][c] # j
+""", "")]),
+ ("LengthBeforeRow", "VisibleWithinRows",
+  "an in-place append publishes the new length before the row is written (valid rows not advanced)",
+  [("""    /\\ rows' = [g \\in Groups |-> [rows[g] EXCEPT ![Tail(r, g)] = @ + 1]]
+    /\\ len' = [len EXCEPT ![r] = @ + 1]""", """    /\\ UNCHANGED rows
+    /\\ len' = [len EXCEPT ![r] = @ + 1]""")]),
+],
+"CowPublication": [
+ ("WriteSharedTail", "SharedNeverWritten",
+  "an append writes in place into a tail whose bundle is shared (the sharing check is missing)",
+  [("""    /\\ \\A g \\in Groups : ref[g][Tail(r, g)] = 1
+    /\\ data' = [g \\in Groups |-> [data[g] EXCEPT ![Tail(r, g)] = Append(@, t)]]""",
+    """    /\\ \\A g \\in Groups : ref[g][Tail(r, g)] >= 1
+    /\\ data' = [g \\in Groups |-> [data[g] EXCEPT ![Tail(r, g)] = Append(@, t)]]""")]),
+ ("PublishBeforeCopy", "RequestsExact",
+  "the COW transaction publishes as soon as every destination is reserved, before the copy completes",
+  [("""CowPublish(r) ==
+    /\\ txn.phase = "validated"
+    /\\ txn.req = r""", """CowPublish(r) ==
+    /\\ txn.phase \\in {"begun", "validated"}
+    /\\ \\A g \\in Groups : txn.dest[g] # 0
+    /\\ txn.req = r""")]),
+ ("ValidateBeforeWrite", "ValidWithinWritten",
+  "validation marks the destination rows valid without checking the data frontier",
+  [("""    /\\ txn.written = Groups
+    /\\ \\A g \\in Groups : Len(data[g][txn.dest[g]]) = txn.rows + 1
+""", """    /\\ \\A g \\in Groups : txn.dest[g] # 0
+""")]),
+ ("PublishFirstGroupOnly", "NoMixedGroups",
+  "the COW publication replaces the tail handle of the first group only, the other keeps the predecessor",
+  [("""    /\\ tables' = [tables EXCEPT ![r] = [g \\in Groups |->
+                     [tables[r][g] EXCEPT ![Len(tables[r][g])] = Handle(g, txn.dest[g])]]]""",
+    """    /\\ tables' = [tables EXCEPT ![r] = [g \\in Groups |->
+                     IF \\A h \\in Groups : g <= h
+                     THEN [tables[r][g] EXCEPT ![Len(tables[r][g])] = Handle(g, txn.dest[g])]
+                     ELSE tables[r][g]]]""")]),
+ ("NoSourceLease", "RefcountDerived",
+  "the COW transaction does not retain its source handles while the copy is in flight",
+  [("""    /\\ ref' = [g \\in Groups |-> [ref[g] EXCEPT ![Tail(r, g)] = @ + 1]]
+    /\\ wrote' = {}
+    /\\ UNCHANGED <<data, valid, gen, bundle, tables, len, tokens, tver, epoch, snap>>""",
+    """    /\\ wrote' = {}
+    /\\ UNCHANGED <<ref, data, valid, gen, bundle, tables, len, tokens, tver, epoch, snap>>""")]),
+ ("ForkWithoutRefs", "RefcountDerived",
+  "fork shares every handle without taking a strong reference per handle",
+  [("""    /\\ tables' = [tables EXCEPT ![c] = tables[r]]
+    /\\ ref' = [g \\in Groups |-> [b \\in Blocks |->
+                  ref[g][b] + Cardinality({i \\in DOMAIN tables[r][g] : tables[r][g][i].block = b})]]""",
+    """    /\\ tables' = [tables EXCEPT ![c] = tables[r]]
+    /\\ ref' = ref""")]),
+],
+"NamespaceRevocation": [
+ ("LookupBeforeAuth", "NoLookupBeforeAuth",
+  "the index is looked up when the request arrives, before authorization",
+  [("""Lookup(p) ==
+    /\\ req[p].phase = "authorized"
+    /\\ Current(p)""", """Lookup(p) ==
+    /\\ req[p].phase \\in {"arrived", "authorized"}
+    /\\ req[p].ns # NoTenant
+    /\\ req[p].gen = nsGen[req[p].ns]""")]),
+ ("CrossNamespaceHit", "NoCrossNamespaceHit",
+  "the index is keyed by prefix and generation only: lookup and lease ignore the namespace",
+  [("""    /\\ LET hits == {e \\in index : e.ns = req[p].ns /\\ e.gen = req[p].gen}""",
+    """    /\\ LET hits == {e \\in index : e.gen = req[p].gen}"""),
+   ("""    /\\ [ns |-> req[p].ns, gen |-> req[p].gen, block |-> req[p].block] \\in index
+    /\\ leases' = leases \\cup {Lease(p)}""", """    /\\ \\E e \\in index : e.gen = req[p].gen /\\ e.block = req[p].block
+    /\\ leases' = leases \\cup {Lease(p)}""")]),
+ ("CompleteWithLiveLease", "RevocationComplete",
+  "revocation does not wait for live leases of the old generation before reporting complete",
+  [("""    /\\ rev[n] = "invalidated"
+    /\\ \\A l \\in leases : ~(l.ns = n /\\ Old(n, l.gen))
+""", """    /\\ rev[n] = "invalidated"
+""")]),
+ ("RecycleWithoutScrub", "NoStaleBytes",
+  "a recycled physical block is handed to a new owner without scrubbing the previous tenant's bytes",
+  [("""    /\\ bytes' = [bytes EXCEPT ![b] = NoTenant]
+    /\\ req' = [req EXCEPT ![p].phase = "computing", ![p].block = b]""",
+    """    /\\ UNCHANGED bytes
+    /\\ req' = [req EXCEPT ![p].phase = "computing", ![p].block = b]""")]),
+ ("KeepExternalCopies", "RevocationComplete",
+  "revocation deletes the index entries but leaves the external-tier copies of the old generation",
+  [("""    /\\ external' = {c \\in external : ~(c.ns = n /\\ Old(n, c.gen))}
+    /\\ rev' = [rev EXCEPT ![n] = "purged"]""", """    /\\ UNCHANGED external
+    /\\ rev' = [rev EXCEPT ![n] = "purged"]""")]),
+ ("KeepOldBlocks", "RevocationComplete",
+  "revocation reports complete without releasing the physical objects of the old generation",
+  [("""    /\\ owner' = [b \\in Blocks |-> IF owner[b].ns = n /\\ Old(n, owner[b].gen) THEN NoOwner ELSE owner[b]]""",
+    """    /\\ UNCHANGED owner""")]),
+],
+}
+
+
+def render() -> dict[Path, str]:
+    """Every mutant file (path -> text), derived from the current specs and CI models."""
+    files: dict[Path, str] = {}
+    for spec, mutants in MUTANTS.items():
+        text = (SPEC / f"{spec}.tla").read_text()
+        cfg = (SPEC / f"{spec}.cfg").read_text()
+        for bug, inv, why, edits in mutants:
+            name = f"{spec}_{bug}"
+            body = text
+            for old, new in edits:
+                if body.count(old) != 1:
+                    raise ValueError(f"{name}: the edited text no longer occurs exactly once in {spec}.tla:\n{old}")
+                body = body.replace(old, new)
+            _head, rest = body.split("\n", 1)
+            files[OUT / f"{name}.tla"] = (
+                f"---- MODULE {name} ----\n"
+                f"\\* VIOLATES: {inv}. Mutant of {spec}.tla (seeded bug, kept on purpose): {why}.\n{rest}")
+            lines = cfg.splitlines()
+            i = lines.index("INVARIANTS")
+            invs = [ln.strip() for ln in lines[i + 1:] if ln.strip()]
+            if inv not in invs:
+                raise ValueError(f"{name}: {inv} is not an invariant of {spec}.cfg")
+            ordered = [inv] + [x for x in invs if x != inv]
+            head_cfg = [f"\\* Mutant model: {name} must violate {inv} (listed first); "
+                        f"same constants as {spec}.cfg."]
+            head_cfg += lines[1:i]
+            if spec == "CowPublication":  # one token value keeps every COW mutant's search short
+                head_cfg = [ln.replace("Tokens = {1, 2}", "Tokens = {1}") for ln in head_cfg]
+            files[OUT / f"{name}.cfg"] = "\n".join(
+                head_cfg + ["INVARIANTS"] + [f"    {x}" for x in ordered]) + "\n"
+    return files
+
+
+def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    for path, text in render().items():
+        path.write_text(text)
+        print("wrote", path.name)
+
+
+if __name__ == "__main__":
+    main()
