@@ -13,7 +13,7 @@ import click
 
 
 @click.command("checker")
-@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--workers", type=int, default=1, show_default=True)
 @click.option("--only", multiple=True, help="corpus model id (repeatable)")
 @click.option("--tlc-jar", default=None, help="also time TLC (or TLA2TOOLS_JAR)")
 @click.option("--json", "json_path", default=None, help="write the figures as JSON")

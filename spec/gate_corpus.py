@@ -15,7 +15,7 @@ def checker_corpus(ctx: GateContext) -> CheckResult:
     root = find_corpus()
     if root is None:
         raise CheckCouldNotRun("tla-corpus not found: set KVEXACT_TLA_CORPUS to the folder with corpus.json")
-    rows = run_corpus(root, workers=2, on_row=lambda row: ctx.status(
+    rows = run_corpus(root, workers=1, on_row=lambda row: ctx.status(
         f"{row.id}: {'ok' if row.ok else 'MISMATCH'} ({row.result.seconds:.1f}s)"))
     bad = [r for r in rows if not r.ok]
     figures = {

@@ -65,7 +65,7 @@ def compare_with_tlc(expected: dict, r: ModelCheckResult) -> tuple[bool, str]:
     return True, ""
 
 
-def run_corpus(root: Path | None = None, *, workers: int = 2, only: list[str] | None = None,
+def run_corpus(root: Path | None = None, *, workers: int = 1, only: list[str] | None = None,
                on_row: Callable[[CorpusRow], None] | None = None) -> list[CorpusRow]:
     root = root or find_corpus()
     if root is None:

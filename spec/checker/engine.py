@@ -51,14 +51,14 @@ def _work(batch: list[tuple]) -> list | tuple:
                 for n in out:
                     key = m.key(n)
                     inside = m.in_model(n) and (not m.action_constraints or m.action_ok(s, n))
-                    if inside and key in seen:
-                        ok = None
-                    else:
-                        try:
-                            ok = m.violated_invariant(n) is None
-                        except EvalError:
-                            ok = False
-                    succ.append((ai, m.state_tuple(n), key, inside, ok))
+                    if inside and key in seen:  # known when the level started: only the count matters
+                        succ.append((ai, None, key, True, None))
+                        continue
+                    try:
+                        ok = m.violated_invariant(n) is None
+                    except EvalError:
+                        ok = False
+                    succ.append((ai, None if (ok and not inside) else m.state_tuple(n), key, inside, ok))
         except EvalError as exc:
             return (pos, str(exc))
         res.append(succ)
