@@ -307,7 +307,7 @@ ReaderSnapshot(x, r) ==
     /\ wrote' = {}
     /\ UNCHANGED <<data, valid, gen, bundle, tables, len, tokens, tver, epoch, txn>>
 
-\* The reader finishes reading and releases its leases.
+\* 0x05C, 0x04B: the reader finishes reading and releases its leases (refcount -1 per handle).
 ReaderRelease(x) ==
     /\ snap[x].on
     /\ DropRefs([g \in Groups |-> {h.block : h \in Range(snap[x].tables[g])}])
@@ -370,6 +370,7 @@ SharedNeverWritten == \A w \in wrote : ref[w[1]][w[2]] <= 1
 OneBundle(tbl) ==
     \A g1, g2 \in Groups : Len(tbl[g1]) = Len(tbl[g2]) /\
         \A i \in DOMAIN tbl[g1] : bundle[g1][tbl[g1][i].block] = bundle[g2][tbl[g2][i].block]
+\* 0x05C step 8: every request and every held snapshot sees one bundle per logical index.
 NoMixedGroups ==
     /\ \A r \in Requests : OneBundle(tables[r])
     /\ \A x \in Readers : snap[x].on => OneBundle(snap[x].tables)

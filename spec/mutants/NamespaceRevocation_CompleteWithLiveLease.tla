@@ -65,7 +65,7 @@ Init ==
 -----------------------------------------------------------------------------
 (* Requests.  Each action is one reference step with the same name.        *)
 
-\* A request of principal p arrives naming namespace n (which p may or may not be authorized for).
+\* 0x0CE, 0x01A: a request of principal p arrives naming namespace n (authorized for it or not).
 Arrive(p, n) ==
     /\ req[p].phase = "idle"
     /\ req' = [req EXCEPT ![p] = [IdleReq EXCEPT !.phase = "arrived", !.ns = n]]
@@ -146,7 +146,7 @@ Allocate(p, b) ==
     /\ leases' = leases \cup {[p |-> p, ns |-> req[p].ns, gen |-> req[p].gen, block |-> b]}
     /\ UNCHANGED <<nsGen, rev, done, index, receipts, external>>
 
-\* The request computes its K/V into the block.
+\* 0x0CE, 0x0CD step 9: the request computes its K/V into the block.
 WriteBlock(p) ==
     /\ req[p].phase = "computing"
     /\ bytes' = [bytes EXCEPT ![req[p].block] = req[p].ns]
@@ -163,13 +163,13 @@ PublishEntry(p) ==
     /\ req' = [req EXCEPT ![p] = IdleReq]
     /\ UNCHANGED <<nsGen, rev, done, owner, bytes, receipts, external>>
 
-\* An index entry is evicted (cache pressure): the weak identity goes.
+\* 0x05E, 0x0CE: an index entry is evicted (cache pressure): the weak identity goes.
 EvictEntry(e) ==
     /\ e \in index
     /\ index' = index \ {e}
     /\ UNCHANGED <<nsGen, rev, done, req, owner, bytes, leases, receipts, external>>
 
-\* A block that no index entry names and no lease holds returns to the free pool; its bytes stay
+\* 0x0CE: a block that no index entry names and no lease holds returns to the free pool; its bytes stay
 \* (stale) until the next owner's allocation scrubs them.
 FreeBlock(b) ==
     /\ owner[b] # NoOwner

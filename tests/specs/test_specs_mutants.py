@@ -1,0 +1,98 @@
+"""Every mutant dies of the invariant it names, every witness is reached, and the files are current."""
+
+from __future__ import annotations
+
+import re
+
+import make_mutants
+import pytest
+
+from kvexact.spec import spec_dir
+from kvexact.spec.mutants import (
+    WITNESS_TIME_LIMIT_S,
+    check_all,
+    discover_mutants,
+    discover_witnesses,
+    run_mutants,
+)
+
+MUTANTS = discover_mutants()
+WITNESSES = discover_witnesses()
+
+
+@pytest.fixture(scope="module")
+def mutant_verdicts():
+    return {v.model.name: v for v in check_all(MUTANTS, workers=2)}
+
+
+@pytest.fixture(scope="module")
+def witness_verdicts():
+    return {v.model.name: v for v in check_all(WITNESSES, workers=2, time_limit_s=WITNESS_TIME_LIMIT_S)}
+
+
+def test_at_least_five_mutants_per_spec():
+    per_spec: dict[str, int] = {}
+    for m in MUTANTS:
+        per_spec[m.name.split("_", 1)[0]] = per_spec.get(m.name.split("_", 1)[0], 0) + 1
+    assert per_spec.keys() == {"KVAllocation", "CowPublication", "NamespaceRevocation"}
+    assert min(per_spec.values()) >= 5, per_spec
+
+
+@pytest.mark.parametrize("name", [m.name for m in MUTANTS])
+def test_mutant_is_killed_by_its_named_invariant_within_10_s(mutant_verdicts, name):
+    v = mutant_verdicts[name]
+    assert v.killed, f"{name}: {v.outcome}: {v.detail}"
+    assert v.outcome == "killed" and v.seconds <= 10
+
+
+@pytest.mark.parametrize("name", [w.name for w in WITNESSES])
+def test_witness_is_reached(witness_verdicts, name):
+    v = witness_verdicts[name]
+    assert v.killed, f"{name}: {v.outcome}: {v.detail}"
+
+
+def test_witnesses_cover_cow_eviction_and_revocation():
+    assert {w.name for w in WITNESSES} == {"CowPublication_CowPublished", "KVAllocation_EvictThenReuse",
+                                           "NamespaceRevocation_RevocationCompleted"}
+
+
+def test_named_invariant_is_an_invariant_of_the_spec_and_first_in_the_model():
+    for m in MUTANTS:
+        spec = m.name.split("_", 1)[0]
+        assert re.search(rf"^{m.invariant} ==", (spec_dir() / f"{spec}.tla").read_text(), re.M)
+        invariants = m.cfg.read_text().split("INVARIANTS", 1)[1].split()
+        assert invariants[0] == m.invariant
+
+
+def test_mutant_files_are_current_with_the_specs():
+    """spec/mutants/ is what tests/specs/make_mutants.py derives from today's specs (one edit each)."""
+    rendered = make_mutants.render()
+    on_disk = {p: p.read_text() for p in (spec_dir() / "mutants").iterdir() if p.suffix in {".tla", ".cfg"}}
+    assert set(rendered) == set(on_disk)
+    stale = [p.name for p, text in rendered.items() if on_disk[p] != text]
+    assert stale == [], f"regenerate with: python tests/specs/make_mutants.py ({stale})"
+    for m in MUTANTS:  # each mutant really differs from its spec beyond the module name and comment
+        spec = m.name.split("_", 1)[0]
+        body = m.spec.read_text().split("\n", 2)[2]
+        assert body != (spec_dir() / f"{spec}.tla").read_text().split("\n", 1)[1]
+
+
+def test_run_mutants_selects_and_reports_the_kill_rate():
+    lines: list[str] = []
+    code = run_mutants(select="KVAllocation_PublishOneGroup", echo=lines.append)
+    assert code == 0
+    assert lines[-1] == "Mutants killed: 1/1 (100%)"
+    assert run_mutants(select="NoSuchMutant", echo=lines.append) == 3
+
+
+def test_a_correct_spec_posing_as_a_mutant_survives_and_a_wrong_name_is_not_a_kill(tmp_path):
+    from kvexact.spec.mutants import ExpectedViolation, check_expected
+
+    spec = spec_dir() / "NamespaceRevocation.tla"
+    survivor = ExpectedViolation("NR_correct", "mutant", spec, spec.with_suffix(".cfg"), "NoStaleBytes")
+    v = check_expected(survivor)
+    assert not v.killed and v.outcome == "survived"
+    mutant = spec_dir() / "mutants" / "NamespaceRevocation_RecycleWithoutScrub.tla"
+    misnamed = ExpectedViolation("NR_misnamed", "mutant", mutant, mutant.with_suffix(".cfg"), "RevocationComplete")
+    v = check_expected(misnamed)
+    assert not v.killed and v.outcome == "wrong-invariant"
