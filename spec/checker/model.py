@@ -500,7 +500,8 @@ def load_model(spec_path: str | Path, cfg_path: str | Path | None = None,
 _unused = (as_set,)
 
 
-def evaluate(expr: str, defs: str = "", extends: str = "Naturals, Integers, Sequences, FiniteSets, TLC",
+def evaluate(expr: str, defs: str = "",
+             extends: str = "Naturals, Integers, Sequences, FiniteSets, TLC, Functions, SequencesExt",
              constants: dict[str, Any] | None = None) -> Any:
     """Evaluate a constant-level TLA+ expression (with optional extra definitions); returns the TLA+
     value (see values.py). Errors are raised as EvalError/SpecError with a location in <expr>."""

@@ -67,6 +67,11 @@ CASES = [
     ("(1 :> 5) @@ (1 :> 6)", (5,)), ("Cardinality(Permutations({1, 2, 3}))", 6),
     ("SortSeq(<<3, 1, 2>>, LAMBDA x, y : x < y)", (1, 2, 3)), ("ToString(12)", "12"),
     ("Assert(TRUE, \"never\")", True),
+    # CommunityModules operators (Functions, SequencesExt)
+    ("Range([x \\in 1..3 |-> x % 2])", frozenset({0, 1})), ("IsInjective(<<1, 2, 1>>)", False),
+    ("Restrict([x \\in 1..3 |-> x], {2, 3})", {2: 2, 3: 3}), ("ToSet(<<1, 1, 2>>)", frozenset({1, 2})),
+    ("Reverse(<<1, 2>>)", (2, 1)), ("Front(<<1, 2>>)", (1,)), ("Last(<<1, 2>>)", 2),
+    ("SetToSeq({3, 1})", (1, 3)),
 ]
 
 
