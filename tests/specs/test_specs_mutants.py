@@ -91,7 +91,7 @@ def test_a_correct_spec_posing_as_a_mutant_survives_and_a_wrong_name_is_not_a_ki
     spec = spec_dir() / "NamespaceRevocation.tla"
     survivor = ExpectedViolation("NR_correct", "mutant", spec, spec.with_suffix(".cfg"), "NoStaleBytes")
     v = check_expected(survivor)
-    assert not v.killed and v.outcome == "survived"
+    assert not v.killed and v.outcome == "survived", v.detail
     mutant = spec_dir() / "mutants" / "NamespaceRevocation_RecycleWithoutScrub.tla"
     misnamed = ExpectedViolation("NR_misnamed", "mutant", mutant, mutant.with_suffix(".cfg"), "RevocationComplete")
     v = check_expected(misnamed)
