@@ -234,7 +234,9 @@ def _printt(x):
 
 def _assert(c, msg):
     if c is not True:
-        raise EvalError(f"Assert failed: {msg if isinstance(msg, str) else fmt(msg)}")
+        exc = EvalError(f"Assert failed: {msg if isinstance(msg, str) else fmt(msg)}")
+        exc.assert_failed = True  # type: ignore[attr-defined]
+        raise exc
     return True
 
 

@@ -22,7 +22,7 @@ from kvexact.spec.checker.result import ModelCheckResult, Outcome
 
 RESULT_WORDS = {Outcome.SUCCESS: "success", Outcome.SAFETY: "safety failure", Outcome.DEADLOCK: "deadlock failure",
                 Outcome.EVALUATION: "evaluation error", Outcome.PARSE: "parse error", Outcome.CONFIG: "config error",
-                Outcome.ASSUMPTION: "assumption failure"}
+                Outcome.ASSUMPTION: "assumption failure", Outcome.ASSERT: "assert failure"}
 
 
 def find_corpus() -> Path | None:

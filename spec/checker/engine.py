@@ -60,7 +60,7 @@ def _work(batch: list[tuple]) -> list | tuple:
                         ok = False
                     succ.append((ai, None if (ok and not inside) else m.state_tuple(n), key, inside, ok))
         except EvalError as exc:
-            return (pos, str(exc))
+            return (pos, str(exc), bool(getattr(exc, "assert_failed", False)))
         res.append(succ)
     return res
 
@@ -229,10 +229,12 @@ class Checker:
         pieces = [batch[i:i + chunk] for i in range(0, len(batch), chunk)]
         payload = [[self.store[i][0] for i in p] for p in pieces]
         for piece, res in zip(pieces, pool.imap(_work, payload), strict=True):
-            if isinstance(res, tuple):  # (position, message): an evaluation error in a worker
-                pos, msg = res
+            if isinstance(res, tuple):  # (position, message, assert?): an evaluation error in a worker
+                pos, msg, is_assert = res
                 self._cur = piece[pos]
-                raise EvalError(msg)
+                exc = EvalError(msg)
+                exc.assert_failed = is_assert  # type: ignore[attr-defined]
+                raise exc
             yield from zip(piece, res, strict=True)
 
     def run(self) -> tuple[Violation | None, str]:
@@ -292,6 +294,8 @@ class Checker:
             return None, "interrupted (Ctrl-C)"
         except EvalError as exc:
             tr = self.trace(self._cur) if self._cur >= 0 else ()
+            if getattr(exc, "assert_failed", False):
+                return Violation("assert", "Assert", str(exc), tr), ""
             return Violation("evaluation", "EvalError", str(exc), tr), ""
         except (RecursionError, TypeError, ValueError, IndexError) as exc:
             tr = self.trace(self._cur) if self._cur >= 0 else ()
@@ -339,8 +343,8 @@ def check_loaded(model: Model, *, max_states=None, max_depth=None, coverage=True
         messages = messages + (note,)
     outcome = Outcome.SUCCESS
     if violation is not None:
-        outcome = {"deadlock": Outcome.DEADLOCK, "invariant": Outcome.SAFETY}.get(violation.kind,
-                                                                               Outcome.EVALUATION)
+        outcome = {"deadlock": Outcome.DEADLOCK, "invariant": Outcome.SAFETY,
+                   "assert": Outcome.ASSERT}.get(violation.kind, Outcome.EVALUATION)
     complete = ch.complete and violation is None and not note
     return ModelCheckResult(
         engine="embedded", outcome=outcome, generated_states=ch.generated, distinct_states=len(ch.store),

@@ -21,6 +21,7 @@ class Outcome(enum.Enum):
     PARSE = "parse"
     CONFIG = "config"
     ASSUMPTION = "assumption"
+    ASSERT = "assert"  # TLC's Assert(FALSE, ...) failed while checking (TLC exit 14)
 
 
 EXIT_CODES = {
@@ -31,6 +32,7 @@ EXIT_CODES = {
     Outcome.PARSE: 150,
     Outcome.CONFIG: 151,
     Outcome.ASSUMPTION: 10,
+    Outcome.ASSERT: 14,
 }
 
 

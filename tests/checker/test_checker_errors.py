@@ -91,3 +91,12 @@ def test_undefined_identifier_in_an_unused_definition(tmp_path):
     """SANY rejects the module even if the definition is never used by the model."""
     r = check_model(write_spec(tmp_path, "VARIABLE x\nInit == x = 0\nNext == UNCHANGED x\nUnused == y + 1", NOLOCK))
     assert r.exit_code == 150 and "undefined identifier y" in r.violation.message and "M.tla:6:11" in r.violation.message
+
+
+def test_assert_failure_exit_14(tmp_path):
+    """Assert(FALSE, msg) in an action: TLC's exit 14, with the message and the trace (x = 0, 1)."""
+    body = "VARIABLE x\nInit == x = 0\nNext == x' = x + 1 /\\ Assert(x < 1, \"x too big\")"
+    r = check_model(write_spec(tmp_path, body, NOLOCK))
+    assert r.outcome is Outcome.ASSERT and r.exit_code == 14
+    assert "Assert failed: x too big" in r.violation.message
+    assert [s.values["x"] for s in r.violation.trace] == [0, 1]
