@@ -831,6 +831,9 @@ class Compiler:
 
         def upd(f, path, i, fv, uses_at, s, n, e):
             k = keyof(path[i], s, n, e)
+            t = type(f)
+            if (t is Fcn and k not in f.d) or (t is tuple and not (type(k) is int and 0 < k <= len(f))):
+                return f  # TLA+: [f EXCEPT ![k] = v] is f when k is not in DOMAIN f
             if i == len(path) - 1:
                 if uses_at:
                     e2 = dict(e)

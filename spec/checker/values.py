@@ -445,16 +445,16 @@ def fcn_items(f: Any) -> Iterator:
 
 
 def fcn_update(f: Any, x: Any, v: Any) -> Any:
-    """[f EXCEPT ![x] = v]; x must be in DOMAIN f."""
+    """[f EXCEPT ![x] = v]: f with x mapped to v (f itself when x is not in DOMAIN f)."""
     if type(f) is tuple:
         if type(x) is int and 1 <= x <= len(f):
             return f[: x - 1] + (v,) + f[x:]
-        raise EvalError(f"EXCEPT: {fmt(x)} is outside the domain of {fmt(f)}")
+        return f  # TLA+: [f EXCEPT ![x] = v] is f when x is not in DOMAIN f
     if type(f) is LazyFcn:
         f = f.materialize()
     if type(f) is Fcn:
         if x not in f.d:
-            raise EvalError(f"EXCEPT: {fmt(x)} is outside the domain of {fmt(f)}")
+            return f  # TLA+: unchanged when x is not in DOMAIN f
         d = dict(f.d)
         d[x] = v
         return Fcn(d)

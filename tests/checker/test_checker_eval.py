@@ -121,3 +121,9 @@ def test_unsupported_construct_is_named():
         evaluate("CHOOSE x : x = 1")
     with pytest.raises(SpecError, match="temporal"):
         evaluate("[](TRUE)")
+
+
+def test_except_outside_the_domain_leaves_the_function_unchanged():
+    """TLA+: [f EXCEPT ![x] = e] = f when x \\notin DOMAIN f (e and @ are never evaluated)."""
+    assert evaluate("[<<1, 2>> EXCEPT ![5] = @ + 1]") == (1, 2)
+    assert to_python(evaluate("[[a |-> 1] EXCEPT !.b = 2]")) == {"a": 1}
