@@ -167,17 +167,7 @@ class ActionCompiler:
 
     def _a_Let(self, node, scope):
         inner = self.c._let_scope(node, scope)
-        body = self.act(node.expression, inner)
-        slots: list[str] = []
-        if not slots:
-            return body
-
-        def let_(s, n, e, k):
-            e2 = dict(e)
-            for sl in slots:
-                e2.pop(sl, None)
-            body(s, n, e2, k)
-        return let_
+        return self.act(node.expression, inner)
 
     def _a_If(self, node, scope):
         fc, _ = self.c.expr(node.predicate, scope)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -591,24 +592,7 @@ class Compiler:
     def _x_Let(self, node, scope):
         inner = self._let_scope(node, scope)
         fb, db = self._expr(node.expression, inner)
-        return self.let_wrap(fb, inner), db
-
-    @staticmethod
-    def let_slots(inner: Scope) -> list[str]:
-        return [f"$let:{id(b[1])}" for b in inner.names.values() if b[0] == "def" and b[1].arity == 0]
-
-    def let_wrap(self, fb, inner: Scope):
-        """Each evaluation of a LET starts with empty caches for its zero-arity definitions."""
-        slots: list[str] = []  # LET definitions are memoized by value (see _let_memo): nothing to reset
-        if not slots:
-            return fb
-
-        def let_(s, n, e):
-            e2 = dict(e)
-            for sl in slots:
-                e2.pop(sl, None)
-            return fb(s, n, e2)
-        return let_
+        return fb, db
 
     def _let_scope(self, node, scope) -> Scope:
         inner = scope.child()
@@ -793,7 +777,6 @@ class Compiler:
                     d[x] = fv(s, n, e2)
                 return mk_fcn(d)
             doms = [as_set(b[1](s, n, e)) for b in binds]
-            import itertools
             for combo in itertools.product(*doms):
                 for (setter, _, _), x in zip(binds, combo, strict=False):
                     setter(e2, x)
@@ -1099,7 +1082,6 @@ class Compiler:
         fv, dv = self.expr(node.value, inner2)
         fname = d.name
         multi = len(binds) > 1
-        recursive = fname in dv or True
 
         def build(s, n, e):
             if multi:
@@ -1117,11 +1099,9 @@ class Compiler:
                 else:
                     binds[0][0](e2, x)
                 return fv(s, n, e2)
-            lf = LazyFcn(dom, compute)
+            lf = LazyFcn(dom, compute)  # lazy: entries are computed when applied (TLC's FcnLambdaValue)
             e_body[fname] = lf
-            if isinstance(dom, LazySet) and not dom.finite():
-                return lf
-            return lf.materialize() if not recursive else lf
+            return lf
         deps = ds | (dv - names - {fname})
         return build, deps
 
@@ -1234,9 +1214,6 @@ class Compiler:
                 return body_i(s, n, e2)
             return inlined, deps_i | {STATE, PRIME}
         if len(args) != d.arity:
-            if d.arity == 0 and args and d.node is not None and d.node.function:
-                # f[x] written as f(x) is not TLA+, but a function def applied via FunctionApplication
-                pass
             raise SpecError(f"{d.name} takes {d.arity} argument(s), given {len(args)}", where)
         body, bdeps = self.def_fn(d)
         if d.node is not None and d.node.function:
