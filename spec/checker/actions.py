@@ -306,10 +306,20 @@ class ActionCompiler:
         return None
 
     def _a_SubexpressionReference(self, node, scope):
-        target, args = self.c._instance_target(node, scope)
-        if target[0] == "def":
-            return self._call_def(target[1], args, node, scope)
-        return None
+        target, args, binds = self.c._instance_target(node, scope)
+        if target[0] != "def":
+            return None
+        a = self._call_def(target[1], args, node, scope)
+        if a is None or not binds:
+            return a
+        pairs = [(p, f[0]) for p, f in binds]
+
+        def with_instance_args(s, n, e, k):
+            e2 = dict(e)
+            for p, f in pairs:
+                e2[p] = f(s, n, e)
+            a(s, n, e2, k)
+        return with_instance_args
 
     def def_action(self, d: Def) -> Act:
         a = d.actions.get(self.mode)

@@ -133,6 +133,7 @@ class Scope:
         self.parent = parent
         self.mod = mod
         self.names: dict[str, tuple] = {}
+        self.inherit_env = parent.inherit_env if parent is not None else False
 
     def lookup(self, name: str) -> tuple | None:
         sc: Scope | None = self
@@ -320,11 +321,13 @@ class Compiler:
         elif kind == "OperatorDefinition":
             definiens = unit.definiens
             if type(definiens).__name__ == "Instance":
-                if unit.arity:
-                    raise UnsupportedError(f"parameterized INSTANCE {unit.name}(...)", loc_of(unit, mod))
+                if unit.arity:  # I(p) == INSTANCE M WITH ...: instantiated at each use I(e)!Op
+                    params = [p for p, _ in _params(unit.arity)]
+                    scope.names[unit.name] = ("pinstance", (params, definiens, mod, scope))
+                    return
                 scope.names[unit.name] = ("instance", self._instance(definiens, mod, scope))
                 return
-            d = Def(unit.name, _params(unit.arity), definiens, scope, unit, is_let=False)
+            d = Def(unit.name, _params(unit.arity), definiens, scope, unit, is_let=scope.inherit_env)
             scope.names[unit.name] = ("def", d)
         elif kind == "Instance":
             inst = self._instance(unit, mod, scope)
@@ -341,7 +344,7 @@ class Compiler:
         else:
             return
 
-    def _instance(self, node: Any, mod: ModuleInfo, outer: Scope) -> Scope:
+    def _instance(self, node: Any, mod: ModuleInfo, outer: Scope, inherit_env: bool = False) -> Scope:
         found = self.load_tree(node.name)
         if found is None:
             if node.name in B.STANDARD_MODULES:
@@ -373,6 +376,7 @@ class Compiler:
                 else:
                     subst[name] = b
         sc = Scope(None, imod)
+        sc.inherit_env = inherit_env  # definitions of a parameterized instance see the instance parameters
         self._include(tree, imod, sc, subst, root=False, seen=set())
         return sc
 
@@ -843,11 +847,23 @@ class Compiler:
     def _x_SubexpressionReference(self, node, scope):
         return self._call_path(node, scope, action_mode=None)
 
-    def _instance_target(self, node, scope) -> tuple[tuple, list]:
-        """Follow ``I!J!Op(args)``: return (binding of Op, args nodes)."""
+    def _instance_target(self, node, scope) -> tuple[tuple, list, list]:
+        """Follow ``I!J!Op(args)`` or ``I(e)!Op(args)``: return (binding of Op, args nodes,
+        [(instance parameter, compiled argument)] to bind around the call)."""
         items = list(node.items)
         first = items[0]
         b = self.resolve(_name_of(first), scope)
+        binds: list = []
+        if b is not None and b[0] == "pinstance":
+            params, inode, imod, iouter = b[1]
+            iargs = [] if isinstance(first, str) else list(first.arguments or [])
+            if len(iargs) != len(params):
+                raise SpecError(f"{_name_of(first)} takes {len(params)} argument(s)", loc_of(node, scope.mod))
+            inner_outer = iouter.child()
+            for p, a in zip(params, iargs, strict=True):  # by name, so I(x)!A can prime x
+                fn, deps = self.expr(a, scope)
+                inner_outer.names[p] = ("subst", fn, deps, self._as_var(a, scope))
+            b = ("instance", self._instance(inode, imod, inner_outer, inherit_env=True))
         if b is None or b[0] != "instance":
             raise UndefinedError(f"{_name_of(first)} is not a module instance", loc_of(node, scope.mod))
         sc = b[1]
@@ -862,11 +878,21 @@ class Compiler:
         target = sc.lookup(name)
         if target is None:
             raise UndefinedError(f"{name} is not defined in the instance", loc_of(node, scope.mod))
-        return target, args
+        return target, args, binds
 
     def _call_path(self, node, scope, action_mode):
-        target, args = self._instance_target(node, scope)
-        return self._apply_binding(target, _name_of(node.items[-1]), args, node, scope)
+        target, args, binds = self._instance_target(node, scope)
+        fn, deps = self._apply_binding(target, _name_of(node.items[-1]), args, node, scope)
+        if not binds:
+            return fn, deps
+        pairs = [(p, f[0]) for p, f in binds]
+
+        def with_instance_args(s, n, e):
+            e2 = dict(e)
+            for p, f in pairs:
+                e2[p] = f(s, n, e)
+            return fn(s, n, e2)
+        return with_instance_args, (deps - frozenset(p for p, _ in binds)).union(*[f[1] for _, f in binds])
 
     def _x_OperatorApplication(self, node, scope):
         op = ALIASES.get(node.operator, node.operator)

@@ -203,3 +203,20 @@ def test_parallel_level_reports_evaluation_errors(tmp_path):
     r = check_model(spec, workers=2)
     assert r.exit_code == 75 and "outside its domain" in r.violation.message
     assert [s.values["x"] for s in r.violation.trace] == [2999]
+
+
+def test_parameterized_instance(tmp_path):
+    """C(v, m) == INSTANCE Counter WITH c <- v, Max <- m; a counts to 2 and b to 1 independently:
+    states (a, b) in 0..2 x 0..1 = 6 distinct; successors [a<2] + [b<1] summed = 4 + 3 = 7; gen 8."""
+    counter = """\
+        ---- MODULE Counter ----
+        EXTENDS Naturals
+        CONSTANT Max
+        VARIABLE c
+        Inc == c < Max /\\ c' = c + 1
+        ====
+        """
+    body = ("VARIABLES a, b\nC(v, m) == INSTANCE Counter WITH c <- v, Max <- m\nInit == a = 0 /\\ b = 0\n"
+            "Next == (C(a, 2)!Inc /\\ UNCHANGED b) \\/ (C(b, 1)!Inc /\\ UNCHANGED a)")
+    r = check_model(write_spec(tmp_path, body, NOLOCK, extra={"Counter.tla": counter}))
+    assert (r.outcome, r.generated_states, r.distinct_states) == (Outcome.SUCCESS, 8, 6)
