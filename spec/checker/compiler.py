@@ -133,7 +133,7 @@ class Scope:
         self.parent = parent
         self.mod = mod
         self.names: dict[str, tuple] = {}
-        self.inherit_env = parent.inherit_env if parent is not None else False
+        self.inherit_env: bool = parent.inherit_env if parent is not None else False
 
     def lookup(self, name: str) -> tuple | None:
         sc: Scope | None = self
