@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from kvexact.spec.checker.result import ModelCheckResult, Outcome, TraceState, Violation
+from kvexact.spec.checker.values import ModelValue  # one model-value type for both engines
 
 JAR_ENV = "TLA2TOOLS_JAR"
 JPYPE_MISSING_EXIT = 97  # the child's exit code when JPype cannot start a JVM
@@ -49,13 +50,6 @@ class TlcUnavailable(Exception):
 
 class TlcFailed(Exception):
     """TLC ran but ended without a result this module understands (timeout, crash, unknown exit)."""
-
-
-class ModelValue(str):
-    """A TLC model value (an identifier printed bare), kept apart from strings."""
-
-    def __repr__(self) -> str:
-        return f"ModelValue({str(self)!r})"
 
 
 class FrozenDict(dict):
@@ -343,7 +337,8 @@ class _Values:
 
 def parse_value(text: str) -> Any:
     """Parse one value printed by TLC: integers, strings, booleans, model values, sets, tuples and
-    sequences, records, ``a..b`` and functions ``(k :> v @@ ...)``."""
+    sequences, records, ``a..b`` and functions ``(k :> v @@ ...)``; the Python forms are those of the
+    embedded engine's ``to_python`` (dict, tuple, frozenset, its ModelValue)."""
     reader = _Values(text)
     value = reader.value()
     if reader.peek() is not None:

@@ -48,7 +48,7 @@ def test_value_syntax():
     assert parse_value("-12") == -12
     assert parse_value('"x y"') == "x y"
     mv = parse_value("NoReq")
-    assert isinstance(mv, ModelValue) and mv == "NoReq" and not isinstance(parse_value('"NoReq"'), ModelValue)
+    assert mv is ModelValue("NoReq") and not isinstance(parse_value('"NoReq"'), ModelValue)
     assert parse_value("{}") == frozenset() and parse_value("<<>>") == ()
     assert parse_value("1..3") == frozenset({1, 2, 3})
     assert parse_value("<<[block |-> 1, gen |-> 2], [block |-> 2, gen |-> 0]>>") == (
