@@ -322,12 +322,11 @@ TypeOK ==
 \* this model has no leases).
 RefcountDerived == \A g \in Groups, b \in Blocks : ref[g][b] = MapRefs(g, b)
 
-\* 0x04B: a block is free or evictable (in the free queue) iff its refcount is 0; reserved
-\* blocks carry no reference.
+\* 0x04B: a block that is not reserved is free or evictable (in the free queue) iff its
+\* refcount is 0.
 ZeroRefIffPooled ==
     \A g \in Groups, b \in Blocks :
-        /\ (IsFree(g, b) \/ IsEvictable(g, b)) <=> (ref[g][b] = 0 /\ ~IsReserved(g, b))
-        /\ IsReserved(g, b) => ref[g][b] = 0
+        (IsFree(g, b) \/ IsEvictable(g, b)) <=> (ref[g][b] = 0 /\ ~IsReserved(g, b))
 
 \* 0x04E: no half-published bundle: every group's table of a request has the same length, the
 \* length its token count needs.

@@ -1,5 +1,5 @@
 ---- MODULE CowPublication_PublishFirstGroupOnly ----
-\* VIOLATES: NoMixedGroups. Mutant of CowPublication.tla (seeded bug, kept on purpose): the COW publication replaces the tail handle of the first group only, the other keeps the predecessor.
+\* VIOLATES: NoMixedGroups. Mutant of CowPublication.tla (seeded bug, kept on purpose): the COW publication swaps the tail handle of the first group alone (the others would follow later).
 (***************************************************************************)
 (* Copy-on-write publication of a shared partial tail (seed 0x05, 0x05B-  *)
 (* 0x05D, 0x09C).  Blocks hold the token ids written into their rows, so  *)
@@ -245,20 +245,13 @@ CowValidate(r) ==
 CowPublish(r) ==
     /\ txn.phase = "validated"
     /\ txn.req = r
-    /\ tables' = [tables EXCEPT ![r] = [g \in Groups |->
-                     IF \A h \in Groups : g <= h
-                     THEN [tables[r][g] EXCEPT ![Len(tables[r][g])] = Handle(g, txn.dest[g])]
-                     ELSE tables[r][g]]]
-    /\ ref' = [g \in Groups |-> [b \in Blocks |->
-                  IF b = txn.dest[g] THEN ref[g][b] + 1
-                  ELSE IF b = txn.src[g] THEN ref[g][b] - 1 ELSE ref[g][b]]]
-    /\ len' = [len EXCEPT ![r] = @ + 1]
-    /\ tokens' = [tokens EXCEPT ![r] = Append(@, txn.tok)]
-    /\ tver' = [tver EXCEPT ![r] = @ + 1]
-    /\ epoch' = epoch + 1
+    /\ LET g0 == CHOOSE g \in Groups : \A h \in Groups : g <= h IN
+       /\ tables' = [tables EXCEPT ![r][g0] =
+                          [tables[r][g0] EXCEPT ![Len(tables[r][g0])] = Handle(g0, txn.dest[g0])]]
+       /\ ref' = [ref EXCEPT ![g0][txn.dest[g0]] = @ + 1, ![g0][txn.src[g0]] = @ - 1]
     /\ txn' = [txn EXCEPT !.phase = "published"]
     /\ wrote' = {}
-    /\ UNCHANGED <<data, valid, gen, bundle, snap>>
+    /\ UNCHANGED <<data, valid, gen, bundle, snap, len, tokens, tver, epoch>>
 
 \* 0x05C step 9: release the temporary source leases (0x05B: old tail refs 2 -> 1).
 CowReleaseSources(r) ==

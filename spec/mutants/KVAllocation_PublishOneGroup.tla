@@ -162,7 +162,7 @@ AppendPublish(r) ==
     /\ txn.req = r
     /\ tables' = [tables EXCEPT ![r] = [g \in Groups |->
                      IF g = NoStale.grp THEN Append(tables[r][g], Handle(g, txn.dest[g])) ELSE tables[r][g]]]
-    /\ ref' = [g \in Groups |-> [ref[g] EXCEPT ![txn.dest[g]] = @ + 1]]
+    /\ ref' = [ref EXCEPT ![NoStale.grp][txn.dest[NoStale.grp]] = @ + 1]
     /\ reserved' = NoReserved
     /\ len' = [len EXCEPT ![r] = @ + 1]
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
@@ -324,12 +324,11 @@ TypeOK ==
 \* this model has no leases).
 RefcountDerived == \A g \in Groups, b \in Blocks : ref[g][b] = MapRefs(g, b)
 
-\* 0x04B: a block is free or evictable (in the free queue) iff its refcount is 0; reserved
-\* blocks carry no reference.
+\* 0x04B: a block that is not reserved is free or evictable (in the free queue) iff its
+\* refcount is 0.
 ZeroRefIffPooled ==
     \A g \in Groups, b \in Blocks :
-        /\ (IsFree(g, b) \/ IsEvictable(g, b)) <=> (ref[g][b] = 0 /\ ~IsReserved(g, b))
-        /\ IsReserved(g, b) => ref[g][b] = 0
+        (IsFree(g, b) \/ IsEvictable(g, b)) <=> (ref[g][b] = 0 /\ ~IsReserved(g, b))
 
 \* 0x04E: no half-published bundle: every group's table of a request has the same length, the
 \* length its token count needs.

@@ -1,7 +1,8 @@
 """Generate spec/mutants/<Spec>_<bug>.tla/.cfg from the specs, one textual edit each (run after a spec change).
 
-Each mutant is its spec with one realistic protocol bug seeded; its cfg is the spec's CI model with the
-invariant the mutant must break listed first. test_specs_mutants.py checks the files are current.
+Each mutant is its spec with one realistic protocol bug seeded; its cfg is the spec's CI model (the same
+invariants in the same order, so the mutant must not die of another one first). test_specs_mutants.py
+checks the files are current.
 """
 from pathlib import Path
 
@@ -14,7 +15,11 @@ MUTANTS = {
   "a boundary append publishes the new table entry of the first cache group only (group 1 is lost)",
   [("""    /\\ tables' = [tables EXCEPT ![r] = [g \\in Groups |-> Append(tables[r][g], Handle(g, txn.dest[g]))]]""",
     """    /\\ tables' = [tables EXCEPT ![r] = [g \\in Groups |->
-                     IF g = NoStale.grp THEN Append(tables[r][g], Handle(g, txn.dest[g])) ELSE tables[r][g]]]""")]),
+                     IF g = NoStale.grp THEN Append(tables[r][g], Handle(g, txn.dest[g])) ELSE tables[r][g]]]"""),
+   ("""    /\\ ref' = [g \\in Groups |-> [ref[g] EXCEPT ![txn.dest[g]] = @ + 1]]
+    /\\ reserved' = NoReserved""",
+    """    /\\ ref' = [ref EXCEPT ![NoStale.grp][txn.dest[NoStale.grp]] = @ + 1]
+    /\\ reserved' = NoReserved""")]),
  ("NoGenerationBump", "StaleHandleFenced",
   "reserving a block from the free pool forgets to advance its generation (and rollback forgets to restore it)",
   [("""    /\\ gen' = [gen EXCEPT ![g][b] = @ + 1]
@@ -30,8 +35,8 @@ MUTANTS = {
   "rollback returns the reservations but leaves the advanced generations",
   [("""       /\\ gen' = [g \\in Groups |-> [b \\in Blocks |-> IF b = d[g] THEN gen[g][b] - 1 ELSE gen[g][b]]]""",
     """       /\\ gen' = gen""")]),
- ("ReserveMappedCachedBlock", "ReservedUnreachable",
-  "the allocator reuses any cached block, even one a request still maps (refcount ignored)",
+ ("ReserveMappedCachedBlock", "PoolPartition",
+  "the allocator reuses any cached block, even one a request still maps: it is live and reserved at once",
   [("""    /\\ txn.dest[g] = 0
     /\\ Pooled(g, b)""", """    /\\ txn.dest[g] = 0
     /\\ (Pooled(g, b) \\/ ident[g][b] # 0)""")]),
@@ -67,13 +72,26 @@ MUTANTS = {
 """, """    /\\ \\A g \\in Groups : txn.dest[g] # 0
 """)]),
  ("PublishFirstGroupOnly", "NoMixedGroups",
-  "the COW publication replaces the tail handle of the first group only, the other keeps the predecessor",
+  "the COW publication swaps the tail handle of the first group alone (the others would follow later)",
   [("""    /\\ tables' = [tables EXCEPT ![r] = [g \\in Groups |->
-                     [tables[r][g] EXCEPT ![Len(tables[r][g])] = Handle(g, txn.dest[g])]]]""",
-    """    /\\ tables' = [tables EXCEPT ![r] = [g \\in Groups |->
-                     IF \\A h \\in Groups : g <= h
-                     THEN [tables[r][g] EXCEPT ![Len(tables[r][g])] = Handle(g, txn.dest[g])]
-                     ELSE tables[r][g]]]""")]),
+                     [tables[r][g] EXCEPT ![Len(tables[r][g])] = Handle(g, txn.dest[g])]]]
+    /\\ ref' = [g \\in Groups |-> [b \\in Blocks |->
+                  IF b = txn.dest[g] THEN ref[g][b] + 1
+                  ELSE IF b = txn.src[g] THEN ref[g][b] - 1 ELSE ref[g][b]]]
+    /\\ len' = [len EXCEPT ![r] = @ + 1]
+    /\\ tokens' = [tokens EXCEPT ![r] = Append(@, txn.tok)]
+    /\\ tver' = [tver EXCEPT ![r] = @ + 1]
+    /\\ epoch' = epoch + 1
+    /\\ txn' = [txn EXCEPT !.phase = "published"]
+    /\\ wrote' = {}
+    /\\ UNCHANGED <<data, valid, gen, bundle, snap>>""",
+    """    /\\ LET g0 == CHOOSE g \\in Groups : \\A h \\in Groups : g <= h IN
+       /\\ tables' = [tables EXCEPT ![r][g0] =
+                          [tables[r][g0] EXCEPT ![Len(tables[r][g0])] = Handle(g0, txn.dest[g0])]]
+       /\\ ref' = [ref EXCEPT ![g0][txn.dest[g0]] = @ + 1, ![g0][txn.src[g0]] = @ - 1]
+    /\\ txn' = [txn EXCEPT !.phase = "published"]
+    /\\ wrote' = {}
+    /\\ UNCHANGED <<data, valid, gen, bundle, snap, len, tokens, tver, epoch>>""")]),
  ("NoSourceLease", "RefcountDerived",
   "the COW transaction does not retain its source handles while the copy is in flight",
   [("""    /\\ ref' = [g \\in Groups |-> [ref[g] EXCEPT ![Tail(r, g)] = @ + 1]]
@@ -152,14 +170,13 @@ def render() -> dict[Path, str]:
             invs = [ln.strip() for ln in lines[i + 1:] if ln.strip()]
             if inv not in invs:
                 raise ValueError(f"{name}: {inv} is not an invariant of {spec}.cfg")
-            ordered = [inv] + [x for x in invs if x != inv]
-            head_cfg = [f"\\* Mutant model: {name} must violate {inv} (listed first); "
-                        f"same constants as {spec}.cfg."]
+            head_cfg = [f"\\* Mutant model: {name} must violate {inv}; the invariants of {spec}.cfg in "
+                        f"their order, and its constants."]
             head_cfg += lines[1:i]
             if spec == "CowPublication":  # one token value keeps every COW mutant's search short
                 head_cfg = [ln.replace("Tokens = {1, 2}", "Tokens = {1}") for ln in head_cfg]
             files[OUT / f"{name}.cfg"] = "\n".join(
-                head_cfg + ["INVARIANTS"] + [f"    {x}" for x in ordered]) + "\n"
+                head_cfg + ["INVARIANTS"] + [f"    {x}" for x in invs]) + "\n"
     return files
 
 
