@@ -66,7 +66,7 @@ NumBlocks(n) == (n + P - 1) \div P
 Handle(g, b) == [block |-> b, gen |-> gen[g][b]]
 HandleSet == [block : Blocks, gen : Nat]
 Range(s) == {s[i] : i \in DOMAIN s}
-Tail(r, g) == tables[r][g][Len(tables[r][g])].block
+TailBlock(r, g) == tables[r][g][Len(tables[r][g])].block
 Reserved(g, b) == txn.phase \in {"begun", "validated"} /\ txn.dest[g] = b
 Free(g, b) == ref[g][b] = 0 /\ ~Reserved(g, b)
 
@@ -153,13 +153,13 @@ AppendInPlace(r, t) ==
     /\ ~Busy(r)
     /\ len[r] % P # 0
     /\ len[r] < MaxTokens
-    /\ \A g \in Groups : ref[g][Tail(r, g)] >= 1
-    /\ data' = [g \in Groups |-> [data[g] EXCEPT ![Tail(r, g)] = Append(@, t)]]
-    /\ valid' = [g \in Groups |-> [valid[g] EXCEPT ![Tail(r, g)] = @ + 1]]
+    /\ \A g \in Groups : ref[g][TailBlock(r, g)] >= 1
+    /\ data' = [g \in Groups |-> [data[g] EXCEPT ![TailBlock(r, g)] = Append(@, t)]]
+    /\ valid' = [g \in Groups |-> [valid[g] EXCEPT ![TailBlock(r, g)] = @ + 1]]
     /\ len' = [len EXCEPT ![r] = @ + 1]
     /\ tokens' = [tokens EXCEPT ![r] = Append(@, t)]
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
-    /\ wrote' = {<<g, Tail(r, g)>> : g \in Groups}
+    /\ wrote' = {<<g, TailBlock(r, g)>> : g \in Groups}
     /\ UNCHANGED <<ref, gen, bundle, tables, epoch, txn, snap>>
 
 \* 0x05, 0x05B: fork r to the empty request c: every mapped handle gains one strong reference;
@@ -184,10 +184,10 @@ CowBegin(r, t) ==
     /\ txn.phase = "idle"
     /\ len[r] % P # 0
     /\ len[r] < MaxTokens
-    /\ \E g \in Groups : ref[g][Tail(r, g)] > 1
+    /\ \E g \in Groups : ref[g][TailBlock(r, g)] > 1
     /\ txn' = [IdleTxn EXCEPT !.phase = "begun", !.req = r, !.tok = t, !.rows = len[r] % P,
-                              !.src = [g \in Groups |-> Tail(r, g)]]
-    /\ ref' = [g \in Groups |-> [ref[g] EXCEPT ![Tail(r, g)] = @ + 1]]
+                              !.src = [g \in Groups |-> TailBlock(r, g)]]
+    /\ ref' = [g \in Groups |-> [ref[g] EXCEPT ![TailBlock(r, g)] = @ + 1]]
     /\ wrote' = {}
     /\ UNCHANGED <<data, valid, gen, bundle, tables, len, tokens, tver, epoch, snap>>
 

@@ -67,7 +67,7 @@ Handle(g, b) == [block |-> b, gen |-> gen[g][b]]
 HandleSet == [block : Blocks, gen : Nat]
 NoStale == [grp |-> CHOOSE g \in Groups : \A h \in Groups : g <= h, block |-> 0, gen |-> 0]
 Range(s) == {s[i] : i \in DOMAIN s}
-Tail(r, g) == tables[r][g][Len(tables[r][g])].block
+TailBlock(r, g) == tables[r][g][Len(tables[r][g])].block
 
 \* Block states of the pool (0x04A, 0x04B, 0x0CF); the four are meant to partition it.
 IsReserved(g, b) == b \in reserved[g]
@@ -191,8 +191,8 @@ AppendInPlace(r) ==
     /\ TxnIdle
     /\ len[r] % P # 0
     /\ len[r] < MaxTokens
-    /\ \A g \in Groups : ref[g][Tail(r, g)] = 1
-    /\ rows' = [g \in Groups |-> [rows[g] EXCEPT ![Tail(r, g)] = @ + 1]]
+    /\ \A g \in Groups : ref[g][TailBlock(r, g)] = 1
+    /\ rows' = [g \in Groups |-> [rows[g] EXCEPT ![TailBlock(r, g)] = @ + 1]]
     /\ len' = [len EXCEPT ![r] = @ + 1]
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ ClearTxn
@@ -249,7 +249,7 @@ Truncate(r, k) ==
     /\ k < NumBlocks(len[r])
     /\ DropRefs([g \in Groups |-> {tables[r][g][i].block : i \in (k + 1)..Len(tables[r][g])}])
     /\ stale' = LET g == NoStale.grp
-                    b == Tail(r, g)
+                    b == TailBlock(r, g)
                 IN IF ref[g][b] = 1 /\ ident[g][b] = 0
                    THEN [grp |-> g, block |-> b, gen |-> gen[g][b]]
                    ELSE stale

@@ -46,17 +46,17 @@ MUTANTS = {
 """, "")]),
  ("LengthBeforeRow", "VisibleWithinRows",
   "an in-place append publishes the new length before the row is written (valid rows not advanced)",
-  [("""    /\\ rows' = [g \\in Groups |-> [rows[g] EXCEPT ![Tail(r, g)] = @ + 1]]
+  [("""    /\\ rows' = [g \\in Groups |-> [rows[g] EXCEPT ![TailBlock(r, g)] = @ + 1]]
     /\\ len' = [len EXCEPT ![r] = @ + 1]""", """    /\\ UNCHANGED rows
     /\\ len' = [len EXCEPT ![r] = @ + 1]""")]),
 ],
 "CowPublication": [
  ("WriteSharedTail", "SharedNeverWritten",
   "an append writes in place into a tail whose bundle is shared (the sharing check is missing)",
-  [("""    /\\ \\A g \\in Groups : ref[g][Tail(r, g)] = 1
-    /\\ data' = [g \\in Groups |-> [data[g] EXCEPT ![Tail(r, g)] = Append(@, t)]]""",
-    """    /\\ \\A g \\in Groups : ref[g][Tail(r, g)] >= 1
-    /\\ data' = [g \\in Groups |-> [data[g] EXCEPT ![Tail(r, g)] = Append(@, t)]]""")]),
+  [("""    /\\ \\A g \\in Groups : ref[g][TailBlock(r, g)] = 1
+    /\\ data' = [g \\in Groups |-> [data[g] EXCEPT ![TailBlock(r, g)] = Append(@, t)]]""",
+    """    /\\ \\A g \\in Groups : ref[g][TailBlock(r, g)] >= 1
+    /\\ data' = [g \\in Groups |-> [data[g] EXCEPT ![TailBlock(r, g)] = Append(@, t)]]""")]),
  ("PublishBeforeCopy", "RequestsExact",
   "the COW transaction publishes as soon as every destination is reserved, before the copy completes",
   [("""CowPublish(r) ==
@@ -94,7 +94,7 @@ MUTANTS = {
     /\\ UNCHANGED <<data, valid, gen, bundle, snap, len, tokens, tver, epoch>>""")]),
  ("NoSourceLease", "RefcountDerived",
   "the COW transaction does not retain its source handles while the copy is in flight",
-  [("""    /\\ ref' = [g \\in Groups |-> [ref[g] EXCEPT ![Tail(r, g)] = @ + 1]]
+  [("""    /\\ ref' = [g \\in Groups |-> [ref[g] EXCEPT ![TailBlock(r, g)] = @ + 1]]
     /\\ wrote' = {}
     /\\ UNCHANGED <<data, valid, gen, bundle, tables, len, tokens, tver, epoch, snap>>""",
     """    /\\ wrote' = {}
