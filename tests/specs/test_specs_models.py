@@ -72,3 +72,16 @@ def test_liveness_model_is_reported_not_checked_by_the_embedded_engine():
     r = check_model(spec_dir() / "NamespaceRevocation.tla", spec_dir() / "NamespaceRevocation.liveness.cfg",
                     max_states=2000)
     assert any("RevocationEventuallyCompletes" in m and "not checked" in m for m in r.messages), r.messages
+
+
+def test_no_definition_redefines_a_standard_module_operator():
+    """SANY (TLC's front end) rejects a module that redefines an operator of a module it extends."""
+    import re
+
+    standard = {"Nat", "Int", "Seq", "Len", "Append", "Head", "Tail", "SubSeq", "SelectSeq", "Cardinality",
+                "IsFiniteSet", "Print", "PrintT", "Assert", "JavaTime", "Permutations", "SortSeq", "ToString",
+                "TLCGet", "TLCSet", "TLCEval", "Any", "RandomElement"}
+    for spec in SPEC_ACTIONS:
+        text = (spec_dir() / f"{spec}.tla").read_text()
+        defined = set(re.findall(r"^([A-Za-z_]\w*)(?:\([^)]*\))? ==", text, re.M))
+        assert defined & standard == set(), (spec, defined & standard)
