@@ -205,12 +205,18 @@ def constant_overrides(trace: Trace) -> dict[str, Any]:
     return {k: from_itf(v, mvs) for k, v in trace.constants.items()}
 
 
+_MODELS: dict[tuple, Any] = {}  # loaded models by (spec, cfg, constants): loading dominates short traces
+
+
 def validate(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> TraceValidation:
     """Check every step of ``trace`` as a step of its named action of the spec (see module invariant)."""
     from kvexact.spec.checker.model import load_model
 
     mvs = frozenset(trace.model_values)
-    model = load_model(spec_path, cfg_path, constant_overrides(trace))
+    cache_key = (str(spec_path), str(cfg_path), json.dumps(trace.constants, sort_keys=True), mvs)
+    model = _MODELS.get(cache_key)
+    if model is None:
+        model = _MODELS[cache_key] = load_model(spec_path, cfg_path, constant_overrides(trace))
     prev_raw = trace.initial_state
     prev = {k: from_itf(v, mvs) for k, v in prev_raw.items()}
     counts: dict[str, int] = {}

@@ -1,0 +1,140 @@
+"""A small stand-alone block allocator written the way a runtime would, behind the adapter protocol.
+
+It exists for two reasons: it is the worked example of wiring one's own allocator into the machines
+(README, "Wiring your runtime"), and with ``copy_on_write=False`` it is the in-tree faulty allocator
+(a mutant that appends in place into a shared partial tail) that the gate must catch.
+
+Invariants (of the correct variant): a block's refcount is the number of request tables that map it; a
+block with refcount 0 is on the free list; an append never writes into a block with refcount > 1;
+a rejected operation changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from kvexact.conformance.adapters import AdapterConfig, OpResult
+
+
+class SimpleRuntimeAllocator:
+    name = "simple-runtime"
+    lockstep = True
+
+    def __init__(self, config: AdapterConfig, copy_on_write: bool = True):
+        self.config = config
+        self.copy_on_write = copy_on_write
+        if not copy_on_write:
+            self.name = "faulty-no-cow"
+        ids = list(range(1, config.blocks_per_group + 1))
+        self.free = [deque(ids) for _ in range(config.num_groups)]
+        self.refs = [dict.fromkeys(ids, 0) for _ in range(config.num_groups)]
+        self.tables: dict[str, list[list[int]]] = {}
+        self.lengths: dict[str, int] = {}
+
+    def block_ids(self, group: int) -> Sequence[int]:
+        return list(range(1, self.config.blocks_per_group + 1))
+
+    def _take(self, group: int) -> int:
+        block = self.free[group].popleft()
+        self.refs[group][block] = 1
+        return block
+
+    def _drop(self, group: int, block: int) -> None:
+        self.refs[group][block] -= 1
+        if self.refs[group][block] == 0:
+            self.free[group].append(block)
+
+    def start(self, request_id: str, prompt: Sequence[int]) -> OpResult:
+        if request_id in self.tables:
+            return OpResult(False, "DUPLICATE_REQUEST")
+        if not prompt:
+            return OpResult(False, "EMPTY_APPEND")
+        need = -(-len(prompt) // self.config.block_tokens)
+        if any(len(f) < need for f in self.free):
+            return OpResult(False, "OUT_OF_MEMORY")
+        self.tables[request_id] = [[self._take(g) for _ in range(need)] for g in range(self.config.num_groups)]
+        self.lengths[request_id] = len(prompt)
+        return OpResult(True)
+
+    def append(self, request_id: str, token: int) -> OpResult:
+        if request_id not in self.tables:
+            return self.start(request_id, [token])
+        n, p = self.lengths[request_id], self.config.block_tokens
+        tables = self.tables[request_id]
+        boundary = n % p == 0
+        shared = not boundary and any(self.refs[g][t[-1]] > 1 for g, t in enumerate(tables))
+        if (boundary or (shared and self.copy_on_write)) and any(not f for f in self.free):
+            return OpResult(False, "OUT_OF_MEMORY")
+        for g, table in enumerate(tables):
+            if boundary:
+                table.append(self._take(g))
+            elif shared and self.copy_on_write:
+                old = table[-1]
+                table[-1] = self._take(g)  # the runtime copies old -> new before writing
+                self._drop(g, old)
+        self.lengths[request_id] = n + 1
+        return OpResult(True)
+
+    def fork(self, parent_id: str, child_id: str) -> OpResult:
+        if parent_id == child_id:
+            return OpResult(False, "FORK_ONTO_SELF")
+        if parent_id not in self.tables:
+            return OpResult(False, "UNKNOWN_REQUEST")
+        if child_id in self.tables:
+            return OpResult(False, "DUPLICATE_REQUEST")
+        self.tables[child_id] = [list(t) for t in self.tables[parent_id]]
+        for g, table in enumerate(self.tables[child_id]):
+            for b in table:
+                self.refs[g][b] += 1
+        self.lengths[child_id] = self.lengths[parent_id]
+        return OpResult(True)
+
+    def truncate(self, request_id: str, keep_tokens: int) -> OpResult:
+        if request_id not in self.tables:
+            return OpResult(False, "UNKNOWN_REQUEST")
+        if not 0 <= keep_tokens < self.lengths[request_id]:
+            return OpResult(False, "TRUNCATE_NOT_SHORTER")
+        keep_blocks = -(-keep_tokens // self.config.block_tokens)
+        for g, table in enumerate(self.tables[request_id]):
+            for b in table[keep_blocks:]:
+                self._drop(g, b)
+            del table[keep_blocks:]
+        self.lengths[request_id] = keep_tokens
+        return OpResult(True)
+
+    def release(self, request_id: str) -> OpResult:
+        if request_id not in self.tables:
+            return OpResult(False, "UNKNOWN_REQUEST")
+        for g, table in enumerate(self.tables.pop(request_id)):
+            for b in table:
+                self._drop(g, b)
+        del self.lengths[request_id]
+        return OpResult(True)
+
+    def table(self, request_id: str, group: int) -> list[int]:
+        return list(self.tables[request_id][group])
+
+    def length(self, request_id: str) -> int:
+        return self.lengths[request_id]
+
+    def self_check(self) -> None:
+        for g in range(self.config.num_groups):
+            counted = dict.fromkeys(self.refs[g], 0)
+            for tables in self.tables.values():
+                for b in tables[g]:
+                    counted[b] += 1
+            if counted != self.refs[g]:
+                raise AssertionError(f"group {g}: refcounts {self.refs[g]} != reachability {counted}")
+            if sorted(self.free[g]) != sorted(b for b, r in self.refs[g].items() if r == 0):
+                raise AssertionError(f"group {g}: free list {list(self.free[g])} != zero-ref blocks")
+
+
+def simple_runtime(config: AdapterConfig) -> SimpleRuntimeAllocator:
+    """``--adapter kvexact.conformance.simple_runtime:simple_runtime`` (a correct allocator)."""
+    return SimpleRuntimeAllocator(config)
+
+
+def faulty_no_cow(config: AdapterConfig) -> SimpleRuntimeAllocator:
+    """``--adapter kvexact.conformance.simple_runtime:faulty_no_cow``: appends into shared tails (a bug)."""
+    return SimpleRuntimeAllocator(config, copy_on_write=False)
