@@ -1,8 +1,13 @@
-"""The conformance layer's gate checks: z3 obligations (and, as they land, machines and registries)."""
+"""The conformance layer's gate checks: z3 obligations, the state machines (reference, an adapter, the
+faulty adapter that must be caught), and the negative-case registry."""
 
 from __future__ import annotations
 
 from kvexact.conformance.gate import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
+
+FAULTY_ADAPTER = "kvexact.conformance.simple_runtime:faulty_no_cow"
+SIMPLE_ADAPTER = "kvexact.conformance.simple_runtime:simple_runtime"
+SEED_NEGATIVE_CASES = 211  # 0x0CG: 184 (loops 2-10) + 27 (loop 11)
 
 
 def z3_obligations(ctx: GateContext) -> CheckResult:
@@ -25,6 +30,92 @@ def z3_obligations(ctx: GateContext) -> CheckResult:
     return CheckResult(Verdict.PASSED, figures)
 
 
+def _kernels_or_skip() -> None:
+    try:
+        import kvexact.kernels.paged  # noqa: F401
+    except ImportError as exc:
+        raise CheckCouldNotRun(f"the kernels cannot be imported ({exc}); install the kernels extra") from exc
+
+
+def _run(ctx: GateContext, adapter: str | None, shrink: bool = True):
+    from kvexact.conformance.runner import SPECS, machine_settings, run_machine
+
+    runs = []
+    for spec in SPECS:
+        ctx.status(f"{spec} machine ({adapter or 'reference'})")
+        runs.append(run_machine(spec, adapter, machine_settings(ctx.profile, shrink=shrink), ctx.seed))
+    return runs
+
+
+def _figures(runs) -> dict:
+    from kvexact.conformance.runner import stats_figures
+
+    out: dict = {}
+    for run in runs:
+        for k, v in stats_figures(run).items():
+            out[f"{run.spec}.{k}"] = v
+    return out
+
+
+def machines(ctx: GateContext) -> CheckResult:
+    """Both machines at the gate's profile; the system under test is ``--adapter`` or the reference."""
+    _kernels_or_skip()
+    runs = _run(ctx, ctx.adapter)
+    failed = [r for r in runs if not r.passed]
+    figures = _figures(runs)
+    if failed:
+        return CheckResult(Verdict.FAILED, figures, " | ".join(f"{r.spec}: {r.error[:600]}" for r in failed),
+                           seeds={"seed": ctx.seed, "profile": ctx.profile})
+    return CheckResult(Verdict.PASSED, figures, seeds={"seed": ctx.seed, "profile": ctx.profile})
+
+
+def simple_runtime_adapter(ctx: GateContext) -> CheckResult:
+    """The in-tree example runtime, in lockstep with the reference: it must pass."""
+    _kernels_or_skip()
+    runs = _run(ctx, SIMPLE_ADAPTER)
+    failed = [r for r in runs if not r.passed]
+    if failed:
+        return CheckResult(Verdict.FAILED, _figures(runs), " | ".join(r.error[:600] for r in failed))
+    return CheckResult(Verdict.PASSED, _figures(runs))
+
+
+def faulty_adapter_caught(ctx: GateContext) -> CheckResult:
+    """The deliberately faulty allocator (no copy-on-write) must be caught by the COW machine."""
+    _kernels_or_skip()
+    from kvexact.conformance.runner import machine_settings, run_machine
+
+    run = run_machine("CowPublication", FAULTY_ADAPTER, machine_settings(ctx.profile, shrink=False), ctx.seed)
+    figures = {"examples_until_caught": run.examples, "steps": run.steps}
+    if run.passed:
+        return CheckResult(Verdict.FAILED, figures, f"{FAULTY_ADAPTER} survived the COW machine")
+    return CheckResult(Verdict.PASSED, figures, f"caught: {run.error.splitlines()[0][:300]}")
+
+
+def negative_registry(ctx: GateContext) -> CheckResult:
+    """Every registered failure-lab case is rejected by its name; the registry covers the seed's count."""
+    from kvexact.reference.negatives_cmd import failures, load_registering_modules
+    from kvexact.reference.rejections import negative_cases
+
+    _, _, broken = load_registering_modules()
+    cases = negative_cases()
+    bad = failures(cases)
+    figures = {"registered": len(cases), "seed_count": SEED_NEGATIVE_CASES, "not_rejected_by_name": len(bad),
+               "sections": len({c.section for c in cases})}
+    problems = [f"{m}: {e}" for m, e in broken.items()]
+    problems += [f"{c.section} {c.description}: {why}" for c, why in bad[:10]]
+    if len(cases) < SEED_NEGATIVE_CASES:
+        problems.append(f"only {len(cases)} cases registered, the seed counts {SEED_NEGATIVE_CASES}")
+    if problems:
+        return CheckResult(Verdict.FAILED, figures, "; ".join(problems))
+    return CheckResult(Verdict.PASSED, figures)
+
+
 CHECKS = [
     GateCheck("z3-obligations", "conformance", "z3 proof obligations (unknown fails)", z3_obligations),
+    GateCheck("negative-registry", "reference", "every failure-lab case rejected by its name", negative_registry),
+    GateCheck("machines", "conformance", "state machines: reference (or --adapter) vs kernels vs specs", machines),
+    GateCheck("adapter-simple-runtime", "conformance", "the example runtime adapter passes in lockstep",
+              simple_runtime_adapter),
+    GateCheck("adapter-faulty-caught", "conformance", "the faulty no-COW adapter is caught",
+              faulty_adapter_caught),
 ]

@@ -15,6 +15,7 @@ unchanged. Subclass :class:`AllocatorMachine` (set ``sut_factory``) to run it fr
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +35,17 @@ READERS = ("x",)
 STREAM = tuple(ALPHABET[i % len(ALPHABET)] for i in range(64))  # the canonical stream: identity = position
 MAX_TOKENS = 32  # the spec's MaxTokens guard; the machine keeps every request shorter
 BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, lifted for traces
+
+
+def _fires(fn: Callable[..., None]) -> Callable[..., None]:
+    """Count each call of a rule in the machine's stats (``rule:<name>``), for rule coverage."""
+
+    @functools.wraps(fn)
+    def wrapper(self: AllocatorMachine, *args: Any, **kwargs: Any) -> None:
+        self._count(f"rule:{fn.__name__}")
+        fn(self, *args, **kwargs)
+
+    return wrapper
 
 
 class ConformanceFailure(AssertionError):
@@ -72,12 +84,13 @@ class AllocatorMachine(RuleBasedStateMachine):
                                     policy=QueuePolicy.LOWEST_ID if self.spec == "CowPublication" else QueuePolicy.LRU,
                                     stream=STREAM if self.spec == "KVAllocation" else None,
                                     requests=REQUEST_IDS, readers=READERS if self.spec == "CowPublication" else ())
-        self.sut = self.sut_factory(cfg) if self.sut_factory is not None else None
+        self.sut = self.sut_factory(cfg) if self.sut_factory is not None else None  # type: ignore[call-arg]
         if self.sut is not None:
             check_adapter(self.sut)
         self.target = self.sut if self.sut is not None else self.ref
         self.device = DevicePool([self.target.block_ids(g) for g in range(cfg.num_groups)], cfg.block_tokens)
         self.histories: dict[str, list[int]] = {}
+        self._count("examples")
 
     # ---- helpers -------------------------------------------------------------------------------------
     def _count(self, name: str) -> None:
@@ -118,6 +131,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     # ---- rules ---------------------------------------------------------------------------------------
     @precondition(lambda self: len(self.histories) < len(REQUEST_IDS))
     @rule(data=st.data())
+    @_fires
     def start(self, data: st.DataObject) -> None:
         rid = data.draw(st.sampled_from([r for r in REQUEST_IDS if r not in self.histories]), label="request")
         prompt = data.draw(st.one_of(st.integers(1, 7).map(lambda n: list(STREAM[:n])),
@@ -133,6 +147,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self._growable()))
     @rule(data=st.data(), token=st.sampled_from((0, *ALPHABET)))
+    @_fires
     def append(self, data: st.DataObject, token: int) -> None:
         """Append one token (0 draws the canonical stream's next token, so prefixes keep being shared)."""
         rid = data.draw(st.sampled_from(self._growable()), label="request")
@@ -147,6 +162,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self._growable()))
     @rule(data=st.data(), token=st.sampled_from(ALPHABET))
+    @_fires
     def append_with_injected_failure(self, data: st.DataObject, token: int) -> None:
         """A fault between group reservations (0x04F): a reserving append rolls back exactly."""
         if not self._supports("append_with_failure"):
@@ -162,6 +178,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self.histories))
     @rule(data=st.data())
+    @_fires
     def release(self, data: st.DataObject) -> None:
         rid = data.draw(st.sampled_from(sorted(self.histories)), label="request")
         if self._both("release", rid).accepted:
@@ -170,6 +187,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.spec == "CowPublication" and bool(self.histories)
                   and len(self.histories) < len(REQUEST_IDS))
     @rule(data=st.data())
+    @_fires
     def fork(self, data: st.DataObject) -> None:
         parent = data.draw(st.sampled_from(sorted(self.histories)), label="parent")
         child = data.draw(st.sampled_from([r for r in REQUEST_IDS if r not in self.histories]), label="child")
@@ -182,6 +200,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.spec == "CowPublication" and bool(self._growable())
                   and len(self.histories) < len(REQUEST_IDS))
     @rule(data=st.data(), token=st.sampled_from(ALPHABET), child_appends=st.booleans())
+    @_fires
     def fork_then_append(self, data: st.DataObject, token: int, child_appends: bool) -> None:
         """Fork, then append to one side at once: a partial shared tail must be copied on write (0x05C)."""
         parent = data.draw(st.sampled_from(self._growable()), label="parent")
@@ -197,6 +216,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.spec == "KVAllocation" and bool(self._truncatable()))
     @rule(data=st.data())
+    @_fires
     def truncate(self, data: st.DataObject) -> None:
         """Keep a whole-block, non-empty prefix (the spec's Truncate keeps whole blocks of a live request)."""
         rid = data.draw(st.sampled_from(self._truncatable()), label="request")
@@ -207,6 +227,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.spec == "KVAllocation" and bool(self.histories))
     @rule(data=st.data())
+    @_fires
     def cache(self, data: st.DataObject) -> None:
         rid = data.draw(st.sampled_from(sorted(self.histories)), label="request")
         if self._supports("cache"):
@@ -214,6 +235,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.spec == "KVAllocation" and self.sut is None and bool(self.ref.keys))
     @rule(data=st.data())
+    @_fires
     def evict(self, data: st.DataObject) -> None:
         prefix = data.draw(st.sampled_from(sorted(self.ref.keys)), label="prefix")
         self._both("evict", prefix)
@@ -229,6 +251,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.spec == "KVAllocation" and self.sut is None
                   and self._delayed_writer() is not None)
     @rule()
+    @_fires
     def stale_writer(self) -> None:
         """The delayed writer presents its old handle (0x05F ABA): rejected by name, state unchanged."""
         stale = self._delayed_writer()
@@ -238,6 +261,7 @@ class AllocatorMachine(RuleBasedStateMachine):
             raise ConformanceFailure(f"the stale handle {stale} was not fenced: {result}")
 
     @rule()
+    @_fires
     def check_attention(self) -> None:
         if not self.check_kernels:
             return
@@ -255,19 +279,32 @@ class AllocatorMachine(RuleBasedStateMachine):
     # ---- invariants and teardown ------------------------------------------------------------------------
     @invariant()
     def pools_are_consistent(self) -> None:
+        self._count("steps")
         self.ref.self_check()
         if self.sut is not None:
             self.sut.self_check()
 
+    @classmethod
+    def rule_names(cls) -> list[str]:
+        return sorted(n for n in dir(cls) if hasattr(getattr(cls, n, None), "hypothesis_stateful_rule"))
+
     def teardown(self) -> None:
+        self.stats["steps"] = self.stats.get("steps", 0) - 1  # the invariant also ran once before any rule
         self.stats["device_writes"] = self.stats.get("device_writes", 0) + self.device.writes
         self.stats["device_copies"] = self.stats.get("device_copies", 0) + self.device.copies
+        first: BaseException | None = None
         try:
             self.check_attention()
+        except BaseException as exc:  # still validate (and write) the trace, then report the first failure
+            first = exc
+        try:
             if self.validate_trace and self.ref.recorder is not None:
                 self._validate_trace()
-        finally:
-            super().teardown()
+        except BaseException as exc:
+            first = first or exc
+        super().teardown()
+        if first is not None:
+            raise first
 
     def _validate_trace(self) -> None:
         from kvexact.conformance.trace import trace_from_recorder, validate, write_itf, write_ndjson
@@ -279,12 +316,12 @@ class AllocatorMachine(RuleBasedStateMachine):
         trace = trace_from_recorder(recorder, spec_constants(self.spec, self.config), model_values)
         result = validate(trace, spec_dir() / f"{self.spec}.tla", spec_dir() / f"{self.spec}.cfg")
         self.stats["trace_steps"] = self.stats.get("trace_steps", 0) + result.steps
+        out = os.environ.get("KVEXACT_TRACE_DIR")
+        if out and (not result.ok or os.environ.get("KVEXACT_TRACE_ALWAYS") == "1"):
+            Path(out).mkdir(parents=True, exist_ok=True)
+            write_itf(trace, Path(out) / f"{self.spec}.itf.json")
+            write_ndjson(trace, Path(out) / f"{self.spec}.ndjson")
         if not result.ok:
-            out = os.environ.get("KVEXACT_TRACE_DIR")
-            if out:
-                Path(out).mkdir(parents=True, exist_ok=True)
-                write_itf(trace, Path(out) / f"{self.spec}.failing.itf.json")
-                write_ndjson(trace, Path(out) / f"{self.spec}.failing.ndjson")
             raise ConformanceFailure(result.summary())
 
 

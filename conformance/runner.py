@@ -1,0 +1,125 @@
+"""Running the machines: one shared runner for ``kvexact conform``, ``kvexact fuzz`` and the gate.
+
+Invariant: a run is reported as passed only when Hypothesis finished every example without a failure;
+a failure carries the error text and, when Hypothesis printed one, the ``@reproduce_failure`` blob that
+replays it, from which :func:`write_reproduction` writes a plain pytest file.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from kvexact.conformance.adapters import load_adapter_factory
+from kvexact.conformance.machines import machine_class
+
+SPECS = ("KVAllocation", "CowPublication")
+_BLOB = re.compile(r"@reproduce_failure\('([^']+)', (b'[^']*'|b\"[^\"]*\")\)")
+
+
+@attrs.frozen
+class MachineRun:
+    spec: str
+    adapter: str
+    passed: bool
+    seconds: float
+    stats: dict[str, int]
+    rules: tuple[str, ...]
+    error: str = ""
+    reproduce: tuple[str, str] | None = None  # (hypothesis version, blob literal)
+
+    @property
+    def examples(self) -> int:
+        return self.stats.get("examples", 0)
+
+    @property
+    def steps(self) -> int:
+        return self.stats.get("steps", 0)
+
+    def rules_fired(self) -> list[str]:
+        return [r for r in self.rules if self.stats.get(f"rule:{r}", 0)]
+
+
+def machine_settings(profile: str, examples: int | None = None, steps: int | None = None,
+                     shrink: bool = True) -> settings:
+    base = settings.get_profile(profile)
+    phases = tuple(base.phases) if shrink else tuple(p for p in base.phases if p is not Phase.shrink)
+    return settings(base, max_examples=examples or base.max_examples,
+                    stateful_step_count=steps or base.stateful_step_count, deadline=None, print_blob=True,
+                    report_multiple_bugs=False, phases=phases,
+                    suppress_health_check=[*base.suppress_health_check, HealthCheck.filter_too_much])
+
+
+def run_machine(spec: str, adapter: str | None, machine_settings_: settings, seed: int | None = None,
+                check_kernels: bool = True) -> MachineRun:
+    """Run one machine; the adapter is ``module:factory`` (None: the reference is the system under test)."""
+    factory = load_adapter_factory(adapter) if adapter else None
+    machine = machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
+    if seed is not None and not machine_settings_.derandomize:
+        machine._hypothesis_internal_use_seed = seed  # type: ignore[attr-defined]
+    start = time.perf_counter()
+    try:
+        run_state_machine_as_test(machine, settings=machine_settings_)
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {exc}"
+        notes = "\n".join(getattr(exc, "__notes__", []))
+        m = _BLOB.search(notes)
+        return MachineRun(spec, adapter or "reference", False, time.perf_counter() - start, dict(machine.stats),
+                          tuple(machine.rule_names()), text[:2000], (m.group(1), m.group(2)) if m else None)
+    return MachineRun(spec, adapter or "reference", True, time.perf_counter() - start, dict(machine.stats),
+                      tuple(machine.rule_names()))
+
+
+REPRO_TEMPLATE = '''"""Reproduction written by `kvexact fuzz` on {when}: {error_line}
+
+Run it with `pytest {name}`; it replays the failing example of the {spec} machine
+(adapter: {adapter}) and fails again while the bug is there. Needs hypothesis=={version}.
+"""
+
+from hypothesis import reproduce_failure, settings
+
+from kvexact.conformance.adapters import load_adapter_factory
+from kvexact.conformance.machines import machine_class
+
+ADAPTER = {adapter_literal}
+Machine = machine_class({spec!r}, sut_factory=load_adapter_factory(ADAPTER) if ADAPTER else None)
+Machine = reproduce_failure({version!r}, {blob})(Machine)
+Machine.TestCase.settings = settings(max_examples=1, stateful_step_count={steps}, deadline=None,
+                                     database=None, derandomize=False)
+TestReproduction = Machine.TestCase
+'''
+
+
+def write_reproduction(run: MachineRun, folder: Path, steps: int) -> Path:
+    """A plain pytest file that replays ``run``'s failure (needs the blob Hypothesis printed)."""
+    if run.reproduce is None:
+        raise ValueError("this failure has no @reproduce_failure blob to replay")
+    version, blob = run.reproduce
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    path = folder / f"test_repro_{run.spec}_{stamp}.py"
+    path.write_text(REPRO_TEMPLATE.format(
+        when=stamp, error_line=run.error.splitlines()[0][:150] if run.error else "failure", name=path.name,
+        spec=run.spec, adapter=run.adapter, version=version, blob=blob, steps=steps,
+        adapter_literal=repr(None if run.adapter == "reference" else run.adapter)), encoding="utf-8")
+    return path
+
+
+def summary_line(run: MachineRun) -> str:
+    fired = run.rules_fired()
+    return (f"{run.spec:15} {run.adapter:24} {'passed' if run.passed else 'FAILED':7} "
+            f"examples={run.examples} steps={run.steps} rules={len(fired)}/{len(run.rules)} "
+            f"attention_checks={run.stats.get('attention_checks', 0)} trace_steps={run.stats.get('trace_steps', 0)} "
+            f"copies={run.stats.get('device_copies', 0)} ({run.seconds:.1f}s)")
+
+
+def stats_figures(run: MachineRun) -> dict[str, Any]:
+    return {"examples": run.examples, "steps": run.steps, "rules_fired": len(run.rules_fired()),
+            "rules": len(run.rules), "attention_checks": run.stats.get("attention_checks", 0),
+            "trace_steps": run.stats.get("trace_steps", 0), "cow_copies": run.stats.get("device_copies", 0)}

@@ -1,0 +1,128 @@
+"""The state machines, the adapters, `kvexact conform` and `kvexact fuzz` (with a failing adapter)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from kvexact.conformance.adapters import AdapterConfig, AdapterError, check_adapter, load_adapter_factory
+from kvexact.conformance.cli import main
+from kvexact.conformance.machines import ConformanceFailure, machine_class
+from kvexact.conformance.simple_runtime import SimpleRuntimeAllocator, faulty_no_cow
+
+FAST = settings(max_examples=6, stateful_step_count=20, deadline=None, derandomize=True, database=None)
+
+
+def run_cli(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    return exc.value.code, out.out + out.err
+
+
+@pytest.mark.parametrize("spec", ["KVAllocation", "CowPublication"])
+def test_reference_machine_passes_and_exercises_the_paths(spec):
+    machine = machine_class(spec)
+    run_state_machine_as_test(machine, settings=settings(FAST, max_examples=12))
+    stats = machine.stats
+    assert stats["attention_checks"] > 0 and stats["trace_steps"] > 0
+    if spec == "CowPublication":
+        assert stats.get("device_copies", 0) > 0, "no copy-on-write was mirrored"
+        assert stats.get("append_with_failure:ROLLED_BACK", 0) > 0
+    else:
+        assert stats.get("rule:cache", 0) > 0 and stats.get("truncate:ok", 0) > 0
+
+
+def test_faulty_adapter_is_caught():
+    machine = machine_class("CowPublication", sut_factory=faulty_no_cow)
+    with pytest.raises(ConformanceFailure):
+        run_state_machine_as_test(machine, settings=settings(FAST, max_examples=40, phases=[
+            p for p in FAST.phases if p.name != "shrink"], report_multiple_bugs=False))
+
+
+def test_wrong_attention_is_caught_by_numbers():
+    """The faulty allocator without lockstep: the kernels' numbers alone expose the shared-tail write."""
+    cfg = AdapterConfig(blocks_per_group=12)
+    adapter = faulty_no_cow(cfg)
+    from kvexact.conformance.device import DevicePool, mirror_step
+
+    pool = DevicePool([adapter.block_ids(g) for g in range(cfg.num_groups)], cfg.block_tokens)
+    hist = {"a": [1, 2, 3]}
+    assert adapter.start("a", hist["a"]).accepted
+    mirror_step(pool, None, 0, [adapter.table("a", g) for g in range(2)], hist["a"], 0)
+    assert adapter.fork("a", "b").accepted
+    hist["b"] = list(hist["a"])
+    for rid, tok in (("a", 1), ("b", 2)):
+        before = [adapter.table(rid, g) for g in range(2)]
+        n = len(hist[rid])
+        assert adapter.append(rid, tok).accepted
+        hist[rid].append(tok)
+        mirror_step(pool, before, n, [adapter.table(rid, g) for g in range(2)], hist[rid], n)
+    tables = {r: [adapter.table(r, g) for g in range(2)] for r in hist}
+    bad = pool.check_attention(tables, hist)
+    assert {m.request for m in bad} == {"a"}  # b's write overwrote a's row in the shared tail
+    correct = SimpleRuntimeAllocator(cfg)
+    pool = DevicePool([correct.block_ids(g) for g in range(cfg.num_groups)], cfg.block_tokens)
+    hist = {"a": [1, 2, 3]}
+    correct.start("a", hist["a"])
+    mirror_step(pool, None, 0, [correct.table("a", g) for g in range(2)], hist["a"], 0)
+    correct.fork("a", "b")
+    hist["b"] = list(hist["a"])
+    for rid, tok in (("a", 1), ("b", 2)):
+        before = [correct.table(rid, g) for g in range(2)]
+        n = len(hist[rid])
+        correct.append(rid, tok)
+        hist[rid].append(tok)
+        mirror_step(pool, before, n, [correct.table(rid, g) for g in range(2)], hist[rid], n)
+    assert pool.check_attention({r: [correct.table(r, g) for g in range(2)] for r in hist}, hist) == []
+    assert pool.copies == 2
+
+
+def test_adapter_loading_errors():
+    with pytest.raises(AdapterError, match="MODULE:FACTORY"):
+        load_adapter_factory("no_colon")
+    with pytest.raises(AdapterError, match="cannot import"):
+        load_adapter_factory("kvexact.no_such_module:f")
+    with pytest.raises(AdapterError, match="no callable 'nope'"):
+        load_adapter_factory("kvexact.conformance.simple_runtime:nope")
+    with pytest.raises(AdapterError, match=r"no method block_ids\(\)"):
+        check_adapter(object())
+
+
+def test_conform_command(capsys):
+    code, out = run_cli(["conform", "--spec", "CowPublication", "--examples", "3", "--steps", "10"], capsys)
+    assert code == 0 and "passed" in out and "examples=" in out
+    code, out = run_cli(["conform", "--adapter", "bogus"], capsys)
+    assert code == 2 and "MODULE:FACTORY" in out
+    code, out = run_cli(["conform", "--spec", "CowPublication", "--examples", "30", "--steps", "20", "--no-shrink",
+                         "--adapter", "kvexact.conformance.simple_runtime:faulty_no_cow"], capsys)
+    assert code == 1 and "FAILED" in out
+
+
+@pytest.mark.slow
+def test_fuzz_failure_leaves_a_reproduction_that_fails_again(tmp_path):
+    out = tmp_path / "failures"
+    r = subprocess.run([sys.executable, "-m", "kvexact.conformance.cli", "fuzz", "--minutes", "5", "--spec",
+                        "CowPublication", "--adapter", "kvexact.conformance.simple_runtime:faulty_no_cow",
+                        "--out", str(out), "--examples-per-round", "40", "--steps", "20", "--no-shrink"],
+                       capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "fuzz: round 1" in r.stdout and "reproduction written" in r.stdout
+    repros = sorted(out.glob("test_repro_CowPublication_*.py"))
+    assert len(repros) == 1
+    assert (out / "CowPublication.itf.json").is_file()
+    replay = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(repros[0])],
+                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert replay.returncode == 1, replay.stdout
+    assert "1 failed" in replay.stdout
+
+
+def test_fuzz_bad_input(capsys):
+    code, out = run_cli(["fuzz", "--minutes", "0"], capsys)
+    assert code == 2 and "--minutes" in out
+    code, out = run_cli(["fuzz", "--minutes", "1", "--adapter", "x:y"], capsys)
+    assert code == 2 and "cannot import" in out
