@@ -29,9 +29,13 @@ needs_spec = pytest.mark.skipif(not _checker_ready(),
 
 @pytest.fixture(scope="module")
 def model():
-    from kvexact.spec.checker import load_model
+    """The spec with its constants bound to the reference's: two tenants, both revocable, blocks {1, 2}."""
+    from kvexact.spec.checker import ModelValue, load_model
 
-    return load_model(SPEC)
+    init = rv.RevState.init()
+    tenants = frozenset(ModelValue(t) for t in init.tenants)
+    return load_model(SPEC, None, {"Tenants": tenants, "Revocable": tenants, "Blocks": frozenset(init.blocks),
+                                   "MaxGen": init.max_gen, "NoTenant": ModelValue(rv.NO_TENANT)})
 
 
 def _params_tla(params):
