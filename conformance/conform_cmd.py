@@ -8,8 +8,8 @@ from kvexact.conformance.profiles import PROFILE_NAMES, load_profile
 
 
 @click.command()
-@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication"]),
-              help="Which machine(s) (default: both).")
+@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Revocation"]),
+              help="Which machine(s) (default: all four; --adapter applies to the allocator machines).")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY",
               help="System under test in the reference's place (default: the reference itself).")
 @click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None,
@@ -22,7 +22,7 @@ from kvexact.conformance.profiles import PROFILE_NAMES, load_profile
 def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink) -> int:
     """Drive the reference (or an adapter) with random operation streams, against kernels and specs."""
     from kvexact.conformance.adapters import AdapterError, load_adapter_factory
-    from kvexact.conformance.runner import SPECS, machine_settings, run_machine, summary_line
+    from kvexact.conformance.runner import MACHINES, machine_settings, run_machine, summary_line
 
     chosen = load_profile(profile)
     if adapter:
@@ -38,7 +38,7 @@ def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink) 
                        "--no-kernels", err=True)
             return 3
     failed = 0
-    for spec in specs or SPECS:
+    for spec in specs or MACHINES:
         click.echo(f"conform: {spec} machine, profile {chosen}, adapter {adapter or 'reference'} ...")
         run = run_machine(spec, adapter, machine_settings(chosen, examples, steps, shrink), seed, not no_kernels)
         click.echo(summary_line(run))

@@ -13,8 +13,8 @@ import click
 @click.option("--minutes", type=float, required=True, help="Wall-clock budget.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; each round adds one.")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY", help="System under test (default: reference).")
-@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication"]),
-              help="Which machine(s) (default: both, alternating).")
+@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Revocation"]),
+              help="Which machine(s) (default: all four, in turn).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("fuzz-failures"), show_default=True,
               help="Where a failure's reproduction (pytest file) and ITF trace are written.")
 @click.option("--examples-per-round", type=click.IntRange(min=1), default=25, show_default=True)
@@ -31,7 +31,7 @@ def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink) 
     from kvexact.conformance.adapters import AdapterError, load_adapter_factory
     from kvexact.conformance.profiles import load_profile
     from kvexact.conformance.runner import (
-        SPECS,
+        MACHINES,
         machine_settings,
         run_machine,
         summary_line,
@@ -53,7 +53,7 @@ def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink) 
     fired: dict[str, set[str]] = {}
     round_no = 0
     while time.monotonic() < deadline:
-        spec = (specs or SPECS)[round_no % len(specs or SPECS)]
+        spec = (specs or MACHINES)[round_no % len(specs or MACHINES)]
         s = machine_settings("fuzz", examples_per_round, step_count, shrink=shrink)
         run = run_machine(spec, adapter, s, seed + round_no)
         round_no += 1

@@ -19,7 +19,8 @@ from hypothesis.stateful import run_state_machine_as_test
 from kvexact.conformance.adapters import load_adapter_factory
 from kvexact.conformance.machines import machine_class
 
-SPECS = ("KVAllocation", "CowPublication")
+SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an adapter can stand in for the reference
+MACHINES = (*SPECS, "Radix", "Revocation")  # Radix and Revocation drive the normative reference only
 _BLOB = re.compile(r"@reproduce_failure\('([^']+)', (b'[^']*'|b\"[^\"]*\")\)")
 
 
@@ -59,8 +60,16 @@ def machine_settings(profile: str, examples: int | None = None, steps: int | Non
 def run_machine(spec: str, adapter: str | None, machine_settings_: settings, seed: int | None = None,
                 check_kernels: bool = True) -> MachineRun:
     """Run one machine; the adapter is ``module:factory`` (None: the reference is the system under test)."""
-    factory = load_adapter_factory(adapter) if adapter else None
-    machine = machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
+    machine: Any
+    if spec in ("Radix", "Revocation"):
+        from kvexact.conformance.radix_machine import RadixMachine, RevocationMachine
+
+        base = RadixMachine if spec == "Radix" else RevocationMachine
+        machine = type(f"{spec}Run", (base,), {"stats": {}})
+        adapter = None
+    else:
+        factory = load_adapter_factory(adapter) if adapter else None
+        machine = machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
     if seed is not None and not machine_settings_.derandomize:
         machine._hypothesis_internal_use_seed = seed  # type: ignore[attr-defined]
     start = time.perf_counter()
@@ -71,9 +80,13 @@ def run_machine(spec: str, adapter: str | None, machine_settings_: settings, see
         notes = "\n".join(getattr(exc, "__notes__", []))
         m = _BLOB.search(notes)
         return MachineRun(spec, adapter or "reference", False, time.perf_counter() - start, dict(machine.stats),
-                          tuple(machine.rule_names()), text[:2000], (m.group(1), m.group(2)) if m else None)
+                          _rule_names(machine), text[:2000], (m.group(1), m.group(2)) if m else None)
     return MachineRun(spec, adapter or "reference", True, time.perf_counter() - start, dict(machine.stats),
-                      tuple(machine.rule_names()))
+                      _rule_names(machine))
+
+
+def _rule_names(machine: Any) -> tuple[str, ...]:
+    return tuple(sorted(n for n in dir(machine) if hasattr(getattr(machine, n, None), "hypothesis_stateful_rule")))
 
 
 REPRO_TEMPLATE = '''"""Reproduction written by `kvexact fuzz` on {when}: {error_line}

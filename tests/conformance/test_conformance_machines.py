@@ -126,3 +126,28 @@ def test_fuzz_bad_input(capsys):
     assert code == 2 and "--minutes" in out
     code, out = run_cli(["fuzz", "--minutes", "1", "--adapter", "x:y"], capsys)
     assert code == 2 and "cannot import" in out
+
+
+@pytest.mark.parametrize("name", ["Radix", "Revocation"])
+def test_radix_and_revocation_machines(name):
+    from kvexact.conformance.runner import machine_settings, run_machine
+
+    run = run_machine(name, None, settings(machine_settings("ci"), max_examples=10, stateful_step_count=25))
+    assert run.passed, run.error
+    if name == "Radix":
+        assert run.stats["attention_checks"] > 0 and run.stats.get("evicted_slots", 0) > 0
+        assert any(k.startswith("admit:hit=") and k != "admit:hit=0" for k in run.stats), run.stats
+    else:
+        assert run.stats.get("RevokeComplete", 0) > 0
+
+
+def test_radix_machine_catches_a_stale_slot():
+    """Poisoned (freed) slots are NaN: a table that still points at an evicted slot fails the check."""
+    from kvexact.conformance.radix_machine import RadixMachine
+
+    m = RadixMachine()
+    m.admit([1, 2, 3])
+    rid = next(iter(m.live))
+    m.live[rid][1][0] = sorted(m.state.free_slot_ids)[0]  # corrupt: point at a free (poisoned) slot
+    with pytest.raises(ConformanceFailure, match="differs from float64"):
+        m.check_attention()
