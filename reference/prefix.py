@@ -151,7 +151,10 @@ class PrefixCache:
         published = []
         parent: str | None = None
         for j, key in enumerate(hashes):
-            if self.alloc.pools[0].blocks[rec.tables[0][j].block_id].cache_key is None and key not in self.entries:
+            evicted = key in self.entries and cow.lookup_all_groups(self.alloc, key) is None
+            if self.alloc.pools[0].blocks[rec.tables[0][j].block_id].cache_key is None and (
+                    key not in self.entries or evicted):
+                # a key whose block was evicted is published again for the recomputed block (as vLLM does)
                 cow.cache_block(self.alloc, request_id, j, key)
                 self._add(key, _Entry((namespace_id, namespace_generation), parent, tokens[j * p:(j + 1) * p], p))
                 published.append(key)
@@ -167,6 +170,9 @@ class PrefixCache:
         return tuple(published)
 
     def _add(self, key: str, entry: _Entry) -> None:
+        previous = self.entries.get(key)
+        if previous is not None:  # re-publication after eviction: the entry moves to its new parent
+            self.children.get(previous.parent, []).remove(key)
         self.entries[key] = entry
         self.children.setdefault(entry.parent, []).append(key)
 
