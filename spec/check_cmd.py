@@ -123,7 +123,7 @@ def run_check(spec: Path, cfg: Path | None = None, *, engine: str = "embedded", 
 
 
 @click.command("check")
-@click.argument("spec", type=click.Path(path_type=Path))
+@click.argument("spec", type=click.Path(path_type=Path), required=False)
 @click.option("--config", "cfg", type=click.Path(path_type=Path), default=None,
               help="model config (default: SPEC with .cfg)")
 @click.option("--engine", type=click.Choice(ENGINES), default="embedded", show_default=True)
@@ -138,15 +138,24 @@ def run_check(spec: Path, cfg: Path | None = None, *, engine: str = "embedded", 
 @click.option("--seed", type=int, default=0, show_default=True, help="simulation: random seed")
 @click.option("--json", "json_path", default=None, help="write the result as JSON")
 @click.option("--itf", "itf_path", default=None, help="write the counterexample as ITF JSON")
-def check(spec: Path, cfg: Path | None, engine: str, tlc_jar: str | None, workers: int,
+@click.option("--mutants", is_flag=True, help="check every shipped mutant and witness instead of SPEC; "
+              "exit 0 only at a 100% kill rate")
+def check(spec: Path | None, cfg: Path | None, engine: str, tlc_jar: str | None, workers: int,
           max_states: int | None, max_depth: int | None, coverage: bool, simulate: bool, depth: int, num: int,
-          seed: int, json_path: str | None, itf_path: str | None) -> int:
+          seed: int, json_path: str | None, itf_path: str | None, mutants: bool = False) -> int:
     """Model-check SPEC.tla; exit codes follow TLC (0, 10, 11, 12, 14, 75, 150, 151)."""
     if workers < 1:
         raise click.UsageError("--workers must be at least 1")
     if simulate and engine != "embedded":
         raise click.UsageError("--simulate runs with the embedded engine only")
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+    if mutants:
+        if engine == "both":
+            raise click.UsageError("--mutants runs one engine: embedded or tlc")
+        from kvexact.spec.mutants import run_mutants
+        return run_mutants(engine=engine, tlc_jar=tlc_jar, workers=max(workers, 2), echo=click.echo)
+    if spec is None:
+        raise click.UsageError("missing argument SPEC (or --mutants)")
     return run_check(spec, cfg, engine=engine, tlc_jar=tlc_jar, workers=workers, max_states=max_states,
                      max_depth=max_depth, coverage=coverage, simulate=simulate, depth=depth, num=num,
                      seed=seed, json_path=json_path, itf_path=itf_path)

@@ -98,3 +98,14 @@ def test_a_correct_spec_posing_as_a_mutant_survives_and_a_wrong_name_is_not_a_ki
     misnamed = ExpectedViolation("NR_misnamed", "mutant", mutant, mutant.with_suffix(".cfg"), "RevocationComplete")
     v = check_expected(misnamed)
     assert not v.killed and v.outcome == "wrong-invariant"
+
+
+def test_kvexact_check_mutants_exits_0_and_prints_the_kill_rate():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "kvexact.conformance.cli", "check", "--mutants"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"Mutants killed: {len(MUTANTS)}/{len(MUTANTS)} (100%)" in done.stdout
+    assert f"Witnesses reached: {len(WITNESSES)}/{len(WITNESSES)}" in done.stdout
