@@ -8,8 +8,8 @@ from kvexact.conformance.profiles import PROFILE_NAMES, load_profile
 
 
 @click.command()
-@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Revocation"]),
-              help="Which machine(s) (default: all four; --adapter applies to the allocator machines).")
+@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation"]),
+              help="Which machine(s) (default: all five; --adapter applies to the allocator machines).")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY",
               help="System under test in the reference's place (default: the reference itself).")
 @click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None,

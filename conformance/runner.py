@@ -20,7 +20,7 @@ from kvexact.conformance.adapters import load_adapter_factory
 from kvexact.conformance.machines import machine_class
 
 SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an adapter can stand in for the reference
-MACHINES = (*SPECS, "Radix", "Revocation")  # Radix and Revocation drive the normative reference only
+MACHINES = (*SPECS, "Radix", "Vmm", "Revocation")  # these three drive the normative reference only
 _BLOB = re.compile(r"@reproduce_failure\('([^']+)', (b'[^']*'|b\"[^\"]*\")\)")
 
 
@@ -61,10 +61,11 @@ def run_machine(spec: str, adapter: str | None, machine_settings_: settings, see
                 check_kernels: bool = True) -> MachineRun:
     """Run one machine; the adapter is ``module:factory`` (None: the reference is the system under test)."""
     machine: Any
-    if spec in ("Radix", "Revocation"):
+    if spec in ("Radix", "Vmm", "Revocation"):
         from kvexact.conformance.radix_machine import RadixMachine, RevocationMachine
+        from kvexact.conformance.vmm_machine import VmmMachine
 
-        base = RadixMachine if spec == "Radix" else RevocationMachine
+        base = {"Radix": RadixMachine, "Vmm": VmmMachine, "Revocation": RevocationMachine}[spec]
         machine = type(f"{spec}Run", (base,), {"stats": {}})
         adapter = None
     else:

@@ -128,7 +128,7 @@ def test_fuzz_bad_input(capsys):
     assert code == 2 and "cannot import" in out
 
 
-@pytest.mark.parametrize("name", ["Radix", "Revocation"])
+@pytest.mark.parametrize("name", ["Radix", "Vmm", "Revocation"])
 def test_radix_and_revocation_machines(name):
     from kvexact.conformance.runner import machine_settings, run_machine
 
@@ -137,6 +137,9 @@ def test_radix_and_revocation_machines(name):
     if name == "Radix":
         assert run.stats["attention_checks"] > 0 and run.stats.get("evicted_slots", 0) > 0
         assert any(k.startswith("admit:hit=") and k != "admit:hit=0" for k in run.stats), run.stats
+    elif name == "Vmm":
+        assert run.stats["read_checks"] > 0 and run.stats.get("await_mapping:ok", 0) > 0
+        assert run.stats.get("write_before_await:MAPPING_NOT_READY", 0) > 0
     else:
         assert run.stats.get("RevokeComplete", 0) > 0
 
@@ -151,3 +154,19 @@ def test_radix_machine_catches_a_stale_slot():
     m.live[rid][1][0] = sorted(m.state.free_slot_ids)[0]  # corrupt: point at a free (poisoned) slot
     with pytest.raises(ConformanceFailure, match="differs from float64"):
         m.check_attention()
+
+
+def test_vmm_machine_catches_a_wrong_translation(monkeypatch):
+    """A translation that ignores the slot reads another request's bytes: check_reads must fail."""
+    from kvexact.conformance.vmm_machine import VmmMachine
+    from kvexact.reference import vmm
+
+    m = VmmMachine()
+    for slot, rid in ((0, "a"), (1, "b")):
+        m.state, _ = vmm.alloc_reqid(m.state, slot, rid)
+        m.grow_slot(slot, 2, asynchronous=slot == 1)
+    m.check_reads()
+    real = vmm.translate
+    monkeypatch.setattr(vmm, "translate", lambda st, k, layer, slot, t, h, d: real(st, k, layer, 0, t, h, d))
+    with pytest.raises(ConformanceFailure, match="reads"):
+        m.check_reads()
