@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from kvexact.conformance.trace import from_itf
 from kvexact.reference import cow
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import GroupConfig, PoolRejection, QueuePolicy
@@ -15,25 +16,6 @@ from kvexact.reference.projection import TraceRecorder, project_state
 from kvexact.reference.rejections import Rejected
 
 SPEC = Path(__file__).resolve().parents[2] / "spec"
-
-
-def from_itf(v, model_values):
-    """ITF JSON -> checker values (records and functions become hashable TLA+ functions)."""
-    from kvexact.spec.checker.values import ModelValue, from_python
-
-    if isinstance(v, dict):
-        if "#set" in v:
-            return frozenset(from_itf(x, model_values) for x in v["#set"])
-        if "#map" in v:
-            return from_python({from_itf(k, model_values): from_itf(x, model_values) for k, x in v["#map"]})
-        if "#tup" in v:
-            return tuple(from_itf(x, model_values) for x in v["#tup"])
-        return from_python({k: from_itf(x, model_values) for k, x in v.items()})
-    if isinstance(v, list):
-        return tuple(from_itf(x, model_values) for x in v)
-    if isinstance(v, str) and v in model_values:
-        return ModelValue(v)
-    return v
 
 
 _MODELS: dict = {}
