@@ -34,18 +34,15 @@ REGISTERING_MODULES = [
     "kvexact.reference.allocator",
     "kvexact.reference.cow",
     "kvexact.reference.prefix",
-    "kvexact.reference.prefix_cache",
     "kvexact.reference.vmm",
     "kvexact.reference.radix",
     "kvexact.reference.shared_prefix",
-    "kvexact.reference.granularity",
     "kvexact.reference.modules",
     "kvexact.reference.sessions",
     "kvexact.reference.reuse_gate",
     "kvexact.reference.revocation",
     "kvexact.reference.telemetry",
     "kvexact.reference.negatives_reference1",
-    "kvexact.reference.negatives_reference2",
 ]
 
 # Failure-lab counts the seed states, by section (the seed gives no per-section count elsewhere).
