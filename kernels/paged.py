@@ -238,6 +238,56 @@ def copy_blocks(key_cache, value_cache, block_mapping, *, validate: bool = True)
 
 
 # ----------------------------------------------------------------------------------------------------
+# the online-softmax tile loop shared by paged decode and the chunk-first shared-prefix kernel
+
+
+@triton.jit
+def _attend_tokens(
+    q, tab_ptr, s_tabp, lo, hi, block_size, kc_ptr, vc_ptr,
+    s_kcb, s_kct, s_kch, s_kcd, s_vcb, s_vct, s_vch, s_vcd,
+    kvh, scale, dk, dv, ROWS: tl.constexpr, BLOCK_DV: tl.constexpr,
+    DK: tl.constexpr, DV: tl.constexpr, BLOCK_N: tl.constexpr,
+    FP32_DOT: tl.constexpr, CAST_INT64: tl.constexpr,
+):
+    """Attend the query rows ``q [ROWS, BLOCK_DK]`` over tokens ``[lo, hi)`` read through the block table
+    at ``tab_ptr``; returns the fp32 state ``(out [ROWS, BLOCK_DV], lse [ROWS])``, lse -inf when empty.
+    Loaded block ids are cast to int64 before they multiply a stride (when ``CAST_INT64``)."""
+    m = tl.full([ROWS], float("-inf"), tl.float32)
+    l_sum = tl.zeros([ROWS], tl.float32)
+    acc = tl.zeros([ROWS, BLOCK_DV], tl.float32)
+    for tile in range(lo, hi, BLOCK_N):
+        pos = tile + tl.arange(0, BLOCK_N)
+        valid = pos < hi
+        blk = tl.load(tab_ptr + (pos // block_size) * s_tabp, mask=valid, other=0)
+        if CAST_INT64:
+            blk = blk.to(tl.int64)
+        row = blk * s_kcb + (pos % block_size) * s_kct
+        vrow = blk * s_vcb + (pos % block_size) * s_vct
+        k = tl.load(kc_ptr + row[:, None] + kvh * s_kch + dk[None, :] * s_kcd,
+                    mask=valid[:, None] & (dk[None, :] < DK), other=0.0)
+        v = tl.load(vc_ptr + vrow[:, None] + kvh * s_vch + dv[None, :] * s_vcd,
+                    mask=valid[:, None] & (dv[None, :] < DV), other=0.0)
+        if FP32_DOT:
+            scores = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision="ieee")
+        else:
+            scores = tl.dot(q, tl.trans(k))
+        scores = tl.where(valid[None, :], scores * scale, float("-inf"))
+        m_new = tl.maximum(m, tl.max(scores, 1))
+        alpha = tl.exp(m - m_new)
+        p = tl.exp(scores - m_new[:, None])
+        l_sum = l_sum * alpha + tl.sum(p, 1)
+        if FP32_DOT:
+            acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
+        else:
+            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m = m_new
+    nonempty = l_sum > 0
+    out = acc / tl.where(nonempty, l_sum, 1.0)[:, None]
+    lse = tl.where(nonempty, m + tl.log(tl.where(nonempty, l_sum, 1.0)), float("-inf"))
+    return out, lse
+
+
+# ----------------------------------------------------------------------------------------------------
 # paged decode attention: stage 1 (one program per sequence, KV head and page-aligned split)
 
 
@@ -271,38 +321,9 @@ def _decode_split_kernel(
                 mask=gmask[:, None] & (dk[None, :] < DK), other=0.0)
     if FP32_DOT:
         q = q.to(tl.float32)
-    m = tl.full([BLOCK_G], float("-inf"), tl.float32)
-    l_sum = tl.zeros([BLOCK_G], tl.float32)
-    acc = tl.zeros([BLOCK_G, BLOCK_DV], tl.float32)
-    for tile in range(start, end, BLOCK_N):
-        pos = tile + tl.arange(0, BLOCK_N)
-        valid = pos < end
-        blk = tl.load(bt_ptr + b * s_btb + (pos // block_size) * s_btp, mask=valid, other=0)
-        if CAST_INT64:
-            blk = blk.to(tl.int64)
-        row = blk * s_kcb + (pos % block_size) * s_kct
-        vrow = blk * s_vcb + (pos % block_size) * s_vct
-        k = tl.load(kc_ptr + row[:, None] + kvh * s_kch + dk[None, :] * s_kcd,
-                    mask=valid[:, None] & (dk[None, :] < DK), other=0.0)
-        v = tl.load(vc_ptr + vrow[:, None] + kvh * s_vch + dv[None, :] * s_vcd,
-                    mask=valid[:, None] & (dv[None, :] < DV), other=0.0)
-        if FP32_DOT:
-            scores = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision="ieee")
-        else:
-            scores = tl.dot(q, tl.trans(k))
-        scores = tl.where(valid[None, :], scores * scale, float("-inf"))
-        m_new = tl.maximum(m, tl.max(scores, 1))
-        alpha = tl.exp(m - m_new)
-        p = tl.exp(scores - m_new[:, None])
-        l_sum = l_sum * alpha + tl.sum(p, 1)
-        if FP32_DOT:
-            acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
-        else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m = m_new
-    nonempty = l_sum > 0
-    out = acc / tl.where(nonempty, l_sum, 1.0)[:, None]
-    lse = tl.where(nonempty, m + tl.log(tl.where(nonempty, l_sum, 1.0)), float("-inf"))
+    out, lse = _attend_tokens(q, bt_ptr + b * s_btb, s_btp, start, end, block_size, kc_ptr, vc_ptr,
+                              s_kcb, s_kct, s_kch, s_kcd, s_vcb, s_vct, s_vch, s_vcd, kvh, scale, dk, dv,
+                              BLOCK_G, BLOCK_DV, DK, DV, BLOCK_N, FP32_DOT, CAST_INT64)
     tl.store(po_ptr + split * s_pos + b * s_pob + heads[:, None] * s_poh + dv[None, :] * s_pod, out,
              mask=gmask[:, None] & (dv[None, :] < DV))
     tl.store(plse_ptr + split * s_ls + b * s_lb + heads * s_lh, lse, mask=gmask)

@@ -63,38 +63,9 @@ def _chunk_first_kernel(
                 mask=rmask[:, None] & (dk[None, :] < DK), other=0.0)
     if FP32_DOT:
         q = q.to(tl.float32)
-    m = tl.full([BLOCK_M], float("-inf"), tl.float32)
-    l_sum = tl.zeros([BLOCK_M], tl.float32)
-    acc = tl.zeros([BLOCK_M, BLOCK_DV], tl.float32)
-    for start in range(tok_begin, hi, BLOCK_N):
-        pos = start + tl.arange(0, BLOCK_N)
-        valid = pos < hi
-        blk = tl.load(ctab_ptr + chunk * s_ctc + (pos // block_size) * s_ctp, mask=valid, other=0)
-        if CAST_INT64:
-            blk = blk.to(tl.int64)
-        krow = blk * s_kcb + (pos % block_size) * s_kct
-        vrow = blk * s_vcb + (pos % block_size) * s_vct
-        k = tl.load(kc_ptr + krow[:, None] + kvh * s_kch + dk[None, :] * s_kcd,
-                    mask=valid[:, None] & (dk[None, :] < DK), other=0.0)
-        v = tl.load(vc_ptr + vrow[:, None] + kvh * s_vch + dv[None, :] * s_vcd,
-                    mask=valid[:, None] & (dv[None, :] < DV), other=0.0)
-        if FP32_DOT:
-            scores = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision="ieee")
-        else:
-            scores = tl.dot(q, tl.trans(k))
-        scores = tl.where(valid[None, :], scores * scale, float("-inf"))
-        m_new = tl.maximum(m, tl.max(scores, 1))
-        alpha = tl.exp(m - m_new)
-        p = tl.exp(scores - m_new[:, None])
-        l_sum = l_sum * alpha + tl.sum(p, 1)
-        if FP32_DOT:
-            acc = acc * alpha[:, None] + tl.dot(p, v.to(tl.float32), input_precision="ieee")
-        else:
-            acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m = m_new
-    nonempty = l_sum > 0
-    out = acc / tl.where(nonempty, l_sum, 1.0)[:, None]
-    lse = tl.where(nonempty, m + tl.log(tl.where(nonempty, l_sum, 1.0)), float("-inf"))
+    out, lse = paged._attend_tokens(q, ctab_ptr + chunk * s_ctc, s_ctp, tok_begin, hi, block_size, kc_ptr,
+                                    vc_ptr, s_kcb, s_kct, s_kch, s_kcd, s_vcb, s_vct, s_vch, s_vcd, kvh, scale,
+                                    dk, dv, BLOCK_M, BLOCK_DV, DK, DV, BLOCK_N, FP32_DOT, CAST_INT64)
     row = row_offset + seq - seq_begin
     tl.store(po_ptr + row[:, None] * s_pr + heads[:, None] * s_ph + dv[None, :] * s_pd, out,
              mask=rmask[:, None] & (dv[None, :] < DV))
