@@ -112,7 +112,6 @@ class ReferenceAdapter:
             return OpResult(False, "UNKNOWN_REQUEST")
         tokens = self.alloc.tokens_of(request_id)
         p = self.config.block_tokens
-        published = 0
         for j in range(len(tokens) // p):
             key = self._key(tuple(tokens[: (j + 1) * p]))
             if key is None:
@@ -126,7 +125,6 @@ class ReferenceAdapter:
             result = self._run(lambda j=j, key=key: cow.cache_block(self.alloc, request_id, j, key))
             if not result.accepted:
                 return result
-            published += 1
         return OpResult(True)
 
     def evict(self, prefix: tuple[int, ...]) -> OpResult:

@@ -13,7 +13,7 @@ marked ``"in_spec": false`` leaves the projected state unchanged (a stuttering s
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -238,11 +238,3 @@ def validate(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> Tra
         counts[action] = counts.get(action, 0) + 1
         prev = state
     return TraceValidation(True, len(trace.records), counts)
-
-
-def validate_records(spec: str, spec_dir: Path, initial_state: dict[str, Any], records: Sequence[dict[str, Any]],
-                     constants: dict[str, Any], model_values: Iterable[str]) -> TraceValidation:
-    """Validate in-memory records (as a reference TraceRecorder produces them) against ``spec_dir/spec.tla``."""
-    trace = Trace(spec, _jsonable_constants(constants), tuple(sorted(set(model_values))), initial_state,
-                  tuple(records))
-    return validate(trace, spec_dir / f"{spec}.tla", spec_dir / f"{spec}.cfg")

@@ -134,10 +134,9 @@ def test_properties_are_reported_not_checked(tmp_path):
 
 def test_die_hard_shortest_trace():
     """DieHard: the shortest behavior reaching big = 4 has 7 states (BFS)."""
-    corpus = Path("/work/shared/tla-corpus/DieHard__DieHard/DieHard.tla")
-    if not corpus.exists():
-        pytest.skip("tla-corpus not present")
-    r = check_model(corpus)
+    from test_checker_corpus import corpus_root
+
+    r = check_model(corpus_root() / "DieHard__DieHard" / "DieHard.tla")
     assert r.outcome is Outcome.SAFETY and r.exit_code == 12
     assert r.violation.name == "NotSolved" and len(r.violation.trace) == 7
     assert r.violation.trace[-1].values["big"] == 4

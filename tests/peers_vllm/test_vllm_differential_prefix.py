@@ -4,15 +4,12 @@ Reference II's prefix cache (``kvexact.reference.prefix``: its own lookup with t
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize
+from test_vllm_differential import BS, ROOMY, Normative, VllmVsNormative
 
-prefix = pytest.importorskip("kvexact.reference.prefix")
-
-from hypothesis import strategies as st  # noqa: E402
-from hypothesis.stateful import initialize  # noqa: E402
-from test_vllm_differential import BS, ROOMY, Normative, VllmVsNormative  # noqa: E402
-
+from kvexact.reference import prefix
 from kvexact.reference.keys import KeyInputs, hash_full_blocks  # noqa: E402
 from kvexact.reference.namespaces import (  # noqa: E402
     CacheIsolationNamespace,
