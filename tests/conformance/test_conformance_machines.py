@@ -139,6 +139,7 @@ def test_radix_and_revocation_machines(name):
         assert any(k.startswith("admit:hit=") and k != "admit:hit=0" for k in run.stats), run.stats
     elif name == "Vmm":
         assert run.stats["read_checks"] > 0 and run.stats.get("await_mapping:ok", 0) > 0
+        assert run.stats["attention_checks"] > 0 and run.stats.get("free_reqid:poisoned_handles", 0) > 0
         assert run.stats.get("write_before_await:MAPPING_NOT_READY", 0) > 0
     else:
         assert run.stats.get("RevokeComplete", 0) > 0
@@ -162,8 +163,8 @@ def test_vmm_machine_catches_a_wrong_translation(monkeypatch):
     from kvexact.reference import vmm
 
     m = VmmMachine()
-    for slot, rid in ((0, "a"), (1, "b")):
-        m.state, _ = vmm.alloc_reqid(m.state, slot, rid)
+    for slot in (0, 1):
+        m.alloc_slot(slot)
         m.grow_slot(slot, 2, asynchronous=slot == 1)
     m.check_reads()
     real = vmm.translate
