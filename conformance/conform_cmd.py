@@ -9,9 +9,10 @@ from kvexact.conformance.profiles import PROFILE_NAMES, load_profile
 
 @click.command()
 @click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation"]),
-              help="Which machine(s) (default: all five; --adapter applies to the allocator machines).")
+              help="Which machine(s) (default: all five, or with --adapter the machines it fits).")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY",
-              help="System under test in the reference's place (default: the reference itself).")
+              help="System under test in the reference's place (default: the reference itself): an "
+                   "allocator adapter (KVAllocation, CowPublication) or a prefix-index adapter (Radix).")
 @click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None,
               help="Hypothesis profile (default: KVEXACT_PROFILE or ci).")
 @click.option("--seed", type=int, default=None, help="Seed (ignored by the derandomized ci profile).")
@@ -21,15 +22,10 @@ from kvexact.conformance.profiles import PROFILE_NAMES, load_profile
 @click.option("--shrink/--no-shrink", default=True, show_default=True, help="Shrink a failure before reporting.")
 def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink) -> int:
     """Drive the reference (or an adapter) with random operation streams, against kernels and specs."""
-    from kvexact.conformance.adapters import AdapterError, load_adapter_factory
-    from kvexact.conformance.runner import MACHINES, machine_settings, run_machine, summary_line
+    from kvexact.conformance.runner import machine_settings, run_machine, summary_line
 
     chosen = load_profile(profile)
-    if adapter:
-        try:
-            load_adapter_factory(adapter)
-        except AdapterError as exc:
-            raise click.UsageError(str(exc)) from None
+    specs = machines_to_run(specs, adapter)
     try:
         import kvexact.kernels.paged  # noqa: F401
     except ImportError as exc:
@@ -38,7 +34,7 @@ def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink) 
                        "--no-kernels", err=True)
             return 3
     failed = 0
-    for spec in specs or MACHINES:
+    for spec in specs:
         click.echo(f"conform: {spec} machine, profile {chosen}, adapter {adapter or 'reference'} ...")
         run = run_machine(spec, adapter, machine_settings(chosen, examples, steps, shrink), seed, not no_kernels)
         click.echo(summary_line(run))
@@ -46,3 +42,18 @@ def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink) 
             failed += 1
             click.echo(run.error, err=True)
     return 1 if failed else 0
+
+
+def machines_to_run(specs: tuple[str, ...], adapter: str | None) -> tuple[str, ...]:
+    """The machines asked for (default: those the adapter fits); a usage error names a bad adapter or a
+    machine the adapter does not fit."""
+    from kvexact.conformance.adapters import AdapterError
+    from kvexact.conformance.runner import build_machine, machines_for
+
+    try:
+        fits = machines_for(adapter)
+        for spec in specs:
+            build_machine(spec, adapter)
+    except AdapterError as exc:
+        raise click.UsageError(str(exc)) from None
+    return specs or fits

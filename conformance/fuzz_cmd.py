@@ -14,7 +14,7 @@ import click
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; each round adds one.")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY", help="System under test (default: reference).")
 @click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation"]),
-              help="Which machine(s) (default: all five, in turn).")
+              help="Which machine(s) (default: all five in turn, or with --adapter the machines it fits).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("fuzz-failures"), show_default=True,
               help="Where a failure's reproduction (pytest file) and ITF trace are written.")
 @click.option("--examples-per-round", type=click.IntRange(min=1), default=25, show_default=True)
@@ -28,23 +28,13 @@ def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink) 
     finishes (and a failure's shrinking completes) before the command returns."""
     from hypothesis import settings
 
-    from kvexact.conformance.adapters import AdapterError, load_adapter_factory
+    from kvexact.conformance.conform_cmd import machines_to_run
     from kvexact.conformance.profiles import load_profile
-    from kvexact.conformance.runner import (
-        MACHINES,
-        machine_settings,
-        run_machine,
-        summary_line,
-        write_reproduction,
-    )
+    from kvexact.conformance.runner import machine_settings, run_machine, summary_line, write_reproduction
 
     if minutes <= 0:
         raise click.UsageError("--minutes must be positive")
-    if adapter:
-        try:
-            load_adapter_factory(adapter)
-        except AdapterError as exc:
-            raise click.UsageError(str(exc)) from None
+    specs = machines_to_run(specs, adapter)
     load_profile("fuzz")
     step_count = steps or settings.get_profile("fuzz").stateful_step_count
     deadline = time.monotonic() + minutes * 60
@@ -53,7 +43,7 @@ def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink) 
     fired: dict[str, set[str]] = {}
     round_no = 0
     while time.monotonic() < deadline:
-        spec = (specs or MACHINES)[round_no % len(specs or MACHINES)]
+        spec = specs[round_no % len(specs)]
         s = machine_settings("fuzz", examples_per_round, step_count, shrink=shrink)
         run = run_machine(spec, adapter, s, seed + round_no)
         round_no += 1

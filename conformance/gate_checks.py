@@ -7,6 +7,8 @@ from kvexact.conformance.gate import CheckCouldNotRun, CheckResult, GateCheck, G
 
 FAULTY_ADAPTER = "kvexact.conformance.simple_runtime:faulty_no_cow"
 SIMPLE_ADAPTER = "kvexact.conformance.simple_runtime:simple_runtime"
+SGLANG_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:sglang_factory"
+FAULTY_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:faulty_unlocked_prefix"
 SEED_NEGATIVE_CASES = 211  # 0x0CG: 184 (loops 2-10) + 27 (loop 11)
 
 
@@ -38,12 +40,15 @@ def _kernels_or_skip() -> None:
 
 
 def _run(ctx: GateContext, adapter: str | None, shrink: bool = True, everything: bool = False):
-    from kvexact.conformance.runner import MACHINES, SPECS, machine_settings, run_machine
+    """The machines ``adapter`` fits (with ``everything``: all machines, the reference where it does not)."""
+    from kvexact.conformance.runner import MACHINES, machine_settings, machines_for, run_machine
 
+    fits = machines_for(adapter)
     runs = []
-    for spec in MACHINES if everything else SPECS:
-        ctx.status(f"{spec} machine ({adapter or 'reference'})")
-        runs.append(run_machine(spec, adapter, machine_settings(ctx.profile, shrink=shrink), ctx.seed))
+    for spec in MACHINES if everything else fits:
+        sut = adapter if spec in fits else None
+        ctx.status(f"{spec} machine ({sut or 'reference'})")
+        runs.append(run_machine(spec, sut, machine_settings(ctx.profile, shrink=shrink), ctx.seed))
     return runs
 
 
@@ -58,8 +63,8 @@ def _figures(runs) -> dict:
 
 
 def machines(ctx: GateContext) -> CheckResult:
-    """All four machines at the gate's profile; in the allocator machines the system under test is
-    ``--adapter`` or the reference."""
+    """All five machines at the gate's profile; ``--adapter`` is the system under test in the machines
+    it fits, the reference in the others."""
     _kernels_or_skip()
     runs = _run(ctx, ctx.adapter, everything=True)
     failed = [r for r in runs if not r.passed]
@@ -92,6 +97,28 @@ def faulty_adapter_caught(ctx: GateContext) -> CheckResult:
     return CheckResult(Verdict.PASSED, figures, f"caught: {run.error.splitlines()[0][:300]}")
 
 
+def sglang_index_adapter(ctx: GateContext) -> CheckResult:
+    """The SGLang profile in the Radix machine, in lockstep with the normative index: it must pass."""
+    _kernels_or_skip()
+    runs = _run(ctx, SGLANG_INDEX_ADAPTER)
+    failed = [r for r in runs if not r.passed]
+    if failed:
+        return CheckResult(Verdict.FAILED, _figures(runs), " | ".join(r.error[:600] for r in failed))
+    return CheckResult(Verdict.PASSED, _figures(runs))
+
+
+def faulty_index_caught(ctx: GateContext) -> CheckResult:
+    """The deliberately faulty prefix index (drops the lock on a matched prefix) must be caught."""
+    _kernels_or_skip()
+    from kvexact.conformance.runner import machine_settings, run_machine
+
+    run = run_machine("Radix", FAULTY_INDEX_ADAPTER, machine_settings(ctx.profile, shrink=False), ctx.seed)
+    figures = {"examples_until_caught": run.examples, "steps": run.steps}
+    if run.passed:
+        return CheckResult(Verdict.FAILED, figures, f"{FAULTY_INDEX_ADAPTER} survived the Radix machine")
+    return CheckResult(Verdict.PASSED, figures, f"caught: {run.error.splitlines()[0][:300]}")
+
+
 def negative_registry(ctx: GateContext) -> CheckResult:
     """Every registered failure-lab case is rejected by its name; the registry covers the seed's count."""
     from kvexact.reference.negatives_cmd import failures, load_registering_modules
@@ -119,4 +146,8 @@ CHECKS = [
               simple_runtime_adapter),
     GateCheck("adapter-faulty-caught", "conformance", "the faulty no-COW adapter is caught",
               faulty_adapter_caught),
+    GateCheck("adapter-sglang-index", "conformance", "the SGLang profile passes the Radix machine in lockstep",
+              sglang_index_adapter),
+    GateCheck("adapter-faulty-index-caught", "conformance", "the faulty unlocked-prefix index is caught",
+              faulty_index_caught),
 ]

@@ -34,7 +34,8 @@ def _figures_text(figures: dict) -> str:
 @click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None,
               help="Hypothesis profile for the state machines (default: KVEXACT_PROFILE or ci).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed for every randomized check.")
-@click.option("--adapter", default=None, metavar="MODULE:FACTORY", help="System under test for the machines.")
+@click.option("--adapter", default=None, metavar="MODULE:FACTORY",
+              help="System under test in the machines it fits (an allocator or a prefix-index adapter).")
 @click.option("--tlc-jar", type=click.Path(path_type=Path), default=None,
               help="tla2tools.jar for the TLC engine (or TLA2TOOLS_JAR).")
 def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter, tlc_jar) -> int:
@@ -56,6 +57,14 @@ def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter,
                 reports.ensure_writable(path)
             except reports.ReportPathError as exc:
                 raise click.UsageError(str(exc)) from None
+    if adapter:
+        from kvexact.conformance.adapters import AdapterError
+        from kvexact.conformance.runner import machines_for
+
+        try:
+            machines_for(adapter)
+        except AdapterError as exc:
+            raise click.UsageError(str(exc)) from None
     jar = str(tlc_jar) if tlc_jar else os.environ.get("TLA2TOOLS_JAR")
     ctx = gate_mod.GateContext(profile=resolve_profile(profile), seed=seed, adapter=adapter, tlc_jar=jar)
     outcomes: list[gate_mod.CheckOutcome] = []

@@ -37,11 +37,11 @@ MAX_TOKENS = 32  # the spec's MaxTokens guard; the machine keeps every request s
 BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, lifted for traces
 
 
-def _fires(fn: Callable[..., None]) -> Callable[..., None]:
+def counted_rule(fn: Callable[..., None]) -> Callable[..., None]:
     """Count each call of a rule in the machine's stats (``rule:<name>``), for rule coverage."""
 
     @functools.wraps(fn)
-    def wrapper(self: AllocatorMachine, *args: Any, **kwargs: Any) -> None:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
         self._count(f"rule:{fn.__name__}")
         fn(self, *args, **kwargs)
 
@@ -131,7 +131,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     # ---- rules ---------------------------------------------------------------------------------------
     @precondition(lambda self: len(self.histories) < len(REQUEST_IDS))
     @rule(data=st.data())
-    @_fires
+    @counted_rule
     def start(self, data: st.DataObject) -> None:
         rid = data.draw(st.sampled_from([r for r in REQUEST_IDS if r not in self.histories]), label="request")
         prompt = data.draw(st.one_of(st.integers(1, 7).map(lambda n: list(STREAM[:n])),
@@ -147,7 +147,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self._growable()))
     @rule(data=st.data(), token=st.sampled_from((0, *ALPHABET)))
-    @_fires
+    @counted_rule
     def append(self, data: st.DataObject, token: int) -> None:
         """Append one token (0 draws the canonical stream's next token, so prefixes keep being shared)."""
         rid = data.draw(st.sampled_from(self._growable()), label="request")
@@ -162,7 +162,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self._growable()))
     @rule(data=st.data(), token=st.sampled_from(ALPHABET))
-    @_fires
+    @counted_rule
     def append_with_injected_failure(self, data: st.DataObject, token: int) -> None:
         """A fault between group reservations (0x04F): a reserving append rolls back exactly."""
         if not self._supports("append_with_failure"):
@@ -178,7 +178,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self.histories))
     @rule(data=st.data())
-    @_fires
+    @counted_rule
     def release(self, data: st.DataObject) -> None:
         rid = data.draw(st.sampled_from(sorted(self.histories)), label="request")
         if self._both("release", rid).accepted:
@@ -187,7 +187,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.spec == "CowPublication" and bool(self.histories)
                   and len(self.histories) < len(REQUEST_IDS))
     @rule(data=st.data())
-    @_fires
+    @counted_rule
     def fork(self, data: st.DataObject) -> None:
         parent = data.draw(st.sampled_from(sorted(self.histories)), label="parent")
         child = data.draw(st.sampled_from([r for r in REQUEST_IDS if r not in self.histories]), label="child")
@@ -200,7 +200,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.spec == "CowPublication" and bool(self._growable())
                   and len(self.histories) < len(REQUEST_IDS))
     @rule(data=st.data(), token=st.sampled_from(ALPHABET), child_appends=st.booleans())
-    @_fires
+    @counted_rule
     def fork_then_append(self, data: st.DataObject, token: int, child_appends: bool) -> None:
         """Fork, then append to one side at once: a partial shared tail must be copied on write (0x05C)."""
         parent = data.draw(st.sampled_from(self._growable()), label="parent")
@@ -216,7 +216,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.spec == "KVAllocation" and bool(self._truncatable()))
     @rule(data=st.data())
-    @_fires
+    @counted_rule
     def truncate(self, data: st.DataObject) -> None:
         """Keep a whole-block, non-empty prefix (the spec's Truncate keeps whole blocks of a live request)."""
         rid = data.draw(st.sampled_from(self._truncatable()), label="request")
@@ -227,7 +227,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.spec == "KVAllocation" and bool(self.histories))
     @rule(data=st.data())
-    @_fires
+    @counted_rule
     def cache(self, data: st.DataObject) -> None:
         rid = data.draw(st.sampled_from(sorted(self.histories)), label="request")
         if self._supports("cache"):
@@ -235,7 +235,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.spec == "KVAllocation" and self.sut is None and bool(self.ref.keys))
     @rule(data=st.data())
-    @_fires
+    @counted_rule
     def evict(self, data: st.DataObject) -> None:
         prefix = data.draw(st.sampled_from(sorted(self.ref.keys)), label="prefix")
         self._both("evict", prefix)
@@ -251,7 +251,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.spec == "KVAllocation" and self.sut is None
                   and self._delayed_writer() is not None)
     @rule()
-    @_fires
+    @counted_rule
     def stale_writer(self) -> None:
         """The delayed writer presents its old handle (0x05F ABA): rejected by name, state unchanged."""
         stale = self._delayed_writer()
@@ -261,7 +261,7 @@ class AllocatorMachine(RuleBasedStateMachine):
             raise ConformanceFailure(f"the stale handle {stale} was not fenced: {result}")
 
     @rule()
-    @_fires
+    @counted_rule
     def check_attention(self) -> None:
         if not self.check_kernels:
             return

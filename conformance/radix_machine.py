@@ -7,6 +7,13 @@ becomes free is poisoned with NaN, so a request reading an evicted or released s
 checked for every live request through paged decode and, for requests sharing a slot prefix, through
 ``shared_prefix_attention`` (Hydragen), both against float64 attention over the request's tokens.
 
+With a prefix-index adapter (``sut_factory``, see :class:`~kvexact.conformance.adapters.PrefixIndexAdapter`)
+the system under test makes every choice (slots, eviction victims) and the normative index follows it in
+lockstep and judges it: matched lengths and prefix slots must agree, a refusal must be one the reference
+would make (the pool really short), every victim must be an unlocked leaf of the reference's tree, an
+eviction may stop short only when no unlocked leaf is left, and the free sets must be equal after every
+step. The device pool is written through the adapter's rows, so a wrong slot also shows up as wrong numbers.
+
 :class:`RevocationMachine` takes random enabled steps of the reference twin of
 ``spec/NamespaceRevocation.tla`` (including revocations mid-flight); each step must be a step of the
 spec's action of the same name, and the spec's invariants must hold after every step.
@@ -15,31 +22,41 @@ spec's action of the same name, and the spec's invariants must hold after every 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from kvexact.conformance.adapters import IndexConfig, check_index_adapter
 from kvexact.conformance.device import HEAD_DIM, NUM_KV_HEADS, kv_row, query_row
-from kvexact.conformance.machines import ConformanceFailure
+from kvexact.conformance.machines import ConformanceFailure, counted_rule
 from kvexact.reference import radix
 from kvexact.reference.rejections import Rejected
 
 POOL_SLOTS = 16
+FIRST_SLOT = 1  # slot ids 1..POOL_SLOTS, as SGLang numbers them (its slot 0 is padding)
 MAX_LIVE = 4
 ALPHABET = (1, 2, 3)
 
 
 class RadixMachine(RuleBasedStateMachine):
     stats: ClassVar[dict[str, int]] = {}
+    sut_factory: ClassVar[Callable[[IndexConfig], Any] | None] = None
+    check_kernels: ClassVar[bool] = True  # False: no device pool, no attention checks (ledgers only)
 
     def __init__(self) -> None:
-        import torch
-
         super().__init__()
-        self.state = radix.RadixState.empty(POOL_SLOTS, first_slot_id=0)
-        self.k = torch.full((POOL_SLOTS, 1, NUM_KV_HEADS, HEAD_DIM), math.nan)
-        self.v = torch.full_like(self.k, math.nan)
+        self.state = radix.RadixState.empty(POOL_SLOTS, first_slot_id=FIRST_SLOT)
+        self.sut: Any = None
+        if self.sut_factory is not None:
+            self.sut = type(self).sut_factory(IndexConfig(POOL_SLOTS))  # type: ignore[misc]
+            check_index_adapter(self.sut)
+        if self.check_kernels:
+            import torch
+
+            self.k = torch.full((FIRST_SLOT + POOL_SLOTS, 1, NUM_KV_HEADS, HEAD_DIM), math.nan)
+            self.v = torch.full_like(self.k, math.nan)
         self.live: dict[str, tuple[list[int], list[int]]] = {}  # request -> (tokens, slots)
         self.next_id = 0
         self._count("examples")
@@ -56,7 +73,18 @@ class RadixMachine(RuleBasedStateMachine):
             self._write(newly_free, None)
         return receipt
 
+    def _follow(self, what: str, op: Any, *args: Any) -> Any:
+        """Replay the system under test's step on the reference; a refusal there is the SUT's bug."""
+        try:
+            return self._apply(op, *args)
+        except Rejected as exc:
+            raise ConformanceFailure(f"{self.sut.name}: {what} is not a legal step of the normative index: "
+                                     f"{exc.reason.name} ({exc})") from None
+
     def _write(self, slots: list[int], prefixes: list[list[int]] | None) -> None:
+        """Write the rows of ``prefixes`` (None: NaN poison) into ``slots`` through ``reshape_and_cache``."""
+        if not self.check_kernels:
+            return
         import torch
 
         from kvexact.kernels.paged import reshape_and_cache
@@ -83,12 +111,103 @@ class RadixMachine(RuleBasedStateMachine):
             self._apply(radix.reserve, rid, slots)
         return slots
 
+    # ---- the system under test's choices, judged by the reference ---------------------------------
+    def _sut_evict(self, num_tokens: int) -> None:
+        """Let the SUT evict; replay each victim on the reference (which checks it is an unlocked leaf)."""
+        released = 0
+        for run in self.sut.evict(num_tokens):
+            run = tuple(int(s) for s in run)
+            node = self._node_holding(run)
+            if node is None:
+                raise ConformanceFailure(f"{self.sut.name} evicted slots {list(run)}: no node of the reference's "
+                                         "tree ends with exactly these")
+            self._follow(f"evicting slots {list(run)}", radix.evict_node, node)
+            released += len(run)
+        self._count("evicted_slots", released)
+        if released < num_tokens and _unlocked_leaves(self.state):
+            raise ConformanceFailure(f"{self.sut.name} evicted {released} of {num_tokens} tokens while unlocked "
+                                     f"leaves were left: {_unlocked_leaves(self.state)}")
+
+    def _node_holding(self, run: tuple[int, ...]) -> int | None:
+        """The reference node whose slots are ``run``. Where the SUT split an edge the reference kept
+        whole (SGLang splits at the prompt boundary when it re-inserts a finished prompt), the reference
+        makes the same split with a lookup that ends there: a split changes no cached content."""
+        for n in self.state.nodes.values():
+            if n.node_id == radix.ROOT or n.slot_ids[-len(run):] != run:
+                continue
+            if len(n.slot_ids) > len(run):
+                keep = len(n.slot_ids) - len(run)
+                self.state, _ = radix.match(self.state, self.state.path_tokens(n.parent_id) + n.token_ids[:keep])
+                self._count("edges_split_to_follow")
+                return self._node_holding(run)
+            return n.node_id
+        return None
+
+    def _agree_short(self, what: str, need: int) -> None:
+        """The SUT refused for lack of slots: the reference must be short of ``need`` free slots too."""
+        if len(self.state.free_slot_ids) >= need:
+            raise ConformanceFailure(f"{self.sut.name} refused {what} for lack of slots, but the reference "
+                                     f"has {len(self.state.free_slot_ids)} free for the {need} needed")
+
+    def _admission_need(self, prompt: list[int]) -> int:
+        """Slots a refused admission needed (the reference matches too, as the SUT's lookup did)."""
+        self.state, m = radix.match(self.state, prompt)
+        return len(prompt) - m.matched_tokens
+
+    def _sut_admit(self, rid: str, prompt: list[int]) -> tuple[int, list[int]] | None:
+        """(matched tokens, row) of an admission the SUT made (evicting once when short), or None."""
+        matched = self.sut.admit(rid, prompt)
+        if matched is None:
+            self._agree_short(f"admission of {rid}", self._admission_need(prompt))
+            self._sut_evict(len(prompt))
+            matched = self.sut.admit(rid, prompt)
+            if matched is None:
+                self._agree_short(f"admission of {rid}", self._admission_need(prompt))
+                return None
+        receipt = self._follow(f"admitting {rid}", radix.match_and_lock, rid, 0, prompt)
+        row = [int(s) for s in self.sut.slot_ids(rid)]
+        if (matched, tuple(row[:matched])) != (receipt.matched_tokens, tuple(receipt.prefix_slot_ids)):
+            raise ConformanceFailure(f"{self.sut.name} matched {matched} tokens at slots {row[:matched]}; the "
+                                     f"reference matched {receipt.matched_tokens} at {list(receipt.prefix_slot_ids)}")
+        if len(row) != len(prompt):
+            raise ConformanceFailure(f"{self.sut.name}: row of {rid} has {len(row)} slots for {len(prompt)} tokens")
+        if row[matched:]:
+            self._follow(f"reserving slots {row[matched:]} for {rid}", radix.reserve, rid, row[matched:])
+        return matched, row
+
+    def _sut_extend(self, rid: str, token: int) -> int | None:
+        tokens, slots = self.live[rid]
+        if not self.sut.extend(rid, token):
+            self._agree_short(f"a decode slot for {rid}", 1)
+            self._sut_evict(1)
+            if not self.sut.extend(rid, token):
+                self._agree_short(f"a decode slot for {rid}", 1)
+                return None
+        row = [int(s) for s in self.sut.slot_ids(rid)]
+        if row[:-1] != slots or len(row) != len(slots) + 1:
+            raise ConformanceFailure(f"{self.sut.name}: decoding one token of {rid} turned row {slots} into {row}")
+        self._follow(f"reserving slot {row[-1]} for {rid}", radix.reserve, rid, row[-1:])
+        return row[-1]
+
+    # ---- rules ------------------------------------------------------------------------------------
     @precondition(lambda self: len(self.live) < MAX_LIVE)
     @rule(prompt=st.one_of(st.integers(1, 6).map(lambda n: [ALPHABET[i % 3] for i in range(n)]),
                            st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=6)))
+    @counted_rule
     def admit(self, prompt: list[int]) -> None:
         rid = f"q{self.next_id}"
         self.next_id += 1
+        if self.sut is not None:
+            admitted = self._sut_admit(rid, prompt)
+            if admitted is None:
+                self._count("admit:pool_exhausted")
+                return
+            matched, row = admitted
+            if row[matched:]:
+                self._write(row[matched:], [prompt[: i + 1] for i in range(matched, len(prompt))])
+            self.live[rid] = (list(prompt), row)
+            self._count(f"admit:hit={matched}")
+            return
         receipt = self._apply(radix.match_and_lock, rid, 0, prompt)
         prefix = list(receipt.prefix_slot_ids)
         if receipt.matched_tokens != len(prefix) or receipt.matched_tokens > len(prompt):
@@ -105,10 +224,15 @@ class RadixMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self.live))
     @rule(data=st.data(), token=st.sampled_from(ALPHABET))
+    @counted_rule
     def decode(self, data: st.DataObject, token: int) -> None:
         rid = data.draw(st.sampled_from(sorted(self.live)), label="request")
         tokens, slots = self.live[rid]
-        new = self._take(rid, 1)
+        if self.sut is not None:
+            slot = self._sut_extend(rid, token)
+            new = None if slot is None else [slot]
+        else:
+            new = self._take(rid, 1)
         if new is None:
             self._count("decode:pool_exhausted")
             return
@@ -119,25 +243,40 @@ class RadixMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self.live))
     @rule(data=st.data())
+    @counted_rule
     def finish(self, data: st.DataObject) -> None:
         rid = data.draw(st.sampled_from(sorted(self.live)), label="request")
         tokens, slots = self.live.pop(rid)
-        receipt = self._apply(radix.cache_finished, rid, tokens, slots)
+        if self.sut is not None:
+            self.sut.finish(rid)
+            receipt = self._follow(f"finishing {rid}", radix.cache_finished, rid, tokens, slots)
+        else:
+            receipt = self._apply(radix.cache_finished, rid, tokens, slots)
         self._count("finish:duplicates_released", len(receipt.duplicate_slot_ids))
 
     @precondition(lambda self: bool(self.live))
     @rule(data=st.data())
+    @counted_rule
     def cancel(self, data: st.DataObject) -> None:
         rid = data.draw(st.sampled_from(sorted(self.live)), label="request")
         self.live.pop(rid)
-        self._apply(radix.release_request, rid)
+        if self.sut is not None:
+            self.sut.cancel(rid)
+            self._follow(f"cancelling {rid}", radix.release_request, rid)
+        else:
+            self._apply(radix.release_request, rid)
 
     @rule(tokens=st.integers(1, 6))
+    @counted_rule
     def evict(self, tokens: int) -> None:
+        if self.sut is not None:
+            self._sut_evict(tokens)
+            return
         receipt = self._apply(radix.evict, tokens)
         self._count("evicted_slots", receipt.released_tokens)
 
     @rule()
+    @counted_rule
     def lock_underflow_is_rejected(self) -> None:
         """An unlock below zero is a named rejection that changes nothing (0x08I)."""
         before = radix.state_sha256(self.state)
@@ -150,6 +289,7 @@ class RadixMachine(RuleBasedStateMachine):
             raise ConformanceFailure("a rejected unlock changed the tree")
 
     @rule()
+    @counted_rule
     def check_attention(self) -> None:
         import torch
 
@@ -157,7 +297,7 @@ class RadixMachine(RuleBasedStateMachine):
         from kvexact.kernels.reference import attention_f64
         from kvexact.kernels.shared import shared_prefix_attention
 
-        if not self.live:
+        if not self.live or not self.check_kernels:
             return
         names = sorted(self.live)
         width = max(len(self.live[r][1]) for r in names)
@@ -200,9 +340,24 @@ class RadixMachine(RuleBasedStateMachine):
         report = radix.check_state(self.state)  # raises, by name, on any broken invariant
         if report.tree_owned_slots + report.private_slots + report.free_slots != report.pool_slots:
             raise ConformanceFailure(f"tree + private + free != pool: {report}")
+        if self.sut is not None:
+            theirs = sorted(int(s) for s in self.sut.free_slot_ids())
+            if theirs != sorted(self.state.free_slot_ids):
+                raise ConformanceFailure(f"{self.sut.name} free slots {theirs} != the reference's "
+                                         f"{sorted(self.state.free_slot_ids)}")
+            for rid, (_, slots) in self.live.items():
+                row = [int(s) for s in self.sut.slot_ids(rid)]
+                if row != slots:
+                    raise ConformanceFailure(f"{self.sut.name}: row of {rid} is {row}, expected {slots}")
+            self.sut.self_check()
 
     def teardown(self) -> None:
         self.check_attention()
+
+
+def _unlocked_leaves(state: radix.RadixState) -> list[int]:
+    return [n.node_id for n in state.nodes.values()
+            if n.node_id != radix.ROOT and n.lock_ref == 0 and not n.children]
 
 
 def _common_prefix(rows: list[list[int]]) -> int:
@@ -225,7 +380,10 @@ class RevocationMachine(RuleBasedStateMachine):
         super().__init__()
         self.rv = rv
         self.state = rv.RevState.init()
-        self.stats["examples"] = self.stats.get("examples", 0) + 1
+        self._count("examples")
+
+    def _count(self, name: str, n: int = 1) -> None:
+        self.stats[name] = self.stats.get(name, 0) + n
 
     @classmethod
     def model(cls) -> Any:
@@ -242,6 +400,7 @@ class RevocationMachine(RuleBasedStateMachine):
         return cls._model
 
     @rule(choice=st.integers(0, 10_000))
+    @counted_rule
     def step(self, choice: int) -> None:
         from kvexact.spec.checker import ModelValue
 
@@ -256,10 +415,11 @@ class RevocationMachine(RuleBasedStateMachine):
         verdict = self.model().check_step(name, before, self.rv.project_tla(self.state), tla_params)
         if not verdict.ok:
             raise ConformanceFailure(f"{name}{params} is not a step of the spec: {verdict.failed}")
-        self.stats[name] = self.stats.get(name, 0) + 1
+        self._count(name)
 
     @invariant()
     def spec_invariants(self) -> None:
+        self._count("steps")
         for name, holds in self.rv.INVARIANTS.items():
             if not holds(self.state):
                 raise ConformanceFailure(f"invariant {name} broken")

@@ -16,11 +16,13 @@ import attrs
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from kvexact.conformance.adapters import load_adapter_factory
+from kvexact.conformance.adapters import AdapterError, adapter_protocol, load_adapter_factory
 from kvexact.conformance.machines import machine_class
 
-SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an adapter can stand in for the reference
-MACHINES = (*SPECS, "Radix", "Vmm", "Revocation")  # these three drive the normative reference only
+SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an allocator adapter can stand in
+MACHINES = (*SPECS, "Radix", "Vmm", "Revocation")
+# which machines an adapter of each protocol stands in for (Vmm and Revocation drive the reference only)
+PROTOCOL_MACHINES = {"allocator": SPECS, "prefix-index": ("Radix",)}
 _BLOB = re.compile(r"@reproduce_failure\('([^']+)', (b'[^']*'|b\"[^\"]*\")\)")
 
 
@@ -57,20 +59,41 @@ def machine_settings(profile: str, examples: int | None = None, steps: int | Non
                     suppress_health_check=[*base.suppress_health_check, HealthCheck.filter_too_much])
 
 
+def machines_for(adapter: str | None) -> tuple[str, ...]:
+    """The machines ``adapter`` (``module:factory``) stands in for; all of them for the reference."""
+    if adapter is None:
+        return MACHINES
+    return PROTOCOL_MACHINES[adapter_protocol(load_adapter_factory(adapter))]
+
+
+def build_machine(spec: str, adapter: str | None, check_kernels: bool = True) -> Any:
+    """A fresh machine class for ``spec`` with ``adapter`` as the system under test (None: reference).
+
+    Raises :class:`AdapterError` when the adapter's protocol does not fit the machine."""
+    factory = load_adapter_factory(adapter) if adapter else None
+    if factory is not None and spec not in PROTOCOL_MACHINES[adapter_protocol(factory)]:
+        raise AdapterError(f"--adapter {adapter} is a {adapter_protocol(factory)} adapter; the {spec} machine "
+                           f"takes none of that kind (it fits: {', '.join(machines_for(adapter))})")
+    if spec == "Radix":
+        from kvexact.conformance.radix_machine import RadixMachine
+
+        return type("RadixRun", (RadixMachine,), {"stats": {}, "check_kernels": check_kernels,
+                                                  "sut_factory": staticmethod(factory) if factory else None})
+    if spec == "Vmm":
+        from kvexact.conformance.vmm_machine import VmmMachine
+
+        return type("VmmRun", (VmmMachine,), {"stats": {}, "check_kernels": check_kernels})
+    if spec == "Revocation":
+        from kvexact.conformance.radix_machine import RevocationMachine
+
+        return type("RevocationRun", (RevocationMachine,), {"stats": {}})
+    return machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
+
+
 def run_machine(spec: str, adapter: str | None, machine_settings_: settings, seed: int | None = None,
                 check_kernels: bool = True) -> MachineRun:
     """Run one machine; the adapter is ``module:factory`` (None: the reference is the system under test)."""
-    machine: Any
-    if spec in ("Radix", "Vmm", "Revocation"):
-        from kvexact.conformance.radix_machine import RadixMachine, RevocationMachine
-        from kvexact.conformance.vmm_machine import VmmMachine
-
-        base = {"Radix": RadixMachine, "Vmm": VmmMachine, "Revocation": RevocationMachine}[spec]
-        machine = type(f"{spec}Run", (base,), {"stats": {}})
-        adapter = None
-    else:
-        factory = load_adapter_factory(adapter) if adapter else None
-        machine = machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
+    machine = build_machine(spec, adapter, check_kernels)
     if seed is not None and not machine_settings_.derandomize:
         machine._hypothesis_internal_use_seed = seed  # type: ignore[attr-defined]
     start = time.perf_counter()
@@ -98,11 +121,10 @@ Run it with `pytest {name}`; it replays the failing example of the {spec} machin
 
 from hypothesis import reproduce_failure, settings
 
-from kvexact.conformance.adapters import load_adapter_factory
-from kvexact.conformance.machines import machine_class
+from kvexact.conformance.runner import build_machine
 
 ADAPTER = {adapter_literal}
-Machine = machine_class({spec!r}, sut_factory=load_adapter_factory(ADAPTER) if ADAPTER else None)
+Machine = build_machine({spec!r}, ADAPTER)
 Machine = reproduce_failure({version!r}, {blob})(Machine)
 Machine.TestCase.settings = settings(max_examples=1, stateful_step_count={steps}, deadline=None,
                                      database=None, derandomize=False)

@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kvexact.conformance.device import HEAD_DIM, NUM_KV_HEADS, NUM_Q_HEADS, kv_row, query_row
-from kvexact.conformance.machines import ConformanceFailure, _fires
+from kvexact.conformance.machines import ConformanceFailure, counted_rule
 from kvexact.reference import vmm
 from kvexact.reference.rejections import Rejected
 
@@ -72,6 +72,7 @@ class Request:
 
 class VmmMachine(RuleBasedStateMachine):
     stats: ClassVar[dict[str, int]] = {}
+    check_kernels: ClassVar[bool] = True  # False: read-back checks only, no attention through the kernel
 
     def __init__(self) -> None:
         import torch
@@ -123,7 +124,7 @@ class VmmMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self._inactive()))
     @rule(data=st.data())
-    @_fires
+    @counted_rule
     def alloc(self, data: st.DataObject) -> None:
         self.alloc_slot(data.draw(st.sampled_from(self._inactive()), label="slot"))
 
@@ -144,7 +145,7 @@ class VmmMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self._active()))
     @rule(data=st.data(), tokens=st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=3),
           asynchronous=st.sampled_from((True, False)))
-    @_fires
+    @counted_rule
     def grow(self, data: st.DataObject, tokens: list[int], asynchronous: bool) -> None:
         """Map before use, then write one row per drawn token through translation (awaiting an async map)."""
         slot = data.draw(st.sampled_from(self._active()), label="slot")
@@ -178,7 +179,7 @@ class VmmMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self._active()))
     @rule(data=st.data(), unmap=st.booleans())
-    @_fires
+    @counted_rule
     def free(self, data: st.DataObject, unmap: bool) -> None:
         self.free_slot(data.draw(st.sampled_from(self._active()), label="slot"), unmap)
 
@@ -188,14 +189,14 @@ class VmmMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: any(s.pages for s in self.state.slots if not s.active))
     @rule(data=st.data())
-    @_fires
+    @counted_rule
     def reclaim(self, data: st.DataObject) -> None:
         slot = data.draw(st.sampled_from([s.slot for s in self.state.slots if not s.active and s.pages]))
         self._try("reclaim_inactive", vmm.reclaim_inactive, slot)
 
     @precondition(lambda self: self._has_rows())
     @rule()
-    @_fires
+    @counted_rule
     def check_reads(self) -> None:
         self.verify_reads()
 
@@ -239,7 +240,7 @@ class VmmMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has_rows())
     @rule()
-    @_fires
+    @counted_rule
     def check_attention(self) -> None:
         self.verify_attention()
 
@@ -251,7 +252,7 @@ class VmmMachine(RuleBasedStateMachine):
         from kvexact.kernels.reference import attention_f64
 
         live = [s for s in self.state.slots if s.active and s.valid_tokens]
-        if not live:
+        if not live or not self.check_kernels:
             return
         pages = CONFIG.pages_per_request
         views = [self.virtual_buffers(s.slot) for s in live]

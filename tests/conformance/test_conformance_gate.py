@@ -14,7 +14,8 @@ from kvexact.conformance import gate
 
 EXPECTED = {"packaging-selftest", "spec-KVAllocation", "spec-CowPublication", "spec-NamespaceRevocation",
             "spec-mutants", "spec-witnesses", "kernels-differential", "z3-obligations", "negative-registry",
-            "machines", "adapter-simple-runtime", "adapter-faulty-caught"}
+            "machines", "adapter-simple-runtime", "adapter-faulty-caught", "adapter-sglang-index",
+            "adapter-faulty-index-caught"}
 
 
 @pytest.mark.slow
@@ -31,6 +32,9 @@ def test_gate_passes_with_complete_reports(tmp_path):
     assert all(c["verdict"] == "passed" for c in doc["checks"])
     machines = next(c for c in doc["checks"] if c["name"] == "machines")
     assert machines["figures"]["KVAllocation.examples"] > 0 and machines["figures"]["CowPublication.steps"] > 0
+    assert machines["figures"]["Vmm.attention_checks"] > 0 and machines["figures"]["Radix.attention_checks"] > 0
+    sglang = next(c for c in doc["checks"] if c["name"] == "adapter-sglang-index")
+    assert sglang["figures"]["Radix.steps"] > 0 and sglang["figures"]["Radix.attention_checks"] > 0
     assert doc["versions"]["dependencies"]["z3-solver"] and doc["profile"] == "ci"
     suite = ET.parse(tmp_path / "g.xml").getroot().find("testsuite")
     assert suite is not None and int(suite.get("tests", 0)) == len(names) and suite.get("failures") == "0"

@@ -90,3 +90,24 @@ def test_sglang_lock_count_has_no_holder_table():
     assert sg.unlock(held.lock_id) == 2  # releases the other holder's protection
     assert sg.partition().protected_tokens == 0
     assert sg.unlock(other.lock_id) == 0
+
+
+def test_finish_with_output_splits_the_edge_at_the_prompt_in_sglang_only():
+    """SGLang's checkpoint re-inserts the prompt-only prefix (priority + 1), splitting the cached edge
+    at the prompt boundary; the normative ``cache_finished`` keeps the whole path on one edge."""
+    from kvexact.conformance.adapters import IndexConfig
+    from kvexact.reference.peers.sglang_protocol import SGLangIndexAdapter
+
+    sg = SGLangIndexAdapter(IndexConfig(8))
+    assert sg.admit("r", [1, 2]) == 0
+    assert sg.extend("r", 3)
+    row = list(sg.slot_ids("r"))
+    sg.finish("r")
+    edges = [(list(n.key.units), list(n.value or ())) for n in sg.sglang.cache.nodes() if n.key.units]
+    assert sorted(edges) == [([1, 2], row[:2]), ([3], row[2:])]
+
+    s = radix.RadixState.empty(8, first_slot_id=1)
+    s, _ = radix.match_and_lock(s, "r", 0, [1, 2])
+    s, _ = radix.reserve(s, "r", row)
+    s, _ = radix.cache_finished(s, "r", [1, 2, 3], row)
+    assert sorted(n.token_ids for n in s.nodes.values() if n.node_id != radix.ROOT) == [(1, 2, 3)]

@@ -1,0 +1,106 @@
+"""The SGLang 0.5.23 profile behind the prefix-index adapter protocol (``kvexact.conformance.adapters``).
+
+``--adapter kvexact.reference.peers.sglang_protocol:sglang_factory`` puts SGLang's radix cache, token
+pool and request protocol in the Radix machine, in lockstep with the normative index
+(``reference/radix.py``): admission is SGLang's ``admit`` (match, take a request row, allocate, lock the
+last matched node), a decoded token takes one slot at the end of the row, ``finish`` is
+``release_kv_cache`` (checkpoint the whole row, free duplicates, unlock) and ``cancel`` is
+``release_kv_cache`` without the checkpoint. Eviction victims are SGLang's LRU leaves; the machine
+replays each on the normative index, which checks it is an unlocked leaf.
+
+:func:`faulty_unlocked_prefix` is a deliberately faulty variant (a mutant): it drops the lock on the
+matched prefix right after admission, so SGLang may evict a prefix that a running request still reads.
+The gate must catch it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kvexact.conformance.adapters import IndexConfig
+from kvexact.reference.peers.sglang import release_kv_cache
+from kvexact.reference.peers.sglang_adapter import SGLangAdapter
+
+
+class SGLangIndexAdapter:
+    """``PrefixIndexAdapter`` over :class:`SGLangAdapter` (page size 1, LRU, slots ``1..pool_slots``)."""
+
+    name = "sglang-0.5.23"
+
+    def __init__(self, config: IndexConfig):
+        self.config = config
+        self.sglang = SGLangAdapter(config.pool_slots)
+
+    def admit(self, request_id: str, tokens: Sequence[int]) -> int | None:
+        return self.sglang.admit(request_id, tokens)
+
+    def extend(self, request_id: str, token: int) -> bool:
+        """Decode one token: one slot from the allocator, written at the end of the request's row."""
+        req = self.sglang._req(request_id)
+        got = self.sglang.allocator.alloc(1)
+        if got is None:
+            return False
+        pool = self.sglang.cache.req_to_token_pool
+        assert pool is not None and req.req_pool_idx is not None
+        req.output_ids.append(token)
+        pool.write(req.req_pool_idx, req.owned_len, got)
+        req.owned_len += 1
+        self.sglang.private.setdefault(request_id, []).extend(got)
+        return True
+
+    def finish(self, request_id: str) -> None:
+        self.sglang.finish(request_id)
+
+    def cancel(self, request_id: str) -> None:
+        """Abort: free the private rest of the row and unlock, caching nothing."""
+        req = self.sglang._req(request_id)
+        release_kv_cache(self.sglang.cache, req, do_checkpoint=False)
+        del self.sglang.requests[request_id]
+        self.sglang.private.pop(request_id, None)
+
+    def evict(self, num_tokens: int) -> Sequence[Sequence[int]]:
+        return self.sglang.evict(num_tokens).freed_slot_ids
+
+    def slot_ids(self, request_id: str) -> Sequence[int]:
+        req = self.sglang._req(request_id)
+        pool = self.sglang.cache.req_to_token_pool
+        assert pool is not None and req.req_pool_idx is not None
+        return pool.read(req.req_pool_idx, 0, req.owned_len)
+
+    def free_slot_ids(self) -> Sequence[int]:
+        return self.sglang.partition().free_slot_ids
+
+    def self_check(self) -> None:
+        """SGLang's own invariants (§5): edge shapes, the evictable-leaf set, I1, and the slot partition."""
+        self.sglang.cache.check_invariants()
+        p = self.sglang.partition()
+        if not (p.partition_holds and p.i1_holds):
+            raise AssertionError(f"SGLang profile: slot partition or I1 broken: {p}")
+
+
+class UnlockedPrefixAdapter(SGLangIndexAdapter):
+    """Mutant: forgets the lock on the matched prefix after admission (its eviction is then unsafe)."""
+
+    name = "faulty-unlocked-prefix"
+
+    def admit(self, request_id: str, tokens: Sequence[int]) -> int | None:
+        matched = super().admit(request_id, tokens)
+        req = self.sglang.requests.get(request_id)
+        if matched is not None and req is not None and req.tree_lock is not None:
+            self.sglang.cache.unlock(req.tree_lock)
+            req.tree_lock = None
+        return matched
+
+
+def sglang_factory(config: IndexConfig) -> SGLangIndexAdapter:
+    """``--adapter kvexact.reference.peers.sglang_protocol:sglang_factory``."""
+    return SGLangIndexAdapter(config)
+
+
+def faulty_unlocked_prefix(config: IndexConfig) -> UnlockedPrefixAdapter:
+    """``--adapter kvexact.reference.peers.sglang_protocol:faulty_unlocked_prefix`` (must be caught)."""
+    return UnlockedPrefixAdapter(config)
+
+
+sglang_factory.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
+faulty_unlocked_prefix.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]

@@ -1,0 +1,191 @@
+"""The prefix-index adapter protocol: the SGLang profile in the Radix machine, in lockstep with the
+normative index, and the faults the lockstep must name (a mutant, a refusal with room left, a short
+eviction, a victim that is no tree node, a leaked slot)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from kvexact.conformance.adapters import AdapterError, IndexConfig, adapter_protocol, check_index_adapter
+from kvexact.conformance.cli import main
+from kvexact.conformance.machines import ConformanceFailure
+from kvexact.conformance.runner import build_machine, machine_settings, machines_for, run_machine
+from kvexact.reference import radix
+from kvexact.reference.peers.sglang_protocol import SGLangIndexAdapter, faulty_unlocked_prefix, sglang_factory
+
+SGLANG = "kvexact.reference.peers.sglang_protocol:sglang_factory"
+FAULTY = "kvexact.reference.peers.sglang_protocol:faulty_unlocked_prefix"
+
+
+def run_cli(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    return exc.value.code, out.out + out.err
+
+
+def machine_with(adapter_class):
+    """A Radix machine instance whose system under test is ``adapter_class(IndexConfig())``."""
+    machine = build_machine("Radix", None)
+    machine.sut_factory = staticmethod(adapter_class)
+    return machine()
+
+
+def test_sglang_profile_passes_the_radix_machine_in_lockstep():
+    run = run_machine("Radix", SGLANG, settings(machine_settings("ci"), max_examples=20, stateful_step_count=30))
+    assert run.passed, run.error
+    stats = run.stats
+    assert stats["attention_checks"] > 0 and stats.get("evicted_slots", 0) > 0 and stats.get("decode:ok", 0) > 0
+    assert any(k.startswith("admit:hit=") and k != "admit:hit=0" for k in stats), stats
+    assert set(run.rules_fired()) == set(run.rules), run.rules_fired()
+
+
+def test_the_unlocked_prefix_mutant_is_caught():
+    machine = build_machine("Radix", FAULTY)
+    no_shrink = settings(max_examples=60, stateful_step_count=30, deadline=None, derandomize=True, database=None,
+                         phases=[p for p in settings().phases if p.name != "shrink"], report_multiple_bugs=False)
+    with pytest.raises(ConformanceFailure, match="LOCKED_LEAF_EVICTION|differs from float64"):
+        run_state_machine_as_test(machine, settings=no_shrink)
+
+
+def test_lockstep_follows_an_edge_the_sut_split():
+    """SGLang re-inserts a finished prompt and splits its edge there; the reference follows the split."""
+    m = machine_with(SGLangIndexAdapter)
+    m.admit([1, 2])
+    rid = next(iter(m.live))
+    slot = m._sut_extend(rid, 3)
+    tokens, slots = m.live.pop(rid)
+    m.sut.finish(rid)
+    m.state, _ = radix.cache_finished(m.state, rid, [*tokens, 3], [*slots, slot])
+    m._sut_evict(1)  # SGLang evicts the decoded token's slot alone, below the prompt's split
+    assert m.stats.get("edges_split_to_follow", 0) == 1 and m.stats["evicted_slots"] == 1
+    m.partition_holds()
+
+
+class RefusesWithRoom(SGLangIndexAdapter):
+    name = "refuses-with-room"
+
+    def admit(self, request_id, tokens):
+        return None
+
+
+class EvictsNothing(SGLangIndexAdapter):
+    name = "evicts-nothing"
+
+    def evict(self, num_tokens):
+        return []
+
+
+class EvictsHalfAnEdge(SGLangIndexAdapter):
+    name = "evicts-a-slot-inside-an-edge"
+
+    def evict(self, num_tokens):
+        slots = sorted(s for run in super().evict(num_tokens) for s in run)
+        return [slots[:1]] if slots else []
+
+
+class LeaksOnCancel(SGLangIndexAdapter):
+    name = "leaks-on-cancel"
+
+    def cancel(self, request_id):
+        self.sglang.requests.pop(request_id)
+        self.sglang.private.pop(request_id, None)
+
+
+def test_a_refusal_with_free_slots_left_is_named():
+    m = machine_with(RefusesWithRoom)
+    with pytest.raises(ConformanceFailure, match="refused admission of q0 for lack of slots"):
+        m.admit([1, 2, 3])
+
+
+def test_an_eviction_that_stops_short_is_named():
+    m = machine_with(EvictsNothing)
+    m.admit([1, 2, 3])
+    rid = next(iter(m.live))
+    tokens, slots = m.live.pop(rid)
+    m.sut.finish(rid)
+    m.state, _ = radix.cache_finished(m.state, rid, tokens, slots)
+    with pytest.raises(ConformanceFailure, match="evicted 0 of 2 tokens while unlocked leaves were left"):
+        m.evict(2)
+
+
+def test_a_victim_that_is_no_tree_node_is_named():
+    m = machine_with(EvictsHalfAnEdge)
+    m.admit([1, 2, 3])
+    rid = next(iter(m.live))
+    tokens, slots = m.live.pop(rid)
+    m.sut.finish(rid)
+    m.state, _ = radix.cache_finished(m.state, rid, tokens, slots)
+    with pytest.raises(ConformanceFailure, match="no node of the reference's tree ends with exactly these"):
+        m.evict(3)
+
+
+def test_a_leaked_slot_is_named_by_the_free_set_check():
+    m = machine_with(LeaksOnCancel)
+    m.admit([1, 2, 3])
+    rid = next(iter(m.live))
+    m.live.pop(rid)
+    m.sut.cancel(rid)
+    m._apply(radix.release_request, rid)
+    with pytest.raises(ConformanceFailure, match="free slots"):
+        m.partition_holds()
+
+
+def test_protocol_declaration_and_missing_methods():
+    assert adapter_protocol(sglang_factory) == adapter_protocol(faulty_unlocked_prefix) == "prefix-index"
+    assert machines_for(SGLANG) == ("Radix",)
+    assert machines_for("kvexact.conformance.simple_runtime:simple_runtime") == ("KVAllocation", "CowPublication")
+    check_index_adapter(sglang_factory(IndexConfig()))
+    with pytest.raises(AdapterError, match=r"no method extend\(\)"):
+        check_index_adapter(type("Half", (), {"admit": lambda self: None, "config": IndexConfig()})())
+
+    def bogus(config):
+        return None
+
+    bogus.adapter_protocol = "kv-store"  # type: ignore[attr-defined]
+    with pytest.raises(AdapterError, match="declares protocol 'kv-store'"):
+        adapter_protocol(bogus)
+    with pytest.raises(AdapterError, match="the Vmm machine takes none of that kind"):
+        build_machine("Vmm", SGLANG)
+    with pytest.raises(AdapterError, match="the Radix machine takes none of that kind"):
+        build_machine("Radix", "kvexact.conformance.simple_runtime:simple_runtime")
+
+
+def test_conform_with_an_index_adapter(capsys):
+    code, out = run_cli(["conform", "--adapter", SGLANG, "--examples", "3", "--steps", "10"], capsys)
+    assert code == 0, out
+    assert "Radix machine" in out and "KVAllocation" not in out and "sglang_factory passed" in out
+    code, out = run_cli(["conform", "--spec", "KVAllocation", "--adapter", SGLANG], capsys)
+    assert code == 2 and "prefix-index adapter" in out
+    code, out = run_cli(["gate", "--select", "negative-registry", "--adapter", "kvexact.conformance.nope:f"],
+                        capsys)
+    assert code == 2 and "cannot import" in out
+
+
+@pytest.mark.slow
+def test_fuzz_of_the_radix_machine_leaves_a_reproduction_that_fails_again(tmp_path):
+    out = tmp_path / "failures"
+    r = subprocess.run([sys.executable, "-m", "kvexact.conformance.cli", "fuzz", "--minutes", "5",
+                        "--adapter", FAULTY, "--out", str(out), "--examples-per-round", "60", "--steps", "30",
+                        "--no-shrink"], capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "(Radix)" in r.stdout and "reproduction written" in r.stdout
+    repros = sorted(out.glob("test_repro_Radix_*.py"))
+    assert len(repros) == 1
+    replay = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(repros[0])],
+                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert replay.returncode == 1, replay.stdout
+    assert "1 failed" in replay.stdout and "ConformanceFailure" in replay.stdout
+
+
+@pytest.mark.parametrize("spec", ["Radix", "Vmm"])
+def test_no_kernels_runs_the_ledger_checks_only(spec):
+    run = run_machine(spec, None, settings(machine_settings("ci"), max_examples=5, stateful_step_count=10),
+                      check_kernels=False)
+    assert run.passed, run.error
+    assert run.steps > 0 and run.stats.get("attention_checks", 0) == 0
