@@ -90,6 +90,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.target = self.sut if self.sut is not None else self.ref
         self.device = DevicePool([self.target.block_ids(g) for g in range(cfg.num_groups)], cfg.block_tokens)
         self.histories: dict[str, list[int]] = {}
+        self._projection_model: Any = None  # the spec's checker model, for the per-step invariants
         self._count("examples")
 
     # ---- helpers -------------------------------------------------------------------------------------
@@ -279,10 +280,51 @@ class AllocatorMachine(RuleBasedStateMachine):
     # ---- invariants and teardown ------------------------------------------------------------------------
     @invariant()
     def pools_are_consistent(self) -> None:
+        """After every step: the reference's self-check, the reconciliation gauges of every pool, the
+        spec's invariants (TypeOK first) on the projection of the step just taken, the SUT's self-check."""
         self._count("steps")
         self.ref.self_check()
+        self._check_gauges()
+        self._check_projection()
         if self.sut is not None:
             self.sut.self_check()
+
+    def _check_gauges(self) -> None:
+        """0x0CF: N_pool = free + evictable + live + reserved/copying, and recorded = derived references."""
+        from kvexact.reference.rejections import Rejected
+        from kvexact.reference.telemetry import allocator_pool_snapshot, reconcile_pool
+
+        for g in range(len(self.ref.alloc.pools)):
+            try:
+                gauges = reconcile_pool(allocator_pool_snapshot(self.ref.alloc, g))
+            except Rejected as exc:
+                raise ConformanceFailure(f"group {g}: the pool gauges do not reconcile: {exc}") from None
+            if gauges.refcount_delta or gauges.refcount_mismatched_blocks:
+                raise ConformanceFailure(f"group {g}: recorded references {gauges.refcount_recorded} != derived "
+                                         f"{gauges.refcount_derived} ({gauges.refcount_mismatched_blocks} blocks)")
+
+    def _check_projection(self) -> None:
+        """The projection of the latest recorded step satisfies every invariant of the spec's cfg."""
+        recorder = self.ref.recorder
+        if not self.validate_trace or recorder is None:
+            return
+        from kvexact.conformance.trace import from_itf, trace_from_recorder, trace_model
+        from kvexact.spec import spec_dir
+
+        if self._projection_model is None:
+            trace = trace_from_recorder(recorder, spec_constants(self.spec, self.config), self._model_values())
+            self._projection_model = trace_model(trace, spec_dir() / f"{self.spec}.tla",
+                                                 spec_dir() / f"{self.spec}.cfg")
+        latest = recorder.records[-1] if recorder.records else {"action": "Init", "state": recorder.initial_state}
+        mvs = frozenset(self._model_values())
+        broken = self._projection_model.violated_invariant({k: from_itf(v, mvs) for k, v in latest["state"].items()})
+        if broken:
+            raise ConformanceFailure(f"after {latest['action']} (step {len(recorder.records)}) the projection "
+                                     f"breaks the spec's invariant {broken}")
+        self._count("projection_checks")
+
+    def _model_values(self) -> set[str]:
+        return {*REQUEST_IDS, "NoReq", *(READERS if self.spec == "CowPublication" else ())}
 
     @classmethod
     def rule_names(cls) -> list[str]:
@@ -312,8 +354,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
         recorder = self.ref.recorder
         assert recorder is not None
-        model_values = {*REQUEST_IDS, "NoReq", *(READERS if self.spec == "CowPublication" else ())}
-        trace = trace_from_recorder(recorder, spec_constants(self.spec, self.config), model_values)
+        trace = trace_from_recorder(recorder, spec_constants(self.spec, self.config), self._model_values())
         result = validate(trace, spec_dir() / f"{self.spec}.tla", spec_dir() / f"{self.spec}.cfg")
         self.stats["trace_steps"] = self.stats.get("trace_steps", 0) + result.steps
         out = os.environ.get("KVEXACT_TRACE_DIR")

@@ -5,9 +5,10 @@ the initial state) and one record per spec action: ``{"action", "params", "state
 conventions. Formats: NDJSON (header line, then one record per line) and ITF JSON (Apalache's Informal
 Trace Format, the action and parameters in each state's ``#meta``).
 
-Invariant of :func:`validate`: the trace is accepted only when every consecutive pair ``(s, s')`` is a
-step of the named action in the spec (checked by the embedded checker's step API), and every record
-marked ``"in_spec": false`` leaves the projected state unchanged (a stuttering step for the spec).
+Invariant of :func:`validate`: the trace is accepted only when every state (the initial one included)
+satisfies the invariants the spec's cfg names (``TypeOK`` and the safety invariants), every consecutive
+pair ``(s, s')`` is a step of the named action in the spec (checked by the embedded checker's step API),
+and every record marked ``"in_spec": false`` leaves the projected state unchanged (a stuttering step).
 """
 
 from __future__ import annotations
@@ -208,8 +209,8 @@ def constant_overrides(trace: Trace) -> dict[str, Any]:
 _MODELS: dict[tuple, Any] = {}  # loaded models by (spec, cfg, constants): loading dominates short traces
 
 
-def validate(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> TraceValidation:
-    """Check every step of ``trace`` as a step of its named action of the spec (see module invariant)."""
+def trace_model(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> Any:
+    """The checker's model of the spec with the trace's constants (loaded once per spec, cfg, constants)."""
     from kvexact.spec.checker.model import load_model
 
     mvs = frozenset(trace.model_values)
@@ -217,14 +218,29 @@ def validate(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> Tra
     model = _MODELS.get(cache_key)
     if model is None:
         model = _MODELS[cache_key] = load_model(spec_path, cfg_path, constant_overrides(trace))
+    return model
+
+
+def validate(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> TraceValidation:
+    """Check that every state of ``trace`` satisfies the cfg's invariants and every step is a step of its
+    named action of the spec (see module invariant)."""
+    mvs = frozenset(trace.model_values)
+    model = trace_model(trace, spec_path, cfg_path)
     prev_raw = trace.initial_state
     prev = {k: from_itf(v, mvs) for k, v in prev_raw.items()}
+    broken = model.violated_invariant(prev)
+    if broken:
+        return TraceValidation(False, 0, {}, StepFailure(0, "Init", {}, (), f"invariant {broken} does not hold"))
     counts: dict[str, int] = {}
     for i, rec in enumerate(trace.records, start=1):
         state = {k: from_itf(v, mvs) for k, v in rec["state"].items()}
         params = {k: from_itf(v, mvs) for k, v in rec.get("params", {}).items()}
         changed = tuple(sorted(k for k in state if prev.get(k) != state[k]))
         action = rec["action"]
+        broken = model.violated_invariant(state)
+        if broken:
+            return TraceValidation(False, i - 1, counts, StepFailure(
+                i, action, rec.get("params", {}), changed, f"invariant {broken} does not hold after the step"))
         if rec.get("in_spec") is False:
             if changed:
                 return TraceValidation(False, i - 1, counts, StepFailure(

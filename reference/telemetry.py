@@ -146,6 +146,25 @@ def reconcile_pool(snap: PoolSnapshot) -> PoolGauges:
                       mismatched, max(0, snap.required_frontier_tokens - snap.ready_frontier_tokens))
 
 
+def allocator_pool_snapshot(alloc: Any, group: int) -> PoolSnapshot:
+    """Cache group ``group`` of a live reference ``Allocator`` as a :class:`PoolSnapshot`: block states from
+    the pool, recorded refcounts, and as reachability sources every request's and reader's table and every
+    active lease (block ids renumbered densely in id order; no virtual mapping, so the frontiers are 0)."""
+    from kvexact.reference.pool import BlockState as PoolState
+
+    pool = alloc.pools[group]
+    dense = {b: i for i, b in enumerate(sorted(pool.blocks))}
+    names = {PoolState.FREE: "free", PoolState.EVICTABLE: "evictable", PoolState.REFERENCED: "live",
+             PoolState.RESERVED: "reserved_or_copying"}
+    maps = {f"request:{rid}": tuple(dense[h.block_id] for h in rec.tables[group])
+            for rid, rec in alloc.requests.items()}
+    maps.update({f"reader:{rid}": tuple(dense[h.block_id] for h in snap.tables[group])
+                 for rid, (snap, _tokens) in alloc.readers.items()})
+    leases = {f"lease:{lid}": (dense[h.block_id],) for lid, h in alloc.leases.items() if h.cache_group_id == group}
+    return PoolSnapshot(len(dense), {dense[b]: names[pool.state_of(b)] for b in pool.blocks},
+                        {dense[b]: n for b, n in pool.refs.items()}, maps, leases, 0, 0)
+
+
 # 12 blocks: 3 free, 2 evictable, 5 live (3..7), 2 reserved/copying; refs 9 recorded, 9 derived.
 POOL_FIXTURE = PoolSnapshot(
     pool_blocks=12,

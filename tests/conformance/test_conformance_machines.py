@@ -171,3 +171,44 @@ def test_vmm_machine_catches_a_wrong_translation(monkeypatch):
     monkeypatch.setattr(vmm, "translate", lambda st, k, layer, slot, t, h, d: real(st, k, layer, 0, t, h, d))
     with pytest.raises(ConformanceFailure, match="reads"):
         m.check_reads()
+
+
+def _started_machine():
+    machine = machine_class("KVAllocation")()
+    assert machine.ref.start("r1", [1, 2, 3]).accepted
+    return machine
+
+
+def test_pool_gauges_reconcile_on_the_live_reference_and_catch_a_wrong_refcount():
+    from kvexact.reference.telemetry import allocator_pool_snapshot, reconcile_pool
+
+    m = _started_machine()
+    cfg = m.config
+    for g in range(cfg.num_groups):
+        gauges = reconcile_pool(allocator_pool_snapshot(m.ref.alloc, g))
+        used = -(-3 // cfg.block_tokens)  # three tokens in blocks of block_tokens
+        assert dict(gauges.blocks_by_state) == {"free": cfg.blocks_per_group - used, "evictable": 0, "live": used,
+                                                "reserved_or_copying": 0}
+        assert gauges.refcount_recorded == gauges.refcount_derived == used
+    m._check_gauges()
+    block = next(iter(m.ref.alloc.pools[1].refs))
+    m.ref.alloc.pools[1].refs[block] += 1  # a reference nobody holds
+    with pytest.raises(ConformanceFailure, match="group 1: recorded references 3 != derived 2"):
+        m._check_gauges()
+
+
+def test_the_projection_is_checked_against_the_specs_invariants_after_every_step():
+    from kvexact.conformance.machines import spec_constants
+    from kvexact.conformance.trace import trace_from_recorder, validate
+    from kvexact.spec import spec_dir
+
+    m = _started_machine()
+    m._check_projection()
+    assert m.stats["projection_checks"] >= 1
+    rows = m.ref.recorder.records[-1]["state"]["rows"]["#map"][0][1]["#map"]
+    rows[0][1] = 99  # more valid rows than a block holds: outside TypeOK's 0..P
+    with pytest.raises(ConformanceFailure, match="breaks the spec's invariant TypeOK"):
+        m._check_projection()
+    trace = trace_from_recorder(m.ref.recorder, spec_constants("KVAllocation", m.config), m._model_values())
+    result = validate(trace, spec_dir() / "KVAllocation.tla", spec_dir() / "KVAllocation.cfg")
+    assert not result.ok and "invariant TypeOK does not hold after the step" in result.summary()
