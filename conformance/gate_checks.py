@@ -75,48 +75,47 @@ def machines(ctx: GateContext) -> CheckResult:
     return CheckResult(Verdict.PASSED, figures, seeds={"seed": ctx.seed, "profile": ctx.profile})
 
 
-def simple_runtime_adapter(ctx: GateContext) -> CheckResult:
-    """The in-tree example runtime, in lockstep with the reference: it must pass."""
+def _adapter_passes(ctx: GateContext, adapter: str) -> CheckResult:
+    """Every machine ``adapter`` fits, in lockstep with the reference: all must pass."""
     _kernels_or_skip()
-    runs = _run(ctx, SIMPLE_ADAPTER)
+    runs = _run(ctx, adapter)
     failed = [r for r in runs if not r.passed]
     if failed:
         return CheckResult(Verdict.FAILED, _figures(runs), " | ".join(r.error[:600] for r in failed))
     return CheckResult(Verdict.PASSED, _figures(runs))
+
+
+def _mutant_caught(ctx: GateContext, spec: str, adapter: str) -> CheckResult:
+    """The ``spec`` machine must fail with the deliberately faulty ``adapter`` (no shrinking: only the
+    verdict and the examples it took count)."""
+    _kernels_or_skip()
+    from kvexact.conformance.runner import machine_settings, run_machine
+
+    run = run_machine(spec, adapter, machine_settings(ctx.profile, shrink=False), ctx.seed)
+    figures = {"examples_until_caught": run.examples, "steps": run.steps}
+    if run.passed:
+        return CheckResult(Verdict.FAILED, figures, f"{adapter} survived the {spec} machine")
+    return CheckResult(Verdict.PASSED, figures, f"caught: {run.error.splitlines()[0][:300]}")
+
+
+def simple_runtime_adapter(ctx: GateContext) -> CheckResult:
+    """The in-tree example runtime, in lockstep with the reference: it must pass."""
+    return _adapter_passes(ctx, SIMPLE_ADAPTER)
 
 
 def faulty_adapter_caught(ctx: GateContext) -> CheckResult:
     """The deliberately faulty allocator (no copy-on-write) must be caught by the COW machine."""
-    _kernels_or_skip()
-    from kvexact.conformance.runner import machine_settings, run_machine
-
-    run = run_machine("CowPublication", FAULTY_ADAPTER, machine_settings(ctx.profile, shrink=False), ctx.seed)
-    figures = {"examples_until_caught": run.examples, "steps": run.steps}
-    if run.passed:
-        return CheckResult(Verdict.FAILED, figures, f"{FAULTY_ADAPTER} survived the COW machine")
-    return CheckResult(Verdict.PASSED, figures, f"caught: {run.error.splitlines()[0][:300]}")
+    return _mutant_caught(ctx, "CowPublication", FAULTY_ADAPTER)
 
 
 def sglang_index_adapter(ctx: GateContext) -> CheckResult:
     """The SGLang profile in the Radix machine, in lockstep with the normative index: it must pass."""
-    _kernels_or_skip()
-    runs = _run(ctx, SGLANG_INDEX_ADAPTER)
-    failed = [r for r in runs if not r.passed]
-    if failed:
-        return CheckResult(Verdict.FAILED, _figures(runs), " | ".join(r.error[:600] for r in failed))
-    return CheckResult(Verdict.PASSED, _figures(runs))
+    return _adapter_passes(ctx, SGLANG_INDEX_ADAPTER)
 
 
 def faulty_index_caught(ctx: GateContext) -> CheckResult:
     """The deliberately faulty prefix index (drops the lock on a matched prefix) must be caught."""
-    _kernels_or_skip()
-    from kvexact.conformance.runner import machine_settings, run_machine
-
-    run = run_machine("Radix", FAULTY_INDEX_ADAPTER, machine_settings(ctx.profile, shrink=False), ctx.seed)
-    figures = {"examples_until_caught": run.examples, "steps": run.steps}
-    if run.passed:
-        return CheckResult(Verdict.FAILED, figures, f"{FAULTY_INDEX_ADAPTER} survived the Radix machine")
-    return CheckResult(Verdict.PASSED, figures, f"caught: {run.error.splitlines()[0][:300]}")
+    return _mutant_caught(ctx, "Radix", FAULTY_INDEX_ADAPTER)
 
 
 def negative_registry(ctx: GateContext) -> CheckResult:

@@ -245,7 +245,10 @@ class RadixMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     @counted_rule
     def finish(self, data: st.DataObject) -> None:
-        rid = data.draw(st.sampled_from(sorted(self.live)), label="request")
+        self.finish_request(data.draw(st.sampled_from(sorted(self.live)), label="request"))
+
+    def finish_request(self, rid: str) -> None:
+        """Cache the live request's path (duplicates freed, lock dropped), on the SUT and the reference."""
         tokens, slots = self.live.pop(rid)
         if self.sut is not None:
             self.sut.finish(rid)
@@ -258,7 +261,10 @@ class RadixMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     @counted_rule
     def cancel(self, data: st.DataObject) -> None:
-        rid = data.draw(st.sampled_from(sorted(self.live)), label="request")
+        self.cancel_request(data.draw(st.sampled_from(sorted(self.live)), label="request"))
+
+    def cancel_request(self, rid: str) -> None:
+        """Drop the live request without caching: private slots freed, lock dropped."""
         self.live.pop(rid)
         if self.sut is not None:
             self.sut.cancel(rid)

@@ -15,7 +15,6 @@ from kvexact.conformance.adapters import AdapterError, IndexConfig, adapter_prot
 from kvexact.conformance.cli import main
 from kvexact.conformance.machines import ConformanceFailure
 from kvexact.conformance.runner import build_machine, machine_settings, machines_for, run_machine
-from kvexact.reference import radix
 from kvexact.reference.peers.sglang_protocol import SGLangIndexAdapter, faulty_unlocked_prefix, sglang_factory
 
 SGLANG = "kvexact.reference.peers.sglang_protocol:sglang_factory"
@@ -57,12 +56,11 @@ def test_lockstep_follows_an_edge_the_sut_split():
     """SGLang re-inserts a finished prompt and splits its edge there; the reference follows the split."""
     m = machine_with(SGLangIndexAdapter)
     m.admit([1, 2])
-    rid = next(iter(m.live))
-    slot = m._sut_extend(rid, 3)
-    tokens, slots = m.live.pop(rid)
-    m.sut.finish(rid)
-    m.state, _ = radix.cache_finished(m.state, rid, [*tokens, 3], [*slots, slot])
-    m._sut_evict(1)  # SGLang evicts the decoded token's slot alone, below the prompt's split
+    slot = m._sut_extend("q0", 3)
+    m.live["q0"][0].append(3)
+    m.live["q0"][1].append(slot)
+    m.finish_request("q0")
+    m.evict(1)  # SGLang evicts the decoded token's slot alone, below the prompt's split
     assert m.stats.get("edges_split_to_follow", 0) == 1 and m.stats["evicted_slots"] == 1
     m.partition_holds()
 
@@ -103,35 +101,22 @@ def test_a_refusal_with_free_slots_left_is_named():
         m.admit([1, 2, 3])
 
 
-def test_an_eviction_that_stops_short_is_named():
-    m = machine_with(EvictsNothing)
+@pytest.mark.parametrize(("adapter_class", "tokens", "message"), [
+    (EvictsNothing, 2, "evicted 0 of 2 tokens while unlocked leaves were left"),
+    (EvictsHalfAnEdge, 3, "no node of the reference's tree ends with exactly these"),
+])
+def test_a_wrong_eviction_is_named(adapter_class, tokens, message):
+    m = machine_with(adapter_class)
     m.admit([1, 2, 3])
-    rid = next(iter(m.live))
-    tokens, slots = m.live.pop(rid)
-    m.sut.finish(rid)
-    m.state, _ = radix.cache_finished(m.state, rid, tokens, slots)
-    with pytest.raises(ConformanceFailure, match="evicted 0 of 2 tokens while unlocked leaves were left"):
-        m.evict(2)
-
-
-def test_a_victim_that_is_no_tree_node_is_named():
-    m = machine_with(EvictsHalfAnEdge)
-    m.admit([1, 2, 3])
-    rid = next(iter(m.live))
-    tokens, slots = m.live.pop(rid)
-    m.sut.finish(rid)
-    m.state, _ = radix.cache_finished(m.state, rid, tokens, slots)
-    with pytest.raises(ConformanceFailure, match="no node of the reference's tree ends with exactly these"):
-        m.evict(3)
+    m.finish_request("q0")
+    with pytest.raises(ConformanceFailure, match=message):
+        m.evict(tokens)
 
 
 def test_a_leaked_slot_is_named_by_the_free_set_check():
     m = machine_with(LeaksOnCancel)
     m.admit([1, 2, 3])
-    rid = next(iter(m.live))
-    m.live.pop(rid)
-    m.sut.cancel(rid)
-    m._apply(radix.release_request, rid)
+    m.cancel_request("q0")
     with pytest.raises(ConformanceFailure, match="free slots"):
         m.partition_holds()
 
