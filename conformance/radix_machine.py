@@ -176,7 +176,8 @@ class RadixMachine(RuleBasedStateMachine):
         return matched, row
 
     def _sut_extend(self, rid: str, token: int) -> int | None:
-        tokens, slots = self.live[rid]
+        """The slot the SUT gave one decoded token of ``rid`` (evicting once when short), or None."""
+        _tokens, slots = self.live[rid]
         if not self.sut.extend(rid, token):
             self._agree_short(f"a decode slot for {rid}", 1)
             self._sut_evict(1)
