@@ -32,32 +32,28 @@ def _strip(node: Any) -> Any:
     return node
 
 
-def conj_items(node: Any) -> list | None:
+def _junction_items(node: Any, op: str) -> list | None:
+    """The operands of a (vertical or infix) junction ``op`` (``/\\`` or ``\\/``), nested infix ones
+    flattened; None when ``node`` is not such a junction."""
     node = _strip(node)
     k = type(node).__name__
-    if k == "VerticalList" and node.operator == "/\\":
+    if k == "VerticalList" and node.operator == op:
         return [it.expression for it in node.arguments]
-    if k == "OperatorApplication" and ALIASES.get(node.operator, node.operator) == "/\\" and node.arguments:
+    if k == "OperatorApplication" and ALIASES.get(node.operator, node.operator) == op and node.arguments:
         out = []
         for a in node.arguments:
-            sub = conj_items(a)
+            sub = _junction_items(a, op)
             out.extend(sub if sub is not None and type(_strip(a)).__name__ == "OperatorApplication" else [a])
         return out
     return None
+
+
+def conj_items(node: Any) -> list | None:
+    return _junction_items(node, "/\\")
 
 
 def disj_items(node: Any) -> list | None:
-    node = _strip(node)
-    k = type(node).__name__
-    if k == "VerticalList" and node.operator == "\\/":
-        return [it.expression for it in node.arguments]
-    if k == "OperatorApplication" and ALIASES.get(node.operator, node.operator) == "\\/" and node.arguments:
-        out = []
-        for a in node.arguments:
-            sub = disj_items(a)
-            out.extend(sub if sub is not None and type(_strip(a)).__name__ == "OperatorApplication" else [a])
-        return out
-    return None
+    return _junction_items(node, "\\/")
 
 
 class ActionCompiler:
