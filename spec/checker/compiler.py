@@ -300,24 +300,16 @@ class Compiler:
     def _unit(self, unit: Any, mod: ModuleInfo, scope: Scope, subst: dict | None, root: bool,
               seen: set) -> None:
         kind = type(unit).__name__
-        if kind == "Constants":
+        if kind in ("Constants", "Variables"):
+            tag, declared = ("const", self.declared_constants) if kind == "Constants" else ("var", self.variables)
             for nm in unit.names:
                 name = _name_of(nm)
-                if subst is not None and name in subst:
+                if subst is not None and name in subst:  # INSTANCE ... WITH name <- expr
                     scope.names[name] = subst[name]
                 else:
-                    scope.names[name] = ("const", name)
-                    if name not in self.declared_constants:
-                        self.declared_constants.append(name)
-        elif kind == "Variables":
-            for nm in unit.names:
-                name = _name_of(nm)
-                if subst is not None and name in subst:
-                    scope.names[name] = subst[name]
-                else:
-                    scope.names[name] = ("var", name)
-                    if name not in self.variables:
-                        self.variables.append(name)
+                    scope.names[name] = (tag, name)
+                    if name not in declared:
+                        declared.append(name)
         elif kind == "OperatorDefinition":
             definiens = unit.definiens
             if type(definiens).__name__ == "Instance":
