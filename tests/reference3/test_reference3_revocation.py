@@ -15,18 +15,6 @@ from kvexact.reference.rejections import Rejected
 SPEC = pathlib.Path(__file__).resolve().parents[2] / "spec" / "NamespaceRevocation.tla"
 
 
-def _checker_ready() -> bool:
-    try:
-        from kvexact.spec.checker import load_model  # noqa: F401
-    except ImportError:
-        return False
-    return SPEC.exists()
-
-
-needs_spec = pytest.mark.skipif(not _checker_ready(),
-                                reason="spec/NamespaceRevocation.tla or the embedded checker is not present")
-
-
 @pytest.fixture(scope="module")
 def model():
     """The spec with its constants bound to the reference's: two tenants, both revocable, blocks {1, 2}."""
@@ -47,7 +35,6 @@ def _params_tla(params):
     return out
 
 
-@needs_spec
 def test_action_names_match_the_spec():
     spec_actions = set(re.findall(r"^(\w+)\([^)]*\) ==", SPEC.read_text(), re.M)) - {"Lease", "Current",
                                                                                      "BlockBusy", "Authz", "Old",
@@ -57,7 +44,6 @@ def test_action_names_match_the_spec():
         assert fn.__name__ == re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
-@needs_spec
 def test_projection_covers_exactly_the_spec_variables():
     text = SPEC.read_text()
     declared = re.search(r"VARIABLES(.*?)\n\nvars", text, re.S).group(1)
@@ -78,7 +64,6 @@ def test_seven_steps_in_order_and_completion_leaves_nothing_of_the_old_generatio
     assert all(set(r) == {"action", "params", "state"} for r in trace)
 
 
-@needs_spec
 def test_every_scenario_record_is_a_step_of_its_spec_action(model):
     s = rv.RevState.init()
     prev = rv.project_tla(s)
@@ -93,7 +78,6 @@ def test_every_scenario_record_is_a_step_of_its_spec_action(model):
         prev = cur
 
 
-@needs_spec
 @settings(max_examples=15, deadline=None)
 @given(st.lists(st.integers(0, 10_000), min_size=1, max_size=25))
 def test_random_walks_are_spec_steps_and_keep_every_invariant(model, choices):
@@ -129,7 +113,6 @@ def test_recycled_block_is_scrubbed_before_a_new_owner_sees_it():
     assert rv.no_stale_bytes(s)
 
 
-@needs_spec
 def test_itf_projection_agrees_with_the_checkers_encoding():
     from kvexact.spec.checker.values import to_itf
 
@@ -152,7 +135,6 @@ def test_itf_projection_agrees_with_the_checkers_encoding():
         assert canon(ours[var]) == canon(theirs[var]), var
 
 
-@needs_spec
 def test_reference_successors_equal_the_specs_over_a_breadth_first_prefix(model):
     """Both directions: the reference enables exactly the spec's steps (first 400 states in BFS order
     of the CI model, two tenants and two blocks)."""
