@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 
-import make_mutants
 import pytest
 
 from kvexact.spec import spec_dir
@@ -66,13 +65,13 @@ def test_named_invariant_is_checked_with_all_the_ci_invariants_in_their_order():
         assert m.invariant in invariants
 
 
-def test_mutant_files_are_current_with_the_specs():
-    """spec/mutants/ is what tests/specs/make_mutants.py derives from today's specs (one edit each)."""
+def test_mutant_files_are_current_with_the_specs(make_mutants):
+    """spec/mutants/ is what scripts/make_mutants.py derives from today's specs (one edit each)."""
     rendered = make_mutants.render()
     on_disk = {p: p.read_text() for p in (spec_dir() / "mutants").iterdir() if p.suffix in {".tla", ".cfg"}}
     assert set(rendered) == set(on_disk)
     stale = [p.name for p, text in rendered.items() if on_disk[p] != text]
-    assert stale == [], f"regenerate with: python tests/specs/make_mutants.py ({stale})"
+    assert stale == [], f"regenerate with: python scripts/make_mutants.py ({stale})"
     for m in MUTANTS:  # each mutant really differs from its spec beyond the module name and comment
         spec = m.name.split("_", 1)[0]
         body = m.spec.read_text().split("\n", 2)[2]

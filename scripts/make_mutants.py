@@ -1,12 +1,12 @@
 """Generate spec/mutants/<Spec>_<bug>.tla/.cfg from the specs, one textual edit each (run after a spec change).
 
 Each mutant is its spec with one realistic protocol bug seeded; its cfg is the spec's CI model (the same
-invariants in the same order, so the mutant must not die of another one first). test_specs_mutants.py
+invariants in the same order, so the mutant must not die of another one first). tests/spec/test_specs_mutants.py
 checks the files are current.
 """
 from pathlib import Path
 
-SPEC = Path(__file__).resolve().parents[2] / "spec"
+SPEC = Path(__file__).resolve().parents[1] / "spec"
 OUT = SPEC / "mutants"
 
 MUTANTS = {
