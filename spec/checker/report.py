@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from kvexact.spec.checker.result import ModelCheckResult, Outcome, TraceState
-from kvexact.spec.checker.values import fmt, to_itf
+from kvexact.spec import itf
+from kvexact.spec.checker.values import fmt
 
 
 def _text(v: Any, raw: bool = True) -> str:
@@ -117,15 +118,9 @@ def write_json(r: ModelCheckResult, path: str | Path, spec: str = "") -> None:
 def to_itf_trace(trace: tuple[TraceState, ...], spec: str = "", description: str = "") -> dict:
     """An ITF document: {"#meta", "vars", "states": [{"#meta": {"index", "action"}, var: value}]}."""
     variables: list[str] = list(trace[0].values) if trace else []
-    states = []
-    for st in trace:
-        s: dict[str, Any] = {"#meta": {"index": st.index - 1, "action": st.action, "location": st.location}}
-        for k, x in st.values.items():
-            s[k] = to_itf(x)
-        states.append(s)
-    return {"#meta": {"format": "ITF", "format-description": "https://apalache-mc.org/docs/adr/015adr-trace.html",
-                      "source": spec, "description": description},
-            "vars": variables, "states": states}
+    states = [({"index": st.index - 1, "action": st.action, "location": st.location},
+               {k: itf.encode(x) for k, x in st.values.items()}) for st in trace]
+    return itf.document(states, variables, {"source": spec, "description": description})
 
 
 def write_itf(r: ModelCheckResult, path: str | Path, spec: str = "") -> bool:

@@ -550,33 +550,3 @@ def to_python(v: Any) -> Any:
     if t is LazyFcn:
         return to_python(v.materialize())
     return v
-
-
-def to_itf(v: Any) -> Any:
-    """ITF JSON (Apalache's Informal Trace Format) of a value."""
-    t = type(v)
-    if t is bool or t is str:
-        return v
-    if t is int:
-        return {"#bigint": str(v)}
-    if t is ModelValue:
-        return {"#unserializable": v.name}
-    if t is tuple:
-        return [to_itf(x) for x in v]
-    if t is frozenset or isinstance(v, LazySet):
-        return {"#set": [to_itf(x) for x in ordered_elements(v)]}
-    if t is Fcn:
-        if v.d and all(type(k) is str for k in v.d):
-            return {k: to_itf(x) for k, x in sorted(v.d.items())}
-        return {"#map": [[to_itf(k), to_itf(x)] for k, x in sorted(v.d.items(), key=lambda kv: order_key(kv[0]))]}
-    if t is LazyFcn:
-        return to_itf(v.materialize())
-    if isinstance(v, dict):  # values parsed from TLC's output
-        if v and all(isinstance(k, str) for k in v):
-            return {str(k): to_itf(x) for k, x in v.items()}
-        return {"#map": [[to_itf(k), to_itf(x)] for k, x in v.items()]}
-    if isinstance(v, str):
-        return str(v)
-    if isinstance(v, (frozenset, set)):
-        return {"#set": [to_itf(x) for x in v]}
-    return {"#unserializable": repr(v)}

@@ -1,4 +1,4 @@
-"""Value semantics: TLC's equality rules, fingerprints that keep kinds apart, printing, ITF."""
+"""Value semantics: TLC's equality rules, fingerprints that keep kinds apart, printing."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from kvexact.spec.checker.values import (
     mk_fcn,
     ordered_elements,
     tla_eq,
-    to_itf,
 )
 
 
@@ -47,12 +46,3 @@ def test_printing_and_order():
     assert fmt(Fcn({5: 1})) == "(5 :> 1)"
     # TLC's order: sets by size first
     assert ordered_elements(frozenset({frozenset({1, 2}), frozenset({3})})) == [frozenset({3}), frozenset({1, 2})]
-
-
-def test_itf_encoding():
-    assert to_itf(5) == {"#bigint": "5"}
-    assert to_itf(frozenset({1})) == {"#set": [{"#bigint": "1"}]}
-    assert to_itf((1, True)) == [{"#bigint": "1"}, True]
-    assert to_itf(Fcn({"a": "x"})) == {"a": "x"}
-    assert to_itf(Fcn({3: 1})) == {"#map": [[{"#bigint": "3"}, {"#bigint": "1"}]]}
-    assert to_itf(ModelValue("m")) == {"#unserializable": "m"}
