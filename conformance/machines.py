@@ -308,7 +308,8 @@ class AllocatorMachine(RuleBasedStateMachine):
         recorder = self.ref.recorder
         if not self.validate_trace or recorder is None:
             return
-        from kvexact.conformance.trace import from_itf, trace_from_recorder, trace_model
+        from kvexact.conformance.trace import trace_from_recorder, trace_model
+        from kvexact.spec import itf
         from kvexact.spec import spec_dir
 
         if self._projection_model is None:
@@ -317,7 +318,7 @@ class AllocatorMachine(RuleBasedStateMachine):
                                                  spec_dir() / f"{self.spec}.cfg")
         latest = recorder.records[-1] if recorder.records else {"action": "Init", "state": recorder.initial_state}
         mvs = frozenset(self._model_values())
-        broken = self._projection_model.violated_invariant({k: from_itf(v, mvs) for k, v in latest["state"].items()})
+        broken = self._projection_model.violated_invariant(itf.decode_state(latest["state"], mvs))
         if broken:
             raise ConformanceFailure(f"after {latest['action']} (step {len(recorder.records)}) the projection "
                                      f"breaks the spec's invariant {broken}")

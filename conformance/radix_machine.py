@@ -409,16 +409,13 @@ class RevocationMachine(RuleBasedStateMachine):
     @rule(choice=st.integers(0, 10_000))
     @counted_rule
     def step(self, choice: int) -> None:
-        from kvexact.spec.checker import ModelValue
-
         options = self.rv.enabled_steps(self.state)
         if not options:
             return
         name, params, take = options[choice % len(options)]
         before = self.rv.project_tla(self.state)
         self.state, _ = take()
-        tla_params = {k: self.rv.entry_tla(v) if isinstance(v, self.rv.Entry) else
-                      ModelValue(v) if isinstance(v, str) else v for k, v in params.items()}
+        tla_params = {k: self.rv.param_tla(v) for k, v in params.items()}
         verdict = self.model().check_step(name, before, self.rv.project_tla(self.state), tla_params)
         if not verdict.ok:
             raise ConformanceFailure(f"{name}{params} is not a step of the spec: {verdict.failed}")

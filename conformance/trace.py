@@ -20,6 +20,8 @@ from typing import Any
 
 import attrs
 
+from kvexact.spec import itf
+
 
 class TraceFormatError(ValueError):
     """A trace file that cannot be read: says which file, which line, and what is wrong."""
@@ -93,19 +95,15 @@ def write_ndjson(trace: Trace, path: Path) -> None:
 
 
 def write_itf(trace: Trace, path: Path) -> None:
-    states = [{"#meta": {"index": 0, "action": "Init"}, **trace.initial_state}]
+    states = [({"index": 0, "action": "Init"}, trace.initial_state)]
     for i, r in enumerate(trace.records, start=1):
         meta = {"index": i, "action": r["action"], "params": r.get("params", {})}
         if r.get("in_spec") is False:
             meta["in_spec"] = False
-        states.append({"#meta": meta, **r["state"]})
-    doc = {
-        "#meta": {"format": "ITF", "format-description": "https://apalache-mc.org/docs/adr/015adr-trace.html",
-                  "source": f"kvexact trace of {trace.spec}", "spec": trace.spec, "constants": trace.constants,
-                  "model_values": list(trace.model_values)},
-        "vars": sorted(trace.initial_state),
-        "states": states,
-    }
+        states.append((meta, r["state"]))
+    doc = itf.document(states, sorted(trace.initial_state), {
+        "source": f"kvexact trace of {trace.spec}", "spec": trace.spec, "constants": trace.constants,
+        "model_values": list(trace.model_values)})
     Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
@@ -132,23 +130,21 @@ def _read_itf(path: Path, text: str) -> Trace:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise TraceFormatError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("states"), list) or not doc["states"]:
-        raise TraceFormatError(f"{path}: an ITF trace needs a non-empty 'states' list")
-    meta = doc.get("#meta", {})
+    try:
+        meta, states = itf.read_document(doc)
+    except itf.ITFError as exc:
+        raise TraceFormatError(f"{path}: {exc}") from None
     if "spec" not in meta:
         raise TraceFormatError(f"{path}: ITF '#meta' must name the spec ('spec')")
-    states = doc["states"]
-    strip = [{k: v for k, v in s.items() if k != "#meta"} for s in states]
     records = []
-    for i, s in enumerate(states[1:], start=1):
-        m = s.get("#meta", {})
+    for i, (m, values) in enumerate(states[1:], start=1):
         if "action" not in m:
             raise TraceFormatError(f"{path}: state {i} has no '#meta.action'")
-        rec = {"action": m["action"], "params": m.get("params", {}), "state": strip[i]}
+        rec = {"action": m["action"], "params": m.get("params", {}), "state": values}
         if m.get("in_spec") is False:
             rec["in_spec"] = False
         records.append(rec)
-    return Trace(meta["spec"], meta.get("constants", {}), tuple(meta.get("model_values", [])), strip[0],
+    return Trace(meta["spec"], meta.get("constants", {}), tuple(meta.get("model_values", [])), states[0][1],
                  tuple(records))
 
 
@@ -180,30 +176,9 @@ def _read_ndjson(path: Path, text: str) -> Trace:
 # -------------------------------------------------------------------------------------- validation
 
 
-def from_itf(value: Any, model_values: frozenset[str]) -> Any:
-    """ITF JSON value -> the checker's value (sets, tuples, functions/records, model values)."""
-    from kvexact.spec.checker.values import ModelValue, from_python
-
-    if isinstance(value, dict):
-        if "#set" in value:
-            return frozenset(from_itf(x, model_values) for x in value["#set"])
-        if "#map" in value:
-            return from_python({from_itf(k, model_values): from_itf(x, model_values) for k, x in value["#map"]})
-        if "#tup" in value:
-            return tuple(from_itf(x, model_values) for x in value["#tup"])
-        if "#bigint" in value:
-            return int(value["#bigint"])
-        return from_python({k: from_itf(x, model_values) for k, x in value.items()})
-    if isinstance(value, list):
-        return tuple(from_itf(x, model_values) for x in value)
-    if isinstance(value, str) and value in model_values:
-        return ModelValue(value)
-    return value
-
-
 def constant_overrides(trace: Trace) -> dict[str, Any]:
     mvs = frozenset(trace.model_values)
-    return {k: from_itf(v, mvs) for k, v in trace.constants.items()}
+    return {k: itf.decode(v, mvs) for k, v in trace.constants.items()}
 
 
 _MODELS: dict[tuple, Any] = {}  # loaded models by (spec, cfg, constants): loading dominates short traces
@@ -228,14 +203,14 @@ def validate(trace: Trace, spec_path: Path, cfg_path: Path | None = None,
     mvs = frozenset(trace.model_values)
     model = trace_model(trace, spec_path, cfg_path)
     prev_raw = trace.initial_state
-    prev = {k: from_itf(v, mvs) for k, v in prev_raw.items()}
+    prev = {k: itf.decode(v, mvs) for k, v in prev_raw.items()}
     broken = model.violated_invariant(prev) if invariants else None
     if broken:
         return TraceValidation(False, 0, {}, StepFailure(0, "Init", {}, (), f"invariant {broken} does not hold"))
     counts: dict[str, int] = {}
     for i, rec in enumerate(trace.records, start=1):
-        state = {k: from_itf(v, mvs) for k, v in rec["state"].items()}
-        params = {k: from_itf(v, mvs) for k, v in rec.get("params", {}).items()}
+        state = {k: itf.decode(v, mvs) for k, v in rec["state"].items()}
+        params = {k: itf.decode(v, mvs) for k, v in rec.get("params", {}).items()}
         changed = tuple(sorted(k for k in state if prev.get(k) != state[k]))
         action = rec["action"]
         broken = model.violated_invariant(state) if invariants else None

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from kvexact.conformance.trace import Trace, camel
+from kvexact.spec import itf
+from kvexact.spec.checker.values import fmt
 
 ACCEPT_INVARIANT = "TraceNotFinished"
 CFG_KEYWORDS = {"INIT", "NEXT", "SPECIFICATION", "INVARIANT", "INVARIANTS", "PROPERTY", "PROPERTIES",
@@ -28,34 +30,8 @@ class TraceModuleError(ValueError):
 
 
 def tla_literal(value: Any, model_values: frozenset[str]) -> str:
-    """An ITF JSON value as a TLA+ expression (functions via TLC's ``:>`` and ``@@``)."""
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        if value in model_values:
-            return value
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    if isinstance(value, list):
-        return "<<" + ", ".join(tla_literal(v, model_values) for v in value) + ">>"
-    if isinstance(value, dict):
-        if "#set" in value:
-            return "{" + ", ".join(tla_literal(v, model_values) for v in value["#set"]) + "}"
-        if "#tup" in value:
-            return "<<" + ", ".join(tla_literal(v, model_values) for v in value["#tup"]) + ">>"
-        if "#bigint" in value:
-            return str(int(value["#bigint"]))
-        if "#map" in value:
-            pairs = value["#map"]
-            if not pairs:
-                return "<<>>"
-            return "(" + " @@ ".join(f"({tla_literal(k, model_values)} :> {tla_literal(v, model_values)})"
-                                     for k, v in pairs) + ")"
-        if not value:
-            return "<<>>"
-        return "[" + ", ".join(f"{k} |-> {tla_literal(v, model_values)}" for k, v in value.items()) + "]"
-    raise TraceModuleError(f"cannot write {value!r} as a TLA+ value")
+    """An ITF JSON value as a TLA+ expression, as TLC prints it (functions via ``:>`` and ``@@``)."""
+    return fmt(itf.decode(value, model_values))
 
 
 def _formal_parameters(spec_text: str) -> dict[str, list[str]]:
@@ -154,22 +130,12 @@ def generate(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> tup
     ])
     if not steps:
         module = module.replace("StepOk(i) ==\n    CASE StepOk(i) == FALSE", "StepOk(i) == FALSE")
-    constants = [f"    {k} = {_cfg_value(v, mvs)}" for k, v in trace.constants.items()]
+    constants = [f"    {k} = {tla_literal(v, mvs)}" for k, v in trace.constants.items()]
     constants += [f"    {m} = {m}" for m in sorted(mvs) if m not in trace.constants]
     constants += _other_constants(cfg_text, [*trace.constants, *mvs])
     cfg = "\n".join(["CONSTANTS", *constants, "INIT TraceInit", "NEXT TraceNext",
                      f"INVARIANT {ACCEPT_INVARIANT}", "CHECK_DEADLOCK FALSE", ""])
     return module, cfg
-
-
-def _cfg_value(value: Any, mvs: frozenset[str]) -> str:
-    if isinstance(value, dict) and "#set" in value:
-        return "{" + ", ".join(_cfg_value(v, mvs) for v in value["#set"]) + "}"
-    if isinstance(value, str):
-        return value if value in mvs else f'"{value}"'
-    if isinstance(value, bool):
-        return "TRUE" if value else "FALSE"
-    return str(value)
 
 
 def write_trace_module(trace: Trace, spec_path: Path, out_dir: Path, cfg_path: Path | None = None) -> Path:

@@ -46,35 +46,16 @@ CowPublication; ``retain_read``) are recorded with ``"in_spec": false``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import BlockState
+from kvexact.spec import itf
+from kvexact.spec.itf import Fn
 
 NO_REQ = "NoReq"
 NO_STALE_BLOCK = 0
-
-
-class Fn(dict):
-    """A TLA+ function (encoded as ``#map``), as opposed to a record (a plain dict)."""
-
-
-def itf(value: Any) -> Any:
-    """ITF encoding of a projected value."""
-    if isinstance(value, Fn):
-        return {"#map": [[itf(k), itf(v)] for k, v in value.items()]}
-    if isinstance(value, dict):
-        return {str(k): itf(v) for k, v in value.items()}
-    if isinstance(value, (set, frozenset)):
-        items = [itf(v) for v in value]
-        return {"#set": sorted(items, key=lambda v: json.dumps(v, sort_keys=True))}
-    if isinstance(value, tuple):
-        return {"#tup": [itf(v) for v in value]}
-    if isinstance(value, list):
-        return [itf(v) for v in value]
-    return value
 
 
 def default_ident(key: str) -> int:
@@ -300,7 +281,7 @@ class TraceRecorder:
         """Record the current state as the trace's first state and start recording ``alloc``'s steps."""
         alloc.recorder = self
         self._last = self.snapshot(alloc, ())
-        self.initial_state = itf(self._last)
+        self.initial_state = itf.encode_plain(self._last)
         return self
 
     def snapshot(self, alloc: Allocator, wrote: Iterable[tuple[int, int]]) -> dict[str, Any]:
@@ -318,10 +299,10 @@ class TraceRecorder:
         entry: dict[str, Any]
         if action in table:
             name, names = table[action]  # type: ignore[misc]
-            entry = {"action": name, "params": {k: itf(_fn(params[k])) for k in names}, "state": itf(state)}
+            entry = {"action": name, "params": {k: itf.encode_plain(_fn(params[k])) for k in names}, "state": itf.encode_plain(state)}
         else:
-            entry = {"action": action, "params": {k: itf(_fn(v)) for k, v in params.items()},
-                     "state": itf(state), "in_spec": False}
+            entry = {"action": action, "params": {k: itf.encode_plain(_fn(v)) for k, v in params.items()},
+                     "state": itf.encode_plain(state), "in_spec": False}
         self.records.append(entry)
 
     def _kv_history(self, action: str, params: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
@@ -356,7 +337,7 @@ def project_state(alloc: Allocator, spec: str = "KVAllocation", requests: Sequen
                   readers: Sequence[str] = (), ident_of: Callable[[str], int] = default_ident) -> dict[str, Any]:
     """The ITF-encoded values of ``spec``'s variables for the allocator's current state."""
     if spec == "KVAllocation":
-        return itf(project_kv_allocation(alloc, requests, ident_of))
+        return itf.encode_plain(project_kv_allocation(alloc, requests, ident_of))
     if spec == "CowPublication":
-        return itf(project_cow_publication(alloc, requests, readers))
+        return itf.encode_plain(project_cow_publication(alloc, requests, readers))
     raise ValueError(f"unknown spec {spec!r}")

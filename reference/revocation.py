@@ -3,13 +3,11 @@
 Every TLA+ action has a function of the same name in snake_case (``RevokeCancelLease(n, p)`` is
 :func:`revoke_cancel_lease`), taking the same parameters. An action whose enabling condition is false is
 refused by name (:class:`RevocationRejection`) and changes nothing; an enabled one returns the successor
-state and a trace record ``{"action", "params", "state"}`` whose ``state`` is :func:`project_state`,
-the spec's ten variables in ITF value conventions. The invariants of the spec have Python twins
-(:data:`INVARIANTS`) evaluated on reference states.
-
-ITF conventions used: integers and strings as JSON, records as JSON objects, sets as ``{"#set": [...]}``,
-functions as ``{"#map": [[k, v], ...]}``; the spec's model values (tenants, ``NoTenant``) are their
-names as strings. Lookup resolves the spec's ``CHOOSE`` to the hit with the smallest block id.
+state and a trace record ``{"action", "params", "state"}``: the spec's name of the action (from the
+checker's list, :mod:`kvexact.spec.actions`), and :func:`project_state`, the spec's ten variables encoded
+by :mod:`kvexact.spec.itf` (tenants and ``NoTenant`` are model values). The invariants of the spec have
+Python twins (:data:`INVARIANTS`) evaluated on reference states. Lookup resolves the spec's ``CHOOSE`` to
+the hit with the smallest block id.
 """
 
 from __future__ import annotations
@@ -21,7 +19,10 @@ from typing import Any
 import attrs
 
 from kvexact.reference.rejections import NegativeCase, Rejected, negative_cases, register_negative
+from kvexact.spec import itf
+from kvexact.spec.actions import action_of
 
+SPEC = "NamespaceRevocation"
 NO_TENANT = "NoTenant"
 REV_STEPS = ("none", "stopped", "advanced", "invalidated", "drained", "released", "purged")
 PHASES = ("idle", "arrived", "authorized", "hit", "miss", "leased", "executing", "computing", "written")
@@ -149,51 +150,24 @@ def entry_tla(e: Entry) -> Any:
     return _tla(e, frozenset({e.ns}))
 
 
-def _itf_value(v: Any, tenant_names: frozenset[str]) -> Any:
-    """ITF JSON without the checker: ``#bigint`` integers, model values as ``#unserializable``,
-    records as objects, functions on ``1..n`` as lists, ``#set`` and ``#map`` (the conventions of the
-    checker's ``to_itf``)."""
-    import json
-
-    def key(x: Any) -> str:
-        return json.dumps(x, sort_keys=True)
-
-    if isinstance(v, bool):
-        return v
-    if isinstance(v, int):
-        return {"#bigint": str(v)}
-    if isinstance(v, str):
-        return {"#unserializable": v} if v in tenant_names or v == NO_TENANT else v
-    if isinstance(v, (Req, Entry, Held, Copy, Owner)):
-        return {k: _itf_value(x, tenant_names) for k, x in sorted(attrs.asdict(v, recurse=False).items())}
-    if isinstance(v, frozenset):
-        return {"#set": sorted((_itf_value(x, tenant_names) for x in v), key=key)}
-    if isinstance(v, Mapping) and v and set(v) == set(range(1, len(v) + 1)):
-        return [_itf_value(v[i], tenant_names) for i in range(1, len(v) + 1)]  # a function on 1..n is a sequence
-    if isinstance(v, Mapping):
-        pairs = [[_itf_value(k, tenant_names), _itf_value(x, tenant_names)] for k, x in v.items()]
-        return {"#map": sorted(pairs, key=lambda kv: key(kv[0]))}
-    raise TypeError(f"no ITF encoding for {type(v).__name__}")
-
-
 def project_state(s: RevState) -> dict[str, Any]:
     """The ten variables of NamespaceRevocation.tla in ITF (``bytes`` is ``bytes_`` here)."""
-    names = frozenset(s.tenants)
-    values = (s.ns_gen, s.rev, s.done, s.req, s.index, s.owner, s.bytes_, s.leases, s.receipts, s.external)
-    return {var: _itf_value(v, names) for var, v in zip(SPEC_VARIABLES, values, strict=True)}
+    return {var: itf.encode(v) for var, v in project_tla(s).items()}
 
 
-def _itf(v: Any) -> Any:
-    """An action parameter in ITF (entries are records; tenants model values; blocks integers)."""
+def param_tla(v: Any) -> Any:
+    """An action parameter as a checker value (entries are records; tenants model values; blocks integers)."""
+    from kvexact.spec.checker.values import ModelValue
+
     if isinstance(v, Entry):
-        return _itf_value(v, frozenset({v.ns}))
-    if isinstance(v, str):
-        return {"#unserializable": v}
-    return _itf_value(v, frozenset())
+        return entry_tla(v)
+    return ModelValue(v) if isinstance(v, str) else v
 
 
-def _record(action: str, params: dict[str, Any], s: RevState) -> dict[str, Any]:
-    return {"action": action, "params": {k: _itf(v) for k, v in params.items()}, "state": project_state(s)}
+def _record(step: Callable[..., Step], params: dict[str, Any], s: RevState) -> dict[str, Any]:
+    """The trace record of one step: its spec action's name, its parameters and the state after it."""
+    return {"action": action_of(SPEC, step.__name__), "params": {k: itf.encode(param_tla(v)) for k, v in params.items()},
+            "state": project_state(s)}
 
 
 # helpers mirroring the spec's definitions -------------------------------------------------------
@@ -248,7 +222,7 @@ def arrive(s: RevState, p: str, n: str) -> Step:
     _tenant(s, n)
     _phase(s, p, "idle")
     t = attrs.evolve(s, req=_set_req(s, p, Req("arrived", n)))
-    return t, _record("Arrive", {"p": p, "n": n}, t)
+    return t, _record(arrive, {"p": p, "n": n}, t)
 
 
 def authorize(s: RevState, p: str) -> Step:
@@ -256,14 +230,14 @@ def authorize(s: RevState, p: str) -> Step:
     _need(authz(p, r.ns), RevocationRejection.UNAUTHORIZED_PRINCIPAL, f"{p} for {r.ns}")
     _need(s.rev[r.ns] == "none", RevocationRejection.ADMISSION_STOPPED, f"{r.ns} is {s.rev[r.ns]}")
     t = attrs.evolve(s, req=_set_req(s, p, attrs.evolve(r, phase="authorized", authorized=True, gen=s.ns_gen[r.ns])))
-    return t, _record("Authorize", {"p": p}, t)
+    return t, _record(authorize, {"p": p}, t)
 
 
 def authorization_rejected(s: RevState, p: str) -> Step:
     r = _phase(s, p, "arrived")
     _need(not authz(p, r.ns) or s.rev[r.ns] != "none", RevocationRejection.AUTHORIZED_REQUEST, p)
     t = attrs.evolve(s, req=_set_req(s, p, IDLE))
-    return t, _record("AuthorizationRejected", {"p": p}, t)
+    return t, _record(authorization_rejected, {"p": p}, t)
 
 
 def lookup(s: RevState, p: str) -> Step:
@@ -272,7 +246,7 @@ def lookup(s: RevState, p: str) -> Step:
     hits = sorted(e for e in s.index if e.ns == r.ns and e.gen == r.gen)
     new = attrs.evolve(r, phase="hit", block=hits[0].block) if hits else attrs.evolve(r, phase="miss")
     t = attrs.evolve(s, req=_set_req(s, p, new))
-    return t, _record("Lookup", {"p": p}, t)
+    return t, _record(lookup, {"p": p}, t)
 
 
 def acquire_lease(s: RevState, p: str) -> Step:
@@ -280,7 +254,7 @@ def acquire_lease(s: RevState, p: str) -> Step:
     _need(_current(s, p), RevocationRejection.STALE_GENERATION, f"{p}@{r.gen}")
     _need(Entry(r.ns, r.gen, r.block) in s.index, RevocationRejection.ENTRY_NOT_IN_INDEX, f"{r.ns}@{r.gen}/{r.block}")
     t = attrs.evolve(s, leases=s.leases | {_lease(s, p)}, req=_set_req(s, p, attrs.evolve(r, phase="leased")))
-    return t, _record("AcquireLease", {"p": p}, t)
+    return t, _record(acquire_lease, {"p": p}, t)
 
 
 def stale_request_rejected(s: RevState, p: str) -> Step:
@@ -288,21 +262,21 @@ def stale_request_rejected(s: RevState, p: str) -> Step:
     stale = not _current(s, p) or (r.phase == "hit" and Entry(r.ns, r.gen, r.block) not in s.index)
     _need(stale, RevocationRejection.REQUEST_CURRENT, p)
     t = attrs.evolve(s, req=_set_req(s, p, IDLE))
-    return t, _record("StaleRequestRejected", {"p": p}, t)
+    return t, _record(stale_request_rejected, {"p": p}, t)
 
 
 def execute(s: RevState, p: str) -> Step:
     r = _phase(s, p, "leased")
     _need(_current(s, p), RevocationRejection.STALE_GENERATION, f"{p}@{r.gen}")
     t = attrs.evolve(s, receipts=s.receipts | {_lease(s, p)}, req=_set_req(s, p, attrs.evolve(r, phase="executing")))
-    return t, _record("Execute", {"p": p}, t)
+    return t, _record(execute, {"p": p}, t)
 
 
 def finish(s: RevState, p: str) -> Step:
     _phase(s, p, "leased", "executing")
     held = _lease(s, p)
     t = attrs.evolve(s, receipts=s.receipts - {held}, leases=s.leases - {held}, req=_set_req(s, p, IDLE))
-    return t, _record("Finish", {"p": p}, t)
+    return t, _record(finish, {"p": p}, t)
 
 
 def allocate(s: RevState, p: str, b: int) -> Step:
@@ -314,26 +288,26 @@ def allocate(s: RevState, p: str, b: int) -> Step:
     t = attrs.evolve(s, owner={**s.owner, b: Owner(r.ns, r.gen)}, bytes_={**s.bytes_, b: NO_TENANT},
                      req=_set_req(s, p, attrs.evolve(r, phase="computing", block=b)),
                      leases=s.leases | {Held(p, r.ns, r.gen, b)})
-    return t, _record("Allocate", {"p": p, "b": b}, t)
+    return t, _record(allocate, {"p": p, "b": b}, t)
 
 
 def write_block(s: RevState, p: str) -> Step:
     r = _phase(s, p, "computing")
     t = attrs.evolve(s, bytes_={**s.bytes_, r.block: r.ns}, req=_set_req(s, p, attrs.evolve(r, phase="written")))
-    return t, _record("WriteBlock", {"p": p}, t)
+    return t, _record(write_block, {"p": p}, t)
 
 
 def publish_entry(s: RevState, p: str) -> Step:
     r = _phase(s, p, "written")
     index = s.index | {Entry(r.ns, r.gen, r.block)} if _current(s, p) else s.index
     t = attrs.evolve(s, index=index, leases=s.leases - {_lease(s, p)}, req=_set_req(s, p, IDLE))
-    return t, _record("PublishEntry", {"p": p}, t)
+    return t, _record(publish_entry, {"p": p}, t)
 
 
 def evict_entry(s: RevState, e: Entry) -> Step:
     _need(e in s.index, RevocationRejection.UNKNOWN_ENTRY, str(e))
     t = attrs.evolve(s, index=s.index - {e})
-    return t, _record("EvictEntry", {"e": e}, t)
+    return t, _record(evict_entry, {"e": e}, t)
 
 
 def free_block(s: RevState, b: int) -> Step:
@@ -342,14 +316,14 @@ def free_block(s: RevState, b: int) -> Step:
     _need(not _busy(s, b), RevocationRejection.BLOCK_BUSY, f"block {b}")
     _need(all(e.block != b for e in s.index), RevocationRejection.BLOCK_INDEXED, f"block {b}")
     t = attrs.evolve(s, owner={**s.owner, b: NO_OWNER})
-    return t, _record("FreeBlock", {"b": b}, t)
+    return t, _record(free_block, {"b": b}, t)
 
 
 def offload(s: RevState, e: Entry) -> Step:
     _need(e in s.index, RevocationRejection.UNKNOWN_ENTRY, str(e))
     _need(Copy(e.ns, e.gen) not in s.external, RevocationRejection.ALREADY_OFFLOADED, str(e))
     t = attrs.evolve(s, external=s.external | {Copy(e.ns, e.gen)})
-    return t, _record("Offload", {"e": e}, t)
+    return t, _record(offload, {"e": e}, t)
 
 
 # the seven revocation steps -------------------------------------------------------------------------
@@ -363,14 +337,14 @@ def revoke_stop_admission(s: RevState, n: str) -> Step:
     _at_step(s, n, "none")
     _need(s.ns_gen[n] < s.max_gen, RevocationRejection.REVOCATION_BOUND, f"{n}@{s.ns_gen[n]}")
     t = attrs.evolve(s, rev={**s.rev, n: "stopped"})
-    return t, _record("RevokeStopAdmission", {"n": n}, t)
+    return t, _record(revoke_stop_admission, {"n": n}, t)
 
 
 def revoke_advance_generation(s: RevState, n: str) -> Step:
     """Step 2: advance the authorized namespace generation to g+1."""
     _at_step(s, n, "stopped")
     t = attrs.evolve(s, ns_gen={**s.ns_gen, n: s.ns_gen[n] + 1}, rev={**s.rev, n: "advanced"})
-    return t, _record("RevokeAdvanceGeneration", {"n": n}, t)
+    return t, _record(revoke_advance_generation, {"n": n}, t)
 
 
 def revoke_invalidate_index(s: RevState, n: str) -> Step:
@@ -378,7 +352,7 @@ def revoke_invalidate_index(s: RevState, n: str) -> Step:
     _at_step(s, n, "advanced")
     t = attrs.evolve(s, index=frozenset(e for e in s.index if not (e.ns == n and _old(s, n, e.gen))),
                      rev={**s.rev, n: "invalidated"})
-    return t, _record("RevokeInvalidateIndex", {"n": n}, t)
+    return t, _record(revoke_invalidate_index, {"n": n}, t)
 
 
 def revoke_cancel_lease(s: RevState, n: str, p: str) -> Step:
@@ -390,7 +364,7 @@ def revoke_cancel_lease(s: RevState, n: str, p: str) -> Step:
           RevocationRejection.LEASE_NOT_REVOKED, f"{p}: {r.phase} {r.ns}@{r.gen}")
     held = _lease(s, p)
     t = attrs.evolve(s, leases=s.leases - {held}, receipts=s.receipts - {held}, req=_set_req(s, p, IDLE))
-    return t, _record("RevokeCancelLease", {"n": n, "p": p}, t)
+    return t, _record(revoke_cancel_lease, {"n": n, "p": p}, t)
 
 
 def revoke_leases_drained(s: RevState, n: str) -> Step:
@@ -399,7 +373,7 @@ def revoke_leases_drained(s: RevState, n: str) -> Step:
     live = [x for x in s.leases if x.ns == n and _old(s, n, x.gen)]
     _need(not live, RevocationRejection.LEASES_LIVE, f"{len(live)} old leases of {n}")
     t = attrs.evolve(s, rev={**s.rev, n: "drained"})
-    return t, _record("RevokeLeasesDrained", {"n": n}, t)
+    return t, _record(revoke_leases_drained, {"n": n}, t)
 
 
 def revoke_release_blocks(s: RevState, n: str) -> Step:
@@ -407,7 +381,7 @@ def revoke_release_blocks(s: RevState, n: str) -> Step:
     _at_step(s, n, "drained")
     owner = {b: NO_OWNER if o.ns == n and _old(s, n, o.gen) else o for b, o in s.owner.items()}
     t = attrs.evolve(s, owner=owner, rev={**s.rev, n: "released"})
-    return t, _record("RevokeReleaseBlocks", {"n": n}, t)
+    return t, _record(revoke_release_blocks, {"n": n}, t)
 
 
 def revoke_purge_external(s: RevState, n: str) -> Step:
@@ -415,7 +389,7 @@ def revoke_purge_external(s: RevState, n: str) -> Step:
     _at_step(s, n, "released")
     t = attrs.evolve(s, external=frozenset(c for c in s.external if not (c.ns == n and _old(s, n, c.gen))),
                      rev={**s.rev, n: "purged"})
-    return t, _record("RevokePurgeExternal", {"n": n}, t)
+    return t, _record(revoke_purge_external, {"n": n}, t)
 
 
 def revoke_complete(s: RevState, n: str) -> Step:
@@ -424,52 +398,47 @@ def revoke_complete(s: RevState, n: str) -> Step:
     live = [x for x in s.receipts if x.ns == n and _old(s, n, x.gen)]
     _need(not live, RevocationRejection.RECEIPTS_LIVE, f"{len(live)} old receipts of {n}")
     t = attrs.evolve(s, done={**s.done, n: s.ns_gen[n]}, rev={**s.rev, n: "none"})
-    return t, _record("RevokeComplete", {"n": n}, t)
+    return t, _record(revoke_complete, {"n": n}, t)
 
 
-ACTIONS: dict[str, Callable[..., Step]] = {
-    "Arrive": arrive, "Authorize": authorize, "AuthorizationRejected": authorization_rejected, "Lookup": lookup,
-    "AcquireLease": acquire_lease, "StaleRequestRejected": stale_request_rejected, "Execute": execute,
-    "Finish": finish, "Allocate": allocate, "WriteBlock": write_block, "PublishEntry": publish_entry,
-    "EvictEntry": evict_entry, "FreeBlock": free_block, "Offload": offload,
-    "RevokeStopAdmission": revoke_stop_admission, "RevokeAdvanceGeneration": revoke_advance_generation,
-    "RevokeInvalidateIndex": revoke_invalidate_index, "RevokeCancelLease": revoke_cancel_lease,
-    "RevokeLeasesDrained": revoke_leases_drained, "RevokeReleaseBlocks": revoke_release_blocks,
-    "RevokePurgeExternal": revoke_purge_external, "RevokeComplete": revoke_complete,
-}
+STEPS: tuple[Callable[..., Step], ...] = (
+    arrive, authorize, authorization_rejected, lookup, acquire_lease, stale_request_rejected, execute, finish,
+    allocate, write_block, publish_entry, evict_entry, free_block, offload, revoke_stop_admission,
+    revoke_advance_generation, revoke_invalidate_index, revoke_cancel_lease, revoke_leases_drained,
+    revoke_release_blocks, revoke_purge_external, revoke_complete,
+)
 
 
 def enabled_steps(s: RevState) -> list[tuple[str, dict[str, Any], Callable[[], Step]]]:
     """Every (action, params) of the spec's Next that is enabled in ``s``, with a thunk that takes it."""
     out: list[tuple[str, dict[str, Any], Callable[[], Step]]] = []
 
-    def offer(name: str, params: dict[str, Any], *args: Any) -> None:
-        fn = ACTIONS[name]
+    def offer(step: Callable[..., Step], params: dict[str, Any], *args: Any) -> None:
         try:
-            fn(s, *args)
+            step(s, *args)
         except Rejected:
             return
-        out.append((name, params, lambda: fn(s, *args)))
+        out.append((action_of(SPEC, step.__name__), params, lambda: step(s, *args)))
 
     for p in s.tenants:
         for n in s.tenants:
-            offer("Arrive", {"p": p, "n": n}, p, n)
-        for name in ("Authorize", "AuthorizationRejected", "Lookup", "AcquireLease", "StaleRequestRejected",
-                     "Execute", "Finish", "WriteBlock", "PublishEntry"):
-            offer(name, {"p": p}, p)
+            offer(arrive, {"p": p, "n": n}, p, n)
+        for step in (authorize, authorization_rejected, lookup, acquire_lease, stale_request_rejected, execute,
+                     finish, write_block, publish_entry):
+            offer(step, {"p": p}, p)
         for b in s.blocks:
-            offer("Allocate", {"p": p, "b": b}, p, b)
+            offer(allocate, {"p": p, "b": b}, p, b)
     for e in sorted(s.index):
-        offer("EvictEntry", {"e": e}, e)
-        offer("Offload", {"e": e}, e)
+        offer(evict_entry, {"e": e}, e)
+        offer(offload, {"e": e}, e)
     for b in s.blocks:
-        offer("FreeBlock", {"b": b}, b)
+        offer(free_block, {"b": b}, b)
     for n in s.tenants:
-        for name in ("RevokeStopAdmission", "RevokeAdvanceGeneration", "RevokeInvalidateIndex",
-                     "RevokeLeasesDrained", "RevokeReleaseBlocks", "RevokePurgeExternal", "RevokeComplete"):
-            offer(name, {"n": n}, n)
+        for step in (revoke_stop_admission, revoke_advance_generation, revoke_invalidate_index,
+                     revoke_leases_drained, revoke_release_blocks, revoke_purge_external, revoke_complete):
+            offer(step, {"n": n}, n)
         for p in s.tenants:
-            offer("RevokeCancelLease", {"n": n, "p": p}, n, p)
+            offer(revoke_cancel_lease, {"n": n, "p": p}, n, p)
     return out
 
 

@@ -42,7 +42,8 @@ from kvexact.reference.peers.vllm import (
     VllmRequest,
 )
 from kvexact.reference.peers.vllm_hashing import NO_EXTRAS, RequestExtras, external_hash, key_with_group
-from kvexact.reference.projection import Fn, itf
+from kvexact.spec import itf
+from kvexact.spec.itf import Fn
 from kvexact.reference.rejections import Rejected
 
 IN_SPEC_ACTIONS = frozenset({"prefix_hit", "evict", "cache_block", "release"})
@@ -62,7 +63,7 @@ class TraceRecord:
     state: dict[str, Any]
 
     def as_dict(self) -> dict[str, Any]:
-        out = {"action": self.action, "params": itf(self.params), "state": itf(self.state)}
+        out = {"action": self.action, "params": itf.encode_plain(self.params), "state": itf.encode_plain(self.state)}
         if self.action not in IN_SPEC_ACTIONS:
             out["in_spec"] = False
         return out

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kvexact.conformance.trace import from_itf
+from kvexact.spec.itf import decode
 from kvexact.reference import cow
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import GroupConfig, PoolRejection, QueuePolicy
@@ -44,12 +44,12 @@ def validate(spec: str, rec: TraceRecorder, constants: dict, model_values: set[s
     missing = set(model.variables) - set(rec.initial_state)
     assert not missing, f"{spec}.tla has variables the projection lacks: {sorted(missing)}"
     json.dumps(rec.records)  # plain JSON values only
-    prev = {k: from_itf(v, model_values) for k, v in rec.initial_state.items()}
+    prev = {k: decode(v, model_values) for k, v in rec.initial_state.items()}
     actions = []
     for r in rec.records:
         assert r.get("in_spec", True), r["action"]
-        state = {k: from_itf(v, model_values) for k, v in r["state"].items()}
-        params = {k: from_itf(v, model_values) for k, v in r["params"].items()}
+        state = {k: decode(v, model_values) for k, v in r["state"].items()}
+        params = {k: decode(v, model_values) for k, v in r["params"].items()}
         verdict = model.check_step(_camel(r["action"]), prev, state, params)
         assert verdict.ok, (r["action"], params, verdict)
         actions.append(r["action"])

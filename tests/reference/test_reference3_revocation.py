@@ -26,22 +26,16 @@ def model():
                                    "MaxGen": init.max_gen, "NoTenant": ModelValue(rv.NO_TENANT)})
 
 
-def _params_tla(params):
-    from kvexact.spec.checker import ModelValue
-
-    out = {}
-    for k, v in params.items():
-        out[k] = rv.entry_tla(v) if isinstance(v, rv.Entry) else ModelValue(v) if isinstance(v, str) else v
-    return out
-
-
 def test_action_names_match_the_spec():
-    spec_actions = set(re.findall(r"^(\w+)\([^)]*\) ==", SPEC.read_text(), re.M)) - {"Lease", "Current",
-                                                                                     "BlockBusy", "Authz", "Old",
-                                                                                     "RevokeStep"}
-    assert spec_actions == set(rv.ACTIONS)
-    for name, fn in rv.ACTIONS.items():
-        assert fn.__name__ == re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    """One step function per action of the spec's Next, named for it (snake_case); records carry the
+    spec's name."""
+    from kvexact.spec.actions import snake_case, spec_actions
+
+    actions = spec_actions("NamespaceRevocation")
+    assert {snake_case(a) for a in actions} == {fn.__name__ for fn in rv.STEPS}
+    assert len(rv.STEPS) == len(actions)
+    _, record = rv.arrive(rv.RevState.init(), "t1", "t1")
+    assert record["action"] == "Arrive"
 
 
 def test_projection_covers_exactly_the_spec_variables():
@@ -89,7 +83,7 @@ def test_random_walks_are_spec_steps_and_keep_every_invariant(model, choices):
         name, params, take = options[c % len(options)]
         before = rv.project_tla(s)
         s, rec = take()
-        verdict = model.check_step(name, before, rv.project_tla(s), _params_tla(params))
+        verdict = model.check_step(name, before, rv.project_tla(s), {k: rv.param_tla(v) for k, v in params.items()})
         assert verdict.ok, (name, params, verdict)
         for inv, holds in rv.INVARIANTS.items():
             assert holds(s), inv
@@ -113,26 +107,11 @@ def test_recycled_block_is_scrubbed_before_a_new_owner_sees_it():
     assert rv.no_stale_bytes(s)
 
 
-def test_itf_projection_agrees_with_the_checkers_encoding():
-    from kvexact.spec.checker.values import to_itf
+def test_itf_projection_decodes_to_the_checkers_values():
+    from kvexact.spec import itf
 
     s = rv.play(rv.RevState.init(), rv.PUBLISH_T1 + rv.LEASE_T1)[0]
-    ours = rv.project_state(s)
-    theirs = {k: to_itf(v) for k, v in rv.project_tla(s).items()}
-
-    def canon(x):
-        if isinstance(x, dict) and set(x) == {"#set"}:
-            return ("set", sorted(map(repr, map(canon, x["#set"]))))
-        if isinstance(x, dict) and set(x) == {"#map"}:
-            return ("map", sorted(repr((canon(k), canon(v))) for k, v in x["#map"]))
-        if isinstance(x, dict):
-            return tuple(sorted((k, canon(v)) for k, v in x.items()))
-        if isinstance(x, list):
-            return tuple(canon(v) for v in x)
-        return x
-
-    for var in rv.SPEC_VARIABLES:
-        assert canon(ours[var]) == canon(theirs[var]), var
+    assert itf.decode_state(rv.project_state(s)) == rv.project_tla(s)
 
 
 def test_reference_successors_equal_the_specs_over_a_breadth_first_prefix(model):
