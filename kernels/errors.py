@@ -45,3 +45,16 @@ class KernelInputError(_Base, ValueError):
 
     def __init__(self, reason: KernelRejection, detail: str = ""):
         super().__init__(reason, detail)
+
+
+class DeviceRejection(enum.Enum):
+    UNKNOWN_DEVICE = "a device name other than cpu or cuda"
+    NO_CUDA = "CUDA was asked for but torch sees no CUDA device"
+    ALREADY_SETTLED = "the device was already chosen (and the kernels built for it) before this request"
+
+
+class DeviceError(_Base, ValueError):
+    """A device the policy cannot honour: ``reason`` names the rule, ``detail`` what was asked."""
+
+    def __init__(self, reason: DeviceRejection, detail: str = ""):
+        super().__init__(reason, detail)

@@ -14,12 +14,13 @@ from __future__ import annotations
 import math
 
 # isort: off
-import kvexact.kernels  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
-from kvexact.kernels._env import INTERPRETED
+from kvexact.kernels import device as _device
 
-import torch
-import triton
-import triton.language as tl
+_device.settle()  # sets or clears TRITON_INTERPRET before triton is imported
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 # isort: on
 from kvexact.kernels.errors import KernelInputError, KernelRejection
@@ -38,7 +39,7 @@ def _pow2(n: int, floor: int = 1) -> int:
 def default_block_n(head_dim: int = 128, dtype: torch.dtype = torch.bfloat16) -> int:
     """Key rows per tile: 16 under the interpreter (cheap, still a legal dot); natively 64 rows of up to
     256 bytes, fewer for wider rows, so K and V tiles of a pipelined loop stay well inside shared memory."""
-    if INTERPRETED:
+    if _device.interpreted():
         return MIN_DOT
     row_bytes = _pow2(head_dim, MIN_DOT) * torch.empty((), dtype=dtype).element_size()
     return max(MIN_DOT, min(64, 64 * 256 // row_bytes))
@@ -46,7 +47,7 @@ def default_block_n(head_dim: int = 128, dtype: torch.dtype = torch.bfloat16) ->
 
 def _fp32_dot(dtype: torch.dtype) -> bool:
     """fp32 inputs dot in fp32 (IEEE); bf16 too under the interpreter, which cannot multiply bf16."""
-    return dtype == torch.float32 or (INTERPRETED and dtype == torch.bfloat16)
+    return dtype == torch.float32 or (_device.interpreted() and dtype == torch.bfloat16)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -460,6 +461,32 @@ def decode_partials(query, key_cache, value_cache, block_table, seq_lens, scale:
     )
 
 
+def decode_launcher(query, key_cache, value_cache, block_table, seq_lens, num_splits: int, *,
+                    scale: float | None = None, output=None, return_lse: bool = False, block_n: int | None = None):
+    """Allocate the output (unless given) and the split workspace now; return ``(launch, output, lse)``.
+
+    ``launch()`` runs stage 1 and the LSE merge and nothing else: no allocation, no validation and no host
+    synchronization, so it can be timed on its own or captured in a CUDA graph. Inputs are not checked
+    here (see :func:`paged_decode_attention`); ``lse`` is None unless ``return_lse``.
+    """
+    batch, hq, dk = query.shape
+    dv = value_cache.shape[3]
+    dev = query.device
+    if output is None:
+        output = torch.empty((batch, hq, dv), dtype=query.dtype, device=dev)
+    states_o = torch.empty((num_splits, batch, hq, dv), dtype=torch.float32, device=dev)
+    states_lse = torch.empty((num_splits, batch, hq), dtype=torch.float32, device=dev)
+    lse = torch.empty((batch, hq), dtype=torch.float32, device=dev) if return_lse else None
+    scale = 1.0 / math.sqrt(dk) if scale is None else float(scale)
+
+    def launch() -> None:
+        decode_partials(query, key_cache, value_cache, block_table, seq_lens, scale, num_splits,
+                        states_o, states_lse, block_n)
+        merge_states(states_o, states_lse, output, lse)
+
+    return launch, output, lse
+
+
 def paged_decode_attention(query, key_cache, value_cache, block_table, seq_lens, *, scale: float | None = None,
                            num_splits: int | None = None, output=None, return_lse: bool = False,
                            validate: bool = True, block_n: int | None = None):
@@ -469,29 +496,21 @@ def paged_decode_attention(query, key_cache, value_cache, block_table, seq_lens,
     ``num_splits`` page-aligned ranges (empty ones write lse -inf) merged by LSE in a second kernel.
     Only referenced slots are read (table entries past the length and tails of last blocks never are).
     Returns ``output [B, Hq, Dv]`` in the query dtype, and fp32 ``lse [B, Hq]`` when ``return_lse``.
-    ``validate=False`` skips the host checks that read device tensors (for timing only).
+    ``validate=False`` skips the host checks that read device tensors.
     """
     (nb, bs, hkv, dk, dv, batch, hq), lens = check_decode_inputs(
         query, key_cache, value_cache, block_table, seq_lens, validate)
-    dev = query.device
     if num_splits is None:
         longest = max(lens, default=0) if lens is not None else int(seq_lens.max().item()) if batch else 0
-        num_splits = default_num_splits(batch, hkv, -(-longest // bs), dev)
+        num_splits = default_num_splits(batch, hkv, -(-longest // bs), query.device)
     if int(num_splits) <= 0:
         _reject(KernelRejection.NON_POSITIVE_SPLITS, f"num_splits = {num_splits}")
-    num_splits = int(num_splits)
-    if output is None:
-        output = torch.empty((batch, hq, dv), dtype=query.dtype, device=dev)
-    else:
-        _check_tensor("output", output, 3, FLOAT_DTYPES, dev)
+    if output is not None:
+        _check_tensor("output", output, 3, FLOAT_DTYPES, query.device)
         _check_same("output", tuple(output.shape), (batch, hq, dv), "shape")
-    states_o = torch.empty((num_splits, batch, hq, dv), dtype=torch.float32, device=dev)
-    states_lse = torch.empty((num_splits, batch, hq), dtype=torch.float32, device=dev)
-    scale = 1.0 / math.sqrt(dk) if scale is None else scale
-    decode_partials(query, key_cache, value_cache, block_table, seq_lens, scale, num_splits,
-                    states_o, states_lse, block_n)
-    lse = torch.empty((batch, hq), dtype=torch.float32, device=dev) if return_lse else None
-    merge_states(states_o, states_lse, output, lse)
+    launch, output, lse = decode_launcher(query, key_cache, value_cache, block_table, seq_lens, int(num_splits),
+                                          scale=scale, output=output, return_lse=return_lse, block_n=block_n)
+    launch()
     return (output, lse) if return_lse else output
 
 
@@ -501,21 +520,22 @@ def to_flashinfer_lse(lse):
 
 
 def kernel_block_table(allocator_tables, allocator_block_tokens: int, kernel_block_tokens: int,
-                       device="cpu", width: int | None = None, pad_id: int = 0):
+                       width: int | None = None, pad_id: int = 0):
     """int32 kernel block table ``[num_seqs, width]`` from allocator block tables (lists of ids), through
     :func:`kvexact.reference.blockmap.expand_block_table` (P_a = q P_k; a kernel block that does not divide
-    the allocator block is rejected there). Entries past a row's expansion hold ``pad_id``."""
+    the allocator block is rejected there). Entries past a row's expansion hold ``pad_id``. On the policy's device."""
     from kvexact.reference.blockmap import expand_block_table
 
     rows = [expand_block_table(list(t), allocator_block_tokens, kernel_block_tokens) for t in allocator_tables]
     width = max([1, *(len(r) for r in rows)]) if width is None else width
     if any(len(r) > width for r in rows):
         _reject(KernelRejection.BLOCK_TABLE_TOO_SHORT, f"an expanded row is longer than width {width}")
-    return torch.tensor([r + [pad_id] * (width - len(r)) for r in rows], dtype=torch.int32, device=device)
+    return _device.tensor([r + [pad_id] * (width - len(r)) for r in rows], torch.int32)
 
 
-def slots_for(table_row, positions, block_size: int, device="cpu"):
-    """int64 slot mapping of token ``positions`` of one sequence: ``table[t // P] * P + t % P``."""
+def slots_for(table_row, positions, block_size: int):
+    """int64 slot mapping (on the policy's device) of token ``positions`` of one sequence:
+    ``table[t // P] * P + t % P``."""
     ids = [int(x) for x in (table_row.tolist() if isinstance(table_row, torch.Tensor) else table_row)]
     slots = []
     for t in positions:
@@ -523,4 +543,4 @@ def slots_for(table_row, positions, block_size: int, device="cpu"):
             _reject(KernelRejection.BLOCK_TABLE_TOO_SHORT, f"position {t} needs entry {t // block_size} of a "
                                                            f"{len(ids)}-entry table")
         slots.append(ids[t // block_size] * block_size + t % block_size)
-    return torch.tensor(slots, dtype=torch.int64, device=device)
+    return _device.tensor(slots, torch.int64)

@@ -18,11 +18,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # isort: off
-import kvexact.kernels  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
+from kvexact.kernels import device as _device
 
-import torch
-import triton
-import triton.language as tl
+_device.settle()  # sets or clears TRITON_INTERPRET before triton is imported
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 # isort: on
 from kvexact.kernels import paged
@@ -166,15 +168,15 @@ def plan_chunks(chunks: Sequence[Chunk], num_seqs: int, block_size: int, num_blo
                      tuple(priv_lens))
 
 
-def chunk_first_partials(query, key_cache, value_cache, chunk_table, work, scale: float, states_o,
+def chunk_first_partials(query, key_cache, value_cache, chunk_table, work, cover: int, scale: float, states_o,
                          states_lse, block_n: int | None = None) -> None:
-    """Chunk-first phase: each work item writes the partial states of the rows it covers (no validation)."""
+    """Chunk-first phase: each work item writes the partial states of the rows it covers (no validation).
+    ``cover`` is the most sequences one work item covers (known on the host: nothing is read back)."""
     if work.shape[0] == 0:
         return
     hq, dk = query.shape[1], query.shape[2]
     hkv, dv = key_cache.shape[2], value_cache.shape[3]
     group = hq // hkv
-    cover = int((work[:, 4] - work[:, 3]).max().item())
     row_bytes = paged._pow2(max(dk, dv), paged.MIN_DOT) * query.element_size()
     block_m = paged._pow2(min(cover * group, 64 if row_bytes <= 256 else 32), MIN_ROWS)
     grid = (work.shape[0], triton.cdiv(cover * group, block_m), hkv)
@@ -243,26 +245,42 @@ def shared_prefix_attention(query, key_cache, value_cache, prefix_block_ids, pre
     if prefix_splits <= 0 or suffix_splits <= 0:
         _reject(KernelRejection.NON_POSITIVE_SPLITS, f"prefix_splits = {prefix_splits}, "
                                                      f"suffix_splits = {suffix_splits}")
-    ids = [int(x) for x in prefix_block_ids.tolist()] if validate else []
     if validate:
-        probe = Chunk(tuple(ids), prefix_len, 0, max(1, batch))
+        probe = Chunk(tuple(int(x) for x in prefix_block_ids.tolist()), prefix_len, 0, max(1, batch))
         plan_chunks([probe], max(1, batch), bs, nb, threshold=0)
-    pages = -(-prefix_len // bs)
-    per = max(1, -(-pages // prefix_splits)) * bs
-    work = [(0, lo, min(lo + per, prefix_len), 0, batch, k * batch)
-            for k, lo in enumerate(range(0, prefix_len, per))] if batch else []
-    chunk_table = prefix_block_ids.reshape(1, -1) if prefix_block_ids.numel() else None
     if batch == 0:
         empty = torch.empty((0, query.shape[1], value_cache.shape[3]), dtype=query.dtype, device=query.device)
         return (empty, torch.empty((0, query.shape[1]), device=query.device)) if return_lse else empty
-    return _run(query, key_cache, value_cache, chunk_table, work, prefix_splits, suffix_block_table,
-                suffix_lens, suffix_splits, scale, return_lse, block_n)
+    launch, output, lse = hydragen_launcher(query, key_cache, value_cache, prefix_block_ids, prefix_len,
+                                            suffix_block_table, suffix_lens, prefix_splits=prefix_splits,
+                                            suffix_splits=suffix_splits, scale=scale, return_lse=return_lse,
+                                            block_n=block_n)
+    launch()
+    return (output, lse) if return_lse else output
 
 
-def _run(query, key_cache, value_cache, chunk_table, work_rows, shared_slots, suffix_table, suffix_lens,
-         suffix_splits, scale, return_lse, block_n):
-    """Chunk-first partials into slots [0, shared_slots), paged decode of the private/suffix rows into the
-    next ``suffix_splits`` slots, then one LSE merge per (sequence, head); unused slots stay empty (-inf)."""
+def hydragen_launcher(query, key_cache, value_cache, prefix_block_ids, prefix_len: int, suffix_block_table,
+                      suffix_lens, *, prefix_splits: int = 1, suffix_splits: int = 1, scale: float | None = None,
+                      return_lse: bool = False, block_n: int | None = None):
+    """:func:`shared_launcher` for the Hydragen schedule of :func:`shared_prefix_attention` (unchecked
+    inputs, batch > 0): the prefix cut into ``prefix_splits`` page-aligned ranges, each one work item."""
+    batch = query.shape[0]
+    bs = key_cache.shape[1]
+    pages = -(-prefix_len // bs)
+    per = max(1, -(-pages // prefix_splits)) * bs
+    work = [(0, lo, min(lo + per, prefix_len), 0, batch, k * batch) for k, lo in enumerate(range(0, prefix_len, per))]
+    chunk_table = prefix_block_ids.reshape(1, -1) if prefix_block_ids.numel() else None
+    return shared_launcher(query, key_cache, value_cache, chunk_table, work, prefix_splits, suffix_block_table,
+                           suffix_lens, suffix_splits, scale, return_lse, block_n)
+
+
+def shared_launcher(query, key_cache, value_cache, chunk_table, work_rows, shared_slots, suffix_table,
+                    suffix_lens, suffix_splits, scale=None, return_lse=False, block_n=None):
+    """Allocate the partial states (unused slots empty: lse -inf), the work items and the output now; return
+    ``(launch, output, lse)``. ``launch()`` runs the chunk-first partials into slots [0, shared_slots), paged
+    decode of the private/suffix rows into the next ``suffix_splits`` slots, and one LSE merge per
+    (sequence, head): kernels only, no allocation, host copy or synchronization (timeable, graph-capturable).
+    """
     batch, hq, dk = query.shape
     dv = value_cache.shape[3]
     dev = query.device
@@ -270,14 +288,28 @@ def _run(query, key_cache, value_cache, chunk_table, work_rows, shared_slots, su
     states_o = torch.zeros((slots, batch, hq, dv), dtype=torch.float32, device=dev)
     states_lse = torch.full((slots, batch, hq), -math.inf, dtype=torch.float32, device=dev)
     scale = 1.0 / math.sqrt(dk) if scale is None else float(scale)
-    if work_rows and chunk_table is not None:
-        work = torch.tensor(work_rows, dtype=torch.int64, device=dev)
-        chunk_first_partials(query, key_cache, value_cache, chunk_table, work, scale,
-                             states_o[:shared_slots].reshape(shared_slots * batch, hq, dv),
-                             states_lse[:shared_slots].reshape(shared_slots * batch, hq), block_n)
-    paged.decode_partials(query, key_cache, value_cache, suffix_table, suffix_lens, scale, suffix_splits,
-                          states_o[shared_slots:], states_lse[shared_slots:], block_n)
+    shared_o = states_o[:shared_slots].reshape(shared_slots * batch, hq, dv)
+    shared_lse = states_lse[:shared_slots].reshape(shared_slots * batch, hq)
+    has_shared = bool(work_rows) and chunk_table is not None
+    work = torch.tensor(work_rows, dtype=torch.int64, device=dev) if has_shared else None
+    cover = max((row[4] - row[3] for row in work_rows), default=0)
     output = torch.empty((batch, hq, dv), dtype=query.dtype, device=dev)
     lse = torch.empty((batch, hq), dtype=torch.float32, device=dev) if return_lse else None
-    paged.merge_states(states_o, states_lse, output, lse)
+
+    def launch() -> None:
+        if work is not None:
+            chunk_first_partials(query, key_cache, value_cache, chunk_table, work, cover, scale, shared_o,
+                                 shared_lse, block_n)
+        paged.decode_partials(query, key_cache, value_cache, suffix_table, suffix_lens, scale, suffix_splits,
+                              states_o[shared_slots:], states_lse[shared_slots:], block_n)
+        paged.merge_states(states_o, states_lse, output, lse)
+
+    return launch, output, lse
+
+
+def _run(query, key_cache, value_cache, chunk_table, work_rows, shared_slots, suffix_table, suffix_lens,
+         suffix_splits, scale, return_lse, block_n):
+    launch, output, lse = shared_launcher(query, key_cache, value_cache, chunk_table, work_rows, shared_slots,
+                                          suffix_table, suffix_lens, suffix_splits, scale, return_lse, block_n)
+    launch()
     return (output, lse) if return_lse else output
