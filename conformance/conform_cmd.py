@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from kvexact.conformance.profiles import PROFILE_NAMES, load_profile
+from kvexact.kernels.device import click_option as device_option
 
 
 @click.command()
@@ -20,6 +21,7 @@ from kvexact.conformance.profiles import PROFILE_NAMES, load_profile
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Override the profile's steps per example.")
 @click.option("--no-kernels", is_flag=True, help="Skip the device mirror and attention checks.")
 @click.option("--shrink/--no-shrink", default=True, show_default=True, help="Shrink a failure before reporting.")
+@device_option
 def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink) -> int:
     """Drive the reference (or an adapter) with random operation streams, against kernels and specs."""
     from kvexact.conformance.runner import machine_settings, run_machine, summary_line

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from kvexact.kernels.device import click_option as device_option
+
 
 @click.command()
 @click.option("--minutes", type=float, required=True, help="Wall-clock budget.")
@@ -21,6 +23,7 @@ import click
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Steps per example (profile default).")
 @click.option("--shrink/--no-shrink", default=True, show_default=True,
               help="Shrink a failure to a minimal example before writing the reproduction (can take minutes).")
+@device_option
 def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink) -> int:
     """Fuzz until the budget is spent or a failure is found (then write a replayable reproduction).
 

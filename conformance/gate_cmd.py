@@ -15,6 +15,7 @@ from rich.table import Table
 from kvexact.conformance import gate as gate_mod
 from kvexact.conformance import reports
 from kvexact.conformance.profiles import PROFILE_NAMES, resolve_profile
+from kvexact.kernels.device import click_option as device_option
 
 
 def _names(values: tuple[str, ...]) -> list[str]:
@@ -38,6 +39,7 @@ def _figures_text(figures: dict) -> str:
               help="System under test in the machines it fits (an allocator or a prefix-index adapter).")
 @click.option("--tlc-jar", type=click.Path(path_type=Path), default=None,
               help="tla2tools.jar for the TLC engine (or TLA2TOOLS_JAR).")
+@device_option
 def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter, tlc_jar) -> int:
     """Run the conformance gate: every registered check, a summary table, and reports."""
     console = Console(stderr=False)

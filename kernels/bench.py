@@ -1,10 +1,20 @@
-"""Kernel benchmark on a CUDA device: copy bandwidth, native compile checks, paged decode sweep against the
-roofline, shared-prefix against flat decode, and a torch SDPA baseline.
+"""Kernel benchmark: the device's copy bandwidth, native compile checks, paged decode against the roofline
+and against torch SDPA, and shared-prefix attention against flat paged decode.
 
 Runs on a bare GPU stack (torch, triton; no click, attrs, z3, tla, jpype): ``python -m kvexact.kernels.bench
---budget-s 600``; ``kvexact bench kernels`` wraps it. Exit codes: 0 every correctness check passed, 1 one
-failed, 2 usage error, 3 no CUDA device (nothing measured). ``--cpu-dry-run`` walks every section on tiny
+--budget-s 300``; ``kvexact bench kernels`` wraps it. Exit codes: 0 every correctness check passed, 1 one
+failed, 2 usage error, 3 no CUDA device (nothing measured). ``--device cpu`` walks every section on tiny
 shapes under the Triton interpreter, so the code paths are tested where no GPU exists; its timings mean nothing.
+
+Timing: on CUDA each point's kernel launches (and nothing else: inputs, outputs and workspaces are made
+first, nothing is validated, copied to the device or read back) are captured once in a CUDA graph, and
+``triton.testing.do_bench`` times the graph's replays (median, L2 flushed before each run), so Python
+wrappers and launch overhead stay out of the timed region; the eager time, which includes Triton's Python
+launch path, is reported beside it. Roofline bytes include the split workspace (stage 1 writes it and the
+merge reads it, at every split count). The peak is the device's own: a measured device-to-device copy of
+1 GiB, read plus write bytes. Baselines, as ratios of their time to the kernel's: torch SDPA over dense K/V
+gathered beforehand, and gather-then-SDPA from the paged pool (the gather timed, as a runtime without a
+paged kernel pays it).
 Invariant: every section checks the remaining budget first and is skipped, and reported as skipped, rather
 than overrunning it.
 """
@@ -14,24 +24,22 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
-from functools import partial
-
-H200_PEAK_BYTES_PER_S = 4.8e12
+from typing import Any
 
 
 def decode_bytes(seq_lens: Sequence[int], num_q_heads: int, num_kv_heads: int, head_dim: int, block_size: int,
                  kv_elem_bytes: int, q_elem_bytes: int, out_elem_bytes: int, num_splits: int) -> int:
     """Roofline bytes of one paged decode step (notes/kernels.md section 4), with exact L_b since tail
-    loads are masked: KV rows + q and out + block-table entries + split workspace written then read."""
+    loads are masked: KV rows + q and out + block-table entries + the fp32 split workspace (output and lse
+    per split), written by stage 1 and read by the merge (also for one split: the merge always runs)."""
     batch = len(seq_lens)
     kv = sum(seq_lens) * num_kv_heads * head_dim * 2 * kv_elem_bytes
     q_out = batch * num_q_heads * head_dim * (q_elem_bytes + out_elem_bytes)
     table = sum(-(-n // block_size) for n in seq_lens) * 4
-    workspace = 0 if num_splits == 1 else 2 * batch * num_q_heads * num_splits * (head_dim + 1) * 4
+    workspace = 2 * batch * num_q_heads * num_splits * (head_dim + 1) * 4
     return kv + q_out + table + workspace
 
 
@@ -50,47 +58,82 @@ class Budget:
         return self.deadline - time.monotonic()
 
 
-def _timer(fn: Callable[[], object], device, reps: int, flush=None) -> float:
-    """Median microseconds of ``fn`` over ``reps`` runs after a warm-up; L2 flushed before each run on CUDA."""
+def time_us(fn: Callable[[], object], device: Any, rep_ms: float, graph: bool = True) -> tuple[float, str]:
+    """Median microseconds of ``fn`` and how it was timed.
+
+    CUDA: ``fn`` runs once (compiling), is captured in a CUDA graph (``graph``) and ``do_bench`` times the
+    replays; a launch sequence that cannot be captured is timed eagerly and labelled so. CPU (dry run):
+    ``time.perf_counter`` around one call, which says nothing about speed.
+    """
+    if device.type != "cuda":
+        fn()
+        t0 = time.perf_counter()
+        fn()
+        return (time.perf_counter() - t0) * 1e6, "cpu-wallclock"
     import torch
+    import triton.testing
 
     fn()
-    times = []
-    for _ in range(reps):
-        if flush is not None:
-            flush.zero_()
-        if device.type == "cuda":
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            stop.record()
+    torch.cuda.synchronize()
+    how, timed = "do_bench(eager)", fn
+    cuda_graph = None
+    if graph:
+        try:
+            cuda_graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(cuda_graph):
+                fn()
+            how, timed = "do_bench(cuda graph)", cuda_graph.replay
+        except RuntimeError:  # not capturable: fall back to eager timing, labelled as such
+            cuda_graph = None
             torch.cuda.synchronize()
-            times.append(start.elapsed_time(stop) * 1e3)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(times)
+    ms = triton.testing.do_bench(timed, warmup=max(5, int(rep_ms // 4)), rep=rep_ms, return_mode="median")
+    del cuda_graph
+    return float(ms) * 1e3, how
 
 
-def _copy_us(torch, elems: int, device, reps: int) -> float:
-    """Median microseconds of one device-to-device copy of ``elems`` fp16 values."""
-    src = torch.empty(elems, dtype=torch.float16, device=device)
-    dst = torch.empty_like(src)
-    return _timer(lambda: dst.copy_(src), device, reps)
+def _paged_inputs(batch, seq_len, hq, hkv, d, bs, dtype, prefix_tokens=0, seed=0):
+    """A pool holding ``batch`` sequences of ``seq_len`` tokens (the first ``prefix_tokens`` shared), with
+    shuffled block ids, made by the device policy; returns (q, kc, vc, table, lens, prefix_ids, suffix_table,
+    suffix_lens)."""
+    import torch
+
+    from kvexact.kernels import device as dev
+
+    if prefix_tokens % bs:
+        raise ValueError("the benchmark's shared prefix is page-aligned")
+    prefix_blocks = prefix_tokens // bs
+    suffix = seq_len - prefix_tokens
+    suffix_blocks = -(-suffix // bs)
+    num_blocks = prefix_blocks + batch * suffix_blocks + 1
+    kc = dev.randn_native((num_blocks, bs, hkv, d), dtype, seed)
+    vc = dev.randn_native((num_blocks, bs, hkv, d), dtype, seed + 1)
+    perm = dev.randperm(num_blocks, dev.generator(seed)).to(torch.int32)
+    prefix_ids = perm[:prefix_blocks].contiguous()
+    suffix_table = perm[prefix_blocks: prefix_blocks + batch * suffix_blocks].reshape(batch, suffix_blocks)
+    table = torch.cat([prefix_ids.expand(batch, prefix_blocks), suffix_table], dim=1).contiguous()
+    lens = dev.full((batch,), seq_len, torch.int32)
+    suffix_lens = dev.full((batch,), suffix, torch.int32)
+    q = dev.randn_native((batch, hq, d), dtype, seed + 2)
+    return q, kc, vc, table, lens, prefix_ids, suffix_table.contiguous(), suffix_lens
 
 
-def _compile_check(torch, paged, shared, ref, dtype, d: int, group: int, tol, device) -> bool:
-    """Every kernel once at (dtype, head dim, group), natively compiled, against float64 or exactly."""
+def _compile_check(dtype, d: int, group: int, tol) -> bool:
+    """Every kernel once at (dtype, head dim, group), built for the policy's device, against float64 (the
+    attention kernels) or exactly (the cache writes and block copies)."""
+    import torch
+
+    from kvexact.kernels import device as dev
+    from kvexact.kernels import paged, shared
+    from kvexact.kernels import reference as ref
+
     hkv = 2
     atol, rtol = tol
-    q, kc, vc, table, lens, pref, stab, slens = _paged_inputs(
-        torch, 3, 37, hkv * group, hkv, d, 16, dtype, device, prefix_tokens=16)
-    lens = torch.tensor([37, 1, 20], dtype=torch.int32, device=device)
+    q, kc, vc, table, _lens, pref, stab, _ = _paged_inputs(3, 37, hkv * group, hkv, d, 16, dtype, prefix_tokens=16)
+    lens = dev.tensor([37, 1, 20], torch.int32)
     out = paged.paged_decode_attention(q, kc, vc, table, lens, num_splits=3)
     want, _ = ref.paged_decode_f64(q.cpu(), kc.cpu(), vc.cpu(), table.cpu(), lens.cpu())
     ok = bool(torch.allclose(out.double().cpu(), want, atol=atol, rtol=rtol))
-    slens = torch.tensor([21, 0, 4], dtype=torch.int32, device=device)
+    slens = dev.tensor([21, 0, 4], torch.int32)
     hyd = shared.shared_prefix_attention(q, kc, vc, pref, 16, stab, slens)
     hist = [torch.cat([ref.gather_history(c.cpu(), pref.cpu(), 16),
                        ref.gather_history(c.cpu(), stab[b].cpu(), int(slens[b]))]) for c in (kc, vc) for b in range(3)]
@@ -101,11 +144,10 @@ def _compile_check(torch, paged, shared, ref, dtype, d: int, group: int, tol, de
     chk = shared.chunked_shared_attention(q, kc, vc, chunks)
     ok = ok and bool(torch.allclose(chk.double().cpu(), want_h, atol=atol, rtol=rtol))
     kc2, vc2 = kc.clone(), vc.clone()
-    rows = torch.randn((4, hkv, d), device=device).to(dtype)
-    slots = torch.tensor([5, -1, 40, 17], dtype=torch.int64, device=device)
+    rows = dev.randn((4, hkv, d), dev.generator(1), dtype)
+    slots = dev.tensor([5, -1, 40, 17], torch.int64)
     paged.reshape_and_cache(rows, rows, kc2, vc2, slots)
-    copy = torch.tensor([[0, 3], [1, 4]], dtype=torch.int64, device=device)
-    paged.copy_blocks(kc2, vc2, copy)
+    paged.copy_blocks(kc2, vc2, dev.tensor([[0, 3], [1, 4]], torch.int64))
     want_k = kc.clone()
     for t, slot in enumerate(slots.tolist()):
         if slot >= 0:
@@ -114,183 +156,231 @@ def _compile_check(torch, paged, shared, ref, dtype, d: int, group: int, tol, de
     return ok and bool(torch.equal(kc2, want_k))
 
 
-def _emit(lines: list[str], text: str) -> None:
-    lines.append(text)
+def _emit(text: str) -> None:
     print(text, flush=True)
 
 
-def _paged_inputs(torch, batch, seq_len, hq, hkv, d, bs, dtype, device, prefix_tokens=0, gen_seed=0):
-    """A pool holding ``batch`` sequences of ``seq_len`` tokens (the first ``prefix_tokens`` shared), with
-    shuffled block ids; returns (q, kc, vc, table, lens, prefix_ids, suffix_table, suffix_lens)."""
-    torch.manual_seed(gen_seed)
-    prefix_blocks = -(-prefix_tokens // bs)
-    suffix = seq_len - prefix_tokens
-    suffix_blocks = -(-suffix // bs)
-    num_blocks = prefix_blocks + batch * suffix_blocks + 1
-    kc = torch.randn((num_blocks, bs, hkv, d), dtype=dtype, device=device)
-    vc = torch.randn((num_blocks, bs, hkv, d), dtype=dtype, device=device)
-    perm = torch.randperm(num_blocks, device=device).to(torch.int32)
-    prefix_ids = perm[:prefix_blocks]
-    suffix_table = perm[prefix_blocks: prefix_blocks + batch * suffix_blocks].reshape(batch, suffix_blocks)
-    if prefix_tokens % bs:
-        raise ValueError("the benchmark's shared prefix is page-aligned")
-    table = torch.cat([prefix_ids.expand(batch, prefix_blocks), suffix_table], dim=1).contiguous()
-    lens = torch.full((batch,), seq_len, dtype=torch.int32, device=device)
-    suffix_lens = torch.full((batch,), suffix, dtype=torch.int32, device=device)
-    q = torch.randn((batch, hq, d), dtype=dtype, device=device)
-    return q, kc, vc, table, lens, prefix_ids.contiguous(), suffix_table.contiguous(), suffix_lens
-
-
-def run(budget_s: float, cpu_dry_run: bool = False, json_path: str | None = None, reps: int = 50) -> int:
-    """Run every section within ``budget_s`` seconds; return the exit code."""
+def _free(device) -> None:
     import torch
 
-    if not cpu_dry_run and not torch.cuda.is_available():
-        print("kvexact bench kernels: needs a CUDA device (none is visible); nothing was measured",
-              file=sys.stderr)
-        return 3
-    from kvexact.kernels import paged, shared
-    from kvexact.kernels import reference as ref
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
 
-    budget = Budget(budget_s)
-    device = torch.device("cpu" if cpu_dry_run else "cuda")
-    lines: list[str] = []
-    record: dict = {"device": "cpu (dry run)" if cpu_dry_run else torch.cuda.get_device_name(device),
-                    "torch": torch.__version__, "sections": {}}
-    failures = 0
-    reps = 2 if cpu_dry_run else reps
-    flush = None if cpu_dry_run else torch.empty(256 * 1024 * 1024, dtype=torch.int8, device=device)
 
-    # 1. copy bandwidth (read + write bytes of a >= 1 GiB device-to-device copy)
-    copy_elems = (1 << 20) if cpu_dry_run else (1 << 30) // 2
-    us = _copy_us(torch, copy_elems, device, reps)
-    bandwidth = 2 * copy_elems * 2 / (us * 1e-6)  # read + write bytes
-    record["copy_bandwidth_bytes_per_s"] = bandwidth
-    _emit(lines, f"copy bandwidth: {bandwidth / 1e12:.3f} TB/s measured ({us:.1f} us to copy "
-                 f"{copy_elems * 2 / 2**30:.3f} GiB); "
-                 f"{bandwidth / H200_PEAK_BYTES_PER_S:.0%} of the H200's 4.8 TB/s")
+COMPILE_COMBOS_CUDA = [("bf16", 128, 1), ("bf16", 64, 4), ("bf16", 256, 8), ("fp16", 128, 8), ("fp16", 64, 1),
+                       ("fp16", 256, 4), ("fp32", 128, 4), ("fp32", 64, 8), ("fp32", 256, 1)]
+"""(dtype, head dim, query-head group): every pair of levels of two factors occurs once (a Latin square)."""
 
-    # 2. native compilation and correctness of every supported (dtype, head dim, group) combination
+
+def _section_copy(torch, device, dry: bool, rep_ms: float, record: dict) -> float:
+    from kvexact.kernels import device as dev
+
+    elems = (1 << 20) if dry else (1 << 29)  # fp16: 2 MiB on the dry run, 1 GiB on a GPU
+    src = dev.randn_native((elems,), torch.float16, 0)
+    dst = dev.empty((elems,), torch.float16)
+    us, how = time_us(lambda: dst.copy_(src), device, rep_ms, graph=False)
+    bandwidth = 2 * elems * 2 / (us * 1e-6)
+    record["copy"] = {"bytes_each_way": elems * 2, "us": us, "timer": how, "bytes_per_s": bandwidth}
+    _emit(f"copy bandwidth: {bandwidth / 1e12:.3f} TB/s measured (read + write of {elems * 2 / 2**30:.3f} GiB in "
+          f"{us:.1f} us, {how}); the peak every fraction below is taken of")
+    return bandwidth
+
+
+def _section_compile(torch, dry: bool, budget: Budget, budget_s: float, record: dict) -> int:
+    from kvexact.kernels.differential import TOLERANCES
+
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
-    tol = {"bf16": (1.6e-2, 1e-2), "fp16": (2e-3, 2e-3), "fp32": (1e-5, 1e-5)}
-    combos = [(n, d, g) for n in dtypes for d in ((16, 64) if cpu_dry_run else (64, 128, 256))
-              for g in ((1, 4) if cpu_dry_run else (1, 4, 8))]
-    compiled: list[dict] = []
+    combos = [("fp16", 16, 1), ("bf16", 16, 4), ("fp32", 64, 4)] if dry else COMPILE_COMBOS_CUDA
+    rows: list[dict] = []
     for name, d, group in combos:
-        if budget.left() < 0.6 * budget_s:
-            _emit(lines, f"compile check: stopped after {len(compiled)} of {len(combos)} combinations (budget)")
+        if budget.left() < 0.7 * budget_s:
+            _emit(f"compile check: stopped after {len(rows)} of {len(combos)} combinations (budget)")
             break
         try:
-            ok = _compile_check(torch, paged, shared, ref, dtypes[name], d, group, tol[name], device)
-            error = ""
+            ok, error = _compile_check(dtypes[name], d, group, TOLERANCES[dtypes[name]]), ""
         except Exception as exc:  # a native compile failure is a finding, not a crash of the whole run
             ok, error = False, f"{type(exc).__name__}: {str(exc)[:200]}"
-        compiled.append({"dtype": name, "head_dim": d, "group": group, "ok": ok, "error": error})
-        failures += not ok
-    bad = [c for c in compiled if not c["ok"]]
-    _emit(lines, f"compile check: {len(compiled)} (dtype, head dim, group) combinations compiled and ran; "
-                 f"{len(bad)} wrong against float64" + (f": {bad}" if bad else ""))
-    record["sections"]["compile"] = compiled
+        rows.append({"dtype": name, "head_dim": d, "group": group, "ok": ok, "error": error})
+    bad = [c for c in rows if not c["ok"]]
+    _emit(f"compile check: {len(rows)} (dtype, head dim, group) combinations built and ran; {len(bad)} wrong "
+          f"against float64" + (f": {bad}" if bad else ""))
+    record["compile"] = rows
+    return len(bad)
 
-    # 3. paged decode sweep against the roofline
-    hq, hkv, d, bs = (4, 2, 16, 16) if cpu_dry_run else (32, 8, 128, 16)
-    batches = (1, 2) if cpu_dry_run else (1, 8, 32, 128, 256)
-    contexts = (32, 64) if cpu_dry_run else (1024, 4096, 16384, 32768)
-    dtype = torch.float16 if cpu_dry_run else torch.bfloat16
-    _emit(lines, f"paged decode, {dtype}, Hq {hq}, Hkv {hkv}, D {d}, block {bs}:")
-    _emit(lines, f"{'batch':>6} {'context':>8} {'splits':>6} {'us':>10} {'MB moved':>10} {'TB/s':>7} "
-                 f"{'of meas.':>8} {'of 4.8':>7} {'sdpa us':>9}")
-    sweep = []
-    points = [(batch, ctx) for batch in batches for ctx in contexts]
-    for batch, ctx in points:
-        if budget.left() < 0.35 * budget_s:
-            _emit(lines, f"decode sweep: stopped before batch {batch}, context {ctx} (budget)")
+
+def _dense_baselines(torch, q, kc, vc, table, batch, ctx, hkv, d, device, rep_ms):
+    """(dense SDPA us, gather-then-SDPA us, dense output) over the same K/V rows."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    flat = table.reshape(-1).long()
+    kd = kc.index_select(0, flat).reshape(batch, -1, hkv, d)[:, :ctx].transpose(1, 2).contiguous()
+    vd = vc.index_select(0, flat).reshape(batch, -1, hkv, d)[:, :ctx].transpose(1, 2).contiguous()
+    qd = q[:, :, None, :]
+    dense_out = sdpa(qd, kd, vd, enable_gqa=True)[:, :, 0]
+    dense_us, _ = time_us(lambda: sdpa(qd, kd, vd, enable_gqa=True), device, rep_ms)
+
+    def gather_then_sdpa():
+        kg = kc.index_select(0, flat).reshape(batch, -1, hkv, d)[:, :ctx].transpose(1, 2)
+        vg = vc.index_select(0, flat).reshape(batch, -1, hkv, d)[:, :ctx].transpose(1, 2)
+        return sdpa(qd, kg, vg, enable_gqa=True)
+
+    gather_us, _ = time_us(gather_then_sdpa, device, rep_ms)
+    return dense_us, gather_us, dense_out
+
+
+def _section_decode(torch, device, dry: bool, rep_ms: float, bandwidth: float, budget: Budget, budget_s: float,
+                    record: dict) -> int:
+    from kvexact.kernels import paged
+
+    hq, hkv, d, bs = (4, 2, 16, 16) if dry else (32, 8, 128, 16)
+    batches = (1, 2) if dry else (1, 8, 32, 128, 256)
+    contexts = (32, 64) if dry else (1024, 4096, 16384, 32768)
+    dtype = torch.float16 if dry else torch.bfloat16
+    _emit(f"paged decode, {str(dtype)[6:]}, Hq {hq}, Hkv {hkv}, D {d}, block {bs}; fractions of the measured "
+          f"copy bandwidth; baselines as (their time / kernel time):")
+    _emit(f"{'batch':>6} {'context':>8} {'splits':>6} {'us':>9} {'eager us':>9} {'MB':>9} {'TB/s':>6} "
+          f"{'of copy':>7} {'sdpa':>9} {'ratio':>6} {'gth+sdpa':>9} {'ratio':>6}")
+    rows, failures = [], 0
+    for batch in batches:
+        for ctx in contexts:
+            if budget.left() < 0.35 * budget_s:
+                _emit(f"decode sweep: stopped before batch {batch}, context {ctx} (budget)")
+                record["decode"] = rows
+                return failures
+            q, kc, vc, table, lens, *_ = _paged_inputs(batch, ctx, hq, hkv, d, bs, dtype)
+            splits = paged.default_num_splits(batch, hkv, ctx // bs, device)
+            paged.paged_decode_attention(q, kc, vc, table, lens, num_splits=splits)  # validated once, untimed
+            launch, out, _ = paged.decode_launcher(q, kc, vc, table, lens, splits)
+            us, how = time_us(launch, device, rep_ms)
+            eager_us, _ = time_us(launch, device, rep_ms, graph=False)
+            moved = decode_bytes([ctx] * batch, hq, hkv, d, bs, 2, 2, 2, splits)
+            rate = moved / (us * 1e-6)
+            row = {"batch": batch, "context": ctx, "splits": splits, "us": us, "timer": how, "eager_us": eager_us,
+                   "bytes": moved, "bytes_per_s": rate, "of_copy_bandwidth": rate / bandwidth,
+                   "sdpa_us": math.nan, "gather_sdpa_us": math.nan, "agrees_with_sdpa": None}
+            if ctx * batch <= 64 * 32768:  # the dense copies stay under about 9 GB each
+                try:
+                    dense_us, gather_us, dense_out = _dense_baselines(torch, q, kc, vc, table, batch, ctx, hkv, d,
+                                                                      device, rep_ms)
+                    launch()
+                    agree = bool(torch.allclose(out.float(), dense_out.float(), atol=2e-2, rtol=2e-2))
+                    failures += not agree
+                    row.update(sdpa_us=dense_us, gather_sdpa_us=gather_us, agrees_with_sdpa=agree)
+                except (RuntimeError, TypeError) as exc:  # out of memory, or a torch without enable_gqa
+                    _emit(f"  sdpa baselines skipped: {type(exc).__name__}: {str(exc)[:80]}")
+            rows.append(row)
+            _emit(f"{batch:>6} {ctx:>8} {splits:>6} {us:>9.1f} {eager_us:>9.1f} {moved / 1e6:>9.2f} "
+                  f"{rate / 1e12:>6.3f} {rate / bandwidth:>7.0%} {row['sdpa_us']:>9.1f} "
+                  f"{row['sdpa_us'] / us:>6.2f} {row['gather_sdpa_us']:>9.1f} {row['gather_sdpa_us'] / us:>6.2f}"
+                  + ("" if row["agrees_with_sdpa"] is not False else "  DIFFERS FROM SDPA"))
+            del q, kc, vc, table, lens, launch, out
+            _free(device)
+    record["decode"] = rows
+    return failures
+
+
+def _section_shared(torch, device, dry: bool, rep_ms: float, budget: Budget, budget_s: float, record: dict) -> int:
+    from kvexact.kernels import paged, shared
+
+    hq, hkv, d, bs = (4, 2, 16, 16) if dry else (32, 8, 128, 16)
+    dtype = torch.float16 if dry else torch.bfloat16
+    points = [(b, p, s) for b in ((2,) if dry else (32, 128, 256)) for p in ((32,) if dry else (1024, 4096, 16384))
+              for s in ((16,) if dry else (64, 256))]
+    _emit(f"shared prefix (Hydragen schedule) vs flat paged decode ({str(dtype)[6:]}, Hq {hq}, Hkv {hkv}, D {d}):")
+    _emit(f"{'batch':>6} {'prefix':>7} {'suffix':>7} {'flat us':>9} {'shared us':>9} {'speedup':>8} {'ideal':>7}")
+    rows, failures = [], 0
+    for batch, p, s in points:
+        if budget.left() < 0.05 * budget_s:
+            _emit(f"shared prefix: stopped before batch {batch}, prefix {p}, suffix {s} (budget)")
             break
-        q, kc, vc, table, lens, *_ = _paged_inputs(torch, batch, ctx, hq, hkv, d, bs, dtype, device)
-        splits = paged.default_num_splits(batch, hkv, ctx // bs, device)
-        paged.paged_decode_attention(q, kc, vc, table, lens, num_splits=splits)  # validated once
-        us = _timer(partial(paged.paged_decode_attention, q, kc, vc, table, lens, num_splits=splits,
-                            validate=False), device, reps, flush)
-        moved = decode_bytes([ctx] * batch, hq, hkv, d, bs, 2, 2, 2, splits)
-        rate = moved / (us * 1e-6)
-        sdpa_us = math.nan
-        if ctx * batch <= 64 * 32768:  # the dense copies stay under about 9 GB each
-            try:  # dense baseline over the same rows: torch SDPA with GQA
-                kd = kc[table.long()].reshape(batch, -1, hkv, d)[:, :ctx].transpose(1, 2).contiguous()
-                vd = vc[table.long()].reshape(batch, -1, hkv, d)[:, :ctx].transpose(1, 2).contiguous()
-                qd = q[:, :, None, :]
-                sdpa = torch.nn.functional.scaled_dot_product_attention
-                sdpa_us = _timer(partial(sdpa, qd, kd, vd, enable_gqa=True), device, reps, flush)
-                del kd, vd
-            except (RuntimeError, TypeError) as exc:  # out of memory, or an older torch without GQA
-                _emit(lines, f"  sdpa baseline skipped: {type(exc).__name__}: {str(exc)[:80]}")
-        row = {"batch": batch, "context": ctx, "splits": splits, "us": us, "bytes": moved,
-               "bytes_per_s": rate, "of_measured": rate / bandwidth, "sdpa_us": sdpa_us}
-        sweep.append(row)
-        _emit(lines, f"{batch:>6} {ctx:>8} {splits:>6} {us:>10.1f} {moved / 1e6:>10.2f} {rate / 1e12:>7.3f} "
-                     f"{rate / bandwidth:>8.0%} {rate / H200_PEAK_BYTES_PER_S:>7.0%} {sdpa_us:>9.1f}")
-        del q, kc, vc, table, lens
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
-    record["sections"]["decode"] = sweep
+        q, kc, vc, table, lens, pref, stab, slens = _paged_inputs(batch, p + s, hq, hkv, d, bs, dtype,
+                                                                  prefix_tokens=p)
+        splits = paged.default_num_splits(batch, hkv, (p + s) // bs, device)
+        psplits = paged.default_num_splits(1, hkv, p // bs, device)
+        flat, flat_out, _ = paged.decode_launcher(q, kc, vc, table, lens, splits)
+        hyd, hyd_out, _ = shared.hydragen_launcher(q, kc, vc, pref, p, stab, slens, prefix_splits=psplits)
+        flat_us, _ = time_us(flat, device, rep_ms)
+        shared_us, how = time_us(hyd, device, rep_ms)
+        flat()
+        hyd()
+        agree = bool(torch.allclose(flat_out.float(), hyd_out.float(), atol=2e-2, rtol=2e-2))
+        failures += not agree
+        ideal = ideal_shared_speedup(batch, p, s)
+        rows.append({"batch": batch, "prefix": p, "suffix": s, "flat_us": flat_us, "shared_us": shared_us,
+                     "timer": how, "speedup": flat_us / shared_us, "ideal": ideal, "agree": agree})
+        _emit(f"{batch:>6} {p:>7} {s:>7} {flat_us:>9.1f} {shared_us:>9.1f} {flat_us / shared_us:>8.2f} "
+              f"{ideal:>7.2f}" + ("" if agree else "  OUTPUTS DIFFER"))
+        del q, kc, vc, table, lens, pref, stab, slens, flat, hyd, flat_out, hyd_out
+        _free(device)
+    record["shared_prefix"] = rows
+    return failures
 
-    # 4. shared prefix (Hydragen-style) against flat paged decode over the same rows
-    prefixes = (32,) if cpu_dry_run else (1024, 4096, 16384)
-    suffixes = (16,) if cpu_dry_run else (64, 256)
-    sbatches = (2,) if cpu_dry_run else (32, 128, 256)
-    _emit(lines, f"shared prefix vs flat paged decode ({dtype}, Hq {hq}, Hkv {hkv}, D {d}):")
-    _emit(lines, f"{'batch':>6} {'prefix':>7} {'suffix':>7} {'flat us':>10} {'shared us':>10} {'speedup':>8} "
-                 f"{'ideal':>7}")
-    shared_rows = []
-    for batch in sbatches:
-        for p in prefixes:
-            for s in suffixes:
-                if budget.left() < 0.05 * budget_s:
-                    break
-                q, kc, vc, table, lens, pref, stab, slens = _paged_inputs(
-                    torch, batch, p + s, hq, hkv, d, bs, dtype, device, prefix_tokens=p)
-                splits = paged.default_num_splits(batch, hkv, (p + s) // bs, device)
-                flat_us = _timer(partial(paged.paged_decode_attention, q, kc, vc, table, lens, num_splits=splits,
-                                         validate=False), device, reps, flush)
-                psplits = max(1, paged.default_num_splits(1, hkv, p // bs, device))
-                shared_us = _timer(partial(shared.shared_prefix_attention, q, kc, vc, pref, p, stab, slens,
-                                           prefix_splits=psplits, validate=False), device, reps, flush)
-                a = paged.paged_decode_attention(q, kc, vc, table, lens, num_splits=splits)
-                b = shared.shared_prefix_attention(q, kc, vc, pref, p, stab, slens, prefix_splits=psplits)
-                agree = bool(torch.allclose(a.float(), b.float(), atol=2e-2, rtol=2e-2))
-                failures += not agree
-                ideal = ideal_shared_speedup(batch, p, s)
-                shared_rows.append({"batch": batch, "prefix": p, "suffix": s, "flat_us": flat_us,
-                                    "shared_us": shared_us, "speedup": flat_us / shared_us, "ideal": ideal,
-                                    "agree": agree})
-                _emit(lines, f"{batch:>6} {p:>7} {s:>7} {flat_us:>10.1f} {shared_us:>10.1f} "
-                             f"{flat_us / shared_us:>8.2f} {ideal:>7.2f}" + ("" if agree else "  OUTPUTS DIFFER"))
-                del q, kc, vc, table, lens, pref, stab, slens
-                if device.type == "cuda":
-                    torch.cuda.empty_cache()
-    record["sections"]["shared_prefix"] = shared_rows
+
+def long_context_fraction(decode_rows: list[dict]) -> dict | None:
+    """The decode point with the longest context (largest batch among those) and its copy-bandwidth fraction."""
+    if not decode_rows:
+        return None
+    row = max(decode_rows, key=lambda r: (r["context"], r["batch"]))
+    return {"batch": row["batch"], "context": row["context"], "of_copy_bandwidth": row["of_copy_bandwidth"]}
+
+
+def run(budget_s: float, device_name: str | None = None, json_path: str | None = None, rep_ms: float = 50.0) -> int:
+    """Run every section within ``budget_s`` seconds on ``device_name`` (default cuda); return the exit code."""
+    import torch
+
+    from kvexact.kernels import device as dev
+    from kvexact.kernels.errors import DeviceError
+
+    try:
+        dev.select(device_name or "cuda")
+    except DeviceError as exc:
+        print(f"kvexact bench kernels: needs a CUDA device ({exc.detail}); nothing was measured"
+              if device_name is None else f"kvexact bench kernels: {exc.detail}", file=sys.stderr)
+        return 3 if device_name is None else 2
+    device = dev.device()
+    dry = device.type != "cuda"
+    budget = Budget(budget_s)
+    record: dict = {"device": "cpu (dry run: timings mean nothing)" if dry else torch.cuda.get_device_name(device),
+                    "torch": torch.__version__, "timing": "see kvexact.kernels.bench's docstring", "sections": {}}
+    try:
+        import triton
+
+        record["triton"] = triton.__version__
+    except ImportError:
+        pass
+    sections = record["sections"]
+    bandwidth = _section_copy(torch, device, dry, rep_ms, sections)
+    failures = _section_compile(torch, dry, budget, budget_s, sections)
+    failures += _section_decode(torch, device, dry, rep_ms, bandwidth, budget, budget_s, sections)
+    failures += _section_shared(torch, device, dry, rep_ms, budget, budget_s, sections)
+    record["long_context"] = long_context_fraction(sections["decode"])
     record["failures"] = failures
     if json_path:
         with open(json_path, "w") as fh:
             json.dump(record, fh, indent=1, default=str)
-    _emit(lines, f"done: {failures} correctness failure(s); {max(0.0, budget.left()):.0f} s of budget left")
+    if record["long_context"]:
+        lc = record["long_context"]
+        _emit(f"paged decode at context {lc['context']} (batch {lc['batch']}): {lc['of_copy_bandwidth']:.0%} of the "
+              f"measured copy bandwidth")
+    _emit(f"done: {failures} correctness failure(s); {max(0.0, budget.left()):.0f} s of budget left")
     return 1 if failures else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kvexact.kernels.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--budget-s", type=float, default=600.0, help="wall-clock budget in seconds (default 600)")
+    parser.add_argument("--budget-s", type=float, default=300.0, help="wall-clock budget in seconds (default 300)")
     parser.add_argument("--json", dest="json_path", default=None, help="also write the figures as JSON here")
-    parser.add_argument("--reps", type=int, default=50, help="timed repetitions per point (median)")
-    parser.add_argument("--cpu-dry-run", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--rep-ms", type=float, default=50.0, help="do_bench's timing window per point, in ms")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                        help="cuda (default; exit 3 without one) or cpu: a dry run on tiny shapes")
+    parser.add_argument("--cpu-dry-run", action="store_true", help=argparse.SUPPRESS)  # = --device cpu
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return 0 if exc.code == 0 else 2
-    if args.budget_s <= 0 or args.reps <= 0:
-        print("kvexact bench kernels: --budget-s and --reps must be positive", file=sys.stderr)
+    if args.budget_s <= 0 or args.rep_ms <= 0:
+        print("kvexact bench kernels: --budget-s and --rep-ms must be positive", file=sys.stderr)
         return 2
-    return run(args.budget_s, args.cpu_dry_run, args.json_path, args.reps)
+    return run(args.budget_s, "cpu" if args.cpu_dry_run else args.device, args.json_path, args.rep_ms)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ Triton, and by every factory below). Settled on ``cuda``, ``TRITON_INTERPRET`` i
 compiles natively; settled on ``cpu``, ``TRITON_INTERPRET=1`` is set (this is the only place that sets it)
 and the kernels run under Triton's interpreter. The default is ``cuda`` when torch sees a CUDA device and
 the user did not set ``TRITON_INTERPRET=1``, else ``cpu``; :func:`select` (the subcommands' ``--device``)
-overrides it before it settles. Kernel-facing code makes its tensors only through the factories below
-(``tests/kernels/test_kernels_device_policy.py`` enforces it), so a native kernel never sees a host pointer.
+overrides it before it settles, and ``KVEXACT_DEVICE`` carries a choice to subprocesses. Kernel-facing code
+makes its tensors only through the factories below (``tests/kernels/test_kernels_device_policy.py``
+enforces it), so a native kernel never sees a host pointer.
 
 This module imports nothing but the standard library and torch (the bare GPU stack); ``click_option`` imports
 click only when called.
@@ -21,6 +22,7 @@ from typing import Any
 from kvexact.kernels.errors import DeviceError, DeviceRejection
 
 NAMES = ("cpu", "cuda")
+ENV = "KVEXACT_DEVICE"
 _chosen: str | None = None  # what select() asked for
 _settled: str | None = None  # what the kernels were built for
 
@@ -35,7 +37,12 @@ def cuda_available() -> bool:
 
 
 def default_name() -> str:
-    """``cuda`` when present (and the interpreter was not forced by the user), else ``cpu``."""
+    """``KVEXACT_DEVICE`` when set (how a choice reaches subprocesses), else ``cuda`` when present (and the
+    interpreter was not forced by the user), else ``cpu``."""
+    asked = os.environ.get(ENV)
+    if asked:
+        select(asked)
+        return asked
     if os.environ.get("TRITON_INTERPRET") == "1":
         return "cpu"
     return "cuda" if cuda_available() else "cpu"
@@ -57,6 +64,7 @@ def select(name: str | None) -> None:
         raise DeviceError(DeviceRejection.ALREADY_SETTLED,
                           f"--device {name}: this process already runs the kernels on {_settled}")
     _chosen = name
+    os.environ[ENV] = name  # subprocesses (the int64 probe, a benchmark) follow the same choice
 
 
 def settle() -> str:
@@ -126,6 +134,22 @@ def randn(shape: Any, generator: Any, dtype: Any = None) -> Any:
     return host.to(dtype or torch.float32).to(device())
 
 
+def randperm(n: int, generator: Any) -> Any:
+    """A permutation of ``range(n)`` (int64) drawn on the host from ``generator``, then moved."""
+    import torch
+
+    return torch.randperm(n, generator=generator, device="cpu").to(device())
+
+
+def randn_native(shape: Any, dtype: Any, seed: int) -> Any:
+    """Standard normal values drawn on the device itself (fast for benchmark-sized pools; unlike
+    :func:`randn`, the numbers differ between devices)."""
+    import torch
+
+    torch.manual_seed(seed)
+    return torch.randn(shape, dtype=dtype, device=device())
+
+
 def generator(seed: int) -> Any:
     """A seeded host generator for :func:`randn`."""
     import torch
@@ -138,9 +162,10 @@ def to_device(t: Any) -> Any:
     return t.to(device())
 
 
-def click_option(func: Any) -> Any:
+def click_option(func: Any, expose: bool = False) -> Any:
     """``--device cpu|cuda`` for a click subcommand: applied while parsing (before the command imports any
-    kernel); an impossible request is a one-line usage error (exit 2)."""
+    kernel); an impossible request is a one-line usage error (exit 2). With ``expose`` the command also
+    receives the name asked for (None when not given) as ``device_name``."""
     import click
 
     def apply(ctx: Any, _param: Any, value: str | None) -> str | None:
@@ -151,6 +176,6 @@ def click_option(func: Any) -> Any:
         return value
 
     return click.option("--device", "device_name", type=click.Choice(NAMES), default=None, is_eager=True,
-                        expose_value=False, callback=apply,
+                        expose_value=expose, callback=apply,
                         help="Where the kernels and their tensors run (default: cuda when present, else the "
                              "cpu under Triton's interpreter).")(func)

@@ -15,6 +15,7 @@ import sys
 def main(argv: list[str]) -> int:
     import torch
 
+    from kvexact.kernels import device as dev
     from kvexact.kernels import paged
     from kvexact.kernels import reference as ref
 
@@ -22,25 +23,23 @@ def main(argv: list[str]) -> int:
     block_size, heads, dim = 16, 1, 16
     per_block = block_size * heads * dim
     num_blocks = 2**31 // per_block + 2  # 2^31 + 2 blocks' worth of elements: ids near the end overflow int32
-    device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        kc = torch.empty((num_blocks, block_size, heads, dim), dtype=torch.float16, device=device)
-        vc = torch.empty((num_blocks, block_size, heads, dim), dtype=torch.float16, device=device)
+        kc = dev.empty((num_blocks, block_size, heads, dim), torch.float16)
+        vc = dev.empty((num_blocks, block_size, heads, dim), torch.float16)
     except RuntimeError as exc:  # no overcommit here: the probe cannot run, which is not a kernel failure
         print(f"CANNOT-RUN: {exc}"[:300], flush=True)
         return 3
     assert kc.numel() > 2**31
     last = num_blocks - 1
-    gen = torch.Generator().manual_seed(0)
-    keys = torch.randn((block_size, heads, dim), generator=gen).half()
-    values = torch.randn((block_size, heads, dim), generator=gen).half()
-    slots = torch.arange(last * block_size, (last + 1) * block_size, dtype=torch.int64, device=device)
-    paged.reshape_and_cache(keys.to(device), values.to(device), kc, vc, slots)
-    query = torch.randn((1, 2, dim), generator=gen).half()
-    out = paged.paged_decode_attention(query.to(device), kc, vc,
-                                       torch.tensor([[last]], dtype=torch.int32, device=device),
-                                       torch.tensor([block_size], dtype=torch.int32, device=device))
-    want, _ = ref.attention_f64(query[0], keys, values)
+    gen = dev.generator(0)
+    keys = dev.randn((block_size, heads, dim), gen, torch.float16)
+    values = dev.randn((block_size, heads, dim), gen, torch.float16)
+    slots = dev.arange(block_size) + last * block_size
+    paged.reshape_and_cache(keys, values, kc, vc, slots)
+    query = dev.randn((1, 2, dim), gen, torch.float16)
+    out = paged.paged_decode_attention(query, kc, vc, dev.tensor([[last]], torch.int32),
+                                       dev.tensor([block_size], torch.int32))
+    want, _ = ref.attention_f64(query[0].cpu(), keys.cpu(), values.cpu())
     good = bool(torch.allclose(out[0].double().cpu(), want, atol=2e-3, rtol=2e-3))
     print("OK" if good else "WRONG", flush=True)
     return 0 if good else 1

@@ -15,6 +15,7 @@ import math
 
 # isort: off
 from kvexact.kernels import device as _device
+from kvexact.kernels.errors import KernelInputError, KernelRejection
 
 _device.settle()  # sets or clears TRITON_INTERPRET before triton is imported
 
@@ -23,7 +24,6 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 # isort: on
-from kvexact.kernels.errors import KernelInputError, KernelRejection
 
 _INT64_ADDRESSING = True
 """Cast loaded block ids and slots to int64 before addressing. Only the overflow test turns this off."""
@@ -41,7 +41,7 @@ def default_block_n(head_dim: int = 128, dtype: torch.dtype = torch.bfloat16) ->
     256 bytes, fewer for wider rows, so K and V tiles of a pipelined loop stay well inside shared memory."""
     if _device.interpreted():
         return MIN_DOT
-    row_bytes = _pow2(head_dim, MIN_DOT) * torch.empty((), dtype=dtype).element_size()
+    row_bytes = _pow2(head_dim, MIN_DOT) * dtype.itemsize
     return max(MIN_DOT, min(64, 64 * 256 // row_bytes))
 
 

@@ -1,7 +1,9 @@
 """Float64 references for the kernels: gather the logical rows, repeat KV heads, softmax in binary64.
 
 Invariant: each function reads only the rows a sequence's length references (never a slot past it) and
-computes in float64 on the CPU, so it is the oracle the kernels are compared against.
+computes in float64 on the CPU (the host, whatever the kernels' device), so it is the oracle the kernels are
+compared against; results are returned on the device of the inputs, so a test compares them with a kernel's
+output where that output lives.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ import torch
 
 def attention_f64(query, keys, values, scale: float | None = None):
     """Attention of one query row ``[Hq, Dk]`` over a logical history ``keys [T, Hkv, Dk]``,
-    ``values [T, Hkv, Dv]``; returns float64 ``(out [Hq, Dv], lse [Hq])``; T = 0 gives zeros and -inf."""
+    ``values [T, Hkv, Dv]``; returns float64 ``(out [Hq, Dv], lse [Hq])`` on ``query``'s device; T = 0 gives
+    zeros and -inf."""
+    out, lse = _attention_host(query, keys, values, scale)
+    return out.to(query.device), lse.to(query.device)
+
+
+def _attention_host(query, keys, values, scale):
     q = query.detach().to("cpu", torch.float64)
     k = keys.detach().to("cpu", torch.float64)
     v = values.detach().to("cpu", torch.float64)
@@ -21,8 +29,8 @@ def attention_f64(query, keys, values, scale: float | None = None):
     hkv = k.shape[1]
     scale = 1.0 / math.sqrt(dk) if scale is None else scale
     if k.shape[0] == 0:
-        return torch.zeros((hq, v.shape[2]), dtype=torch.float64), torch.full((hq,), -math.inf,
-                                                                              dtype=torch.float64)
+        return (torch.zeros((hq, v.shape[2]), dtype=torch.float64, device="cpu"),
+                torch.full((hq,), -math.inf, dtype=torch.float64, device="cpu"))
     group = hq // hkv
     k = k.repeat_interleave(group, dim=1)  # [T, Hq, Dk]
     v = v.repeat_interleave(group, dim=1)

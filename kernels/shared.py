@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 # isort: off
 from kvexact.kernels import device as _device
+from kvexact.kernels import paged
+from kvexact.kernels.errors import KernelInputError, KernelRejection
 
 _device.settle()  # sets or clears TRITON_INTERPRET before triton is imported
 
@@ -27,8 +29,6 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 # isort: on
-from kvexact.kernels import paged
-from kvexact.kernels.errors import KernelInputError, KernelRejection
 
 MIN_ROWS = 16  # query rows per chunk-first program (a tl.dot M dimension)
 

@@ -15,5 +15,23 @@ def pytest_configure(config):
     config.stash_profile = chosen  # type: ignore[attr-defined]
 
 
+def pytest_collection_modifyitems(config, items):
+    """``gpu`` tests need CUDA: without it they are skipped, with the reason (everything else runs on the
+    device policy's device, whichever is present)."""
+    if not any("gpu" in item.keywords for item in items):
+        return
+    from kvexact.kernels.device import cuda_available
+
+    if cuda_available():
+        return
+    import pytest
+
+    skip = pytest.mark.skip(reason="needs a CUDA device (none is visible; the kernels run under Triton's CPU "
+                                   "interpreter here)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
 def pytest_report_header(config):
     return f"kvexact hypothesis profile: {getattr(config, 'stash_profile', '?')}"

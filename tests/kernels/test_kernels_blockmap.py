@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from kvexact.kernels import device as dev
 from kvexact.kernels import paged
 from kvexact.kernels import reference as ref
 from kvexact.kernels.errors import KernelInputError, KernelRejection
@@ -18,7 +19,7 @@ def test_seed_expansion_32_to_16():
 
 
 def test_decode_through_expanded_table_equals_decode_through_allocator_table():
-    gen = torch.Generator().manual_seed(4)
+    gen = torch.Generator(dev.device()).manual_seed(4)
     alloc_k = torch.randn(5, 32, 2, 16, generator=gen)  # allocator blocks of 32 tokens
     alloc_v = torch.randn(5, 32, 2, 16, generator=gen)
     kern_k, kern_v = alloc_k.view(10, 16, 2, 16), alloc_v.view(10, 16, 2, 16)  # the same bytes, P_k = 16

@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 
+from kvexact.kernels import device as dev
 from kvexact.kernels import paged
 from kvexact.kernels import reference as ref
 from kvexact.kernels.differential import TOLERANCES, make_caches
@@ -96,7 +97,7 @@ INF = math.inf
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 def test_merge_attn_states_equals_float64_including_empty_sides(dtype):
     t, h, d = 6, 3, 16
-    gen = torch.Generator().manual_seed(3)
+    gen = torch.Generator(dev.device()).manual_seed(3)
     po = torch.randn(t, h, d, generator=gen).to(dtype)
     so = torch.randn(t, h, d, generator=gen).to(dtype)
     pl = torch.randn(t, h, generator=gen) * 3
@@ -118,7 +119,7 @@ def test_merge_attn_states_equals_float64_including_empty_sides(dtype):
 
 
 def test_merge_of_split_attention_equals_whole_attention():
-    gen = torch.Generator().manual_seed(5)
+    gen = torch.Generator(dev.device()).manual_seed(5)
     q = torch.randn(4, 16, generator=gen)
     k = torch.randn(9, 2, 16, generator=gen)
     v = torch.randn(9, 2, 16, generator=gen)

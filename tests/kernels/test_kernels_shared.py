@@ -7,6 +7,7 @@ import os
 import pytest
 import torch
 
+from kvexact.kernels import device as dev
 from kvexact.kernels import differential as D
 from kvexact.kernels import paged, shared
 from kvexact.kernels import reference as ref
@@ -45,7 +46,7 @@ def test_seed_tree_fp32_kernel_agrees_with_the_binary64_reference_schedules():
 
 
 def test_hydragen_with_empty_prefix_equals_paged_decode():
-    gen = torch.Generator().manual_seed(1)
+    gen = torch.Generator(dev.device()).manual_seed(1)
     kc = torch.randn(6, 4, 2, 16, generator=gen)
     vc = torch.randn(6, 4, 2, 16, generator=gen)
     q = torch.randn(2, 4, 16, generator=gen)
@@ -58,7 +59,7 @@ def test_hydragen_with_empty_prefix_equals_paged_decode():
 
 
 def test_hydragen_returns_merged_lse():
-    gen = torch.Generator().manual_seed(2)
+    gen = torch.Generator(dev.device()).manual_seed(2)
     kc = torch.randn(6, 4, 1, 16, generator=gen)
     vc = torch.randn(6, 4, 1, 16, generator=gen)
     q = torch.randn(2, 2, 16, generator=gen)
