@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import attrs
 
+from kvexact.kernels import device as policy
+
 HEAD_DIM = 16
 NUM_KV_HEADS = 2
 NUM_Q_HEADS = 4
@@ -29,18 +31,13 @@ def _seed_of(tokens: Sequence[int], salt: str) -> int:
 
 def kv_row(tokens_prefix: Sequence[int], group: int):
     """(k, v) ``[Hkv, D]`` float32 for the last token of ``tokens_prefix`` in cache group ``group``."""
-    import torch
-
-    gen = torch.Generator().manual_seed(_seed_of(tokens_prefix, f"kv{group}"))
-    both = torch.randn((2, NUM_KV_HEADS, HEAD_DIM), generator=gen, dtype=torch.float32)
+    gen = policy.generator(_seed_of(tokens_prefix, f"kv{group}"))
+    both = policy.randn((2, NUM_KV_HEADS, HEAD_DIM), gen)
     return both[0], both[1]
 
 
 def query_row(request_key: str, length: int):
-    import torch
-
-    gen = torch.Generator().manual_seed(_seed_of([length], request_key))
-    return torch.randn((NUM_Q_HEADS, HEAD_DIM), generator=gen, dtype=torch.float32)
+    return policy.randn((NUM_Q_HEADS, HEAD_DIM), policy.generator(_seed_of([length], request_key)))
 
 
 @attrs.define
@@ -59,7 +56,7 @@ class DevicePool:
 
         self.block_tokens = block_tokens
         self.slot_of = [{b: i for i, b in enumerate(sorted(ids))} for ids in block_ids]
-        self.k = [torch.full((len(ids), block_tokens, NUM_KV_HEADS, HEAD_DIM), math.nan) for ids in block_ids]
+        self.k = [policy.full((len(ids), block_tokens, NUM_KV_HEADS, HEAD_DIM), math.nan) for ids in block_ids]
         self.v = [torch.full_like(k, math.nan) for k in self.k]
         self.writes = 0
         self.copies = 0
@@ -71,7 +68,7 @@ class DevicePool:
 
         k, v = kv_row(tokens_prefix, group)
         slot = self.slot_of[group][block_id] * self.block_tokens + row
-        reshape_and_cache(k[None], v[None], self.k[group], self.v[group], torch.tensor([slot], dtype=torch.int64))
+        reshape_and_cache(k[None], v[None], self.k[group], self.v[group], policy.tensor([slot], torch.int64))
         self.writes += 1
 
     def copy(self, group: int, src_block: int, dst_block: int) -> None:
@@ -79,7 +76,7 @@ class DevicePool:
 
         from kvexact.kernels.paged import copy_blocks
 
-        pair = torch.tensor([[self.slot_of[group][src_block], self.slot_of[group][dst_block]]], dtype=torch.int64)
+        pair = policy.tensor([[self.slot_of[group][src_block], self.slot_of[group][dst_block]]], torch.int64)
         copy_blocks(self.k[group], self.v[group], pair)
         self.copies += 1
 
@@ -97,11 +94,11 @@ class DevicePool:
             return mismatches
         for g in range(len(self.k)):
             width = max(len(tables[r][g]) for r in names)
-            bt = torch.zeros((len(names), max(width, 1)), dtype=torch.int32)
+            bt = policy.zeros((len(names), max(width, 1)), torch.int32)
             for i, r in enumerate(names):
                 for j, b in enumerate(tables[r][g]):
                     bt[i, j] = self.slot_of[g][b]
-            lens = torch.tensor([len(histories[r]) for r in names], dtype=torch.int32)
+            lens = policy.tensor([len(histories[r]) for r in names], torch.int32)
             q = torch.stack([query_row(r, len(histories[r])) for r in names])
             out = paged_decode_attention(q, self.k[g], self.v[g], bt, lens, num_splits=2)
             for i, r in enumerate(names):

@@ -31,6 +31,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from kvexact.conformance.adapters import IndexConfig, check_index_adapter
 from kvexact.conformance.device import HEAD_DIM, NUM_KV_HEADS, kv_row, query_row
 from kvexact.conformance.machines import ConformanceFailure, counted_rule
+from kvexact.kernels import device as policy
 from kvexact.reference import radix
 from kvexact.reference.rejections import Rejected
 
@@ -55,7 +56,7 @@ class RadixMachine(RuleBasedStateMachine):
         if self.check_kernels:
             import torch
 
-            self.k = torch.full((FIRST_SLOT + POOL_SLOTS, 1, NUM_KV_HEADS, HEAD_DIM), math.nan)
+            self.k = policy.full((FIRST_SLOT + POOL_SLOTS, 1, NUM_KV_HEADS, HEAD_DIM), math.nan)
             self.v = torch.full_like(self.k, math.nan)
         self.live: dict[str, tuple[list[int], list[int]]] = {}  # request -> (tokens, slots)
         self.next_id = 0
@@ -90,13 +91,13 @@ class RadixMachine(RuleBasedStateMachine):
         from kvexact.kernels.paged import reshape_and_cache
 
         if prefixes is None:
-            keys = torch.full((len(slots), NUM_KV_HEADS, HEAD_DIM), math.nan)
+            keys = policy.full((len(slots), NUM_KV_HEADS, HEAD_DIM), math.nan)
             values = keys.clone()
         else:
             rows = [kv_row(p, 0) for p in prefixes]
             keys = torch.stack([r[0] for r in rows])
             values = torch.stack([r[1] for r in rows])
-        reshape_and_cache(keys, values, self.k, self.v, torch.tensor(slots, dtype=torch.int64))
+        reshape_and_cache(keys, values, self.k, self.v, policy.tensor(slots, torch.int64))
 
     def _take(self, rid: str, n: int) -> list[int] | None:
         """n free slots for rid (evicting unlocked leaves when short), or None when the pool cannot."""
@@ -308,10 +309,10 @@ class RadixMachine(RuleBasedStateMachine):
             return
         names = sorted(self.live)
         width = max(len(self.live[r][1]) for r in names)
-        table = torch.zeros((len(names), width), dtype=torch.int32)
+        table = policy.zeros((len(names), width), torch.int32)
         for i, r in enumerate(names):
-            table[i, : len(self.live[r][1])] = torch.tensor(self.live[r][1], dtype=torch.int32)
-        lens = torch.tensor([len(self.live[r][0]) for r in names], dtype=torch.int32)
+            table[i, : len(self.live[r][1])] = policy.tensor(self.live[r][1], torch.int32)
+        lens = policy.tensor([len(self.live[r][0]) for r in names], torch.int32)
         q = torch.stack([query_row(r, len(self.live[r][0])) for r in names])
         expected = []
         for i, r in enumerate(names):
@@ -322,13 +323,13 @@ class RadixMachine(RuleBasedStateMachine):
         self._compare("paged", names, paged, expected)
         common = _common_prefix([self.live[r][1] for r in names])
         if len(names) >= 2 and common:
-            suffix = torch.zeros((len(names), max(1, width - common)), dtype=torch.int32)
+            suffix = policy.zeros((len(names), max(1, width - common)), torch.int32)
             for i, r in enumerate(names):
                 rest = self.live[r][1][common:]
                 if rest:
-                    suffix[i, : len(rest)] = torch.tensor(rest, dtype=torch.int32)
-            out = shared_prefix_attention(q, self.k, self.v, torch.tensor(self.live[names[0]][1][:common],
-                                                                           dtype=torch.int32),
+                    suffix[i, : len(rest)] = policy.tensor(rest, torch.int32)
+            out = shared_prefix_attention(q, self.k, self.v, policy.tensor(self.live[names[0]][1][:common],
+                                                                           torch.int32),
                                           common, suffix, lens - common)
             self._compare("shared-prefix", names, out, expected)
             self._count("shared_prefix_checks")

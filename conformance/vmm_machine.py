@@ -40,6 +40,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from kvexact.conformance.device import HEAD_DIM, NUM_KV_HEADS, NUM_Q_HEADS, kv_row, query_row
 from kvexact.conformance.machines import ConformanceFailure, counted_rule
+from kvexact.kernels import device as policy
 from kvexact.reference import vmm
 from kvexact.reference.rejections import Rejected
 
@@ -75,14 +76,13 @@ class VmmMachine(RuleBasedStateMachine):
     check_kernels: ClassVar[bool] = True  # False: read-back checks only, no attention through the kernel
 
     def __init__(self) -> None:
-        import torch
 
         super().__init__()
         self.state = vmm.VmmState.initial(CONFIG)
         self.state, _ = vmm.reserve_virtual(self.state)
         self.state, _ = vmm.create_handles(self.state)
         self.row_of = {h: i for i, h in enumerate(sorted(self.state.free_handles))}  # handle id -> memory row
-        self.memory = torch.full((len(self.row_of), CONFIG.page_bytes // CONFIG.elem_bytes), math.nan)
+        self.memory = policy.full((len(self.row_of), CONFIG.page_bytes // CONFIG.elem_bytes), math.nan)
         self.requests: dict[int, Request] = {}  # active slot -> its generation's history
         self.next_id = 0
         self._count("examples")
@@ -226,10 +226,9 @@ class VmmMachine(RuleBasedStateMachine):
     def virtual_buffers(self, slot: int) -> tuple[Any, Any]:
         """The request's contiguous virtual K and V ``[pages * page_tokens, kv_heads, head_dim]`` as the MMU
         presents them: every ready page read from physical memory, everything else NaN."""
-        import torch
 
         span = CONFIG.pages_per_request * CONFIG.page_tokens
-        buffers = {kind: torch.full((span, CONFIG.kv_heads, CONFIG.head_dim), math.nan) for kind in KINDS}
+        buffers = {kind: policy.full((span, CONFIG.kv_heads, CONFIG.head_dim), math.nan) for kind in KINDS}
         ready_rows = min(self.state.slot(slot).ready_pages * CONFIG.page_tokens, CONFIG.max_tokens)
         for kind, buf in buffers.items():
             for t in range(ready_rows):
@@ -259,8 +258,8 @@ class VmmMachine(RuleBasedStateMachine):
         shape = (len(live) * pages, CONFIG.page_tokens, CONFIG.kv_heads, CONFIG.head_dim)
         key_cache = torch.stack([k for k, _ in views]).reshape(shape)
         value_cache = torch.stack([v for _, v in views]).reshape(shape)
-        table = (torch.arange(len(live))[:, None] * pages + torch.arange(pages)[None, :]).to(torch.int32)
-        lens = torch.tensor([s.valid_tokens for s in live], dtype=torch.int32)
+        table = (policy.arange(len(live))[:, None] * pages + policy.arange(pages)[None, :]).to(torch.int32)
+        lens = policy.tensor([s.valid_tokens for s in live], torch.int32)
         requests = [self.requests[s.slot] for s in live]
         query = torch.stack([query_row(r.request_id, s.valid_tokens)[:, : CONFIG.head_dim]
                              for r, s in zip(requests, live, strict=True)])

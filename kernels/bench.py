@@ -240,40 +240,39 @@ def _section_decode(torch, device, dry: bool, rep_ms: float, bandwidth: float, b
     _emit(f"{'batch':>6} {'context':>8} {'splits':>6} {'us':>9} {'eager us':>9} {'MB':>9} {'TB/s':>6} "
           f"{'of copy':>7} {'sdpa':>9} {'ratio':>6} {'gth+sdpa':>9} {'ratio':>6}")
     rows, failures = [], 0
-    for batch in batches:
-        for ctx in contexts:
-            if budget.left() < 0.35 * budget_s:
-                _emit(f"decode sweep: stopped before batch {batch}, context {ctx} (budget)")
-                record["decode"] = rows
-                return failures
-            q, kc, vc, table, lens, *_ = _paged_inputs(batch, ctx, hq, hkv, d, bs, dtype)
-            splits = paged.default_num_splits(batch, hkv, ctx // bs, device)
-            paged.paged_decode_attention(q, kc, vc, table, lens, num_splits=splits)  # validated once, untimed
-            launch, out, _ = paged.decode_launcher(q, kc, vc, table, lens, splits)
-            us, how = time_us(launch, device, rep_ms)
-            eager_us, _ = time_us(launch, device, rep_ms, graph=False)
-            moved = decode_bytes([ctx] * batch, hq, hkv, d, bs, 2, 2, 2, splits)
-            rate = moved / (us * 1e-6)
-            row = {"batch": batch, "context": ctx, "splits": splits, "us": us, "timer": how, "eager_us": eager_us,
-                   "bytes": moved, "bytes_per_s": rate, "of_copy_bandwidth": rate / bandwidth,
-                   "sdpa_us": math.nan, "gather_sdpa_us": math.nan, "agrees_with_sdpa": None}
-            if ctx * batch <= 64 * 32768:  # the dense copies stay under about 9 GB each
-                try:
-                    dense_us, gather_us, dense_out = _dense_baselines(torch, q, kc, vc, table, batch, ctx, hkv, d,
-                                                                      device, rep_ms)
-                    launch()
-                    agree = bool(torch.allclose(out.float(), dense_out.float(), atol=2e-2, rtol=2e-2))
-                    failures += not agree
-                    row.update(sdpa_us=dense_us, gather_sdpa_us=gather_us, agrees_with_sdpa=agree)
-                except (RuntimeError, TypeError) as exc:  # out of memory, or a torch without enable_gqa
-                    _emit(f"  sdpa baselines skipped: {type(exc).__name__}: {str(exc)[:80]}")
-            rows.append(row)
-            _emit(f"{batch:>6} {ctx:>8} {splits:>6} {us:>9.1f} {eager_us:>9.1f} {moved / 1e6:>9.2f} "
-                  f"{rate / 1e12:>6.3f} {rate / bandwidth:>7.0%} {row['sdpa_us']:>9.1f} "
-                  f"{row['sdpa_us'] / us:>6.2f} {row['gather_sdpa_us']:>9.1f} {row['gather_sdpa_us'] / us:>6.2f}"
-                  + ("" if row["agrees_with_sdpa"] is not False else "  DIFFERS FROM SDPA"))
-            del q, kc, vc, table, lens, launch, out
-            _free(device)
+    # longest contexts first (the headline figure), then shorter ones while the budget lasts
+    for ctx, batch in sorted(((c, b) for b in batches for c in contexts), key=lambda p: (-p[0], p[1])):
+        if budget.left() < 0.35 * budget_s:
+            _emit(f"decode sweep: stopped before batch {batch}, context {ctx} (budget)")
+            break
+        q, kc, vc, table, lens, *_ = _paged_inputs(batch, ctx, hq, hkv, d, bs, dtype)
+        splits = paged.default_num_splits(batch, hkv, ctx // bs, device)
+        paged.paged_decode_attention(q, kc, vc, table, lens, num_splits=splits)  # validated once, untimed
+        launch, out, _ = paged.decode_launcher(q, kc, vc, table, lens, splits)
+        us, how = time_us(launch, device, rep_ms)
+        eager_us, _ = time_us(launch, device, rep_ms, graph=False)
+        moved = decode_bytes([ctx] * batch, hq, hkv, d, bs, 2, 2, 2, splits)
+        rate = moved / (us * 1e-6)
+        row = {"batch": batch, "context": ctx, "splits": splits, "us": us, "timer": how, "eager_us": eager_us,
+               "bytes": moved, "bytes_per_s": rate, "of_copy_bandwidth": rate / bandwidth,
+               "sdpa_us": math.nan, "gather_sdpa_us": math.nan, "agrees_with_sdpa": None}
+        if ctx * batch <= 64 * 32768:  # the dense copies stay under about 9 GB each
+            try:
+                dense_us, gather_us, dense_out = _dense_baselines(torch, q, kc, vc, table, batch, ctx, hkv, d,
+                                                                  device, rep_ms)
+                launch()
+                agree = bool(torch.allclose(out.float(), dense_out.float(), atol=2e-2, rtol=2e-2))
+                failures += not agree
+                row.update(sdpa_us=dense_us, gather_sdpa_us=gather_us, agrees_with_sdpa=agree)
+            except (RuntimeError, TypeError) as exc:  # out of memory, or a torch without enable_gqa
+                _emit(f"  sdpa baselines skipped: {type(exc).__name__}: {str(exc)[:80]}")
+        rows.append(row)
+        _emit(f"{batch:>6} {ctx:>8} {splits:>6} {us:>9.1f} {eager_us:>9.1f} {moved / 1e6:>9.2f} "
+              f"{rate / 1e12:>6.3f} {rate / bandwidth:>7.0%} {row['sdpa_us']:>9.1f} "
+              f"{row['sdpa_us'] / us:>6.2f} {row['gather_sdpa_us']:>9.1f} {row['gather_sdpa_us'] / us:>6.2f}"
+              + ("" if row["agrees_with_sdpa"] is not False else "  DIFFERS FROM SDPA"))
+        del q, kc, vc, table, lens, launch, out
+        _free(device)
     record["decode"] = rows
     return failures
 

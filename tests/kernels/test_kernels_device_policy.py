@@ -88,6 +88,19 @@ def test_differential_helpers_make_every_tensor_through_the_policy():
     assert sum(m == POLICY for m, *_ in rec.calls) >= 10
 
 
+@pytest.mark.parametrize("spec", ["KVAllocation", "Radix", "Vmm"])
+def test_state_machines_make_every_tensor_through_the_policy(spec):
+    """The machines and their device mirror, a few steps each, with the kernels and attention checks on."""
+    from kvexact.conformance import runner
+
+    with Recorder() as rec:
+        run = runner.run_machine(spec, None, runner.machine_settings("ci", 2, 6, shrink=False), seed=0)
+    assert run.passed, run.error
+    assert rec.violations() == []
+    made = {m for m, *_ in rec.calls if m == POLICY}
+    assert made and run.steps > 0
+
+
 def _kernel_facing_sources() -> list[tuple[str, Path]]:
     """Every module of kvexact's packages that imports torch (the layout does not matter)."""
     found = []
@@ -134,6 +147,7 @@ def test_select_rejects_unknown_names_and_a_change_after_settling(monkeypatch):
         dev.select(other)
     assert exc.value.reason is DeviceRejection.ALREADY_SETTLED
     monkeypatch.setattr(dev, "_chosen", None)
+    monkeypatch.setenv(dev.ENV, settled)
     dev.select(settled)  # asking for what is already settled is fine
 
 
