@@ -371,7 +371,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rep-ms", type=float, default=50.0, help="do_bench's timing window per point, in ms")
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
                         help="cuda (default; exit 3 without one) or cpu: a dry run on tiny shapes")
-    parser.add_argument("--cpu-dry-run", action="store_true", help=argparse.SUPPRESS)  # = --device cpu
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -379,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.budget_s <= 0 or args.rep_ms <= 0:
         print("kvexact bench kernels: --budget-s and --rep-ms must be positive", file=sys.stderr)
         return 2
-    return run(args.budget_s, "cpu" if args.cpu_dry_run else args.device, args.json_path, args.rep_ms)
+    return run(args.budget_s, args.device, args.json_path, args.rep_ms)
 
 
 if __name__ == "__main__":

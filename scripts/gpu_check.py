@@ -88,9 +88,9 @@ def run_machines(device: str, examples: int, steps: int, out: Path) -> int:
         run = runner.run_machine(spec, None, runner.machine_settings("ci", examples, steps, shrink=False), seed=0)
         report["machines"][spec] = {"passed": run.passed, "examples": run.examples, "steps": run.steps,
                                     "seconds": round(run.seconds, 1), "error": run.error[:1500],
-                                    "device_writes": run.stats.get("device_writes", 0)}
+                                    "attention_checks": run.stats.get("attention_checks", 0)}
         print(f"machines: {spec} on {dev.settle()}: {'passed' if run.passed else 'FAILED'}, {run.examples} examples, "
-              f"{run.steps} steps", flush=True)
+              f"{run.steps} steps, {run.stats.get('attention_checks', 0)} attention checks", flush=True)
         failed += not run.passed
     out.write_text(json.dumps(report, indent=1))
     return 1 if failed else 0
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         200 * slack, env)
     sections["kernel_tests"]["counts"] = _junit_counts(junit)
 
-    examples, steps = ("2", "5") if args.dry_run else ("10", "30")
+    examples, steps = ("3", "10") if args.dry_run else ("10", "30")
     sections["machines"] = _section(
         "machines", [py, str(Path(__file__)), "--out", str(args.out), "--machines", device, examples, steps],
         90 * slack, env)

@@ -1,4 +1,4 @@
-"""Profiles and the kernels' environment switch."""
+"""Profiles (the kernels' device policy is tested in tests/kernels/test_kernels_device_policy.py)."""
 
 from __future__ import annotations
 
@@ -31,14 +31,3 @@ def test_ci_env_does_not_switch_profile():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(settings.get_profile("dev").max_examples), "False"]
-
-
-def test_kernels_set_interpreter_without_cuda():
-    code = "import os; import kvexact.kernels as k; print(os.environ.get('TRITON_INTERPRET'), k.INTERPRETED)"
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    import torch
-
-    expected = "None False" if torch.cuda.is_available() else "1 True"
-    assert out.stdout.strip() == expected

@@ -32,7 +32,6 @@ def test_vllm_protocol_adapter_operations():
 
 def test_vllm_protocol_machine_checks_attention():
     """Issue 9's allocator machine with the profile as the system under test: exact paged attention."""
-    import kvexact.kernels  # noqa: F401  (sets TRITON_INTERPRET before triton is imported)
     from kvexact.conformance.machines import AllocatorMachine
 
     class VllmUnderTest(AllocatorMachine):
