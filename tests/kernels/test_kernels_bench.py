@@ -60,6 +60,7 @@ def test_bare_stack_usage_error_exits_2():
     assert _bare("--budget-s", "-1").returncode == 2
 
 
+@pytest.mark.slow
 def test_dry_run_walks_every_section_on_the_bare_stack(tmp_path):
     out = tmp_path / "bench.json"
     done = _bare("--device", "cpu", "--budget-s", "300", "--json", str(out))
