@@ -111,10 +111,11 @@ class MatchResult:
 
 @attrs.frozen(eq=False)
 class InsertResult:
-    """``prefix_len``: units of the key that were already present; ``last_device_node``: deepest node."""
+    """``prefix_len``: units of the key that were already present; ``last_device_node``: deepest node
+    (None when the cache is disabled, as 0.5.23's default ``InsertResult`` leaves it)."""
 
     prefix_len: int
-    last_device_node: TreeNode
+    last_device_node: TreeNode | None
 
 
 @attrs.frozen
@@ -250,7 +251,7 @@ class RadixCache:
                inserted_len: int = 0) -> InsertResult:
         """Add the page-aligned key; existing values win; returns how many units were already present."""
         if self.disable:
-            return InsertResult(0, self.root_node)
+            return InsertResult(0, None)
         key = self._prepare(key)
         if value is None:
             value = [u[0] if key.is_bigram else u for u in key.units]
@@ -346,9 +347,12 @@ class RadixCache:
         return evicted
 
     def _delete_leaf(self, node: TreeNode) -> None:
+        """Unlink an evicted leaf; its parent must still hold it (0.5.23 asserts this)."""
         parent = node.parent
         assert parent is not None
-        parent.children.pop(node.key.child_key(self.page_size), None)
+        if parent.children.get(node.key.child_key(self.page_size)) is not node:
+            raise SGLangError(SGLangRejection.LEAF_NOT_IN_TREE, f"node {node.id} is no child of node {parent.id}")
+        parent.children.pop(node.key.child_key(self.page_size))
         self.evictable_size_ -= len(node.key)
         self.evictable_leaves.pop(node, None)
         self._update_leaf_status(parent)

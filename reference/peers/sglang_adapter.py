@@ -156,7 +156,8 @@ class SGLangAdapter:
             for s in slot_ids[res.prefix_len:published]:
                 if s in mine:
                     mine.remove(s)
-        tree_path = self.cache.path_device_indices(res.last_device_node)
+        node = res.last_device_node
+        tree_path = () if node is None else self.cache.path_device_indices(node)
         duplicates = tuple(s for s, t in zip(slot_ids[:res.prefix_len], tree_path, strict=False) if s != t)
         self._record("insert", tokens=list(tokens), slot_ids=list(slot_ids), prefix_tokens=res.prefix_len)
         return InsertObservation(res.prefix_len, duplicates)

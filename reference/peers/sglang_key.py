@@ -31,6 +31,7 @@ class SGLangRejection(enum.Enum):
     PAGE_MISALIGNED_ALLOC = "paged alloc of a token count that is not a page multiple (AssertionError)"
     PAGE_MISALIGNED_SEGMENT = "free_segment start position not on a page boundary (AssertionError)"
     NO_REQUEST_ROW = "request has no req_to_token row (input guard)"
+    LEAF_NOT_IN_TREE = "evict popped a leaf its parent no longer holds, e.g. one unlocked after eviction (AssertionError)"
 
 
 class SGLangError(Rejected, ValueError):

@@ -73,7 +73,10 @@ class TokenToKVPoolAllocator:
 
 
 class PagedTokenToKVPoolAllocator(TokenToKVPoolAllocator):
-    """Page size > 1: page ids ``1..size//page_size``; free releases every page a freed slot touches."""
+    """Page size > 1: page ids ``1..size//page_size``; free releases every page a freed slot touches.
+
+    Released pages go to the front of the free list (reused first) unless ``need_sort`` stages them.
+    """
 
     def __init__(self, size_slots: int, page_size: int, need_sort: bool = False):
         if page_size < 1:
@@ -85,6 +88,7 @@ class PagedTokenToKVPoolAllocator(TokenToKVPoolAllocator):
         self.free_pages = list(range(1, self.size_slots // self.page_size + 1))
         self.release_pages = []
         self._group = None
+        self._page_group: list[int] | None = None
         self.freed_log = None
 
     def available_size(self) -> int:
@@ -95,7 +99,7 @@ class PagedTokenToKVPoolAllocator(TokenToKVPoolAllocator):
             raise SGLangError(SGLangRejection.PAGE_MISALIGNED_ALLOC,
                               f"alloc({need_slots}) with page size {self.page_size}")
         need_pages = need_slots // self.page_size
-        if self.need_sort and need_pages > len(self.free_pages):
+        if need_pages > len(self.free_pages):
             self.merge_and_sort_free()
         if need_pages > len(self.free_pages):
             return None
@@ -111,8 +115,41 @@ class PagedTokenToKVPoolAllocator(TokenToKVPoolAllocator):
             return
         if self.freed_log is not None:
             self.freed_log.append(tuple(slots))
-        pages = sorted({s // self.page_size for s in slots})
-        (self.release_pages if self.need_sort else self.free_pages).extend(pages)
+        self._release_pages(sorted({s // self.page_size for s in slots}))
+
+    def free_segment(self, slots: Sequence[int], start_pos: int = 0) -> None:
+        """Release a page-aligned segment's pages in segment order (one slot per page, no dedup)."""
+        if start_pos % self.page_size:
+            raise SGLangError(SGLangRejection.PAGE_MISALIGNED_SEGMENT,
+                              f"start_pos {start_pos} with page size {self.page_size}")
+        if not len(slots):
+            return
+        if self.freed_log is not None and self._group is None:
+            self.freed_log.append(tuple(slots))
+        pages = [s // self.page_size for s in list(slots)[::self.page_size]]
+        if self._page_group is not None:
+            self._page_group.extend(pages)
+        else:
+            self._release_pages(pages)
+
+    def _release_pages(self, pages: list[int]) -> None:
+        """0.5.23: staged when ``need_sort``, else put in front of the free list, in the given order."""
+        if self.need_sort:
+            self.release_pages.extend(pages)
+        else:
+            self.free_pages = pages + self.free_pages
+
+    def free_group_begin(self) -> None:
+        self._group = []
+        self._page_group = []
+
+    def free_group_end(self) -> None:
+        """First the grouped ``free`` calls (sorted unique pages), then the grouped segments' pages."""
+        group, self._group = self._group or [], None
+        pages, self._page_group = self._page_group or [], None
+        self.free(group)
+        if pages:
+            self._release_pages(pages)
 
 
 class RecordingAllocator:

@@ -11,6 +11,7 @@ Invariants kept here:
 
 from __future__ import annotations
 
+import bisect
 import enum
 import hashlib
 import os
@@ -160,8 +161,17 @@ class RequestExtras:
 NO_EXTRAS = RequestExtras()
 
 
+def first_overlapping_item(mm: Sequence[MMFeature], start: int) -> int:
+    """Index of the first item that ends after token ``start`` (``len(mm)`` when none does).
+
+    vLLM 0.33.0 resumes a continued hashing here (``get_mm_features_in_window``), so a block that
+    decode completes keys every item overlapping it, the earlier ones included.
+    """
+    return bisect.bisect_left([item.offset + item.length for item in mm], start + 1)
+
+
 def _mm_keys(mm: Sequence[MMFeature], start: int, end: int, start_idx: int) -> tuple[list[tuple], int]:
-    """Tagged mm keys of block ``[start, end)`` scanning from item ``start_idx`` (-1: the last item).
+    """Tagged mm keys of block ``[start, end)`` scanning from item ``start_idx``.
 
     Returns the keys and the item index the next block starts from; an item that ends inside this
     block advances the index, one that continues past the block keeps it.
@@ -172,7 +182,7 @@ def _mm_keys(mm: Sequence[MMFeature], start: int, end: int, start_idx: int) -> t
     last = mm[-1]
     if last.offset + last.length <= start:
         return keys, start_idx
-    idx = len(mm) + start_idx if start_idx < 0 else start_idx
+    idx = start_idx
     while idx < len(mm):
         item = mm[idx]
         if end <= item.offset:
@@ -251,7 +261,8 @@ class BlockHasher:
         """Continue hashing after ``len(hashes)`` blocks over every new full block of ``tokens``.
 
         Returns the extended hashes and the per-block tagged extra keys. As in vLLM, a continuation
-        (blocks after the first call's) scans multimodal items from the last one.
+        (blocks after the first call's) scans multimodal items from the first one overlapping its
+        first new block.
         """
         bad = [t for t in tokens if not isinstance(t, int) or isinstance(t, bool)]
         if bad:
@@ -259,7 +270,7 @@ class BlockHasher:
         size = self.block_size
         start = len(hashes) * size
         new_hashes, new_keys = list(hashes), list(extra_keys)
-        mm_idx = -1 if start > 0 else 0
+        mm_idx = first_overlapping_item(extras.mm, start) if start > 0 else 0
         parent = hashes[-1] if hashes else None
         while start + size <= len(tokens):
             keys, mm_idx = block_extra_keys(extras, start, start + size, mm_idx)

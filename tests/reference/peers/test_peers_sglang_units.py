@@ -100,8 +100,8 @@ def test_paged_allocator():
     with pytest.raises(SGLangError) as info:
         a.alloc(3)
     assert info.value.reason is SGLangRejection.PAGE_MISALIGNED_ALLOC
-    a.free([9, 5])  # touches pages 2 and 1: both released whole, sorted
-    assert a.free_pages == [3, 4, 1, 2] and a.available_size() == 16
+    a.free([9, 5])  # touches pages 2 and 1: both released whole, sorted, in front of the free list
+    assert a.free_pages == [1, 2, 3, 4] and a.available_size() == 16
     with pytest.raises(SGLangError) as info:
         a.free_segment([5], start_pos=1)
     assert info.value.reason is SGLangRejection.PAGE_MISALIGNED_SEGMENT

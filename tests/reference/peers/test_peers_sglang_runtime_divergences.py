@@ -1,0 +1,74 @@
+"""The streams on which the profile diverged from the real SGLang 0.5.23 code (issue 19: S1, S2, S3).
+
+Each test replays the issue's stream on the profile and checks what the real code does there.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kvexact.reference.peers.sglang import RadixCache
+from kvexact.reference.peers.sglang_key import SGLangError, SGLangRejection
+from kvexact.reference.peers.sglang_pool import PagedTokenToKVPoolAllocator
+
+
+def test_s1_paged_release_puts_segment_pages_in_front_in_segment_order():
+    """Page size 4, insert 4 tokens on slots 4-7, evict 3: 0.5.23 frees page 1 in front -> [1..8]."""
+    allocator = PagedTokenToKVPoolAllocator(32, 4)
+    cache = RadixCache(page_size=4, allocator=allocator)
+    slots = allocator.alloc(4)
+    assert slots == [4, 5, 6, 7] and allocator.free_pages == [2, 3, 4, 5, 6, 7, 8]
+    cache.insert([11, 12, 13, 14], slots)
+    assert cache.evict(3) == 4
+    assert allocator.free_pages == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_s1_free_segment_keeps_segment_order_while_free_sorts():
+    allocator = PagedTokenToKVPoolAllocator(32, 4)
+    allocator.alloc(16)  # pages 1..4
+    allocator.free_segment([12, 13, 14, 15, 4, 5, 6, 7], start_pos=0)  # pages 3 then 1
+    assert allocator.free_pages == [3, 1, 5, 6, 7, 8]
+    allocator.free([9, 8])  # pages 2 (twice touched) and 2: one page, sorted unique
+    assert allocator.free_pages == [2, 3, 1, 5, 6, 7, 8]
+
+
+def test_s1_need_sort_stages_pages_and_sorts_when_an_alloc_runs_short():
+    allocator = PagedTokenToKVPoolAllocator(16, 4, need_sort=True)
+    allocator.alloc(16)
+    allocator.free_segment([12, 13, 14, 15, 4, 5, 6, 7], start_pos=0)
+    assert allocator.free_pages == [] and allocator.release_pages == [3, 1]
+    assert allocator.alloc(4) == [4, 5, 6, 7]  # merged and sorted: page 1 first
+    assert allocator.free_pages == [3]
+
+
+def test_s1_free_group_releases_frees_then_segments():
+    allocator = PagedTokenToKVPoolAllocator(32, 4)
+    allocator.alloc(16)
+    allocator.free_group_begin()
+    allocator.free_segment([12, 13, 14, 15], start_pos=0)
+    allocator.free([9, 4])
+    assert allocator.free_pages == [5, 6, 7, 8]  # nothing released inside the group
+    allocator.free_group_end()
+    assert allocator.free_pages == [3, 1, 2, 5, 6, 7, 8]
+
+
+def test_s2_disabled_insert_returns_no_last_node():
+    cache = RadixCache(disable=True)
+    result = cache.insert([1, 2, 3])
+    assert result.prefix_len == 0 and result.last_device_node is None
+    assert cache.match_prefix([1, 2, 3]).last_device_node is cache.root_node
+
+
+def test_s3_unlock_after_eviction_then_evict_fails_like_sglang():
+    """0.5.23 asserts in ``_delete_leaf``; the profile names it and never drives sizes negative."""
+    cache = RadixCache()
+    cache.insert([1, 2, 3])
+    node = cache.match_prefix([1, 2, 3]).last_device_node
+    lock = cache.lock(node)
+    cache.unlock(lock)
+    assert cache.evict(3) == 3
+    cache.unlock(lock)  # lock_ref 0 -> -1: the evicted node becomes an eviction candidate again
+    with pytest.raises(SGLangError) as info:
+        cache.evict(3)
+    assert info.value.reason is SGLangRejection.LEAF_NOT_IN_TREE
+    assert cache.evictable_size() == 0
