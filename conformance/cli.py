@@ -20,6 +20,7 @@ COMMANDS = {
     "check": "kvexact.spec.check_cmd:check",
     "prove": "kvexact.conformance.prove_cmd:prove",
     "conform": "kvexact.conformance.conform_cmd:conform",
+    "diff": "kvexact.conformance.diff_cmd:diff",
     "fuzz": "kvexact.conformance.fuzz_cmd:fuzz",
     "gate": "kvexact.conformance.gate_cmd:gate",
     "validate-trace": "kvexact.conformance.trace_cmd:validate_trace",

@@ -183,6 +183,7 @@ class VllmKVCacheManager:
         return dict(self.req_blocks).get(request_id, ())
 
     def is_running(self, request_id: str) -> bool:
+        """vLLM's test: the request has a cached-block count (it adopted hits or cached a block)."""
         return request_id in dict(self.num_cached_block)
 
     # --- lookup -------------------------------------------------------------------------------
@@ -229,7 +230,7 @@ class VllmKVCacheManager:
         for block_id in new_computed:
             bp._check_block(self.pool, block_id)
         running = self.is_running(request.request_id)
-        if running and new_computed:
+        if new_computed and (running or self.blocks_of(request.request_id)):
             raise Rejected(ManagerRejection.HITS_FOR_RUNNING_REQUEST, f"request {request.request_id!r}")
         max_len = self.config.max_model_len
         total_computed = min(request.num_computed_tokens + num_new_computed_tokens, max_len)
@@ -243,7 +244,7 @@ class VllmKVCacheManager:
         pool = self.pool
         blocks = self.blocks_of(rid)
         num_cached = dict(self.num_cached_block).get(rid, 0)
-        if not running:
+        if new_computed:
             pool = bp.touch(pool, new_computed)
             blocks, num_cached = new_computed, len(new_computed)
         pool, new_ids = bp.get_new_blocks(pool, max(cdiv(num_slots, self.config.block_size) - len(blocks), 0))
@@ -258,17 +259,20 @@ class VllmKVCacheManager:
                                             self.config.block_size, GROUP_ID)
                 newly_cached = blocks[num_cached:num_full]
                 num_cached = num_full
+        # vLLM records a request's cached-block count only once it adopts hits or caches a block.
+        tracked = running or bool(new_computed) or bool(newly_cached)
+        counts = _pairs_set(self.num_cached_block, rid, num_cached) if tracked else self.num_cached_block
         manager = attrs.evolve(self, pool=pool, req_blocks=_pairs_set(self.req_blocks, rid, blocks),
-                               num_cached_block=_pairs_set(self.num_cached_block, rid, num_cached))
+                               num_cached_block=counts)
         return manager, AllocateReceipt(new_ids, required, free_now, newly_cached)
 
     def cache_blocks(self, request: VllmRequest, num_computed_tokens: int) -> VllmKVCacheManager:
         """Cache the request's full blocks up to ``num_computed_tokens`` (after a delayed allocation)."""
         _non_negative("num_computed_tokens", num_computed_tokens)
         rid = request.request_id
-        if not self.config.enable_caching or not self.is_running(rid):
+        if not self.config.enable_caching or not self.blocks_of(rid):
             return self
-        blocks, num_cached = self.blocks_of(rid), dict(self.num_cached_block)[rid]
+        blocks, num_cached = self.blocks_of(rid), dict(self.num_cached_block).get(rid, 0)
         num_full = min(num_computed_tokens, len(request.block_hashes) * self.config.block_size)
         num_full = min(num_full // self.config.block_size, len(blocks))
         if num_full <= num_cached:

@@ -1,0 +1,1 @@
+"""Live adapters: the real vLLM and SGLang allocators behind the conformance adapter protocols."""

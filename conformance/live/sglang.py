@@ -1,0 +1,168 @@
+"""The installed SGLang 0.5.23's ``RadixCache`` and token allocator behind the prefix-index protocol.
+
+``kvexact conform --adapter kvexact.conformance.live.sglang:factory`` puts the real tree (match, insert,
+lock receipts, LRU eviction) and the real ``TokenToKVPoolAllocator`` (page size 1, slots
+``1..pool_slots``) in the Radix machine, in the profile adapter's place
+(``reference/peers/sglang_protocol.py``). The request protocol is driven here over the real objects, step
+for step as 0.5.23 runs it: admission matches, allocates the rest and locks the last node; a decoded
+token takes one slot; ``finish`` checkpoints the whole row (insert, re-insert the prompt with priority
++1 when the row holds output, free the row's duplicates with ``free_segment``, re-match, repoint the
+row, move the lock), frees the rest and unlocks; ``cancel`` does the same without the checkpoint.
+SGLang's ``Req``/``release_kv_cache`` scheduler objects are not used: they need the whole scheduler.
+
+Loading needs :mod:`kvexact.conformance.live.sglang_standins` (the GPU memory-pool module).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from kvexact.conformance.adapters import IndexConfig
+from kvexact.conformance.live import sglang_standins
+from kvexact.conformance.live.runtime import require
+
+VERSION = require("sglang")
+sglang_standins.install()
+
+import torch  # noqa: E402
+from sglang.srt.mem_cache import radix_cache  # noqa: E402
+from sglang.srt.mem_cache.allocator.token import TokenToKVPoolAllocator  # noqa: E402
+from sglang.srt.mem_cache.base_prefix_cache import EvictParams, InsertParams, MatchPrefixParams  # noqa: E402
+from sglang.srt.mem_cache.cache_init_params import CacheInitParams  # noqa: E402
+
+
+@attrs.define
+class Row:
+    """One running request: its tokens, the slot of each, the protected prefix and its lock."""
+
+    tokens: list[int]
+    prompt_len: int
+    slots: list[int]
+    lock: Any
+    protected: int = 0
+    inserted: int = 0
+
+
+def _key(tokens: Sequence[int]) -> Any:
+    return radix_cache.RadixKey(array("q", tokens))
+
+
+def _ints(tensor: Any) -> list[int]:
+    return [int(x) for x in tensor.tolist()]
+
+
+class LiveSGLangAdapter:
+    """``PrefixIndexAdapter`` over a real ``RadixCache`` and ``TokenToKVPoolAllocator``."""
+
+    name = f"sglang-{VERSION}-live"
+
+    def __init__(self, config: IndexConfig):
+        self.config = config
+        radix_cache.time = sglang_standins.CounterClock()  # type: ignore[assignment]
+        self.allocator = TokenToKVPoolAllocator(config.pool_slots, torch.int64, "cpu", None, need_sort=False)
+        self.cache = radix_cache.RadixCache(CacheInitParams(
+            disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.allocator, page_size=1))
+        self.rows: dict[str, Row] = {}
+
+    def admit(self, request_id: str, tokens: Sequence[int]) -> int | None:
+        match = self.cache.match_prefix(MatchPrefixParams(key=_key(tokens)))
+        prefix = _ints(self.cache.path_device_indices(match.last_device_node))
+        need = len(tokens) - len(prefix)
+        got = self.allocator.alloc(need) if need else None
+        if need and got is None:
+            return None
+        slots = [] if got is None else _ints(got)
+        lock = self.cache.lock(match.last_device_node)
+        self.rows[request_id] = Row(list(tokens), len(tokens), prefix + slots, lock, len(prefix))
+        return len(prefix)
+
+    def extend(self, request_id: str, token: int) -> bool:
+        row = self.rows[request_id]
+        got = self.allocator.alloc(1)
+        if got is None:
+            return False
+        row.tokens.append(token)
+        row.slots.extend(_ints(got))
+        return True
+
+    def _checkpoint(self, row: Row) -> None:
+        """0.5.23's ``RadixCache.checkpoint(req, up_to=len(row))`` over this row."""
+        values = torch.tensor(row.slots, dtype=torch.int64)
+        result = self.cache.insert(InsertParams(key=_key(row.tokens), value=values.clone(),
+                                                inserted_len=row.inserted, priority=0))
+        row.inserted = max(row.inserted, len(row.tokens))
+        if 0 < row.prompt_len < len(row.tokens):
+            self.cache.insert(InsertParams(key=_key(row.tokens[:row.prompt_len]),
+                                           value=values[:row.prompt_len].clone(),
+                                           inserted_len=row.prompt_len, priority=1))
+        self.allocator.free_segment(values[row.protected:result.prefix_len], start_pos=row.protected)
+        match = self.cache.match_prefix(MatchPrefixParams(key=_key(row.tokens)))
+        indices = _ints(self.cache.path_device_indices(match.last_device_node))
+        assert len(indices) == len(row.tokens), f"re-match {len(indices)} of {len(row.tokens)}"
+        row.slots[row.protected:] = indices[row.protected:]
+        row.protected = len(indices)
+        self.cache.unlock(row.lock)
+        row.lock = self.cache.lock(match.last_device_node)
+
+    def _release(self, request_id: str, checkpoint: bool) -> None:
+        row = self.rows.pop(request_id)
+        if checkpoint:
+            self._checkpoint(row)
+        rest = torch.tensor(row.slots[row.protected:], dtype=torch.int64)
+        self.allocator.free_segment(rest, start_pos=row.protected)
+        self.cache.unlock(row.lock)
+
+    def finish(self, request_id: str) -> None:
+        self._release(request_id, checkpoint=True)
+
+    def cancel(self, request_id: str) -> None:
+        self._release(request_id, checkpoint=False)
+
+    def evict(self, num_tokens: int) -> Sequence[Sequence[int]]:
+        """The real ``evict``; each leaf's slots as the cache hands them to ``free_segment``."""
+        freed: list[list[int]] = []
+        real = self.allocator.free_segment
+
+        def recording(free_index: Any, *, start_pos: int) -> None:
+            freed.append(_ints(free_index))
+            real(free_index, start_pos=start_pos)
+
+        self.allocator.free_segment = recording  # type: ignore[method-assign]
+        try:
+            self.cache.evict(EvictParams(num_tokens=num_tokens))
+        finally:
+            del self.allocator.free_segment
+        return freed
+
+    def slot_ids(self, request_id: str) -> Sequence[int]:
+        return list(self.rows[request_id].slots)
+
+    def free_slot_ids(self) -> list[int]:
+        """Free slots in the allocator's order (released ones after the free list)."""
+        return _ints(self.allocator.free_pages) + _ints(self.allocator.release_pages)
+
+    def sizes(self) -> tuple[int, int, int]:
+        return self.cache.total_size(), self.cache.evictable_size(), self.cache.protected_size()
+
+    def self_check(self) -> None:
+        """I1 (evictable + protected == total) and the slot partition: tree + rows' private + free."""
+        total, evictable, protected = self.sizes()
+        if evictable + protected != total:
+            raise AssertionError(f"SGLang live: I1 broken: {evictable} + {protected} != {total}")
+        private = [s for row in self.rows.values() for s in row.slots[row.protected:]]
+        tree = _ints(self.cache.all_values_flatten()) if self.cache.root_node.children else []
+        every = sorted(tree + private + self.free_slot_ids())
+        if every != list(range(1, self.config.pool_slots + 1)):
+            raise AssertionError(f"SGLang live: slots are not partitioned: {every}")
+
+
+def factory(config: IndexConfig) -> LiveSGLangAdapter:
+    """``--adapter kvexact.conformance.live.sglang:factory``."""
+    return LiveSGLangAdapter(config)
+
+
+factory.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]

@@ -1,0 +1,166 @@
+"""The installed vLLM 0.33.0's ``KVCacheManager`` and ``BlockPool`` behind the allocator adapter protocol.
+
+``kvexact conform --adapter kvexact.conformance.live.vllm:factory`` drives the real manager exactly as
+the profile adapter (``reference/peers/vllm_protocol.py``) drives the profile: one full-attention
+manager per cache group with ``blocks_per_group + 1`` blocks (block 0 is vLLM's null block), the
+request hashed by vLLM's own block hasher (sha256, ``NONE_HASH`` from ``"vllm-none-hash"``), a start is
+``get_computed_blocks`` then ``allocate_slots`` for the rest of the prompt, a decoded token is
+``append_output_token_ids`` then ``allocate_slots(request, 1)``, a release is ``free``. Identical groups
+fed identical streams hold identical states, so group 0's verdict is every group's.
+
+A refused decode step is undone on the request (the token and the hashes it completed are dropped):
+vLLM's scheduler would keep the request waiting with its old tokens, which is what the protocol's
+"a rejection changes nothing" asks. :meth:`LiveVllmAdapter.project` gives the same snapshot as the
+profile's ``VllmKVCacheManager.project`` so ``kvexact diff vllm`` compares them field by field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import Any
+
+from kvexact.conformance.adapters import AdapterConfig, OpResult
+from kvexact.conformance.live.runtime import require
+
+VERSION = require("vllm")
+
+import torch  # noqa: E402
+from vllm.sampling_params import SamplingParams  # noqa: E402
+from vllm.utils.hashing import sha256  # noqa: E402
+from vllm.v1.core.kv_cache_manager import KVCacheManager  # noqa: E402
+from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash  # noqa: E402
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec  # noqa: E402
+from vllm.v1.request import Request  # noqa: E402
+
+MAX_MODEL_LEN = 1 << 20
+
+
+def new_manager(num_blocks: int, block_size: int) -> KVCacheManager:
+    """A real manager over one full-attention group (caching on, events off, sha256 hashes)."""
+    spec = FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
+    config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
+                           kv_cache_groups=[KVCacheGroupSpec(["layer.0"], spec)])
+    return KVCacheManager(config, max_model_len=MAX_MODEL_LEN, scheduler_block_size=block_size,
+                          hash_block_size=block_size, enable_caching=True)
+
+
+def project(manager: KVCacheManager) -> dict[str, Any]:
+    """The profile's projection (``VllmKVCacheManager.project``) of a real manager."""
+    pool = manager.block_pool
+    single = manager.coordinator.single_type_managers[0]
+    cached: dict[str, list[int]] = {}
+    for key, found in pool.cached_block_hash_to_block._cache.items():
+        cached[bytes(key).hex()] = [found.block_id] if hasattr(found, "block_id") else list(found)
+    return {
+        "free_queue": [b.block_id for b in pool.free_block_queue.get_all_free_blocks()],
+        "ref_cnt": {str(b.block_id): b.ref_cnt for b in pool.blocks if b.ref_cnt and not b.is_null},
+        "cached": cached,
+        "requests": {rid: [b.block_id for b in blocks] for rid, blocks in single.req_to_blocks.items()},
+        "num_cached_block": dict(single.num_cached_block),
+    }
+
+
+class LiveVllmAdapter:
+    """``AllocatorAdapter`` over real vLLM managers, one per cache group."""
+
+    name = f"vllm-{VERSION}-live"
+    lockstep = False
+
+    def __init__(self, config: AdapterConfig):
+        self.config = config
+        init_none_hash(sha256)
+        self.hasher = get_request_block_hasher(config.block_tokens, sha256)
+        self.managers = [new_manager(config.blocks_per_group + 1, config.block_tokens)
+                         for _ in range(config.num_groups)]
+        self.requests: dict[str, list[Request]] = {}
+
+    def _request(self, request_id: str, prompt: Sequence[int]) -> Request:
+        return Request(request_id, list(prompt), SamplingParams(max_tokens=MAX_MODEL_LEN), None,
+                       block_hasher=self.hasher)
+
+    def block_ids(self, group: int) -> Sequence[int]:
+        return list(range(1, self.config.blocks_per_group + 1))
+
+    def start(self, request_id: str, prompt: Sequence[int]) -> OpResult:
+        """Lookup, then allocate the rest of the prompt, in every group or none."""
+        if request_id in self.requests:
+            return OpResult(False, "DUPLICATE_REQUEST")
+        if not prompt:
+            return OpResult(False, "EMPTY_APPEND")
+        requests, hits = [], set()
+        for manager in self.managers:
+            request = self._request(request_id, prompt)
+            blocks, hit, _boundary = manager.get_computed_blocks(request)
+            if manager.allocate_slots(request, request.num_tokens - hit, hit, blocks) is None:
+                assert not requests, "identical groups disagree on capacity"
+                return OpResult(False, "INSUFFICIENT_BLOCKS")
+            request.num_computed_tokens = request.num_tokens
+            requests.append(request)
+            hits.add(hit)
+        assert len(hits) == 1, "identical groups hit differently"
+        self.requests[request_id] = requests
+        return OpResult(True, None, hits.pop())
+
+    def append(self, request_id: str, token: int) -> OpResult:
+        requests = self.requests.get(request_id)
+        if requests is None:
+            return OpResult(False, "UNKNOWN_REQUEST")
+        for index, (manager, request) in enumerate(zip(self.managers, requests, strict=True)):
+            num_hashes = len(request.block_hashes)
+            request.append_output_token_ids(token)
+            if manager.allocate_slots(request, 1) is None:
+                assert index == 0, "identical groups disagree on capacity"
+                del request._output_token_ids[-1], request._all_token_ids[-1]
+                del request.block_hashes[num_hashes:]
+                return OpResult(False, "INSUFFICIENT_BLOCKS")
+            request.num_computed_tokens = request.num_tokens
+        return OpResult(True)
+
+    def release(self, request_id: str) -> OpResult:
+        requests = self.requests.pop(request_id, None)
+        if requests is None:
+            return OpResult(False, "UNKNOWN_REQUEST")
+        for manager, request in zip(self.managers, requests, strict=True):
+            manager.free(request)
+        return OpResult(True)
+
+    def cache(self, request_id: str) -> OpResult:
+        """vLLM cached the request's full blocks when it allocated them: nothing left to publish."""
+        if request_id not in self.requests:
+            return OpResult(False, "UNKNOWN_REQUEST")
+        return OpResult(True)
+
+    def table(self, request_id: str, group: int) -> list[int]:
+        return list(self.managers[group].get_block_ids(request_id)[0]) if request_id in self.requests else []
+
+    def length(self, request_id: str) -> int:
+        requests = self.requests.get(request_id)
+        return 0 if requests is None else requests[0].num_tokens
+
+    def project(self, group: int = 0) -> dict[str, Any]:
+        return project(self.managers[group])
+
+    def self_check(self) -> None:
+        """Ref counts equal the number of running requests holding each block; free blocks hold none."""
+        for group, manager in enumerate(self.managers):
+            snap = project(manager)
+            held: dict[str, int] = {}
+            for blocks in snap["requests"].values():
+                for b in blocks:
+                    held[str(b)] = held.get(str(b), 0) + 1
+            if held != snap["ref_cnt"]:
+                raise AssertionError(f"vLLM group {group}: ref counts {snap['ref_cnt']} != holders {held}")
+            if set(map(str, snap["free_queue"])) & set(held):
+                raise AssertionError(f"vLLM group {group}: a held block is in the free queue")
+
+    def digest(self) -> str:
+        """SHA-256 over the managers' projections and the request tokens (unchanged by rejections)."""
+        text = repr([project(m) for m in self.managers]) + repr(sorted(
+            (rid, list(rs[0].all_token_ids)) for rid, rs in self.requests.items()))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def factory(config: AdapterConfig) -> LiveVllmAdapter:
+    """``--adapter kvexact.conformance.live.vllm:factory``."""
+    return LiveVllmAdapter(config)
