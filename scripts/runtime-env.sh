@@ -30,9 +30,10 @@ echo "torch==$TORCH_VERSION" > "$ENV/constraints.txt"
 # What vLLM's KVCacheManager / Request / SamplingParams and SGLang's RadixCache and allocators import.
 "${PIP[@]}" -c "$ENV/constraints.txt" packaging psutil pyzmq urllib3 regex numpy msgspec pydantic cbor2 \
   "transformers>=5.16.1,<5.21" aiohttp requests openai-harmony openai pillow pybase64 cachetools \
-  cloudpickle uvloop py-cpuinfo fastapi orjson dill sentencepiece
+  cloudpickle uvloop py-cpuinfo fastapi orjson dill sentencepiece prometheus_client partial_json_parser \
+  ipython
 # Imported at module level only (grammar backends); their own dependencies would pull GPU packages.
-"${PIP[@]}" --no-deps xgrammar llguidance
+"${PIP[@]}" --no-deps xgrammar llguidance apache-tvm-ffi==0.1.11
 "${PIP[@]}" -c "$ENV/constraints.txt" -e ".[kernels]"
 echo "$want" > "$stamp"
 echo "runtime-env: built $ENV in $(( $(date +%s) - start ))s, $(du -sh "$ENV" | cut -f1)" >&2

@@ -1,10 +1,11 @@
 """Stand-in modules that let SGLang 0.5.23's ``radix_cache.py`` and allocators load on a CPU.
 
-The real ``sglang.srt.mem_cache.memory_pool`` builds GPU K/V pools and, on import, pulls SGLang's model
-layers and quantization code (torchvision, gguf, compressed-tensors, ...). The radix cache and the
-allocators use nothing of it beyond the names ``ReqToTokenPool`` and ``KVCache`` (type positions; the
-live adapter keeps each request's row itself). :func:`install` puts a small module with those two names
-in ``sys.modules`` before SGLang is imported. The wheels' files are never changed.
+Two modules the radix cache imports would, on import, pull SGLang's model layers, quantization and
+multimodal code (torchvision, gguf, compressed-tensors, ...): the GPU memory pool
+(``sglang.srt.mem_cache.memory_pool``: only the names ``ReqToTokenPool`` and ``KVCache`` are used, in type
+positions; the live adapter keeps each request's row itself) and the metrics collector (unused with
+``enable_metrics=False``). :func:`install` puts small modules with just those names in ``sys.modules``
+before SGLang is imported; each raises if SGLang ever calls into it. The wheels' files are never changed.
 
 Also :func:`counter_clock`: SGLang stamps access times with ``time.monotonic()``; the live adapter gives
 ``radix_cache`` a counter instead (as notes/sglang.md §8 prescribes for reproducible LRU order), the
@@ -19,6 +20,7 @@ import types
 from typing import Any
 
 MEMORY_POOL = "sglang.srt.mem_cache.memory_pool"
+METRICS = "sglang.srt.observability.metrics_collector"
 
 
 class ReqToTokenPool:
@@ -32,14 +34,35 @@ class KVCache:
     """Stand-in: a type name only (the allocators keep a reference they never use on this path)."""
 
 
+class RadixCacheMetricsCollector:
+    """Stand-in: metrics stay disabled (``enable_metrics=False``), so nothing constructs one."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        raise NotImplementedError("stand-in metrics collector: the live adapter runs without metrics")
+
+
+def _unused(*args: Any, **kwargs: Any) -> Any:
+    raise NotImplementedError("stand-in: only SGLang's metrics set-up calls this")
+
+
+STANDINS: dict[str, dict[str, Any]] = {
+    # GPU K/V pools; importing the real module pulls SGLang's model layers and quantization code.
+    MEMORY_POOL: {"ReqToTokenPool": ReqToTokenPool, "KVCache": KVCache},
+    # Prometheus metrics; importing the real module pulls the multimodal configs (torchvision, ...).
+    METRICS: {"STAT_LOGGER_ROLE_RADIX_CACHE": "radix_cache", "RadixCacheMetricsCollector": RadixCacheMetricsCollector,
+              "radix_cache_metric_labels": _unused, "resolve_collector_class": _unused},
+}
+
+
 def install() -> None:
-    """Register the stand-in ``memory_pool`` module unless SGLang's own is already loaded."""
-    if MEMORY_POOL in sys.modules:
-        return
-    module = types.ModuleType(MEMORY_POOL, "kvexact stand-in for SGLang's GPU memory pool module")
-    module.ReqToTokenPool = ReqToTokenPool  # type: ignore[attr-defined]
-    module.KVCache = KVCache  # type: ignore[attr-defined]
-    sys.modules[MEMORY_POOL] = module
+    """Register each stand-in module unless SGLang's own is already loaded."""
+    for name, attributes in STANDINS.items():
+        if name in sys.modules:
+            continue
+        module = types.ModuleType(name, "kvexact stand-in (conformance/live/sglang_standins.py)")
+        for attribute, value in attributes.items():
+            setattr(module, attribute, value)
+        sys.modules[name] = module
 
 
 class CounterClock:

@@ -1,0 +1,112 @@
+"""The live adapters over the real vLLM 0.33.0 and SGLang 0.5.23, run in the runtime environment."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kvexact.reference.peers.sglang import RadixCache
+from kvexact.reference.peers.sglang_pool import PagedTokenToKVPoolAllocator
+from kvexact.reference.peers.vllm import VllmConfig, VllmKVCacheManager
+from kvexact.reference.peers.vllm_hashing import MMFeature, RequestExtras
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_in(python: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([python, *args], cwd=ROOT, capture_output=True, text=True)
+
+
+def _cli(python: str, *args: str):
+    return run_in(python, "-m", "kvexact.conformance.cli", *args)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runtime", ["vllm", "sglang"])
+def test_differential_finds_no_divergence(runtime_python, runtime):
+    r = _cli(runtime_python, "diff", runtime, "--streams", "15", "--seed", "7")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert f"{runtime} " in r.stdout and "15 streams" in r.stdout and ", 0 divergent" in r.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("adapter, machine", [("vllm", "KVAllocation"), ("sglang", "Radix")])
+def test_live_adapter_passes_the_gate_machine(runtime_python, adapter, machine):
+    r = _cli(runtime_python, "conform", "--adapter", f"kvexact.conformance.live.{adapter}:factory", "--spec", machine,
+             "--examples", "4", "--steps", "12")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert machine in r.stdout
+
+
+REPLAY = r'''
+import json, torch
+from array import array
+from kvexact.conformance.live import sglang as live_sglang  # stands in SGLang's GPU modules first
+from kvexact.conformance.live import vllm as live_vllm
+from vllm.multimodal.inputs import MultiModalFeatureSpec, PlaceholderRange
+from vllm.sampling_params import SamplingParams
+from vllm.v1.core.kv_cache_utils import generate_block_hash_extra_keys
+from vllm.v1.request import Request
+from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
+from sglang.srt.mem_cache.base_prefix_cache import EvictParams, InsertParams, MatchPrefixParams
+from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+from sglang.srt.mem_cache.radix_cache import RadixCache, RadixKey
+
+out = {}
+# V1: block size 16, 40-token prompt, images A at [30,35) and B at [36,39), 8 decoded tokens
+hasher = live_vllm.get_request_block_hasher(16, live_vllm.sha256)
+live_vllm.init_none_hash(live_vllm.sha256)
+mm = [MultiModalFeatureSpec(data=None, modality="image", identifier=name, mm_position=PlaceholderRange(offset=o, length=n))
+      for name, o, n in (("imgA", 30, 5), ("imgB", 36, 3))]
+req = Request("r", list(range(40)), SamplingParams(max_tokens=8), None, mm_features=mm, block_hasher=hasher)
+req.append_output_token_ids(list(range(100, 108)))
+out["v1_block2"] = generate_block_hash_extra_keys(req, 32, 48, 0)[0]
+out["v1_hashes"] = [h.hex() for h in req.block_hashes]
+# S1: page size 4, insert 4 tokens on slots 4-7, evict 3
+alloc = PagedTokenToKVPoolAllocator(32, 4, torch.int64, "cpu", None, False)
+cache = RadixCache(CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=alloc, page_size=4))
+slots = alloc.alloc(4)
+cache.insert(InsertParams(key=RadixKey(array("q", [11, 12, 13, 14])), value=slots))
+cache.evict(EvictParams(num_tokens=3))
+out["s1_free"] = alloc.free_pages.tolist()
+# S2: cache disabled
+off = RadixCache(CacheInitParams(disable=True, req_to_token_pool=None, token_to_kv_pool_allocator=None, page_size=1))
+out["s2_last_node"] = repr(off.insert(InsertParams(key=RadixKey(array("q", [1, 2, 3])))).last_device_node)
+# S3: unlock after eviction, then evict
+tree = RadixCache(CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=None, page_size=1))
+tree.insert(InsertParams(key=RadixKey(array("q", [1, 2, 3]))))
+lock = tree.lock(tree.match_prefix(MatchPrefixParams(key=RadixKey(array("q", [1, 2, 3])))).last_device_node)
+tree.unlock(lock)
+tree.evict(EvictParams(num_tokens=3))
+tree.dec_lock_ref(lock.node)
+try:
+    tree.evict(EvictParams(num_tokens=3))
+    out["s3"] = "no error"
+except AssertionError:
+    out["s3"] = "AssertionError"
+print(json.dumps(out))
+'''
+
+
+@pytest.mark.slow
+def test_issue_streams_on_the_real_runtimes_match_the_profiles(runtime_python):
+    """V1, S1, S2, S3 replayed on the real code; the profiles give the same answers."""
+    r = run_in(runtime_python, "-c", REPLAY)
+    assert r.returncode == 0, r.stderr[-3000:]
+    real = json.loads(r.stdout.strip().splitlines()[-1])
+    manager = VllmKVCacheManager.create(VllmConfig(16, 16))
+    request = manager.make_request("r", list(range(40)), RequestExtras(
+        mm=(MMFeature("imgA", 30, 5), MMFeature("imgB", 36, 3)))).append_output(manager.hasher, list(range(100, 108)))
+    assert [list(k) for k in request.block_extra_keys[2]] == real["v1_block2"]
+    assert [h.hex() for h in request.block_hashes] == real["v1_hashes"]
+    allocator = PagedTokenToKVPoolAllocator(32, 4)
+    cache = RadixCache(page_size=4, allocator=allocator)
+    cache.insert([11, 12, 13, 14], allocator.alloc(4))
+    cache.evict(3)
+    assert allocator.free_pages == real["s1_free"] == [1, 2, 3, 4, 5, 6, 7, 8]
+    assert real["s2_last_node"] == "None" and RadixCache(disable=True).insert([1, 2, 3]).last_device_node is None
+    assert real["s3"] == "AssertionError"
