@@ -89,7 +89,9 @@ def vllm_stream(rng: random.Random, length: int) -> Stream:
     from kvexact.conformance.adapters import AdapterConfig
 
     config = AdapterConfig(block_tokens=rng.choice((1, 2, 4)), num_groups=1, blocks_per_group=rng.randint(2, 10))
-    ops, live, next_id = [], [], 0
+    ops: list[Op] = []
+    live: list[str] = []
+    next_id = 0
     for _ in range(length):
         roll = rng.random()
         if not live or roll < 0.35:
@@ -120,7 +122,9 @@ def sglang_stream(rng: random.Random, length: int) -> Stream:
     from kvexact.conformance.adapters import IndexConfig
 
     config = IndexConfig(pool_slots=rng.randint(4, 24))
-    ops, live, next_id = [], [], 0
+    ops: list[Op] = []
+    live: list[str] = []
+    next_id = 0
     for _ in range(length):
         roll = rng.random()
         if not live or roll < 0.3:
@@ -188,7 +192,7 @@ def replay(runtime: str, stream: Stream) -> Divergence | None:
             return Divergence(stream, step, f"result of {op}", got, want)
         if got[0] == "raised":
             return None
-        rid = op.args[0] if op.args else None
+        rid = str(op.args[0]) if op.args else ""
         if op.kind == OPENING[runtime] and got[1] is not None and getattr(got[1], "accepted", True):
             running.append(rid)
         if op.kind in CLOSING[runtime] and rid in running:

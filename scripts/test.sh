@@ -9,5 +9,7 @@ echo "test: ruff"
 "$VENV/bin/ruff" check .
 echo "test: mypy"
 "$VENV/bin/mypy" kvexact spec reference kernels conformance
+echo "test: runtime environment (scripts/runtime-env.sh; built once, then cached)"
+bash scripts/runtime-env.sh >/dev/null
 echo "test: pytest (profile $KVEXACT_PROFILE)"
 exec "$VENV/bin/pytest" -n "${KVEXACT_TEST_WORKERS:-2}" --durations=25 --timeout=900 "$@"

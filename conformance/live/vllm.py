@@ -88,7 +88,8 @@ class LiveVllmAdapter:
             return OpResult(False, "DUPLICATE_REQUEST")
         if not prompt:
             return OpResult(False, "EMPTY_APPEND")
-        requests, hits = [], set()
+        requests: list[Request] = []
+        hits: set[int] = set()
         for manager in self.managers:
             request = self._request(request_id, prompt)
             blocks, hit, _boundary = manager.get_computed_blocks(request)

@@ -13,7 +13,6 @@ from kvexact.reference.peers.sglang_pool import PagedTokenToKVPoolAllocator
 from kvexact.reference.peers.vllm import VllmConfig, VllmKVCacheManager
 from kvexact.reference.peers.vllm_hashing import MMFeature, RequestExtras
 
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -37,7 +36,7 @@ def test_differential_finds_no_divergence(runtime_python, runtime):
 @pytest.mark.parametrize("adapter, machine", [("vllm", "KVAllocation"), ("sglang", "Radix")])
 def test_live_adapter_passes_the_gate_machine(runtime_python, adapter, machine):
     r = _cli(runtime_python, "conform", "--adapter", f"kvexact.conformance.live.{adapter}:factory", "--spec", machine,
-             "--examples", "4", "--steps", "12")
+             "--examples", "4", "--steps", "12", "--no-kernels")
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert machine in r.stdout
 
