@@ -51,6 +51,7 @@ from vllm.sampling_params import SamplingParams
 from vllm.v1.core.kv_cache_utils import generate_block_hash_extra_keys
 from vllm.v1.request import Request
 from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator
+from sglang.srt.mem_cache.allocator.token import TokenToKVPoolAllocator
 from sglang.srt.mem_cache.base_prefix_cache import EvictParams, InsertParams, MatchPrefixParams
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams
 from sglang.srt.mem_cache.radix_cache import RadixCache, RadixKey
@@ -76,8 +77,10 @@ out["s1_free"] = alloc.free_pages.tolist()
 off = RadixCache(CacheInitParams(disable=True, req_to_token_pool=None, token_to_kv_pool_allocator=None, page_size=1))
 out["s2_last_node"] = repr(off.insert(InsertParams(key=RadixKey(array("q", [1, 2, 3])))).last_device_node)
 # S3: unlock after eviction, then evict
-tree = RadixCache(CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=None, page_size=1))
-tree.insert(InsertParams(key=RadixKey(array("q", [1, 2, 3]))))
+token_alloc = TokenToKVPoolAllocator(16, torch.int64, "cpu", None, False)
+tree = RadixCache(CacheInitParams(disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=token_alloc,
+                                  page_size=1))
+tree.insert(InsertParams(key=RadixKey(array("q", [1, 2, 3])), value=token_alloc.alloc(3)))
 lock = tree.lock(tree.match_prefix(MatchPrefixParams(key=RadixKey(array("q", [1, 2, 3])))).last_device_node)
 tree.unlock(lock)
 tree.evict(EvictParams(num_tokens=3))
