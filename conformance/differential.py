@@ -84,28 +84,37 @@ def _call(adapter: Any, op: Op) -> Any:
 # ---- vLLM ---------------------------------------------------------------------------------------
 
 
+def _generate(rng: random.Random, length: int, opening: str, max_prompt: int,
+              choices: Sequence[tuple[float, str]]) -> tuple[Op, ...]:
+    """Random ops: open a request (always when none runs), else the first ``(threshold, kind)`` whose
+    threshold exceeds a uniform draw; ``kind`` takes a running request (and a token for decode kinds),
+    a closing kind ends it; ``evict`` takes a token count."""
+    ops: list[Op] = []
+    live: list[str] = []
+    for _ in range(length):
+        roll = rng.random()
+        kind = next((k for t, k in choices if roll < t), "evict")
+        if not live or kind == opening:
+            rid = f"r{len(ops)}"
+            live.append(rid)
+            ops.append(Op(opening, (rid, tuple(rng.randint(1, 3) for _ in range(rng.randint(1, max_prompt))))))
+        elif kind == "evict":
+            ops.append(Op("evict", (rng.randint(1, 8),)))
+        elif kind in ("append", "extend"):
+            ops.append(Op(kind, (rng.choice(live), rng.randint(1, 3))))
+        else:
+            rid = rng.choice(live)
+            live.remove(rid)
+            ops.append(Op(kind, (rid,)))
+    return tuple(ops)
+
+
 def vllm_stream(rng: random.Random, length: int) -> Stream:
     """Starts with prompts over a 3-token alphabet (prefix hits are common), decodes and releases."""
     from kvexact.conformance.adapters import AdapterConfig
 
     config = AdapterConfig(block_tokens=rng.choice((1, 2, 4)), num_groups=1, blocks_per_group=rng.randint(2, 10))
-    ops: list[Op] = []
-    live: list[str] = []
-    next_id = 0
-    for _ in range(length):
-        roll = rng.random()
-        if not live or roll < 0.35:
-            rid = f"r{next_id}"
-            next_id += 1
-            live.append(rid)
-            ops.append(Op("start", (rid, tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 9))))))
-        elif roll < 0.8:
-            ops.append(Op("append", (rng.choice(live), rng.randint(1, 3))))
-        else:
-            rid = rng.choice(live)
-            live.remove(rid)
-            ops.append(Op("release", (rid,)))
-    return Stream(config, tuple(ops))
+    return Stream(config, _generate(rng, length, "start", 9, ((0.35, "start"), (0.8, "append"), (1.0, "release"))))
 
 
 def vllm_observe(adapter: Any, request_ids: Sequence[str]) -> dict[str, Any]:
@@ -122,29 +131,8 @@ def sglang_stream(rng: random.Random, length: int) -> Stream:
     from kvexact.conformance.adapters import IndexConfig
 
     config = IndexConfig(pool_slots=rng.randint(4, 24))
-    ops: list[Op] = []
-    live: list[str] = []
-    next_id = 0
-    for _ in range(length):
-        roll = rng.random()
-        if not live or roll < 0.3:
-            rid = f"r{next_id}"
-            next_id += 1
-            live.append(rid)
-            ops.append(Op("admit", (rid, tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 8))))))
-        elif roll < 0.6:
-            ops.append(Op("extend", (rng.choice(live), rng.randint(1, 3))))
-        elif roll < 0.75:
-            rid = rng.choice(live)
-            live.remove(rid)
-            ops.append(Op("finish", (rid,)))
-        elif roll < 0.85:
-            rid = rng.choice(live)
-            live.remove(rid)
-            ops.append(Op("cancel", (rid,)))
-        else:
-            ops.append(Op("evict", (rng.randint(1, 8),)))
-    return Stream(config, tuple(ops))
+    choices = ((0.3, "admit"), (0.6, "extend"), (0.75, "finish"), (0.85, "cancel"), (1.0, "evict"))
+    return Stream(config, _generate(rng, length, "admit", 8, choices))
 
 
 def sglang_observe(adapter: Any, request_ids: Sequence[str]) -> dict[str, Any]:
