@@ -434,9 +434,9 @@ def enabled_steps(s: RevState) -> list[tuple[str, dict[str, Any], Callable[[], S
     for b in s.blocks:
         offer(free_block, {"b": b}, b)
     for n in s.tenants:
-        for step in (revoke_stop_admission, revoke_advance_generation, revoke_invalidate_index,
-                     revoke_leases_drained, revoke_release_blocks, revoke_purge_external, revoke_complete):
-            offer(step, {"n": n}, n)
+        for revoke_step in (revoke_stop_admission, revoke_advance_generation, revoke_invalidate_index,
+                            revoke_leases_drained, revoke_release_blocks, revoke_purge_external, revoke_complete):
+            offer(revoke_step, {"n": n}, n)
         for p in s.tenants:
             offer(revoke_cancel_lease, {"n": n, "p": p}, n, p)
     return out

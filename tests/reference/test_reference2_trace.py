@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from kvexact.spec.itf import decode
 from kvexact.reference import cow
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import GroupConfig, PoolRejection, QueuePolicy
 from kvexact.reference.projection import TraceRecorder, project_state
 from kvexact.reference.rejections import Rejected
+from kvexact.spec.itf import decode
 
 SPEC = Path(__file__).resolve().parents[2] / "spec"
 
