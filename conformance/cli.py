@@ -29,6 +29,7 @@ COMMANDS = {
 }
 BENCHES = {
     "checker": "kvexact.spec.bench_cmd:bench_checker",
+    "specs": "kvexact.spec.bench_specs_cmd:bench_specs",
     "reference": "kvexact.reference.bench_cmd:bench_reference",
     "kernels": "kvexact.kernels.bench_cmd:bench_kernels",
 }
@@ -88,7 +89,7 @@ def cli() -> None:
 
 @cli.group(cls=LazyGroup, lazy=BENCHES)
 def bench() -> None:
-    """Benchmarks (separate from tests): checker, reference, kernels."""
+    """Benchmarks (separate from tests): checker, specs, reference, kernels."""
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -109,11 +109,13 @@ def project_kv_allocation(alloc: Allocator, requests: Sequence[str] | None = Non
     """The KVAllocation variables (history variables at their idle values)."""
     reqs = _requests(alloc, requests)
     other = _other_refs(alloc)
-    gen, ref, ident, rows, reserved = Fn(), Fn(), Fn(), Fn(), Fn()
+    gen, ref, ident, rows, reserved, queued = Fn(), Fn(), Fn(), Fn(), Fn(), Fn()
     blocks = _all_blocks(alloc)
     for g, pool in enumerate(alloc.pools):
         gen[g], ref[g], ident[g], rows[g] = Fn(), Fn(), Fn(), Fn()
         reserved[g] = set()
+        # the free+evictable queue; a block id the group does not have is never taken, as if queued
+        queued[g] = set(pool.queue_order()) | {b for b in blocks if b not in pool.blocks}
         for b in blocks:
             if b not in pool.blocks:
                 gen[g][b] = ref[g][b] = ident[g][b] = rows[g][b] = 0
@@ -139,7 +141,7 @@ def project_kv_allocation(alloc: Allocator, requests: Sequence[str] | None = Non
             txn["dest"][h.cache_group_id] = h.block_id
             txn["prev"][h.cache_group_id] = ident_of(key) if key is not None else 0
     state = {"gen": gen, "ref": ref, "ident": ident, "rows": rows, "reserved": reserved, "tables": tables,
-             "len": lens, "tver": tvers, "rgen": rgen, "epoch": alloc.epoch, "txn": txn}
+             "len": lens, "tver": tvers, "rgen": rgen, "epoch": alloc.epoch, "txn": txn, "pool": queued}
     state["hist"] = init_snapshot(state)
     state["stale"] = no_stale(groups)
     return state

@@ -9,36 +9,60 @@ def spec_dir() -> Path:
     return Path(str(resources.files(__name__)))
 
 # Files the distribution must ship (relative to spec_dir()); each spec issue appends its models.
-_SPECS = ("KVAllocation", "CowPublication", "NamespaceRevocation")
+_SPECS = ("KVAllocation", "CowPublication", "NamespaceRevocation", "RadixIndex", "VirtualMapping")
 _MUTANTS = (
     "CowPublication_ForkWithoutRefs",
     "CowPublication_NoSourceLease",
+    "CowPublication_PublishStaysValidated",
     "CowPublication_PublishBeforeCopy",
     "CowPublication_PublishFirstGroupOnly",
+    "CowPublication_SnapshotDuringCow",
     "CowPublication_ValidateBeforeWrite",
     "CowPublication_WriteSharedTail",
     "KVAllocation_DuplicateIdentity",
+    "KVAllocation_HandleOfOldGeneration",
     "KVAllocation_LengthBeforeRow",
     "KVAllocation_NoGenerationBump",
     "KVAllocation_PublishOneGroup",
     "KVAllocation_ReserveMappedCachedBlock",
     "KVAllocation_RollbackKeepsGeneration",
+    "KVAllocation_RollbackKeepsReservation",
+    "KVAllocation_TouchKeepsQueued",
     "KVAllocation_TruncateKeepsRefs",
     "NamespaceRevocation_CompleteWithLiveLease",
+    "NamespaceRevocation_CancelKeepsReceipt",
     "NamespaceRevocation_CrossNamespaceHit",
     "NamespaceRevocation_KeepExternalCopies",
     "NamespaceRevocation_KeepOldBlocks",
     "NamespaceRevocation_LookupBeforeAuth",
     "NamespaceRevocation_RecycleWithoutScrub",
+    "RadixIndex_EvictLockedLeaf",
+    "RadixIndex_InsertWithoutSplit",
+    "RadixIndex_KeepDuplicateSlots",
+    "RadixIndex_MatchAcrossNamespaces",
+    "RadixIndex_SplitDropsLock",
+    "RadixIndex_SplitKeyOnly",
+    "RadixIndex_UnlockMiscounted",
+    "VirtualMapping_FreeKeepsRows",
+    "VirtualMapping_MapBeyondReservation",
+    "VirtualMapping_MapMappedHandle",
+    "VirtualMapping_ReadRetainedPage",
+    "VirtualMapping_ReleaseHandlesWhileMapped",
+    "VirtualMapping_UnmapLosesHandle",
+    "VirtualMapping_WriteBeforeAwait",
 )
 _WITNESSES = (
     "CowPublication_CowPublished",
     "KVAllocation_EvictThenReuse",
     "NamespaceRevocation_RevocationCompleted",
+    "RadixIndex_SharedSplitLocked",
+    "VirtualMapping_RetainedReuse",
 )
 SHIPPED_MODELS: tuple[str, ...] = (
     *(f"{s}{ext}" for s in _SPECS for ext in (".tla", ".cfg", ".deep.cfg")),
     "NamespaceRevocation.liveness.cfg",
+    "ExactHistory.tla",  # the abstract protocol and the two refinement models (PROPERTY: TLC only for now)
+    *(f"{s}Exact{ext}" for s in ("KVAllocation", "CowPublication") for ext in (".tla", ".cfg")),
     *(f"mutants/{m}{ext}" for m in _MUTANTS for ext in (".tla", ".cfg")),
     *(f"witnesses/{w}.cfg" for w in _WITNESSES),
 )

@@ -27,6 +27,10 @@ SPEC_ACTIONS: dict[str, tuple[str, ...]] = {
                             "RevokeAdvanceGeneration", "RevokeInvalidateIndex", "RevokeCancelLease",
                             "RevokeLeasesDrained", "RevokeReleaseBlocks", "RevokePurgeExternal",
                             "RevokeComplete"),
+    "RadixIndex": ("MatchAndLock", "Reserve", "PublishUnfinished", "ReleaseRequest", "EvictNode"),
+    "VirtualMapping": ("ReserveVirtual", "CreateHandles", "AllocReqid", "MapBundle", "AwaitMapping", "WriteRows",
+                       "RequireUse", "FreeReqid", "UnmapBundle", "ReclaimInactive", "ReleaseHandles",
+                       "ReleaseVirtual"),
 }
 
 
@@ -118,5 +122,5 @@ CHECKS = [
     GateCheck("spec-mutants", "spec", "every seeded-bug mutant dies of its named invariant within 10 s",
               _expected_violations("mutant")),
     GateCheck("spec-witnesses", "spec", "every negated witness (COW publication, eviction then reuse, "
-              "completed revocation) is violated", _expected_violations("witness")),
+              "completed revocation, split under two leases, retained mapping reuse) is violated", _expected_violations("witness")),
 ]

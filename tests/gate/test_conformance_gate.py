@@ -13,6 +13,7 @@ import pytest
 from kvexact.conformance import gate
 
 EXPECTED = {"packaging-selftest", "spec-KVAllocation", "spec-CowPublication", "spec-NamespaceRevocation",
+            "spec-RadixIndex", "spec-VirtualMapping",
             "spec-mutants", "spec-witnesses", "kernels-differential", "z3-obligations", "negative-registry",
             "machines", "adapter-simple-runtime", "adapter-faulty-caught", "adapter-sglang-index",
             "adapter-faulty-index-caught"}

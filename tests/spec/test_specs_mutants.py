@@ -33,7 +33,7 @@ def test_at_least_five_mutants_per_spec():
     per_spec: dict[str, int] = {}
     for m in MUTANTS:
         per_spec[m.name.split("_", 1)[0]] = per_spec.get(m.name.split("_", 1)[0], 0) + 1
-    assert per_spec.keys() == {"KVAllocation", "CowPublication", "NamespaceRevocation"}
+    assert per_spec.keys() == {"KVAllocation", "CowPublication", "NamespaceRevocation", "RadixIndex", "VirtualMapping"}
     assert min(per_spec.values()) >= 5, per_spec
 
 
@@ -52,7 +52,8 @@ def test_witness_is_reached(witness_verdicts, name):
 
 def test_witnesses_cover_cow_eviction_and_revocation():
     assert {w.name for w in WITNESSES} == {"CowPublication_CowPublished", "KVAllocation_EvictThenReuse",
-                                           "NamespaceRevocation_RevocationCompleted"}
+                                           "NamespaceRevocation_RevocationCompleted", "RadixIndex_SharedSplitLocked",
+                                           "VirtualMapping_RetainedReuse"}
 
 
 def test_named_invariant_is_checked_with_all_the_ci_invariants_in_their_order():

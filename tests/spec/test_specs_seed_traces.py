@@ -225,7 +225,22 @@ def _kv_after_cow() -> dict:
               F: {0: (), 1: ()}, G: {0: (), 1: ()}}
     return {"gen": gen, "ref": ref, "ident": ident, "rows": rows, "reserved": {0: frozenset(), 1: frozenset()},
             "tables": tables, "len": {A: 34, D: 35, F: 0, G: 0}, "tver": {A: 6, D: 2, F: 0, G: 0}, "epoch": 44,
-            "txn": _kv_idle_txn(), "hist": _kv_init_snapshot(), "stale": NO_STALE}
+            "txn": _kv_idle_txn(), "hist": _kv_init_snapshot(), "stale": NO_STALE, "pool": _queued(gen, ref, {})}
+
+
+def _queued(gen: dict, ref: dict, reserved: dict) -> dict:
+    """0x04B, 0x05E: the free+evictable queue of each group: blocks with refcount 0, not reserved."""
+    return {g: frozenset(b for b in gen[g] if ref[g][b] == 0 and b not in reserved.get(g, ())) for g in gen}
+
+
+def _kv_evolve(state: dict, *changes: tuple) -> dict:
+    """A KVAllocation successor: the changes, then the free queue the seed's rule gives."""
+    s = _evolve(state, *changes)
+    return s | {"pool": _queued(s["gen"], s["ref"], s["reserved"])}
+
+
+def _kv_set(state: dict, path: tuple, value) -> dict:
+    return _kv_evolve(state, (*path, value))
 
 
 def _snapshot(state: dict) -> dict:
@@ -234,23 +249,23 @@ def _snapshot(state: dict) -> dict:
 
 def test_0x04F_failure_between_group_reservations_restores_the_predecessor(kv_model):
     m = kv_model
-    s0 = _set(_kv_after_cow(), ("epoch",), 43)  # the checked trace's epoch before the failed append
+    s0 = _kv_set(_kv_after_cow(), ("epoch",), 43)  # the checked trace's epoch before the failed append
     # Reconstructed predecessor: D has not copied yet (it still maps A's tail), so 1003 and 2003 are free
     # at generations 12 and 6; F's boundary append reserves the group-0 destination first.
-    s0 = _evolve(s0, ("ref", 0, 1003, 0), ("rows", 0, 1003, 0), ("tables", D, 0, 2, _h(1002, 9)),
+    s0 = _kv_evolve(s0, ("ref", 0, 1003, 0), ("rows", 0, 1003, 0), ("tables", D, 0, 2, _h(1002, 9)),
                  ("ref", 0, 1002, 2), ("tables", D, 1, 2, _h(2002, 12)), ("ref", 1, 2002, 2),
                  ("ref", 1, 2003, 0), ("rows", 1, 2003, 0), ("len", D, 34))
-    s1 = _evolve(s0, ("hist", _snapshot(s0)), ("gen", 0, 1003, 13), ("reserved", 0, frozenset({1003})),
+    s1 = _kv_evolve(s0, ("hist", _snapshot(s0)), ("gen", 0, 1003, 13), ("reserved", 0, frozenset({1003})),
                  ("txn", {"phase": "reserved", "req": F, "dest": {0: 1003, 1: 0}, "prev": {0: 0, 1: 0}}))
     _step(m, "AppendReserve", s0, s1, r=F, g=0, b=1003)
     # Injected failure before group 1 is reserved: the reservation returns, no request changes, the
     # epoch stays 43, and the committed state is exactly the predecessor's.
-    s2 = _evolve(s1, ("gen", 0, 1003, 12), ("reserved", 0, frozenset()),
+    s2 = _kv_evolve(s1, ("gen", 0, 1003, 12), ("reserved", 0, frozenset()),
                  ("txn", _kv_idle_txn() | {"phase": "rolled_back"}))
     _step(m, "AppendRollback", s1, s2, r=F)
     assert _snapshot(s2) == _snapshot(s0) == s2["hist"] and s2["epoch"] == 43
     # Keeping the advanced generation is not a rollback of this spec.
-    assert not m.check_step("AppendRollback", s1, _set(s2, ("gen", 0, 1003), 13), {"r": F}).ok
+    assert not m.check_step("AppendRollback", s1, _kv_set(s2, ("gen", 0, 1003), 13), {"r": F}).ok
 
 
 def test_0x05E_truncate_reuse_stale_writer_release_touch_evict(kv_model):
@@ -258,46 +273,46 @@ def test_0x05E_truncate_reuse_stale_writer_release_touch_evict(kv_model):
     s0 = _kv_after_cow()
     # truncate(D, 32): only D's suffix bundle goes; 1003@12 and 2003@6 return to the free queues; the
     # delayed D writer still holds 1003@12.
-    s1 = _evolve(s0, ("tables", D, {0: s0["tables"][D][0][:2], 1: s0["tables"][D][1][:2]}), ("len", D, 32),
+    s1 = _kv_evolve(s0, ("tables", D, {0: s0["tables"][D][0][:2], 1: s0["tables"][D][1][:2]}), ("len", D, 32),
                  ("tver", D, 3), ("ref", 0, 1003, 0), ("ref", 1, 2003, 0), ("rows", 0, 1003, 0),
                  ("rows", 1, 2003, 0), ("ref", 0, 1000, 2), ("stale", {"grp": 0, "block": 1003, "gen": 12}))
     _step(m, "Truncate", s0, s1, r=D, k=2)
     # allocate(F): reuses those block ids with generations 1003@13 and 2003@7.
-    s2 = _evolve(s1, ("hist", _snapshot(s1)), ("gen", 0, 1003, 13), ("reserved", 0, frozenset({1003})),
+    s2 = _kv_evolve(s1, ("hist", _snapshot(s1)), ("gen", 0, 1003, 13), ("reserved", 0, frozenset({1003})),
                  ("txn", {"phase": "reserved", "req": F, "dest": {0: 1003, 1: 0}, "prev": {0: 0, 1: 0}}))
     _step(m, "AppendReserve", s1, s2, r=F, g=0, b=1003)
-    s3 = _evolve(s2, ("gen", 1, 2003, 7), ("reserved", 1, frozenset({2003})), ("txn", "dest", 1, 2003))
+    s3 = _kv_evolve(s2, ("gen", 1, 2003, 7), ("reserved", 1, frozenset({2003})), ("txn", "dest", 1, 2003))
     _step(m, "AppendReserve", s2, s3, r=F, g=1, b=2003)
-    s4 = _evolve(s3, ("rows", 0, 1003, 1), ("rows", 1, 2003, 1), ("txn", "phase", "ready"))
+    s4 = _kv_evolve(s3, ("rows", 0, 1003, 1), ("rows", 1, 2003, 1), ("txn", "phase", "ready"))
     _step(m, "AppendWrite", s3, s4, r=F)
-    s5 = _evolve(s4, ("tables", F, {0: (_h(1003, 13),), 1: (_h(2003, 7),)}), ("ref", 0, 1003, 1),
+    s5 = _kv_evolve(s4, ("tables", F, {0: (_h(1003, 13),), 1: (_h(2003, 7),)}), ("ref", 0, 1003, 1),
                  ("ref", 1, 2003, 1), ("reserved", {0: frozenset(), 1: frozenset()}), ("len", F, 1),
                  ("tver", F, 1), ("epoch", 45), ("txn", _kv_idle_txn()), ("hist", _kv_init_snapshot()))
     _step(m, "AppendPublish", s4, s5, r=F)
     # The stale D writer holding @12 is rejected (its generation is not the block's 13).
-    s6 = _set(s5, ("stale",), NO_STALE)
+    s6 = _kv_set(s5, ("stale",), NO_STALE)
     _step(m, "StaleWriteRejected", s5, s6)
-    assert not m.check_step("StaleWriteRejected", _set(s5, ("gen", 0, 1003), 12),
-                            _evolve(s6, ("gen", 0, 1003, 12))).ok  # a current generation is not stale
+    assert not m.check_step("StaleWriteRejected", _kv_set(s5, ("gen", 0, 1003), 12),
+                            _kv_evolve(s6, ("gen", 0, 1003, 12))).ok  # a current generation is not stale
     # release(A), then release(D): the full cached prefix blocks become EVICTABLE, not identity-free;
     # A's uncached tail 1002/2002 becomes free.
-    s7 = _evolve(s6, ("tables", A, {0: (), 1: ()}), ("len", A, 0), ("tver", A, 0), ("ref", 0, 1000, 1),
+    s7 = _kv_evolve(s6, ("tables", A, {0: (), 1: ()}), ("len", A, 0), ("tver", A, 0), ("ref", 0, 1000, 1),
                  ("ref", 0, 1001, 1), ("ref", 1, 2000, 1), ("ref", 1, 2001, 1), ("ref", 0, 1002, 0),
                  ("ref", 1, 2002, 0), ("rows", 0, 1002, 0), ("rows", 1, 2002, 0))
     _step(m, "Release", s6, s7, r=A)
-    s8 = _evolve(s7, ("tables", D, {0: (), 1: ()}), ("len", D, 0), ("tver", D, 0), ("ref", 0, 1000, 0),
+    s8 = _kv_evolve(s7, ("tables", D, {0: (), 1: ()}), ("len", D, 0), ("tver", D, 0), ("ref", 0, 1000, 0),
                  ("ref", 0, 1001, 0), ("ref", 1, 2000, 0), ("ref", 1, 2001, 0))
     _step(m, "Release", s7, s8, r=D)
     assert s8["ident"][0][1000] == 1 and s8["rows"][0][1000] == 16  # evictable keeps identity and rows
     # touch(G, cached block 0): the zero-ref cached blocks leave the free queue; refs 0 -> 1; G's map
     # is published; no generation changes.
-    s9 = _evolve(s8, ("tables", G, {0: (_h(1000, 1),), 1: (_h(2000, 1),)}), ("ref", 0, 1000, 1),
+    s9 = _kv_evolve(s8, ("tables", G, {0: (_h(1000, 1),), 1: (_h(2000, 1),)}), ("ref", 0, 1000, 1),
                  ("ref", 1, 2000, 1), ("len", G, 16), ("tver", G, 1))
     _step(m, "PrefixHit", s8, s9, r=G, k=1)
     # evict(cached block 1): removes the weak identity (the block becomes free) ...
-    s10 = _evolve(s9, ("ident", 0, 1001, 0), ("rows", 0, 1001, 0))
+    s10 = _kv_evolve(s9, ("ident", 0, 1001, 0), ("rows", 0, 1001, 0))
     _step(m, "Evict", s9, s10, g=0, b=1001)
     # ... and evicting a mapped block's identity does not revoke the live mapping.
-    s11 = _set(s10, ("ident", 0, 1000), 0)
+    s11 = _kv_set(s10, ("ident", 0, 1000), 0)
     _step(m, "Evict", s10, s11, g=0, b=1000)
     assert s11["tables"][G][0] == (_h(1000, 1),) and s11["rows"][0][1000] == 16

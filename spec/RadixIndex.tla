@@ -1,0 +1,275 @@
+----------------------------- MODULE RadixIndex -----------------------------
+(***************************************************************************)
+(* The RadixAttention prefix index (seed 0x08-0x08F): a tree of compressed *)
+(* token edges, each owning the K/V slots of its tokens (page size 1, as   *)
+(* in the seed's teaching trace).  Running requests match the longest      *)
+(* cached prefix of their prompt and lock its path; they reserve private   *)
+(* slots for the rest, publish their suffix (releasing the slots of tokens *)
+(* another request cached first) and release their lease.  Unlocked leaves *)
+(* are evicted whole-edge, leaf first.  Every namespace has its own        *)
+(* subtree: a match never crosses namespaces (0x01A isolation).            *)
+(*                                                                         *)
+(* Representation (no recursion): a node is identified by its full path    *)
+(* key from the root; its parent is the longest proper prefix among the    *)
+(* nodes of its namespace, its edge tokens are the path's tokens past the  *)
+(* parent's, and slots[v] are the slots of exactly those tokens (0x08A).   *)
+(***************************************************************************)
+EXTENDS Integers, Sequences, FiniteSets
+
+CONSTANTS
+    Namespaces, \* namespace ids (model values), each an isolated subtree
+    Requests,   \* request ids (model values)
+    Tokens,     \* token ids (integers)
+    Slots,      \* the pool's physical token-slot ids (integers)
+    MaxNodes,   \* node ids are 1..MaxNodes; 0 is the root
+    MaxLen,     \* longest prompt, in tokens
+    Prompts,    \* the prompts requests arrive with (non-empty token sequences of at most MaxLen)
+    NoNs        \* model value: the namespace of an unused node id
+
+VARIABLES
+    tree,      \* [1..MaxNodes -> [ns: Namespaces \cup {NoNs}, path: Seq(Tokens), slots: Seq(Slots)]]
+    lock,      \* [1..MaxNodes -> Nat]: lock_ref, the lease holders whose path contains the node (0x08D)
+    free,      \* SUBSET Slots: free slots of the pool
+    priv,      \* [Requests -> Seq(Slots)]: request-private, unpublished slots (0x08A's R)
+    req,       \* [Requests -> [phase, ns, q, node, m]]: each request's lease: prompt q, namespace,
+               \*  locked terminal node (0 = root) and matched tokens m
+    evictable  \* Int: evictable_size, kept incrementally like the runtime's counter (0x08D)
+
+vars == <<tree, lock, free, priv, req, evictable>>
+
+Nodes == 1..MaxNodes
+Range(s) == {s[i] : i \in DOMAIN s}
+AllPrompts == UNION {[1..k -> Tokens] : k \in 1..MaxLen}
+\* The CI model's prompts (cfg: Prompts <- CIPrompts): two chats sharing their first token (0x08C).
+CIPrompts == {<<1, 1>>, <<1, 2>>}
+\* The deep model's prompts (cfg: Prompts <- DeepPrompts): the two chats and their shared prefix.
+DeepPrompts == {<<1>>, <<1, 1>>, <<1, 2>>}
+Phases == {"idle", "matched", "reserved", "running"}
+ASSUME Prompts \subseteq AllPrompts
+
+TypeOK ==
+    /\ \A v \in Nodes :
+          /\ tree[v].ns \in Namespaces \cup {NoNs}
+          /\ Len(tree[v].path) <= MaxLen /\ Range(tree[v].path) \subseteq Tokens
+          /\ Range(tree[v].slots) \subseteq Slots
+    /\ lock \in [Nodes -> Nat]
+    /\ free \subseteq Slots
+    /\ \A r \in Requests : Len(priv[r]) <= MaxLen /\ Range(priv[r]) \subseteq Slots
+    /\ \A r \in Requests :
+          /\ req[r].phase \in Phases
+          /\ req[r].ns \in Namespaces \cup {NoNs}
+          /\ req[r].node \in Nodes \cup {0}
+          /\ req[r].m \in 0..MaxLen
+    /\ evictable \in Int
+
+Unused == [ns |-> NoNs, path |-> <<>>, slots |-> <<>>]
+Idle == [phase |-> "idle", ns |-> NoNs, q |-> <<>>, node |-> 0, m |-> 0]
+
+IsPrefix(a, b) == Len(a) <= Len(b) /\ SubSeq(b, 1, Len(a)) = a
+Alive(nd, v) == nd[v].ns # NoNs
+Max(S) == CHOOSE x \in S : \A y \in S : y <= x
+
+\* The nodes on the path root -> t (t included; the root 0 is not a node), in tree nd.
+PathIn(nd, t) ==
+    IF t = 0 THEN {}
+    ELSE {v \in Nodes : Alive(nd, v) /\ nd[v].ns = nd[t].ns /\ IsPrefix(nd[v].path, nd[t].path)}
+ParentLen(nd, v) == Max({Len(nd[u].path) : u \in PathIn(nd, v) \ {v}} \cup {0})
+Children(nd, v) ==
+    {u \in Nodes \ {v} : Alive(nd, u) /\ nd[u].ns = nd[v].ns /\ IsPrefix(nd[v].path, nd[u].path)
+                         /\ ParentLen(nd, u) = Len(nd[v].path)}
+IsLeaf(nd, v) == \A u \in Nodes \ {v} : ~(Alive(nd, u) /\ nd[u].ns = nd[v].ns /\ IsPrefix(nd[v].path, nd[u].path))
+\* The slots of a set of nodes (each slot is held by one node, SlotsHeldOnce).
+SlotsOf(nd, S) == UNION {Range(nd[v].slots) : v \in S}
+Fresh(nd) == CHOOSE v \in Nodes : ~Alive(nd, v)
+HasFresh(nd) == \E v \in Nodes : ~Alive(nd, v)
+
+\* 0x08B: the longest prefix of q cached in namespace n (edges compared token by token).
+Cached(nd, n, q) ==
+    Max({0} \cup {k \in 1..Len(q) : \E v \in Nodes : Alive(nd, v) /\ nd[v].ns = n /\ Len(nd[v].path) >= k
+                                            /\ SubSeq(nd[v].path, 1, k) = SubSeq(q, 1, k)})
+
+\* 0x08B: make the cached prefix s of namespace n a node.  When s ends inside the edge of node c,
+\* split c: a new node takes the shared tokens and their slots and c keeps the suffix; the new
+\* node copies c's lock count, since it lies on every path that c's did (0x08D).  Returns the
+\* tree, the locks and the node whose path is s (0 for the empty prefix).
+NodeAt(nd, lk, n, s) ==
+    LET at == {v \in Nodes : Alive(nd, v) /\ nd[v].ns = n /\ nd[v].path = s}
+        below == {v \in Nodes : Alive(nd, v) /\ nd[v].ns = n /\ IsPrefix(s, nd[v].path)}
+        c == CHOOSE v \in below : \A w \in below : Len(nd[v].path) <= Len(nd[w].path)
+        u == Fresh(nd)
+        cut == Len(s) - ParentLen(nd, c)
+    IN IF s = <<>> THEN [tree |-> nd, lock |-> lk, node |-> 0]
+       ELSE IF at # {} THEN [tree |-> nd, lock |-> lk, node |-> CHOOSE v \in at : TRUE]
+       ELSE [tree |-> [nd EXCEPT ![u] = [ns |-> n, path |-> s, slots |-> SubSeq(nd[c].slots, 1, cut)],
+                                 ![c].slots = SubSeq(@, cut + 1, Len(@))],
+             lock |-> [lk EXCEPT ![u] = lk[c]],
+             node |-> u]
+CanPlace(nd, n, s) ==
+    s = <<>> \/ HasFresh(nd) \/ \E v \in Nodes : Alive(nd, v) /\ nd[v].ns = n /\ nd[v].path = s
+
+\* 0x08D inc_lock_ref / dec_lock_ref: every node on the path root -> t gains (loses) one reference.
+\* The evictable size moves by the slots of the nodes whose count leaves (reaches) zero.
+LockPath(nd, lk, t, d) == [v \in Nodes |-> IF v \in PathIn(nd, t) THEN lk[v] + d ELSE lk[v]]
+BecameLocked(nd, lk, t) == Cardinality(SlotsOf(nd, {v \in PathIn(nd, t) : lk[v] = 0}))
+BecameUnlocked(nd, lk, t) == Cardinality(SlotsOf(nd, {v \in PathIn(nd, t) : lk[v] = 1}))
+
+Init ==
+    /\ tree = [v \in Nodes |-> Unused]
+    /\ lock = [v \in Nodes |-> 0]
+    /\ free = Slots
+    /\ priv = [r \in Requests |-> <<>>]
+    /\ req = [r \in Requests |-> Idle]
+    /\ evictable = 0
+
+-----------------------------------------------------------------------------
+(* Actions.  Each is one reference step with the same name in snake_case.  *)
+
+\* 0x08B, 0x08G: a waiting request of namespace n matches its prompt q against its namespace's
+\* subtree (a match ending inside an edge splits it) and locks the matched path under a lease.
+MatchAndLock(r, n, q) ==
+    /\ req[r].phase = "idle"
+    /\ LET k == Cached(tree, n, q)
+           w == NodeAt(tree, lock, n, SubSeq(q, 1, k))
+       IN /\ CanPlace(tree, n, SubSeq(q, 1, k))
+          /\ tree' = w.tree
+          /\ lock' = LockPath(w.tree, w.lock, w.node, 1)
+          /\ evictable' = evictable - BecameLocked(w.tree, w.lock, w.node)
+          /\ req' = [req EXCEPT ![r] = [phase |-> "matched", ns |-> n, q |-> q, node |-> w.node, m |-> k]]
+    /\ UNCHANGED <<free, priv>>
+
+\* 0x08A, 0x08C: the request takes free slots for the tokens its match did not cover and computes
+\* their K/V rows there; the slots are private until published.
+Reserve(r) ==
+    /\ req[r].phase = "matched"
+    /\ LET need == Len(req[r].q) - req[r].m IN
+       /\ Cardinality(free) >= need
+       /\ LET s == CHOOSE f \in [1..need -> free] : \A i, j \in 1..need : i # j => f[i] # f[j] IN
+          /\ priv' = [priv EXCEPT ![r] = s]
+          /\ free' = free \ Range(s)
+    /\ req' = [req EXCEPT ![r].phase = "reserved"]
+    /\ UNCHANGED <<tree, lock, evictable>>
+
+\* 0x08C publish_unfinished (r05, r07): insert the request's prompt; p tokens are cached by now
+\* (at least its own match: its path is locked), so the private slots of tokens m+1..p are
+\* duplicates and return to the pool, the rest become a new leaf edge (splitting an edge when p
+\* ends inside one), and the lock moves from the old terminal node to the new one.
+PublishUnfinished(r) ==
+    /\ req[r].phase = "reserved"
+    /\ LET n == req[r].ns
+           q == req[r].q
+           m == req[r].m
+           p == Cached(tree, n, q)
+           w == NodeAt(tree, lock, n, SubSeq(q, 1, p))
+           u == Fresh(w.tree)
+           grow == p < Len(q)
+           nd == IF grow THEN [w.tree EXCEPT ![u] = [ns |-> n, path |-> q,
+                                                     slots |-> SubSeq(priv[r], p - m + 1, Len(priv[r]))]]
+                 ELSE w.tree
+           lk1 == IF grow THEN [w.lock EXCEPT ![u] = 0] ELSE w.lock
+           t == IF grow THEN u ELSE w.node
+           lk2 == LockPath(nd, lk1, t, 1)
+           lk3 == LockPath(nd, lk2, req[r].node, -1)
+       IN /\ CanPlace(tree, n, SubSeq(q, 1, p))
+          /\ grow => HasFresh(w.tree)
+          /\ tree' = nd
+          /\ lock' = lk3
+          /\ evictable' = evictable + (Len(q) - p) - BecameLocked(nd, lk1, t)
+                          + BecameUnlocked(nd, lk2, req[r].node)
+          /\ free' = free \cup Range(SubSeq(priv[r], 1, p - m))
+          /\ priv' = [priv EXCEPT ![r] = <<>>]
+          /\ req' = [req EXCEPT ![r].phase = "running", ![r].node = t, ![r].m = Len(q)]
+
+\* 0x08C, 0x08G: the request ends (finished, cancelled or rejected by the scheduler): it drops
+\* its lock and returns its private slots.
+ReleaseRequest(r) ==
+    /\ req[r].phase # "idle"
+    /\ lock' = LockPath(tree, lock, req[r].node, -1)
+    /\ evictable' = evictable + BecameUnlocked(tree, lock, req[r].node)
+    /\ free' = free \cup Range(priv[r])
+    /\ priv' = [priv EXCEPT ![r] = <<>>]
+    /\ req' = [req EXCEPT ![r] = Idle]
+    /\ UNCHANGED tree
+
+\* 0x08E: evict an unlocked leaf whole-edge: all its slots return to the pool; its parent may
+\* become a leaf in turn.  The victim ranking (LRU, ...) is policy, so any such leaf may go.
+EvictNode(v) ==
+    /\ Alive(tree, v)
+    /\ lock[v] = 0
+    /\ IsLeaf(tree, v)
+    /\ tree' = [tree EXCEPT ![v] = Unused]
+    /\ free' = free \cup Range(tree[v].slots)
+    /\ evictable' = evictable - Len(tree[v].slots)
+    /\ UNCHANGED <<lock, priv, req>>
+
+Next ==
+    \/ \E r \in Requests, n \in Namespaces, q \in Prompts : MatchAndLock(r, n, q)
+    \/ \E r \in Requests : Reserve(r) \/ PublishUnfinished(r) \/ ReleaseRequest(r)
+    \/ \E v \in Nodes : EvictNode(v)
+
+Spec == Init /\ [][Next]_vars
+
+-----------------------------------------------------------------------------
+(* Invariants.                                                             *)
+
+Leased(r) == req[r].phase # "idle" /\ req[r].node # 0
+
+\* 0x08D, 0x08E: a locked path is never evicted: every lease's terminal node is in the tree.
+LockedPathNeverEvicted == \A r \in Requests : Leased(r) => Alive(tree, req[r].node)
+
+\* 0x08G, 0x01A: a match returns only cached tokens of the caller's namespace: the locked
+\* terminal node is in the request's namespace and its path is the matched prefix of the prompt.
+MatchInOwnNamespace ==
+    \A r \in Requests : Leased(r) =>
+        /\ tree[req[r].node].ns = req[r].ns
+        /\ tree[req[r].node].path = SubSeq(req[r].q, 1, req[r].m)
+
+\* 0x08B child selector: two children of one node start with different tokens (the tree is
+\* compressed: a common prefix of two edges is a node).
+ChildSelectorsDistinct ==
+    \A u, v \in Nodes :
+        (u # v /\ Alive(tree, u) /\ Alive(tree, v) /\ tree[u].ns = tree[v].ns
+         /\ ParentLen(tree, u) = ParentLen(tree, v)
+         /\ SubSeq(tree[u].path, 1, ParentLen(tree, u)) = SubSeq(tree[v].path, 1, ParentLen(tree, v)))
+        => tree[u].path[ParentLen(tree, u) + 1] # tree[v].path[ParentLen(tree, v) + 1]
+
+\* 0x08D: lock(v) is derived: the number of leases whose path root -> terminal contains v.
+LockCountsDerived ==
+    \A v \in Nodes :
+        lock[v] = Cardinality({r \in Requests : Leased(r) /\ v \in PathIn(tree, req[r].node)})
+
+\* 0x08A: a compressed edge owns equal token and slot segments (|X_v| = |S_v| > 0).
+EdgeOwnsSlots ==
+    \A v \in Nodes : Alive(tree, v) =>
+        /\ Len(tree[v].slots) = Len(tree[v].path) - ParentLen(tree, v)
+        /\ Len(tree[v].slots) > 0
+
+\* 0x08A, 0x08F: every slot is held exactly once: by one position of one edge, one request's
+\* private ledger, or the free set (tree-owned + private + free = pool): the holders cover the pool
+\* and there are exactly as many holding positions as slots.
+SlotsHeldOnce ==
+    LET atEdges == UNION {{<<v, i>> : i \in DOMAIN tree[v].slots} : v \in Nodes}
+        atReqs == UNION {{<<r, i>> : i \in DOMAIN priv[r]} : r \in Requests}
+    IN /\ SlotsOf(tree, Nodes) \cup (UNION {Range(priv[r]) : r \in Requests}) \cup free = Slots
+       /\ Cardinality(atEdges) + Cardinality(atReqs) + Cardinality(free) = Cardinality(Slots)
+
+\* 0x08D: the evictable size equals the tokens (slots) of the unlocked nodes.
+EvictableSizeDerived ==
+    evictable = Cardinality(SlotsOf(tree, {v \in Nodes : Alive(tree, v) /\ lock[v] = 0}))
+
+THEOREM Spec => []TypeOK
+THEOREM Spec => []LockedPathNeverEvicted
+THEOREM Spec => []MatchInOwnNamespace
+THEOREM Spec => []ChildSelectorsDistinct
+THEOREM Spec => []LockCountsDerived
+THEOREM Spec => []EdgeOwnsSlots
+THEOREM Spec => []SlotsHeldOnce
+THEOREM Spec => []EvictableSizeDerived
+
+\* Witness (spec/witnesses/, non-vacuity): negated; a model check must find it violated: two
+\* leases share a node that has a child, i.e. a path split under an active request kept both
+\* requests' locks on the shared prefix (0x08B, 0x08D).
+WitnessNoSharedSplit ==
+    ~(\E v \in Nodes : Alive(tree, v) /\ lock[v] >= 2 /\ \E u \in Nodes : u # v /\ Alive(tree, u)
+                        /\ tree[u].ns = tree[v].ns /\ IsPrefix(tree[v].path, tree[u].path))
+
+=============================================================================
