@@ -1,0 +1,404 @@
+"""vLLM's KV-cache events, read as vLLM publishes them and validated against ``KVAllocation``.
+
+The mapping (hashes are opaque identities; ``notes/vllm.md`` section 4 for the events):
+
+- ``KVAllocation`` models one shared token stream whose logical block ``j`` has identity ``j``. A hash is
+  placed in that stream by its parent chain: a ``BlockStored`` with parent ``p`` stores its hashes at depths
+  ``depth(p) + 1, depth(p) + 2, ...`` (``depth(None) = 0``). A log whose hashes do not form one chain
+  (two hashes at one depth) is outside what the spec models and is reported as such.
+- each stored hash at depth ``j`` is one ``CacheBlock(r, j)``; a removed hash is one ``Evict(g, b)`` or one
+  ``AppendReserve(r, g, b)`` that takes the evictable block (vLLM evicts when it reuses a block), and the
+  step must remove exactly that identity; ``AllBlocksCleared`` is one eviction per cached identity with no
+  block in use after it (vLLM resets only an idle pool).
+- between logged steps, unlogged allocator steps run: ``AppendReserve``, ``AppendWrite``, ``AppendPublish``,
+  ``PrefixHit``, ``Release``; they never change ``ident`` (every identity change is an event).
+- constants: one cache group ``{0}``, ``Blocks = 1..blocks`` (vLLM's usable blocks), ``Requests`` model
+  values ``r1..rN`` (how many requests may hold blocks at once), ``P = 1`` (a spec row stands for a whole
+  vLLM block: events only speak of full blocks), ``MaxTokens`` the deepest depth in the log.
+
+The candidate states are deduplicated by :func:`kv_view`, which forgets generations, table versions, the
+epoch, the history snapshot and the stale handle and names blocks and requests by their roles. None of the
+actions above reads those variables in a guard or copies them anywhere but into themselves, so two states
+with one view have the same futures (the view is a bisimulation for this action set).
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from kvexact.conformance.partial_trace import Expect, PartialResult, Search, Unmapped
+
+INTERNAL = ("AppendReserve", "AppendWrite", "AppendPublish", "PrefixHit", "Release")
+SILENT = ("ident",)
+GROUP = 0
+
+
+class VllmEventRejection(enum.Enum):
+    """Why an event cannot be expressed in ``KVAllocation`` (reported before any spec step is tried)."""
+
+    NOT_AN_EVENT = "not a BlockStored, BlockRemoved or AllBlocksCleared event"
+    BAD_FIELD = "an event field has the wrong type or is missing"
+    UNKNOWN_PARENT = "the parent hash was never stored"
+    UNKNOWN_HASH = "a removed hash was never stored"
+    SECOND_STREAM = "two different hashes at one depth: the spec models one token stream"
+    HASH_AT_TWO_DEPTHS = "one hash at two depths"
+    TOKEN_COUNT = "token_ids does not hold block_size tokens per stored hash"
+    BLOCK_SIZE_CHANGED = "block_size differs from the log's first BlockStored"
+    OTHER_GROUP = "the event names a cache group other than 0: the mapping models one group"
+    OTHER_MEDIUM = "the event names a medium other than GPU: the mapping models the device pool"
+    TOO_DEEP = "the depth exceeds the model's MaxTokens"
+
+
+class EventFormatError(ValueError):
+    """An event file or stream that cannot be read: says where and what."""
+
+
+@attrs.frozen
+class KVEvent:
+    """One event, normalized: ``kind`` is the vLLM class name; ``index`` its 1-based position in the log."""
+
+    index: int
+    kind: str
+    hashes: tuple[Any, ...] = ()
+    parent: Any = None
+    num_tokens: int = 0
+    block_size: int = 0
+    medium: str | None = "GPU"
+    group: int = 0
+
+
+# ------------------------------------------------------------------------------------------ decoding
+
+STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name",
+                 "extra_keys", "group_idx")
+REMOVED_FIELDS = ("block_hashes", "medium", "group_idx")
+
+
+def _opaque(h: Any) -> Any:
+    return h.hex() if isinstance(h, (bytes, bytearray)) else h
+
+
+def _event(raw: Any, index: int, where: str) -> KVEvent:
+    if isinstance(raw, dict):
+        kind = raw.get("type", raw.get("kind"))
+        fields = raw
+    elif isinstance(raw, (list, tuple)) and raw and isinstance(raw[0], str):
+        kind = raw[0]
+        names = STORED_FIELDS if kind == "BlockStored" else REMOVED_FIELDS if kind == "BlockRemoved" else ()
+        fields = dict(zip(names, raw[1:], strict=False))
+    else:
+        raise Unmapped(index, where, f"{VllmEventRejection.NOT_AN_EVENT.name}: {str(raw)[:80]}")
+    try:
+        if kind == "AllBlocksCleared":
+            return KVEvent(index, kind)
+        if kind not in ("BlockStored", "BlockRemoved"):
+            raise Unmapped(index, where, f"{VllmEventRejection.NOT_AN_EVENT.name}: kind {kind!r}")
+        hashes = tuple(_opaque(h) for h in fields["block_hashes"])
+        medium = fields.get("medium", "GPU")
+        group = int(fields.get("group_idx", 0) or 0)
+        if kind == "BlockRemoved":
+            return KVEvent(index, kind, hashes, medium=medium, group=group)
+        return KVEvent(index, kind, hashes, _opaque(fields["parent_block_hash"]), len(fields["token_ids"]),
+                       int(fields["block_size"]), medium, group)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise Unmapped(index, where, f"{VllmEventRejection.BAD_FIELD.name}: {kind} field {exc}") from None
+
+
+def _batch_events(batch: Any, where: str) -> list[Any]:
+    if isinstance(batch, dict) and "events" in batch:
+        return list(batch["events"])
+    if isinstance(batch, (list, tuple)) and len(batch) >= 2 and isinstance(batch[0], (int, float)) \
+            and isinstance(batch[1], (list, tuple)):
+        return list(batch[1])
+    raise EventFormatError(f"{where}: not a KVEventBatch ([ts, events, rank] or {{\"ts\", \"events\"}})")
+
+
+def batches_from_bytes(data: bytes, name: str) -> Iterator[tuple[str, Any]]:
+    """(where, batch) for every batch of a file: concatenated MessagePack payloads, a JSON array of batches,
+    one JSON batch, or NDJSON (one batch per line)."""
+    head = data.lstrip()[:1]
+    if head in (b"[", b"{"):
+        text = data.decode("utf-8", errors="replace")
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError:
+            doc = None
+        if doc is not None:
+            if isinstance(doc, list) and doc and isinstance(doc[0], (list, dict)):
+                for i, b in enumerate(doc, start=1):
+                    yield f"{name}: batch {i}", b
+            else:
+                yield f"{name}: batch 1", doc
+            return
+        for n, line in enumerate(text.splitlines(), start=1):
+            if line.strip():
+                try:
+                    yield f"{name}:{n}", json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise EventFormatError(f"{name}:{n}:{exc.colno}: not JSON: {exc.msg}") from None
+        return
+    import msgpack
+
+    unpacker = msgpack.Unpacker(raw=False, strict_map_key=False)
+    unpacker.feed(data)
+    i = 0
+    try:
+        for i, b in enumerate(unpacker, start=1):
+            yield f"{name}: batch {i}", b
+    except (msgpack.UnpackException, ValueError) as exc:
+        raise EventFormatError(f"{name}: batch {i + 1}: not MessagePack: {exc}") from None
+
+
+def events_from_batches(batches: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+    """(where, raw event) in log order."""
+    for where, batch in batches:
+        for j, raw in enumerate(_batch_events(batch, where), start=1):
+            yield f"{where}, event {j}", raw
+
+
+def read_events(path: Path) -> list[tuple[str, Any]]:
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise EventFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not data.strip():
+        raise EventFormatError(f"{path}: no events")
+    return list(events_from_batches(batches_from_bytes(data, str(path))))
+
+
+def live_batches(endpoint: str, topic: bytes = b"", idle_s: float = 2.0,
+                 max_batches: int | None = None) -> Iterator[tuple[str, Any]]:
+    """Batches from a running publisher's ZMQ address (``[topic, seq, payload]`` messages), until no batch
+    came for ``idle_s`` seconds or ``max_batches`` were read."""
+    import msgspec
+    import zmq
+
+    ctx = zmq.Context()
+    sock = ctx.socket(zmq.SUB)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SUBSCRIBE, topic)
+    sock.connect(endpoint)
+    try:
+        n = 0
+        while max_batches is None or n < max_batches:
+            if not sock.poll(int(idle_s * 1000)):
+                return
+            frames = sock.recv_multipart()
+            payload = frames[-1]
+            seq = int.from_bytes(frames[-2], "big") if len(frames) >= 2 else n
+            n += 1
+            try:
+                yield f"{endpoint} seq {seq}", msgspec.msgpack.decode(payload)
+            except msgspec.DecodeError as exc:
+                raise EventFormatError(f"{endpoint} seq {seq}: not MessagePack: {exc}") from None
+    finally:
+        sock.close()
+        ctx.term()
+
+
+# ------------------------------------------------------------------------------------------ mapping
+
+
+def _at(f: Any, x: Any) -> Any:
+    from kvexact.spec.checker.values import apply_fcn
+
+    return apply_fcn(f, x)
+
+
+def _blocks(s: dict) -> list[int]:
+    from kvexact.spec.checker.values import domain
+
+    return sorted(domain(_at(s["ident"], GROUP)))
+
+
+def idents(s: dict) -> list[int]:
+    row = _at(s["ident"], GROUP)
+    return sorted(v for v in (_at(row, b) for b in _blocks(s)) if v != 0)
+
+
+def kv_view(s: dict) -> Any:
+    """The state up to renaming blocks and requests, without gen, tver, epoch, hist and stale (module doc)."""
+    from kvexact.spec.checker.values import fcn_items
+
+    ident, ref, rows = (_at(s[v], GROUP) for v in ("ident", "ref", "rows"))
+    reserved = _at(s["reserved"], GROUP)
+    txn = s["txn"]
+    dest = _at(_at(txn, "dest"), GROUP)
+    treq = _at(txn, "req")
+    blocks = _blocks(s)
+    attr = {b: (_at(ident, b), _at(ref, b), _at(rows, b), b in reserved, b == dest) for b in blocks}
+    reqs = []
+    for r, tab in fcn_items(s["tables"]):
+        held = [_at(h, "block") for h in _at(tab, GROUP)]
+        reqs.append(((_at(s["len"], r), tuple(attr[b] for b in held), r == treq), held))
+    reqs.sort(key=lambda x: x[0])
+    occurs: dict[int, list] = {b: [] for b in blocks}
+    for i, (_sig, held) in enumerate(reqs):
+        for pos, b in enumerate(held):
+            occurs[b].append((i, pos))
+    return (_at(txn, "phase"), tuple(sig for sig, _ in reqs),
+            tuple(sorted((attr[b], tuple(occurs[b])) for b in blocks)))
+
+
+def _removes(j: int, name: str):
+    def check(s: dict, n: dict) -> str | None:
+        before, after = idents(s), idents(n)
+        if j not in before:
+            return f"identity {j} (hash {name}) is not cached before the step"
+        want = list(before)
+        want.remove(j)
+        if after != want:
+            return f"the step leaves cached identities {after}; the event leaves {want}"
+        return None
+    return check
+
+
+def _idle_and_empty(s: dict, n: dict) -> str | None:
+    left = idents(n)
+    if left:
+        return f"identities {left} are still cached"
+    ref = _at(n["ref"], GROUP)
+    busy = [b for b in _blocks(n) if _at(ref, b) != 0]
+    if busy:
+        return f"block(s) {busy} still in use: vLLM clears the prefix cache only when no block is in use"
+    return None
+
+
+class VllmMapping:
+    """Turns vLLM events into :class:`Expect` steps; tracks each hash's depth and the cached hashes."""
+
+    def __init__(self, max_depth: int, requests: int, internal_max: int = 5):
+        self.max_depth = max_depth
+        self.requests = requests
+        self.internal_max = internal_max
+        self.depth: dict[Any, int] = {}
+        self.at_depth: dict[int, Any] = {}
+        self.copies: dict[Any, int] = {}  # hash -> blocks vLLM holds it on (duplicates are legal in vLLM)
+        self.block_size: int | None = None
+
+    def _unmapped(self, ev: KVEvent, where: str, why: VllmEventRejection, detail: str) -> Unmapped:
+        return Unmapped(ev.index, where, f"{why.name}: {detail}")
+
+    def _place(self, ev: KVEvent, where: str, h: Any, d: int) -> None:
+        if d > self.max_depth:
+            raise self._unmapped(ev, where, VllmEventRejection.TOO_DEEP, f"hash {h} at depth {d} > {self.max_depth}")
+        known = self.depth.get(h)
+        if known is not None and known != d:
+            raise self._unmapped(ev, where, VllmEventRejection.HASH_AT_TWO_DEPTHS,
+                                 f"hash {h} was stored at depth {known}, now at depth {d}")
+        other = self.at_depth.get(d)
+        if other is not None and other != h:
+            raise self._unmapped(ev, where, VllmEventRejection.SECOND_STREAM,
+                                 f"hash {h} at depth {d}, where the stream already has hash {other}")
+        self.depth[h], self.at_depth[d] = d, h
+
+    def expects(self, ev: KVEvent, where: str) -> Iterator[Expect]:
+        if ev.kind != "AllBlocksCleared":
+            if ev.group != GROUP:
+                raise self._unmapped(ev, where, VllmEventRejection.OTHER_GROUP, f"group_idx {ev.group}")
+            if ev.medium not in (None, "GPU"):
+                raise self._unmapped(ev, where, VllmEventRejection.OTHER_MEDIUM, f"medium {ev.medium!r}")
+        if ev.kind == "BlockStored":
+            yield from self._stored(ev, where)
+        elif ev.kind == "BlockRemoved":
+            for h in ev.hashes:
+                if h not in self.depth:
+                    raise self._unmapped(ev, where, VllmEventRejection.UNKNOWN_HASH, f"hash {h}")
+                j, copies = self.depth[h], self.copies.get(h, 0)
+                self.copies[h] = max(copies - 1, 0)
+                if copies > 1:
+                    continue  # another copy keeps the identity cached
+                yield Expect(where, ("Evict", "AppendReserve"), internal_max=self.internal_max,
+                             check=_removes(j, str(h)), check_key=("removes", j), source=ev.index,
+                             describe=f"BlockRemoved hash {h} = identity {j}")
+        else:
+            for h in sorted((h for h, n in self.copies.items() if n), key=self.depth.__getitem__):
+                j = self.depth[h]
+                yield Expect(where, ("Evict",), check=_removes(j, str(h)), check_key=("removes", j),
+                             source=ev.index, describe=f"AllBlocksCleared: identity {j}")
+            self.copies.clear()
+            yield Expect(where, (), internal=("Release",), internal_max=self.requests, check=_idle_and_empty,
+                         check_key="idle", source=ev.index, describe="AllBlocksCleared: pool idle and empty")
+
+    def _stored(self, ev: KVEvent, where: str) -> Iterator[Expect]:
+        if self.block_size is None:
+            self.block_size = ev.block_size
+        if ev.block_size != self.block_size:
+            raise self._unmapped(ev, where, VllmEventRejection.BLOCK_SIZE_CHANGED,
+                                 f"block_size {ev.block_size}, the log began with {self.block_size}")
+        if ev.num_tokens != len(ev.hashes) * ev.block_size:
+            raise self._unmapped(ev, where, VllmEventRejection.TOKEN_COUNT,
+                                 f"{ev.num_tokens} token ids for {len(ev.hashes)} hash(es) of {ev.block_size}")
+        if ev.parent is None:
+            base = 0
+        elif ev.parent in self.depth:
+            base = self.depth[ev.parent]
+        else:
+            raise self._unmapped(ev, where, VllmEventRejection.UNKNOWN_PARENT, f"parent hash {ev.parent}")
+        for i, h in enumerate(ev.hashes, start=1):
+            self._place(ev, where, h, base + i)
+        for i, h in enumerate(ev.hashes, start=1):
+            self.copies[h] = self.copies.get(h, 0) + 1
+            if self.copies[h] > 1:
+                continue  # a second block with a cached hash: the identity is already published
+            yield Expect(where, ("CacheBlock",), {"j": base + i}, internal_max=self.internal_max, source=ev.index,
+                         describe=f"BlockStored hash {h} = identity {base + i}")
+
+
+def normalize(raw_events: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, KVEvent]]:
+    for i, (where, raw) in enumerate(raw_events, start=1):
+        yield where, _event(raw, i, where)
+
+
+def max_depth(events: list[tuple[str, Any]]) -> int:
+    """The deepest depth a log's parent chains reach (a dry run of the mapping's depth bookkeeping)."""
+    depth: dict[Any, int] = {}
+    deepest = 1
+    try:
+        for _where, ev in normalize(events):
+            if ev.kind == "BlockStored":
+                base = 0 if ev.parent is None else depth.get(ev.parent, 0)
+                for i, h in enumerate(ev.hashes, start=1):
+                    depth.setdefault(h, base + i)
+                deepest = max(deepest, base + len(ev.hashes))
+    except Unmapped:
+        pass
+    return deepest
+
+
+def kv_model(blocks: int, requests: int, depth: int) -> Any:
+    """``KVAllocation`` with the mapping's constants (module doc)."""
+    from kvexact.spec import spec_dir
+    from kvexact.spec.checker import ModelValue, load_model
+
+    big = 1 << 62
+    consts = {"Groups": frozenset({GROUP}), "Blocks": frozenset(range(1, blocks + 1)),
+              "Requests": frozenset(ModelValue(f"r{i}") for i in range(1, requests + 1)),
+              "NoReq": ModelValue("NoReq"), "P": 1, "MaxTokens": depth, "MaxGen": big, "MaxEpoch": big,
+              "MaxVersion": big}
+    return load_model(spec_dir() / "KVAllocation.tla", None, consts)
+
+
+def validate_events(raw_events: Iterable[tuple[str, Any]], blocks: int, requests: int = 2,
+                    depth: int | None = None, internal_max: int = 5, mode: str = "minimal",
+                    max_candidates: int = 100_000) -> PartialResult:
+    """Validate a vLLM event log (``(where, raw event)`` pairs, e.g. :func:`read_events`) against
+    ``KVAllocation`` with ``blocks`` usable blocks and up to ``requests`` requests holding blocks at once."""
+    if depth is None:
+        raw_events = list(raw_events)
+        depth = max_depth(raw_events)  # type: ignore[arg-type]
+    model = kv_model(blocks, requests, depth)
+    mapping = VllmMapping(depth, requests, internal_max)
+    search = Search(model, INTERNAL, SILENT, view=kv_view, mode=mode, max_candidates=max_candidates)
+
+    def steps() -> Iterator[Expect]:
+        for where, ev in normalize(raw_events):
+            yield from mapping.expects(ev, where)
+
+    return search.run(steps())

@@ -1,0 +1,107 @@
+"""The vLLM profile's KV events on the wire, serialized the way vLLM's event publisher does.
+
+vLLM (``vllm.distributed.kv_events``) encodes a ``KVEventBatch`` ``[ts, events, data_parallel_rank]`` with
+msgspec's MessagePack encoder; every event is a tagged, array-like struct: ``["BlockStored", block_hashes,
+parent_block_hash, token_ids, block_size, lora_id, medium, lora_name, extra_keys, group_idx, ...]``,
+``["BlockRemoved", block_hashes, medium, group_idx]``, ``["AllBlocksCleared"]``; trailing fields equal to
+their defaults are omitted. Its ZMQ publisher sends each batch as a multipart message ``[topic, seq,
+payload]`` on a PUB socket, ``seq`` an 8-byte big-endian counter. Field order after ``medium`` follows
+``notes/vllm.md`` (0.33.0); a reader must accept longer or shorter tails.
+
+Invariant: :func:`decode_batch` of :func:`encode_batch` gives back the profile's events (``attrs`` records).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+
+from kvexact.reference.peers import vllm_pool as bp
+
+
+class _Event(msgspec.Struct, array_like=True, omit_defaults=True, gc=False, tag=True):
+    pass
+
+
+class BlockStored(_Event):
+    block_hashes: list[int | bytes]
+    parent_block_hash: int | bytes | None
+    token_ids: list[int]
+    block_size: int
+    lora_id: int | None = None
+    medium: str | None = "GPU"
+    lora_name: str | None = None
+    extra_keys: list[Any] | None = None
+    group_idx: int = 0
+    kv_cache_spec_kind: str | None = None
+
+
+class BlockRemoved(_Event):
+    block_hashes: list[int | bytes]
+    medium: str | None = "GPU"
+    group_idx: int = 0
+
+
+class AllBlocksCleared(_Event):
+    pass
+
+
+class KVEventBatch(msgspec.Struct, array_like=True, omit_defaults=True, gc=False):
+    ts: float
+    events: list[BlockStored | BlockRemoved | AllBlocksCleared]
+    data_parallel_rank: int | None = None
+
+
+def to_wire(event: bp.KVEvent) -> BlockStored | BlockRemoved | AllBlocksCleared:
+    """The wire struct of one profile event."""
+    if isinstance(event, bp.BlockStored):
+        return BlockStored(list(event.block_hashes), event.parent_block_hash, list(event.token_ids),
+                           event.block_size, event.lora_id, event.medium, event.lora_name,
+                           list(event.extra_keys),
+                           event.group_idx, event.kv_cache_spec_kind)
+    if isinstance(event, bp.BlockRemoved):
+        return BlockRemoved(list(event.block_hashes), event.medium, event.group_idx)
+    return AllBlocksCleared()
+
+
+def encode_batch(events: Sequence[bp.KVEvent], ts: float | None = None, rank: int | None = None) -> bytes:
+    """One publisher payload: the MessagePack bytes of a ``KVEventBatch``."""
+    batch = KVEventBatch(time.time() if ts is None else ts, [to_wire(e) for e in events], rank)
+    return msgspec.msgpack.encode(batch)
+
+
+def encode_batch_json(events: Sequence[bp.KVEvent], ts: float | None = None, rank: int | None = None) -> bytes:
+    """The JSON form of the same batch (msgspec's JSON encoder over the same structs)."""
+    batch = KVEventBatch(time.time() if ts is None else ts, [to_wire(e) for e in events], rank)
+    return msgspec.json.encode(batch)
+
+
+class Publisher:
+    """A ZMQ PUB socket that sends batches as vLLM's ``ZmqEventPublisher`` does: ``[topic, seq, payload]``."""
+
+    def __init__(self, endpoint: str = "tcp://127.0.0.1:*", topic: bytes = b""):
+        import zmq
+
+        self._ctx = zmq.Context()
+        self._sock = self._ctx.socket(zmq.PUB)
+        self._sock.setsockopt(zmq.LINGER, 1000)
+        if endpoint.endswith(":*"):
+            port = self._sock.bind_to_random_port(endpoint[:-2])
+            self.endpoint = f"{endpoint[:-2]}:{port}"
+        else:
+            self._sock.bind(endpoint)
+            self.endpoint = endpoint
+        self.topic = topic
+        self.seq = 0
+
+    def publish(self, events: Iterable[bp.KVEvent]) -> None:
+        payload = encode_batch(list(events))
+        self._sock.send_multipart([self.topic, self.seq.to_bytes(8, "big"), payload])
+        self.seq += 1
+
+    def close(self) -> None:
+        self._sock.close()
+        self._ctx.term()
