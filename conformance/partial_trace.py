@@ -129,16 +129,10 @@ class Search:
         self.mode = mode
         self.max_candidates = max_candidates
         self.labels = {a.label for a in model.actions}
-        for name in self.internal:
-            self._known(name)
         self._memo: dict[tuple, dict] = {}
         self._by_label: dict[str, list] = {}
         for a in model.actions:
             self._by_label.setdefault(a.label, []).append(a)
-
-    def _known(self, name: str) -> None:
-        if name not in self.labels:
-            raise KeyError(name)
 
     def key(self, s: dict) -> Any:
         return self.view(s) if self.view is not None else self.model.key(s)

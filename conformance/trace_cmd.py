@@ -10,8 +10,7 @@ import click
 
 
 @click.command()
-@click.argument("spec", type=click.Path(path_type=Path))
-@click.argument("trace_path", metavar="TRACE", type=click.Path(path_type=Path))
+@click.argument("args", nargs=-1, metavar="SPEC TRACE | --events vllm [FILE]")
 @click.option("--config", "cfg", type=click.Path(path_type=Path), default=None,
               help="Model config (default: SPEC's .cfg); the trace's constants override its values.")
 @click.option("--engine", type=click.Choice(["steps", "module", "tlc"]), default="steps", show_default=True,
@@ -20,13 +19,49 @@ import click
 @click.option("--tlc-jar", type=click.Path(path_type=Path), default=None, help="tla2tools.jar (or TLA2TOOLS_JAR).")
 @click.option("--write-module", type=click.Path(path_type=Path), default=None,
               help="Also write the generated <Spec>Trace.tla/.cfg into this folder.")
-def validate_trace(spec: Path, trace_path: Path, cfg: Path | None, engine: str, tlc_jar: Path | None,
-                   write_module: Path | None) -> int:
-    """Check every step of TRACE as a step of its named action of SPEC (a .tla path or a shipped spec name)."""
+@click.option("--events", type=click.Choice(["vllm"]), default=None,
+              help="FILE is a runtime's event log (vLLM: MessagePack batches as its publisher sends them, or "
+                   "their JSON form), checked against KVAllocation through the event mapping.")
+@click.option("--live", metavar="ENDPOINT", default=None, help="With --events: read a running publisher "
+              "(a ZMQ address such as tcp://127.0.0.1:5557) until it is idle for --idle seconds.")
+@click.option("--idle", "idle_s", type=float, default=2.0, show_default=True)
+@click.option("--max-batches", type=int, default=None, help="With --live: stop after this many batches.")
+@click.option("--blocks", type=click.IntRange(1), default=8, show_default=True,
+              help="With --events: the runtime's usable blocks (Blocks = 1..N).")
+@click.option("--requests", type=click.IntRange(1), default=2, show_default=True,
+              help="With --events: requests that may hold blocks at once (Requests = r1..rN).")
+@click.option("--internal-max", type=click.IntRange(0), default=5, show_default=True,
+              help="With --events: unlogged allocator steps allowed before each spec step.")
+@click.option("--mode", type=click.Choice(["minimal", "exhaustive"]), default="minimal", show_default=True)
+def validate_trace(args: tuple[str, ...], cfg: Path | None, engine: str, tlc_jar: Path | None,
+                   write_module: Path | None, events: str | None, live: str | None, idle_s: float,
+                   max_batches: int | None, blocks: int, requests: int, internal_max: int, mode: str) -> int:
+    """Check every step of TRACE as a step of its named action of SPEC (a .tla path or a shipped spec name);
+    a partial trace (header kind "partial") or a runtime's event log (--events) by a constrained search."""
     from kvexact.conformance.trace import TraceFormatError, read_trace, validate
     from kvexact.conformance.trace_module import accepted, write_trace_module
 
-    spec_path = _resolve_spec(spec)
+    if events is not None:
+        from kvexact.conformance.vllm_events import run_event_log
+
+        if len(args) != (0 if live else 1):
+            raise click.UsageError("--events vllm takes one FILE, or none with --live ENDPOINT")
+        code, text = run_event_log(args[0] if args else None, live, blocks=blocks, requests=requests,
+                                   internal_max=internal_max, mode=mode, idle_s=idle_s, max_batches=max_batches)
+        click.echo(text, err=code >= 2)
+        return code
+    if len(args) != 2:
+        raise click.UsageError("validate-trace takes SPEC and TRACE (or --events vllm FILE)")
+    spec_path, trace_path = _resolve_spec(Path(args[0])), Path(args[1])
+    if _is_partial(trace_path):
+        from kvexact.conformance.partial_file import PartialFormatError, read_partial, validate_partial
+
+        try:
+            result = validate_partial(read_partial(trace_path), spec_path, trace_path.name)
+        except PartialFormatError as exc:
+            raise click.UsageError(str(exc)) from None
+        click.echo(result.summary())
+        return 0 if result.ok else 1
     try:
         trace = read_trace(trace_path)
     except TraceFormatError as exc:
@@ -62,6 +97,15 @@ def validate_trace(spec: Path, trace_path: Path, cfg: Path | None, engine: str, 
     click.echo(f"trace {'accepted' if ok else 'rejected'} by the {engine} engine over the generated trace module "
                f"({len(trace.records)} steps; {mc.distinct_states} states replayed)")
     return 0 if ok else 1
+
+
+def _is_partial(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            first = fh.readline()
+    except OSError:
+        return False
+    return '"partial"' in first and '"kind"' in first
 
 
 def _resolve_spec(spec: Path) -> Path:

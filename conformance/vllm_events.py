@@ -42,8 +42,6 @@ GROUP = 0
 class VllmEventRejection(enum.Enum):
     """Why an event cannot be expressed in ``KVAllocation`` (reported before any spec step is tried)."""
 
-    NOT_AN_EVENT = "not a BlockStored, BlockRemoved or AllBlocksCleared event"
-    BAD_FIELD = "an event field has the wrong type or is missing"
     UNKNOWN_PARENT = "the parent hash was never stored"
     UNKNOWN_HASH = "a removed hash was never stored"
     SECOND_STREAM = "two different hashes at one depth: the spec models one token stream"
@@ -85,29 +83,34 @@ def _opaque(h: Any) -> Any:
 
 
 def _event(raw: Any, index: int, where: str) -> KVEvent:
+    """One raw event (vLLM's array form ``["BlockStored", ...]`` or an object with ``type``), shape-checked."""
+    from kvexact.conformance.partial_file import LINE_SCHEMAS, shape_error
+
     if isinstance(raw, dict):
         kind = raw.get("type", raw.get("kind"))
-        fields = raw
+        fields = {k: v for k, v in raw.items() if k not in ("type", "kind")}
     elif isinstance(raw, (list, tuple)) and raw and isinstance(raw[0], str):
         kind = raw[0]
         names = STORED_FIELDS if kind == "BlockStored" else REMOVED_FIELDS if kind == "BlockRemoved" else ()
         fields = dict(zip(names, raw[1:], strict=False))
     else:
-        raise Unmapped(index, where, f"{VllmEventRejection.NOT_AN_EVENT.name}: {str(raw)[:80]}")
-    try:
-        if kind == "AllBlocksCleared":
-            return KVEvent(index, kind)
-        if kind not in ("BlockStored", "BlockRemoved"):
-            raise Unmapped(index, where, f"{VllmEventRejection.NOT_AN_EVENT.name}: kind {kind!r}")
-        hashes = tuple(_opaque(h) for h in fields["block_hashes"])
-        medium = fields.get("medium", "GPU")
-        group = int(fields.get("group_idx", 0) or 0)
-        if kind == "BlockRemoved":
-            return KVEvent(index, kind, hashes, medium=medium, group=group)
-        return KVEvent(index, kind, hashes, _opaque(fields["parent_block_hash"]), len(fields["token_ids"]),
-                       int(fields["block_size"]), medium, group)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise Unmapped(index, where, f"{VllmEventRejection.BAD_FIELD.name}: {kind} field {exc}") from None
+        raise EventFormatError(f"{where}: not an event: {str(raw)[:80]}")
+    if kind not in ("BlockStored", "BlockRemoved", "AllBlocksCleared"):
+        raise EventFormatError(f"{where}: field type: {kind!r} is not BlockStored, BlockRemoved or AllBlocksCleared")
+    fields = {k: _opaque(v) if k == "parent_block_hash" else v for k, v in fields.items()}
+    if "block_hashes" in fields and isinstance(fields["block_hashes"], (list, tuple)):
+        fields["block_hashes"] = [_opaque(h) for h in fields["block_hashes"]]
+    why = shape_error(LINE_SCHEMAS[kind], fields, where)
+    if why:
+        raise EventFormatError(why)
+    if kind == "AllBlocksCleared":
+        return KVEvent(index, kind)
+    hashes = tuple(fields["block_hashes"])
+    medium, group = fields.get("medium", "GPU"), fields.get("group_idx", 0)
+    if kind == "BlockRemoved":
+        return KVEvent(index, kind, hashes, medium=medium, group=group)
+    return KVEvent(index, kind, hashes, fields["parent_block_hash"], len(fields["token_ids"]),
+                   fields["block_size"], medium, group)
 
 
 def _batch_events(batch: Any, where: str) -> list[Any]:
@@ -402,3 +405,29 @@ def validate_events(raw_events: Iterable[tuple[str, Any]], blocks: int, requests
             yield from mapping.expects(ev, where)
 
     return search.run(steps())
+
+
+def event_report(result: PartialResult, events: int) -> str:
+    """The user-facing text of a validated event log."""
+    if result.ok:
+        return (f"vLLM event log accepted by KVAllocation: {events} events, {result.steps} spec steps; "
+                f"candidate states at most {result.max_candidates}")
+    return result.summary()
+
+
+def run_event_log(source: str | None, live: str | None, *, blocks: int, requests: int, internal_max: int,
+                  mode: str, idle_s: float = 2.0, max_batches: int | None = None,
+                  topic: bytes = b"") -> tuple[int, str]:
+    """(exit code, text) for ``kvexact validate-trace --events vllm``: 0 accepted, 1 rejected, 2 bad input."""
+    try:
+        if live is not None:
+            raw = list(events_from_batches(live_batches(live, topic, idle_s, max_batches)))
+            if not raw:
+                return 3, f"validate-trace: no event batch arrived from {live} within {idle_s} s"
+        else:
+            assert source is not None
+            raw = read_events(Path(source))
+        result = validate_events(raw, blocks, requests, None, internal_max, mode)
+    except EventFormatError as exc:
+        return 2, f"validate-trace: {exc}"
+    return (0 if result.ok else 1), event_report(result, len(raw))

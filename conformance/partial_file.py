@@ -1,0 +1,193 @@
+"""The partial-trace file (NDJSON), its schema, and its validation (``kvexact validate-trace``).
+
+Line 1 is the header: ``{"kind": "partial", "spec": ..., "constants": {...}, "model_values": [...],
+"init": {var: value}, "internal": [action, ...], "silent": [var, ...], "internal_max": n, "mode":
+"exhaustive" | "minimal"}``; with ``"events": "vllm"`` the file is checked through the vLLM event mapping
+(``blocks`` and ``requests`` then give its constants). Every other line is one step:
+
+- an action line ``{"action": "CacheBlock" | [names], "params": {...}, "state": {var: value},
+  "internal_max": n}``: one step of one of the named actions (``[]``: a checkpoint reached by internal
+  steps only), with the given parameters and the given variables after it; everything not given is unknown;
+- an event line ``{"event": "BlockStored" | "BlockRemoved" | "AllBlocksCleared", "fields": {...}}``: a
+  vLLM event with its fields, mapped to spec steps by :mod:`kvexact.conformance.vllm_events`.
+
+Values are ITF JSON (``{"#set": [...]}``, ``{"#map": [[k, v], ...]}``, ``{"#tup": [...]}``, records as
+objects; a string listed in ``model_values`` is that model value). Invariant: every line is checked against
+:data:`HEADER_SCHEMA` or :data:`LINE_SCHEMAS` before anything is evaluated; a line that does not fit is
+reported as ``FILE:LINE: field F: what is wrong`` (:class:`PartialFormatError`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import jsonschema
+
+from kvexact.conformance.partial_trace import Expect, PartialResult, Search
+
+NAMES = {"type": "array", "items": {"type": "string", "minLength": 1}}
+HEADER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["kind", "spec"],
+    "additionalProperties": False,
+    "properties": {
+        "kind": {"const": "partial"},
+        "spec": {"type": "string", "minLength": 1},
+        "constants": {"type": "object"},
+        "model_values": NAMES,
+        "init": {"type": "object"},
+        "internal": NAMES,
+        "silent": NAMES,
+        "internal_max": {"type": "integer", "minimum": 0},
+        "mode": {"enum": ["exhaustive", "minimal"]},
+        "events": {"enum": ["vllm"]},
+        "blocks": {"type": "integer", "minimum": 1},
+        "requests": {"type": "integer", "minimum": 1},
+        "max_candidates": {"type": "integer", "minimum": 1},
+    },
+}
+HASH = {"type": ["integer", "string"]}
+LINE_SCHEMAS: dict[str, dict[str, Any]] = {
+    "action": {
+        "type": "object",
+        "required": ["action"],
+        "additionalProperties": False,
+        "properties": {
+            "action": {"oneOf": [{"type": "string", "minLength": 1}, NAMES]},
+            "params": {"type": "object"},
+            "state": {"type": "object"},
+            "internal_max": {"type": "integer", "minimum": 0},
+        },
+    },
+    "BlockStored": {
+        "type": "object",
+        "required": ["block_hashes", "parent_block_hash", "token_ids", "block_size"],
+        "properties": {
+            "block_hashes": {"type": "array", "items": HASH, "minItems": 1},
+            "parent_block_hash": {"type": ["integer", "string", "null"]},
+            "token_ids": {"type": "array", "items": {"type": "integer"}},
+            "block_size": {"type": "integer", "minimum": 1},
+            "medium": {"type": ["string", "null"]},
+            "group_idx": {"type": "integer", "minimum": 0},
+        },
+    },
+    "BlockRemoved": {
+        "type": "object",
+        "required": ["block_hashes"],
+        "properties": {
+            "block_hashes": {"type": "array", "items": HASH, "minItems": 1},
+            "medium": {"type": ["string", "null"]},
+            "group_idx": {"type": "integer", "minimum": 0},
+        },
+    },
+    "AllBlocksCleared": {"type": "object"},
+    "event": {
+        "type": "object",
+        "required": ["event"],
+        "additionalProperties": False,
+        "properties": {"event": {"enum": ["BlockStored", "BlockRemoved", "AllBlocksCleared"]},
+                       "fields": {"type": "object"}},
+    },
+}
+
+
+class PartialFormatError(ValueError):
+    """A partial-trace file that does not fit the format: one line saying where and what."""
+
+
+def shape_error(schema: dict[str, Any], doc: Any, where: str, prefix: str = "") -> str | None:
+    """``where: field F: message`` for the most relevant schema violation of ``doc``, or None."""
+    err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(doc))
+    if err is None:
+        return None
+    path = "/".join(str(p) for p in err.absolute_path)
+    field = prefix + path if (prefix or path) else "(the line)"
+    return f"{where}: field {field}: {err.message}"
+
+
+@attrs.frozen
+class PartialFile:
+    header: dict[str, Any]
+    lines: tuple[tuple[int, dict[str, Any]], ...]  # (line number, parsed line)
+
+
+def read_partial(path: Path) -> PartialFile:
+    """Read and shape-check a partial trace; raises :class:`PartialFormatError`."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PartialFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    rows = [(n, ln) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
+    if not rows:
+        raise PartialFormatError(f"{path}: empty partial trace")
+    parsed = []
+    for n, ln in rows:
+        try:
+            parsed.append((n, json.loads(ln)))
+        except json.JSONDecodeError as exc:
+            raise PartialFormatError(f"{path}:{n}:{exc.colno}: not JSON: {exc.msg}") from None
+    n0, header = parsed[0]
+    why = shape_error(HEADER_SCHEMA, header, f"{path}:{n0}")
+    if why:
+        raise PartialFormatError(why + " (the first line is the header)")
+    for n, doc in parsed[1:]:
+        kind = "event" if isinstance(doc, dict) and "event" in doc else "action"
+        why = shape_error(LINE_SCHEMAS[kind], doc, f"{path}:{n}")
+        if why is None and kind == "event":
+            why = shape_error(LINE_SCHEMAS[doc["event"]], doc.get("fields", {}), f"{path}:{n}", "fields/")
+            if why is None and header.get("events") != "vllm":
+                why = f"{path}:{n}: field event: an event line needs \"events\": \"vllm\" in the header"
+        if why:
+            raise PartialFormatError(why)
+    return PartialFile(header, tuple(parsed[1:]))
+
+
+def _expects(pf: PartialFile, mvs: frozenset[str], mapping: Any, name: str) -> Iterator[Expect]:
+    from kvexact.conformance.trace import from_itf
+
+    default_max = pf.header.get("internal_max", 0)
+    for n, doc in pf.lines:
+        where = f"{name}:{n}"
+        if "event" in doc:
+            from kvexact.conformance.vllm_events import KVEvent, _event
+
+            ev: KVEvent = _event({"type": doc["event"], **doc.get("fields", {})}, n, where)
+            yield from mapping.expects(ev, where)
+            continue
+        actions = doc["action"] if isinstance(doc["action"], list) else [doc["action"]]
+        yield Expect(where, tuple(actions), {k: from_itf(v, mvs) for k, v in doc.get("params", {}).items()},
+                     {k: from_itf(v, mvs) for k, v in doc.get("state", {}).items()},
+                     doc.get("internal_max", default_max), source=n)
+
+
+def validate_partial(pf: PartialFile, spec_path: Path, name: str = "trace") -> PartialResult:
+    """Run the constrained search of :mod:`partial_trace` over a partial-trace file."""
+    from kvexact.conformance.trace import Trace, from_itf, trace_model
+
+    h = pf.header
+    mvs = frozenset(h.get("model_values", []))
+    mapping = None
+    if h.get("events") == "vllm":
+        from kvexact.conformance import vllm_events as ve
+
+        depth = 1 + sum(len(d.get("fields", {}).get("block_hashes", [])) for _n, d in pf.lines if "event" in d)
+        requests = h.get("requests", 2)
+        model = ve.kv_model(h.get("blocks", 8), requests, depth)
+        mapping = ve.VllmMapping(depth, requests, h.get("internal_max", 5))
+        search = Search(model, h.get("internal", ve.INTERNAL), h.get("silent", ve.SILENT), view=ve.kv_view,
+                        mode=h.get("mode", "minimal"), max_candidates=h.get("max_candidates", 100_000))
+    else:
+        trace = Trace(h["spec"], h.get("constants", {}), tuple(sorted(mvs)), {}, ())
+        model = trace_model(trace, spec_path)
+        search = Search(model, h.get("internal", ()), h.get("silent", ()), mode=h.get("mode", "exhaustive"),
+                        max_candidates=h.get("max_candidates", 100_000))
+    unknown = [a for a in search.internal if a not in search.labels]
+    if unknown:
+        raise PartialFormatError(f"{name}:1: field internal: {', '.join(unknown)} is not an action "
+                                 f"of {spec_path.name}")
+    init = {k: from_itf(v, mvs) for k, v in h.get("init", {}).items()}
+    return search.run(_expects(pf, mvs, mapping, name), init)
