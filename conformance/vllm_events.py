@@ -25,6 +25,7 @@ with one view have the same futures (the view is a bisimulation for this action 
 from __future__ import annotations
 
 import enum
+import functools
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -375,8 +376,10 @@ def max_depth(events: list[tuple[str, Any]]) -> int:
     return deepest
 
 
+@functools.lru_cache(maxsize=8)
 def kv_model(blocks: int, requests: int, depth: int) -> Any:
-    """``KVAllocation`` with the mapping's constants (module doc)."""
+    """``KVAllocation`` with the mapping's constants (module doc); loaded once per constants (it is never
+    mutated: the search only reads it)."""
     from kvexact.spec import spec_dir
     from kvexact.spec.checker import ModelValue, load_model
 

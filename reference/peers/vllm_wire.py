@@ -80,13 +80,13 @@ def encode_batch_json(events: Sequence[bp.KVEvent], ts: float | None = None, ran
 
 
 class Publisher:
-    """A ZMQ PUB socket that sends batches as vLLM's ``ZmqEventPublisher`` does: ``[topic, seq, payload]``."""
+    """A ZMQ publisher that sends batches as vLLM's ``ZmqEventPublisher`` does: ``[topic, seq, payload]``."""
 
     def __init__(self, endpoint: str = "tcp://127.0.0.1:*", topic: bytes = b""):
         import zmq
 
         self._ctx = zmq.Context()
-        self._sock = self._ctx.socket(zmq.PUB)
+        self._sock = self._ctx.socket(zmq.XPUB)  # a PUB socket that also reports subscriptions
         self._sock.setsockopt(zmq.LINGER, 1000)
         if endpoint.endswith(":*"):
             port = self._sock.bind_to_random_port(endpoint[:-2])
@@ -97,6 +97,13 @@ class Publisher:
         self.topic = topic
         self.seq = 0
 
+    def wait_for_subscriber(self, timeout_s: float = 10.0) -> bool:
+        """Block until a subscriber has joined (PUB drops what it sends before then)."""
+        if not self._sock.poll(int(timeout_s * 1000)):
+            return False
+        self._sock.recv()
+        return True
+
     def publish(self, events: Iterable[bp.KVEvent]) -> None:
         payload = encode_batch(list(events))
         self._sock.send_multipart([self.topic, self.seq.to_bytes(8, "big"), payload])
@@ -105,3 +112,40 @@ class Publisher:
     def close(self) -> None:
         self._sock.close()
         self._ctx.term()
+
+
+def random_stream_log(seed: int, ops: int, num_blocks: int = 9, block_size: int = 2, max_running: int = 2,
+                      stream_tokens: int = 14) -> list[tuple[bp.KVEvent, ...]]:
+    """The profile's event batches under a random workload: requests that replay one shared token stream
+    (prefixes of it, extended by decode steps), frees and prefix-cache resets; one batch per operation."""
+    import random
+
+    from kvexact.reference.peers.vllm_adapter import VllmAdapter
+
+    rng = random.Random(seed)
+    stream = [rng.randrange(1 << 15) for _ in range(stream_tokens)]
+    adapter = VllmAdapter(num_blocks, block_size, enable_kv_cache_events=True)
+    running: dict[str, int] = {}
+    batches = []
+    for op in range(ops):
+        roll = rng.random()
+        if roll < 0.4 and len(running) < max_running:
+            n = rng.randrange(1, stream_tokens - 2)
+            if adapter.allocate(f"q{op}", stream[:n]) is not None:
+                running[f"q{op}"] = n
+        elif roll < 0.7 and running:
+            rid = rng.choice(sorted(running))
+            n, k = running[rid], rng.randrange(1, 4)
+            if n + k <= stream_tokens and adapter.append(rid, stream[n:n + k]) is not None:
+                running[rid] = n + k
+        elif roll < 0.97 and running:
+            rid = rng.choice(sorted(running))
+            adapter.free(rid)
+            del running[rid]
+        else:
+            adapter.reset_prefix_cache()
+        adapter.trace.clear()
+        adapter.manager, events = adapter.manager.take_events()
+        if events:
+            batches.append(events)
+    return batches
