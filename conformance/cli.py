@@ -32,6 +32,7 @@ BENCHES = {
     "specs": "kvexact.spec.bench_specs_cmd:bench_specs",
     "reference": "kvexact.reference.bench_cmd:bench_reference",
     "kernels": "kvexact.kernels.bench_cmd:bench_kernels",
+    "events": "kvexact.conformance.events_bench:bench_events",
 }
 
 

@@ -54,14 +54,7 @@ def validate_trace(args: tuple[str, ...], cfg: Path | None, engine: str, tlc_jar
         raise click.UsageError("validate-trace takes SPEC and TRACE (or --events vllm FILE)")
     spec_path, trace_path = _resolve_spec(Path(args[0])), Path(args[1])
     if _is_partial(trace_path):
-        from kvexact.conformance.partial_file import PartialFormatError, read_partial, validate_partial
-
-        try:
-            result = validate_partial(read_partial(trace_path), spec_path, trace_path.name)
-        except PartialFormatError as exc:
-            raise click.UsageError(str(exc)) from None
-        click.echo(result.summary())
-        return 0 if result.ok else 1
+        return _partial(spec_path, trace_path, engine, tlc_jar, write_module)
     try:
         trace = read_trace(trace_path)
     except TraceFormatError as exc:
@@ -78,24 +71,57 @@ def validate_trace(args: tuple[str, ...], cfg: Path | None, engine: str, tlc_jar
             return 0 if result.ok else 1
         with tempfile.TemporaryDirectory(prefix="kvexact-trace-") as tmp:
             module = write_trace_module(trace, spec_path, Path(tmp), cfg)
-            if engine == "module":
-                from kvexact.spec.checker import check_model
-
-                mc = check_model(module, module.with_suffix(".cfg"))
-            else:
-                jar = str(tlc_jar) if tlc_jar else os.environ.get("TLA2TOOLS_JAR")
-                if not jar:
-                    click.echo("validate-trace: --engine tlc needs --tlc-jar or TLA2TOOLS_JAR", err=True)
-                    return 3
-                from kvexact.spec.tlc import run_tlc
-
-                mc = run_tlc(module, module.with_suffix(".cfg"), jar)
+            mc = _run_module(module, engine, tlc_jar)
+            if mc is None:
+                return 3
     except Exception as exc:  # a spec that does not load, constants it does not declare, no JVM
         click.echo(f"validate-trace: could not validate: {type(exc).__name__}: {exc}", err=True)
         return 3
     ok = accepted(mc)
     click.echo(f"trace {'accepted' if ok else 'rejected'} by the {engine} engine over the generated trace module "
                f"({len(trace.records)} steps; {mc.distinct_states} states replayed)")
+    return 0 if ok else 1
+
+
+def _run_module(module: Path, engine: str, tlc_jar: Path | None):
+    """Model-check a generated trace module with the embedded engine or TLC (None: no jar given)."""
+    if engine == "module":
+        from kvexact.spec.checker import check_model
+
+        return check_model(module, module.with_suffix(".cfg"))
+    jar = str(tlc_jar) if tlc_jar else os.environ.get("TLA2TOOLS_JAR")
+    if not jar:
+        click.echo("validate-trace: --engine tlc needs --tlc-jar or TLA2TOOLS_JAR", err=True)
+        return None
+    from kvexact.spec.tlc import run_tlc
+
+    return run_tlc(module, module.with_suffix(".cfg"), jar)
+
+
+def _partial(spec_path: Path, trace_path: Path, engine: str, tlc_jar: Path | None, write_module: Path | None) -> int:
+    """A partial trace: the constrained search (engine steps), or its generated trace spec (module, tlc)."""
+    from kvexact.conformance.partial_file import PartialFormatError, read_partial, validate_partial
+    from kvexact.conformance.partial_module import write_partial_module
+    from kvexact.conformance.trace_module import accepted
+
+    try:
+        pf = read_partial(trace_path)
+        if write_module is not None:
+            written = write_partial_module(pf, spec_path, write_module)
+            click.echo(f"validate-trace: wrote {written} and {written.with_suffix('.cfg').name}")
+        if engine == "steps":
+            result = validate_partial(pf, spec_path, trace_path.name)
+            click.echo(result.summary())
+            return 0 if result.ok else 1
+        with tempfile.TemporaryDirectory(prefix="kvexact-partial-") as tmp:
+            mc = _run_module(write_partial_module(pf, spec_path, Path(tmp)), engine, tlc_jar)
+    except PartialFormatError as exc:
+        raise click.UsageError(str(exc)) from None
+    if mc is None:
+        return 3
+    ok = accepted(mc)
+    click.echo(f"partial trace {'accepted' if ok else 'rejected'} by the {engine} engine over the generated "
+               f"trace spec ({len(pf.lines)} lines; {mc.distinct_states} states explored)")
     return 0 if ok else 1
 
 

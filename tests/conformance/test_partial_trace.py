@@ -146,3 +146,42 @@ def test_cli_accepts_and_rejects_partial_traces(tmp_path, capsys):
     bad = write(tmp_path / "bad.ndjson", header(trace), lines)
     code, out = run_cli(["validate-trace", "KVAllocation", str(bad)], capsys)
     assert code == 1 and "rejected at bad.ndjson:2" in out and "nearest miss: Release" in out
+
+
+# ------------------------------------------------------------------------------- generated trace spec
+
+
+@pytest.mark.parametrize("internal, expect", [(["AppendWrite"], 0), ([], 1)])
+def test_the_generated_trace_spec_agrees_with_the_search(tmp_path, capsys, internal, expect):
+    trace = kv_trace()
+    lines = [x for x in lines_of(trace) if x["action"] != "AppendWrite"]
+    path = write(tmp_path / "p.ndjson", header(trace, internal=internal, internal_max=1), lines)
+    assert check(path).ok is (expect == 0)
+    code, out = run_cli(["validate-trace", "KVAllocation", str(path), "--engine", "module",
+                         "--write-module", str(tmp_path / "out")], capsys)
+    assert code == expect, out
+    assert ("accepted" if expect == 0 else "rejected") in out
+    text = (tmp_path / "out" / "KVAllocationPartial.tla").read_text()
+    assert "EXTENDS KVAllocation" in text and "TraceNotFinished == tl <= 7" in text
+
+
+def test_the_generated_trace_spec_under_tlc(tmp_path, capsys, monkeypatch):
+    import os
+
+    trace = kv_trace()
+    path = write(tmp_path / "p.ndjson", header(trace), lines_of(trace))
+    jar = os.environ.get("TLA2TOOLS_JAR")
+    if not jar:
+        monkeypatch.delenv("TLA2TOOLS_JAR", raising=False)
+        code, out = run_cli(["validate-trace", "KVAllocation", str(path), "--engine", "tlc"], capsys)
+        assert code == 3 and "TLA2TOOLS_JAR" in out
+        pytest.skip("TLC itself is not installed: set TLA2TOOLS_JAR=/path/to/tla2tools.jar to run this test")
+    code, out = run_cli(["validate-trace", "KVAllocation", str(path), "--engine", "tlc", "--tlc-jar", jar], capsys)
+    assert code == 0 and "accepted" in out
+
+
+def test_an_event_mapped_file_has_no_generated_spec(tmp_path, capsys):
+    trace = kv_trace()
+    path = write(tmp_path / "p.ndjson", header(trace, events="vllm"), [{"event": "AllBlocksCleared"}])
+    code, out = run_cli(["validate-trace", "KVAllocation", str(path), "--engine", "module"], capsys)
+    assert code == 2 and "no generated TLA+ module" in out
