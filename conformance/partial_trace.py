@@ -20,7 +20,9 @@ a longer internal sequence explains, never accepts one that no behaviour explain
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -114,6 +116,18 @@ class PartialResult:
         return self.failure.text()
 
 
+def _with_source(reason: str) -> str:
+    """``reason`` with the text of the spec line it points at (``... at FILE:LINE:COL ...``)."""
+    m = re.search(r"at (\S+?):(\d+):(\d+)", reason)
+    if not m:
+        return reason
+    try:
+        line = Path(m.group(1)).read_text(encoding="utf-8").splitlines()[int(m.group(2)) - 1].strip()
+    except (OSError, IndexError):
+        return reason
+    return f"{reason}: {line}"
+
+
 class Search:
     """The constrained search over one loaded :class:`~kvexact.spec.checker.model.Model`."""
 
@@ -154,10 +168,9 @@ class Search:
         return None
 
     def _fits(self, step: Expect, a: Any, s: dict, n: dict) -> tuple[str | None, int]:
-        for k, v in step.params.items():
-            if k in a.env:
-                continue
-            return f"parameter {k} is not a parameter of {a.label}", 0
+        for k in step.params:
+            if k not in a.env:
+                return f"parameter {k} is not a parameter of {a.label}", 0
         why = self._given_ok(n, step.state)
         if why is not None:
             return why, 0
@@ -248,7 +261,7 @@ class Search:
                 params = {k: v for k, v in a.env.items()}
                 if not succ:
                     verdict = self.model.check_step(a.label, s, s, params)
-                    miss = Miss(a.label, params, verdict.failed or "disabled", 2)
+                    miss = Miss(a.label, params, _with_source(verdict.failed or "disabled"), 2)
                 else:
                     why, rank = self._fits(step, a, s, succ[0])
                     if why is None:

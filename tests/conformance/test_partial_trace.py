@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_conformance_trace import kv_trace, run_cli
 
 from kvexact.conformance import partial_file as pf
 from kvexact.conformance.partial_trace import PartialRejection
 from kvexact.conformance.trace import camel
 from kvexact.spec import spec_dir
-from test_conformance_trace import kv_trace, run_cli
 
 SPEC = spec_dir() / "KVAllocation.tla"
 
