@@ -19,7 +19,6 @@ reported as ``FILE:LINE: field F: what is wrong`` (:class:`PartialFormatError`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import attrs
 import jsonschema
 
 from kvexact.conformance.partial_trace import Expect, PartialResult, Search
+from kvexact.conformance.trace import ndjson_lines
 
 NAMES = {"type": "array", "items": {"type": "string", "minLength": 1}}
 HEADER_SCHEMA: dict[str, Any] = {
@@ -121,15 +121,7 @@ def read_partial(path: Path) -> PartialFile:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise PartialFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    rows = [(n, ln) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
-    if not rows:
-        raise PartialFormatError(f"{path}: empty partial trace")
-    parsed = []
-    for n, ln in rows:
-        try:
-            parsed.append((n, json.loads(ln)))
-        except json.JSONDecodeError as exc:
-            raise PartialFormatError(f"{path}:{n}:{exc.colno}: not JSON: {exc.msg}") from None
+    parsed = ndjson_lines(path, text, PartialFormatError, "partial trace")
     n0, header = parsed[0]
     why = shape_error(HEADER_SCHEMA, header, f"{path}:{n0}")
     if why:

@@ -16,13 +16,7 @@ from typing import Any
 
 from kvexact.conformance.partial_file import PartialFile, PartialFormatError
 from kvexact.conformance.trace import Trace, trace_model
-from kvexact.conformance.trace_module import (
-    ACCEPT_INVARIANT,
-    _cfg_value,
-    _declared_constants,
-    _other_constants,
-    tla_literal,
-)
+from kvexact.conformance.trace_module import ACCEPT_INVARIANT, _declared_constants, tla_literal, trace_cfg
 
 
 def _calls(model: Any, names: list[str], given: dict[str, Any]) -> list[str]:
@@ -96,12 +90,7 @@ def generate(pf: PartialFile, spec_path: Path) -> tuple[str, str]:
         module = module.replace("InternalMax(i) ==\n    CASE InternalMax(i) == 0", "InternalMax(i) == 0")
     cfg_path = spec_path.with_suffix(".cfg")
     cfg_text = cfg_path.read_text(encoding="utf-8") if cfg_path.is_file() else ""
-    constants = [f"    {k} = {_cfg_value(v, mvs)}" for k, v in trace.constants.items()]
-    constants += [f"    {m} = {m}" for m in sorted(mvs) if m not in trace.constants]
-    constants += _other_constants(cfg_text, [*trace.constants, *mvs])
-    cfg = "\n".join(["CONSTANTS", *constants, "INIT TraceInit", "NEXT TraceNext",
-                     f"INVARIANT {ACCEPT_INVARIANT}", "CHECK_DEADLOCK FALSE", ""])
-    return module, cfg
+    return module, trace_cfg(trace, cfg_text)
 
 
 def write_partial_module(pf: PartialFile, spec_path: Path, out_dir: Path) -> Path:

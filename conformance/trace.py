@@ -148,16 +148,23 @@ def _read_itf(path: Path, text: str) -> Trace:
                  tuple(records))
 
 
-def _read_ndjson(path: Path, text: str) -> Trace:
+def ndjson_lines(path: Path, text: str, error: type[ValueError] = TraceFormatError,
+                 what: str = "trace") -> list[tuple[int, Any]]:
+    """(line number, parsed JSON) of every non-blank line; ``error`` names the line and column of bad JSON."""
     lines = [(n, ln) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
     if not lines:
-        raise TraceFormatError(f"{path}: empty trace")
+        raise error(f"{path}: empty {what}")
     parsed = []
     for n, ln in lines:
         try:
             parsed.append((n, json.loads(ln)))
         except json.JSONDecodeError as exc:
-            raise TraceFormatError(f"{path}:{n}:{exc.colno}: not JSON: {exc.msg}") from None
+            raise error(f"{path}:{n}:{exc.colno}: not JSON: {exc.msg}") from None
+    return parsed
+
+
+def _read_ndjson(path: Path, text: str) -> Trace:
+    parsed = ndjson_lines(path, text)
     n0, header = parsed[0]
     if not isinstance(header, dict) or header.get("kind") != "header":
         raise TraceFormatError(f"{path}:{n0}: the first line must be the header ({{\"kind\": \"header\", ...}})")

@@ -130,12 +130,18 @@ def generate(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> tup
     ])
     if not steps:
         module = module.replace("StepOk(i) ==\n    CASE StepOk(i) == FALSE", "StepOk(i) == FALSE")
+    return module, trace_cfg(trace, cfg_text)
+
+
+def trace_cfg(trace: Trace, cfg_text: str) -> str:
+    """The cfg of a generated trace module: the trace's constants and model values, the spec cfg's other
+    constants, ``TraceInit``/``TraceNext`` and the acceptance invariant."""
+    mvs = frozenset(trace.model_values)
     constants = [f"    {k} = {tla_literal(v, mvs)}" for k, v in trace.constants.items()]
     constants += [f"    {m} = {m}" for m in sorted(mvs) if m not in trace.constants]
     constants += _other_constants(cfg_text, [*trace.constants, *mvs])
-    cfg = "\n".join(["CONSTANTS", *constants, "INIT TraceInit", "NEXT TraceNext",
-                     f"INVARIANT {ACCEPT_INVARIANT}", "CHECK_DEADLOCK FALSE", ""])
-    return module, cfg
+    return "\n".join(["CONSTANTS", *constants, "INIT TraceInit", "NEXT TraceNext",
+                      f"INVARIANT {ACCEPT_INVARIANT}", "CHECK_DEADLOCK FALSE", ""])
 
 
 def write_trace_module(trace: Trace, spec_path: Path, out_dir: Path, cfg_path: Path | None = None) -> Path:
