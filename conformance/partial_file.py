@@ -166,7 +166,8 @@ def validate_partial(pf: PartialFile, spec_path: Path, name: str = "trace") -> P
     if h.get("events") == "vllm":
         from kvexact.conformance import vllm_events as ve
 
-        depth = 1 + sum(len(d.get("fields", {}).get("block_hashes", [])) for _n, d in pf.lines if "event" in d)
+        depth = ve.max_depth([(str(n), {"type": d["event"], **d.get("fields", {})})
+                              for n, d in pf.lines if "event" in d])
         requests = h.get("requests", 2)
         model = ve.kv_model(h.get("blocks", 8), requests, depth)
         mapping = ve.VllmMapping(depth, requests, h.get("internal_max", 5))

@@ -41,6 +41,7 @@ class PartialRejection(enum.Enum):
 
 
 Check = Callable[[dict, dict], "str | None"]
+MEMO_LIMIT = 200_000  # memoized explanations kept before the memo starts afresh (bounds memory)
 
 
 @attrs.frozen
@@ -224,6 +225,8 @@ class Search:
                 memo = {}
                 self._deepen({k: s}, step, logged, names, silent, memo, stop_early=self.mode == "minimal")
                 if sig is not None:
+                    if len(self._memo) >= MEMO_LIMIT:
+                        self._memo.clear()
                     self._memo[(k, sig)] = memo
             out.update(memo)
         return out

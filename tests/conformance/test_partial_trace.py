@@ -185,3 +185,15 @@ def test_an_event_mapped_file_has_no_generated_spec(tmp_path, capsys):
     path = write(tmp_path / "p.ndjson", header(trace, events="vllm"), [{"event": "AllBlocksCleared"}])
     code, out = run_cli(["validate-trace", "KVAllocation", str(path), "--engine", "module"], capsys)
     assert code == 2 and "no generated TLA+ module" in out
+
+
+def test_event_lines_in_a_partial_trace_go_through_the_vllm_mapping(tmp_path):
+    trace = kv_trace()
+    stored = {"block_hashes": [7, 8], "parent_block_hash": None, "token_ids": [1, 2, 3, 4], "block_size": 2}
+    lines = [{"event": "BlockStored", "fields": stored}, {"event": "BlockRemoved", "fields": {"block_hashes": [8]}},
+             {"event": "AllBlocksCleared"}]
+    head = header(trace, events="vllm", blocks=4, requests=1)
+    assert check(write(tmp_path / "a.ndjson", head, lines)).ok
+    again = [*lines[:2], {"event": "BlockRemoved", "fields": {"block_hashes": [8]}}]
+    result = check(write(tmp_path / "b.ndjson", head, again))
+    assert not result.ok and result.failure.index == 4 and "not cached" in result.failure.nearest.reason
