@@ -139,7 +139,7 @@ def read_partial(path: Path) -> PartialFile:
 
 
 def _expects(pf: PartialFile, mvs: frozenset[str], mapping: Any, name: str) -> Iterator[Expect]:
-    from kvexact.conformance.trace import from_itf
+    from kvexact.spec.itf import decode as from_itf
 
     default_max = pf.header.get("internal_max", 0)
     for n, doc in pf.lines:
@@ -158,7 +158,8 @@ def _expects(pf: PartialFile, mvs: frozenset[str], mapping: Any, name: str) -> I
 
 def validate_partial(pf: PartialFile, spec_path: Path, name: str = "trace") -> PartialResult:
     """Run the constrained search of :mod:`partial_trace` over a partial-trace file."""
-    from kvexact.conformance.trace import Trace, from_itf, trace_model
+    from kvexact.conformance.trace import Trace, trace_model
+    from kvexact.spec.itf import decode as from_itf
 
     h = pf.header
     mvs = frozenset(h.get("model_values", []))

@@ -41,7 +41,7 @@ def _disjunction(calls: list[str]) -> str:
 
 def generate(pf: PartialFile, spec_path: Path) -> tuple[str, str]:
     """(module text, cfg text) of ``<Spec>Partial`` for an action-line partial trace."""
-    from kvexact.conformance.trace import from_itf
+    from kvexact.spec.itf import decode as from_itf
 
     h = pf.header
     if h.get("events"):
