@@ -69,7 +69,7 @@ LINE_SCHEMAS: dict[str, dict[str, Any]] = {
         "properties": {
             "block_hashes": {"type": "array", "items": HASH, "minItems": 1},
             "parent_block_hash": {"type": ["integer", "string", "null"]},
-            "token_ids": {"type": "array", "items": {"type": "integer"}},
+            "token_ids": {"type": "array"},  # only its length is read: one block_size per hash
             "block_size": {"type": "integer", "minimum": 1},
             "medium": {"type": ["string", "null"]},
             "group_idx": {"type": "integer", "minimum": 0},
@@ -99,9 +99,17 @@ class PartialFormatError(ValueError):
     """A partial-trace file that does not fit the format: one line saying where and what."""
 
 
+_VALIDATORS: dict[int, Any] = {}
+
+
 def shape_error(schema: dict[str, Any], doc: Any, where: str, prefix: str = "") -> str | None:
     """``where: field F: message`` for the most relevant schema violation of ``doc``, or None."""
-    err = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(doc))
+    validator = _VALIDATORS.get(id(schema))
+    if validator is None:
+        validator = _VALIDATORS[id(schema)] = jsonschema.Draft202012Validator(schema)
+    if validator.is_valid(doc):
+        return None
+    err = jsonschema.exceptions.best_match(validator.iter_errors(doc))
     if err is None:
         return None
     path = "/".join(str(p) for p in err.absolute_path)
@@ -167,8 +175,8 @@ def validate_partial(pf: PartialFile, spec_path: Path, name: str = "trace") -> P
     if h.get("events") == "vllm":
         from kvexact.conformance import vllm_events as ve
 
-        depth = ve.max_depth([(str(n), {"type": d["event"], **d.get("fields", {})})
-                              for n, d in pf.lines if "event" in d])
+        depth = ve.max_depth(ve.normalize((str(n), {"type": d["event"], **d.get("fields", {})})
+                                          for n, d in pf.lines if "event" in d))
         requests = h.get("requests", 2)
         model = ve.kv_model(h.get("blocks", 8), requests, depth)
         mapping = ve.VllmMapping(depth, requests, h.get("internal_max", 5))

@@ -145,6 +145,7 @@ class Search:
         self.max_candidates = max_candidates
         self.labels = {a.label for a in model.actions}
         self._memo: dict[tuple, dict] = {}
+        self._splits: dict[tuple, list] = {}
         self._by_label: dict[str, list] = {}
         for a in model.actions:
             self._by_label.setdefault(a.label, []).append(a)
@@ -154,7 +155,15 @@ class Search:
 
     # ---------------------------------------------------------------- matching
 
-    def _split(self, names: Iterable[str], params: Mapping[str, Any]) -> list:
+    def _split(self, names: tuple[str, ...], params: Mapping[str, Any]) -> list:
+        """The split actions named in ``names`` whose parameter bindings agree with ``params`` (cached)."""
+        key = (names, tuple(sorted((k, canon(v)) for k, v in params.items())))
+        found = self._splits.get(key)
+        if found is None:
+            found = self._splits[key] = self._split_uncached(names, params)
+        return found
+
+    def _split_uncached(self, names: tuple[str, ...], params: Mapping[str, Any]) -> list:
         out = []
         for name in names:
             for a in self._by_label.get(name, ()):

@@ -27,11 +27,13 @@ from __future__ import annotations
 import enum
 import functools
 import json
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
+import msgspec
 
 from kvexact.conformance.partial_trace import Expect, PartialResult, Search, Unmapped
 
@@ -79,38 +81,78 @@ STORED_FIELDS = ("block_hashes", "parent_block_hash", "token_ids", "block_size",
 REMOVED_FIELDS = ("block_hashes", "medium", "group_idx")
 
 
+class _Wire(msgspec.Struct, array_like=True, tag=True):
+    """vLLM's array form, read with msgspec (trailing fields this mapping does not read are ignored)."""
+
+
+class _Stored(_Wire, tag="BlockStored"):
+    block_hashes: list[Any]
+    parent_block_hash: Any
+    token_ids: list[Any]
+    block_size: int
+    lora_id: int | None = None
+    medium: str | None = "GPU"
+    lora_name: Any = None
+    extra_keys: Any = None
+    group_idx: int = 0
+
+
+class _Removed(_Wire, tag="BlockRemoved"):
+    block_hashes: list[Any]
+    medium: str | None = "GPU"
+    group_idx: int = 0
+
+
+class _Cleared(_Wire, tag="AllBlocksCleared"):
+    pass
+
+
+_WIRE = _Stored | _Removed | _Cleared
+_FIELDS = {"BlockStored": STORED_FIELDS, "BlockRemoved": REMOVED_FIELDS}
+
+
 def _opaque(h: Any) -> Any:
     return h.hex() if isinstance(h, (bytes, bytearray)) else h
 
 
+def _wire_event(raw: list | tuple, where: str) -> dict[str, Any]:
+    """The fields of an array-form event, type-checked by msgspec; a mismatch names the field."""
+    try:
+        ev = msgspec.convert(list(raw), _WIRE)
+    except msgspec.ValidationError as exc:
+        m = re.search(r"\$\[(\d+)\]", str(exc))
+        index = int(m.group(1)) if m else -1
+        names = _FIELDS.get(raw[0] if raw and isinstance(raw[0], str) else "", ())
+        field = "type" if index == 0 else names[index - 1] if 0 < index <= len(names) else "(the event)"
+        raise EventFormatError(f"{where}: field {field}: {str(exc).split(' - at ')[0]}") from None
+    return {"type": ev.__struct_config__.tag, **{f: getattr(ev, f) for f in ev.__struct_fields__}}
+
+
 def _event(raw: Any, index: int, where: str) -> KVEvent:
     """One raw event (vLLM's array form ``["BlockStored", ...]`` or an object with ``type``), shape-checked."""
-    from kvexact.conformance.partial_file import LINE_SCHEMAS, shape_error
+    if isinstance(raw, (list, tuple)) and raw:
+        fields = _wire_event(raw, where)
+        kind: Any = fields.pop("type")
+    elif isinstance(raw, dict):
+        from kvexact.conformance.partial_file import LINE_SCHEMAS, shape_error
 
-    if isinstance(raw, dict):
         kind = raw.get("type", raw.get("kind"))
         fields = {k: v for k, v in raw.items() if k not in ("type", "kind")}
-    elif isinstance(raw, (list, tuple)) and raw and isinstance(raw[0], str):
-        kind = raw[0]
-        names = STORED_FIELDS if kind == "BlockStored" else REMOVED_FIELDS if kind == "BlockRemoved" else ()
-        fields = dict(zip(names, raw[1:], strict=False))
+        if kind not in ("BlockStored", "BlockRemoved", "AllBlocksCleared"):
+            raise EventFormatError(f"{where}: field type: {kind!r} is not BlockStored, BlockRemoved or "
+                                   f"AllBlocksCleared")
+        why = shape_error(LINE_SCHEMAS[kind], fields, where)
+        if why:
+            raise EventFormatError(why)
     else:
         raise EventFormatError(f"{where}: not an event: {str(raw)[:80]}")
-    if kind not in ("BlockStored", "BlockRemoved", "AllBlocksCleared"):
-        raise EventFormatError(f"{where}: field type: {kind!r} is not BlockStored, BlockRemoved or AllBlocksCleared")
-    fields = {k: _opaque(v) if k == "parent_block_hash" else v for k, v in fields.items()}
-    if "block_hashes" in fields and isinstance(fields["block_hashes"], (list, tuple)):
-        fields["block_hashes"] = [_opaque(h) for h in fields["block_hashes"]]
-    why = shape_error(LINE_SCHEMAS[kind], fields, where)
-    if why:
-        raise EventFormatError(why)
     if kind == "AllBlocksCleared":
         return KVEvent(index, kind)
-    hashes = tuple(fields["block_hashes"])
+    hashes = tuple(_opaque(h) for h in fields["block_hashes"])
     medium, group = fields.get("medium", "GPU"), fields.get("group_idx", 0)
     if kind == "BlockRemoved":
         return KVEvent(index, kind, hashes, medium=medium, group=group)
-    return KVEvent(index, kind, hashes, fields["parent_block_hash"], len(fields["token_ids"]),
+    return KVEvent(index, kind, hashes, _opaque(fields["parent_block_hash"]), len(fields["token_ids"]),
                    fields["block_size"], medium, group)
 
 
@@ -360,19 +402,16 @@ def normalize(raw_events: Iterable[tuple[str, Any]]) -> Iterator[tuple[str, KVEv
         yield where, _event(raw, i, where)
 
 
-def max_depth(events: list[tuple[str, Any]]) -> int:
+def max_depth(events: Iterable[tuple[str, KVEvent]]) -> int:
     """The deepest depth a log's parent chains reach (a dry run of the mapping's depth bookkeeping)."""
     depth: dict[Any, int] = {}
     deepest = 1
-    try:
-        for _where, ev in normalize(events):
-            if ev.kind == "BlockStored":
-                base = 0 if ev.parent is None else depth.get(ev.parent, 0)
-                for i, h in enumerate(ev.hashes, start=1):
-                    depth.setdefault(h, base + i)
-                deepest = max(deepest, base + len(ev.hashes))
-    except Unmapped:
-        pass
+    for _where, ev in events:
+        if ev.kind == "BlockStored":
+            base = 0 if ev.parent is None else depth.get(ev.parent, 0)
+            for i, h in enumerate(ev.hashes, start=1):
+                depth.setdefault(h, base + i)
+            deepest = max(deepest, base + len(ev.hashes))
     return deepest
 
 
@@ -396,18 +435,13 @@ def validate_events(raw_events: Iterable[tuple[str, Any]], blocks: int, requests
                     max_candidates: int = 100_000) -> PartialResult:
     """Validate a vLLM event log (``(where, raw event)`` pairs, e.g. :func:`read_events`) against
     ``KVAllocation`` with ``blocks`` usable blocks and up to ``requests`` requests holding blocks at once."""
+    events = list(normalize(raw_events))
     if depth is None:
-        raw_events = list(raw_events)
-        depth = max_depth(raw_events)  # type: ignore[arg-type]
+        depth = max_depth(events)
     model = kv_model(blocks, requests, depth)
     mapping = VllmMapping(depth, requests, internal_max)
     search = Search(model, INTERNAL, SILENT, view=kv_view, mode=mode, max_candidates=max_candidates)
-
-    def steps() -> Iterator[Expect]:
-        for where, ev in normalize(raw_events):
-            yield from mapping.expects(ev, where)
-
-    return search.run(steps())
+    return search.run(step for where, ev in events for step in mapping.expects(ev, where))
 
 
 def event_report(result: PartialResult, events: int) -> str:
