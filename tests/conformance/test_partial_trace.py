@@ -197,3 +197,17 @@ def test_event_lines_in_a_partial_trace_go_through_the_vllm_mapping(tmp_path):
     again = [*lines[:2], {"event": "BlockRemoved", "fields": {"block_hashes": [8]}}]
     result = check(write(tmp_path / "b.ndjson", head, again))
     assert not result.ok and result.failure.index == 4 and "not cached" in result.failure.nearest.reason
+
+
+def test_the_readme_worked_example_is_accepted_and_fails_without_its_in_place_append(tmp_path):
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = readme.index('{"kind": "partial"')
+    block = readme[start:readme.index("```", start)].strip().splitlines()
+    path = tmp_path / "example.ndjson"
+    path.write_text("\n".join(block) + "\n")
+    assert check(path).ok
+    path.write_text("\n".join(x for x in block if "AppendInPlace" not in x) + "\n")
+    result = check(path)
+    assert not result.ok and result.failure.index == len(block) - 1
