@@ -211,3 +211,9 @@ def test_the_readme_worked_example_is_accepted_and_fails_without_its_in_place_ap
     path.write_text("\n".join(x for x in block if "AppendInPlace" not in x) + "\n")
     result = check(path)
     assert not result.ok and result.failure.index == len(block) - 1
+
+
+def test_a_candidate_set_past_its_bound_is_named(tmp_path):
+    trace = kv_trace()
+    result = check(write(tmp_path / "p.ndjson", header(trace, max_candidates=1), lines_of(trace, keep=())))
+    assert not result.ok and result.failure.rejection is PartialRejection.TOO_MANY_CANDIDATES

@@ -274,3 +274,23 @@ def test_a_live_publisher_message_is_a_msgpack_batch_with_a_sequence_number():
         sub.close()
         ctx.term()
         publisher.close()
+
+
+def stored(hashes, parent=None, size=2, **more):
+    return ["BlockStored", hashes, parent, [0] * (size * len(hashes)), size, None, more.get("medium", "GPU"),
+            None, None, more.get("group", 0)]
+
+
+@pytest.mark.parametrize("events, name, depth", [
+    ([stored([5]), stored([6], 5, size=4)], ve.VllmEventRejection.BLOCK_SIZE_CHANGED, None),
+    ([stored([5], group=1)], ve.VllmEventRejection.OTHER_GROUP, None),
+    ([stored([5, 6, 7])], ve.VllmEventRejection.TOO_DEEP, 2),
+    ([stored([5]), stored([6], 5), stored([6])], ve.VllmEventRejection.HASH_AT_TWO_DEPTHS, None),
+    ([stored([5]), stored([9])], ve.VllmEventRejection.SECOND_STREAM, None),
+])
+def test_each_mapping_rejection_is_named_at_its_event(events, name, depth):
+    raw = [(f"e{i}", e) for i, e in enumerate(events, start=1)]
+    result = ve.validate_events(raw, blocks=BLOCKS, depth=depth)
+    assert not result.ok and result.failure.index == len(events)
+    assert result.failure.rejection is PartialRejection.EVENT_NOT_MAPPED
+    assert result.failure.reason.startswith(name.name)
