@@ -278,7 +278,8 @@ def kv_view(s: dict) -> Any:
     dest = _at(_at(txn, "dest"), GROUP)
     treq = _at(txn, "req")
     blocks = _blocks(s)
-    attr = {b: (_at(ident, b), _at(ref, b), _at(rows, b), b in reserved, b == dest) for b in blocks}
+    pooled = _at(s["pool"], GROUP) if "pool" in s else frozenset()
+    attr = {b: (_at(ident, b), _at(ref, b), _at(rows, b), b in reserved, b == dest, b in pooled) for b in blocks}
     reqs = []
     for r, tab in fcn_items(s["tables"]):
         held = [_at(h, "block") for h in _at(tab, GROUP)]
