@@ -309,8 +309,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         if not self.validate_trace or recorder is None:
             return
         from kvexact.conformance.trace import trace_from_recorder, trace_model
-        from kvexact.spec import itf
-        from kvexact.spec import spec_dir
+        from kvexact.spec import itf, spec_dir
 
         if self._projection_model is None:
             trace = trace_from_recorder(recorder, spec_constants(self.spec, self.config), self._model_values())

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kvexact.conformance.adapters import AdapterConfig, OpResult
-from kvexact.reference import cow
+from kvexact.reference import lifecycle
 from kvexact.reference.allocator import Allocator, AllocRejection
 from kvexact.reference.pool import GroupConfig, QueuePolicy
 from kvexact.reference.projection import TraceRecorder
@@ -68,13 +68,13 @@ class ReferenceAdapter:
         hit: list[str] = []
         for j in range((len(prompt) - 1) // p):
             key = self.keys.get(tuple(prompt[: (j + 1) * p]))
-            if key is None or cow.lookup_all_groups(self.alloc, key) is None:
+            if key is None or lifecycle.lookup_all_groups(self.alloc, key) is None:
                 break
             hit.append(key)
 
         def run():
             if hit:
-                cow.touch(self.alloc, request_id, hit)
+                lifecycle.prefix_hit(self.alloc, request_id, hit)
             elif not prompt:
                 raise Rejected(AllocRejection.EMPTY_APPEND, request_id)
             for t in prompt[len(hit) * p:]:
@@ -98,13 +98,13 @@ class ReferenceAdapter:
             self.alloc.fault_after.clear()
 
     def release(self, request_id: str) -> OpResult:
-        return self._run(lambda: cow.release(self.alloc, request_id))
+        return self._run(lambda: lifecycle.release(self.alloc, request_id))
 
     def fork(self, parent_id: str, child_id: str) -> OpResult:
-        return self._run(lambda: cow.fork(self.alloc, parent_id, child_id))
+        return self._run(lambda: lifecycle.fork(self.alloc, parent_id, child_id))
 
     def truncate(self, request_id: str, keep_tokens: int) -> OpResult:
-        return self._run(lambda: cow.truncate(self.alloc, request_id, keep_tokens))
+        return self._run(lambda: lifecycle.truncate(self.alloc, request_id, keep_tokens))
 
     def cache(self, request_id: str) -> OpResult:
         """Publish every full, not yet keyed block of the request under its content key."""
@@ -116,13 +116,13 @@ class ReferenceAdapter:
             key = self._key(tuple(tokens[: (j + 1) * p]))
             if key is None:
                 break
-            if cow.lookup_all_groups(self.alloc, key) is not None:
+            if lifecycle.lookup_all_groups(self.alloc, key) is not None:
                 continue
             rec = self.alloc.request(request_id)
             if any(self.alloc.pools[g].blocks[rec.tables[g][j].block_id].cache_key is not None
                    for g in range(self.config.num_groups)):
                 continue
-            result = self._run(lambda j=j, key=key: cow.cache_block(self.alloc, request_id, j, key))
+            result = self._run(lambda j=j, key=key: lifecycle.cache_block(self.alloc, request_id, j, key))
             if not result.accepted:
                 return result
         return OpResult(True)
@@ -131,12 +131,12 @@ class ReferenceAdapter:
         key = self.keys.get(prefix)
         if key is None:
             return OpResult(False, "CACHE_IDENTITY_MISSING")
-        return self._run(lambda: cow.evict(self.alloc, key))
+        return self._run(lambda: lifecycle.evict(self.alloc, key))
 
     def stale_write(self, group: int, block_id: int, generation: int) -> OpResult:
         from kvexact.reference.handles import BlockHandle
 
-        return self._run(lambda: cow.delayed_write(self.alloc, BlockHandle(group, group, block_id, generation),
+        return self._run(lambda: lifecycle.delayed_write(self.alloc, BlockHandle(group, group, block_id, generation),
                                                    0, 1))
 
     def table(self, request_id: str, group: int) -> list[int]:
@@ -146,7 +146,7 @@ class ReferenceAdapter:
         return self.alloc.request(request_id).context_tokens
 
     def self_check(self) -> None:
-        cow.self_check(self.alloc)
+        self.alloc.self_check()
 
     def digest(self) -> str:
         return self.alloc.digest()

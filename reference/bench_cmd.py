@@ -16,10 +16,11 @@ from collections.abc import Callable
 
 import click
 
-from kvexact.reference import cow
+from kvexact.reference import lifecycle
 from kvexact.reference import prefix as px
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.keys import KeyInputs
+from kvexact.reference.labs import prefix as px_lab
 from kvexact.reference.namespaces import CacheIsolationNamespace, NamespaceRegistry, create_namespace
 from kvexact.reference.pool import GroupConfig
 
@@ -31,13 +32,13 @@ def _setup(blocks: int, fill: float) -> px.PrefixCache:
     ids = list(range(1, blocks + 1))
     alloc = Allocator(groups, [ids, ids])
     registry = create_namespace(NamespaceRegistry(), CacheIsolationNamespace(
-        deployment_namespace="bench", tenant_id=px.TENANT, namespace_id=px.NAMESPACE, generation=0,
+        deployment_namespace="bench", tenant_id=px_lab.TENANT, namespace_id=px_lab.NAMESPACE, generation=0,
         cache_salt=None, model_generation=0))
-    cache = px.PrefixCache(alloc, registry, px.MANIFEST)
+    cache = px.PrefixCache(alloc, registry, px_lab.MANIFEST)
     for i in range(int(blocks * fill)):
         alloc.allocate(f"bg{i}", [i % 30000 + 1])
-    alloc.allocate("P", px.STREAM)
-    cache.publish("P", KeyInputs(px.STREAM), px.NAMESPACE, 0)
+    alloc.allocate("P", px_lab.STREAM)
+    cache.publish("P", KeyInputs(px_lab.STREAM), px_lab.NAMESPACE, 0)
     return cache
 
 
@@ -61,12 +62,12 @@ def _round(cache: px.PrefixCache, tag: str, ops: int, tokens: list[int]) -> dict
     j = alloc.journal
     rates = {"allocate": _rate(ops, lambda i: alloc.allocate(f"a{tag}{i}", tokens), j, "allocate"),
              "append": _rate(ops, lambda i: alloc.append(f"a{tag}{i}", 7), j, "append"),  # a boundary: new bundle
-             "fork": _rate(ops, lambda i: cow.fork(alloc, "P", f"f{tag}{i}"), j, "fork"),
-             "release": _rate(ops, lambda i: cow.release(alloc, f"f{tag}{i}"), j, "release"),
-             "prefix_lookup": _rate(ops, lambda i: cache.lookup(px.request(f"q{i}", px.STREAM)), j,
+             "fork": _rate(ops, lambda i: lifecycle.fork(alloc, "P", f"f{tag}{i}"), j, "fork"),
+             "release": _rate(ops, lambda i: lifecycle.release(alloc, f"f{tag}{i}"), j, "release"),
+             "prefix_lookup": _rate(ops, lambda i: cache.lookup(px_lab.request(f"q{i}", px_lab.STREAM)), j,
                                     "prefix_lookup")}
     for i in range(ops):
-        cow.release(alloc, f"a{tag}{i}")
+        lifecycle.release(alloc, f"a{tag}{i}")
     return rates
 
 

@@ -42,9 +42,9 @@ from kvexact.reference.peers.vllm import (
     VllmRequest,
 )
 from kvexact.reference.peers.vllm_hashing import NO_EXTRAS, RequestExtras, external_hash, key_with_group
+from kvexact.reference.rejections import Rejected
 from kvexact.spec import itf
 from kvexact.spec.itf import Fn
-from kvexact.reference.rejections import Rejected
 
 IN_SPEC_ACTIONS = frozenset({"prefix_hit", "evict", "cache_block", "release"})
 

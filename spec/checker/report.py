@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kvexact.spec.checker.result import ModelCheckResult, Outcome, TraceState
 from kvexact.spec import itf
+from kvexact.spec.checker.result import ModelCheckResult, Outcome, TraceState
 from kvexact.spec.checker.values import fmt
 
 

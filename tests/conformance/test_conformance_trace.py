@@ -8,7 +8,7 @@ import pytest
 
 from kvexact.conformance import trace as tr
 from kvexact.conformance.cli import main
-from kvexact.reference import cow
+from kvexact.reference import lifecycle
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import GroupConfig
 from kvexact.reference.projection import TraceRecorder
@@ -25,9 +25,9 @@ def kv_trace() -> tr.Trace:
     rec = TraceRecorder("KVAllocation", requests=["r1", "r2"]).attach(alloc)
     alloc.append("r1", 7)
     alloc.append("r1", 8)
-    cow.cache_block(alloc, "r1", 0, "1")
-    cow.release(alloc, "r1")
-    cow.touch(alloc, "r2", ["1"])
+    lifecycle.cache_block(alloc, "r1", 0, "1")
+    lifecycle.release(alloc, "r1")
+    lifecycle.prefix_hit(alloc, "r2", ["1"])
     return tr.trace_from_recorder(rec, CONSTANTS, MODEL_VALUES)
 
 

@@ -1,4 +1,4 @@
-"""Failure labs of Reference I, registered as named negative cases at import.
+"""Failure labs of Reference I (0x01A, 0x03I, 0x0D, 0x0BN and key cases of 0x07B/0x07D).
 
 Seed counts: 0x0D names 14 one-field failures; loops 2-10 total 184 cases of which the labs with
 stated counts (0x05G 22, 0x06I 20, 0x07G 22, 0x08I 18, 0x0D 14) hold 96, leaving 88 for the four
@@ -18,6 +18,8 @@ import attrs
 from kvexact.reference.blockmap import BlockMapRejection, expand_block_table
 from kvexact.reference.handles import BlockHandle
 from kvexact.reference.keys import KeyInputs, KeyRejection, MultimodalFeature, partial_tail_key
+from kvexact.reference.labs.ledgers import worked_fixture
+from kvexact.reference.labs.translate import loop4_layout, loop4_snapshot, loop4_successor_snapshot
 from kvexact.reference.ledgers import (
     LedgerFixture,
     LedgerRejection,
@@ -26,7 +28,6 @@ from kvexact.reference.ledgers import (
     compute_ledger,
     cow_cost,
     reconcile,
-    worked_fixture,
 )
 from kvexact.reference.manifest import (
     CacheCompatibilityManifest,
@@ -58,9 +59,6 @@ from kvexact.reference.translate import (
     TranslateRejection,
     check_frozen_address,
     consume_successor,
-    loop4_layout,
-    loop4_snapshot,
-    loop4_successor_snapshot,
     resolve_kv_address,
     validate_snapshot,
 )
@@ -80,8 +78,17 @@ SECTIONS = ("0x01A", "0x03I", "0x0D", "0x0BN", "0x07B", "0x07D")
 SEED_MINIMUM = {"0x01A": 22, "0x03I": 22, "0x0D": 14, "0x0BN": 22}
 
 
+_CASES: list[NegativeCase] = []
+
+
 def _case(section: str, reason: enum.Enum, description: str, trigger: Callable[[], Any]) -> None:
-    register_negative(NegativeCase(section, reason, description, trigger))
+    _CASES.append(NegativeCase(section, reason, description, trigger))
+
+
+def register() -> None:
+    """Register every case of these labs (called once, by :func:`kvexact.reference.labs.register_all`)."""
+    for case in _CASES:
+        register_negative(case)
 
 
 # ---------------------------------------------------------------- 0x01A identity and isolation
