@@ -14,6 +14,7 @@ from kvexact.reference.labs import allocator as fixtures
 from kvexact.reference.pool import GroupConfig, PoolRejection, QueuePolicy
 from kvexact.reference.projection import TraceRecorder, project_state
 from kvexact.reference.rejections import Rejected
+from kvexact.spec.actions import action_of
 from kvexact.spec.itf import decode
 
 SPEC = Path(__file__).resolve().parents[2] / "spec"
@@ -51,15 +52,11 @@ def validate(spec: str, rec: TraceRecorder, constants: dict, model_values: set[s
         assert r.get("in_spec", True), r["action"]
         state = {k: decode(v, model_values) for k, v in r["state"].items()}
         params = {k: decode(v, model_values) for k, v in r["params"].items()}
-        verdict = model.check_step(_camel(r["action"]), prev, state, params)
+        verdict = model.check_step(action_of(spec, r["action"]), prev, state, params)
         assert verdict.ok, (r["action"], params, verdict)
         actions.append(r["action"])
         prev = state
     return actions
-
-
-def _camel(name: str) -> str:
-    return "".join(p.capitalize() for p in name.split("_"))
 
 
 def test_cow_publication_trace_from_init():
