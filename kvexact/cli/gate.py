@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -9,17 +10,22 @@ from pathlib import Path
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from kvexact.conformance import gate as gate_mod
-from kvexact.conformance import reports
 from kvexact.conformance.profiles import PROFILE_NAMES, resolve_profile
+from kvexact.gate import framework as gate_mod
+from kvexact.gate import reports
+from kvexact.gate.checks import load_checks
 from kvexact.kernels.device import click_option as device_option
 
 
 def _names(values: tuple[str, ...]) -> list[str]:
     return [n.strip() for v in values for n in v.split(",") if n.strip()]
+
+
+def _show_status(progress: Progress, task: TaskID, text: str) -> None:
+    progress.update(task, status=text[:60])
 
 
 def _figures_text(figures: dict) -> str:
@@ -43,7 +49,7 @@ def _figures_text(figures: dict) -> str:
 def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter, tlc_jar) -> int:
     """Run the conformance gate: every registered check, a summary table, and reports."""
     console = Console(stderr=False)
-    checks = gate_mod.load_checks()
+    checks = load_checks()
     if list_only:
         for c in checks:
             flag = "" if c.default else "  (only when selected)"
@@ -60,8 +66,8 @@ def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter,
             except reports.ReportPathError as exc:
                 raise click.UsageError(str(exc)) from None
     if adapter:
-        from kvexact.conformance.adapters import AdapterError
         from kvexact.conformance.runner import machines_for
+        from kvexact.reference.adapters import AdapterError
 
         try:
             machines_for(adapter)
@@ -76,7 +82,7 @@ def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter,
         task = progress.add_task("gate", total=len(chosen), status="")
         for check in chosen:
             progress.update(task, description=check.name, status="")
-            ctx.status = lambda text, _t=task: progress.update(_t, status=text[:60])
+            ctx.status = functools.partial(_show_status, progress, task)
             outcome = gate_mod.run_check(check, ctx)
             outcomes.append(outcome)
             progress.console.print(f"{outcome.result.verdict.value:>13}  {escape(check.name)}  ({outcome.seconds:.1f}s)",

@@ -3,13 +3,12 @@ faulty adapter that must be caught), and the negative-case registry."""
 
 from __future__ import annotations
 
-from kvexact.conformance.gate import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
+from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
 
 FAULTY_ADAPTER = "kvexact.conformance.simple_runtime:faulty_no_cow"
 SIMPLE_ADAPTER = "kvexact.conformance.simple_runtime:simple_runtime"
 SGLANG_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:sglang_factory"
 FAULTY_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:faulty_unlocked_prefix"
-SEED_NEGATIVE_CASES = 211  # 0x0CG: 184 (loops 2-10) + 27 (loop 11)
 
 
 def z3_obligations(ctx: GateContext) -> CheckResult:
@@ -18,7 +17,8 @@ def z3_obligations(ctx: GateContext) -> CheckResult:
         import z3  # noqa: F401
     except ImportError as exc:
         raise CheckCouldNotRun("z3-solver is not installed") from exc
-    from kvexact.conformance.proofs import all_obligations, discharge
+    from kvexact.conformance.obligations import discharge
+    from kvexact.conformance.proofs import all_obligations
 
     results = []
     for ob in all_obligations():
@@ -125,11 +125,11 @@ def negative_registry(ctx: GateContext) -> CheckResult:
 
     cases = labs.cases()
     bad = failures(cases)
-    figures = {"registered": len(cases), "seed_count": SEED_NEGATIVE_CASES, "not_rejected_by_name": len(bad),
+    figures = {"registered": len(cases), "seed_count": labs.SEED_TOTAL, "not_rejected_by_name": len(bad),
                "sections": len({c.section for c in cases})}
     problems = [f"{c.section} {c.description}: {why}" for c, why in bad[:10]]
-    if len(cases) < SEED_NEGATIVE_CASES:
-        problems.append(f"only {len(cases)} cases registered, the seed counts {SEED_NEGATIVE_CASES}")
+    if len(cases) < labs.SEED_TOTAL:
+        problems.append(f"only {len(cases)} cases registered, the seed counts {labs.SEED_TOTAL}")
     if problems:
         return CheckResult(Verdict.FAILED, figures, "; ".join(problems))
     return CheckResult(Verdict.PASSED, figures)

@@ -1,38 +1,19 @@
 """Gate checks of the shipped specs: each CI model, all mutants, all witnesses.
 
 Invariant: a CI-model check passes only when the embedded engine finishes the whole model without a
-violation and every action operator of the spec fired at least once (per-action coverage); with a TLC
+violation and every action of the spec's Next (:func:`kvexact.spec.actions.spec_actions`) fired at least
+once (per-action coverage); with a TLC
 jar it also requires TLC to agree on the result, distinct states and states generated. The mutant
 check passes only at a 100% kill rate, the witness check only when every witness is reached.
 """
 
 from __future__ import annotations
 
-import re
-
-from kvexact.conformance.gate import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
+from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
 from kvexact.spec import spec_dir
+from kvexact.spec.actions import spec_actions
 
-# The action operators of each spec's Next, in the order they are defined. The reference twin of each
-# is the snake_case name (DESIGN.md, "Steps are the spec's actions").
-SPEC_ACTIONS: dict[str, tuple[str, ...]] = {
-    "KVAllocation": ("AppendReserve", "AppendWrite", "AppendPublish", "AppendRollback", "AppendInPlace",
-                     "CacheBlock", "PrefixHit", "Release", "Truncate", "Evict", "StaleWriteRejected"),
-    "CowPublication": ("AppendBoundary", "AppendInPlace", "Fork", "CowBegin", "CowReserve", "CowCopy",
-                       "CowWrite", "CowValidate", "CowPublish", "CowReleaseSources", "CowRollback", "Release",
-                       "ReaderSnapshot", "ReaderRelease"),
-    "NamespaceRevocation": ("Arrive", "Authorize", "AuthorizationRejected", "Lookup", "AcquireLease",
-                            "StaleRequestRejected", "Execute", "Finish", "Allocate", "WriteBlock",
-                            "PublishEntry", "EvictEntry", "FreeBlock", "Offload", "RevokeStopAdmission",
-                            "RevokeAdvanceGeneration", "RevokeInvalidateIndex", "RevokeCancelLease",
-                            "RevokeLeasesDrained", "RevokeReleaseBlocks", "RevokePurgeExternal",
-                            "RevokeComplete"),
-}
-
-
-def snake_case(action: str) -> str:
-    """The reference step name of a spec action: ``CowReserve`` -> ``cow_reserve``."""
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", action).lower()
+SPECS = ("KVAllocation", "CowPublication", "NamespaceRevocation")
 
 
 def action_firings(coverage: dict[str, dict[str, int]]) -> dict[str, int]:
@@ -58,9 +39,10 @@ def _model_check(spec: str):
                 "the search did not complete"
             return CheckResult(Verdict.FAILED, figures, f"{spec}.cfg: {r.outcome.value}: {what}")
         fired = action_firings(r.coverage)
-        never = [a for a in SPEC_ACTIONS[spec] if fired.get(a, 0) == 0]
-        unknown = sorted(set(fired) - set(SPEC_ACTIONS[spec]))
-        figures["actions"] = len(SPEC_ACTIONS[spec])
+        actions = spec_actions(spec)
+        never = [a for a in actions if fired.get(a, 0) == 0]
+        unknown = sorted(set(fired) - set(actions))
+        figures["actions"] = len(actions)
         if never or unknown:
             return CheckResult(Verdict.FAILED, figures,
                                f"{spec}.cfg: actions never fired: {never or 'none'}; unlisted: {unknown or 'none'}")
@@ -114,7 +96,7 @@ def _expected_violations(kind: str):
 
 CHECKS = [
     *(GateCheck(f"spec-{spec}", "spec", f"{spec}.cfg checks with no error and every action fires",
-                _model_check(spec)) for spec in SPEC_ACTIONS),
+                _model_check(spec)) for spec in SPECS),
     GateCheck("spec-mutants", "spec", "every seeded-bug mutant dies of its named invariant within 10 s",
               _expected_violations("mutant")),
     GateCheck("spec-witnesses", "spec", "every negated witness (COW publication, eviction then reuse, "

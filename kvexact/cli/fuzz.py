@@ -31,7 +31,7 @@ def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink) 
     finishes (and a failure's shrinking completes) before the command returns."""
     from hypothesis import settings
 
-    from kvexact.conformance.conform_cmd import machines_to_run
+    from kvexact.cli.conform import machines_to_run
     from kvexact.conformance.profiles import load_profile
     from kvexact.conformance.runner import machine_settings, run_machine, summary_line, write_reproduction
 

@@ -11,7 +11,7 @@ import importlib
 from importlib import metadata
 from pathlib import Path
 
-from kvexact.conformance.gate import CheckResult, GateCheck, GateContext, Verdict
+from kvexact.gate.framework import CheckResult, GateCheck, GateContext, Verdict
 
 IMPORT_NAMES = ("kvexact", "kvexact.spec", "kvexact.reference", "kvexact.conformance")
 

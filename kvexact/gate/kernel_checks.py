@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 
-from kvexact.conformance.gate import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
+from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
 
 DECODE_CASES = 4  # the first cases of the pairwise-covering set (fp32, fp16, bf16; block sizes 1 and 16)
 SHARED_CASES = 2

@@ -6,7 +6,7 @@ Invariant: PASSED only when every corpus model matches; COULD_NOT_RUN when the c
 
 from __future__ import annotations
 
-from kvexact.conformance.gate import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
+from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
 
 
 def checker_corpus(ctx: GateContext) -> CheckResult:

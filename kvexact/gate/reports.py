@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import kvexact
-from kvexact.conformance.gate import CheckOutcome, GateContext, Verdict, exit_code
+from kvexact.gate.framework import CheckOutcome, GateContext, Verdict, exit_code
 
 SCHEMA_VERSION = 1
 DEPENDENCIES = (

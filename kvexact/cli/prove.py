@@ -23,7 +23,8 @@ def prove(timeout_ms: int, pattern: str | None, json_path: Path | None) -> int:
     except ImportError:
         click.echo("kvexact prove: z3-solver is not installed; nothing was proved", err=True)
         return 3
-    from kvexact.conformance.proofs import all_obligations, discharge
+    from kvexact.conformance.obligations import discharge
+    from kvexact.conformance.proofs import all_obligations
 
     obligations = [o for o in all_obligations() if pattern is None or pattern in o.name]
     if not obligations:

@@ -1,4 +1,4 @@
-"""``kvexact bench reference``: per-operation cost of the reference allocator at several pool sizes.
+"""Per-operation cost of the reference allocator at several pool sizes (``kvexact bench reference``).
 
 Invariant checked: no operation scans the pool: the state cells each operation writes are the same at
 every pool size (deterministic), and operations per second at the largest pool stay within
@@ -10,11 +10,8 @@ self-check is off here (it is O(pool) by design and runs in the tests instead).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-
-import click
 
 from kvexact.reference import lifecycle
 from kvexact.reference import prefix as px
@@ -82,48 +79,3 @@ def measure(blocks: int, ops: int, fill: float = 0.25, repeat: int = 3) -> dict[
         best = {op: max(best[op], rates[op]) for op in OPERATIONS}
     best.update({f"cells/{op}": float(_WRITES[op]) for op in OPERATIONS})
     return best
-
-
-@click.command("reference")
-@click.option("--sizes", default="1024,16384,131072", show_default=True,
-              help="comma-separated pool sizes, in blocks per cache group")
-@click.option("--ops", default=300, show_default=True, help="operations timed per kind, size and round")
-@click.option("--repeat", default=3, show_default=True, help="rounds per size (the best round counts)")
-@click.option("--fill", default=0.25, show_default=True, help="fraction of the pool occupied before timing")
-@click.option("--max-slowdown", default=4.0, show_default=True,
-              help="fail when the largest pool is this many times slower than the smallest")
-@click.option("--json", "as_json", is_flag=True, help="print the figures as JSON")
-def bench_reference(sizes: str, ops: int, repeat: int, fill: float, max_slowdown: float, as_json: bool) -> int:
-    """Time allocate, append, fork, release and prefix lookup at several pool sizes."""
-    try:
-        pool_sizes = [int(s) for s in sizes.split(",") if s.strip()]
-    except ValueError:
-        raise click.UsageError(f"--sizes must be comma-separated integers, got {sizes!r}") from None
-    if not pool_sizes or min(pool_sizes) <= 0 or ops <= 0 or repeat <= 0 or not 0 <= fill < 1:
-        raise click.UsageError("sizes, --ops and --repeat must be positive and --fill in [0, 1)")
-    if min(pool_sizes) * (1 - fill) < 2 * ops + 4:
-        raise click.UsageError(f"the smallest pool needs at least {2 * ops + 4} free blocks for --ops {ops}")
-    figures = {n: measure(n, ops, fill, repeat) for n in pool_sizes}
-    small, large = figures[min(pool_sizes)], figures[max(pool_sizes)]
-    slowdown = {op: small[op] / large[op] for op in OPERATIONS}
-    work_grows = [op for op in OPERATIONS if large[f"cells/{op}"] != small[f"cells/{op}"]]
-    if as_json:
-        click.echo(json.dumps({"ops_per_second": figures, "slowdown_largest_vs_smallest": slowdown}, indent=2))
-    else:
-        click.echo(f"operations per second (2 cache groups, P=16, {fill:.0%} of the pool occupied, best of "
-                   f"{repeat} rounds of {ops})")
-        click.echo("blocks/group " + "".join(f"{op:>15}" for op in OPERATIONS))
-        for n, row in figures.items():
-            click.echo(f"{n:>12} " + "".join(f"{row[op]:>15,.0f}" for op in OPERATIONS))
-        click.echo(f"{'slowdown':>12} " + "".join(f"{slowdown[op]:>14.2f}x" for op in OPERATIONS))
-        click.echo(f"{'cells/op':>12} " + "".join(f"{small[f'cells/{op}']:>15.0f}" for op in OPERATIONS)
-                   + "   (state cells written per operation, the same at every size)")
-    if work_grows:
-        click.echo(f"state cells written per operation grow with pool size: {', '.join(work_grows)}", err=True)
-        return 1
-    worst = max(slowdown.values())
-    if worst > max_slowdown:
-        click.echo(f"per-operation cost grows with pool size: worst slowdown {worst:.2f}x > {max_slowdown}x",
-                   err=True)
-        return 1
-    return 0

@@ -49,8 +49,8 @@ def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink) 
 def machines_to_run(specs: tuple[str, ...], adapter: str | None) -> tuple[str, ...]:
     """The machines asked for (default: those the adapter fits); a usage error names a bad adapter or a
     machine the adapter does not fit."""
-    from kvexact.conformance.adapters import AdapterError
     from kvexact.conformance.runner import build_machine, machines_for
+    from kvexact.reference.adapters import AdapterError
 
     try:
         fits = machines_for(adapter)

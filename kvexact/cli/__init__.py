@@ -1,8 +1,9 @@
-"""The ``kvexact`` command: a click group whose subcommands live in each layer and load lazily.
+"""The ``kvexact`` command: a click group whose subcommands (one module each in this package) are
+imported on first use, so ``kvexact --help`` and a light subcommand do not import the checker or torch.
 
 Invariant: every subcommand returns an exit code (DESIGN.md, "Exit codes"); bad usage prints one line
-and exits 2; a subcommand whose layer has not landed says so and exits 3; nothing prints a traceback
-unless ``KVEXACT_DEBUG=1``.
+and exits 2; an internal error (a missing module included) prints one line and exits 3; nothing prints
+a traceback unless ``KVEXACT_DEBUG=1``.
 """
 
 from __future__ import annotations
@@ -15,50 +16,27 @@ import click
 
 import kvexact
 
-# subcommand -> "module:attribute" of a click command (imported only when that subcommand is used)
+# subcommand -> "module:attribute" of its click command, imported when that subcommand is used
 COMMANDS = {
-    "check": "kvexact.spec.check_cmd:check",
-    "prove": "kvexact.conformance.prove_cmd:prove",
-    "conform": "kvexact.conformance.conform_cmd:conform",
-    "fuzz": "kvexact.conformance.fuzz_cmd:fuzz",
-    "gate": "kvexact.conformance.gate_cmd:gate",
-    "validate-trace": "kvexact.conformance.trace_cmd:validate_trace",
-    "formulas": "kvexact.reference.formulas_cmd:formulas",
-    "negatives": "kvexact.reference.negatives_cmd:negatives",
+    "check": "kvexact.cli.check:check",
+    "prove": "kvexact.cli.prove:prove",
+    "conform": "kvexact.cli.conform:conform",
+    "fuzz": "kvexact.cli.fuzz:fuzz",
+    "gate": "kvexact.cli.gate:gate",
+    "validate-trace": "kvexact.cli.validate_trace:validate_trace",
+    "formulas": "kvexact.cli.formulas:formulas",
+    "negatives": "kvexact.cli.negatives:negatives",
 }
 BENCHES = {
-    "checker": "kvexact.spec.bench_cmd:bench_checker",
-    "reference": "kvexact.reference.bench_cmd:bench_reference",
-    "kernels": "kvexact.kernels.bench_cmd:bench_kernels",
+    "checker": "kvexact.cli.bench:bench_checker",
+    "reference": "kvexact.cli.bench:bench_reference",
+    "kernels": "kvexact.cli.bench:bench_kernels",
 }
-
-
-def _not_available(name: str, target: str) -> click.Command:
-    """A stand-in for a subcommand whose module has not landed: it says so and exits 3."""
-
-    @click.command(
-        name=name,
-        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
-        help=f"(not available in this build: {target} is missing)",
-    )
-    @click.pass_context
-    def stub(ctx: click.Context) -> int:
-        click.echo(f"kvexact {ctx.command_path.split(' ', 1)[-1]}: not available yet in this build "
-                   f"({target} is not installed); nothing was checked", err=True)
-        return 3
-
-    return stub
 
 
 def _load(name: str, target: str) -> click.Command:
     module_name, attr = target.split(":")
-    try:
-        module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name == module_name:
-            return _not_available(name, module_name)
-        raise
-    command = getattr(module, attr)
+    command = getattr(importlib.import_module(module_name), attr)
     command.name = name
     return command
 
@@ -113,7 +91,3 @@ def main(argv: list[str] | None = None) -> None:
                    err=True)
         sys.exit(3)
     sys.exit(rv if isinstance(rv, int) else 0)
-
-
-if __name__ == "__main__":
-    main()

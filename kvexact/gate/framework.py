@@ -1,29 +1,19 @@
-"""The gate: a registry of named checks, run in order, summarized, reported as JSON and JUnit XML.
+"""The gate's framework: named checks, their selection, running and verdicts.
 
-Each layer registers its checks in a module of its own (``CHECK_MODULES``) that defines ``CHECKS``, a
-list of :class:`GateCheck`. Invariant of :func:`exit_code`: 0 only when every selected check passed;
-1 when any check failed (a failure outranks "could not run"); 3 when none failed but one could not run.
+The checks themselves are listed in :mod:`kvexact.gate.checks`. Invariant of :func:`exit_code`: 0 only
+when every selected check passed; 1 when any check failed (a failure outranks "could not run"); 3 when
+none failed but one could not run.
 """
 
 from __future__ import annotations
 
 import enum
-import importlib
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import attrs
-
-CHECK_MODULES = (
-    "kvexact.conformance.selftest",
-    "kvexact.spec.gate_corpus",
-    "kvexact.spec.gate_models",
-    "kvexact.reference.gate_checks",
-    "kvexact.kernels.gate_checks",
-    "kvexact.conformance.gate_checks",
-)
 
 
 class Verdict(enum.Enum):
@@ -70,24 +60,6 @@ class CheckOutcome:
     check: GateCheck
     result: CheckResult
     seconds: float
-
-
-def load_checks(modules: Iterable[str] | None = None) -> list[GateCheck]:
-    """Every registered check, in module order; a layer whose module is absent registers nothing."""
-    checks: list[GateCheck] = []
-    for module_name in CHECK_MODULES if modules is None else modules:
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
-        checks.extend(module.CHECKS)
-    names = [c.name for c in checks]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"duplicate gate check names: {', '.join(duplicates)}")
-    return checks
 
 
 class UnknownCheck(ValueError):
