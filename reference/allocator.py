@@ -127,6 +127,7 @@ class AllocationReceipt:
     table_version_after: int | None = None
     published_tables: tuple[tuple[BlockHandle, ...], ...] = ()
     rejection: enum.Enum | None = None
+    copies: tuple[tuple[BlockHandle, BlockHandle], ...] = ()  # (source, destination) of each COW copy
 
     @property
     def copy_traffic_bytes(self) -> int:
@@ -170,6 +171,7 @@ def step(fn: Callable[..., Any]) -> Callable[..., Any]:
         finally:
             alloc._steps.pop()
 
+    wrapper.is_step = True  # type: ignore[attr-defined]
     return wrapper
 
 
@@ -882,7 +884,8 @@ class Allocator:
             paths=txn.plan,
             new_capacity_bytes=sum(self.groups[h.cache_group_id].block_bytes for h in txn.reserved_handles),
             append_write_bytes=len(txn.new_tokens) * row_bytes, table_version_after=rec.table_version,
-            published_tables=rec.tables)
+            published_tables=rec.tables,
+            copies=tuple((txn.touched_handles[g], self._destination(txn, g)) for g in cow_groups))  # type: ignore
 
     @step
     def allocate(self, request_id: str, tokens: Sequence[int], expected_epoch: int | None = None

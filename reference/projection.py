@@ -254,6 +254,12 @@ class TraceRecorder:
         self.initial_state = itf.encode_plain(self._last)
         return self
 
+    @property
+    def stale(self) -> dict[str, int]:
+        """KVAllocation's history variable ``stale``: the handle a delayed writer holds (block 0: none)."""
+        assert self._last is not None and self.spec == "KVAllocation"
+        return dict(self._last["stale"])
+
     def snapshot(self, alloc: Allocator, wrote: Iterable[tuple[int, int]]) -> dict[str, Any]:
         if self.spec == "KVAllocation":
             return project_kv_allocation(alloc, self.requests, self.ident_of)

@@ -423,9 +423,9 @@ def enabled_steps(s: RevState) -> list[tuple[str, dict[str, Any], Callable[[], S
     for p in s.tenants:
         for n in s.tenants:
             offer(arrive, {"p": p, "n": n}, p, n)
-        for step in (authorize, authorization_rejected, lookup, acquire_lease, stale_request_rejected, execute,
-                     finish, write_block, publish_entry):
-            offer(step, {"p": p}, p)
+        for request_step in (authorize, authorization_rejected, lookup, acquire_lease, stale_request_rejected,
+                             execute, finish, write_block, publish_entry):
+            offer(request_step, {"p": p}, p)
         for b in s.blocks:
             offer(allocate, {"p": p, "b": b}, p, b)
     for e in sorted(s.index):
@@ -434,9 +434,9 @@ def enabled_steps(s: RevState) -> list[tuple[str, dict[str, Any], Callable[[], S
     for b in s.blocks:
         offer(free_block, {"b": b}, b)
     for n in s.tenants:
-        for step in (revoke_stop_admission, revoke_advance_generation, revoke_invalidate_index,
-                     revoke_leases_drained, revoke_release_blocks, revoke_purge_external, revoke_complete):
-            offer(step, {"n": n}, n)
+        for revoke_step in (revoke_stop_admission, revoke_advance_generation, revoke_invalidate_index,
+                            revoke_leases_drained, revoke_release_blocks, revoke_purge_external, revoke_complete):
+            offer(revoke_step, {"n": n}, n)
         for p in s.tenants:
             offer(revoke_cancel_lease, {"n": n, "p": p}, n, p)
     return out

@@ -144,7 +144,7 @@ class KvMachine(_Base):
 
     @rule()
     def stale_write(self):
-        held = self.rec._last["stale"]  # the handle the spec's delayed writer holds
+        held = self.rec.stale  # the handle the spec's delayed writer holds
         if held["block"] == 0:
             return
         h = BlockHandle(held["grp"], held["grp"], held["block"], held["gen"])
