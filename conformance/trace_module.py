@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from kvexact.conformance.trace import Trace
-from kvexact.spec.actions import find_action
 from kvexact.spec import itf
+from kvexact.spec.actions import find_action
 from kvexact.spec.checker.values import fmt
 
 ACCEPT_INVARIANT = "TraceNotFinished"

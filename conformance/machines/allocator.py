@@ -15,7 +15,6 @@ unchanged. Subclass :class:`AllocatorMachine` (set ``sut_factory``) to run it fr
 
 from __future__ import annotations
 
-import functools
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -24,9 +23,9 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kvexact.conformance.adapters import AdapterConfig, OpResult, check_adapter
-from kvexact.conformance.device import DevicePool, mirror_step
-from kvexact.conformance.reference_adapter import ReferenceAdapter
+from kvexact.conformance.machines import ConformanceFailure, counted_rule
+from kvexact.conformance.mirror import DevicePool, mirror_step
+from kvexact.reference.adapters import AdapterConfig, OpResult, ReferenceAdapter, check_adapter
 from kvexact.reference.pool import QueuePolicy
 
 ALPHABET = (1, 2, 3)
@@ -35,21 +34,6 @@ READERS = ("x",)
 STREAM = tuple(ALPHABET[i % len(ALPHABET)] for i in range(64))  # the canonical stream: identity = position
 MAX_TOKENS = 32  # the spec's MaxTokens guard; the machine keeps every request shorter
 BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, lifted for traces
-
-
-def counted_rule(fn: Callable[..., None]) -> Callable[..., None]:
-    """Count each call of a rule in the machine's stats (``rule:<name>``), for rule coverage."""
-
-    @functools.wraps(fn)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
-        self._count(f"rule:{fn.__name__}")
-        fn(self, *args, **kwargs)
-
-    return wrapper
-
-
-class ConformanceFailure(AssertionError):
-    """The SUT and the reference disagree, a pool check failed, or a trace left the spec."""
 
 
 def spec_constants(spec: str, config: AdapterConfig) -> dict[str, Any]:
@@ -139,7 +123,7 @@ class AllocatorMachine(RuleBasedStateMachine):
                                      st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=5)), label="prompt")
         result = self._both("start", rid, prompt)
         if result.accepted:
-            mirror_step(self.device, None, 0, self._tables(rid), prompt, result.hit_tokens)
+            mirror_step(self.device, result.copies, self._tables(rid), prompt, result.hit_tokens)
             self.histories[rid] = list(prompt)
             self._count(f"hit_tokens={result.hit_tokens}")
 
@@ -157,7 +141,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         result = self._both("append", rid, token)
         if result.accepted:
             self.histories[rid].append(token)
-            mirror_step(self.device, before, n, self._tables(rid), self.histories[rid], n)
+            mirror_step(self.device, result.copies, self._tables(rid), self.histories[rid], n)
         elif self._tables(rid) != before:
             raise ConformanceFailure(f"rejected append changed {rid}'s tables")
 
@@ -173,7 +157,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         result = self._both("append_with_failure", rid, token)
         if result.accepted:  # an in-place append reserves nothing, so nothing could fail
             self.histories[rid].append(token)
-            mirror_step(self.device, before, n, self._tables(rid), self.histories[rid], n)
+            mirror_step(self.device, result.copies, self._tables(rid), self.histories[rid], n)
         elif self._tables(rid) != before:
             raise ConformanceFailure(f"rolled-back append changed {rid}'s tables")
 
@@ -210,10 +194,11 @@ class AllocatorMachine(RuleBasedStateMachine):
             return
         self.histories[child] = list(self.histories[parent])
         rid = child if child_appends else parent
-        before, n = self._tables(rid), len(self.histories[rid])
-        if self._both("append", rid, token).accepted:
+        n = len(self.histories[rid])
+        result = self._both("append", rid, token)
+        if result.accepted:
             self.histories[rid].append(token)
-            mirror_step(self.device, before, n, self._tables(rid), self.histories[rid], n)
+            mirror_step(self.device, result.copies, self._tables(rid), self.histories[rid], n)
 
     @precondition(lambda self: self.spec == "KVAllocation" and bool(self._truncatable()))
     @rule(data=st.data())
@@ -241,23 +226,14 @@ class AllocatorMachine(RuleBasedStateMachine):
         prefix = data.draw(st.sampled_from(sorted(self.ref.keys)), label="prefix")
         self._both("evict", prefix)
 
-    def _delayed_writer(self) -> dict[str, int] | None:
-        """The handle a delayed writer still holds (the spec's ``stale``: set by a truncate that freed the
-        first group's old tail, 0x05E), or None."""
-        recorder = self.ref.recorder
-        last = getattr(recorder, "_last", None) if recorder is not None else None
-        stale = last.get("stale") if isinstance(last, dict) else None
-        return stale if stale and stale.get("block") else None
-
     @precondition(lambda self: self.spec == "KVAllocation" and self.sut is None
-                  and self._delayed_writer() is not None)
+                  and self.ref.delayed_writer is not None)
     @rule()
     @counted_rule
     def stale_writer(self) -> None:
         """The delayed writer presents its old handle (0x05F ABA): rejected by name, state unchanged."""
-        stale = self._delayed_writer()
-        assert stale is not None
-        result = self._both("stale_write", stale["grp"], stale["block"], stale["gen"])
+        stale = self.ref.delayed_writer
+        result = self._both("stale_write", stale)
         if result.accepted or result.rejection not in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"):
             raise ConformanceFailure(f"the stale handle {stale} was not fenced: {result}")
 
@@ -279,17 +255,13 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     # ---- invariants and teardown ------------------------------------------------------------------------
     @invariant()
-    def pools_are_consistent(self) -> None:
-        """After every step: the reference's self-check, the reconciliation gauges of every pool, the
-        spec's invariants (TypeOK first) on the projection of the step just taken, the SUT's self-check."""
+    def reference_is_consistent(self) -> None:
+        """The reference's self-check: refcounts from reachability, queues, partition, digest."""
         self._count("steps")
         self.ref.self_check()
-        self._check_gauges()
-        self._check_projection()
-        if self.sut is not None:
-            self.sut.self_check()
 
-    def _check_gauges(self) -> None:
+    @invariant()
+    def pool_gauges_reconcile(self) -> None:
         """0x0CF: N_pool = free + evictable + live + reserved/copying, and recorded = derived references."""
         from kvexact.reference.rejections import Rejected
         from kvexact.reference.telemetry import allocator_pool_snapshot, reconcile_pool
@@ -303,8 +275,10 @@ class AllocatorMachine(RuleBasedStateMachine):
                 raise ConformanceFailure(f"group {g}: recorded references {gauges.refcount_recorded} != derived "
                                          f"{gauges.refcount_derived} ({gauges.refcount_mismatched_blocks} blocks)")
 
-    def _check_projection(self) -> None:
-        """The projection of the latest recorded step satisfies every invariant of the spec's cfg."""
+    @invariant()
+    def projection_keeps_the_spec_invariants(self) -> None:
+        """The projection of the latest recorded step satisfies every invariant of the spec's cfg (TypeOK
+        first)."""
         recorder = self.ref.recorder
         if not self.validate_trace or recorder is None:
             return
@@ -322,6 +296,12 @@ class AllocatorMachine(RuleBasedStateMachine):
             raise ConformanceFailure(f"after {latest['action']} (step {len(recorder.records)}) the projection "
                                      f"breaks the spec's invariant {broken}")
         self._count("projection_checks")
+
+    @invariant()
+    def sut_is_consistent(self) -> None:
+        """The system under test's own self-check."""
+        if self.sut is not None:
+            self.sut.self_check()
 
     def _model_values(self) -> set[str]:
         return {*REQUEST_IDS, "NoReq", *(READERS if self.spec == "CowPublication" else ())}

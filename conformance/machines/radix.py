@@ -1,4 +1,4 @@
-"""State machines for the radix index (with shared-prefix attention) and for namespace revocation.
+"""The state machine of the radix index, with shared-prefix attention.
 
 :class:`RadixMachine` drives the normative radix index (``reference/radix.py``) the way a runtime does:
 admit (match and lock, reserve the missing slots, write their rows), decode, finish (cache the path,
@@ -7,16 +7,12 @@ becomes free is poisoned with NaN, so a request reading an evicted or released s
 checked for every live request through paged decode and, for requests sharing a slot prefix, through
 ``shared_prefix_attention`` (Hydragen), both against float64 attention over the request's tokens.
 
-With a prefix-index adapter (``sut_factory``, see :class:`~kvexact.conformance.adapters.PrefixIndexAdapter`)
+With a prefix-index adapter (``sut_factory``, see :class:`~kvexact.reference.index.PrefixIndex`)
 the system under test makes every choice (slots, eviction victims) and the normative index follows it in
 lockstep and judges it: matched lengths and prefix slots must agree, a refusal must be one the reference
 would make (the pool really short), every victim must be an unlocked leaf of the reference's tree, an
 eviction may stop short only when no unlocked leaf is left, and the free sets must be equal after every
 step. The device pool is written through the adapter's rows, so a wrong slot also shows up as wrong numbers.
-
-:class:`RevocationMachine` takes random enabled steps of the reference twin of
-``spec/NamespaceRevocation.tla`` (including revocations mid-flight); each step must be a step of the
-spec's action of the same name, and the spec's invariants must hold after every step.
 """
 
 from __future__ import annotations
@@ -28,17 +24,18 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kvexact.conformance.adapters import IndexConfig, check_index_adapter
-from kvexact.conformance.device import HEAD_DIM, NUM_KV_HEADS, kv_row, query_row
 from kvexact.conformance.machines import ConformanceFailure, counted_rule
+from kvexact.conformance.mirror import DevicePool, expected_attention, max_error, query_row
 from kvexact.kernels import device as policy
 from kvexact.reference import radix
+from kvexact.reference.index import IndexConfig, check_index
 from kvexact.reference.rejections import Rejected
 
 POOL_SLOTS = 16
 FIRST_SLOT = 1  # slot ids 1..POOL_SLOTS, as SGLang numbers them (its slot 0 is padding)
 MAX_LIVE = 4
 ALPHABET = (1, 2, 3)
+TOLERANCE = 2e-4
 
 
 class RadixMachine(RuleBasedStateMachine):
@@ -52,12 +49,9 @@ class RadixMachine(RuleBasedStateMachine):
         self.sut: Any = None
         if self.sut_factory is not None:
             self.sut = type(self).sut_factory(IndexConfig(POOL_SLOTS))  # type: ignore[misc]
-            check_index_adapter(self.sut)
-        if self.check_kernels:
-            import torch
-
-            self.k = policy.full((FIRST_SLOT + POOL_SLOTS, 1, NUM_KV_HEADS, HEAD_DIM), math.nan)
-            self.v = torch.full_like(self.k, math.nan)
+            check_index(self.sut)
+        if self.check_kernels:  # one token per slot; slot ids are block ids (slot 0 is padding)
+            self.device = DevicePool([range(FIRST_SLOT + POOL_SLOTS)], block_tokens=1)
         self.live: dict[str, tuple[list[int], list[int]]] = {}  # request -> (tokens, slots)
         self.next_id = 0
         self._count("examples")
@@ -83,21 +77,14 @@ class RadixMachine(RuleBasedStateMachine):
                                      f"{exc.reason.name} ({exc})") from None
 
     def _write(self, slots: list[int], prefixes: list[list[int]] | None) -> None:
-        """Write the rows of ``prefixes`` (None: NaN poison) into ``slots`` through ``reshape_and_cache``."""
+        """Write the rows of ``prefixes`` (None: NaN poison) into ``slots`` through the mirror."""
         if not self.check_kernels:
             return
-        import torch
-
-        from kvexact.kernels.paged import reshape_and_cache
-
         if prefixes is None:
-            keys = policy.full((len(slots), NUM_KV_HEADS, HEAD_DIM), math.nan)
-            values = keys.clone()
-        else:
-            rows = [kv_row(p, 0) for p in prefixes]
-            keys = torch.stack([r[0] for r in rows])
-            values = torch.stack([r[1] for r in rows])
-        reshape_and_cache(keys, values, self.k, self.v, policy.tensor(slots, torch.int64))
+            self.device.poison(0, slots)
+            return
+        for slot, prefix in zip(slots, prefixes, strict=True):
+            self.device.write(0, slot, 0, prefix)
 
     def _take(self, rid: str, n: int) -> list[int] | None:
         """n free slots for rid (evicting unlocked leaves when short), or None when the pool cannot."""
@@ -299,64 +286,74 @@ class RadixMachine(RuleBasedStateMachine):
     @rule()
     @counted_rule
     def check_attention(self) -> None:
+        """Paged decode over every live row, and shared-prefix attention over the rows' common slot prefix,
+        against float64 attention over each request's tokens."""
         import torch
 
-        from kvexact.kernels.paged import paged_decode_attention
-        from kvexact.kernels.reference import attention_f64
         from kvexact.kernels.shared import shared_prefix_attention
 
         if not self.live or not self.check_kernels:
             return
         names = sorted(self.live)
-        width = max(len(self.live[r][1]) for r in names)
-        table = policy.zeros((len(names), width), torch.int32)
-        for i, r in enumerate(names):
-            table[i, : len(self.live[r][1])] = policy.tensor(self.live[r][1], torch.int32)
-        lens = policy.tensor([len(self.live[r][0]) for r in names], torch.int32)
-        q = torch.stack([query_row(r, len(self.live[r][0])) for r in names])
-        expected = []
-        for i, r in enumerate(names):
-            toks = self.live[r][0]
-            rows = [kv_row(toks[: t + 1], 0) for t in range(len(toks))]
-            expected.append(attention_f64(q[i], torch.stack([a for a, _ in rows]), torch.stack([b for _, b in rows]))[0])
-        paged = paged_decode_attention(q, self.k, self.v, table, lens, num_splits=2)
-        self._compare("paged", names, paged, expected)
+        bad = self.device.check_attention({r: [self.live[r][1]] for r in names}, {r: self.live[r][0] for r in names})
+        if bad:
+            m = bad[0]
+            raise ConformanceFailure(f"paged attention of {m.request} differs from float64 (max error "
+                                     f"{m.max_abs_error:.3g}); tokens {self.live[m.request][0]}, slots "
+                                     f"{self.live[m.request][1]}")
         common = _common_prefix([self.live[r][1] for r in names])
         if len(names) >= 2 and common:
+            width = max(len(self.live[r][1]) for r in names)
+            lens = policy.tensor([len(self.live[r][0]) for r in names], torch.int32)
+            q = torch.stack([query_row(r, len(self.live[r][0])) for r in names])
             suffix = policy.zeros((len(names), max(1, width - common)), torch.int32)
             for i, r in enumerate(names):
                 rest = self.live[r][1][common:]
                 if rest:
                     suffix[i, : len(rest)] = policy.tensor(rest, torch.int32)
-            out = shared_prefix_attention(q, self.k, self.v, policy.tensor(self.live[names[0]][1][:common],
-                                                                           torch.int32),
+            out = shared_prefix_attention(q, self.device.k[0], self.device.v[0],
+                                          policy.tensor(self.live[names[0]][1][:common], torch.int32),
                                           common, suffix, lens - common)
-            self._compare("shared-prefix", names, out, expected)
+            for i, r in enumerate(names):
+                err = max_error(out[i], expected_attention(q[i], self.live[r][0]))
+                if not math.isfinite(err) or err > TOLERANCE:
+                    raise ConformanceFailure(f"shared-prefix attention of {r} differs from float64 (max error "
+                                             f"{err:.3g}); tokens {self.live[r][0]}, slots {self.live[r][1]}")
             self._count("shared_prefix_checks")
         self._count("attention_checks")
 
-    def _compare(self, kind: str, names: list[str], out: Any, expected: list[Any]) -> None:
-        for i, r in enumerate(names):
-            err = float((out[i].double() - expected[i]).abs().max())
-            if not math.isfinite(err) or err > 2e-4:
-                raise ConformanceFailure(f"{kind} attention of {r} differs from float64 (max error {err:.3g}); "
-                                         f"tokens {self.live[r][0]}, slots {self.live[r][1]}")
-
     @invariant()
-    def partition_holds(self) -> None:
+    def index_partition_holds(self) -> None:
+        """The reference index's own checks, and tree + private + free = pool (0x08)."""
         self._count("steps")
         report = radix.check_state(self.state)  # raises, by name, on any broken invariant
         if report.tree_owned_slots + report.private_slots + report.free_slots != report.pool_slots:
             raise ConformanceFailure(f"tree + private + free != pool: {report}")
+
+    @invariant()
+    def sut_free_slots_match(self) -> None:
+        """The system under test frees exactly the slots the reference frees."""
+        if self.sut is None:
+            return
+        theirs = sorted(int(s) for s in self.sut.free_slot_ids())
+        if theirs != sorted(self.state.free_slot_ids):
+            raise ConformanceFailure(f"{self.sut.name} free slots {theirs} != the reference's "
+                                     f"{sorted(self.state.free_slot_ids)}")
+
+    @invariant()
+    def sut_rows_match(self) -> None:
+        """Every live request's row in the system under test is the one the machine follows."""
+        if self.sut is None:
+            return
+        for rid, (_, slots) in self.live.items():
+            row = [int(s) for s in self.sut.slot_ids(rid)]
+            if row != slots:
+                raise ConformanceFailure(f"{self.sut.name}: row of {rid} is {row}, expected {slots}")
+
+    @invariant()
+    def sut_is_consistent(self) -> None:
+        """The system under test's own self-check."""
         if self.sut is not None:
-            theirs = sorted(int(s) for s in self.sut.free_slot_ids())
-            if theirs != sorted(self.state.free_slot_ids):
-                raise ConformanceFailure(f"{self.sut.name} free slots {theirs} != the reference's "
-                                         f"{sorted(self.state.free_slot_ids)}")
-            for rid, (_, slots) in self.live.items():
-                row = [int(s) for s in self.sut.slot_ids(rid)]
-                if row != slots:
-                    raise ConformanceFailure(f"{self.sut.name}: row of {rid} is {row}, expected {slots}")
             self.sut.self_check()
 
     def teardown(self) -> None:
@@ -374,57 +371,3 @@ def _common_prefix(rows: list[list[int]]) -> int:
         if any(r[i] != rows[0][i] for r in rows):
             return i
     return n
-
-
-class RevocationMachine(RuleBasedStateMachine):
-    """Random enabled steps of the revocation twin, each checked as a step of its spec action."""
-
-    stats: ClassVar[dict[str, int]] = {}
-    _model: ClassVar[Any] = None
-
-    def __init__(self) -> None:
-        from kvexact.reference import revocation as rv
-
-        super().__init__()
-        self.rv = rv
-        self.state = rv.RevState.init()
-        self._count("examples")
-
-    def _count(self, name: str, n: int = 1) -> None:
-        self.stats[name] = self.stats.get(name, 0) + n
-
-    @classmethod
-    def model(cls) -> Any:
-        if cls._model is None:
-            from kvexact.reference import revocation as rv
-            from kvexact.spec import spec_dir
-            from kvexact.spec.checker import ModelValue, load_model
-
-            init = rv.RevState.init()
-            tenants = frozenset(ModelValue(t) for t in init.tenants)
-            cls._model = load_model(spec_dir() / "NamespaceRevocation.tla", None, {
-                "Tenants": tenants, "Revocable": tenants, "Blocks": frozenset(init.blocks),
-                "MaxGen": init.max_gen, "NoTenant": ModelValue(rv.NO_TENANT)})
-        return cls._model
-
-    @rule(choice=st.integers(0, 10_000))
-    @counted_rule
-    def step(self, choice: int) -> None:
-        options = self.rv.enabled_steps(self.state)
-        if not options:
-            return
-        name, params, take = options[choice % len(options)]
-        before = self.rv.project_tla(self.state)
-        self.state, _ = take()
-        tla_params = {k: self.rv.param_tla(v) for k, v in params.items()}
-        verdict = self.model().check_step(name, before, self.rv.project_tla(self.state), tla_params)
-        if not verdict.ok:
-            raise ConformanceFailure(f"{name}{params} is not a step of the spec: {verdict.failed}")
-        self._count(name)
-
-    @invariant()
-    def spec_invariants(self) -> None:
-        self._count("steps")
-        for name, holds in self.rv.INVARIANTS.items():
-            if not holds(self.state):
-                raise ConformanceFailure(f"invariant {name} broken")

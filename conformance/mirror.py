@@ -1,4 +1,5 @@
-"""A real paged K/V pool driven through the kernels, mirroring what an allocator's tables say happened.
+"""The kernel mirror every state machine shares: a real paged K/V pool driven through the kernels,
+mirroring what an allocator's (or an index's) tables and receipts say happened.
 
 K/V rows are a deterministic function of the whole token prefix (``kv_row``), so a block that holds
 the wrong request's rows, a copy that was skipped, or a write into a shared block shows up as a
@@ -6,7 +7,9 @@ numerical mismatch between paged decode (through the tables) and float64 attenti
 logical history (built from its tokens, never read back from the pool).
 
 Invariant of :class:`DevicePool`: only ``reshape_and_cache`` and ``copy_blocks`` write the pool; every
-slot that no table references holds NaN poison from the start, and the kernels must never read it.
+slot that no table references holds NaN poison (from the start, or written back by :meth:`poison` when
+a block is freed), and the kernels must never read it. A copy happens only when an operation's receipt
+reports it; the mirror never infers one from the tables.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import attrs
 
@@ -71,6 +75,16 @@ class DevicePool:
         reshape_and_cache(k[None], v[None], self.k[group], self.v[group], policy.tensor([slot], torch.int64))
         self.writes += 1
 
+    def poison(self, group: int, block_ids: Sequence[int]) -> None:
+        """Write NaN into every row of ``block_ids`` (blocks that went back to the free pool)."""
+        import torch
+
+        from kvexact.kernels.paged import reshape_and_cache
+
+        slots = [self.slot_of[group][b] * self.block_tokens + row for b in block_ids for row in range(self.block_tokens)]
+        nan = policy.full((len(slots), NUM_KV_HEADS, HEAD_DIM), math.nan)
+        reshape_and_cache(nan, nan.clone(), self.k[group], self.v[group], policy.tensor(slots, torch.int64))
+
     def copy(self, group: int, src_block: int, dst_block: int) -> None:
         import torch
 
@@ -86,7 +100,6 @@ class DevicePool:
         import torch
 
         from kvexact.kernels.paged import paged_decode_attention
-        from kvexact.kernels.reference import attention_f64
 
         mismatches: list[AttentionMismatch] = []
         names = sorted(r for r in tables if histories[r])
@@ -102,29 +115,36 @@ class DevicePool:
             q = torch.stack([query_row(r, len(histories[r])) for r in names])
             out = paged_decode_attention(q, self.k[g], self.v[g], bt, lens, num_splits=2)
             for i, r in enumerate(names):
-                toks = histories[r]
-                rows = [kv_row(toks[: t + 1], g) for t in range(len(toks))]
-                keys = torch.stack([kr for kr, _ in rows])
-                values = torch.stack([vr for _, vr in rows])
-                ref, _ = attention_f64(q[i], keys, values)
-                err = float((out[i].double() - ref).abs().max())
+                err = max_error(out[i], expected_attention(q[i], histories[r], g))
                 if not math.isfinite(err) or err > tolerance:
-                    mismatches.append(AttentionMismatch(r, g, err, f"table {tables[r][g]}, length {len(toks)}"))
+                    mismatches.append(AttentionMismatch(r, g, err, f"table {tables[r][g]}, length {len(histories[r])}"))
         return mismatches
 
 
-def mirror_step(pool: DevicePool, group_tables_before: list[list[int]] | None, length_before: int,
-                group_tables_after: list[list[int]], tokens_after: Sequence[int], first_written: int) -> None:
-    """Mirror one accepted operation of one request onto the pool from its tables alone.
+def expected_attention(query: Any, tokens: Sequence[int], group: int = 0) -> Any:
+    """float64 attention of ``query`` over the K/V rows of ``tokens`` (built from the tokens, never read
+    back from a pool)."""
+    import torch
 
-    Rows ``first_written .. len(tokens_after) - 1`` were written by the operation. When the block that held
-    the old partial tail changed identity, the runtime copied it first (copy-on-write)."""
+    from kvexact.kernels.reference import attention_f64
+
+    rows = [kv_row(tokens[: t + 1], group) for t in range(len(tokens))]
+    out, _ = attention_f64(query, torch.stack([k for k, _ in rows]), torch.stack([v for _, v in rows]))
+    return out
+
+
+def max_error(out: Any, expected: Any) -> float:
+    return float((out.double() - expected).abs().max())
+
+
+def mirror_step(pool: DevicePool, copies: Sequence[tuple[int, int, int]], group_tables_after: list[list[int]],
+                tokens_after: Sequence[int], first_written: int) -> None:
+    """Mirror one accepted operation of one request onto the pool: first the ``(group, source, destination)``
+    copies its receipt reports (copy-on-write), then rows ``first_written .. len(tokens_after) - 1``, which
+    the operation wrote, through the request's tables after it."""
     p = pool.block_tokens
+    for g, src, dst in copies:
+        pool.copy(g, src, dst)
     for g, after in enumerate(group_tables_after):
-        if group_tables_before is not None and length_before % p:
-            tail_index = (length_before - 1) // p
-            before = group_tables_before[g]
-            if tail_index < len(before) and tail_index < len(after) and before[tail_index] != after[tail_index]:
-                pool.copy(g, before[tail_index], after[tail_index])
         for pos in range(first_written, len(tokens_after)):
             pool.write(g, after[pos // p], pos % p, tokens_after[: pos + 1])

@@ -38,8 +38,8 @@ import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kvexact.conformance.device import HEAD_DIM, NUM_KV_HEADS, NUM_Q_HEADS, kv_row, query_row
 from kvexact.conformance.machines import ConformanceFailure, counted_rule
+from kvexact.conformance.mirror import HEAD_DIM, NUM_KV_HEADS, NUM_Q_HEADS, kv_row, query_row
 from kvexact.kernels import device as policy
 from kvexact.reference import vmm
 from kvexact.reference.rejections import Rejected
