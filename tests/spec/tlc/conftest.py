@@ -1,4 +1,7 @@
-"""Recorded TLC ``-tool`` output, written from the message catalogue in notes/tlc-semantics.md §2.6."""
+"""Recorded TLC ``-tool`` output, written from the message catalogue in notes/tlc-semantics.md §2.6,
+shared by the TLC tests as the ``tlc_output`` fixture."""
+
+import pytest
 
 DIEHARD_VIOLATION = """\
 @!@!@STARTMSG 2262:0 @!@!@
@@ -90,3 +93,9 @@ The behavior up to this point is:
 5 states generated, 3 distinct states found, 0 states left on queue.
 @!@!@ENDMSG 2199 @!@!@
 """
+
+
+@pytest.fixture(scope="session")
+def tlc_output() -> dict[str, str]:
+    """TLC's recorded ``-tool`` output by case: an invariant violation, a success, a deadlock."""
+    return {"violation": DIEHARD_VIOLATION, "success": SUCCESS, "deadlock": DEADLOCK}
