@@ -14,12 +14,12 @@ from hypothesis.stateful import run_state_machine_as_test
 from kvexact.conformance.machines import ConformanceFailure
 from kvexact.conformance.runner import build_machine, machine_settings, machines_for, run_machine
 from kvexact.reference.adapters import AdapterError, adapter_protocol
-from kvexact.reference.index import IndexConfig, check_index
+from kvexact.reference.index import IndexConfig, PrefixIndex, RadixIndex, check_index
 from kvexact.reference.peers.sglang_protocol import SGLangIndexAdapter, faulty_unlocked_prefix, sglang_factory
 
 SGLANG = "kvexact.reference.peers.sglang_protocol:sglang_factory"
 FAULTY = "kvexact.reference.peers.sglang_protocol:faulty_unlocked_prefix"
-
+NORMATIVE = "kvexact.reference.index:radix_factory"
 
 
 def machine_with(adapter_class):
@@ -36,6 +36,15 @@ def test_sglang_profile_passes_the_radix_machine_in_lockstep():
     assert stats["attention_checks"] > 0 and stats.get("evicted_slots", 0) > 0 and stats.get("decode:ok", 0) > 0
     assert any(k.startswith("admit:hit=") and k != "admit:hit=0" for k in stats), stats
     assert set(run.rules_fired()) == set(run.rules), run.rules_fired()
+
+
+def test_the_normative_index_plugs_in_through_the_same_interface():
+    """One prefix-index interface: the normative radix index behind it, as the system under test, passes
+    the Radix machine in lockstep with the reference."""
+    assert isinstance(RadixIndex(IndexConfig()), PrefixIndex) and machines_for(NORMATIVE) == ("Radix",)
+    run = run_machine("Radix", NORMATIVE, settings(machine_settings("ci"), max_examples=10, stateful_step_count=30))
+    assert run.passed, run.error
+    assert run.stats["attention_checks"] > 0 and run.stats.get("evicted_slots", 0) > 0
 
 
 def test_the_unlocked_prefix_mutant_is_caught():
