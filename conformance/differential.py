@@ -111,7 +111,7 @@ def _generate(rng: random.Random, length: int, opening: str, max_prompt: int,
 
 def vllm_stream(rng: random.Random, length: int) -> Stream:
     """Starts with prompts over a 3-token alphabet (prefix hits are common), decodes and releases."""
-    from kvexact.conformance.adapters import AdapterConfig
+    from kvexact.reference.adapters import AdapterConfig
 
     config = AdapterConfig(block_tokens=rng.choice((1, 2, 4)), num_groups=1, blocks_per_group=rng.randint(2, 10))
     return Stream(config, _generate(rng, length, "start", 9, ((0.35, "start"), (0.8, "append"), (1.0, "release"))))
@@ -128,7 +128,7 @@ def vllm_observe(adapter: Any, request_ids: Sequence[str]) -> dict[str, Any]:
 
 def sglang_stream(rng: random.Random, length: int) -> Stream:
     """Admissions over a 3-token alphabet, decode steps, finishes, cancels and evictions."""
-    from kvexact.conformance.adapters import IndexConfig
+    from kvexact.reference.index import IndexConfig
 
     config = IndexConfig(pool_slots=rng.randint(4, 24))
     choices = ((0.3, "admit"), (0.6, "extend"), (0.75, "finish"), (0.85, "cancel"), (1.0, "evict"))

@@ -12,12 +12,10 @@ Kernel limits stated here (the largest pool the kernels accept): block tables ar
 
 from __future__ import annotations
 
-import importlib
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
-import attrs
+from kvexact.conformance.obligations import Obligation
+from kvexact.conformance.proofs_formulas import formula_obligations
 
 MAX_BLOCKS = 2**31 - 1
 MAX_BLOCK_ELEMENTS = 2**20
@@ -28,46 +26,6 @@ INT64_MAX = 2**63 - 1
 SUPPORTED_BLOCK_SIZES = (1, 16, 32)
 SUPPORTED_KV_HEADS = (1, 2, 4, 8)
 SUPPORTED_HEAD_DIMS = (16, 32, 64, 128)
-
-
-@attrs.frozen
-class ProofResult:
-    name: str
-    verdict: str  # "proved", "refuted", "unknown"
-    seconds: float
-    detail: str = ""
-
-
-@attrs.frozen
-class Obligation:
-    """A named claim: ``build(z3)`` returns (constraints, claim, mode) with mode "forall" or "exists"."""
-
-    name: str
-    section: str
-    description: str
-    build: Callable[[Any], tuple[list[Any], Any, str]]
-
-
-def discharge(ob: Obligation, timeout_ms: int = 10_000) -> ProofResult:
-    """Prove one obligation; 'unknown' (including a timeout) is reported as such, never as proved."""
-    import z3
-
-    start = time.perf_counter()
-    constraints, claim, mode = ob.build(z3)
-    solver = z3.Solver()
-    solver.set("timeout", timeout_ms)
-    solver.add(*constraints)
-    solver.add(z3.Not(claim) if mode == "forall" else claim)
-    answer = solver.check()
-    seconds = time.perf_counter() - start
-    if answer == z3.unknown:
-        return ProofResult(ob.name, "unknown", seconds, solver.reason_unknown())
-    found = answer == z3.sat
-    if mode == "forall":
-        return ProofResult(ob.name, "refuted" if found else "proved", seconds,
-                           f"counterexample: {solver.model()}" if found else "")
-    return ProofResult(ob.name, "proved" if found else "refuted", seconds,
-                       f"witness: {solver.model()}" if found else "no witness exists")
 
 
 # ---------------------------------------------------------------- kernel index arithmetic
@@ -214,13 +172,5 @@ def kernel_obligations() -> Iterator[Obligation]:
 
 
 def all_obligations() -> list[Obligation]:
-    """Kernel obligations, then the formula-registry obligations of the reference (when present)."""
-    obligations = list(kernel_obligations())
-    try:
-        proofs_formulas = importlib.import_module("kvexact.conformance.proofs_formulas")
-    except ModuleNotFoundError as exc:
-        if exc.name != "kvexact.conformance.proofs_formulas":
-            raise
-    else:
-        obligations.extend(proofs_formulas.formula_obligations())
-    return obligations
+    """Kernel obligations, then the formula-registry obligations of the reference."""
+    return [*kernel_obligations(), *formula_obligations()]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kvexact.conformance.proofs import Obligation
+from kvexact.conformance.obligations import Obligation
 
 SUPPORTED_BLOCK_TOKENS = (1, 2, 4, 8, 16, 32, 64)
 REQUESTS = 3  # symbolic requests in the ledger identities

@@ -7,17 +7,19 @@ replays it, from which :func:`write_reproduction` writes a plain pytest file.
 
 from __future__ import annotations
 
+import importlib
 import re
 import time
 from pathlib import Path
 from typing import Any
 
 import attrs
+import hypothesis
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from kvexact.conformance.adapters import AdapterError, adapter_protocol, load_adapter_factory
-from kvexact.conformance.machines import machine_class
+from kvexact.conformance.machines.allocator import machine_class
+from kvexact.reference.adapters import AdapterError, AdapterFactory, adapter_protocol
 
 SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an allocator adapter can stand in
 MACHINES = (*SPECS, "Radix", "Vmm", "Revocation")
@@ -59,6 +61,21 @@ def machine_settings(profile: str, examples: int | None = None, steps: int | Non
                     suppress_health_check=[*base.suppress_health_check, HealthCheck.filter_too_much])
 
 
+def load_adapter_factory(spec: str) -> AdapterFactory:
+    """``module:factory`` -> the factory; errors name the module or attribute that is missing."""
+    if ":" not in spec:
+        raise AdapterError(f"--adapter {spec!r}: expected MODULE:FACTORY")
+    module_name, attr = spec.split(":", 1)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise AdapterError(f"--adapter {spec!r}: cannot import {module_name}: {exc}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise AdapterError(f"--adapter {spec!r}: {module_name} has no callable {attr!r}")
+    return factory
+
+
 def machines_for(adapter: str | None) -> tuple[str, ...]:
     """The machines ``adapter`` (``module:factory``) stands in for; all of them for the reference."""
     if adapter is None:
@@ -75,16 +92,16 @@ def build_machine(spec: str, adapter: str | None, check_kernels: bool = True) ->
         raise AdapterError(f"--adapter {adapter} is a {adapter_protocol(factory)} adapter; the {spec} machine "
                            f"takes none of that kind (it fits: {', '.join(machines_for(adapter))})")
     if spec == "Radix":
-        from kvexact.conformance.radix_machine import RadixMachine
+        from kvexact.conformance.machines.radix import RadixMachine
 
         return type("RadixRun", (RadixMachine,), {"stats": {}, "check_kernels": check_kernels,
                                                   "sut_factory": staticmethod(factory) if factory else None})
     if spec == "Vmm":
-        from kvexact.conformance.vmm_machine import VmmMachine
+        from kvexact.conformance.machines.vmm import VmmMachine
 
         return type("VmmRun", (VmmMachine,), {"stats": {}, "check_kernels": check_kernels})
     if spec == "Revocation":
-        from kvexact.conformance.radix_machine import RevocationMachine
+        from kvexact.conformance.machines.revocation import RevocationMachine
 
         return type("RevocationRun", (RevocationMachine,), {"stats": {}})
     return machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
@@ -95,7 +112,7 @@ def run_machine(spec: str, adapter: str | None, machine_settings_: settings, see
     """Run one machine; the adapter is ``module:factory`` (None: the reference is the system under test)."""
     machine = build_machine(spec, adapter, check_kernels)
     if seed is not None and not machine_settings_.derandomize:
-        machine._hypothesis_internal_use_seed = seed  # type: ignore[attr-defined]
+        machine = hypothesis.seed(seed)(machine)
     start = time.perf_counter()
     try:
         run_state_machine_as_test(machine, settings=machine_settings_)

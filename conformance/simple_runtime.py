@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 
-from kvexact.conformance.adapters import AdapterConfig, OpResult
+from kvexact.reference.adapters import AdapterConfig, OpResult
 
 
 class SimpleRuntimeAllocator:
@@ -66,15 +66,17 @@ class SimpleRuntimeAllocator:
         shared = not boundary and any(self.refs[g][t[-1]] > 1 for g, t in enumerate(tables))
         if (boundary or (shared and self.copy_on_write)) and any(not f for f in self.free):
             return OpResult(False, "OUT_OF_MEMORY")
+        copies = []
         for g, table in enumerate(tables):
             if boundary:
                 table.append(self._take(g))
             elif shared and self.copy_on_write:
                 old = table[-1]
                 table[-1] = self._take(g)  # the runtime copies old -> new before writing
+                copies.append((g, old, table[-1]))
                 self._drop(g, old)
         self.lengths[request_id] = n + 1
-        return OpResult(True)
+        return OpResult(True, copies=tuple(copies))
 
     def fork(self, parent_id: str, child_id: str) -> OpResult:
         if parent_id == child_id:

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 
 from kvexact.spec import itf
+from kvexact.spec.actions import find_action, model_actions
 
 
 class TraceFormatError(ValueError):
@@ -59,11 +60,6 @@ class TraceValidation:
         assert f is not None
         return (f"trace leaves the spec at step {f.index} ({f.action} {json.dumps(f.params, sort_keys=True)}): "
                 f"{f.reason}; variables changed by the step: {', '.join(f.changed_variables) or 'none'}")
-
-
-def camel(name: str) -> str:
-    """snake_case reference step name -> the spec's action operator name (copy_on_write -> CopyOnWrite)."""
-    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
 
 
 # ------------------------------------------------------------------------------------------- files
@@ -209,6 +205,7 @@ def validate(trace: Trace, spec_path: Path, cfg_path: Path | None = None,
     ``invariants=False``) and every step is a step of its named action of the spec (module invariant)."""
     mvs = frozenset(trace.model_values)
     model = trace_model(trace, spec_path, cfg_path)
+    actions = model_actions(model)
     prev_raw = trace.initial_state
     prev = {k: itf.decode(v, mvs) for k, v in prev_raw.items()}
     broken = model.violated_invariant(prev) if invariants else None
@@ -228,8 +225,11 @@ def validate(trace: Trace, spec_path: Path, cfg_path: Path | None = None,
             if changed:
                 return TraceValidation(False, i - 1, counts, StepFailure(
                     i, action, rec.get("params", {}), changed, "a step outside the spec changed spec variables"))
+        elif (spec_action := find_action(actions, action)) is None:
+            return TraceValidation(False, i - 1, counts, StepFailure(
+                i, action, rec.get("params", {}), changed, f"{action} is not an action of {Path(spec_path).name}"))
         else:
-            verdict = model.check_step(camel(action), prev, state, params or None)
+            verdict = model.check_step(spec_action, prev, state, params or None)
             if not verdict.ok:
                 return TraceValidation(False, i - 1, counts, StepFailure(
                     i, action, rec.get("params", {}), changed,

@@ -15,8 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kvexact.conformance.trace import Trace, camel
+from kvexact.conformance.trace import Trace
 from kvexact.spec import itf
+from kvexact.spec.actions import find_action
 from kvexact.spec.checker.values import fmt
 
 ACCEPT_INVARIANT = "TraceNotFinished"
@@ -95,7 +96,7 @@ def generate(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> tup
     state_lits = ["[" + ", ".join(f"{v} |-> {tla_literal(s[v], mvs)}" for v in variables) + "]" for s in states]
     steps = []
     for i, rec in enumerate(trace.records, start=1):
-        op = camel(rec["action"])
+        op = find_action(formals, rec["action"]) or rec["action"]
         params = rec.get("params", {})
         if rec.get("in_spec") is False:
             call = "UNCHANGED <<" + ", ".join(variables) + ">>"

@@ -13,15 +13,17 @@ Invariants kept by :class:`Allocator`:
   that changes its snapshot (tables, length or valid rows); a request's generation is 1 on first
   admission and one more than the last ended incarnation on re-admission.
 
-Every mutation is a sequence of *steps*, one per spec action (``reserve_block``,
-``copy_on_write_reserve``, ``retain_source_leases``, ``copy_rows``, ``write_rows``, ``publish_bundle``,
-``release_source_leases``, ``rollback_unpublished``, and the single-step operations of ``cow.py``); each
-step emits one trace record when a recorder is attached.
+Every mutation is a sequence of *steps*. A step is a method (or a function of ``lifecycle.py``) marked
+:func:`step`: its name is the snake_case name of the spec action it is the twin of (``cow_reserve`` is
+``CowReserve``), and it emits one trace record when a recorder is attached. A step may enclose others
+(``append_boundary`` encloses ``append_reserve``, ``append_write`` and ``append_publish``), so a spec that
+models the whole as one action records the outer step and one that models the parts records the parts.
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -125,6 +127,7 @@ class AllocationReceipt:
     table_version_after: int | None = None
     published_tables: tuple[tuple[BlockHandle, ...], ...] = ()
     rejection: enum.Enum | None = None
+    copies: tuple[tuple[BlockHandle, BlockHandle], ...] = ()  # (source, destination) of each COW copy
 
     @property
     def copy_traffic_bytes(self) -> int:
@@ -149,6 +152,27 @@ class ReleaseResult:
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+class SelfCheckFailed(AssertionError):
+    """The committed state broke an invariant that :meth:`Allocator.self_check` recomputes."""
+
+
+def step(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark the reference twin of a spec action: ``fn.__name__`` is the action's name in snake_case, and
+    the records ``fn`` emits (through its first argument, the allocator) carry it, nested inside the steps
+    that enclose it."""
+
+    @functools.wraps(fn)
+    def wrapper(alloc: Any, *args: Any, **kwargs: Any) -> Any:
+        alloc._steps.append(fn.__name__)
+        try:
+            return fn(alloc, *args, **kwargs)
+        finally:
+            alloc._steps.pop()
+
+    wrapper.is_step = True  # type: ignore[attr-defined]
+    return wrapper
 
 
 class Allocator:
@@ -180,8 +204,8 @@ class Allocator:
         self.recorder: Any = None  # a projection.TraceRecorder, or None
         self.fault_after: set[tuple[str, int | None]] = set()
         self._pending_records: list[Any] = []
+        self._steps: list[str] = []  # the steps running now, outermost first
         self._fault_pending = False
-        self._closing_txn: AllocationTxn | None = None
 
     # ---- basic queries -----------------------------------------------------------------------
     @property
@@ -223,6 +247,73 @@ class Allocator:
             out.extend(self.pools[0].blocks[h.block_id].rows)
         return tuple(out[: rec.context_tokens])
 
+    def self_check(self) -> None:
+        """Recompute refcounts from reachability, queue membership, cross-group valid rows, the partition of
+        every pool and the digest; raise :class:`SelfCheckFailed` naming the first violation."""
+
+        def fail(msg: str) -> None:
+            raise SelfCheckFailed(msg)
+
+        refs: list[dict[int, int]] = [{} for _ in self.pools]
+        for rid, rec in self.requests.items():
+            if len(rec.tables) != len(self.groups):
+                fail(f"{rid}: {len(rec.tables)} tables for {len(self.groups)} groups")
+            token_rows = []
+            for g, table in enumerate(rec.tables):
+                p = self.groups[g].block_tokens
+                if len(table) != ceil_div(rec.context_tokens, p):
+                    fail(f"{rid} group {g}: {len(table)} blocks for {rec.context_tokens} tokens")
+                rows: list[int] = []
+                for j, h in enumerate(table):
+                    pool = self.pools[g]
+                    blk = pool.blocks.get(h.block_id)
+                    if blk is None or blk.generation != h.generation or h.pool_id != pool.config.pool_id:
+                        fail(f"{rid} group {g} maps stale or foreign {h}")
+                    if blk.reserved_by is not None:
+                        fail(f"{rid} maps unpublished {h}")
+                    visible = min(p, rec.context_tokens - j * p)
+                    if blk.valid_rows < visible:
+                        fail(f"{rid} sees {visible} rows of {h} which holds {blk.valid_rows}")
+                    rows.extend(blk.rows[:visible])
+                    refs[g][h.block_id] = refs[g].get(h.block_id, 0) + 1
+                token_rows.append(tuple(rows))
+            if len(set(token_rows)) > 1:
+                fail(f"{rid}: cache groups disagree on the request's rows")
+        for reader_id, (snap, _tokens) in self.readers.items():
+            for table in snap.tables:
+                for h in table:
+                    if self.pools[h.cache_group_id].blocks[h.block_id].generation != h.generation:
+                        fail(f"reader {reader_id} holds stale {h}")
+                    refs[h.cache_group_id][h.block_id] = refs[h.cache_group_id].get(h.block_id, 0) + 1
+        for lease_id, h in self.leases.items():
+            g = h.cache_group_id
+            if self.pools[g].blocks[h.block_id].generation != h.generation:
+                fail(f"lease {lease_id} holds stale {h}")
+            refs[g][h.block_id] = refs[g].get(h.block_id, 0) + 1
+        for g, pool in enumerate(self.pools):
+            if dict(pool.refs.data) != refs[g]:
+                fail(f"group {g}: stored refcounts {dict(pool.refs.data)} != reachable {refs[g]}")
+            if len(pool.q_at) != len(pool.q_seq):
+                fail(f"group {g}: queue maps disagree")
+            for b, rec in pool.blocks.items():
+                queued = b in pool.q_seq
+                if queued and pool.q_at.get(pool.q_seq[b]) != b:
+                    fail(f"group {g}: queue position of block {b} is inconsistent")
+                roles = [queued, b in refs[g], rec.reserved_by is not None]
+                if sum(roles) != 1:
+                    fail(f"group {g}: block {b} is queued/referenced/reserved = {roles}")
+                if rec.reserved_by is not None and rec.reserved_by not in self.txns:
+                    fail(f"group {g}: block {b} reserved by closed transaction {rec.reserved_by}")
+                if rec.cache_key is not None and self.index.get((g, rec.cache_key)) != pool.handle(b):
+                    fail(f"group {g}: block {b} carries key {rec.cache_key!r} the index does not map to it")
+                if rec.valid_rows > pool.config.block_tokens:
+                    fail(f"group {g}: block {b} holds {rec.valid_rows} rows")
+        for (g, key), h in self.index.items():
+            if self.pools[g].blocks[h.block_id].cache_key != key or self.pools[g].handle(h.block_id) != h:
+                fail(f"index entry {key!r} in group {g} names {h}, which does not carry it")
+        if self.journal.recompute_digest() != self.digest():
+            fail("incremental digest differs from the digest recomputed from scratch")
+
     # ---- transaction machinery -----------------------------------------------------------------
     def transact(self, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` atomically: on any exception every cell and trace record it wrote is undone."""
@@ -246,29 +337,28 @@ class Allocator:
         if outer:
             journal.forget()
             if self.recorder is not None:
-                for action, params, state in self._pending_records:
-                    self.recorder.record(action, params, state)
+                for path, params, state, composite in self._pending_records:
+                    self.recorder.record(path, params, state, composite)
             self._pending_records.clear()
             if self.check_every_op:
-                from kvexact.reference.cow import self_check  # noqa: PLC0415
-
-                self_check(self)
+                self.self_check()
         return result
 
-    def emit(self, action: str, params: dict[str, Any], wrote: tuple[tuple[int, int], ...] = ()) -> None:
-        """One trace record for a spec action just taken; then a fault injected after it, if armed."""
+    def emit(self, params: dict[str, Any], wrote: tuple[tuple[int, int], ...] = (), composite: bool = False) -> None:
+        """One trace record of the step running now (``composite``: a step that enclosed recorded steps);
+        then a fault injected after it, if armed."""
         if self.recorder is not None:
-            self._pending_records.append((action, params, self.recorder.snapshot(self, wrote)))
-        key = (action, params.get("g"))
+            self._pending_records.append((tuple(self._steps), params, self.recorder.snapshot(self, wrote), composite))
+        key = (self._steps[-1], params.get("g"))
         if key in self.fault_after:
             self.fault_after.discard(key)
             self._fault_pending = True
 
-    def record_outside_state(self, action: str, params: dict[str, Any]) -> None:
-        """A trace record for a spec action that leaves the reference state unchanged (a rejection the
+    def record_outside_state(self, params: dict[str, Any]) -> None:
+        """A trace record of the step running now that leaves the reference state unchanged (a rejection the
         spec models as a step of its history variables, e.g. ``stale_write_rejected``)."""
         if self.recorder is not None:
-            self.recorder.record(action, params, self.recorder.snapshot(self, ()))
+            self.recorder.record(tuple(self._steps), params, self.recorder.snapshot(self, ()), False)
 
     def _txn(self, txn_id: str) -> AllocationTxn:
         txn = self.txns.get(txn_id)
@@ -339,11 +429,11 @@ class Allocator:
 
         return self.transact(run)
 
-    def _reserve(self, action: str, txn_id: str, group: int, wanted: tuple[str, ...]) -> BlockHandle:
+    def _reserve(self, txn_id: str, group: int, wanted: str, emit: bool) -> BlockHandle:
         def run() -> BlockHandle:
             txn = self._txn(txn_id)
-            if txn.plan[group] not in wanted or txn.publication_state not in ("RESERVED", "BEGUN"):
-                raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"{action} for group {group} on a "
+            if txn.plan[group] != wanted or txn.publication_state not in ("RESERVED", "BEGUN"):
+                raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"{wanted} reservation for group {group} on a "
                                f"{txn.plan[group]!r} path in state {txn.publication_state}")
             if txn.plan[group] in ("new", "cow") and self._destination(txn, group) is not None:
                 raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"group {group} already has a destination")
@@ -354,25 +444,23 @@ class Allocator:
                 del self.index[(group, lost_key)]
             self.txns[txn_id] = attrs.evolve(txn, reserved_handles=(*txn.reserved_handles, handle),
                                              evicted_keys=(*txn.evicted_keys, lost_key))
-            if action:
-                self.emit(action, {"r": txn.request_id, "g": group, "b": handle.block_id})
+            if emit:
+                self.emit({"r": txn.request_id, "g": group, "b": handle.block_id})
             return handle
 
         return self.transact(run)
 
-    def reserve_block(self, txn_id: str, group: int) -> BlockHandle:
-        """Reserve one unpublished block of ``group``: a boundary append (``append_reserve``) or one block of
-        a multi-block allocation (no spec twin)."""
-        txn = self._txn(txn_id)
-        action = "" if txn.operation == "allocate" else "append_reserve"
-        return self._reserve(action, txn_id, group, ("alloc", "new"))
+    @step
+    def append_reserve(self, txn_id: str, group: int) -> BlockHandle:
+        """Reserve the unpublished block of ``group`` that a boundary append fills (0x04E)."""
+        return self._reserve(txn_id, group, "new", emit=True)
 
+    @step
     def cow_reserve(self, txn_id: str, group: int) -> BlockHandle:
         """Reserve the unpublished COW destination of ``group`` (0x05C step 3)."""
-        return self._reserve("cow_reserve", txn_id, group, ("cow",))
+        return self._reserve(txn_id, group, "cow", emit=True)
 
-    copy_on_write_reserve = cow_reserve
-
+    @step
     def cow_begin(self, txn_id: str) -> tuple[int, ...]:
         """Lease every COW source tail while the copy is in flight (0x05C steps 2 and 4)."""
 
@@ -393,12 +481,10 @@ class Allocator:
             rows = self.tail_rows(self.request(txn.request_id), txn.plan.index("cow"))
             self.txns[txn_id] = attrs.evolve(txn, lease_ids=tuple(lease_ids), publication_state="BEGUN",
                                              source_tail_rows=rows)
-            self.emit("cow_begin", {"r": txn.request_id, "t": txn.new_tokens[0]})
+            self.emit({"r": txn.request_id, "t": txn.new_tokens[0]})
             return tuple(lease_ids)
 
         return self.transact(run)
-
-    retain_source_leases = cow_begin
 
     def _destination(self, txn: AllocationTxn, group: int) -> BlockHandle | None:
         for h in reversed(txn.reserved_handles):
@@ -406,6 +492,7 @@ class Allocator:
                 return h
         return None
 
+    @step
     def cow_copy(self, txn_id: str, group: int, rows: int) -> None:
         """Copy exactly the predecessor's valid tail rows from the leased source (0x05C step 5)."""
 
@@ -425,21 +512,30 @@ class Allocator:
             self.pools[group].set_rows(dst, self.pools[group].check_handle(src).rows[:rows])
             self.txns[txn_id] = attrs.evolve(txn, copied_rows=txn.copied_rows + rows,
                                              copied_groups=(*txn.copied_groups, group))
-            self.emit("cow_copy", {"r": txn.request_id, "g": group}, wrote=((group, dst.block_id),))
+            self.emit({"r": txn.request_id, "g": group}, wrote=((group, dst.block_id),))
 
         self.transact(run)
 
-    copy_rows = cow_copy
-
     def write_rows(self, txn_id: str, group: int, handle: BlockHandle, offset: int,
                    tokens: Sequence[int]) -> None:
-        """Write ``tokens`` at ``offset`` of a block the transaction may write (0x05C step 6).
+        """Write ``tokens`` at ``offset`` of a block the transaction may write, on a path other than COW.
 
         The block must be the transaction's reserved destination, or (unique path) the request's own tail
-        with exactly one strong reference; ``offset`` must equal the block's valid frontier. Only the COW
-        path's write is a spec action of its own (``cow_write``).
+        with exactly one strong reference; ``offset`` must equal the block's valid frontier. Not a spec
+        action of its own: the writes of a boundary or in-place append are parts of its other steps.
         """
+        if self._txn(txn_id).plan[group] == "cow":
+            raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"group {group} copies on write: cow_write writes it")
+        self._write_rows(txn_id, group, handle, offset, tokens)
 
+    @step
+    def cow_write(self, txn_id: str, group: int, handle: BlockHandle, offset: int, tokens: Sequence[int]) -> None:
+        """Write the new rows into the COW destination of ``group`` after its copy (0x05C step 6)."""
+        if self._txn(txn_id).plan[group] != "cow":
+            raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"group {group} does not copy on write")
+        self._write_rows(txn_id, group, handle, offset, tokens)
+
+    def _write_rows(self, txn_id: str, group: int, handle: BlockHandle, offset: int, tokens: Sequence[int]) -> None:
         def run() -> None:
             txn = self._txn(txn_id)
             pool = self.pools[group]
@@ -463,10 +559,11 @@ class Allocator:
             pool.set_rows(handle, (*rows, *tokens))
             self.txns[txn_id] = attrs.evolve(txn, written_groups=(*txn.written_groups, group))
             if txn.plan[group] == "cow":
-                self.emit("cow_write", {"r": txn.request_id, "g": group}, wrote=((group, handle.block_id),))
+                self.emit({"r": txn.request_id, "g": group}, wrote=((group, handle.block_id),))
 
         self.transact(run)
 
+    @step
     def append_write(self, txn_id: str) -> None:
         """Boundary path: every group's destination holds its written rows; READY_TO_PUBLISH (0x04A)."""
 
@@ -476,10 +573,11 @@ class Allocator:
                 raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, f"append_write on {txn_id}: written "
                                f"{txn.written_groups}, state {txn.publication_state}")
             self.txns[txn_id] = attrs.evolve(txn, publication_state="READY_TO_PUBLISH")
-            self.emit("append_write", {"r": txn.request_id})
+            self.emit({"r": txn.request_id})
 
         self.transact(run)
 
+    @step
     def cow_validate(self, txn_id: str) -> None:
         """0x05C step 7: every destination holds the copied rows plus the new one; stamp the bundle."""
 
@@ -496,7 +594,7 @@ class Allocator:
                 rec = self.pools[g].blocks[dst.block_id]
                 self.pools[g].blocks[dst.block_id] = attrs.evolve(rec, bundle_epoch=self.epoch + 1)
             self.txns[txn_id] = attrs.evolve(txn, publication_state="VALIDATED")
-            self.emit("cow_validate", {"r": txn.request_id})
+            self.emit({"r": txn.request_id})
 
         self.transact(run)
 
@@ -535,7 +633,22 @@ class Allocator:
                 raise Rejected(AllocRejection.FRONTIER_NOT_VALID, f"{h} holds {len(have)} rows, the successor "
                                f"exposes {len(want)} (or they differ)")
 
-    def publish_bundle(self, txn_id: str) -> tuple[BlockHandle, ...]:
+    @step
+    def append_publish(self, txn_id: str) -> tuple[BlockHandle, ...]:
+        """Publish a boundary append: every group's new block joins its table at once (0x04A)."""
+        return self._publish(txn_id)
+
+    @step
+    def append_in_place(self, txn_id: str) -> tuple[BlockHandle, ...]:
+        """Publish an in-place append into every group's private tail (0x04E)."""
+        return self._publish(txn_id)
+
+    @step
+    def cow_publish(self, txn_id: str) -> tuple[BlockHandle, ...]:
+        """The COW linearization point (0x05C step 8)."""
+        return self._publish(txn_id)
+
+    def _publish(self, txn_id: str) -> tuple[BlockHandle, ...]:
         """The linearization point (0x05C step 8): successor tables, length and refcount deltas at once."""
 
         def run() -> tuple[BlockHandle, ...]:
@@ -580,24 +693,27 @@ class Allocator:
             r = txn.request_id
             if cow:
                 self.txns[txn_id] = attrs.evolve(txn, publication_state="PUBLISHED")
-                self.emit("cow_publish", {"r": r})
+                self.emit({"r": r})
             else:
                 del self.txns[txn_id]
                 if txn.operation == "allocate":
-                    self.emit("allocate", {"r": r, "n": len(txn.new_tokens)})
+                    self.emit({"r": r, "n": len(txn.new_tokens)})
                 elif "new" in txn.plan:
-                    self.emit("append_publish", {"r": r, "t": txn.new_tokens[0],
-                                                 "dest": {g: self._destination(txn, g).block_id  # type: ignore
-                                                          for g in range(len(self.groups))}},
+                    self.emit(self._boundary_params(txn),
                               wrote=tuple((h.cache_group_id, h.block_id) for h in txn.reserved_handles))
                 else:
-                    self.emit("append_in_place", {"r": r, "t": txn.new_tokens[0]},
+                    self.emit({"r": r, "t": txn.new_tokens[0]},
                               wrote=tuple((g, t[-1].block_id) for g, t in enumerate(tables)))
             return tuple(h for t in tables for h in t)
 
         return self.transact(run)
 
-    def release_source_leases(self, txn_id: str) -> None:
+    def _boundary_params(self, txn: AllocationTxn) -> dict[str, Any]:
+        return {"r": txn.request_id, "t": txn.new_tokens[0],
+                "dest": {g: self._destination(txn, g).block_id for g in range(len(self.groups))}}  # type: ignore
+
+    @step
+    def cow_release_sources(self, txn_id: str) -> None:
         """Drop the COW transaction's temporary leases and close it (0x05C step 9)."""
 
         def run() -> None:
@@ -606,11 +722,9 @@ class Allocator:
                 raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, f"{txn_id} is {txn.publication_state}")
             self._drop_leases(txn.lease_ids)
             del self.txns[txn_id]
-            self.emit("cow_release_sources", {"r": txn.request_id})
+            self.emit({"r": txn.request_id})
 
         self.transact(run)
-
-    cow_release_sources = release_source_leases
 
     def _drop_leases(self, lease_ids: Sequence[int]) -> None:
         for lease_id in lease_ids:
@@ -620,14 +734,26 @@ class Allocator:
             del self.leases[lease_id]
             self.pools[h.cache_group_id].decref(h.block_id)
 
-    def rollback_unpublished(self, txn_id: str, since_mark: int) -> None:
-        """Return every reservation and lease of an unpublished transaction: the predecessor state exactly
-        (0x04F). ``since_mark`` is the journal mark taken before the transaction began."""
+    @step
+    def append_rollback(self, txn_id: str, since_mark: int) -> None:
+        """Undo an unpublished boundary or in-place append exactly (0x04F); see :meth:`_rollback`."""
+        self._rollback(txn_id, since_mark, "cow" not in self._txn(txn_id).plan)
+
+    @step
+    def cow_rollback(self, txn_id: str, since_mark: int) -> None:
+        """Undo an unpublished COW transaction exactly, its source leases included (0x04F)."""
+        self._rollback(txn_id, since_mark, "cow" in self._txn(txn_id).plan)
+
+    def _rollback(self, txn_id: str, since_mark: int, fits: bool) -> None:
+        """Return every reservation and lease of an unpublished transaction: the predecessor state exactly.
+        ``since_mark`` is the journal mark taken before the transaction began."""
         txn = self._txn(txn_id)
+        if not fits:
+            raise Rejected(AllocRejection.WRONG_STEP_FOR_PATH, f"{txn_id} follows the paths {txn.plan}")
         if txn.publication_state == "PUBLISHED":
             raise Rejected(AllocRejection.ROLLBACK_AFTER_PUBLICATION, f"{txn_id}")
         self.journal.undo_to(since_mark)
-        self.emit("cow_rollback" if "cow" in txn.plan else "append_rollback", {"r": txn.request_id})
+        self.emit({"r": txn.request_id})
 
     # ---- whole operations (a sequence of steps) ---------------------------------------------------
     def run_txn(self, operation: str, request_id: str, tokens: Sequence[int],
@@ -651,11 +777,14 @@ class Allocator:
             txn_id = self.begin(operation, request_id, plan, tokens, expected_generation,
                                 expected_table_version, expected_epoch)
             try:
-                self._fill(txn_id, tokens)
+                closing = self._fill(txn_id, tokens, mark)
             except InjectedFailure:
-                self.rollback_unpublished(txn_id, mark)
+                rollback = self.cow_rollback if "cow" in plan else self.append_rollback
+                rollback(txn_id, mark)
+                closing = None
+            if closing is None:
                 return self._receipt(txn_id, None, request_id, operation, before, "ROLLED_BACK")
-            return self._receipt(txn_id, self._closing_txn, request_id, operation, before, "PUBLISHED")
+            return self._receipt(txn_id, closing, request_id, operation, before, "PUBLISHED")
 
         return self.transact(run)
 
@@ -669,9 +798,32 @@ class Allocator:
                      for g, b in enumerate(boundary))
         return tuple("new" if b else ("cow" if shared else "unique") for b in boundary)
 
-    def _fill(self, txn_id: str, tokens: tuple[int, ...]) -> None:
-        """Take every step of the transaction's plan up to and including its close."""
+    @step
+    def append_boundary(self, txn_id: str, tokens: tuple[int, ...], since_mark: int) -> AllocationTxn | None:
+        """A boundary append as one step (0x04A): reserve a block per group, write, ``append_write``,
+        ``append_publish``; a fault injected after a reservation rolls it back exactly, inside this step.
+        Returns the transaction as it stood before publication, or None after a rollback."""
+        try:
+            for g in range(len(self.groups)):
+                self.append_reserve(txn_id, g)
+            for g in range(len(self.groups)):
+                self.write_rows(txn_id, g, self._destination(self._txn(txn_id), g), 0, tokens)  # type: ignore
+            self.append_write(txn_id)
+            closing = self._txn(txn_id)
+            self.append_publish(txn_id)
+        except InjectedFailure:
+            self.append_rollback(txn_id, since_mark)
+            return None
+        self.emit(self._boundary_params(closing), wrote=tuple((h.cache_group_id, h.block_id)
+                                                             for h in closing.reserved_handles), composite=True)
+        return closing
+
+    def _fill(self, txn_id: str, tokens: tuple[int, ...], since_mark: int) -> AllocationTxn | None:
+        """Take every step of the transaction's plan up to and including its close; return the transaction
+        as it stood before publication (None when a boundary append rolled back)."""
         txn = self._txn(txn_id)
+        if set(txn.plan) == {"new"}:
+            return self.append_boundary(txn_id, tokens, since_mark)
         cow = "cow" in txn.plan
         if cow:
             self.cow_begin(txn_id)
@@ -679,30 +831,36 @@ class Allocator:
             p = self.groups[g].block_tokens
             if path == "alloc":
                 for j in range(ceil_div(len(tokens), p)):
-                    h = self.reserve_block(txn_id, g)
+                    h = self._reserve(txn_id, g, "alloc", emit=False)
                     self.write_rows(txn_id, g, h, 0, tokens[j * p:(j + 1) * p])
             elif path == "new":
-                self.reserve_block(txn_id, g)
+                self.append_reserve(txn_id, g)
             elif path == "cow":
                 self.cow_reserve(txn_id, g)
         for g, path in enumerate(txn.plan):
+            rows = self.tail_rows(self.current_or_empty(txn.request_id), g)
             if path == "new":
                 self.write_rows(txn_id, g, self._destination(self._txn(txn_id), g), 0, tokens)  # type: ignore
             elif path == "cow":
-                self.cow_copy(txn_id, g, self.tail_rows(self.request(txn.request_id), g))
-                self.write_rows(txn_id, g, self._destination(self._txn(txn_id), g),  # type: ignore[arg-type]
-                                self.tail_rows(self.request(txn.request_id), g), tokens)
+                self.cow_copy(txn_id, g, rows)
+                self.cow_write(txn_id, g, self._destination(self._txn(txn_id), g), rows, tokens)  # type: ignore
             elif path == "unique":
-                self.write_rows(txn_id, g, txn.touched_handles[g], self.tail_rows(self.request(txn.request_id), g),
-                                tokens)
+                self.write_rows(txn_id, g, txn.touched_handles[g], rows, tokens)
         if "new" in txn.plan:
             self.append_write(txn_id)
         if cow:
             self.cow_validate(txn_id)
-        self._closing_txn = self._txn(txn_id)
-        self.publish_bundle(txn_id)
+        closing = self._txn(txn_id)
         if cow:
-            self.release_source_leases(txn_id)
+            self.cow_publish(txn_id)
+            self.cow_release_sources(txn_id)
+        elif "new" in txn.plan:
+            self.append_publish(txn_id)
+        elif txn.operation == "append":
+            self.append_in_place(txn_id)
+        else:
+            self._publish(txn_id)  # a new request's allocation: recorded as the allocate step
+        return closing
 
     def _receipt(self, txn_id: str, txn: AllocationTxn | None, request_id: str, operation: str, before: str,
                  outcome: str) -> AllocationReceipt:
@@ -726,8 +884,10 @@ class Allocator:
             paths=txn.plan,
             new_capacity_bytes=sum(self.groups[h.cache_group_id].block_bytes for h in txn.reserved_handles),
             append_write_bytes=len(txn.new_tokens) * row_bytes, table_version_after=rec.table_version,
-            published_tables=rec.tables)
+            published_tables=rec.tables,
+            copies=tuple((txn.touched_handles[g], self._destination(txn, g)) for g in cow_groups))  # type: ignore
 
+    @step
     def allocate(self, request_id: str, tokens: Sequence[int], expected_epoch: int | None = None
                  ) -> AllocationReceipt:
         """Admit a new request: reserve ceil(n/P_g) blocks per group, write its rows, publish together."""

@@ -489,27 +489,6 @@ WORKED_RECORD_SIZES = MetadataRecordSizes(map_entry_bytes=4, descriptor_bytes=32
                                           tail_record_bytes=2, free_entry_bytes=4, fixed_bytes=128)
 
 
-def worked_layout_row_bytes() -> int:
-    """0x02A / 0x0D: 32 layers, 4 local K/V heads, width 128, FP16 K and V -> 65,536 bytes."""
-    return group_row_bytes(layers=32, kv_heads_local=4, head_dim=128, k_scalar_bytes=2, v_scalar_bytes=2)
-
-
-def worked_fixture() -> LedgerFixture:
-    """0x0D: A (33 rows, T_max 64) -> {100,101,102}; B (25, 48) -> {100,101}; C (16, 32) -> {100}.
-
-    Reconstruction (the seed gives the totals): an 8-block pool 100..107, blocks 100 and 101 full and
-    hashed, 102 holding one row, free queue 103..107.
-    """
-    return LedgerFixture(
-        row_bytes=worked_layout_row_bytes(), block_tokens=16,
-        requests=(RequestView("A", 33, 64, (100, 101, 102)), RequestView("B", 25, 48, (100, 101)),
-                  RequestView("C", 16, 32, (100,))),
-        valid_rows_by_block=((100, 16), (101, 16), (102, 1)),
-        pool_block_ids=tuple(range(100, 108)), cached_hash_block_ids=(100, 101),
-        free_queue_block_ids=tuple(range(103, 108)), record_sizes=WORKED_RECORD_SIZES,
-    )
-
-
 # ---------------------------------------------------------------- fragmentation and tail waste (0x02F, 0x02G)
 
 
@@ -602,13 +581,29 @@ def block_size_cost(block_tokens: int, lengths_tokens: Sequence[int] = (33, 25, 
 
 @attrs.frozen
 class CowCost:
-    """COW at a divergence after ``shared_tokens``: copied rows, traffic, new capacity, amplification."""
+    """One COW append at a divergence after ``shared_tokens`` (0x05A, 0x09C): ``r = shared mod P`` rows are
+    copied (0 at a block boundary: a fresh block, no copy); ``row_bytes`` is one row of every cache group."""
 
     block_tokens: int
     tail_rows: int
-    copy_traffic_bytes: int
-    destination_bytes: int
-    capacity_amplification: Fraction | NotApplicable
+    row_bytes: int
+    copy_traffic_bytes: int  # source read plus destination write of the r rows (0x09C)
+    destination_bytes: int  # the new private block's capacity
+    capacity_amplification: Fraction | NotApplicable  # P / r
+
+    @property
+    def copy_payload_bytes(self) -> int:
+        return self.tail_rows * self.row_bytes
+
+    @property
+    def traffic_bytes(self) -> int:
+        """Copy read + copy write + the appended row's write (0x05A)."""
+        return self.copy_traffic_bytes + self.row_bytes
+
+    @property
+    def amplification(self) -> int:
+        """Traffic relative to a one-row append: 2r + 1."""
+        return self.traffic_bytes // self.row_bytes
 
 
 def cow_cost(block_tokens: int, shared_tokens: int = 20, row_bytes: int = 64 * KIB) -> CowCost:
@@ -618,7 +613,7 @@ def cow_cost(block_tokens: int, shared_tokens: int = 20, row_bytes: int = 64 * K
         raise Rejected(LedgerRejection.NEGATIVE_LENGTH, f"shared_tokens={shared_tokens!r}")
     r = cow_tail_rows(shared_tokens=shared_tokens, block_tokens=block_tokens)
     return CowCost(
-        block_tokens=block_tokens, tail_rows=r,
+        block_tokens=block_tokens, tail_rows=r, row_bytes=row_bytes,
         copy_traffic_bytes=cow_copy_traffic_bytes(tail_rows=r, row_bytes=row_bytes),
         destination_bytes=cow_destination_bytes(block_tokens=block_tokens, row_bytes=row_bytes),
         capacity_amplification=(cow_capacity_amplification(block_tokens=block_tokens, tail_rows=r)

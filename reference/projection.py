@@ -37,11 +37,13 @@ CowPublication:
   the predecessor's tail rows, ``src``/``dest`` per group, ``copied``/``written`` sets of groups).
 * ``snap[x]``: reader snapshots; ``wrote``: the ``<<g, b>>`` pairs the step wrote.
 
-Step folding: CowPublication's ``AppendBoundary`` is one action, so the recorder drops the reference's
-``append_reserve``/``append_write`` records and renames ``append_publish`` to ``append_boundary``; a
-boundary ``append_rollback`` folds to nothing. Reference steps a spec does not have (``allocate``,
-``fork`` and ``cow_*`` in KVAllocation; ``cache_block``, ``prefix_hit``, ``evict``, ``truncate`` in
-CowPublication; ``retain_read``) are recorded with ``"in_spec": false``.
+Which records a spec keeps follows from its actions (the checker's list, :mod:`kvexact.spec.actions`)
+and the nesting of the reference's steps, with no table: a step named for one of the spec's actions is
+recorded with that action's parameters, unless a step enclosing it is also one of them (CowPublication
+records ``append_boundary`` whole; KVAllocation records the ``append_reserve``, ``append_write`` and
+``append_publish`` it encloses). A step the spec does not name is recorded with ``"in_spec": false``
+(``allocate``, ``fork`` and ``cow_*`` in KVAllocation; ``cache_block``, ``prefix_hit``, ``evict``,
+``truncate`` in CowPublication; ``retain_read``), unless it enclosed recorded steps.
 """
 
 from __future__ import annotations
@@ -52,7 +54,10 @@ from typing import Any
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import BlockState
 from kvexact.spec import itf
+from kvexact.spec.actions import snake_case, spec_actions
 from kvexact.spec.itf import Fn
+
+SPECS = ("KVAllocation", "CowPublication")
 
 NO_REQ = "NoReq"
 NO_STALE_BLOCK = 0
@@ -224,42 +229,6 @@ def project_cow_publication(alloc: Allocator, requests: Sequence[str] | None = N
             "wrote": {(g, b) for g, b in wrote}}
 
 
-# reference step -> (spec action name, spec parameter names); None: folded into the next record
-KV_ALLOCATION_ACTIONS: dict[str, tuple[str, tuple[str, ...]] | None] = {
-    "append_reserve": ("append_reserve", ("r", "g", "b")),
-    "append_write": ("append_write", ("r",)),
-    "append_publish": ("append_publish", ("r",)),
-    "append_rollback": ("append_rollback", ("r",)),
-    "append_in_place": ("append_in_place", ("r",)),
-    "cache_block": ("cache_block", ("r", "j")),
-    "prefix_hit": ("prefix_hit", ("r", "k")),
-    "release": ("release", ("r",)),
-    "truncate": ("truncate", ("r", "k")),
-    "evict": ("evict", ("g", "b")),
-    "stale_write_rejected": ("stale_write_rejected", ()),
-}
-COW_PUBLICATION_ACTIONS: dict[str, tuple[str, tuple[str, ...]] | None] = {
-    "append_reserve": None,
-    "append_write": None,
-    "append_rollback": None,
-    "append_publish": ("append_boundary", ("r", "t", "dest")),
-    "append_in_place": ("append_in_place", ("r", "t")),
-    "fork": ("fork", ("r", "c")),
-    "cow_begin": ("cow_begin", ("r", "t")),
-    "cow_reserve": ("cow_reserve", ("r", "g", "b")),
-    "cow_copy": ("cow_copy", ("r", "g")),
-    "cow_write": ("cow_write", ("r", "g")),
-    "cow_validate": ("cow_validate", ("r",)),
-    "cow_publish": ("cow_publish", ("r",)),
-    "cow_release_sources": ("cow_release_sources", ("r",)),
-    "cow_rollback": ("cow_rollback", ("r",)),
-    "release": ("release", ("r",)),
-    "reader_snapshot": ("reader_snapshot", ("x", "r")),
-    "reader_release": ("reader_release", ("x",)),
-}
-SPEC_ACTIONS = {"KVAllocation": KV_ALLOCATION_ACTIONS, "CowPublication": COW_PUBLICATION_ACTIONS}
-
-
 class TraceRecorder:
     """Collects ``{"action", "params", "state"}`` records for one spec while attached to an allocator.
 
@@ -269,9 +238,10 @@ class TraceRecorder:
 
     def __init__(self, spec: str, requests: Sequence[str] | None = None, readers: Sequence[str] = (),
                  ident_of: Callable[[str], int] = default_ident) -> None:
-        if spec not in SPEC_ACTIONS:
-            raise ValueError(f"unknown spec {spec!r}; expected one of {sorted(SPEC_ACTIONS)}")
+        if spec not in SPECS:
+            raise ValueError(f"unknown spec {spec!r}; expected one of {sorted(SPECS)}")
         self.spec = spec
+        self.actions = {snake_case(a): params for a, params in spec_actions(spec).items()}
         self.requests = None if requests is None else list(requests)
         self.readers = list(readers)
         self.ident_of = ident_of
@@ -286,22 +256,32 @@ class TraceRecorder:
         self.initial_state = itf.encode_plain(self._last)
         return self
 
+    @property
+    def stale(self) -> dict[str, int]:
+        """KVAllocation's history variable ``stale``: the handle a delayed writer holds (block 0: none)."""
+        assert self._last is not None and self.spec == "KVAllocation"
+        return dict(self._last["stale"])
+
     def snapshot(self, alloc: Allocator, wrote: Iterable[tuple[int, int]]) -> dict[str, Any]:
         if self.spec == "KVAllocation":
             return project_kv_allocation(alloc, self.requests, self.ident_of)
         return project_cow_publication(alloc, self.requests, self.readers, wrote)
 
-    def record(self, action: str, params: dict[str, Any], state: dict[str, Any]) -> None:
-        table = SPEC_ACTIONS[self.spec]
-        if action in table and table[action] is None:
-            return  # folded: the next kept record's state includes this step
+    def record(self, path: tuple[str, ...], params: dict[str, Any], state: dict[str, Any],
+               composite: bool = False) -> None:
+        """Keep or fold the record of the step ``path[-1]`` (inside the steps ``path[:-1]``)."""
+        action = path[-1]
+        if any(outer in self.actions for outer in path[:-1]):
+            return  # an enclosing step is this spec's action: its own record covers this step
+        if action not in self.actions and composite:
+            return  # a step of steps this spec records one by one
         if self.spec == "KVAllocation":
             state = self._kv_history(action, params, state)
         self._last = state
         entry: dict[str, Any]
-        if action in table:
-            name, names = table[action]  # type: ignore[misc]
-            entry = {"action": name, "params": {k: itf.encode_plain(_fn(params[k])) for k in names}, "state": itf.encode_plain(state)}
+        if action in self.actions:
+            entry = {"action": action, "params": {k: itf.encode_plain(_fn(params[k])) for k in self.actions[action]},
+                     "state": itf.encode_plain(state)}
         else:
             entry = {"action": action, "params": {k: itf.encode_plain(_fn(v)) for k, v in params.items()},
                      "state": itf.encode_plain(state), "in_spec": False}

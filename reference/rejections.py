@@ -59,3 +59,17 @@ def rejection_of(trigger: Callable[[], Any]) -> enum.Enum | None:
         return exc.reason
     reason = getattr(outcome, "rejection", None)
     return reason if isinstance(reason, enum.Enum) else None
+
+
+def failures(cases: list[NegativeCase]) -> list[tuple[NegativeCase, str]]:
+    """Every case not rejected with exactly its reason, with what happened instead."""
+    out = []
+    for case in cases:
+        try:
+            got = rejection_of(case.trigger)
+        except Exception as exc:  # an unnamed exception is a failure of the case, not of the command
+            out.append((case, f"raised {type(exc).__name__}: {exc}"))
+            continue
+        if got is not case.reason:
+            out.append((case, "accepted" if got is None else f"rejected as {type(got).__name__}.{got.name}"))
+    return out

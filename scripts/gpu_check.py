@@ -77,11 +77,12 @@ def run_machines(device: str, examples: int, steps: int, out: Path) -> int:
     from kvexact.kernels import device as dev
 
     dev.select(device)
-    from kvexact.conformance import machines, runner
+    from kvexact.conformance import runner
+    from kvexact.conformance.machines import allocator
 
     trace_validation = _has("tla")
     if not trace_validation:
-        runner.machine_class = lambda spec, **kw: machines.machine_class(spec, validate_trace=False, **kw)
+        runner.machine_class = lambda spec, **kw: allocator.machine_class(spec, validate_trace=False, **kw)
     report = {"device": dev.settle(), "trace_validation": trace_validation, "machines": {}}
     failed = 0
     for spec in ("KVAllocation", "Radix"):

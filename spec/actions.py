@@ -1,4 +1,4 @@
-"""The actions of each shipped spec, as the embedded checker derives them from ``Next`` (TLC's split).
+"""The actions of a spec, as the embedded checker derives them from ``Next`` (TLC's split of it).
 
 Naming rule (DESIGN.md, "Steps are the spec's actions"): a spec action ``CowReserve`` has one reference
 twin, the step ``cow_reserve`` (:func:`snake_case`). Nothing else names an action: the recorder, trace
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Iterable
+from typing import Any
 
 from kvexact.spec import spec_dir
 
@@ -18,12 +20,8 @@ def snake_case(action: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", action).lower()
 
 
-@functools.cache
-def spec_actions(spec: str) -> dict[str, tuple[str, ...]]:
-    """Action name -> parameter names, for every action of the shipped ``spec``'s ``Next``, in order."""
-    from kvexact.spec.checker import load_model
-
-    model = load_model(spec_dir() / f"{spec}.tla", spec_dir() / f"{spec}.cfg")
+def model_actions(model: Any) -> dict[str, tuple[str, ...]]:
+    """Action name -> parameter names, for every action of a loaded model's ``Next``, in order."""
     actions: dict[str, tuple[str, ...]] = {}
     for split in model.actions:
         if split.label not in actions:
@@ -32,9 +30,22 @@ def spec_actions(spec: str) -> dict[str, tuple[str, ...]]:
     return actions
 
 
-def action_of(spec: str, step: str) -> str | None:
-    """The action of ``spec`` named ``step`` or whose reference step is ``step``; None when it has none."""
-    for action in spec_actions(spec):
+@functools.cache
+def spec_actions(spec: str) -> dict[str, tuple[str, ...]]:
+    """:func:`model_actions` of the shipped ``spec`` with its CI model."""
+    from kvexact.spec.checker import load_model
+
+    return model_actions(load_model(spec_dir() / f"{spec}.tla", spec_dir() / f"{spec}.cfg"))
+
+
+def find_action(actions: Iterable[str], step: str) -> str | None:
+    """The action named ``step``, or whose reference step is ``step``; None when there is none."""
+    for action in actions:
         if step in (action, snake_case(action)):
             return action
     return None
+
+
+def action_of(spec: str, step: str) -> str | None:
+    """:func:`find_action` among the shipped ``spec``'s actions."""
+    return find_action(spec_actions(spec), step)

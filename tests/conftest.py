@@ -1,6 +1,11 @@
-"""Test-suite setup: load the Hypothesis profile explicitly (``--kvexact-profile`` or KVEXACT_PROFILE)."""
+"""Test-suite setup: load the Hypothesis profile explicitly (``--kvexact-profile`` or KVEXACT_PROFILE), and
+the fixtures every layer's tests share."""
 
 from __future__ import annotations
+
+from typing import NamedTuple
+
+import pytest
 
 from kvexact.conformance.profiles import PROFILE_NAMES, load_profile
 
@@ -35,3 +40,31 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_report_header(config):
     return f"kvexact hypothesis profile: {getattr(config, 'stash_profile', '?')}"
+
+
+class CliResult(NamedTuple):
+    code: int
+    out: str
+    err: str
+
+    @property
+    def text(self) -> str:
+        return self.out + self.err
+
+    @property
+    def code_and_text(self) -> tuple[int, str]:
+        return self.code, self.text
+
+
+@pytest.fixture
+def kvexact_cli(capsys):
+    """Run ``kvexact ARGS`` in this process, as the console script does: its exit code and output."""
+    from kvexact.cli import main
+
+    def run(args: list[str]) -> CliResult:
+        with pytest.raises(SystemExit) as exc:
+            main(args)
+        captured = capsys.readouterr()
+        return CliResult(exc.value.code, captured.out, captured.err)
+
+    return run

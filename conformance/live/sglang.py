@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from kvexact.conformance.adapters import IndexConfig
+from kvexact.reference.index import IndexConfig
 from kvexact.conformance.live import sglang_standins
 from kvexact.conformance.live.runtime import require
 

@@ -20,7 +20,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from kvexact.conformance.adapters import AdapterConfig, OpResult
+from kvexact.reference.adapters import AdapterConfig, OpResult
 from kvexact.conformance.live.runtime import require
 
 VERSION = require("vllm")

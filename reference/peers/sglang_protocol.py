@@ -1,4 +1,4 @@
-"""The SGLang 0.5.23 profile behind the prefix-index adapter protocol (``kvexact.conformance.adapters``).
+"""The SGLang 0.5.23 profile behind the prefix-index interface (``kvexact.reference.index.PrefixIndex``).
 
 ``--adapter kvexact.reference.peers.sglang_protocol:sglang_factory`` puts SGLang's radix cache, token
 pool and request protocol in the Radix machine, in lockstep with the normative index
@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvexact.conformance.adapters import IndexConfig
+from kvexact.reference.index import IndexConfig
 from kvexact.reference.peers.sglang import release_kv_cache
 from kvexact.reference.peers.sglang_adapter import SGLangAdapter
 
 
 class SGLangIndexAdapter:
-    """``PrefixIndexAdapter`` over :class:`SGLangAdapter` (page size 1, LRU, slots ``1..pool_slots``)."""
+    """``PrefixIndex`` over :class:`SGLangAdapter` (page size 1, LRU, slots ``1..pool_slots``)."""
 
     name = "sglang-0.5.23"
 

@@ -1,4 +1,4 @@
-"""The vLLM 0.33.0 profile behind the conformance adapter protocol (``kvexact.conformance.adapters``).
+"""The vLLM 0.33.0 profile behind the conformance adapter protocol (``kvexact.reference.adapters``).
 
 ``--adapter kvexact.reference.peers.vllm_protocol:vllm_factory`` puts vLLM's observable behaviour in the
 place of a runtime under test. Each of the config's ``num_groups`` cache groups is an identical
@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from kvexact.conformance.adapters import AdapterConfig, OpResult
+from kvexact.reference.adapters import AdapterConfig, OpResult
 from kvexact.reference.peers.vllm import ManagerRejection, VllmConfig, VllmKVCacheManager, VllmRequest
 
 

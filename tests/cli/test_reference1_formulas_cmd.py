@@ -4,7 +4,7 @@ import json
 
 from click.testing import CliRunner
 
-from kvexact.conformance.cli import cli
+from kvexact.cli import cli
 from kvexact.reference.formulas import load_all
 
 

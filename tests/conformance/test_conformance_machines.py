@@ -9,19 +9,14 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from kvexact.conformance.adapters import AdapterConfig, AdapterError, check_adapter, load_adapter_factory
-from kvexact.conformance.cli import main
-from kvexact.conformance.machines import ConformanceFailure, machine_class
+from kvexact.conformance.machines import ConformanceFailure
+from kvexact.conformance.machines.allocator import machine_class
+from kvexact.conformance.runner import load_adapter_factory
 from kvexact.conformance.simple_runtime import SimpleRuntimeAllocator, faulty_no_cow
+from kvexact.reference.adapters import AdapterConfig, AdapterError, check_adapter
 
 FAST = settings(max_examples=6, stateful_step_count=20, deadline=None, derandomize=True, database=None)
 
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out = capsys.readouterr()
-    return exc.value.code, out.out + out.err
 
 
 @pytest.mark.parametrize("spec", ["KVAllocation", "CowPublication"])
@@ -48,20 +43,20 @@ def test_wrong_attention_is_caught_by_numbers():
     """The faulty allocator without lockstep: the kernels' numbers alone expose the shared-tail write."""
     cfg = AdapterConfig(blocks_per_group=12)
     adapter = faulty_no_cow(cfg)
-    from kvexact.conformance.device import DevicePool, mirror_step
+    from kvexact.conformance.mirror import DevicePool, mirror_step
 
     pool = DevicePool([adapter.block_ids(g) for g in range(cfg.num_groups)], cfg.block_tokens)
     hist = {"a": [1, 2, 3]}
     assert adapter.start("a", hist["a"]).accepted
-    mirror_step(pool, None, 0, [adapter.table("a", g) for g in range(2)], hist["a"], 0)
+    mirror_step(pool, (), [adapter.table("a", g) for g in range(2)], hist["a"], 0)
     assert adapter.fork("a", "b").accepted
     hist["b"] = list(hist["a"])
     for rid, tok in (("a", 1), ("b", 2)):
-        before = [adapter.table(rid, g) for g in range(2)]
         n = len(hist[rid])
-        assert adapter.append(rid, tok).accepted
+        result = adapter.append(rid, tok)
+        assert result.accepted and result.copies == ()
         hist[rid].append(tok)
-        mirror_step(pool, before, n, [adapter.table(rid, g) for g in range(2)], hist[rid], n)
+        mirror_step(pool, result.copies, [adapter.table(rid, g) for g in range(2)], hist[rid], n)
     tables = {r: [adapter.table(r, g) for g in range(2)] for r in hist}
     bad = pool.check_attention(tables, hist)
     assert {m.request for m in bad} == {"a"}  # b's write overwrote a's row in the shared tail
@@ -69,15 +64,14 @@ def test_wrong_attention_is_caught_by_numbers():
     pool = DevicePool([correct.block_ids(g) for g in range(cfg.num_groups)], cfg.block_tokens)
     hist = {"a": [1, 2, 3]}
     correct.start("a", hist["a"])
-    mirror_step(pool, None, 0, [correct.table("a", g) for g in range(2)], hist["a"], 0)
+    mirror_step(pool, (), [correct.table("a", g) for g in range(2)], hist["a"], 0)
     correct.fork("a", "b")
     hist["b"] = list(hist["a"])
     for rid, tok in (("a", 1), ("b", 2)):
-        before = [correct.table(rid, g) for g in range(2)]
         n = len(hist[rid])
-        correct.append(rid, tok)
+        result = correct.append(rid, tok)
         hist[rid].append(tok)
-        mirror_step(pool, before, n, [correct.table(rid, g) for g in range(2)], hist[rid], n)
+        mirror_step(pool, result.copies, [correct.table(rid, g) for g in range(2)], hist[rid], n)
     assert pool.check_attention({r: [correct.table(r, g) for g in range(2)] for r in hist}, hist) == []
     assert pool.copies == 2
 
@@ -93,20 +87,20 @@ def test_adapter_loading_errors():
         check_adapter(object())
 
 
-def test_conform_command(capsys):
-    code, out = run_cli(["conform", "--spec", "CowPublication", "--examples", "3", "--steps", "10"], capsys)
+def test_conform_command(kvexact_cli):
+    code, out = kvexact_cli(["conform", "--spec", "CowPublication", "--examples", "3", "--steps", "10"]).code_and_text
     assert code == 0 and "passed" in out and "examples=" in out
-    code, out = run_cli(["conform", "--adapter", "bogus"], capsys)
+    code, out = kvexact_cli(["conform", "--adapter", "bogus"]).code_and_text
     assert code == 2 and "MODULE:FACTORY" in out
-    code, out = run_cli(["conform", "--spec", "CowPublication", "--examples", "30", "--steps", "20", "--no-shrink",
-                         "--adapter", "kvexact.conformance.simple_runtime:faulty_no_cow"], capsys)
+    code, out = kvexact_cli(["conform", "--spec", "CowPublication", "--examples", "30", "--steps", "20", "--no-shrink",
+                         "--adapter", "kvexact.conformance.simple_runtime:faulty_no_cow"]).code_and_text
     assert code == 1 and "FAILED" in out
 
 
 @pytest.mark.slow
 def test_fuzz_failure_leaves_a_reproduction_that_fails_again(tmp_path):
     out = tmp_path / "failures"
-    r = subprocess.run([sys.executable, "-m", "kvexact.conformance.cli", "fuzz", "--minutes", "5", "--spec",
+    r = subprocess.run([sys.executable, "-m", "kvexact.cli", "fuzz", "--minutes", "5", "--spec",
                         "CowPublication", "--adapter", "kvexact.conformance.simple_runtime:faulty_no_cow",
                         "--out", str(out), "--examples-per-round", "40", "--steps", "20", "--no-shrink"],
                        capture_output=True, text=True, timeout=900, cwd=tmp_path)
@@ -121,10 +115,10 @@ def test_fuzz_failure_leaves_a_reproduction_that_fails_again(tmp_path):
     assert "1 failed" in replay.stdout
 
 
-def test_fuzz_bad_input(capsys):
-    code, out = run_cli(["fuzz", "--minutes", "0"], capsys)
+def test_fuzz_bad_input(kvexact_cli):
+    code, out = kvexact_cli(["fuzz", "--minutes", "0"]).code_and_text
     assert code == 2 and "--minutes" in out
-    code, out = run_cli(["fuzz", "--minutes", "1", "--adapter", "x:y"], capsys)
+    code, out = kvexact_cli(["fuzz", "--minutes", "1", "--adapter", "x:y"]).code_and_text
     assert code == 2 and "cannot import" in out
 
 
@@ -147,7 +141,7 @@ def test_radix_and_revocation_machines(name):
 
 def test_radix_machine_catches_a_stale_slot():
     """Poisoned (freed) slots are NaN: a table that still points at an evicted slot fails the check."""
-    from kvexact.conformance.radix_machine import RadixMachine
+    from kvexact.conformance.machines.radix import RadixMachine
 
     m = RadixMachine()
     m.admit([1, 2, 3])
@@ -159,7 +153,7 @@ def test_radix_machine_catches_a_stale_slot():
 
 def test_vmm_machine_catches_a_wrong_translation(monkeypatch):
     """A translation that ignores the slot reads another request's bytes: check_reads must fail."""
-    from kvexact.conformance.vmm_machine import VmmMachine
+    from kvexact.conformance.machines.vmm import VmmMachine
     from kvexact.reference import vmm
 
     m = VmmMachine()
@@ -190,25 +184,25 @@ def test_pool_gauges_reconcile_on_the_live_reference_and_catch_a_wrong_refcount(
         assert dict(gauges.blocks_by_state) == {"free": cfg.blocks_per_group - used, "evictable": 0, "live": used,
                                                 "reserved_or_copying": 0}
         assert gauges.refcount_recorded == gauges.refcount_derived == used
-    m._check_gauges()
+    m.pool_gauges_reconcile()
     block = next(iter(m.ref.alloc.pools[1].refs))
     m.ref.alloc.pools[1].refs[block] += 1  # a reference nobody holds
     with pytest.raises(ConformanceFailure, match="group 1: recorded references 3 != derived 2"):
-        m._check_gauges()
+        m.pool_gauges_reconcile()
 
 
 def test_the_projection_is_checked_against_the_specs_invariants_after_every_step():
-    from kvexact.conformance.machines import spec_constants
+    from kvexact.conformance.machines.allocator import spec_constants
     from kvexact.conformance.trace import trace_from_recorder, validate
     from kvexact.spec import spec_dir
 
     m = _started_machine()
-    m._check_projection()
+    m.projection_keeps_the_spec_invariants()
     assert m.stats["projection_checks"] >= 1
     rows = m.ref.recorder.records[-1]["state"]["rows"]["#map"][0][1]["#map"]
     rows[0][1] = 99  # more valid rows than a block holds: outside TypeOK's 0..P
     with pytest.raises(ConformanceFailure, match="breaks the spec's invariant TypeOK"):
-        m._check_projection()
+        m.projection_keeps_the_spec_invariants()
     trace = trace_from_recorder(m.ref.recorder, spec_constants("KVAllocation", m.config), m._model_values())
     result = validate(trace, spec_dir() / "KVAllocation.tla", spec_dir() / "KVAllocation.cfg")
     assert not result.ok and "invariant TypeOK does not hold after the step" in result.summary()

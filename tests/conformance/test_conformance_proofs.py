@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from kvexact.conformance import proofs
+from kvexact.conformance import obligations, proofs
 
 
 def test_every_obligation_is_proved():
-    results = [proofs.discharge(ob) for ob in proofs.all_obligations()]
+    results = [obligations.discharge(ob) for ob in proofs.all_obligations()]
     assert results, "no obligations registered"
     bad = [r for r in results if r.verdict != "proved"]
     assert not bad, bad
@@ -24,7 +24,7 @@ def test_a_wrong_layout_is_refuted():
         cons = [b1 >= 0, b2 >= 0, b1 < 4, b2 < 4, h1 >= 0, h1 < 2, h2 >= 0, h2 < 2]
         return cons, z3.Implies(b1 * 2 + h1 == b2 + h2, z3.And(b1 == b2, h1 == h2)), "forall"
 
-    r = proofs.discharge(proofs.Obligation("bad-layout", "test", "forgets a stride", build))
+    r = obligations.discharge(obligations.Obligation("bad-layout", "test", "forgets a stride", build))
     assert r.verdict == "refuted" and "counterexample" in r.detail
 
 
@@ -33,7 +33,7 @@ def test_missing_witness_is_refuted():
         x = z3.Int("x")
         return [x >= 0, x < 10], x * x == 2, "exists"
 
-    assert proofs.discharge(proofs.Obligation("no-sqrt2", "test", "", build)).verdict == "refuted"
+    assert obligations.discharge(obligations.Obligation("no-sqrt2", "test", "", build)).verdict == "refuted"
 
 
 def test_unknown_is_not_proved():
@@ -44,7 +44,7 @@ def test_unknown_is_not_proved():
         cons = [a >= 1, b >= 1, c >= 1, n >= 3, n <= 40]
         return cons, a**n + b**n != c**n, "forall"
 
-    r = proofs.discharge(proofs.Obligation("fermat", "test", "", build), timeout_ms=1)
+    r = obligations.discharge(obligations.Obligation("fermat", "test", "", build), timeout_ms=1)
     assert r.verdict in {"unknown", "refuted"}
     assert r.verdict != "proved"
 

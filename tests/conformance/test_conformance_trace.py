@@ -7,8 +7,7 @@ import json
 import pytest
 
 from kvexact.conformance import trace as tr
-from kvexact.conformance.cli import main
-from kvexact.reference import cow
+from kvexact.reference import lifecycle
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import GroupConfig
 from kvexact.reference.projection import TraceRecorder
@@ -25,17 +24,11 @@ def kv_trace() -> tr.Trace:
     rec = TraceRecorder("KVAllocation", requests=["r1", "r2"]).attach(alloc)
     alloc.append("r1", 7)
     alloc.append("r1", 8)
-    cow.cache_block(alloc, "r1", 0, "1")
-    cow.release(alloc, "r1")
-    cow.touch(alloc, "r2", ["1"])
+    lifecycle.cache_block(alloc, "r1", 0, "1")
+    lifecycle.release(alloc, "r1")
+    lifecycle.prefix_hit(alloc, "r2", ["1"])
     return tr.trace_from_recorder(rec, CONSTANTS, MODEL_VALUES)
 
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out = capsys.readouterr()
-    return exc.value.code, out.out + out.err
 
 
 def test_reference_trace_is_accepted():
@@ -47,18 +40,18 @@ def test_reference_trace_is_accepted():
 
 
 @pytest.mark.parametrize("fmt", ["ndjson", "itf"])
-def test_round_trip_and_cli(tmp_path, capsys, fmt):
+def test_round_trip_and_cli(tmp_path, kvexact_cli, fmt):
     trace = kv_trace()
     path = tmp_path / f"t.{fmt}.json"
     (tr.write_ndjson if fmt == "ndjson" else tr.write_itf)(trace, path)
     back = tr.read_trace(path)
     assert back.spec == "KVAllocation" and back.records == trace.records
     assert back.initial_state == trace.initial_state
-    code, out = run_cli(["validate-trace", "KVAllocation", str(path)], capsys)
+    code, out = kvexact_cli(["validate-trace", "KVAllocation", str(path)]).code_and_text
     assert code == 0 and "trace accepted" in out
 
 
-def test_tampered_trace_names_step_action_and_variables(tmp_path, capsys):
+def test_tampered_trace_names_step_action_and_variables(tmp_path, kvexact_cli):
     """Bump one block's generation in the published state: that step is no longer a step of the spec."""
     trace = kv_trace()
     records = [dict(r) for r in trace.records]
@@ -80,11 +73,11 @@ def test_tampered_trace_names_step_action_and_variables(tmp_path, capsys):
     assert "gen" in result.failure.changed_variables
     path = tmp_path / "bad.ndjson"
     tr.write_ndjson(bad, path)
-    code, out = run_cli(["validate-trace", "KVAllocation", str(path)], capsys)
+    code, out = kvexact_cli(["validate-trace", "KVAllocation", str(path)]).code_and_text
     assert code == 1 and f"step {idx + 1}" in out and "append_publish" in out
 
 
-def test_malformed_trace_files(tmp_path, capsys):
+def test_malformed_trace_files(tmp_path, kvexact_cli):
     p = tmp_path / "x.ndjson"
     p.write_text('{"kind": "header", "spec": "KVAllocation"}\n')
     with pytest.raises(tr.TraceFormatError, match="initial_state"):
@@ -95,9 +88,9 @@ def test_malformed_trace_files(tmp_path, capsys):
     p.write_text('{"action": "release"}\n')
     with pytest.raises(tr.TraceFormatError, match="header"):
         tr.read_trace(p)
-    code, out = run_cli(["validate-trace", "KVAllocation", str(p)], capsys)
+    code, out = kvexact_cli(["validate-trace", "KVAllocation", str(p)]).code_and_text
     assert code == 2 and "header" in out
-    code, out = run_cli(["validate-trace", "NoSuchSpec", str(p)], capsys)
+    code, out = kvexact_cli(["validate-trace", "NoSuchSpec", str(p)]).code_and_text
     assert code == 2 and "NoSuchSpec" in out
 
 
@@ -125,18 +118,18 @@ def test_generated_trace_module_accepts_and_rejects(tmp_path):
     assert result.distinct_states == len(trace.records)  # stuck before the tampered last step
 
 
-def test_validate_trace_module_engine_cli(tmp_path, capsys):
+def test_validate_trace_module_engine_cli(tmp_path, kvexact_cli):
     trace = kv_trace()
     good, bad = tmp_path / "good.ndjson", tmp_path / "bad.ndjson"
     tr.write_ndjson(trace, good)
     tr.write_ndjson(_tampered(trace), bad)
-    code, out = run_cli(["validate-trace", "KVAllocation", str(good), "--engine", "module"], capsys)
+    code, out = kvexact_cli(["validate-trace", "KVAllocation", str(good), "--engine", "module"]).code_and_text
     assert code == 0 and "accepted" in out
-    code, out = run_cli(["validate-trace", "KVAllocation", str(bad), "--engine", "module"], capsys)
+    code, out = kvexact_cli(["validate-trace", "KVAllocation", str(bad), "--engine", "module"]).code_and_text
     assert code == 1 and "rejected" in out
 
 
-def test_validate_trace_with_tlc(tmp_path, capsys, monkeypatch):
+def test_validate_trace_with_tlc(tmp_path, kvexact_cli, monkeypatch):
     import os
 
     jar = os.environ.get("TLA2TOOLS_JAR")
@@ -144,10 +137,10 @@ def test_validate_trace_with_tlc(tmp_path, capsys, monkeypatch):
         monkeypatch.delenv("TLA2TOOLS_JAR", raising=False)
         path = tmp_path / "t.ndjson"
         tr.write_ndjson(kv_trace(), path)
-        code, out = run_cli(["validate-trace", "KVAllocation", str(path), "--engine", "tlc"], capsys)
+        code, out = kvexact_cli(["validate-trace", "KVAllocation", str(path), "--engine", "tlc"]).code_and_text
         assert code == 3 and "TLA2TOOLS_JAR" in out
         pytest.skip("TLC itself is not installed: set TLA2TOOLS_JAR=/path/to/tla2tools.jar to run this test")
     path = tmp_path / "t.ndjson"
     tr.write_ndjson(kv_trace(), path)
-    code, out = run_cli(["validate-trace", "KVAllocation", str(path), "--engine", "tlc", "--tlc-jar", jar], capsys)
+    code, out = kvexact_cli(["validate-trace", "KVAllocation", str(path), "--engine", "tlc", "--tlc-jar", jar]).code_and_text
     assert code == 0 and "accepted" in out

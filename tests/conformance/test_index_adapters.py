@@ -11,21 +11,15 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from kvexact.conformance.adapters import AdapterError, IndexConfig, adapter_protocol, check_index_adapter
-from kvexact.conformance.cli import main
 from kvexact.conformance.machines import ConformanceFailure
 from kvexact.conformance.runner import build_machine, machine_settings, machines_for, run_machine
+from kvexact.reference.adapters import AdapterError, adapter_protocol
+from kvexact.reference.index import IndexConfig, PrefixIndex, RadixIndex, check_index
 from kvexact.reference.peers.sglang_protocol import SGLangIndexAdapter, faulty_unlocked_prefix, sglang_factory
 
 SGLANG = "kvexact.reference.peers.sglang_protocol:sglang_factory"
 FAULTY = "kvexact.reference.peers.sglang_protocol:faulty_unlocked_prefix"
-
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out = capsys.readouterr()
-    return exc.value.code, out.out + out.err
+NORMATIVE = "kvexact.reference.index:radix_factory"
 
 
 def machine_with(adapter_class):
@@ -42,6 +36,15 @@ def test_sglang_profile_passes_the_radix_machine_in_lockstep():
     assert stats["attention_checks"] > 0 and stats.get("evicted_slots", 0) > 0 and stats.get("decode:ok", 0) > 0
     assert any(k.startswith("admit:hit=") and k != "admit:hit=0" for k in stats), stats
     assert set(run.rules_fired()) == set(run.rules), run.rules_fired()
+
+
+def test_the_normative_index_plugs_in_through_the_same_interface():
+    """One prefix-index interface: the normative radix index behind it, as the system under test, passes
+    the Radix machine in lockstep with the reference."""
+    assert isinstance(RadixIndex(IndexConfig()), PrefixIndex) and machines_for(NORMATIVE) == ("Radix",)
+    run = run_machine("Radix", NORMATIVE, settings(machine_settings("ci"), max_examples=10, stateful_step_count=30))
+    assert run.passed, run.error
+    assert run.stats["attention_checks"] > 0 and run.stats.get("evicted_slots", 0) > 0
 
 
 def test_the_unlocked_prefix_mutant_is_caught():
@@ -62,7 +65,9 @@ def test_lockstep_follows_an_edge_the_sut_split():
     m.finish_request("q0")
     m.evict(1)  # SGLang evicts the decoded token's slot alone, below the prompt's split
     assert m.stats.get("edges_split_to_follow", 0) == 1 and m.stats["evicted_slots"] == 1
-    m.partition_holds()
+    m.index_partition_holds()
+    m.sut_free_slots_match()
+    m.sut_rows_match()
 
 
 class RefusesWithRoom(SGLangIndexAdapter):
@@ -118,16 +123,16 @@ def test_a_leaked_slot_is_named_by_the_free_set_check():
     m.admit([1, 2, 3])
     m.cancel_request("q0")
     with pytest.raises(ConformanceFailure, match="free slots"):
-        m.partition_holds()
+        m.sut_free_slots_match()
 
 
 def test_protocol_declaration_and_missing_methods():
     assert adapter_protocol(sglang_factory) == adapter_protocol(faulty_unlocked_prefix) == "prefix-index"
     assert machines_for(SGLANG) == ("Radix",)
     assert machines_for("kvexact.conformance.simple_runtime:simple_runtime") == ("KVAllocation", "CowPublication")
-    check_index_adapter(sglang_factory(IndexConfig()))
+    check_index(sglang_factory(IndexConfig()))
     with pytest.raises(AdapterError, match=r"no method extend\(\)"):
-        check_index_adapter(type("Half", (), {"admit": lambda self: None, "config": IndexConfig()})())
+        check_index(type("Half", (), {"admit": lambda self: None, "config": IndexConfig()})())
 
     def bogus(config):
         return None
@@ -141,21 +146,20 @@ def test_protocol_declaration_and_missing_methods():
         build_machine("Radix", "kvexact.conformance.simple_runtime:simple_runtime")
 
 
-def test_conform_with_an_index_adapter(capsys):
-    code, out = run_cli(["conform", "--adapter", SGLANG, "--examples", "3", "--steps", "10"], capsys)
+def test_conform_with_an_index_adapter(kvexact_cli):
+    code, out = kvexact_cli(["conform", "--adapter", SGLANG, "--examples", "3", "--steps", "10"]).code_and_text
     assert code == 0, out
     assert "Radix machine" in out and "KVAllocation" not in out and "sglang_factory passed" in out
-    code, out = run_cli(["conform", "--spec", "KVAllocation", "--adapter", SGLANG], capsys)
+    code, out = kvexact_cli(["conform", "--spec", "KVAllocation", "--adapter", SGLANG]).code_and_text
     assert code == 2 and "prefix-index adapter" in out
-    code, out = run_cli(["gate", "--select", "negative-registry", "--adapter", "kvexact.conformance.nope:f"],
-                        capsys)
+    code, out = kvexact_cli(["gate", "--select", "negative-registry", "--adapter", "kvexact.conformance.nope:f"]).code_and_text
     assert code == 2 and "cannot import" in out
 
 
 @pytest.mark.slow
 def test_fuzz_of_the_radix_machine_leaves_a_reproduction_that_fails_again(tmp_path):
     out = tmp_path / "failures"
-    r = subprocess.run([sys.executable, "-m", "kvexact.conformance.cli", "fuzz", "--minutes", "5",
+    r = subprocess.run([sys.executable, "-m", "kvexact.cli", "fuzz", "--minutes", "5",
                         "--adapter", FAULTY, "--out", str(out), "--examples-per-round", "60", "--steps", "30",
                         "--no-shrink"], capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr

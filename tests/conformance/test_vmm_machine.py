@@ -9,7 +9,7 @@ import math
 import pytest
 
 from kvexact.conformance.machines import ConformanceFailure
-from kvexact.conformance.vmm_machine import CONFIG, VmmMachine
+from kvexact.conformance.machines.vmm import CONFIG, VmmMachine
 
 MISMATCH = "attention over the virtual buffer differs from float64"
 

@@ -10,7 +10,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from kvexact.conformance import gate
+from kvexact.gate import checks
+from kvexact.gate import framework as gate
 
 EXPECTED = {"packaging-selftest", "spec-KVAllocation", "spec-CowPublication", "spec-NamespaceRevocation",
             "spec-RadixIndex", "spec-VirtualMapping",
@@ -22,14 +23,14 @@ EXPECTED = {"packaging-selftest", "spec-KVAllocation", "spec-CowPublication", "s
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_gate_passes_with_complete_reports(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "kvexact.conformance.cli", "gate", "--json", str(tmp_path / "g.json"),
+    r = subprocess.run([sys.executable, "-m", "kvexact.cli", "gate", "--json", str(tmp_path / "g.json"),
                         "--junit", str(tmp_path / "g.xml")], capture_output=True, text=True, timeout=1400,
                        cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     doc = json.loads((tmp_path / "g.json").read_text())
     names = {c["name"] for c in doc["checks"]}
     assert EXPECTED <= names, EXPECTED - names
-    assert names == {c.name for c in gate.select_checks(gate.load_checks())}
+    assert names == {c.name for c in gate.select_checks(checks.load_checks())}
     assert all(c["verdict"] == "passed" for c in doc["checks"])
     machines = next(c for c in doc["checks"] if c["name"] == "machines")
     assert machines["figures"]["KVAllocation.examples"] > 0 and machines["figures"]["CowPublication.steps"] > 0

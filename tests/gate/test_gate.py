@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import sys
-import types
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from kvexact.conformance import gate
-from kvexact.conformance.cli import main
+from kvexact.gate import checks as gate_checks
+from kvexact.gate import framework as gate
+from kvexact.gate import packaging
 
 
 def _passing(ctx):
@@ -27,24 +27,17 @@ def _cannot(ctx):
 
 @pytest.fixture()
 def demo_module(monkeypatch):
-    """Register three real checks (pass, fail, could-not-run) through the gate's module discovery."""
-    module = types.ModuleType("kvexact_demo_checks")
-    module.CHECKS = [
+    """Three real checks (pass, fail, could-not-run) and an optional one beside the packaging self-test,
+    in the gate's list of checks."""
+    demo = (
         gate.GateCheck("demo-pass", "test", "passes", _passing),
         gate.GateCheck("demo-fail", "test", "fails", _failing),
         gate.GateCheck("demo-cannot", "test", "cannot run", _cannot),
         gate.GateCheck("demo-optional", "test", "only when selected", _passing, default=False),
-    ]
-    monkeypatch.setitem(sys.modules, "kvexact_demo_checks", module)
-    monkeypatch.setattr(gate, "CHECK_MODULES", ("kvexact.conformance.selftest", "kvexact_demo_checks"))
-    return module
+    )
+    monkeypatch.setattr(gate_checks, "CHECKS", (*packaging.CHECKS, *demo))
+    return demo
 
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def test_exit_code_ordering():
@@ -59,7 +52,7 @@ def test_exit_code_ordering():
 
 
 def test_crash_is_a_failure_and_could_not_run_is_separate(demo_module):
-    checks = {c.name: c for c in gate.load_checks()}
+    checks = {c.name: c for c in gate_checks.load_checks()}
     assert gate.run_check(checks["demo-pass"], gate.GateContext()).result.verdict is gate.Verdict.PASSED
     failed = gate.run_check(checks["demo-fail"], gate.GateContext()).result
     assert failed.verdict is gate.Verdict.FAILED and "arithmetic broke" in failed.detail
@@ -68,7 +61,7 @@ def test_crash_is_a_failure_and_could_not_run_is_separate(demo_module):
 
 
 def test_select_and_skip(demo_module):
-    checks = gate.load_checks()
+    checks = gate_checks.load_checks()
     default = [c.name for c in gate.select_checks(checks)]
     assert "demo-optional" not in default and "demo-pass" in default
     assert [c.name for c in gate.select_checks(checks, ["demo-optional"])] == ["demo-optional"]
@@ -81,16 +74,16 @@ def test_select_and_skip(demo_module):
     "select, expected",
     [("demo-pass", 0), ("demo-pass,demo-cannot", 3), ("demo-pass,demo-cannot,demo-fail", 1)],
 )
-def test_gate_command_exit_codes(demo_module, capsys, tmp_path, select, expected):
-    code, out, _ = run_cli(["gate", "--select", select, "--json", str(tmp_path / "r.json"),
-                            "--junit", str(tmp_path / "r.xml")], capsys)
+def test_gate_command_exit_codes(demo_module, kvexact_cli, tmp_path, select, expected):
+    code, out, _ = kvexact_cli(["gate", "--select", select, "--json", str(tmp_path / "r.json"),
+                            "--junit", str(tmp_path / "r.xml")])
     assert code == expected
     assert "check" in out and "verdict" in out  # the summary table
 
 
-def test_reports_contents(demo_module, capsys, tmp_path):
-    code, _, _ = run_cli(["gate", "--skip", "demo-pass", "--seed", "41", "--json", str(tmp_path / "r.json"),
-                          "--junit", str(tmp_path / "r.xml")], capsys)
+def test_reports_contents(demo_module, kvexact_cli, tmp_path):
+    code, _, _ = kvexact_cli(["gate", "--skip", "demo-pass", "--seed", "41", "--json", str(tmp_path / "r.json"),
+                          "--junit", str(tmp_path / "r.xml")])
     assert code == 1
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["schema_version"] == 1 and doc["exit_code"] == 1 and doc["seeds"]["base"] == 41
@@ -107,18 +100,17 @@ def test_reports_contents(demo_module, capsys, tmp_path):
     assert cases["packaging-selftest"].find("failure") is None
 
 
-def test_bad_gate_input_is_one_line(demo_module, capsys, tmp_path):
-    code, _, err = run_cli(["gate", "--select", "no-such-check"], capsys)
+def test_bad_gate_input_is_one_line(demo_module, kvexact_cli, tmp_path):
+    code, _, err = kvexact_cli(["gate", "--select", "no-such-check"])
     assert code == 2 and err.count("\n") == 1 and "no-such-check" in err
-    code, _, err = run_cli(["gate", "--json", str(tmp_path / "missing" / "r.json")], capsys)
+    code, _, err = kvexact_cli(["gate", "--json", str(tmp_path / "missing" / "r.json")])
     assert code == 2 and err.count("\n") == 1 and "cannot write report" in err
-    code, _, err = run_cli(["gate", "--junit", str(tmp_path)], capsys)
+    code, _, err = kvexact_cli(["gate", "--junit", str(tmp_path)])
     assert code == 2 and "directory" in err
 
 
 def test_duplicate_check_names_rejected(monkeypatch):
-    module = types.ModuleType("kvexact_dup_checks")
-    module.CHECKS = [gate.GateCheck("same", "t", "", _passing), gate.GateCheck("same", "t", "", _passing)]
-    monkeypatch.setitem(sys.modules, "kvexact_dup_checks", module)
+    monkeypatch.setattr(gate_checks, "CHECKS", (gate.GateCheck("same", "t", "", _passing),
+                                           gate.GateCheck("same", "t", "", _passing)))
     with pytest.raises(ValueError, match="duplicate gate check names: same"):
-        gate.load_checks(("kvexact_dup_checks",))
+        gate_checks.load_checks()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import torch
 
-from kvexact.conformance.gate import GateContext, Verdict, load_checks
-from kvexact.kernels import differential, gate_checks
+from kvexact.gate import kernel_checks as gate_checks
+from kvexact.gate.checks import load_checks
+from kvexact.gate.framework import GateContext, Verdict
+from kvexact.kernels import differential
 
 
 def test_kernel_checks_are_registered_with_the_gate():

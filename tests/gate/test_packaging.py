@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_selftest_passes_in_place():
-    from kvexact.conformance.gate import GateContext, Verdict
-    from kvexact.conformance.selftest import packaging_selftest
+    from kvexact.gate.framework import GateContext, Verdict
+    from kvexact.gate.packaging import packaging_selftest
 
     result = packaging_selftest(GateContext())
     assert result.verdict is Verdict.PASSED, result.detail
@@ -32,7 +32,7 @@ def test_installed_copy_ships_its_data(tmp_path):
     installed_data = {p.relative_to(installed_spec).as_posix() for p in installed_spec.rglob("*")
                       if p.suffix in {".tla", ".cfg"}}
     assert source_data == installed_data
-    probe = ("import kvexact.spec as s, kvexact.conformance.selftest as t, kvexact.conformance.gate as g;"
+    probe = ("import kvexact.spec as s, kvexact.gate.packaging as t, kvexact.gate.framework as g;"
              "r = t.packaging_selftest(g.GateContext()); print(s.spec_dir()); print(r.verdict.value, r.detail)")
     # the editable finder sits after PathFinder on sys.meta_path, so the target on sys.path wins
     out = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(target)!r}); {probe}"],

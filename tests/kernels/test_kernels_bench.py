@@ -33,7 +33,7 @@ def _bare(*args: str) -> subprocess.CompletedProcess:
 
 @cpu_only
 def test_cli_exits_3_saying_it_needs_a_cuda_device(capsys):
-    from kvexact.conformance.cli import main
+    from kvexact.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(["bench", "kernels", "--budget-s", "5"])
@@ -42,7 +42,7 @@ def test_cli_exits_3_saying_it_needs_a_cuda_device(capsys):
 
 
 def test_cli_rejects_a_non_positive_budget_as_usage_error():
-    from kvexact.conformance.cli import main
+    from kvexact.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main(["bench", "kernels", "--budget-s", "0"])

@@ -92,10 +92,11 @@ def test_differential_helpers_make_every_tensor_through_the_policy():
 def test_state_machines_make_every_tensor_through_the_policy(spec, monkeypatch):
     """The machines and their device mirror, a few steps each, with the kernels and attention checks on
     (trace validation, which makes no tensor and needs the TLA+ parser, is off: the GPU image lacks it)."""
-    from kvexact.conformance import machines, runner
+    from kvexact.conformance import runner
+    from kvexact.conformance.machines import allocator
 
     monkeypatch.setattr(runner, "machine_class",
-                        lambda name, **kw: machines.machine_class(name, validate_trace=False, **kw))
+                        lambda name, **kw: allocator.machine_class(name, validate_trace=False, **kw))
     with Recorder() as rec:
         run = runner.run_machine(spec, None, runner.machine_settings("ci", 2, 6, shrink=False), seed=0)
     assert run.passed, run.error
@@ -165,7 +166,7 @@ def test_select_cuda_without_one_is_refused_by_name():
 @pytest.mark.parametrize("argv", [["conform", "--spec", "Radix"], ["gate", "--select", "kernels-differential"],
                                   ["bench", "kernels"], ["fuzz", "--minutes", "1"]])
 def test_device_cuda_without_one_is_a_one_line_usage_error(argv, capsys):
-    from kvexact.conformance.cli import main
+    from kvexact.cli import main
 
     with pytest.raises(SystemExit) as exc:
         main([*argv, "--device", "cuda"])

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from kvexact.reference import labs
 from kvexact.reference import shared_prefix as S
-from kvexact.reference.rejections import Rejected, negative_cases, rejection_of
+from kvexact.reference.labs import shared_prefix as S_lab
+from kvexact.reference.rejections import Rejected, rejection_of
 
 
 def test_seed_tree_paths_and_coverage():
@@ -94,7 +96,7 @@ def test_bad_trees_are_rejected_by_name(tree, reason):
     assert exc.value.reason is reason
 
 
-CASES_0x0BH = negative_cases("0x0BH")
+CASES_0x0BH = labs.cases("0x0BH")
 
 
 def test_failure_lab_0x0BH_has_at_least_the_derived_count():
@@ -109,7 +111,7 @@ def test_failure_lab_0x0BH_case_is_rejected_by_name(case):
 
 def test_rebuilt_metadata_after_a_reorder_is_accepted():
     fx = S.draw_fixture()
-    moved = S._reordered(fx)
+    moved = S_lab._reordered(fx)
     with pytest.raises(Rejected) as exc:
         S.chunk_attention(moved, 1, S.bind_chunk_first(fx, 1))
     assert exc.value.reason is S.SharedPrefixRejection.SEQUENCE_ORDER_CHANGED

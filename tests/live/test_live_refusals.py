@@ -41,11 +41,11 @@ def test_missing_runtime_is_refused(monkeypatch):
 
 @pytest.mark.skipif(_installed("vllm"), reason="needs an environment without vLLM (the project's own)")
 def test_cli_without_the_runtime_says_so_in_one_line():
-    conform = subprocess.run([sys.executable, "-m", "kvexact.conformance.cli", "conform", "--adapter",
+    conform = subprocess.run([sys.executable, "-m", "kvexact.cli", "conform", "--adapter",
                               "kvexact.conformance.live.vllm:factory"], capture_output=True, text=True)
     assert conform.returncode == 2 and "vllm is not installed" in conform.stderr
     assert len(conform.stderr.strip().splitlines()) == 1
-    diff = subprocess.run([sys.executable, "-m", "kvexact.conformance.cli", "diff", "vllm"],
+    diff = subprocess.run([sys.executable, "-m", "kvexact.cli", "diff", "vllm"],
                           capture_output=True, text=True)
     assert diff.returncode == 3 and "scripts/runtime-env.sh" in diff.stderr
     assert len(diff.stderr.strip().splitlines()) == 1

@@ -21,7 +21,7 @@ def run_in(python: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def _cli(python: str, *args: str):
-    return run_in(python, "-m", "kvexact.conformance.cli", *args)
+    return run_in(python, "-m", "kvexact.cli", *args)
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ from fractions import Fraction
 
 import pytest
 
+from kvexact.reference.labs.ledgers import worked_fixture, worked_layout_row_bytes
 from kvexact.reference.ledgers import (
     KIB,
     MIB,
@@ -24,8 +25,6 @@ from kvexact.reference.ledgers import (
     reconcile,
     request_blocks,
     row_bytes_group,
-    worked_fixture,
-    worked_layout_row_bytes,
 )
 from kvexact.reference.rejections import Rejected
 

@@ -6,6 +6,8 @@ import attrs
 import pytest
 
 from kvexact.reference.digests import canonical_bytes, sha256_hex
+from kvexact.reference.labs.reference1 import producer_manifest
+from kvexact.reference.labs.translate import loop4_layout
 from kvexact.reference.manifest import (
     CacheCompatibilityManifest,
     CacheGroupLayout,
@@ -16,9 +18,7 @@ from kvexact.reference.manifest import (
     row_major_strides,
     semantic_cache_compatible,
 )
-from kvexact.reference.negatives_reference1 import producer_manifest
 from kvexact.reference.rejections import Rejected
-from kvexact.reference.translate import loop4_layout
 
 EQUALITY_FIELDS = [f.name for f in attrs.fields(CacheCompatibilityManifest) if f.name != "provenance"]
 

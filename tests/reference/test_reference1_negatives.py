@@ -4,10 +4,11 @@ import collections
 
 import pytest
 
-import kvexact.reference.negatives_reference1 as lab
-from kvexact.reference.rejections import negative_cases, rejection_of
+from kvexact.reference import labs
+from kvexact.reference.labs import reference1 as lab
+from kvexact.reference.rejections import rejection_of
 
-CASES = [c for c in negative_cases() if c.section in lab.SECTIONS]
+CASES = [c for c in labs.cases() if c.section in lab.SECTIONS]
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c.section}:{c.reason.name}:{c.description}")

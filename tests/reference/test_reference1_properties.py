@@ -4,15 +4,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvexact.reference.keys import KeyInputs, hash_full_blocks, matching_full_blocks
-from kvexact.reference.ledgers import (
-    LedgerFixture,
-    RequestView,
-    block_size_cost,
-    compute_ledger,
-    worked_fixture,
-)
+from kvexact.reference.labs.ledgers import worked_fixture
+from kvexact.reference.labs.translate import loop4_snapshot
+from kvexact.reference.ledgers import LedgerFixture, RequestView, block_size_cost, compute_ledger
 from kvexact.reference.namespaces import InvalidationReason
-from kvexact.reference.translate import loop4_snapshot, resolve_kv_address
+from kvexact.reference.translate import resolve_kv_address
 
 
 @st.composite

@@ -4,16 +4,14 @@ import attrs
 import pytest
 
 from kvexact.reference.handles import BlockHandle
+from kvexact.reference.labs.translate import G1_K_BASE, loop4_snapshot, loop4_successor_snapshot
 from kvexact.reference.rejections import Rejected
 from kvexact.reference.translate import (
-    G1_K_BASE,
     FrozenAddress,
     PhysicalRef,
     TranslateRejection,
     check_frozen_address,
     consume_successor,
-    loop4_snapshot,
-    loop4_successor_snapshot,
     resolve_kv_address,
     validate_snapshot,
 )

@@ -3,9 +3,9 @@
 import pytest
 
 from kvexact.reference.blockmap import BlockMapRejection
+from kvexact.reference.labs.translate import loop4_snapshot
 from kvexact.reference.ledgers import KIB, MIB
 from kvexact.reference.rejections import Rejected
-from kvexact.reference.translate import loop4_snapshot
 from kvexact.reference.traversal import (
     PAD,
     chunk_ledger,

@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from kvexact.reference.bench_cmd import OPERATIONS, bench_reference, measure
+from kvexact.reference.bench import OPERATIONS, bench_reference, measure
 
 
 def test_cells_per_operation_do_not_grow():

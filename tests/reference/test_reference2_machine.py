@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
 from test_reference2_trace import validate
 
-from kvexact.reference import cow
+from kvexact.reference import lifecycle
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.handles import BlockHandle
 from kvexact.reference.pool import GroupConfig, PoolRejection, QueuePolicy
@@ -65,26 +65,26 @@ class CowMachine(_Base):
     def fork(self, data):
         if self.live() and self.idle():
             r, c = data.draw(st.sampled_from(self.live())), data.draw(st.sampled_from(self.idle()))
-            self.attempt(lambda: cow.fork(self.alloc, r, c))
+            self.attempt(lambda: lifecycle.fork(self.alloc, r, c))
 
     @rule(r=st.sampled_from(requests), c=st.sampled_from(requests))
     def fork_any(self, r, c):
         if r not in self.alloc.requests or self.alloc.requests[r].context_tokens:
-            self.attempt(lambda: cow.fork(self.alloc, r, c))
+            self.attempt(lambda: lifecycle.fork(self.alloc, r, c))
 
     @rule(data=st.data())
     def release(self, data):
         if self.live():
             r = data.draw(st.sampled_from(self.live()))
-            self.attempt(lambda: cow.release(self.alloc, r))
+            self.attempt(lambda: lifecycle.release(self.alloc, r))
 
     @rule(x=st.sampled_from(("x", "y")), r=st.sampled_from(requests))
     def snapshot(self, x, r):
-        self.attempt(lambda: cow.reader_snapshot(self.alloc, x, r))
+        self.attempt(lambda: lifecycle.reader_snapshot(self.alloc, x, r))
 
     @rule(x=st.sampled_from(("x", "y")))
     def reader_release(self, x):
-        self.attempt(lambda: cow.reader_release(self.alloc, x))
+        self.attempt(lambda: lifecycle.reader_release(self.alloc, x))
 
     def teardown(self):
         validate("CowPublication", self.rec, {
@@ -114,43 +114,43 @@ class KvMachine(_Base):
 
     @rule(r=st.sampled_from(requests), j=st.integers(0, 2))
     def cache(self, r, j):
-        self.attempt(lambda: cow.cache_block(self.alloc, r, j, str(j + 1)))
+        self.attempt(lambda: lifecycle.cache_block(self.alloc, r, j, str(j + 1)))
 
     @rule(data=st.data())
     def cache_full_block(self, data):
         full = [(r, j) for r in self.live() for j in range(self._length(r) // 2)]
         if full:
             r, j = data.draw(st.sampled_from(full))
-            self.attempt(lambda: cow.cache_block(self.alloc, r, j, str(j + 1)))
+            self.attempt(lambda: lifecycle.cache_block(self.alloc, r, j, str(j + 1)))
 
     @rule(r=st.sampled_from(requests), k=st.integers(1, 2))
     def prefix_hit(self, r, k):
-        self.attempt(lambda: cow.touch(self.alloc, r, [str(i) for i in range(1, k + 1)]))
+        self.attempt(lambda: lifecycle.prefix_hit(self.alloc, r, [str(i) for i in range(1, k + 1)]))
 
     @rule(data=st.data())
     def release(self, data):
         if self.live():
             r = data.draw(st.sampled_from(self.live()))
-            self.attempt(lambda: cow.release(self.alloc, r))
+            self.attempt(lambda: lifecycle.release(self.alloc, r))
 
     @rule(r=st.sampled_from(requests), k=st.integers(0, 2))
     def truncate(self, r, k):
-        self.attempt(lambda: cow.truncate(self.alloc, r, k * 2) if k * 2 < self._length(r) else
-                     cow.truncate(self.alloc, r, 10**6))
+        self.attempt(lambda: lifecycle.truncate(self.alloc, r, k * 2) if k * 2 < self._length(r) else
+                     lifecycle.truncate(self.alloc, r, 10**6))
 
     @rule(j=st.integers(1, 3))
     def evict(self, j):
-        self.attempt(lambda: cow.evict(self.alloc, str(j)))
+        self.attempt(lambda: lifecycle.evict(self.alloc, str(j)))
 
     @rule()
     def stale_write(self):
-        held = self.rec._last["stale"]  # the handle the spec's delayed writer holds
+        held = self.rec.stale  # the handle the spec's delayed writer holds
         if held["block"] == 0:
             return
         h = BlockHandle(held["grp"], held["grp"], held["block"], held["gen"])
         before = self.alloc.digest()
         try:
-            cow.delayed_write(self.alloc, h, 0, 1)
+            lifecycle.delayed_write(self.alloc, h, 0, 1)
             raise AssertionError(f"{h} was accepted")
         except Rejected as exc:
             assert exc.reason in (PoolRejection.STALE_BLOCK_GENERATION, PoolRejection.HANDLE_NOT_OWNED)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from kvexact.reference import cow  # noqa: F401 -- registers the cases
-from kvexact.reference.rejections import Rejected, negative_cases
+from kvexact.reference import labs
+from kvexact.reference.allocator import SelfCheckFailed
+from kvexact.reference.labs import allocator as fixtures
+from kvexact.reference.rejections import Rejected
 
-CASES = negative_cases("0x05G")
+CASES = labs.cases("0x05G")
 
 
 def test_at_least_22_distinct_cases():
@@ -17,7 +19,7 @@ def test_at_least_22_distinct_cases():
 
 @pytest.mark.parametrize("case", CASES, ids=[c.description for c in CASES])
 def test_case_rejected_by_name_with_digest_unchanged(case):
-    # cow.expect_unchanged raises SelfCheckFailed (not Rejected) if the digest moved
+    # fixtures.expect_unchanged raises SelfCheckFailed (not Rejected) if the digest moved
     with pytest.raises(Rejected) as exc:
         case.trigger()
     assert exc.value.reason is case.reason, exc.value
@@ -26,11 +28,11 @@ def test_case_rejected_by_name_with_digest_unchanged(case):
 def test_expect_unchanged_catches_a_leaking_rejection():
     from kvexact.reference.allocator import AllocRejection
 
-    alloc = cow.fixture_0x05b_forked(check_every_op=False)
+    alloc = fixtures.fixture_0x05b_forked(check_every_op=False)
 
     def leaky(a):
         a.scalars["epoch"] = 99  # a write outside any transaction, then a rejection
         raise Rejected(AllocRejection.EPOCH_MISMATCH, "leaky")
 
-    with pytest.raises(cow.SelfCheckFailed):
-        cow.expect_unchanged(alloc, leaky)
+    with pytest.raises(SelfCheckFailed):
+        fixtures.expect_unchanged(alloc, leaky)

@@ -7,32 +7,34 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kvexact.reference import labs
 from kvexact.reference import prefix as px
 from kvexact.reference.keys import KeyInputs, hash_full_blocks
+from kvexact.reference.labs import prefix as px_lab
 from kvexact.reference.namespaces import NamespaceRejection
-from kvexact.reference.rejections import Rejected, negative_cases
+from kvexact.reference.rejections import Rejected
 
 KiB = 1024
 MiB = 1024 * KiB
-S = px.STREAM
+S = px_lab.STREAM
 
 
 def test_0x07b_change_at_token_37_returns_two_blocks():
-    cache = px.cache_with(S[:50])
+    cache = px_lab.cache_with(S[:50])
     changed = list(S[:50])
     changed[37] = 7
     a = hash_full_blocks(KeyInputs(S[:50]), 16)
     b = hash_full_blocks(KeyInputs(tuple(changed)), 16)
     assert a[:2] == b[:2] and a[2] != b[2]  # the change and every descendant differ
-    r = cache.lookup(px.request("B", changed))
+    r = cache.lookup(px_lab.request("B", changed))
     assert (r.semantic_match_tokens, r.runtime_hit_tokens) == (37, 32)
     assert len(r.matched_group_handles) == 2 and all(len(b) == 2 for b in r.matched_group_handles)
 
 
 @pytest.mark.parametrize("prompt, runtime, recompute", [(48, 32, 16), (50, 48, 2), (16, 0, 16)])
 def test_0x07e_complete_prompt_hit_edge(prompt, runtime, recompute):
-    cache = px.cache_with(S[:48])
-    r = cache.lookup(px.request("B", S[:prompt]))
+    cache = px_lab.cache_with(S[:48])
+    r = cache.lookup(px_lab.request("B", S[:prompt]))
     assert r.cap_tokens == prompt - 1
     assert (r.runtime_hit_tokens, r.prompt_rows_recomputed, r.new_block_bundles) == (runtime, recompute, 1)
     assert r.new_capacity_bytes == 1 * MiB
@@ -42,15 +44,15 @@ def test_0x07e_complete_prompt_hit_edge(prompt, runtime, recompute):
 
 
 def test_0x07e_admission_allocates_one_bundle():
-    cache = px.cache_with(S[:48])
+    cache = px_lab.cache_with(S[:48])
     epoch = cache.alloc.epoch
-    r = cache.lookup(px.request("B", S[:50]))
+    r = cache.lookup(px_lab.request("B", S[:50]))
     rec, receipts = px.admit(cache, r, S[:50])
     assert rec.context_tokens == 50 and cache.alloc.tokens_of("B") == S[:50]
     assert sum(x.new_physical_blocks for x in receipts) == 2  # one bundle: one block per group
     assert cache.alloc.epoch == epoch + 1
     assert rec.tables[0][:3] == cache.alloc.request("A").tables[0]
-    r48 = cache.lookup(px.request("C", S[:48]))
+    r48 = cache.lookup(px_lab.request("C", S[:48]))
     rec, receipts = px.admit(cache, r48, S[:48])
     assert sum(x.new_physical_blocks for x in receipts) == 2 and rec.context_tokens == 48
     assert rec.tables[0][2] != cache.alloc.request("A").tables[0][2]  # block 2 recomputed in a new bundle
@@ -58,9 +60,9 @@ def test_0x07e_admission_allocates_one_bundle():
 
 def test_0x07d_partial_tail_reuses_one_more_row():
     policy = px.PrefixPolicy(policy_id="partial-tail/sha256", partial_tail=True)
-    cache = px.cache_with(S[:50], policy)
-    full = cache.lookup(px.request("B", S[:50]))
-    part = cache.lookup(px.request("B", S[:50]), policy)
+    cache = px_lab.cache_with(S[:50], policy)
+    full = cache.lookup(px_lab.request("B", S[:50]))
+    part = cache.lookup(px_lab.request("B", S[:50]), policy)
     assert (full.runtime_hit_tokens, part.runtime_hit_tokens) == (48, 49)
     assert part.copy_valid_partial_rows == 1 and part.prompt_rows_recomputed == 1
     assert part.new_block_bundles == 1
@@ -70,40 +72,40 @@ def test_0x07d_partial_tail_reuses_one_more_row():
 @pytest.mark.parametrize("p, hit, recompute, uncapped", [
     (4, 36, 5, 40), (8, 32, 9, 40), (16, 16, 25, 32), (32, 0, 41, 0), (64, 0, 41, 0)])
 def test_0x09c_full_block_staircase(p, hit, recompute, uncapped):
-    cache = px.cache_with(S[:33], block_tokens=p)
+    cache = px_lab.cache_with(S[:33], block_tokens=p)
     pol = px.PrefixPolicy(block_tokens=p)
-    capped = [cache.lookup(px.request(n, S[:t]), pol) for n, t in (("B", 25), ("C", 16))]
+    capped = [cache.lookup(px_lab.request(n, S[:t]), pol) for n, t in (("B", 25), ("C", 16))]
     assert sum(r.runtime_hit_tokens for r in capped) == hit
     assert sum(r.prompt_rows_recomputed for r in capped) == recompute
-    free = [cache.lookup(px.request(n, S[:t], requires_logits=False), pol) for n, t in (("B", 25), ("C", 16))]
+    free = [cache.lookup(px_lab.request(n, S[:t], requires_logits=False), pol) for n, t in (("B", 25), ("C", 16))]
     assert sum(r.runtime_hit_tokens for r in free) == uncapped
 
 
 def test_0x09c_partial_tail_reuses_39():
     policy = px.PrefixPolicy(partial_tail=True)
-    cache = px.cache_with(S[:33], policy)
-    b = cache.lookup(px.request("B", S[:25]), policy)
-    c = cache.lookup(px.request("C", S[:16]), policy)
+    cache = px_lab.cache_with(S[:33], policy)
+    b = cache.lookup(px_lab.request("B", S[:25]), policy)
+    c = cache.lookup(px_lab.request("C", S[:16]), policy)
     assert (b.runtime_hit_tokens, c.runtime_hit_tokens) == (24, 15)
 
 
 def test_authorization_before_any_probe():
-    cache = px.cache_with(S[:48])
+    cache = px_lab.cache_with(S[:48])
     probes = cache.probes
     with pytest.raises(Rejected) as exc:
-        cache.lookup(attrs.evolve(px.request("B", S[:48]), tenant_id="intruder"))
+        cache.lookup(attrs.evolve(px_lab.request("B", S[:48]), tenant_id="intruder"))
     assert exc.value.reason is NamespaceRejection.UNAUTHORIZED_TENANT
     assert cache.probes == probes
-    cache.lookup(px.request("B", S[:48]))
+    cache.lookup(px_lab.request("B", S[:48]))
     assert cache.probes > probes
 
 
 def test_collision_without_witness_policy_is_accepted_silently():
-    pol = px.PrefixPolicy(policy_id="collide", hash_fn=px._collide)
-    cache = px.fixture_cache()
+    pol = px.PrefixPolicy(policy_id="collide", hash_fn=px_lab._collide)
+    cache = px_lab.fixture_cache()
     cache.alloc.allocate("A", S[:48])
-    cache.publish("A", KeyInputs(S[:48]), px.NAMESPACE, 0, pol)
-    r = cache.lookup(px.request("B", tuple(t + 1 for t in S[:48])), pol)
+    cache.publish("A", KeyInputs(S[:48]), px_lab.NAMESPACE, 0, pol)
+    r = cache.lookup(px_lab.request("B", tuple(t + 1 for t in S[:48])), pol)
     assert r.runtime_hit_tokens == 32  # the hash alone cannot tell: why 0x07F's witness policy exists
 
 
@@ -112,14 +114,14 @@ def test_invariant_chain_holds(prompt, change_at, logits):
     tokens = list(S[:prompt])
     if change_at < prompt:
         tokens[change_at] = 5
-    cache = px.cache_with(S[:48], check_every_op=False)
-    r = cache.lookup(px.request("B", tokens, requires_logits=logits))
+    cache = px_lab.cache_with(S[:48], check_every_op=False)
+    r = cache.lookup(px_lab.request("B", tokens, requires_logits=logits))
     assert 0 <= r.runtime_hit_tokens <= min(r.semantic_match_tokens, r.indexed_tokens, r.cap_tokens) <= prompt
     assert r.runtime_hit_tokens == 16 * (min(r.semantic_match_tokens, r.indexed_tokens, r.cap_tokens) // 16)
     px.verify_receipt(r, px.PrefixPolicy(), 2, cache.alloc)
 
 
-CASES = negative_cases("0x07G")
+CASES = labs.cases("0x07G")
 
 
 def test_at_least_22_prefix_cases():

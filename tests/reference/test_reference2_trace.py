@@ -8,11 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from kvexact.reference import cow
+from kvexact.reference import lifecycle
 from kvexact.reference.allocator import Allocator
+from kvexact.reference.labs import allocator as fixtures
 from kvexact.reference.pool import GroupConfig, PoolRejection, QueuePolicy
 from kvexact.reference.projection import TraceRecorder, project_state
 from kvexact.reference.rejections import Rejected
+from kvexact.spec.actions import action_of
 from kvexact.spec.itf import decode
 
 SPEC = Path(__file__).resolve().parents[2] / "spec"
@@ -50,15 +52,11 @@ def validate(spec: str, rec: TraceRecorder, constants: dict, model_values: set[s
         assert r.get("in_spec", True), r["action"]
         state = {k: decode(v, model_values) for k, v in r["state"].items()}
         params = {k: decode(v, model_values) for k, v in r["params"].items()}
-        verdict = model.check_step(_camel(r["action"]), prev, state, params)
+        verdict = model.check_step(action_of(spec, r["action"]), prev, state, params)
         assert verdict.ok, (r["action"], params, verdict)
         actions.append(r["action"])
         prev = state
     return actions
-
-
-def _camel(name: str) -> str:
-    return "".join(p.capitalize() for p in name.split("_"))
 
 
 def test_cow_publication_trace_from_init():
@@ -66,19 +64,19 @@ def test_cow_publication_trace_from_init():
     alloc = Allocator(groups, [[1, 2, 3], [1, 2, 3]], check_every_op=True, policy=QueuePolicy.LOWEST_ID)
     rec = TraceRecorder("CowPublication", requests=["a", "d"], readers=["x"]).attach(alloc)
     alloc.append("a", 1)
-    cow.fork(alloc, "a", "d")
+    lifecycle.fork(alloc, "a", "d")
     alloc.fault_after.add(("cow_reserve", 1))
     assert alloc.append("d", 2).outcome == "ROLLED_BACK"
     r = alloc.append("d", 2)
     assert r.paths == ("cow", "cow") and r.copied_rows == 1
-    cow.reader_snapshot(alloc, "x", "a")
-    cow.release(alloc, "d")
+    lifecycle.reader_snapshot(alloc, "x", "a")
+    lifecycle.release(alloc, "d")
     assert alloc.append("a", 3).paths == ("cow", "cow")  # the reader's lease shares a's tail
-    cow.reader_release(alloc, "x")
-    cow.fork(alloc, "a", "d")
-    cow.release(alloc, "d")
+    lifecycle.reader_release(alloc, "x")
+    lifecycle.fork(alloc, "a", "d")
+    lifecycle.release(alloc, "d")
     assert alloc.append("a", 1).paths == ("new", "new")
-    cow.release(alloc, "a")
+    lifecycle.release(alloc, "a")
     actions = validate("CowPublication", rec, {
         "Groups": {0, 1}, "Blocks": {1, 2, 3}, "Requests": {"a", "d"}, "Readers": {"x"}, "NoReq": "NoReq",
         "Tokens": {1, 2, 3}, "P": 2, "MaxTokens": 4}, {"a", "d", "x", "NoReq"})
@@ -96,21 +94,21 @@ def test_kv_allocation_trace_from_init():
     rec = TraceRecorder("KVAllocation", requests=["r1", "r2"]).attach(alloc)
     alloc.append("r1", 7)
     alloc.append("r1", 8)
-    cow.cache_block(alloc, "r1", 0, "1")
-    cow.release(alloc, "r1")
-    cow.touch(alloc, "r2", ["1"])
-    cow.truncate(alloc, "r2", 0)
+    lifecycle.cache_block(alloc, "r1", 0, "1")
+    lifecycle.release(alloc, "r1")
+    lifecycle.prefix_hit(alloc, "r2", ["1"])
+    lifecycle.truncate(alloc, "r2", 0)
     alloc.fault_after.add(("append_reserve", 0))
     assert alloc.append("r1", 9).outcome == "ROLLED_BACK"
     alloc.append("r1", 9)
-    cow.evict(alloc, "1")
+    lifecycle.evict(alloc, "1")
     alloc.append("r1", 10)
     tail = alloc.append("r1", 11).published_tables[0][-1]
-    cow.truncate(alloc, "r1", 2)
+    lifecycle.truncate(alloc, "r1", 2)
     with pytest.raises(Rejected) as exc:
-        cow.delayed_write(alloc, tail, 1, 12)
+        lifecycle.delayed_write(alloc, tail, 1, 12)
     assert exc.value.reason is PoolRejection.HANDLE_NOT_OWNED
-    cow.release(alloc, "r1")
+    lifecycle.release(alloc, "r1")
     actions = validate("KVAllocation", rec, {
         "Groups": {0, 1}, "Blocks": {1, 2}, "Requests": {"r1", "r2"}, "NoReq": "NoReq", "P": 2,
         "MaxTokens": 4}, {"r1", "r2", "NoReq"})
@@ -122,7 +120,7 @@ def test_kv_allocation_trace_from_init():
 
 
 def test_project_state_is_plain_json():
-    alloc = cow.fixture_0x05b_forked()
+    alloc = fixtures.fixture_0x05b_forked()
     for spec in ("KVAllocation", "CowPublication"):
         state = project_state(alloc, spec, requests=["A", "D"])
         assert json.loads(json.dumps(state)) == state
@@ -134,13 +132,13 @@ def test_project_state_is_plain_json():
 def test_0x05b_trace_is_a_cow_publication_behaviour():
     """The seed's trace from the installed fixture state (Tokens is bound small: the actions take the
     written token as a parameter, the constant only bounds Next, which the checker splits at load)."""
-    alloc = cow.fixture_0x05b()
+    alloc = fixtures.fixture_0x05b()
     rec = TraceRecorder("CowPublication", requests=["A", "D"]).attach(alloc)
     alloc.append("A", 133, expected_generation=1, expected_table_version=5)
-    cow.fork(alloc, "A", "D", expected_generation=1, expected_table_version=6)
+    lifecycle.fork(alloc, "A", "D", expected_generation=1, expected_table_version=6)
     alloc.fault_after.add(("cow_reserve", 0))  # 0x04F: fail after group 0's destination is reserved
     assert alloc.append("D", 900).outcome == "ROLLED_BACK"
-    cow.cow_append(alloc, "D", 900, expected_generation=1, expected_table_version=1)
+    lifecycle.cow_append(alloc, "D", 900, expected_generation=1, expected_table_version=1)
     actions = validate("CowPublication", rec, {
         "Groups": {0, 1}, "Blocks": {1000, 1001, 1002, 1003, 2000, 2001, 2002, 2003}, "Requests": {"A", "D"},
         "Readers": set(), "NoReq": "NoReq", "Tokens": {900}, "P": 16, "MaxTokens": 48}, {"A", "D", "NoReq"})

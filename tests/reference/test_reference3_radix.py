@@ -7,10 +7,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kvexact.reference import labs
 from kvexact.reference import radix as rx
-from kvexact.reference.rejections import Rejected, negative_cases, rejection_of
+from kvexact.reference.labs import radix as rx_lab
+from kvexact.reference.rejections import Rejected, rejection_of
 
-TRACE = rx.seed_trace_0x08F()
+TRACE = rx_lab.seed_trace_0x08F()
 BY_LABEL = {t.label: t for t in TRACE}
 
 
@@ -19,7 +21,7 @@ def _before(label: str) -> rx.RadixState:
     return TRACE[i - 1].state if i else rx.RadixState.empty(24, first_slot_id=1)
 
 
-def _splits(step: rx.TraceStep) -> int:
+def _splits(step: rx_lab.TraceStep) -> int:
     r = step.receipt
     if isinstance(r, rx.MatchReceipt):
         return int(r.split)
@@ -172,7 +174,7 @@ def test_fifo_ranking_is_pluggable():
 
 
 def test_failure_lab_has_at_least_18_named_cases_all_rejected_by_name():
-    cases = negative_cases("0x08I")
+    cases = labs.cases("0x08I")
     assert len(cases) >= 18
     assert {c.reason.name for c in cases} >= {"LOCKED_LEAF_EVICTION", "INTERNAL_NODE_EVICTION", "LOCK_UNDERFLOW",
                                               "OWNED_SLOT_REUSE", "STALE_VERSION", "PATH_SLOT_MISMATCH",

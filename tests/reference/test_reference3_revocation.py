@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvexact.reference import revocation as rv
+from kvexact.reference.labs import revocation as rv_lab
 from kvexact.reference.rejections import Rejected
 
 SPEC = pathlib.Path(__file__).resolve().parents[2] / "spec" / "NamespaceRevocation.tla"
@@ -46,7 +47,7 @@ def test_projection_covers_exactly_the_spec_variables():
 
 
 def test_seven_steps_in_order_and_completion_leaves_nothing_of_the_old_generation():
-    trace = rv.seven_step_scenario()
+    trace = rv_lab.seven_step_scenario()
     revoke = [r["action"] for r in trace if r["action"].startswith("Revoke")]
     assert revoke == ["RevokeStopAdmission", "RevokeAdvanceGeneration", "RevokeInvalidateIndex", "RevokeCancelLease",
                       "RevokeLeasesDrained", "RevokeReleaseBlocks", "RevokePurgeExternal", "RevokeComplete"]
@@ -61,8 +62,8 @@ def test_seven_steps_in_order_and_completion_leaves_nothing_of_the_old_generatio
 def test_every_scenario_record_is_a_step_of_its_spec_action(model):
     s = rv.RevState.init()
     prev = rv.project_tla(s)
-    plan = rv.PUBLISH_T1 + [(rv.offload, (rv.Entry("t1", 0, 1),))] + rv.LEASE_T1 + [(rv.execute, ("t1",))] \
-        + rv.REVOKE_T1
+    plan = rv_lab.PUBLISH_T1 + [(rv.offload, (rv.Entry("t1", 0, 1),))] + rv_lab.LEASE_T1 + [(rv.execute, ("t1",))] \
+        + rv_lab.REVOKE_T1
     for fn, args in plan:
         s, rec = fn(s, *args)
         cur = rv.project_tla(s)
@@ -98,7 +99,7 @@ def test_disabled_action_is_refused_by_name_and_changes_nothing():
 
 
 def test_recycled_block_is_scrubbed_before_a_new_owner_sees_it():
-    s = rv.play(rv.RevState.init(), rv.PUBLISH_T1 + rv.REVOKE_T1[:3] + [(rv.revoke_leases_drained, ("t1",)),
+    s = rv.play(rv.RevState.init(), rv_lab.PUBLISH_T1 + rv_lab.REVOKE_T1[:3] + [(rv.revoke_leases_drained, ("t1",)),
                                                                          (rv.revoke_release_blocks, ("t1",))])[0]
     assert s.bytes_[1] == "t1" and s.owner[1] == rv.NO_OWNER  # released, stale bytes still there
     s, _ = rv.play(s, [(rv.arrive, ("t2", "t2")), (rv.authorize, ("t2",)), (rv.lookup, ("t2",)),
@@ -110,7 +111,7 @@ def test_recycled_block_is_scrubbed_before_a_new_owner_sees_it():
 def test_itf_projection_decodes_to_the_checkers_values():
     from kvexact.spec import itf
 
-    s = rv.play(rv.RevState.init(), rv.PUBLISH_T1 + rv.LEASE_T1)[0]
+    s = rv.play(rv.RevState.init(), rv_lab.PUBLISH_T1 + rv_lab.LEASE_T1)[0]
     assert itf.decode_state(rv.project_state(s)) == rv.project_tla(s)
 
 

@@ -8,11 +8,12 @@ import attrs
 import pytest
 
 from kvexact.reference import telemetry as tm
+from kvexact.reference.labs import telemetry as tm_lab
 from kvexact.reference.rejections import Rejected
 
 
 def test_funnel_of_the_12_attempts_through_the_gate():
-    f = tm.run_funnel_fixture()
+    f = tm_lab.run_funnel_fixture()
     assert [f.counts[s] for s in tm.FUNNEL_STAGES] == [12, 11, 9, 7, 6, 6, 5, 4, 4]
     assert f.rejections == {"authorization": 1, "index_miss": 2, "compatibility": 2, "generation": 1, "lease": 0,
                             "mapping": 1, "snapshot": 1}
@@ -22,7 +23,7 @@ def test_funnel_of_the_12_attempts_through_the_gate():
 
 
 def test_pool_gauges_reconcile():
-    g = tm.reconcile_pool(tm.POOL_FIXTURE)
+    g = tm.reconcile_pool(tm_lab.POOL_FIXTURE)
     assert g.blocks_by_state == {"free": 3, "evictable": 2, "live": 5, "reserved_or_copying": 2}
     assert sum(g.blocks_by_state.values()) == g.pool_blocks == 12
     assert (g.refcount_recorded, g.refcount_derived, g.refcount_delta) == (9, 9, 0)
@@ -30,15 +31,15 @@ def test_pool_gauges_reconcile():
 
 
 def test_per_block_mismatch_is_visible_even_when_totals_agree():
-    snap = attrs.evolve(tm.POOL_FIXTURE, recorded_refcounts={3: 3, 4: 1, 5: 2, 6: 1, 7: 2})
+    snap = attrs.evolve(tm_lab.POOL_FIXTURE, recorded_refcounts={3: 3, 4: 1, 5: 2, 6: 1, 7: 2})
     g = tm.reconcile_pool(snap)
     assert g.refcount_delta == 0 and g.refcount_mismatched_blocks == 2
 
 
 def test_mapping_lag_is_directional():
-    g = tm.reconcile_pool(attrs.evolve(tm.POOL_FIXTURE, required_frontier_tokens=40, ready_frontier_tokens=32))
+    g = tm.reconcile_pool(attrs.evolve(tm_lab.POOL_FIXTURE, required_frontier_tokens=40, ready_frontier_tokens=32))
     assert g.mapping_lag_tokens == 8
-    g = tm.reconcile_pool(attrs.evolve(tm.POOL_FIXTURE, required_frontier_tokens=16, ready_frontier_tokens=32))
+    g = tm.reconcile_pool(attrs.evolve(tm_lab.POOL_FIXTURE, required_frontier_tokens=16, ready_frontier_tokens=32))
     assert g.mapping_lag_tokens == 0
 
 
@@ -72,7 +73,7 @@ def test_single_conditions_alone_do_not_alert():
 
 
 def test_prometheus_export_of_the_fixture():
-    text = tm.export_fixture()
+    text = tm_lab.export_fixture()
     assert text.endswith("\n")
     assert 'kvexact_reuse_funnel_total{stage="requests"} 12' in text
     assert 'kvexact_reuse_funnel_total{stage="executed"} 4' in text

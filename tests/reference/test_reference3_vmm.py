@@ -8,11 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvexact.reference import vmm
-from kvexact.reference.rejections import Rejected, negative_cases, rejection_of
+from kvexact.reference import labs, vmm
+from kvexact.reference.labs import vmm as vmm_lab
+from kvexact.reference.rejections import Rejected, rejection_of
 
 C = vmm.SEED_CONFIG
-TRACE = vmm.seed_trace_0x06F()
+TRACE = vmm_lab.seed_trace_0x06F()
 AT = {t.label: t for t in TRACE}
 
 
@@ -104,7 +105,7 @@ def test_shutdown_releases_handles_then_virtual_ranges():
 
 
 def test_failure_lab_has_at_least_20_named_cases_all_rejected_by_name():
-    cases = negative_cases("0x06I")
+    cases = labs.cases("0x06I")
     assert len(cases) >= 20 and len({c.reason for c in cases}) >= 20
     for case in cases:
         assert rejection_of(case.trigger) is case.reason, case.description

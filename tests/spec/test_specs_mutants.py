@@ -104,7 +104,7 @@ def test_kvexact_check_mutants_exits_0_and_prints_the_kill_rate():
     import subprocess
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "kvexact.conformance.cli", "check", "--mutants"],
+    done = subprocess.run([sys.executable, "-m", "kvexact.cli", "check", "--mutants"],
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"Mutants killed: {len(MUTANTS)}/{len(MUTANTS)} (100%)" in done.stdout

@@ -95,7 +95,7 @@ def test_sglang_lock_count_has_no_holder_table():
 def test_finish_with_output_splits_the_edge_at_the_prompt_in_sglang_only():
     """SGLang's checkpoint re-inserts the prompt-only prefix (priority + 1), splitting the cached edge
     at the prompt boundary; the normative ``cache_finished`` keeps the whole path on one edge."""
-    from kvexact.conformance.adapters import IndexConfig
+    from kvexact.reference.index import IndexConfig
     from kvexact.reference.peers.sglang_protocol import SGLangIndexAdapter
 
     sg = SGLangIndexAdapter(IndexConfig(8))

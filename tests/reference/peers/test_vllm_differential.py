@@ -2,8 +2,8 @@
 
 Both are driven by one stream of admissions (prefix lookup, then the rest of the prompt), decode
 appends and frees; prompts share prefixes over a small alphabet. The normative side is driven through
-its own steps: ``cow.lookup_all_groups`` per block under the logits cap (0x07), ``cow.touch`` for the
-hits, ``Allocator.allocate`` / ``append`` for the rest, ``cow.cache_block`` for every full block (a key
+its own steps: ``lifecycle.lookup_all_groups`` per block under the logits cap (0x07), ``lifecycle.prefix_hit`` for the
+hits, ``Allocator.allocate`` / ``append`` for the rest, ``lifecycle.cache_block`` for every full block (a key
 names one block: a second block with the same content stays unkeyed), all inside one transaction.
 
 Shared observables, compared after every step: hit lengths, which operations are accepted or refused
@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, rule
 
 from kvexact.reference.allocator import Allocator
-from kvexact.reference.cow import cache_block, lookup_all_groups, release, self_check, touch
+from kvexact.reference.lifecycle import cache_block, lookup_all_groups, prefix_hit, release
 from kvexact.reference.peers.vllm_adapter import VllmAdapter
 from kvexact.reference.peers.vllm_hashing import key_with_group
 from kvexact.reference.pool import GroupConfig, PoolRejection
@@ -80,7 +80,7 @@ class Normative:
 
         def run() -> None:
             if keys:
-                touch(self.alloc, rid, keys)
+                prefix_hit(self.alloc, rid, keys)
                 for t in tokens[len(keys) * BS:]:
                     self.alloc.append(rid, t)
             else:
@@ -194,7 +194,7 @@ class VllmVsNormative(RuleBasedStateMachine):
     def same_observables(self):
         if not hasattr(self, "v"):
             return
-        self_check(self.n.alloc)
+        self.n.alloc.self_check()
         self.v.manager.check()
         for rid, tokens in self.ntok.items():
             assert self.n.alloc.tokens_of(rid) == tokens

@@ -86,7 +86,7 @@ def test_vllm_prefix_cache_republishes_recomputed_content():
     """4 blocks (block 0 null), P=4: a 12-token prompt cached, freed, admitted again (its third block is
     recomputed into the block the admission popped), freed: vLLM serves 12 tokens of a 13-token
     extension; the normative prefix cache must too."""
-    from kvexact.reference.cow import release
+    from kvexact.reference.lifecycle import release
     from kvexact.reference.peers.vllm_adapter import VllmAdapter
 
     prompt = (1, 1, 1, 1, 2, 2, 2, 2, 0, 1, 2, 3)

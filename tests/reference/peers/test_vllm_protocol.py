@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import settings
 
-from kvexact.conformance.adapters import AdapterConfig, check_adapter
+from kvexact.reference.adapters import AdapterConfig, check_adapter
 from kvexact.reference.peers.vllm_protocol import VllmProtocolAdapter, vllm_factory
 
 
@@ -32,7 +32,7 @@ def test_vllm_protocol_adapter_operations():
 
 def test_vllm_protocol_machine_checks_attention():
     """Issue 9's allocator machine with the profile as the system under test: exact paged attention."""
-    from kvexact.conformance.machines import AllocatorMachine
+    from kvexact.conformance.machines.allocator import AllocatorMachine
 
     class VllmUnderTest(AllocatorMachine):
         sut_factory = staticmethod(vllm_factory)

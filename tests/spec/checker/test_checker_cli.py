@@ -7,7 +7,7 @@ import json
 from click.testing import CliRunner
 from test_checker_enum import NOLOCK, write_spec
 
-from kvexact.spec.check_cmd import check
+from kvexact.cli.check import check
 
 DIEHARD_LIKE = ("VARIABLE x\nInit == x = 0\nNext == x' = (x + 1) % 5\nSafe == x # 3",
                 "INIT Init\nNEXT Next\nINVARIANT Safe\n")
@@ -77,7 +77,7 @@ def test_engine_both_fails_on_a_difference(tmp_path, monkeypatch):
     """A stand-in TLC result with one more distinct state: `both` prints the difference and exits 1."""
     import attrs
 
-    from kvexact.spec import check_cmd
+    from kvexact.cli import check as check_cmd
     from kvexact.spec.checker import check_model
 
     spec = write_spec(tmp_path, "VARIABLE x\nInit == x = 0\nNext == x' = 1 - x", NOLOCK)

@@ -7,7 +7,7 @@ import json
 from click.testing import CliRunner
 from test_checker_enum import NOLOCK, write_spec
 
-from kvexact.conformance.gate import GateContext, Verdict
+from kvexact.gate.framework import GateContext, Verdict
 from kvexact.spec.checker import check_model, engine
 from kvexact.spec.checker.result import Outcome
 
@@ -41,7 +41,7 @@ def fake_corpus(tmp_path, distinct):
 
 
 def test_gate_check_passes_and_fails(tmp_path, monkeypatch):
-    from kvexact.spec.gate_corpus import CHECKS
+    from kvexact.gate.corpus_check import CHECKS
     check = CHECKS[0]
     assert check.name == "checker-corpus" and check.default is False
     monkeypatch.setenv("KVEXACT_TLA_CORPUS", str(fake_corpus(tmp_path / "a", 2)))
@@ -53,7 +53,7 @@ def test_gate_check_passes_and_fails(tmp_path, monkeypatch):
 
 
 def test_bench_checker_reports_rates(tmp_path, monkeypatch):
-    from kvexact.spec.bench_cmd import bench_checker
+    from kvexact.cli.bench import bench_checker
     monkeypatch.setenv("KVEXACT_TLA_CORPUS", str(fake_corpus(tmp_path, 2)))
     out = tmp_path / "bench.json"
     res = CliRunner().invoke(bench_checker, ["--json", str(out)], standalone_mode=False)

@@ -12,7 +12,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from tlc_fixtures import DIEHARD_VIOLATION
 
 import kvexact.spec.tlc as tlc
 from kvexact.spec.checker.result import Outcome
@@ -45,7 +44,7 @@ public class Tlc {
 
 
 @pytest.fixture(scope="module")
-def fake_jar(tmp_path_factory) -> str:
+def fake_jar(tmp_path_factory, tlc_output) -> str:
     if shutil.which("javac") is None or shutil.which("jar") is None:
         pytest.skip("a JDK (javac, jar) is needed to build the stand-in for TLC")
     root = tmp_path_factory.mktemp("fake_tlc")
@@ -54,7 +53,7 @@ def fake_jar(tmp_path_factory) -> str:
     (src / "Tlc.java").write_text(FAKE_TLC)
     classes = root / "classes"
     subprocess.run(["javac", "-d", str(classes), str(src / "Tlc.java")], check=True)
-    (classes / "fake" / "output.txt").write_text(DIEHARD_VIOLATION)
+    (classes / "fake" / "output.txt").write_text(tlc_output["violation"])
     jar = root / "fake-tlc.jar"
     subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True)
     return str(jar)

@@ -1,18 +1,16 @@
 """Parsing TLC's -tool output (recorded text) and its value syntax."""
 
-from tlc_fixtures import DEADLOCK, DIEHARD_VIOLATION, SUCCESS
-
 from kvexact.spec.checker.result import Outcome
 from kvexact.spec.tlc import FrozenDict, ModelValue, parse_tool_output, parse_value, tool_messages
 
 
-def test_tool_messages_are_split_by_code():
-    codes = [code for code, _cls, _body in tool_messages(DIEHARD_VIOLATION)]
+def test_tool_messages_are_split_by_code(tlc_output):
+    codes = [code for code, _cls, _body in tool_messages(tlc_output["violation"])]
     assert codes == [2262, 2185, 2190, 2110, 2121, 2217, 2217, 2217, 2199, 2194, 2186]
 
 
-def test_invariant_violation_with_its_trace():
-    result = parse_tool_output(DIEHARD_VIOLATION, 12)
+def test_invariant_violation_with_its_trace(tlc_output):
+    result = parse_tool_output(tlc_output["violation"], 12)
     assert result.engine == "tlc"
     assert result.outcome is Outcome.SAFETY and result.exit_code == 12
     assert (result.generated_states, result.distinct_states, result.left_on_queue) == (97, 16, 2)
@@ -26,14 +24,14 @@ def test_invariant_violation_with_its_trace():
     assert trace[2].values == {"big": 2, "small": 3}
 
 
-def test_success_counts_ignore_progress_lines_with_commas():
-    result = parse_tool_output(SUCCESS, 0)
+def test_success_counts_ignore_progress_lines_with_commas(tlc_output):
+    result = parse_tool_output(tlc_output["success"], 0)
     assert result.outcome is Outcome.SUCCESS and result.violation is None
     assert (result.generated_states, result.distinct_states, result.depth) == (1234567, 45678, 12)
 
 
-def test_deadlock_and_structured_values():
-    result = parse_tool_output(DEADLOCK, 11)
+def test_deadlock_and_structured_values(tlc_output):
+    result = parse_tool_output(tlc_output["deadlock"], 11)
     assert result.outcome is Outcome.DEADLOCK and result.violation.name == "Deadlock"
     values = result.violation.trace[0].values
     assert values["q"] == ()

@@ -1,0 +1,28 @@
+"""Hypothesis state machines, one module per machine: ``allocator`` (KVAllocation and CowPublication:
+the reference or an allocator adapter against the kernels and the specs), ``radix`` (the radix index and
+shared-prefix attention, or a prefix index in its place), ``vmm`` (vAttention's virtual mapping read
+back through the kernels) and ``revocation`` (namespace revocation against its spec). They share the
+kernel mirror of :mod:`kvexact.conformance.mirror`, the failure type and the rule counter below.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+
+class ConformanceFailure(AssertionError):
+    """The system under test and the reference disagree, a pool check failed, or a trace left the spec."""
+
+
+def counted_rule(fn: Callable[..., None]) -> Callable[..., None]:
+    """Count each call of a rule in the machine's stats (``rule:<name>``), for rule coverage."""
+
+    @functools.wraps(fn)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+        self._count(f"rule:{fn.__name__}")
+        fn(self, *args, **kwargs)
+
+    return wrapper
+

@@ -1,0 +1,358 @@
+"""Hypothesis state machines: the reference allocator (or an adapter in its place) against the kernels.
+
+:class:`AllocatorMachine` draws requests whose prompts share prefixes (a three-token alphabet and
+two-token blocks, so hits, forks, copy-on-write and exhaustion happen often), applies each operation to
+the system under test and, in lockstep, to the normative reference, and mirrors every accepted operation
+onto a real paged pool through ``reshape_and_cache`` and ``copy_blocks``. ``check_attention`` (a rule, and
+always at teardown) compares paged decode for every live request with float64 attention over the
+request's logical history. Every reference step is recorded and, at teardown, validated as a step of
+the spec (``KVAllocation`` or ``CowPublication``) by the embedded checker.
+
+Invariants checked after every step: the SUT's and the reference's self-checks (refcounts recomputed
+from reachability, queue membership, partition), and a rejected operation leaves the reference digest
+unchanged. Subclass :class:`AllocatorMachine` (set ``sut_factory``) to run it from a runtime's pytest.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from kvexact.conformance.machines import ConformanceFailure, counted_rule
+from kvexact.conformance.mirror import DevicePool, mirror_step
+from kvexact.reference.adapters import AdapterConfig, OpResult, ReferenceAdapter, check_adapter
+from kvexact.reference.pool import QueuePolicy
+
+ALPHABET = (1, 2, 3)
+REQUEST_IDS = ("r0", "r1", "r2")
+READERS = ("x",)
+STREAM = tuple(ALPHABET[i % len(ALPHABET)] for i in range(64))  # the canonical stream: identity = position
+MAX_TOKENS = 32  # the spec's MaxTokens guard; the machine keeps every request shorter
+BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, lifted for traces
+
+
+def spec_constants(spec: str, config: AdapterConfig) -> dict[str, Any]:
+    """The spec's constants bound to the finite values this machine uses (bounds lifted out of the way)."""
+    consts: dict[str, Any] = {
+        "Groups": set(range(config.num_groups)), "Blocks": set(range(1, config.blocks_per_group + 1)),
+        "Requests": set(REQUEST_IDS), "NoReq": "NoReq", "P": config.block_tokens,
+        "MaxTokens": MAX_TOKENS, "MaxGen": BOUND, "MaxEpoch": BOUND, "MaxVersion": BOUND,
+    }
+    if spec == "KVAllocation":
+        consts["MaxReqGen"] = BOUND
+    else:
+        consts["Readers"] = set(READERS)
+        consts["Tokens"] = set(ALPHABET)
+    return consts
+
+
+class AllocatorMachine(RuleBasedStateMachine):
+    """Allocator + prefix cache (spec ``KVAllocation``) or fork + COW (spec ``CowPublication``)."""
+
+    spec: ClassVar[str] = "KVAllocation"
+    sut_factory: ClassVar[Callable[[AdapterConfig], Any] | None] = None  # None: the reference is the SUT
+    config: ClassVar[AdapterConfig] = AdapterConfig()
+    check_kernels: ClassVar[bool] = True
+    validate_trace: ClassVar[bool] = True
+    stats: ClassVar[dict[str, int]] = {}
+
+    def __init__(self) -> None:
+        super().__init__()
+        cfg = self.config
+        self.ref = ReferenceAdapter(cfg, spec=self.spec if self.validate_trace else None,
+                                    policy=QueuePolicy.LOWEST_ID if self.spec == "CowPublication" else QueuePolicy.LRU,
+                                    stream=STREAM if self.spec == "KVAllocation" else None,
+                                    requests=REQUEST_IDS, readers=READERS if self.spec == "CowPublication" else ())
+        self.sut = self.sut_factory(cfg) if self.sut_factory is not None else None  # type: ignore[call-arg]
+        if self.sut is not None:
+            check_adapter(self.sut)
+        self.target = self.sut if self.sut is not None else self.ref
+        self.device = DevicePool([self.target.block_ids(g) for g in range(cfg.num_groups)], cfg.block_tokens)
+        self.histories: dict[str, list[int]] = {}
+        self._projection_model: Any = None  # the spec's checker model, for the per-step invariants
+        self._count("examples")
+
+    # ---- helpers -------------------------------------------------------------------------------------
+    def _count(self, name: str) -> None:
+        self.stats[name] = self.stats.get(name, 0) + 1
+
+    def _both(self, op: str, *args: Any) -> OpResult:
+        """Apply ``op`` to the reference and (in lockstep) the SUT; they must agree on acceptance."""
+        before = self.ref.digest()
+        ref_result: OpResult = getattr(self.ref, op)(*args)
+        if not ref_result.accepted and self.ref.digest() != before:
+            raise ConformanceFailure(f"reference {op}{args} was rejected ({ref_result.rejection}) but changed "
+                                     "the state digest")
+        self._count(f"{op}:{'ok' if ref_result.accepted else ref_result.rejection}")
+        if self.sut is None:
+            return ref_result
+        method = getattr(self.sut, op, None)
+        if method is None:
+            raise ConformanceFailure(f"{self.sut.name} has no {op}()")
+        sut_result: OpResult = method(*args)
+        if getattr(self.sut, "lockstep", True):
+            if sut_result.accepted != ref_result.accepted:
+                raise ConformanceFailure(
+                    f"{op}{args}: the reference {'accepted' if ref_result.accepted else 'rejected'} it "
+                    f"({ref_result.rejection}) but {self.sut.name} "
+                    f"{'accepted' if sut_result.accepted else 'rejected'} it ({sut_result.rejection})")
+            if (not sut_result.accepted and sut_result.rejection is not None
+                    and sut_result.rejection != ref_result.rejection):
+                raise ConformanceFailure(f"{op}{args}: rejection {sut_result.rejection} != reference's "
+                                         f"{ref_result.rejection}")
+        return sut_result
+
+    def _tables(self, rid: str) -> list[list[int]]:
+        return [list(self.target.table(rid, g)) for g in range(self.config.num_groups)]
+
+    def _supports(self, op: str) -> bool:
+        return self.sut is None or callable(getattr(self.sut, op, None))
+
+    # ---- rules ---------------------------------------------------------------------------------------
+    @precondition(lambda self: len(self.histories) < len(REQUEST_IDS))
+    @rule(data=st.data())
+    @counted_rule
+    def start(self, data: st.DataObject) -> None:
+        rid = data.draw(st.sampled_from([r for r in REQUEST_IDS if r not in self.histories]), label="request")
+        prompt = data.draw(st.one_of(st.integers(1, 7).map(lambda n: list(STREAM[:n])),
+                                     st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=5)), label="prompt")
+        result = self._both("start", rid, prompt)
+        if result.accepted:
+            mirror_step(self.device, result.copies, self._tables(rid), prompt, result.hit_tokens)
+            self.histories[rid] = list(prompt)
+            self._count(f"hit_tokens={result.hit_tokens}")
+
+    def _growable(self) -> list[str]:
+        return sorted(r for r, h in self.histories.items() if len(h) < MAX_TOKENS - 1)
+
+    @precondition(lambda self: bool(self._growable()))
+    @rule(data=st.data(), token=st.sampled_from((0, *ALPHABET)))
+    @counted_rule
+    def append(self, data: st.DataObject, token: int) -> None:
+        """Append one token (0 draws the canonical stream's next token, so prefixes keep being shared)."""
+        rid = data.draw(st.sampled_from(self._growable()), label="request")
+        token = token or STREAM[len(self.histories[rid])]
+        before, n = self._tables(rid), len(self.histories[rid])
+        result = self._both("append", rid, token)
+        if result.accepted:
+            self.histories[rid].append(token)
+            mirror_step(self.device, result.copies, self._tables(rid), self.histories[rid], n)
+        elif self._tables(rid) != before:
+            raise ConformanceFailure(f"rejected append changed {rid}'s tables")
+
+    @precondition(lambda self: bool(self._growable()))
+    @rule(data=st.data(), token=st.sampled_from(ALPHABET))
+    @counted_rule
+    def append_with_injected_failure(self, data: st.DataObject, token: int) -> None:
+        """A fault between group reservations (0x04F): a reserving append rolls back exactly."""
+        if not self._supports("append_with_failure"):
+            return
+        rid = data.draw(st.sampled_from(self._growable()), label="request")
+        before, n = self._tables(rid), len(self.histories[rid])
+        result = self._both("append_with_failure", rid, token)
+        if result.accepted:  # an in-place append reserves nothing, so nothing could fail
+            self.histories[rid].append(token)
+            mirror_step(self.device, result.copies, self._tables(rid), self.histories[rid], n)
+        elif self._tables(rid) != before:
+            raise ConformanceFailure(f"rolled-back append changed {rid}'s tables")
+
+    @precondition(lambda self: bool(self.histories))
+    @rule(data=st.data())
+    @counted_rule
+    def release(self, data: st.DataObject) -> None:
+        rid = data.draw(st.sampled_from(sorted(self.histories)), label="request")
+        if self._both("release", rid).accepted:
+            del self.histories[rid]
+
+    @precondition(lambda self: self.spec == "CowPublication" and bool(self.histories)
+                  and len(self.histories) < len(REQUEST_IDS))
+    @rule(data=st.data())
+    @counted_rule
+    def fork(self, data: st.DataObject) -> None:
+        parent = data.draw(st.sampled_from(sorted(self.histories)), label="parent")
+        child = data.draw(st.sampled_from([r for r in REQUEST_IDS if r not in self.histories]), label="child")
+        if self._supports("fork") and self._both("fork", parent, child).accepted:
+            self.histories[child] = list(self.histories[parent])
+
+    def _truncatable(self) -> list[str]:
+        return sorted(r for r, h in self.histories.items() if len(h) > self.config.block_tokens)
+
+    @precondition(lambda self: self.spec == "CowPublication" and bool(self._growable())
+                  and len(self.histories) < len(REQUEST_IDS))
+    @rule(data=st.data(), token=st.sampled_from(ALPHABET), child_appends=st.booleans())
+    @counted_rule
+    def fork_then_append(self, data: st.DataObject, token: int, child_appends: bool) -> None:
+        """Fork, then append to one side at once: a partial shared tail must be copied on write (0x05C)."""
+        parent = data.draw(st.sampled_from(self._growable()), label="parent")
+        child = data.draw(st.sampled_from([r for r in REQUEST_IDS if r not in self.histories]), label="child")
+        if not (self._supports("fork") and self._both("fork", parent, child).accepted):
+            return
+        self.histories[child] = list(self.histories[parent])
+        rid = child if child_appends else parent
+        n = len(self.histories[rid])
+        result = self._both("append", rid, token)
+        if result.accepted:
+            self.histories[rid].append(token)
+            mirror_step(self.device, result.copies, self._tables(rid), self.histories[rid], n)
+
+    @precondition(lambda self: self.spec == "KVAllocation" and bool(self._truncatable()))
+    @rule(data=st.data())
+    @counted_rule
+    def truncate(self, data: st.DataObject) -> None:
+        """Keep a whole-block, non-empty prefix (the spec's Truncate keeps whole blocks of a live request)."""
+        rid = data.draw(st.sampled_from(self._truncatable()), label="request")
+        p = self.config.block_tokens
+        keep = p * data.draw(st.integers(1, (len(self.histories[rid]) - 1) // p), label="keep_blocks")
+        if self._supports("truncate") and self._both("truncate", rid, keep).accepted:
+            del self.histories[rid][keep:]
+
+    @precondition(lambda self: self.spec == "KVAllocation" and bool(self.histories))
+    @rule(data=st.data())
+    @counted_rule
+    def cache(self, data: st.DataObject) -> None:
+        rid = data.draw(st.sampled_from(sorted(self.histories)), label="request")
+        if self._supports("cache"):
+            self._both("cache", rid)
+
+    @precondition(lambda self: self.spec == "KVAllocation" and self.sut is None and bool(self.ref.keys))
+    @rule(data=st.data())
+    @counted_rule
+    def evict(self, data: st.DataObject) -> None:
+        prefix = data.draw(st.sampled_from(sorted(self.ref.keys)), label="prefix")
+        self._both("evict", prefix)
+
+    @precondition(lambda self: self.spec == "KVAllocation" and self.sut is None
+                  and self.ref.delayed_writer is not None)
+    @rule()
+    @counted_rule
+    def stale_writer(self) -> None:
+        """The delayed writer presents its old handle (0x05F ABA): rejected by name, state unchanged."""
+        stale = self.ref.delayed_writer
+        result = self._both("stale_write", stale)
+        if result.accepted or result.rejection not in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"):
+            raise ConformanceFailure(f"the stale handle {stale} was not fenced: {result}")
+
+    @rule()
+    @counted_rule
+    def check_attention(self) -> None:
+        if not self.check_kernels:
+            return
+        tables = {r: self._tables(r) for r in self.histories}
+        for r, h in self.histories.items():
+            if self.target.length(r) != len(h):
+                raise ConformanceFailure(f"{r}: the SUT's length {self.target.length(r)} != history {len(h)}")
+        bad = self.device.check_attention(tables, self.histories)
+        self._count("attention_checks")
+        if bad:
+            raise ConformanceFailure("paged decode differs from float64 attention over the logical history: "
+                                     + "; ".join(f"{m.request} group {m.group}: max error {m.max_abs_error:.3g} "
+                                                 f"({m.detail})" for m in bad))
+
+    # ---- invariants and teardown ------------------------------------------------------------------------
+    @invariant()
+    def reference_is_consistent(self) -> None:
+        """The reference's self-check: refcounts from reachability, queues, partition, digest."""
+        self._count("steps")
+        self.ref.self_check()
+
+    @invariant()
+    def pool_gauges_reconcile(self) -> None:
+        """0x0CF: N_pool = free + evictable + live + reserved/copying, and recorded = derived references."""
+        from kvexact.reference.rejections import Rejected
+        from kvexact.reference.telemetry import allocator_pool_snapshot, reconcile_pool
+
+        for g in range(len(self.ref.alloc.pools)):
+            try:
+                gauges = reconcile_pool(allocator_pool_snapshot(self.ref.alloc, g))
+            except Rejected as exc:
+                raise ConformanceFailure(f"group {g}: the pool gauges do not reconcile: {exc}") from None
+            if gauges.refcount_delta or gauges.refcount_mismatched_blocks:
+                raise ConformanceFailure(f"group {g}: recorded references {gauges.refcount_recorded} != derived "
+                                         f"{gauges.refcount_derived} ({gauges.refcount_mismatched_blocks} blocks)")
+
+    @invariant()
+    def projection_keeps_the_spec_invariants(self) -> None:
+        """The projection of the latest recorded step satisfies every invariant of the spec's cfg (TypeOK
+        first)."""
+        recorder = self.ref.recorder
+        if not self.validate_trace or recorder is None:
+            return
+        from kvexact.conformance.trace import trace_from_recorder, trace_model
+        from kvexact.spec import itf, spec_dir
+
+        if self._projection_model is None:
+            trace = trace_from_recorder(recorder, spec_constants(self.spec, self.config), self._model_values())
+            self._projection_model = trace_model(trace, spec_dir() / f"{self.spec}.tla",
+                                                 spec_dir() / f"{self.spec}.cfg")
+        latest = recorder.records[-1] if recorder.records else {"action": "Init", "state": recorder.initial_state}
+        mvs = frozenset(self._model_values())
+        broken = self._projection_model.violated_invariant(itf.decode_state(latest["state"], mvs))
+        if broken:
+            raise ConformanceFailure(f"after {latest['action']} (step {len(recorder.records)}) the projection "
+                                     f"breaks the spec's invariant {broken}")
+        self._count("projection_checks")
+
+    @invariant()
+    def sut_is_consistent(self) -> None:
+        """The system under test's own self-check."""
+        if self.sut is not None:
+            self.sut.self_check()
+
+    def _model_values(self) -> set[str]:
+        return {*REQUEST_IDS, "NoReq", *(READERS if self.spec == "CowPublication" else ())}
+
+    @classmethod
+    def rule_names(cls) -> list[str]:
+        return sorted(n for n in dir(cls) if hasattr(getattr(cls, n, None), "hypothesis_stateful_rule"))
+
+    def teardown(self) -> None:
+        self.stats["steps"] = self.stats.get("steps", 0) - 1  # the invariant also ran once before any rule
+        self.stats["device_writes"] = self.stats.get("device_writes", 0) + self.device.writes
+        self.stats["device_copies"] = self.stats.get("device_copies", 0) + self.device.copies
+        first: BaseException | None = None
+        try:
+            self.check_attention()
+        except BaseException as exc:  # still validate (and write) the trace, then report the first failure
+            first = exc
+        try:
+            if self.validate_trace and self.ref.recorder is not None:
+                self._validate_trace()
+        except BaseException as exc:
+            first = first or exc
+        super().teardown()
+        if first is not None:
+            raise first
+
+    def _validate_trace(self) -> None:
+        from kvexact.conformance.trace import trace_from_recorder, validate, write_itf, write_ndjson
+        from kvexact.spec import spec_dir
+
+        recorder = self.ref.recorder
+        assert recorder is not None
+        trace = trace_from_recorder(recorder, spec_constants(self.spec, self.config), self._model_values())
+        # every state's invariants were checked after its step (_check_projection): only the steps remain
+        result = validate(trace, spec_dir() / f"{self.spec}.tla", spec_dir() / f"{self.spec}.cfg", invariants=False)
+        self.stats["trace_steps"] = self.stats.get("trace_steps", 0) + result.steps
+        out = os.environ.get("KVEXACT_TRACE_DIR")
+        if out and (not result.ok or os.environ.get("KVEXACT_TRACE_ALWAYS") == "1"):
+            Path(out).mkdir(parents=True, exist_ok=True)
+            write_itf(trace, Path(out) / f"{self.spec}.itf.json")
+            write_ndjson(trace, Path(out) / f"{self.spec}.ndjson")
+        if not result.ok:
+            raise ConformanceFailure(result.summary())
+
+
+def machine_class(spec: str = "KVAllocation", sut_factory: Callable[[AdapterConfig], Any] | None = None,
+                  check_kernels: bool = True, validate_trace: bool = True,
+                  config: AdapterConfig | None = None) -> type[AllocatorMachine]:
+    """A configured subclass of :class:`AllocatorMachine` (what ``conform``, ``fuzz`` and the gate run)."""
+    return type(f"{spec}Machine", (AllocatorMachine,), {
+        "spec": spec, "sut_factory": staticmethod(sut_factory) if sut_factory else None,
+        "check_kernels": check_kernels, "validate_trace": validate_trace,
+        "config": config or AdapterConfig(), "stats": {},
+    })

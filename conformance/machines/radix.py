@@ -1,0 +1,373 @@
+"""The state machine of the radix index, with shared-prefix attention.
+
+:class:`RadixMachine` drives the normative radix index (``reference/radix.py``) the way a runtime does:
+admit (match and lock, reserve the missing slots, write their rows), decode, finish (cache the path,
+duplicates freed), cancel and evict, mirrored onto a one-token-per-slot K/V pool; every slot that
+becomes free is poisoned with NaN, so a request reading an evicted or released slot fails. Attention is
+checked for every live request through paged decode and, for requests sharing a slot prefix, through
+``shared_prefix_attention`` (Hydragen), both against float64 attention over the request's tokens.
+
+With a prefix-index adapter (``sut_factory``, see :class:`~kvexact.reference.index.PrefixIndex`)
+the system under test makes every choice (slots, eviction victims) and the normative index follows it in
+lockstep and judges it: matched lengths and prefix slots must agree, a refusal must be one the reference
+would make (the pool really short), every victim must be an unlocked leaf of the reference's tree, an
+eviction may stop short only when no unlocked leaf is left, and the free sets must be equal after every
+step. The device pool is written through the adapter's rows, so a wrong slot also shows up as wrong numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from kvexact.conformance.machines import ConformanceFailure, counted_rule
+from kvexact.conformance.mirror import DevicePool, expected_attention, max_error, query_row
+from kvexact.kernels import device as policy
+from kvexact.reference import radix
+from kvexact.reference.index import IndexConfig, check_index
+from kvexact.reference.rejections import Rejected
+
+POOL_SLOTS = 16
+FIRST_SLOT = 1  # slot ids 1..POOL_SLOTS, as SGLang numbers them (its slot 0 is padding)
+MAX_LIVE = 4
+ALPHABET = (1, 2, 3)
+TOLERANCE = 2e-4
+
+
+class RadixMachine(RuleBasedStateMachine):
+    stats: ClassVar[dict[str, int]] = {}
+    sut_factory: ClassVar[Callable[[IndexConfig], Any] | None] = None
+    check_kernels: ClassVar[bool] = True  # False: no device pool, no attention checks (ledgers only)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = radix.RadixState.empty(POOL_SLOTS, first_slot_id=FIRST_SLOT)
+        self.sut: Any = None
+        if self.sut_factory is not None:
+            self.sut = type(self).sut_factory(IndexConfig(POOL_SLOTS))  # type: ignore[misc]
+            check_index(self.sut)
+        if self.check_kernels:  # one token per slot; slot ids are block ids (slot 0 is padding)
+            self.device = DevicePool([range(FIRST_SLOT + POOL_SLOTS)], block_tokens=1)
+        self.live: dict[str, tuple[list[int], list[int]]] = {}  # request -> (tokens, slots)
+        self.next_id = 0
+        self._count("examples")
+
+    def _count(self, name: str, n: int = 1) -> None:
+        self.stats[name] = self.stats.get(name, 0) + n
+
+    def _apply(self, op: Any, *args: Any) -> Any:
+        """Apply a radix transition; poison every slot it returned to the free set."""
+        free_before = set(self.state.free_slot_ids)
+        self.state, receipt = op(self.state, *args)
+        newly_free = sorted(set(self.state.free_slot_ids) - free_before)
+        if newly_free:
+            self._write(newly_free, None)
+        return receipt
+
+    def _follow(self, what: str, op: Any, *args: Any) -> Any:
+        """Replay the system under test's step on the reference; a refusal there is the SUT's bug."""
+        try:
+            return self._apply(op, *args)
+        except Rejected as exc:
+            raise ConformanceFailure(f"{self.sut.name}: {what} is not a legal step of the normative index: "
+                                     f"{exc.reason.name} ({exc})") from None
+
+    def _write(self, slots: list[int], prefixes: list[list[int]] | None) -> None:
+        """Write the rows of ``prefixes`` (None: NaN poison) into ``slots`` through the mirror."""
+        if not self.check_kernels:
+            return
+        if prefixes is None:
+            self.device.poison(0, slots)
+            return
+        for slot, prefix in zip(slots, prefixes, strict=True):
+            self.device.write(0, slot, 0, prefix)
+
+    def _take(self, rid: str, n: int) -> list[int] | None:
+        """n free slots for rid (evicting unlocked leaves when short), or None when the pool cannot."""
+        short = n - len(self.state.free_slot_ids)
+        if short > 0:
+            receipt = self._apply(radix.evict, short)
+            self._count("evicted_slots", receipt.released_tokens)
+        if len(self.state.free_slot_ids) < n:
+            return None
+        slots = sorted(self.state.free_slot_ids)[:n]
+        if slots:
+            self._apply(radix.reserve, rid, slots)
+        return slots
+
+    # ---- the system under test's choices, judged by the reference ---------------------------------
+    def _sut_evict(self, num_tokens: int) -> None:
+        """Let the SUT evict; replay each victim on the reference (which checks it is an unlocked leaf)."""
+        released = 0
+        for run in self.sut.evict(num_tokens):
+            run = tuple(int(s) for s in run)
+            node = self._node_holding(run)
+            if node is None:
+                raise ConformanceFailure(f"{self.sut.name} evicted slots {list(run)}: no node of the reference's "
+                                         "tree ends with exactly these")
+            self._follow(f"evicting slots {list(run)}", radix.evict_node, node)
+            released += len(run)
+        self._count("evicted_slots", released)
+        if released < num_tokens and _unlocked_leaves(self.state):
+            raise ConformanceFailure(f"{self.sut.name} evicted {released} of {num_tokens} tokens while unlocked "
+                                     f"leaves were left: {_unlocked_leaves(self.state)}")
+
+    def _node_holding(self, run: tuple[int, ...]) -> int | None:
+        """The reference node whose slots are ``run``. Where the SUT split an edge the reference kept
+        whole (SGLang splits at the prompt boundary when it re-inserts a finished prompt), the reference
+        makes the same split with a lookup that ends there: a split changes no cached content."""
+        for n in self.state.nodes.values():
+            if n.node_id == radix.ROOT or n.slot_ids[-len(run):] != run:
+                continue
+            if len(n.slot_ids) > len(run):
+                keep = len(n.slot_ids) - len(run)
+                self.state, _ = radix.match(self.state, self.state.path_tokens(n.parent_id) + n.token_ids[:keep])
+                self._count("edges_split_to_follow")
+                return self._node_holding(run)
+            return n.node_id
+        return None
+
+    def _agree_short(self, what: str, need: int) -> None:
+        """The SUT refused for lack of slots: the reference must be short of ``need`` free slots too."""
+        if len(self.state.free_slot_ids) >= need:
+            raise ConformanceFailure(f"{self.sut.name} refused {what} for lack of slots, but the reference "
+                                     f"has {len(self.state.free_slot_ids)} free for the {need} needed")
+
+    def _admission_need(self, prompt: list[int]) -> int:
+        """Slots a refused admission needed (the reference matches too, as the SUT's lookup did)."""
+        self.state, m = radix.match(self.state, prompt)
+        return len(prompt) - m.matched_tokens
+
+    def _sut_admit(self, rid: str, prompt: list[int]) -> tuple[int, list[int]] | None:
+        """(matched tokens, row) of an admission the SUT made (evicting once when short), or None."""
+        matched = self.sut.admit(rid, prompt)
+        if matched is None:
+            self._agree_short(f"admission of {rid}", self._admission_need(prompt))
+            self._sut_evict(len(prompt))
+            matched = self.sut.admit(rid, prompt)
+            if matched is None:
+                self._agree_short(f"admission of {rid}", self._admission_need(prompt))
+                return None
+        receipt = self._follow(f"admitting {rid}", radix.match_and_lock, rid, 0, prompt)
+        row = [int(s) for s in self.sut.slot_ids(rid)]
+        if (matched, tuple(row[:matched])) != (receipt.matched_tokens, tuple(receipt.prefix_slot_ids)):
+            raise ConformanceFailure(f"{self.sut.name} matched {matched} tokens at slots {row[:matched]}; the "
+                                     f"reference matched {receipt.matched_tokens} at {list(receipt.prefix_slot_ids)}")
+        if len(row) != len(prompt):
+            raise ConformanceFailure(f"{self.sut.name}: row of {rid} has {len(row)} slots for {len(prompt)} tokens")
+        if row[matched:]:
+            self._follow(f"reserving slots {row[matched:]} for {rid}", radix.reserve, rid, row[matched:])
+        return matched, row
+
+    def _sut_extend(self, rid: str, token: int) -> int | None:
+        """The slot the SUT gave one decoded token of ``rid`` (evicting once when short), or None."""
+        _tokens, slots = self.live[rid]
+        if not self.sut.extend(rid, token):
+            self._agree_short(f"a decode slot for {rid}", 1)
+            self._sut_evict(1)
+            if not self.sut.extend(rid, token):
+                self._agree_short(f"a decode slot for {rid}", 1)
+                return None
+        row = [int(s) for s in self.sut.slot_ids(rid)]
+        if row[:-1] != slots or len(row) != len(slots) + 1:
+            raise ConformanceFailure(f"{self.sut.name}: decoding one token of {rid} turned row {slots} into {row}")
+        self._follow(f"reserving slot {row[-1]} for {rid}", radix.reserve, rid, row[-1:])
+        return row[-1]
+
+    # ---- rules ------------------------------------------------------------------------------------
+    @precondition(lambda self: len(self.live) < MAX_LIVE)
+    @rule(prompt=st.one_of(st.integers(1, 6).map(lambda n: [ALPHABET[i % 3] for i in range(n)]),
+                           st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=6)))
+    @counted_rule
+    def admit(self, prompt: list[int]) -> None:
+        rid = f"q{self.next_id}"
+        self.next_id += 1
+        if self.sut is not None:
+            admitted = self._sut_admit(rid, prompt)
+            if admitted is None:
+                self._count("admit:pool_exhausted")
+                return
+            matched, row = admitted
+            if row[matched:]:
+                self._write(row[matched:], [prompt[: i + 1] for i in range(matched, len(prompt))])
+            self.live[rid] = (list(prompt), row)
+            self._count(f"admit:hit={matched}")
+            return
+        receipt = self._apply(radix.match_and_lock, rid, 0, prompt)
+        prefix = list(receipt.prefix_slot_ids)
+        if receipt.matched_tokens != len(prefix) or receipt.matched_tokens > len(prompt):
+            raise ConformanceFailure(f"handoff receipt: {receipt.matched_tokens} tokens but slots {prefix}")
+        new = self._take(rid, len(prompt) - receipt.matched_tokens)
+        if new is None:
+            self._apply(radix.release_request, rid)
+            self._count("admit:pool_exhausted")
+            return
+        if new:
+            self._write(new, [prompt[: i + 1] for i in range(receipt.matched_tokens, len(prompt))])
+        self.live[rid] = (list(prompt), prefix + new)
+        self._count(f"admit:hit={receipt.matched_tokens}")
+
+    @precondition(lambda self: bool(self.live))
+    @rule(data=st.data(), token=st.sampled_from(ALPHABET))
+    @counted_rule
+    def decode(self, data: st.DataObject, token: int) -> None:
+        rid = data.draw(st.sampled_from(sorted(self.live)), label="request")
+        tokens, slots = self.live[rid]
+        if self.sut is not None:
+            slot = self._sut_extend(rid, token)
+            new = None if slot is None else [slot]
+        else:
+            new = self._take(rid, 1)
+        if new is None:
+            self._count("decode:pool_exhausted")
+            return
+        tokens.append(token)
+        slots.extend(new)
+        self._write(new, [list(tokens)])
+        self._count("decode:ok")
+
+    @precondition(lambda self: bool(self.live))
+    @rule(data=st.data())
+    @counted_rule
+    def finish(self, data: st.DataObject) -> None:
+        self.finish_request(data.draw(st.sampled_from(sorted(self.live)), label="request"))
+
+    def finish_request(self, rid: str) -> None:
+        """Cache the live request's path (duplicates freed, lock dropped), on the SUT and the reference."""
+        tokens, slots = self.live.pop(rid)
+        if self.sut is not None:
+            self.sut.finish(rid)
+            receipt = self._follow(f"finishing {rid}", radix.cache_finished, rid, tokens, slots)
+        else:
+            receipt = self._apply(radix.cache_finished, rid, tokens, slots)
+        self._count("finish:duplicates_released", len(receipt.duplicate_slot_ids))
+
+    @precondition(lambda self: bool(self.live))
+    @rule(data=st.data())
+    @counted_rule
+    def cancel(self, data: st.DataObject) -> None:
+        self.cancel_request(data.draw(st.sampled_from(sorted(self.live)), label="request"))
+
+    def cancel_request(self, rid: str) -> None:
+        """Drop the live request without caching: private slots freed, lock dropped."""
+        self.live.pop(rid)
+        if self.sut is not None:
+            self.sut.cancel(rid)
+            self._follow(f"cancelling {rid}", radix.release_request, rid)
+        else:
+            self._apply(radix.release_request, rid)
+
+    @rule(tokens=st.integers(1, 6))
+    @counted_rule
+    def evict(self, tokens: int) -> None:
+        if self.sut is not None:
+            self._sut_evict(tokens)
+            return
+        receipt = self._apply(radix.evict, tokens)
+        self._count("evicted_slots", receipt.released_tokens)
+
+    @rule()
+    @counted_rule
+    def lock_underflow_is_rejected(self) -> None:
+        """An unlock below zero is a named rejection that changes nothing (0x08I)."""
+        before = radix.state_sha256(self.state)
+        try:
+            radix.unlock(self.state, radix.ROOT)
+        except Rejected as exc:
+            if exc.reason is not radix.RadixRejection.LOCK_UNDERFLOW and self.state.nodes[radix.ROOT].lock_ref == 0:
+                raise ConformanceFailure(f"root unlock rejected as {exc.reason}") from None
+        if radix.state_sha256(self.state) != before:
+            raise ConformanceFailure("a rejected unlock changed the tree")
+
+    @rule()
+    @counted_rule
+    def check_attention(self) -> None:
+        """Paged decode over every live row, and shared-prefix attention over the rows' common slot prefix,
+        against float64 attention over each request's tokens."""
+        import torch
+
+        from kvexact.kernels.shared import shared_prefix_attention
+
+        if not self.live or not self.check_kernels:
+            return
+        names = sorted(self.live)
+        bad = self.device.check_attention({r: [self.live[r][1]] for r in names}, {r: self.live[r][0] for r in names})
+        if bad:
+            m = bad[0]
+            raise ConformanceFailure(f"paged attention of {m.request} differs from float64 (max error "
+                                     f"{m.max_abs_error:.3g}); tokens {self.live[m.request][0]}, slots "
+                                     f"{self.live[m.request][1]}")
+        common = _common_prefix([self.live[r][1] for r in names])
+        if len(names) >= 2 and common:
+            width = max(len(self.live[r][1]) for r in names)
+            lens = policy.tensor([len(self.live[r][0]) for r in names], torch.int32)
+            q = torch.stack([query_row(r, len(self.live[r][0])) for r in names])
+            suffix = policy.zeros((len(names), max(1, width - common)), torch.int32)
+            for i, r in enumerate(names):
+                rest = self.live[r][1][common:]
+                if rest:
+                    suffix[i, : len(rest)] = policy.tensor(rest, torch.int32)
+            out = shared_prefix_attention(q, self.device.k[0], self.device.v[0],
+                                          policy.tensor(self.live[names[0]][1][:common], torch.int32),
+                                          common, suffix, lens - common)
+            for i, r in enumerate(names):
+                err = max_error(out[i], expected_attention(q[i], self.live[r][0]))
+                if not math.isfinite(err) or err > TOLERANCE:
+                    raise ConformanceFailure(f"shared-prefix attention of {r} differs from float64 (max error "
+                                             f"{err:.3g}); tokens {self.live[r][0]}, slots {self.live[r][1]}")
+            self._count("shared_prefix_checks")
+        self._count("attention_checks")
+
+    @invariant()
+    def index_partition_holds(self) -> None:
+        """The reference index's own checks, and tree + private + free = pool (0x08)."""
+        self._count("steps")
+        report = radix.check_state(self.state)  # raises, by name, on any broken invariant
+        if report.tree_owned_slots + report.private_slots + report.free_slots != report.pool_slots:
+            raise ConformanceFailure(f"tree + private + free != pool: {report}")
+
+    @invariant()
+    def sut_free_slots_match(self) -> None:
+        """The system under test frees exactly the slots the reference frees."""
+        if self.sut is None:
+            return
+        theirs = sorted(int(s) for s in self.sut.free_slot_ids())
+        if theirs != sorted(self.state.free_slot_ids):
+            raise ConformanceFailure(f"{self.sut.name} free slots {theirs} != the reference's "
+                                     f"{sorted(self.state.free_slot_ids)}")
+
+    @invariant()
+    def sut_rows_match(self) -> None:
+        """Every live request's row in the system under test is the one the machine follows."""
+        if self.sut is None:
+            return
+        for rid, (_, slots) in self.live.items():
+            row = [int(s) for s in self.sut.slot_ids(rid)]
+            if row != slots:
+                raise ConformanceFailure(f"{self.sut.name}: row of {rid} is {row}, expected {slots}")
+
+    @invariant()
+    def sut_is_consistent(self) -> None:
+        """The system under test's own self-check."""
+        if self.sut is not None:
+            self.sut.self_check()
+
+    def teardown(self) -> None:
+        self.check_attention()
+
+
+def _unlocked_leaves(state: radix.RadixState) -> list[int]:
+    return [n.node_id for n in state.nodes.values()
+            if n.node_id != radix.ROOT and n.lock_ref == 0 and not n.children]
+
+
+def _common_prefix(rows: list[list[int]]) -> int:
+    n = min(len(r) for r in rows)
+    for i in range(n):
+        if any(r[i] != rows[0][i] for r in rows):
+            return i
+    return n

@@ -1,0 +1,61 @@
+"""``kvexact conform``: run the state machines once (a profile, a seed, an adapter)."""
+
+from __future__ import annotations
+
+import click
+
+from kvexact.conformance.profiles import PROFILE_NAMES, load_profile
+from kvexact.kernels.device import click_option as device_option
+
+
+@click.command()
+@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation"]),
+              help="Which machine(s) (default: all five, or with --adapter the machines it fits).")
+@click.option("--adapter", default=None, metavar="MODULE:FACTORY",
+              help="System under test in the reference's place (default: the reference itself): an "
+                   "allocator adapter (KVAllocation, CowPublication) or a prefix-index adapter (Radix).")
+@click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None,
+              help="Hypothesis profile (default: KVEXACT_PROFILE or ci).")
+@click.option("--seed", type=int, default=None, help="Seed (ignored by the derandomized ci profile).")
+@click.option("--examples", type=click.IntRange(min=1), default=None, help="Override the profile's examples.")
+@click.option("--steps", type=click.IntRange(min=1), default=None, help="Override the profile's steps per example.")
+@click.option("--no-kernels", is_flag=True, help="Skip the device mirror and attention checks.")
+@click.option("--shrink/--no-shrink", default=True, show_default=True, help="Shrink a failure before reporting.")
+@device_option
+def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink) -> int:
+    """Drive the reference (or an adapter) with random operation streams, against kernels and specs."""
+    from kvexact.conformance.runner import machine_settings, run_machine, summary_line
+
+    chosen = load_profile(profile)
+    specs = machines_to_run(specs, adapter)
+    try:
+        import kvexact.kernels.paged  # noqa: F401
+    except ImportError as exc:
+        if not no_kernels:
+            click.echo(f"conform: the kernels cannot be imported ({exc}); install the kernels extra or pass "
+                       "--no-kernels", err=True)
+            return 3
+    failed = 0
+    for spec in specs:
+        click.echo(f"conform: {spec} machine, profile {chosen}, adapter {adapter or 'reference'} ...")
+        run = run_machine(spec, adapter, machine_settings(chosen, examples, steps, shrink), seed, not no_kernels)
+        click.echo(summary_line(run))
+        if not run.passed:
+            failed += 1
+            click.echo(run.error, err=True)
+    return 1 if failed else 0
+
+
+def machines_to_run(specs: tuple[str, ...], adapter: str | None) -> tuple[str, ...]:
+    """The machines asked for (default: those the adapter fits); a usage error names a bad adapter or a
+    machine the adapter does not fit."""
+    from kvexact.conformance.runner import build_machine, machines_for
+    from kvexact.reference.adapters import AdapterError
+
+    try:
+        fits = machines_for(adapter)
+        for spec in specs:
+            build_machine(spec, adapter)
+    except AdapterError as exc:
+        raise click.UsageError(str(exc)) from None
+    return specs or fits

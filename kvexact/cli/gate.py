@@ -1,0 +1,112 @@
+"""``kvexact gate``: run the registered checks with a live progress display, a summary and reports."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from kvexact.conformance.profiles import PROFILE_NAMES, resolve_profile
+from kvexact.gate import framework as gate_mod
+from kvexact.gate import reports
+from kvexact.gate.checks import load_checks
+from kvexact.kernels.device import click_option as device_option
+
+
+def _names(values: tuple[str, ...]) -> list[str]:
+    return [n.strip() for v in values for n in v.split(",") if n.strip()]
+
+
+def _show_status(progress: Progress, task: TaskID, text: str) -> None:
+    progress.update(task, status=text[:60])
+
+
+def _figures_text(figures: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in figures.items() if not isinstance(v, (dict, list)))[:80]
+
+
+@click.command()
+@click.option("--select", multiple=True, metavar="NAMES", help="Run only these checks (comma-separated).")
+@click.option("--skip", multiple=True, metavar="NAMES", help="Do not run these checks (comma-separated).")
+@click.option("--list", "list_only", is_flag=True, help="List the registered checks and exit.")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the JSON report here.")
+@click.option("--junit", "junit_path", type=click.Path(path_type=Path), help="Write a JUnit XML report here.")
+@click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None,
+              help="Hypothesis profile for the state machines (default: KVEXACT_PROFILE or ci).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Base seed for every randomized check.")
+@click.option("--adapter", default=None, metavar="MODULE:FACTORY",
+              help="System under test in the machines it fits (an allocator or a prefix-index adapter).")
+@click.option("--tlc-jar", type=click.Path(path_type=Path), default=None,
+              help="tla2tools.jar for the TLC engine (or TLA2TOOLS_JAR).")
+@device_option
+def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter, tlc_jar) -> int:
+    """Run the conformance gate: every registered check, a summary table, and reports."""
+    console = Console(stderr=False)
+    checks = load_checks()
+    if list_only:
+        for c in checks:
+            flag = "" if c.default else "  (only when selected)"
+            click.echo(f"{c.name:28} {c.layer:12} {c.description}{flag}")
+        return 0
+    try:
+        chosen = gate_mod.select_checks(checks, _names(select), _names(skip))
+    except gate_mod.UnknownCheck as exc:
+        raise click.UsageError(str(exc)) from None
+    for path in (json_path, junit_path):
+        if path is not None:
+            try:
+                reports.ensure_writable(path)
+            except reports.ReportPathError as exc:
+                raise click.UsageError(str(exc)) from None
+    if adapter:
+        from kvexact.conformance.runner import machines_for
+        from kvexact.reference.adapters import AdapterError
+
+        try:
+            machines_for(adapter)
+        except AdapterError as exc:
+            raise click.UsageError(str(exc)) from None
+    jar = str(tlc_jar) if tlc_jar else os.environ.get("TLA2TOOLS_JAR")
+    ctx = gate_mod.GateContext(profile=resolve_profile(profile), seed=seed, adapter=adapter, tlc_jar=jar)
+    outcomes: list[gate_mod.CheckOutcome] = []
+    with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                  TextColumn("{task.fields[status]}"), console=console, transient=False) as progress:
+        task = progress.add_task("gate", total=len(chosen), status="")
+        for check in chosen:
+            progress.update(task, description=check.name, status="")
+            ctx.status = functools.partial(_show_status, progress, task)
+            outcome = gate_mod.run_check(check, ctx)
+            outcomes.append(outcome)
+            progress.console.print(f"{outcome.result.verdict.value:>13}  {escape(check.name)}  ({outcome.seconds:.1f}s)",
+                                  highlight=False)
+            progress.advance(task)
+        progress.update(task, description="gate", status="done")
+    table = Table(title=f"kvexact gate ({ctx.profile} profile, seed {ctx.seed})")
+    for col in ("check", "verdict", "figures", "seconds"):
+        table.add_column(col)
+    colors = {gate_mod.Verdict.PASSED: "green", gate_mod.Verdict.FAILED: "red",
+              gate_mod.Verdict.COULD_NOT_RUN: "yellow"}
+    for o in outcomes:
+        v = o.result.verdict
+        table.add_row(escape(o.check.name), f"[{colors[v]}]{v.value}[/]", escape(_figures_text(o.result.figures)),
+                      f"{o.seconds:.2f}")
+    console.print(table)
+    for o in outcomes:
+        if o.result.verdict is not gate_mod.Verdict.PASSED and o.result.detail:
+            console.print(f"[bold]{escape(o.check.name)}[/]: {escape(o.result.detail)}", highlight=False)
+    code = gate_mod.exit_code(outcomes)
+    if json_path is not None:
+        reports.write_json(reports.build_json(outcomes, ctx), json_path)
+    if junit_path is not None:
+        reports.write_junit(outcomes, junit_path)
+    summary = {v.value: sum(o.result.verdict is v for o in outcomes) for v in gate_mod.Verdict}
+    click.echo(f"gate: {json.dumps(summary)} -> exit {code}")
+    return code

@@ -1,0 +1,150 @@
+"""The conformance layer's gate checks: z3 obligations, the state machines (reference, an adapter, the
+faulty adapter that must be caught), and the negative-case registry."""
+
+from __future__ import annotations
+
+from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
+
+FAULTY_ADAPTER = "kvexact.conformance.simple_runtime:faulty_no_cow"
+SIMPLE_ADAPTER = "kvexact.conformance.simple_runtime:simple_runtime"
+SGLANG_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:sglang_factory"
+FAULTY_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:faulty_unlocked_prefix"
+
+
+def z3_obligations(ctx: GateContext) -> CheckResult:
+    """Every obligation must be proved; a refutation or an 'unknown' fails the check."""
+    try:
+        import z3  # noqa: F401
+    except ImportError as exc:
+        raise CheckCouldNotRun("z3-solver is not installed") from exc
+    from kvexact.conformance.obligations import discharge
+    from kvexact.conformance.proofs import all_obligations
+
+    results = []
+    for ob in all_obligations():
+        ctx.status(ob.name)
+        results.append(discharge(ob))
+    bad = [r for r in results if r.verdict != "proved"]
+    figures = {"obligations": len(results), "proved": len(results) - len(bad),
+               "slowest_s": round(max((r.seconds for r in results), default=0.0), 3)}
+    if bad:
+        return CheckResult(Verdict.FAILED, figures, "; ".join(f"{r.name}: {r.verdict}" for r in bad))
+    return CheckResult(Verdict.PASSED, figures)
+
+
+def _kernels_or_skip() -> None:
+    try:
+        import kvexact.kernels.paged  # noqa: F401
+    except ImportError as exc:
+        raise CheckCouldNotRun(f"the kernels cannot be imported ({exc}); install the kernels extra") from exc
+
+
+def _run(ctx: GateContext, adapter: str | None, shrink: bool = True, everything: bool = False):
+    """The machines ``adapter`` fits (with ``everything``: all machines, the reference where it does not)."""
+    from kvexact.conformance.runner import MACHINES, machine_settings, machines_for, run_machine
+
+    fits = machines_for(adapter)
+    runs = []
+    for spec in MACHINES if everything else fits:
+        sut = adapter if spec in fits else None
+        ctx.status(f"{spec} machine ({sut or 'reference'})")
+        runs.append(run_machine(spec, sut, machine_settings(ctx.profile, shrink=shrink), ctx.seed))
+    return runs
+
+
+def _figures(runs) -> dict:
+    from kvexact.conformance.runner import stats_figures
+
+    out: dict = {}
+    for run in runs:
+        for k, v in stats_figures(run).items():
+            out[f"{run.spec}.{k}"] = v
+    return out
+
+
+def machines(ctx: GateContext) -> CheckResult:
+    """All five machines at the gate's profile; ``--adapter`` is the system under test in the machines
+    it fits, the reference in the others."""
+    _kernels_or_skip()
+    runs = _run(ctx, ctx.adapter, everything=True)
+    failed = [r for r in runs if not r.passed]
+    figures = _figures(runs)
+    if failed:
+        return CheckResult(Verdict.FAILED, figures, " | ".join(f"{r.spec}: {r.error[:600]}" for r in failed),
+                           seeds={"seed": ctx.seed, "profile": ctx.profile})
+    return CheckResult(Verdict.PASSED, figures, seeds={"seed": ctx.seed, "profile": ctx.profile})
+
+
+def _adapter_passes(ctx: GateContext, adapter: str) -> CheckResult:
+    """Every machine ``adapter`` fits, in lockstep with the reference: all must pass."""
+    _kernels_or_skip()
+    runs = _run(ctx, adapter)
+    failed = [r for r in runs if not r.passed]
+    if failed:
+        return CheckResult(Verdict.FAILED, _figures(runs), " | ".join(r.error[:600] for r in failed))
+    return CheckResult(Verdict.PASSED, _figures(runs))
+
+
+def _mutant_caught(ctx: GateContext, spec: str, adapter: str) -> CheckResult:
+    """The ``spec`` machine must fail with the deliberately faulty ``adapter`` (no shrinking: only the
+    verdict and the examples it took count)."""
+    _kernels_or_skip()
+    from kvexact.conformance.runner import machine_settings, run_machine
+
+    run = run_machine(spec, adapter, machine_settings(ctx.profile, shrink=False), ctx.seed)
+    figures = {"examples_until_caught": run.examples, "steps": run.steps}
+    if run.passed:
+        return CheckResult(Verdict.FAILED, figures, f"{adapter} survived the {spec} machine")
+    return CheckResult(Verdict.PASSED, figures, f"caught: {run.error.splitlines()[0][:300]}")
+
+
+def simple_runtime_adapter(ctx: GateContext) -> CheckResult:
+    """The in-tree example runtime, in lockstep with the reference: it must pass."""
+    return _adapter_passes(ctx, SIMPLE_ADAPTER)
+
+
+def faulty_adapter_caught(ctx: GateContext) -> CheckResult:
+    """The deliberately faulty allocator (no copy-on-write) must be caught by the COW machine."""
+    return _mutant_caught(ctx, "CowPublication", FAULTY_ADAPTER)
+
+
+def sglang_index_adapter(ctx: GateContext) -> CheckResult:
+    """The SGLang profile in the Radix machine, in lockstep with the normative index: it must pass."""
+    return _adapter_passes(ctx, SGLANG_INDEX_ADAPTER)
+
+
+def faulty_index_caught(ctx: GateContext) -> CheckResult:
+    """The deliberately faulty prefix index (drops the lock on a matched prefix) must be caught."""
+    return _mutant_caught(ctx, "Radix", FAULTY_INDEX_ADAPTER)
+
+
+def negative_registry(ctx: GateContext) -> CheckResult:
+    """Every registered failure-lab case is rejected by its name; the registry covers the seed's count."""
+    from kvexact.reference import labs
+    from kvexact.reference.rejections import failures
+
+    cases = labs.cases()
+    bad = failures(cases)
+    figures = {"registered": len(cases), "seed_count": labs.SEED_TOTAL, "not_rejected_by_name": len(bad),
+               "sections": len({c.section for c in cases})}
+    problems = [f"{c.section} {c.description}: {why}" for c, why in bad[:10]]
+    if len(cases) < labs.SEED_TOTAL:
+        problems.append(f"only {len(cases)} cases registered, the seed counts {labs.SEED_TOTAL}")
+    if problems:
+        return CheckResult(Verdict.FAILED, figures, "; ".join(problems))
+    return CheckResult(Verdict.PASSED, figures)
+
+
+CHECKS = [
+    GateCheck("z3-obligations", "conformance", "z3 proof obligations (unknown fails)", z3_obligations),
+    GateCheck("negative-registry", "reference", "every failure-lab case rejected by its name", negative_registry),
+    GateCheck("machines", "conformance", "state machines: reference (or --adapter) vs kernels vs specs", machines),
+    GateCheck("adapter-simple-runtime", "conformance", "the example runtime adapter passes in lockstep",
+              simple_runtime_adapter),
+    GateCheck("adapter-faulty-caught", "conformance", "the faulty no-COW adapter is caught",
+              faulty_adapter_caught),
+    GateCheck("adapter-sglang-index", "conformance", "the SGLang profile passes the Radix machine in lockstep",
+              sglang_index_adapter),
+    GateCheck("adapter-faulty-index-caught", "conformance", "the faulty unlocked-prefix index is caught",
+              faulty_index_caught),
+]

@@ -1,0 +1,76 @@
+"""Gate checks of the kernel layer: the differential tests at a small fixed set, and int64 addressing.
+
+Invariant: ``kernels-differential`` passes only when every case is finite, within its dtype's tolerance of
+float64, and blind to the poison in unreferenced slots; it cannot run (rather than fail) when torch or
+triton is missing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
+
+DECODE_CASES = 4  # the first cases of the pairwise-covering set (fp32, fp16, bf16; block sizes 1 and 16)
+SHARED_CASES = 2
+
+
+def _import_kernels():
+    try:
+        from kvexact.kernels import differential
+    except ImportError as exc:
+        raise CheckCouldNotRun(f"kernels need torch and triton: {exc}") from exc
+    return differential
+
+
+def kernels_differential(ctx: GateContext) -> CheckResult:
+    D = _import_kernels()
+    import torch
+
+    start = time.perf_counter()
+    failed: list[str] = []
+    worst: dict[str, float] = {}
+    decode = D.pairwise_cases(D.DECODE_FACTORS)[:DECODE_CASES]
+    for case in decode:
+        result = D.run_decode_case(case, seed=ctx.seed)
+        worst[case["dtype"]] = max(worst.get(case["dtype"], 0.0), result["max_abs_err"])
+        if not result["passed"]:
+            failed.append(f"decode {D.case_id(case)}: {result}")
+    shared_cases = D.pairwise_cases(D.SHARED_FACTORS)[:SHARED_CASES]
+    for case in shared_cases:
+        result = D.run_shared_case(case, seed=ctx.seed)
+        if not result["passed"]:
+            failed.append(f"shared {D.case_id(case)}: {result}")
+    for threshold in (1, 0):
+        result = D.run_seed_tree(torch.float32, 16, threshold)
+        if not (result["within_tolerance"] and result["finite"]):
+            failed.append(f"0x0BE tree, threshold {threshold}: {result}")
+    figures = {"decode_cases": len(decode), "shared_cases": len(shared_cases), "seed_tree_runs": 2,
+               **{f"max_abs_err_{k}": float(f"{v:.3g}") for k, v in sorted(worst.items())},
+               "seconds": round(time.perf_counter() - start, 2)}
+    if failed:
+        return CheckResult(Verdict.FAILED, figures, "; ".join(failed), seeds={"seed": ctx.seed})
+    return CheckResult(Verdict.PASSED, figures, "paged decode, shared-prefix schedules and the 0x0BE tree match "
+                                                "float64 on poisoned pools", seeds={"seed": ctx.seed})
+
+
+def kernels_int64(ctx: GateContext) -> CheckResult:
+    _import_kernels()
+    done = subprocess.run([sys.executable, "-m", "kvexact.kernels.overflow_probe", "1"], capture_output=True,
+                          text=True, timeout=600)
+    if done.returncode == 3:
+        raise CheckCouldNotRun(f"could not reserve a >2^31-element pool: {done.stdout.strip()[:200]}")
+    figures = {"returncode": done.returncode, "pool_elements_over": "2^31"}
+    if done.returncode == 0 and done.stdout.strip() == "OK":
+        return CheckResult(Verdict.PASSED, figures, "decode read the last block of a >2^31-element pool")
+    return CheckResult(Verdict.FAILED, figures, f"probe rc {done.returncode}: {(done.stdout + done.stderr)[-500:]}")
+
+
+CHECKS = [
+    GateCheck("kernels-differential", "kernels",
+              "Triton kernels against float64 on poisoned pools (small fixed set)", kernels_differential),
+    GateCheck("kernels-int64-addressing", "kernels",
+              "paged decode addresses a pool of more than 2^31 elements (subprocess)", kernels_int64),
+]

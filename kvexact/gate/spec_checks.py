@@ -1,0 +1,104 @@
+"""Gate checks of the shipped specs: each CI model, all mutants, all witnesses.
+
+Invariant: a CI-model check passes only when the embedded engine finishes the whole model without a
+violation and every action of the spec's Next (:func:`kvexact.spec.actions.spec_actions`) fired at least
+once (per-action coverage); with a TLC
+jar it also requires TLC to agree on the result, distinct states and states generated. The mutant
+check passes only at a 100% kill rate, the witness check only when every witness is reached.
+"""
+
+from __future__ import annotations
+
+from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
+from kvexact.spec import spec_dir
+from kvexact.spec.actions import spec_actions
+
+SPECS = ("KVAllocation", "CowPublication", "NamespaceRevocation", "RadixIndex", "VirtualMapping")
+
+
+def action_firings(coverage: dict[str, dict[str, int]]) -> dict[str, int]:
+    """Times each action operator fired, summed over its parameter instances (``Op(x=1)`` -> ``Op``)."""
+    fired: dict[str, int] = {}
+    for label, counts in coverage.items():
+        op = label.split("(", 1)[0].strip()
+        fired[op] = fired.get(op, 0) + int(counts.get("fired", 0))
+    return fired
+
+
+def _model_check(spec: str):
+    def run(ctx: GateContext) -> CheckResult:
+        from kvexact.spec.checker import check_model
+
+        ctx.status(f"model-checking {spec}.cfg")
+        tla, cfg = spec_dir() / f"{spec}.tla", spec_dir() / f"{spec}.cfg"
+        r = check_model(tla, cfg, coverage=True)
+        figures = {"distinct_states": r.distinct_states, "generated_states": r.generated_states,
+                   "depth": r.depth, "seconds": round(r.seconds, 2)}
+        if r.violation is not None or not r.complete or r.exit_code != 0:
+            what = f"{r.violation.kind} {r.violation.name}: {r.violation.message}" if r.violation else \
+                "the search did not complete"
+            return CheckResult(Verdict.FAILED, figures, f"{spec}.cfg: {r.outcome.value}: {what}")
+        fired = action_firings(r.coverage)
+        actions = spec_actions(spec)
+        never = [a for a in actions if fired.get(a, 0) == 0]
+        unknown = sorted(set(fired) - set(actions))
+        figures["actions"] = len(actions)
+        if never or unknown:
+            return CheckResult(Verdict.FAILED, figures,
+                               f"{spec}.cfg: actions never fired: {never or 'none'}; unlisted: {unknown or 'none'}")
+        detail = f"{spec}.cfg: no error, {r.distinct_states:,} distinct states, every action fired"
+        if ctx.tlc_jar:
+            from kvexact.spec.tlc import TlcFailed, TlcUnavailable, run_tlc
+
+            try:
+                t = run_tlc(tla, cfg, ctx.tlc_jar)
+            except (TlcUnavailable, TlcFailed) as exc:
+                raise CheckCouldNotRun(f"{detail}; TLC could not run: {exc}") from None
+            figures["tlc"] = {"distinct_states": t.distinct_states, "generated_states": t.generated_states,
+                              "seconds": round(t.seconds, 2)}
+            if (t.outcome, t.distinct_states, t.generated_states) != (r.outcome, r.distinct_states,
+                                                                      r.generated_states):
+                return CheckResult(Verdict.FAILED, figures, f"{detail}; TLC disagrees: {t.outcome.value}, "
+                                   f"{t.distinct_states} distinct, {t.generated_states} generated")
+            detail += "; TLC agrees"
+        return CheckResult(Verdict.PASSED, figures, detail)
+
+    return run
+
+
+def _expected_violations(kind: str):
+    def run(ctx: GateContext) -> CheckResult:
+        from kvexact.spec.mutants import (
+            MUTANT_TIME_LIMIT_S,
+            WITNESS_TIME_LIMIT_S,
+            check_all,
+            discover_mutants,
+            discover_witnesses,
+        )
+
+        models = discover_mutants() if kind == "mutant" else discover_witnesses()
+        if not models:
+            raise CheckCouldNotRun(f"no {kind} models found under {spec_dir()}")
+        ctx.status(f"checking {len(models)} {kind}s")
+        limit = MUTANT_TIME_LIMIT_S if kind == "mutant" else WITNESS_TIME_LIMIT_S
+        verdicts = check_all(models, workers=2, time_limit_s=limit)
+        ok = sum(v.killed for v in verdicts)
+        figures = {"models": len(models), "killed" if kind == "mutant" else "reached": ok,
+                   "kill_rate" if kind == "mutant" else "reach_rate": round(ok / len(models), 3),
+                   "slowest_s": round(max(v.seconds for v in verdicts), 2)}
+        bad = [f"{v.model.name}: {v.outcome} ({v.detail})" for v in verdicts if not v.killed]
+        if bad:
+            return CheckResult(Verdict.FAILED, figures, "; ".join(bad))
+        return CheckResult(Verdict.PASSED, figures, f"{ok}/{len(models)} {kind} models violated as expected")
+
+    return run
+
+
+CHECKS = [
+    *(GateCheck(f"spec-{spec}", "spec", f"{spec}.cfg checks with no error and every action fires",
+                _model_check(spec)) for spec in SPECS),
+    GateCheck("spec-mutants", "spec", "every seeded-bug mutant dies of its named invariant within 10 s",
+              _expected_violations("mutant")),
+    GateCheck("spec-witnesses", "spec", "every negated witness (COW publication, eviction then reuse, "
+              "completed revocation, split under two leases, retained mapping reuse) is violated", _expected_violations("witness")),
+]

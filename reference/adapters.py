@@ -1,0 +1,261 @@
+"""The allocator adapter protocol, and the normative reference behind it (:class:`ReferenceAdapter`).
+
+A runtime developer wraps their allocator in a class with the methods of :class:`AllocatorAdapter` (or
+their radix / prefix index in one with the methods of :class:`kvexact.reference.index.PrefixIndex`) and
+passes ``--adapter module:factory`` to ``kvexact conform``, ``fuzz`` or ``gate``; ``factory(config)``
+returns the adapter. A factory declares its protocol with the attribute ``adapter_protocol``
+(``"allocator"``, the default, or ``"prefix-index"``); an allocator adapter stands in for the reference
+in the KVAllocation and CowPublication machines, a prefix index in the Radix machine. The machines drive
+the adapter and the normative reference in lockstep: both must accept and reject the same operations
+(with the same rejection names where the adapter reports them), and the adapter's block tables, and the
+copies its operations report, drive a real paged pool through the kernels, so a wrong block or a missed
+copy shows up as wrong attention numbers. The adapter reports only observable facts: block tables,
+lengths and the blocks it copied.
+
+Invariant of every adapter method: a rejected operation returns ``OpResult(accepted=False, ...)`` and
+leaves the adapter's observable state (tables, lengths, digest when it has one) unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from kvexact.reference import lifecycle
+from kvexact.reference.allocator import AllocationReceipt, Allocator, AllocRejection
+from kvexact.reference.handles import BlockHandle
+from kvexact.reference.pool import GroupConfig, QueuePolicy
+from kvexact.reference.projection import TraceRecorder
+from kvexact.reference.rejections import Rejected
+
+
+@attrs.frozen
+class AdapterConfig:
+    """Pool geometry shared by the reference and the adapter under test."""
+
+    block_tokens: int = 2
+    num_groups: int = 2
+    blocks_per_group: int = 6
+    row_bytes: tuple[int, ...] = (8, 4)
+
+
+@attrs.frozen
+class OpResult:
+    accepted: bool
+    rejection: str | None = None  # the adapter's rejection name (None when accepted or unnamed)
+    hit_tokens: int = 0  # for start(): rows reused from the prefix cache (not written by this operation)
+    copies: tuple[tuple[int, int, int], ...] = ()  # (group, source block, destination block) copied on write
+
+
+@runtime_checkable
+class AllocatorAdapter(Protocol):
+    """What a system under test provides to the allocator machine (block ids are slots of its pool)."""
+
+    name: str
+    config: AdapterConfig
+
+    def block_ids(self, group: int) -> Sequence[int]: ...
+    def start(self, request_id: str, prompt: Sequence[int]) -> OpResult: ...
+    def append(self, request_id: str, token: int) -> OpResult: ...
+    def release(self, request_id: str) -> OpResult: ...
+    def table(self, request_id: str, group: int) -> Sequence[int]: ...
+    def length(self, request_id: str) -> int: ...
+    def self_check(self) -> None: ...
+
+
+# Optional methods a machine uses when present: fork(parent, child), truncate(request, keep_tokens),
+# cache(request) (publish full blocks as prefix identities), inject_failure() (the next append fails
+# between group reservations), digest() -> str (state digest, unchanged by rejections).
+
+AdapterFactory = Callable[[Any], Any]
+
+
+PROTOCOLS = ("allocator", "prefix-index")
+
+
+class AdapterError(ValueError):
+    """A ``--adapter`` value that cannot be loaded: says which part is wrong."""
+
+
+def adapter_protocol(factory: AdapterFactory) -> str:
+    """The protocol a factory declares (``adapter_protocol`` attribute; ``allocator`` when absent)."""
+    protocol = getattr(factory, "adapter_protocol", "allocator")
+    if protocol not in PROTOCOLS:
+        raise AdapterError(f"adapter factory {getattr(factory, '__name__', factory)!r} declares protocol "
+                           f"{protocol!r}; expected one of {', '.join(PROTOCOLS)}")
+    return protocol
+
+
+def check_adapter(adapter: Any) -> None:
+    """Reject an object that lacks a required method, naming the first missing one."""
+    for method in ("block_ids", "start", "append", "release", "table", "length", "self_check"):
+        if not callable(getattr(adapter, method, None)):
+            raise AdapterError(f"adapter {type(adapter).__name__} has no method {method}()")
+    if not isinstance(getattr(adapter, "config", None), AdapterConfig):
+        raise AdapterError(f"adapter {type(adapter).__name__} has no AdapterConfig 'config'")
+
+
+class ReferenceAdapter:
+    """The normative allocator (:class:`~kvexact.reference.allocator.Allocator`) behind the adapter protocol,
+    with its trace recorder attached when ``spec`` names one.
+
+    Prefix reuse: full blocks are published under content keys; ``start`` maps the longest cached chain
+    (capped one token short of the prompt, 0x07A's logits cap) and appends the rest, all in one reference
+    transaction. Keys are either one small integer per distinct token prefix (``content`` identity) or, as
+    ``KVAllocation.tla`` models identity, the 1-based block position within one canonical token ``stream``
+    (``position`` identity: only blocks whose whole prefix follows the stream are cacheable). The machines
+    call :meth:`self_check` after every rule, so the allocator does not check after every operation too
+    (``check_every_op``). :attr:`delayed_writer` is the handle a delayed writer still holds: the first
+    group's old tail that the last truncate returned to the free pool (0x05E), until it is fenced.
+    """
+
+    name = "reference"
+    lockstep = True
+
+    def __init__(self, config: AdapterConfig, spec: str | None = "KVAllocation",
+                 requests: Sequence[str] = (), readers: Sequence[str] = (), check_every_op: bool = False,
+                 policy: QueuePolicy = QueuePolicy.LRU, stream: Sequence[int] | None = None):
+        self.config = config
+        groups = [GroupConfig(g, g, config.block_tokens, config.row_bytes[g % len(config.row_bytes)])
+                  for g in range(config.num_groups)]
+        ids = list(range(1, config.blocks_per_group + 1))
+        self.alloc = Allocator(groups, [ids] * config.num_groups, policy=policy, check_every_op=check_every_op)
+        self.keys: dict[tuple[int, ...], str] = {}
+        self.stream = tuple(stream) if stream is not None else None
+        self.recorder: TraceRecorder | None = None
+        self.delayed_writer: BlockHandle | None = None
+        if spec is not None:
+            self.recorder = TraceRecorder(spec, requests=list(requests), readers=list(readers)).attach(self.alloc)
+
+    # ---- protocol ---------------------------------------------------------------------------------------
+    def block_ids(self, group: int) -> Sequence[int]:
+        return list(range(1, self.config.blocks_per_group + 1))
+
+    def _run(self, fn: Any) -> OpResult:
+        try:
+            outcome = fn()
+        except Rejected as exc:
+            return OpResult(False, exc.reason.name)
+        if getattr(outcome, "outcome", None) == "ROLLED_BACK":
+            return OpResult(False, "ROLLED_BACK")
+        return OpResult(True, copies=_copies(outcome))
+
+    def _key(self, prefix: tuple[int, ...]) -> str | None:
+        """The identity key of a full-block prefix, or None when it cannot be cached (position identity)."""
+        if self.stream is None:
+            return self.keys.setdefault(prefix, str(len(self.keys) + 1))
+        if prefix != self.stream[: len(prefix)]:
+            return None
+        key = str(len(prefix) // self.config.block_tokens)
+        self.keys[prefix] = key
+        return key
+
+    def start(self, request_id: str, prompt: Sequence[int]) -> OpResult:
+        p = self.config.block_tokens
+        hit: list[str] = []
+        for j in range((len(prompt) - 1) // p):
+            key = self.keys.get(tuple(prompt[: (j + 1) * p]))
+            if key is None or lifecycle.lookup_all_groups(self.alloc, key) is None:
+                break
+            hit.append(key)
+
+        def run() -> list[AllocationReceipt]:
+            if hit:
+                lifecycle.prefix_hit(self.alloc, request_id, hit)
+            elif not prompt:
+                raise Rejected(AllocRejection.EMPTY_APPEND, request_id)
+            receipts = [self.alloc.append(request_id, t) for t in prompt[len(hit) * p:]]
+            if any(r.outcome != "PUBLISHED" for r in receipts):
+                raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, "append rolled back during start")
+            return receipts
+
+        try:
+            receipts = self.alloc.transact(run)
+        except Rejected as exc:
+            return OpResult(False, exc.reason.name)
+        return OpResult(True, None, len(hit) * p, tuple(c for r in receipts for c in _copies(r)))
+
+    def append(self, request_id: str, token: int) -> OpResult:
+        return self._run(lambda: self.alloc.append(request_id, token))
+
+    def append_with_failure(self, request_id: str, token: int) -> OpResult:
+        """Append with a fault injected after the first group's reservation (0x04F): must roll back."""
+        self.alloc.fault_after.update({("append_reserve", 0), ("cow_reserve", 0)})
+        try:
+            return self.append(request_id, token)
+        finally:
+            self.alloc.fault_after.clear()
+
+    def release(self, request_id: str) -> OpResult:
+        return self._run(lambda: lifecycle.release(self.alloc, request_id))
+
+    def fork(self, parent_id: str, child_id: str) -> OpResult:
+        return self._run(lambda: lifecycle.fork(self.alloc, parent_id, child_id))
+
+    def truncate(self, request_id: str, keep_tokens: int) -> OpResult:
+        try:
+            released = lifecycle.truncate(self.alloc, request_id, keep_tokens)
+        except Rejected as exc:
+            return OpResult(False, exc.reason.name)
+        old_tails = [h for h in released.dropped_handles if h.cache_group_id == 0]
+        if old_tails and old_tails[-1] in released.freed_handles:
+            self.delayed_writer = old_tails[-1]
+        return OpResult(True)
+
+    def cache(self, request_id: str) -> OpResult:
+        """Publish every full, not yet keyed block of the request under its content key."""
+        if request_id not in self.alloc.requests:
+            return OpResult(False, "UNKNOWN_REQUEST")
+        tokens = self.alloc.tokens_of(request_id)
+        p = self.config.block_tokens
+        for j in range(len(tokens) // p):
+            key = self._key(tuple(tokens[: (j + 1) * p]))
+            if key is None:
+                break
+            if lifecycle.lookup_all_groups(self.alloc, key) is not None:
+                continue
+            rec = self.alloc.request(request_id)
+            if any(self.alloc.pools[g].blocks[rec.tables[g][j].block_id].cache_key is not None
+                   for g in range(self.config.num_groups)):
+                continue
+            result = self._run(lambda j=j, key=key: lifecycle.cache_block(self.alloc, request_id, j, key))
+            if not result.accepted:
+                return result
+        return OpResult(True)
+
+    def evict(self, prefix: tuple[int, ...]) -> OpResult:
+        key = self.keys.get(prefix)
+        if key is None:
+            return OpResult(False, "CACHE_IDENTITY_MISSING")
+        return self._run(lambda: lifecycle.evict(self.alloc, key))
+
+    def stale_write(self, handle: BlockHandle) -> OpResult:
+        """The delayed writer presents ``handle`` (0x05F); once fenced, it holds no handle any more."""
+        result = self._run(lambda: lifecycle.delayed_write(self.alloc, handle, 0, 1))
+        if result.rejection in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"):
+            self.delayed_writer = None
+        return result
+
+    def table(self, request_id: str, group: int) -> list[int]:
+        return [h.block_id for h in self.alloc.request(request_id).tables[group]]
+
+    def length(self, request_id: str) -> int:
+        return self.alloc.request(request_id).context_tokens
+
+    def self_check(self) -> None:
+        self.alloc.self_check()
+
+    def digest(self) -> str:
+        return self.alloc.digest()
+
+
+def reference_factory(config: AdapterConfig) -> ReferenceAdapter:
+    """``--adapter kvexact.reference.adapters:reference_factory``: the reference as a system under test."""
+    return ReferenceAdapter(config, spec=None)
+
+
+def _copies(receipt: Any) -> tuple[tuple[int, int, int], ...]:
+    """The (group, source block, destination block) copies a receipt reports (none for other outcomes)."""
+    return tuple((src.cache_group_id, src.block_id, dst.block_id) for src, dst in getattr(receipt, "copies", ()))

@@ -1,0 +1,135 @@
+"""The prefix-index interface (:class:`PrefixIndex`) and the normative radix index behind it.
+
+One interface for every token-to-slot prefix index: the normative index (:class:`RadixIndex`, over
+``radix.py``) and the peer profiles (SGLang's, ``peers/sglang_protocol.py``) implement it, and a runtime's
+own index plugs into the Radix machine the same way (``--adapter module:factory`` with
+``factory.adapter_protocol = "prefix-index"``).
+
+Invariant of every implementation: a refused ``admit`` or ``extend`` changes nothing; slot ids are
+``1..config.pool_slots``; every slot is free, held by one request's row, or cached in the index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from kvexact.reference import radix
+from kvexact.reference.adapters import AdapterError
+
+INDEX_METHODS = ("admit", "extend", "finish", "cancel", "evict", "slot_ids", "free_slot_ids", "self_check")
+
+
+@attrs.frozen
+class IndexConfig:
+    """Pool of a prefix index under test: one K/V row per slot, slot ids ``1..pool_slots``."""
+
+    pool_slots: int = 16
+
+
+@runtime_checkable
+class PrefixIndex(Protocol):
+    """What a radix / prefix index provides to the Radix machine (SGLang's request protocol, seed 0x08).
+
+    The machine is the scheduler: it calls ``evict`` when ``admit`` or ``extend`` reports the pool short,
+    then retries once. Slot ids are ``1..config.pool_slots``; one slot holds one token's K/V row.
+    """
+
+    name: str
+    config: IndexConfig
+
+    def admit(self, request_id: str, tokens: Sequence[int]) -> int | None:
+        """Match the longest cached prefix, lock it, reserve slots for the rest; the matched length, or
+        None (changing nothing) when the free pool is short."""
+    def extend(self, request_id: str, token: int) -> bool:
+        """Reserve one slot for a decoded token; False (changing nothing) when no slot is free."""
+    def finish(self, request_id: str) -> None:
+        """Cache the request's token path, free its duplicate copies, unlock, forget the request."""
+    def cancel(self, request_id: str) -> None:
+        """Free the request's private slots and unlock its prefix without caching anything."""
+    def evict(self, num_tokens: int) -> Sequence[Sequence[int]]:
+        """Free at least ``num_tokens`` cached tokens (fewer only when no unlocked leaf is left), whole
+        leaves at a time; returns each evicted leaf's slots, in order."""
+    def slot_ids(self, request_id: str) -> Sequence[int]:
+        """The request's row: the slot holding each of its tokens' K/V."""
+    def free_slot_ids(self) -> Collection[int]: ...
+    def self_check(self) -> None: ...
+
+
+
+
+def check_index(adapter: Any) -> None:
+    """Reject a prefix index that lacks a required method, naming the first missing one."""
+    for method in INDEX_METHODS:
+        if not callable(getattr(adapter, method, None)):
+            raise AdapterError(f"prefix-index adapter {type(adapter).__name__} has no method {method}()")
+    if not isinstance(getattr(adapter, "config", None), IndexConfig):
+        raise AdapterError(f"prefix-index adapter {type(adapter).__name__} has no IndexConfig 'config'")
+
+
+class RadixIndex:
+    """The normative radix index (``radix.py``) as a :class:`PrefixIndex`: admission locks the longest
+    cached prefix and reserves the lowest free slots for the rest; eviction takes whole unlocked leaves in
+    LRU order."""
+
+    name = "reference-radix"
+
+    def __init__(self, config: IndexConfig):
+        self.config = config
+        self.state = radix.RadixState.empty(config.pool_slots, first_slot_id=1)
+        self.rows: dict[str, list[int]] = {}
+        self.tokens: dict[str, list[int]] = {}
+
+    def admit(self, request_id: str, tokens: Sequence[int]) -> int | None:
+        state, receipt = radix.match_and_lock(self.state, request_id, 0, tokens)
+        need = len(tokens) - receipt.matched_tokens
+        if need > len(state.free_slot_ids):
+            return None
+        slots = sorted(state.free_slot_ids)[:need]
+        if slots:
+            state, _ = radix.reserve(state, request_id, slots)
+        self.state = state
+        self.rows[request_id] = [*receipt.prefix_slot_ids, *slots]
+        self.tokens[request_id] = list(tokens)
+        return receipt.matched_tokens
+
+    def extend(self, request_id: str, token: int) -> bool:
+        if not self.state.free_slot_ids:
+            return False
+        slot = min(self.state.free_slot_ids)
+        self.state, _ = radix.reserve(self.state, request_id, [slot])
+        self.rows[request_id].append(slot)
+        self.tokens[request_id].append(token)
+        return True
+
+    def finish(self, request_id: str) -> None:
+        self.state, _ = radix.cache_finished(self.state, request_id, self.tokens.pop(request_id),
+                                             self.rows.pop(request_id))
+
+    def cancel(self, request_id: str) -> None:
+        self.tokens.pop(request_id)
+        self.rows.pop(request_id)
+        self.state, _ = radix.release_request(self.state, request_id)
+
+    def evict(self, num_tokens: int) -> Sequence[Sequence[int]]:
+        self.state, receipt = radix.evict(self.state, num_tokens)
+        return receipt.freed_slot_ids
+
+    def slot_ids(self, request_id: str) -> Sequence[int]:
+        return list(self.rows[request_id])
+
+    def free_slot_ids(self) -> Collection[int]:
+        return self.state.free_slot_ids
+
+    def self_check(self) -> None:
+        radix.check_state(self.state)
+
+
+def radix_factory(config: IndexConfig) -> RadixIndex:
+    """``--adapter kvexact.reference.index:radix_factory``: the normative index as a system under test."""
+    return RadixIndex(config)
+
+
+radix_factory.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
