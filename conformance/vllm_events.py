@@ -134,7 +134,7 @@ def _event(raw: Any, index: int, where: str) -> KVEvent:
         fields = _wire_event(raw, where)
         kind: Any = fields.pop("type")
     elif isinstance(raw, dict):
-        from kvexact.conformance.partial_file import LINE_SCHEMAS, shape_error
+        from kvexact.conformance.line_schemas import LINE_SCHEMAS, shape_error
 
         kind = raw.get("type", raw.get("kind"))
         fields = {k: v for k, v in raw.items() if k not in ("type", "kind")}

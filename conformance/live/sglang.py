@@ -21,9 +21,9 @@ from typing import Any
 
 import attrs
 
-from kvexact.reference.index import IndexConfig
 from kvexact.conformance.live import sglang_standins
 from kvexact.conformance.live.runtime import require
+from kvexact.reference.index import IndexConfig
 
 VERSION = require("sglang")
 sglang_standins.install()

@@ -20,8 +20,8 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any
 
-from kvexact.reference.adapters import AdapterConfig, OpResult
 from kvexact.conformance.live.runtime import require
+from kvexact.reference.adapters import AdapterConfig, OpResult
 
 VERSION = require("vllm")
 

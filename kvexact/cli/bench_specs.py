@@ -20,9 +20,9 @@ import click
 @click.option("--json", "json_path", default=None, help="write the figures as JSON")
 def bench_specs(max_states: int, only: tuple[str, ...], workers: int, json_path: str | None) -> int:
     """Check each spec's deep model with the embedded engine (figures for the README)."""
+    from kvexact.gate.spec_checks import SPECS as SPEC_ACTIONS
     from kvexact.spec import spec_dir
     from kvexact.spec.checker import check_model
-    from kvexact.gate.spec_checks import SPECS as SPEC_ACTIONS
 
     unknown = sorted(set(only) - set(SPEC_ACTIONS))
     if unknown:

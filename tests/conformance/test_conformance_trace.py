@@ -31,6 +31,16 @@ def kv_trace() -> tr.Trace:
 
 
 
+def run_cli(args, capsys):
+    """``kvexact ARGS`` in this process: its exit code and its output (stdout then stderr)."""
+    from kvexact.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    return exc.value.code, out.out + out.err
+
+
 def test_reference_trace_is_accepted():
     trace = kv_trace()
     result = tr.validate(trace, spec_dir() / "KVAllocation.tla", spec_dir() / "KVAllocation.cfg")

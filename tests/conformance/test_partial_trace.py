@@ -9,8 +9,8 @@ from test_conformance_trace import kv_trace, run_cli
 
 from kvexact.conformance import partial_file as pf
 from kvexact.conformance.partial_trace import PartialRejection
-from kvexact.conformance.trace import camel
 from kvexact.spec import spec_dir
+from kvexact.spec.actions import action_of
 
 SPEC = spec_dir() / "KVAllocation.tla"
 
@@ -24,7 +24,7 @@ def lines_of(trace, keep=("len",), params=False):
     """One action line per record, giving only the variables in ``keep`` (and the params if asked)."""
     out = []
     for r in trace.records:
-        line = {"action": camel(r["action"]), "state": {v: r["state"][v] for v in keep}}
+        line = {"action": action_of("KVAllocation", r["action"]), "state": {v: r["state"][v] for v in keep}}
         if params:
             line["params"] = r["params"]
         out.append(line)

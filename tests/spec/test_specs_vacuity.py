@@ -6,8 +6,8 @@ it sits on) checks nothing; the only exceptions are listed with the invariants t
 
 from __future__ import annotations
 
-from kvexact.spec import spec_dir
 from kvexact.gate.spec_checks import SPECS as SPEC_ACTIONS
+from kvexact.spec import spec_dir
 from kvexact.spec.mutants import discover_mutants
 
 # Invariants implied by later ones of the same model: a violation of these always violates the named ones
