@@ -18,11 +18,17 @@ NODEPS="xgrammar llguidance apache-tvm-ffi==0.1.11"
 ROOT="${KVEXACT_RUNTIMES:-$HOME/.cache/kvexact/runtimes}"
 ENV="$ROOT/vllm-$VLLM_VERSION-sglang-$SGLANG_VERSION"
 stamp="$ENV/.kvexact-runtime-env"
-want="$(echo "$VLLM_VERSION $SGLANG_VERSION $TORCH_VERSION $LIGHT $NODEPS $(pwd)" | sha256sum | cut -d' ' -f1)"
+want="$(echo "$VLLM_VERSION $SGLANG_VERSION $TORCH_VERSION $LIGHT $NODEPS" | sha256sum | cut -d' ' -f1)"
+here="$(pwd) $(sha256sum pyproject.toml | cut -d' ' -f1)"  # which clone kvexact is installed from
 mkdir -p "$ROOT"
 exec 9>"$ROOT/.build.lock"
 flock 9  # one build at a time (parallel test workers share the cache)
 if [ "$(cat "$stamp" 2>/dev/null || true)" = "$want" ]; then
+  if [ "$(cat "$stamp.kvexact" 2>/dev/null || true)" != "$here" ]; then
+    # Same runtimes, another clone (or a changed pyproject): reinstall only kvexact, editable, from here.
+    "$ENV/bin/pip" install --quiet --disable-pip-version-check --no-warn-conflicts -c "$ENV/constraints.txt" -e ".[kernels]" >&2
+    echo "$here" > "$stamp.kvexact"
+  fi
   echo "runtime-env: $ENV is up to date" >&2
   echo "$ENV/bin/python"
   exit 0
@@ -41,5 +47,6 @@ echo "torch==$TORCH_VERSION" > "$ENV/constraints.txt"
 "${PIP[@]}" --no-deps $NODEPS
 "${PIP[@]}" -c "$ENV/constraints.txt" -e ".[kernels]"
 echo "$want" > "$stamp"
+echo "$here" > "$stamp.kvexact"
 echo "runtime-env: built $ENV in $(( $(date +%s) - start ))s, $(du -sh "$ENV" | cut -f1)" >&2
 echo "$ENV/bin/python"
