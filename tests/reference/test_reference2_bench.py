@@ -6,7 +6,8 @@ import json
 
 from click.testing import CliRunner
 
-from kvexact.reference.bench import OPERATIONS, bench_reference, measure
+from kvexact.cli.bench import bench_reference
+from kvexact.reference.bench import OPERATIONS, measure
 
 
 def test_cells_per_operation_do_not_grow():
