@@ -31,13 +31,14 @@ def _progress(info: dict) -> None:
 
 def run_embedded(spec: Path, cfg: Path | None, *, workers: int, max_states: int | None,
                  max_depth: int | None, coverage: bool, progress: bool = True,
-                 simulate: bool = False, depth: int = 100, num: int = 10, seed: int = 0) -> ModelCheckResult:
+                 simulate: bool = False, depth: int = 100, num: int = 10, seed: int = 0,
+                 lib: tuple = ()) -> ModelCheckResult:
     from kvexact.spec.checker.engine import check_model
     from kvexact.spec.checker.engine import simulate as run_sim
     if simulate:
-        return run_sim(spec, cfg, depth=depth, num=num, seed=seed)
+        return run_sim(spec, cfg, depth=depth, num=num, seed=seed, lib=lib)
     return check_model(spec, cfg, workers=workers, max_states=max_states, max_depth=max_depth,
-                       coverage=coverage, progress=_progress if progress else None)
+                       coverage=coverage, progress=_progress if progress else None, lib=lib)
 
 
 def run_tlc_engine(spec: Path, cfg: Path | None, jar: str | None, *, workers: int, max_states: int | None,
@@ -76,7 +77,7 @@ def run_check(spec: Path, cfg: Path | None = None, *, engine: str = "embedded", 
               workers: int = 1, max_states: int | None = None, max_depth: int | None = None,
               coverage: bool = False, simulate: bool = False, depth: int = 100, num: int = 10, seed: int = 0,
               json_path: str | None = None, itf_path: str | None = None, quiet: bool = False,
-              echo=click.echo) -> int:
+              echo=click.echo, lib: tuple = ()) -> int:
     """The body of ``kvexact check`` (reusable, e.g. by a --mutants mode): run, print, write, return the
     exit code."""
     from kvexact.spec.checker.report import summary_lines, write_itf, write_json
@@ -91,7 +92,8 @@ def run_check(spec: Path, cfg: Path | None = None, *, engine: str = "embedded", 
         if engine in ("embedded", "both"):
             results.append(run_embedded(spec, cfg, workers=workers, max_states=max_states, max_depth=max_depth,
                                         coverage=coverage,
-                                        progress=not quiet, simulate=simulate, depth=depth, num=num, seed=seed))
+                                        progress=not quiet, simulate=simulate, depth=depth, num=num, seed=seed,
+                                        lib=lib))
         if engine in ("tlc", "both"):
             results.append(run_tlc_engine(spec, cfg, tlc_jar, workers=workers, max_states=max_states,
                                           max_depth=max_depth))
@@ -103,23 +105,23 @@ def run_check(spec: Path, cfg: Path | None = None, *, engine: str = "embedded", 
             for line in summary_lines(r, str(spec)):
                 echo(line)
     main = results[0]
-    if json_path:
-        write_json(main, json_path, str(spec))
-    if itf_path and write_itf(main, itf_path, str(spec)):
-        echo(f"Counterexample written to {itf_path} (ITF)")
+    rc = main.exit_code
+    if main.outcome is Outcome.SUCCESS and not main.complete and not simulate:
+        rc = 130 if any("Ctrl-C" in m for m in main.messages) else 3
     if engine == "both":
         diffs = compare(results[0], results[1])
         if diffs:
             echo("Engines disagree:")
             for d in diffs:
                 echo(f"  {d}")
-            return 1
-        echo("Engines agree on result, distinct states and states generated.")
-    if main.outcome is Outcome.SUCCESS and not main.complete and not simulate:
-        if any("Ctrl-C" in m for m in main.messages):
-            return 130
-        return 3
-    return main.exit_code
+            rc = 1
+        else:
+            echo("Engines agree on result, distinct states and states generated.")
+    if json_path:
+        write_json(main, json_path, str(spec), exit_code=rc)
+    if itf_path and write_itf(main, itf_path, str(spec)):
+        echo(f"Counterexample written to {itf_path} (ITF)")
+    return rc
 
 
 @click.command("check")
@@ -138,11 +140,14 @@ def run_check(spec: Path, cfg: Path | None = None, *, engine: str = "embedded", 
 @click.option("--seed", type=int, default=0, show_default=True, help="simulation: random seed")
 @click.option("--json", "json_path", default=None, help="write the result as JSON")
 @click.option("--itf", "itf_path", default=None, help="write the counterexample as ITF JSON")
+@click.option("--lib", "lib", multiple=True, type=click.Path(path_type=Path),
+              help="library folder for EXTENDS/INSTANCE (repeatable; also KVEXACT_TLA_LIB)")
 @click.option("--mutants", is_flag=True, help="check every shipped mutant and witness instead of SPEC; "
               "exit 0 only at a 100% kill rate")
 def check(spec: Path | None, cfg: Path | None, engine: str, tlc_jar: str | None, workers: int,
           max_states: int | None, max_depth: int | None, coverage: bool, simulate: bool, depth: int, num: int,
-          seed: int, json_path: str | None, itf_path: str | None, mutants: bool = False) -> int:
+          seed: int, json_path: str | None, itf_path: str | None, mutants: bool = False,
+          lib: tuple[Path, ...] = ()) -> int:
     """Model-check SPEC.tla; exit codes follow TLC (0, 10, 11, 12, 14, 75, 150, 151)."""
     if workers < 1:
         raise click.UsageError("--workers must be at least 1")
@@ -158,4 +163,4 @@ def check(spec: Path | None, cfg: Path | None, engine: str, tlc_jar: str | None,
         raise click.UsageError("missing argument SPEC (or --mutants)")
     return run_check(spec, cfg, engine=engine, tlc_jar=tlc_jar, workers=workers, max_states=max_states,
                      max_depth=max_depth, coverage=coverage, simulate=simulate, depth=depth, num=num,
-                     seed=seed, json_path=json_path, itf_path=itf_path)
+                     seed=seed, json_path=json_path, itf_path=itf_path, lib=lib)

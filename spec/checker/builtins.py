@@ -323,50 +323,6 @@ def _isabag(b):
     return all(type(v) is int and v > 0 for _, v in fcn_items(b))
 
 
-# a few CommunityModules operators that specs commonly EXTEND
-def _range_f(f):
-    return frozenset(v for _, v in fcn_items(f))
-
-
-def _restrict(f, S):
-    return mk_fcn({k: v for k, v in fcn_items(f) if member(k, S)})
-
-
-def _is_injective(f):
-    vals = [v for _, v in fcn_items(f)]
-    return len(set(vals)) == len(vals)
-
-
-def _toset(s):
-    return frozenset(_seq(s))
-
-
-def _reverse(s):
-    return tuple(reversed(_seq(s)))
-
-
-def _front(s):
-    s = _seq(s)
-    if not s:
-        raise EvalError("Front of the empty sequence")
-    return s[:-1]
-
-
-def _last(s):
-    s = _seq(s)
-    if not s:
-        raise EvalError("Last of the empty sequence")
-    return s[-1]
-
-
-def _cons(x, s):
-    return (x,) + _seq(s)
-
-
-def _settoseq(S):
-    return tuple(sorted_values(as_set(S)))
-
-
 # name -> (arity, implementation[, positions of operator arguments]); arity 0: implementation is the value
 OPERATORS: dict[str, tuple] = {
     "+": (2, _plus), "-": (2, _minus), "*": (2, _times), "\\div": (2, _div), "%": (2, _mod), "^": (2, _pow),
@@ -384,9 +340,6 @@ OPERATORS: dict[str, tuple] = {
     "CopiesIn": (2, _copiesin), "(+)": (2, _bagcup), "\\oplus": (2, _bagcup), "(-)": (2, _bagminus),
     "\\ominus": (2, _bagminus), "BagCardinality": (1, _bagcardinality), "\\sqsubseteq": (2, _subbag),
     "IsABag": (1, _isabag),
-    "Range": (1, _range_f), "Restrict": (2, _restrict), "IsInjective": (1, _is_injective),
-    "ToSet": (1, _toset), "Reverse": (1, _reverse), "Front": (1, _front), "Last": (1, _last),
-    "Cons": (2, _cons), "SetToSeq": (1, _settoseq),
 }
 
 # standard operators this engine names as unsupported (rather than "undefined")
@@ -407,9 +360,6 @@ STANDARD_MODULES: dict[str, list[str]] = {
     "Bags": ["EmptyBag", "SetToBag", "BagToSet", "BagIn", "CopiesIn", "(+)", "\\oplus", "(-)", "\\ominus",
              "BagCardinality", "\\sqsubseteq", "IsABag"],
     "Reals": _ARITH + ["Int"],
-    # CommunityModules (partial: the operators named here)
-    "Functions": ["Range", "Restrict", "IsInjective"],
-    "SequencesExt": ["ToSet", "Reverse", "Front", "Last", "Cons", "SetToSeq"],
 }
 
 # keep names importable for type checkers

@@ -34,6 +34,9 @@ class Config:
     path: str = ""
     constants: dict[str, Any] = attrs.field(factory=dict)  # name -> value
     overrides: dict[str, str] = attrs.field(factory=dict)  # name -> definition name (C <- Def)
+    # module-scoped forms C = [M] v and C <- [M] Def, keyed by (module, name)
+    scoped_constants: dict[tuple[str, str], Any] = attrs.field(factory=dict)
+    scoped_overrides: dict[tuple[str, str], str] = attrs.field(factory=dict)
     constraints: list[str] = attrs.field(factory=list)
     action_constraints: list[str] = attrs.field(factory=list)
     invariants: list[str] = attrs.field(factory=list)
@@ -166,14 +169,28 @@ def parse_cfg_text(text: str, path: str = "<cfg>") -> Config:
             if j >= len(toks):
                 raise ConfigError(f"{loc}: constant {name} has no value")
             op = toks[j][0]
+            k = j + 1
+            module = None
+            if op in ("=", "<-") and k < len(toks) and toks[k][0] == "[":  # C = [M] v, C <- [M] Def
+                if k + 3 > len(toks) or toks[k + 2][0] != "]" or not re.fullmatch(r"\w+", toks[k + 1][0]):
+                    raise ConfigError(f"{toks[k][1]}: expected [Module] after {name} {op}")
+                module = toks[k + 1][0]
+                k += 3
+            if k >= len(toks):
+                raise ConfigError(f"{loc}: constant {name} has no value")
             if op == "=":
-                v, i = value(j + 1)
-                cfg.constants[name] = v
+                v, i = value(k)
+                if module is None:
+                    cfg.constants[name] = v
+                else:
+                    cfg.scoped_constants[(module, name)] = v
             elif op == "<-":
-                k = j + 1
-                if toks[k][0] == "[":  # C <- [M] Def
-                    k += 3
-                cfg.overrides[name] = toks[k][0]
+                if not re.fullmatch(r"\w+", toks[k][0]):
+                    raise ConfigError(f"{toks[k][1]}: expected a definition name after {name} <-")
+                if module is None:
+                    cfg.overrides[name] = toks[k][0]
+                else:
+                    cfg.scoped_overrides[(module, name)] = toks[k][0]
                 i = k + 1
             else:
                 raise ConfigError(f"{toks[j][1]}: expected '=' or '<-' after constant {name}, found {op!r}")
@@ -186,6 +203,7 @@ def parse_cfg_text(text: str, path: str = "<cfg>") -> Config:
         i += 1
     if cfg.specification and (cfg.init or cfg.next):
         raise ConfigError(f"{path}: SPECIFICATION excludes INIT/NEXT")
-    if not cfg.specification and not (cfg.init and cfg.next):
-        raise ConfigError(f"{path}: the cfg names neither SPECIFICATION nor INIT and NEXT")
+    if bool(cfg.init) != bool(cfg.next):
+        raise ConfigError(f"{path}: the cfg names {'INIT' if cfg.init else 'NEXT'} without "
+                          f"{'NEXT' if cfg.init else 'INIT'}")
     return cfg

@@ -24,7 +24,9 @@ from typing import Any
 import tla
 
 from kvexact.spec.checker import builtins as B
+from kvexact.spec.checker.community import is_proof_module, native_ops
 from kvexact.spec.checker.errors import ParseError, SpecError, UndefinedError, UnsupportedError
+from kvexact.spec.checker.library import expand_tabs, find_module_file, split_modules
 from kvexact.spec.checker.values import (
     EvalError,
     Fcn,
@@ -79,8 +81,31 @@ def tlc_loc(node: Any, mod: ModuleInfo) -> str:
 
 # --------------------------------------------------------------------------- parsing
 
+_PARSED: dict[tuple[str, str], list] = {}
+
+
 def parse_module_text(text: str, path: str) -> Any:
-    """Parse one module; a syntax error becomes ParseError with file:line:col."""
+    """Parse the first module of a file; a syntax error becomes ParseError with file:line:col."""
+    return parse_file_text(text, path)[0]
+
+
+def parse_file_text(text: str, path: str) -> list:
+    """Every top-level module of a file (cached by path and text); a syntax error becomes ParseError
+    with file:line:col."""
+    key = (path, text)
+    hit = _PARSED.get(key)
+    if hit is not None:
+        return hit
+    trees = [_parse_one(chunk, path) for _, chunk in split_modules(expand_tabs(text))]
+    if not trees:
+        raise ParseError("no module found (a module starts with a line ---- MODULE Name ----)", path)
+    if len(_PARSED) > 256:
+        _PARSED.clear()
+    _PARSED[key] = trees
+    return trees
+
+
+def _parse_one(text: str, path: str) -> Any:
     buf = io.StringIO()
     try:
         with contextlib.redirect_stdout(buf):
@@ -98,6 +123,16 @@ def parse_module_text(text: str, path: str) -> Any:
     if tree is None:
         raise ParseError("no module found", path)
     return tree
+
+
+def nested_modules(tree: Any) -> list:
+    """The modules defined inside a module (at any depth)."""
+    out = []
+    for unit in tree.units or []:
+        if type(unit).__name__ == "Module":
+            out.append(unit)
+            out += nested_modules(unit)
+    return out
 
 
 # --------------------------------------------------------------------------- scopes and definitions
@@ -208,6 +243,11 @@ def _bind(b: Any) -> Callable[[dict, Any], None]:
     return set_one
 
 
+def _builtin_spec(b: tuple) -> tuple:
+    """(arity, implementation[, operator-argument positions]) of a ('builtin', name[, spec]) binding."""
+    return b[2] if len(b) > 2 else B.OPERATORS[b[1]]
+
+
 def _cached_const(fn: Callable) -> Callable:
     box: list = []
 
@@ -239,8 +279,10 @@ class Compiler:
     """Loads modules (EXTENDS, INSTANCE) and compiles expressions and actions to closures."""
 
     def __init__(self, spec_dir: Path, constants: dict[str, Any] | None = None,
-                 overrides: dict[str, str] | None = None, value_overrides: dict[str, Any] | None = None):
+                 overrides: dict[str, str] | None = None, value_overrides: dict[str, Any] | None = None,
+                 lib_dirs: list[Path] | None = None):
         self.spec_dir = spec_dir
+        self.lib_dirs = list(lib_dirs or [])
         self.constants: dict[str, Any] = constants if constants is not None else {}
         self.overrides = dict(overrides or {})  # name -> definition name in the root module
         self.value_overrides = value_overrides if value_overrides is not None else {}
@@ -250,21 +292,32 @@ class Compiler:
         self.assumes: list[tuple[Any, Scope, str]] = []
         self.trees: dict[str, tuple[Any, str]] = {}
         self.messages: list[str] = []
+        self.scoped_values: dict[tuple[str, str], Any] = {}  # cfg C = [M] v
+        self.scoped_overrides: dict[tuple[str, str], str] = {}  # cfg C <- [M] Def
 
     # ---------------------------------------------------------------- loading
 
+    def _register(self, trees: list, path: str) -> None:
+        """Make every module of a parsed file (and every nested module) findable by name."""
+        for tree in trees:
+            for t in [tree, *nested_modules(tree)]:
+                self.trees.setdefault(t.name, (t, path))
+
     def load_tree(self, name: str) -> tuple[Any, str] | None:
+        """A module by name: one already read (a file may hold several), else NAME.tla in the spec's
+        folder or a library folder."""
         if name in self.trees:
             return self.trees[name]
-        path = self.spec_dir / f"{name}.tla"
-        if not path.exists():
+        path = find_module_file(name, [self.spec_dir, *self.lib_dirs])
+        if path is None:
             return None
-        tree = parse_module_text(path.read_text(), str(path))
-        self.trees[name] = (tree, str(path))
-        return self.trees[name]
+        self._register(parse_file_text(path.read_text(), str(path)), str(path))
+        return self.trees.get(name)
 
     def load_root(self, path: Path, text: str | None = None) -> Scope:
-        tree = parse_module_text(path.read_text() if text is None else text, str(path))
+        trees = parse_file_text(path.read_text() if text is None else text, str(path))
+        tree = trees[0]
+        self._register(trees, str(path))
         self.trees[tree.name] = (tree, str(path))
         mod = ModuleInfo(tree.name, str(path))
         scope = Scope(None, mod)
@@ -274,7 +327,8 @@ class Compiler:
 
     def _include(self, tree: Any, mod: ModuleInfo, scope: Scope, subst: dict | None, root: bool,
                  seen: set) -> None:
-        """Add a module's declarations and definitions (and those it EXTENDS) to ``scope``."""
+        """Add a module's declarations and definitions (and those it EXTENDS) to ``scope``; operators
+        this engine implements natively replace their TLA+ definitions (as TLC's overrides do)."""
         if tree.name in seen:
             return
         seen.add(tree.name)
@@ -282,24 +336,45 @@ class Compiler:
             self._extend(_name_of(ext), scope, subst, root, seen, ext, mod)
         for unit in tree.units or []:
             self._unit(unit, mod, scope, subst, root, seen)
+        for opname, spec in (native_ops(tree.name) or {}).items():
+            scope.names[opname] = ("builtin", opname, spec)
+
+    def _builtin_module(self, name: str) -> dict[str, tuple] | None:
+        """The natively known operators of a module that is not read from a file: the standard modules
+        (always), TLC's own, and CommunityModules or proof modules that are on no path."""
+        if name in B.STANDARD_MODULES:
+            return {op: B.OPERATORS[op] for op in B.STANDARD_MODULES[name]}
+        ops = native_ops(name)
+        if ops is not None:
+            return ops
+        if is_proof_module(name):
+            self.messages.append(f"module {name} is not on the library path; it holds proofs only, so it is "
+                                 f"loaded empty")
+            return {}
+        return None
+
+    def _not_found(self, name: str, node: Any, mod: ModuleInfo) -> UndefinedError:
+        where = ", ".join(str(p) for p in [self.spec_dir, *self.lib_dirs])
+        return UndefinedError(f"module {name} not found (looked in {where}; give a library folder with --lib "
+                              f"or KVEXACT_TLA_LIB)", loc_of(node, mod))
 
     def _extend(self, name: str, scope: Scope, subst: dict | None, root: bool, seen: set, node: Any,
                 mod: ModuleInfo) -> None:
-        found = self.load_tree(name)
+        found = None if name in B.STANDARD_MODULES else self.load_tree(name)
         if found is not None:
             tree, path = found
             self._include(tree, ModuleInfo(tree.name, path), scope, subst, root, seen)
             return
-        if name in B.STANDARD_MODULES:
-            for opname in B.STANDARD_MODULES[name]:
-                scope.names.setdefault(opname, ("builtin", opname))
-            return
-        raise UndefinedError(f"module {name} not found (looked in {self.spec_dir} and the standard modules)",
-                             loc_of(node, mod))
+        ops = self._builtin_module(name)
+        if ops is None:
+            raise self._not_found(name, node, mod)
+        for opname, spec in ops.items():
+            scope.names.setdefault(opname, ("builtin", opname, spec))
 
     def _unit(self, unit: Any, mod: ModuleInfo, scope: Scope, subst: dict | None, root: bool,
               seen: set) -> None:
         kind = type(unit).__name__
+        here = scope if scope.mod is mod else Scope(scope, mod)  # names resolve in scope, errors name mod
         if kind in ("Constants", "Variables"):
             tag, declared = ("const", self.declared_constants) if kind == "Constants" else ("var", self.variables)
             for nm in unit.names:
@@ -315,36 +390,37 @@ class Compiler:
             if type(definiens).__name__ == "Instance":
                 if unit.arity:  # I(p) == INSTANCE M WITH ...: instantiated at each use I(e)!Op
                     params = [p for p, _ in _params(unit.arity)]
-                    scope.names[unit.name] = ("pinstance", (params, definiens, mod, scope))
+                    scope.names[unit.name] = ("pinstance", (params, definiens, mod, here))
                     return
-                scope.names[unit.name] = ("instance", self._instance(definiens, mod, scope))
+                scope.names[unit.name] = ("instance", self._instance(definiens, mod, here))
                 return
-            d = Def(unit.name, _params(unit.arity), definiens, scope, unit, is_let=scope.inherit_env)
+            d = Def(unit.name, _params(unit.arity), definiens, here, unit, is_let=scope.inherit_env)
             scope.names[unit.name] = ("def", d)
         elif kind == "Instance":
-            inst = self._instance(unit, mod, scope)
+            inst = self._instance(unit, mod, here)
             for name, b in inst.names.items():
                 if b[0] in ("def", "instance", "builtin"):
                     scope.names.setdefault(name, b)
         elif kind == "Axiom":
             if unit.axiom_keyword in ("ASSUME", "ASSUMPTION"):
-                self.assumes.append((unit.expression, scope, unit.name or "ASSUME"))
+                self.assumes.append((unit.expression, here, unit.name or "ASSUME"))
         elif kind in ("RecursiveOperators", "Theorem", "DashLine", "EqLine"):
             return
         elif kind == "Module":
-            return  # nested modules are not supported beyond being skipped
+            return  # a nested module is found by name (load_tree), like a module of its own
         else:
             return
 
     def _instance(self, node: Any, mod: ModuleInfo, outer: Scope, inherit_env: bool = False) -> Scope:
-        found = self.load_tree(node.name)
+        found = None if node.name in B.STANDARD_MODULES else self.load_tree(node.name)
         if found is None:
-            if node.name in B.STANDARD_MODULES:
-                sc = Scope(None, mod)
-                for opname in B.STANDARD_MODULES[node.name]:
-                    sc.names[opname] = ("builtin", opname)
-                return sc
-            raise UndefinedError(f"module {node.name} not found", loc_of(node, mod))
+            ops = self._builtin_module(node.name)
+            if ops is None:
+                raise self._not_found(node.name, node, mod)
+            sc = Scope(None, mod)
+            for opname, spec in ops.items():
+                sc.names[opname] = ("builtin", opname, spec)
+            return sc
         tree, path = found
         imod = ModuleInfo(tree.name, path)
         explicit: dict[str, tuple] = {}
@@ -402,6 +478,14 @@ class Compiler:
         b = scope.lookup(name)
         if b is not None and b[0] in ("bound", "opparam", "recfn"):
             return b
+        if self.scoped_values or self.scoped_overrides:
+            key = (scope.mod.name, name)
+            if key in self.scoped_values:
+                return ("value", self.scoped_values[key])
+            if key in self.scoped_overrides and self.root is not None:
+                target = self.root.lookup(self.scoped_overrides[key])
+                if target is not None:
+                    return target
         if name in self.overrides and self.root is not None:
             target = self.root.lookup(self.overrides[name])
             if target is None:
@@ -867,7 +951,7 @@ class Compiler:
         last = items[-1]
         name = _name_of(last)
         args = [] if isinstance(last, str) else list(last.arguments or [])
-        target = sc.lookup(name)
+        target = self.resolve(name, sc)
         if target is None:
             raise UndefinedError(f"{name} is not defined in the instance", loc_of(node, scope.mod))
         return target, args, binds
@@ -959,7 +1043,7 @@ class Compiler:
                 return e[nm](*[f(s, n, e) for f in fns])
             return call_param, deps
         if kind == "builtin":
-            return self._builtin(name if name in B.OPERATORS else b[1], args, node, scope)
+            return self._builtin(b[1], args, node, scope, _builtin_spec(b))
         if kind == "recfn":
             d = b[1]
             return self._def_ref(d, args, node, scope)
@@ -992,7 +1076,7 @@ class Compiler:
         if b[0] == "opparam":
             return (lambda s, n, e: e[name]), frozenset({name})
         if b[0] == "builtin":
-            impl = B.OPERATORS[name][1]
+            impl = _builtin_spec(b)[1]
             return (lambda s, n, e: impl), NODEPS
         if b[0] == "def":
             d = b[1]
@@ -1009,8 +1093,8 @@ class Compiler:
             return mk, (deps - frozenset(params)) | {"$lambda"}
         raise UnsupportedError(f"{name} cannot be passed as an operator", loc_of(a, scope.mod))
 
-    def _builtin(self, name, args, node, scope):
-        arity, impl, *rest = B.OPERATORS[name]
+    def _builtin(self, name, args, node, scope, spec: tuple):
+        arity, impl, *rest = spec
         where = loc_of(node, scope.mod)
         if arity == 0:
             if args:

@@ -354,13 +354,13 @@ def check_loaded(model: Model, *, max_states=None, max_depth=None, coverage=True
 
 
 def check_model(spec_path, cfg_path=None, *, workers=1, max_states=None, max_depth=None, coverage=True,
-                progress=None) -> ModelCheckResult:
+                progress=None, lib: list | tuple = ()) -> ModelCheckResult:
     """Model-check a spec with the embedded engine; every failure is a result, never an exception."""
     started = time.monotonic()
     import sys
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
     try:
-        model = load_model(Path(spec_path), cfg_path)
+        model = load_model(Path(spec_path), cfg_path, lib=lib)
     except (SpecError, ConfigError, EvalError) as exc:
         return _error_result(exc, started)
     except RecursionError:
@@ -372,11 +372,12 @@ def check_model(spec_path, cfg_path=None, *, workers=1, max_states=None, max_dep
         return _error_result(exc, started, tuple(model.messages))
 
 
-def simulate(spec_path, cfg_path=None, *, depth: int = 100, num: int = 10, seed: int = 0) -> ModelCheckResult:
+def simulate(spec_path, cfg_path=None, *, depth: int = 100, num: int = 10, seed: int = 0,
+             lib: list | tuple = ()) -> ModelCheckResult:
     """Random walks of at most ``depth`` states from random initial states, checking invariants."""
     started = time.monotonic()
     try:
-        model = load_model(Path(spec_path), cfg_path)
+        model = load_model(Path(spec_path), cfg_path, lib=lib)
     except (SpecError, ConfigError, EvalError) as exc:
         return _error_result(exc, started)
     rng = random.Random(seed)

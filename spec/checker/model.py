@@ -52,39 +52,41 @@ def _kind(node: Any) -> str:
 class Model:
     """The spec + cfg, compiled. Build with :func:`load_model`."""
 
-    def __init__(self, spec_path: Path, cfg: Config, constant_overrides: dict[str, Any] | None = None):
+    def __init__(self, spec_path: Path, cfg: Config, constant_overrides: dict[str, Any] | None = None,
+                 lib_dirs: list[Path] | None = None):
         self.spec_path = Path(spec_path)
         self.cfg = cfg
-        self.messages: list[str] = []
-        constants: dict[str, Any] = {}
-        value_overrides: dict[str, Any] = {}
-        self.comp = Compiler(self.spec_path.parent, constants, {}, value_overrides)
+        py_values = {name: (from_python(v) if not callable(v) else v) for name, v in (constant_overrides or {}).items()}
+        # every value the cfg gives is known before loading: INSTANCE ... WITH substitutions, compiled
+        # while the modules load, may use them; names that turn out not to be constants are pruned below
+        constants: dict[str, Any] = {**cfg.constants, **py_values}
+        value_overrides: dict[str, Any] = dict(constants)
+        self.comp = Compiler(self.spec_path.parent, constants, dict(cfg.overrides), value_overrides, lib_dirs)
+        self.comp.scoped_values = dict(cfg.scoped_constants)
+        self.comp.scoped_overrides = dict(cfg.scoped_overrides)
         root = self.comp.load_root(self.spec_path)
+        self.messages: list[str] = list(self.comp.messages)
         self.root = root
         declared = set(self.comp.declared_constants)
-        for name, v in cfg.constants.items():
+        for name in list(constants):
             if name in declared:
-                constants[name] = v
-            elif root.lookup(name) is not None and root.lookup(name)[0] == "def":  # type: ignore[index]
-                value_overrides[name] = v
+                value_overrides.pop(name)
             else:
-                raise ConfigError(f"{cfg.locations.get(name, cfg.path)}: the cfg assigns {name}, which is "
-                                  f"neither a constant nor a definition of {self.spec_path.name}")
+                constants.pop(name)
+        for name in cfg.constants:
+            b = root.lookup(name)
+            if name not in declared and (b is None or b[0] != "def"):
+                value_overrides.pop(name, None)  # TLC ignores it too
+                self.messages.append(f"{cfg.locations.get(name, cfg.path)}: the cfg assigns {name}, which is "
+                                     f"neither a constant nor a definition of {self.spec_path.name}; ignored")
         for name, target in cfg.overrides.items():
             if root.lookup(target) is None:
                 raise ConfigError(f"{cfg.locations.get(name, cfg.path)}: {name} <- {target}: {target} is not "
                                   f"defined")
-            if name in declared or root.lookup(name) is not None or name in _standard_names():
-                self.comp.overrides[name] = target
-            else:
-                raise ConfigError(f"{cfg.locations.get(name, cfg.path)}: the cfg overrides {name}, which is "
-                                  f"neither a constant nor a definition")
-        for name, v in (constant_overrides or {}).items():
-            tv = from_python(v) if not callable(v) else v
-            if name in declared:
-                constants[name] = tv
-            else:
-                value_overrides[name] = tv
+            if not (name in declared or root.lookup(name) is not None or name in _standard_names()):
+                self.comp.overrides.pop(name)
+                self.messages.append(f"{cfg.locations.get(name, cfg.path)}: the cfg overrides {name}, which is "
+                                     f"neither a constant nor a definition; ignored")
         # constants given as `C <- Def`: evaluate Def once
         for name in list(declared):
             if name in self.comp.overrides and name not in constants:
@@ -151,6 +153,7 @@ class Model:
         return fn
 
     def _check_assumptions(self) -> None:
+        """TLC evaluates every ASSUME before exploring; the first false one stops the run (exit 10)."""
         self.failed_assumption: str | None = None
         for expr, scope, name in self.comp.assumes:
             fn, _ = self.comp.expr(expr, scope)
@@ -161,6 +164,15 @@ class Model:
 
     def _setup_spec(self) -> None:
         cfg = self.cfg
+        self.constant_only = not (cfg.specification or cfg.init)
+        if self.constant_only:  # ASSUMEs only: TLC checks them and reports 0 states
+            if self.variables:
+                raise ConfigError(f"{cfg.path}: the cfg names neither SPECIFICATION nor INIT and NEXT, and "
+                                  f"{self.spec_path.name} declares variables ({', '.join(self.variables)})")
+            self.init_parts = []
+            self.init_act = lambda s, n, e, k: None
+            self.actions: list[SplitAction] = []
+            return
         if cfg.specification:
             d = self._lookup_def(cfg.specification, "SPECIFICATION")
             init_parts: list = []
@@ -187,7 +199,7 @@ class Model:
                 acts[i](s2, None, e, lambda s3, n3: run(i + 1, s3))
             run(0, s)
         self.init_act = init_all
-        self.actions: list[SplitAction] = []
+        self.actions = []
         self._split(self.next_node, self.next_scope, {}, "Next", tlc_loc(self.next_node, self.next_scope.mod),
                     loc_of(self.next_node, self.next_scope.mod))
 
@@ -319,6 +331,8 @@ class Model:
 
     def init_states(self, emit) -> None:
         """Call ``emit(state_dict)`` for every initial state, duplicates included."""
+        if self.constant_only:
+            return
         nv = len(self.variables)
         where = tlc_loc(self.init_parts[0][0], self.init_parts[0][1].mod)
 
@@ -476,14 +490,18 @@ def _standard_names() -> set:
 
 
 def load_model(spec_path: str | Path, cfg_path: str | Path | None = None,
-               constant_overrides: dict[str, object] | None = None) -> Model:
+               constant_overrides: dict[str, object] | None = None,
+               lib: list[str | Path] | tuple = ()) -> Model:
     """Parse and compile a spec with its cfg (default: same stem .cfg); constants may be overridden with
-    Python values (trace validation binds them to the finite sets seen in a trace)."""
+    Python values (trace validation binds them to the finite sets seen in a trace). Modules are looked
+    up beside the spec, then in ``lib`` and $KVEXACT_TLA_LIB (library.py)."""
     spec_path = Path(spec_path)
     if not spec_path.exists():
         raise SpecError(f"{spec_path}: spec file not found")
-    from kvexact.spec.checker.compiler import parse_module_text
-    parse_module_text(spec_path.read_text(), str(spec_path))  # a parse error outranks a cfg problem
+    from kvexact.spec.checker.compiler import parse_file_text
+    from kvexact.spec.checker.library import library_dirs
+    parse_file_text(spec_path.read_text(), str(spec_path))  # a parse error outranks a cfg problem
+    dirs = library_dirs(lib)
     default_cfg = cfg_path is None
     if cfg_path is None:
         cfg_path = spec_path.with_suffix(".cfg")
@@ -491,10 +509,10 @@ def load_model(spec_path: str | Path, cfg_path: str | Path | None = None,
     if not cfg_path.exists():
         if default_cfg and constant_overrides is not None:
             # trace validation without a cfg: INIT Init, NEXT Next, constants from the overrides
-            return Model(spec_path, Config(path=str(cfg_path), init="Init", next="Next"), constant_overrides)
+            return Model(spec_path, Config(path=str(cfg_path), init="Init", next="Next"), constant_overrides, dirs)
         raise ConfigError(f"{cfg_path}: cfg file not found")
     cfg = parse_cfg(cfg_path)
-    return Model(spec_path, cfg, constant_overrides)
+    return Model(spec_path, cfg, constant_overrides, dirs)
 
 
 _unused = (as_set,)

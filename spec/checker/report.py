@@ -85,12 +85,13 @@ def exit_code(r: ModelCheckResult) -> int:
     return r.exit_code
 
 
-def to_json(r: ModelCheckResult, spec: str = "") -> dict:
+def to_json(r: ModelCheckResult, spec: str = "", exit_code: int | None = None) -> dict:
+    """``exit_code`` is the process's own (an incomplete run exits 3, not the result's 0)."""
     d: dict[str, Any] = {
         "spec": spec,
         "engine": r.engine,
         "result": result_word(r),
-        "exit_code": r.exit_code,
+        "exit_code": r.exit_code if exit_code is None else exit_code,
         "complete": r.complete,
         "generated_states": r.generated_states,
         "distinct_states": r.distinct_states,
@@ -111,8 +112,8 @@ def to_json(r: ModelCheckResult, spec: str = "") -> dict:
     return d
 
 
-def write_json(r: ModelCheckResult, path: str | Path, spec: str = "") -> None:
-    Path(path).write_text(json.dumps(to_json(r, spec), indent=2) + "\n")
+def write_json(r: ModelCheckResult, path: str | Path, spec: str = "", exit_code: int | None = None) -> None:
+    Path(path).write_text(json.dumps(to_json(r, spec, exit_code), indent=2) + "\n")
 
 
 def to_itf_trace(trace: tuple[TraceState, ...], spec: str = "", description: str = "") -> dict:

@@ -35,7 +35,6 @@ def test_unsupported_construct_is_named(tmp_path):
 
 
 @pytest.mark.parametrize("cfg,message", [
-    ("INIT Init\nNEXT Next\nCONSTANT Nope = 1\n", "cfg:3:10: the cfg assigns Nope"),
     ("INIT Init\nNEXT Next\nINVARIANT Missing\n", "cfg:3:11: INVARIANT Missing is not defined"),
     ("INIT Init\nNEXT Next\nCONSTANT Foo <- Bar\n", "Bar is not defined"),
     ("INIT Nope\nNEXT Next\n", "INIT Nope is not defined"),

@@ -1,0 +1,183 @@
+"""TLC parity on specs the checker was not tuned on (issue 16): each case reproduces one disagreement in a
+few lines, with the value or count TLC gives (derived by hand in the comment)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from test_checker_enum import NOLOCK
+
+from kvexact.spec.checker import check_model, evaluate
+from kvexact.spec.checker.result import Outcome
+
+
+def write_spec(folder, body: str, cfg: str, extra: dict | None = None, extends: str = "Naturals, FiniteSets"):
+    """M.tla (EXTENDS ``extends`` and the body) with M.cfg, and extra files beside them."""
+    spec = folder / "M.tla"
+    spec.write_text(f"---- MODULE M ----\nEXTENDS {extends}\n{body}\n====\n")
+    (folder / "M.cfg").write_text(cfg)
+    for name, text in (extra or {}).items():
+        (folder / name).write_text(text)
+    return spec
+
+
+def test_library_dir_and_env_variable(tmp_path, monkeypatch):
+    """A module found only in a library folder: --lib (here lib=) or KVEXACT_TLA_LIB."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "Helpers.tla").write_text("---- MODULE Helpers ----\nTwice(n) == 2 * n\n====\n")
+    spec_dir = tmp_path / "spec"
+    spec_dir.mkdir()
+    spec = write_spec(spec_dir, "VARIABLE x\nInit == x = Twice(3)\nNext == UNCHANGED x\n"
+                      "Inv == x = 6", NOLOCK + "INVARIANT Inv\n", extends="Naturals, Helpers")
+    r = check_model(spec)
+    assert r.outcome is Outcome.PARSE and "module Helpers not found" in r.violation.message
+    assert check_model(spec, lib=[lib]).outcome is Outcome.SUCCESS
+    monkeypatch.setenv("KVEXACT_TLA_LIB", str(lib))
+    assert check_model(spec).outcome is Outcome.SUCCESS
+
+
+def test_proof_modules_load_and_are_ignored(tmp_path):
+    """TLAPS and *Theorems modules on no path: loaded empty with a warning (their content is proofs)."""
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x = 0\nNext == UNCHANGED x\nTHEOREM Init => x = 0\n  BY SMT",
+                      NOLOCK, extends="Naturals, TLAPS, FiniteSetTheorems")
+    r = check_model(spec)
+    assert r.outcome is Outcome.SUCCESS and r.distinct_states == 1
+    assert any("TLAPS" in m and "proofs only" in m for m in r.messages)
+
+
+@pytest.mark.parametrize("expr,value", [
+    ("SumSet({1, 2, 3})", 6),
+    ("Max({3, 1, 2}) + Min({3, 1, 2})", 4),
+    ("FoldLeft(LAMBDA acc, x : acc * 10 + x, 0, <<1, 2, 3>>)", 123),
+    ("FoldRight(LAMBDA x, acc : acc * 10 + x, <<1, 2, 3>>, 0)", 321),
+    ("FoldSet(LAMBDA x, acc : acc * 10 + x, 0, {1, 2, 3})", 321),  # x1 = 1 is applied last
+    ("MapThenFoldSet(LAMBDA x, y : x \\o y, <<>>, LAMBDA x : <<x>>, LAMBDA S : CHOOSE x \\in S : TRUE, {3, 1, 2})",
+     (1, 2, 3)),
+    ("Range([a |-> 1, b |-> 2])", frozenset({1, 2})),
+    ("IsPrefix(<<1, 2>>, <<1, 2, 3>>) /\\ ~IsPrefix(<<2>>, <<1, 2>>)", True),
+    ("Front(<<>>)", ()),  # SubSeq(s, 1, 0 - 1) is the empty sequence
+    ("RemoveAt(<<1, 2, 3>>, 2)", (1, 3)),
+    ("<<1, 2>> \\in BoundedSeq(Nat, 2) /\\ <<1, 2, 3>> \\notin BoundedSeq(Nat, 2)", True),
+    ("Cardinality(kSubset(2, 1..4))", 6),
+    ("AntiFunction(<<\"a\", \"b\">>)[\"b\"]", 2),
+    ("FoldFunction(LAMBDA x, acc : acc \\o <<x>>, <<>>, <<1, 2, 3>>)", (3, 2, 1)),
+])
+def test_community_operators(expr, value):
+    assert evaluate(expr, extends="Naturals, Sequences, FiniteSets, TLC, Functions, SequencesExt, "
+                                  "FiniteSetsExt, Folds") == value
+
+
+@pytest.mark.parametrize("expr,value", [
+    ("12 & 10", 8), ("12 | 3", 15), ("12 ^^ 10", 6), ("Not(5)", 2), ("shiftR(12, 2)", 3),
+])
+def test_bitwise(expr, value):
+    assert evaluate(expr, extends="Naturals, Bitwise") == value
+
+
+def test_graphs():
+    g = "[node |-> {1, 2, 3}, edge |-> {<<1, 2>>, <<2, 3>>}]"
+    assert evaluate(f"AreConnectedIn(1, 3, {g}) /\\ ~AreConnectedIn(3, 1, {g})", extends="Graphs") is True
+    assert evaluate(f"IsTreeWithRoot({g}, 3)", extends="Graphs") is True
+    ug = "[node |-> {1, 2, 3, 4}, edge |-> {{1, 2}, {2, 3}}]"
+    assert evaluate(f"ConnectedComponents({ug})", extends="UndirectedGraphs") == frozenset(
+        {frozenset({1, 2, 3}), frozenset({4})})
+
+
+def test_native_operator_replaces_a_library_definition(tmp_path):
+    """A library module named like a CommunityModule keeps its other definitions, evaluated from TLA+;
+    operators implemented natively replace their definitions (as TLC's overrides do)."""
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "Functions.tla").write_text("---- MODULE Functions ----\nRange(f) == {42}\nTwice(n) == 2 * n\n====\n")
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x = Twice(Cardinality(Range(<<1, 2>>)))\n"
+                      "Next == UNCHANGED x\nInv == x = 4", NOLOCK + "INVARIANT Inv\n",
+                      extends="FiniteSets, Functions")
+    assert check_model(spec, lib=[lib]).outcome is Outcome.SUCCESS
+
+
+def test_second_module_in_the_file(tmp_path):
+    """Modules after the first ==== (and modules nested inside one) are found by name."""
+    spec = tmp_path / "M.tla"
+    spec.write_text(textwrap.dedent("""\
+        ---- MODULE M ----
+        EXTENDS Naturals, Common
+        ---- MODULE Inner ----
+        Three == 3
+        ====
+        I == INSTANCE Inner
+        VARIABLE x
+        Init == x = One + I!Three
+        Next == UNCHANGED x
+        Inv == x = 4
+        ====
+        ---- MODULE Common ----
+        One == 1
+        ====
+        """))
+    (tmp_path / "M.cfg").write_text(NOLOCK + "INVARIANT Inv\n")
+    assert check_model(spec).outcome is Outcome.SUCCESS
+
+
+def test_instance_with_uses_cfg_constants(tmp_path):
+    """I == INSTANCE Inner WITH y <- e, with e built from a cfg constant: the constant has its value."""
+    spec = write_spec(tmp_path, "CONSTANT S\nVARIABLE x\nI == INSTANCE Inner WITH Y <- S \\cup {9}\n"
+                      "Init == x = I!Size\nNext == UNCHANGED x\nInv == x = 3",
+                      NOLOCK + "INVARIANT Inv\nCONSTANT S = {1, 2}\n",
+                      extra={"Inner.tla": "---- MODULE Inner ----\nEXTENDS FiniteSets\nCONSTANT Y\n"
+                                          "Size == Cardinality(Y)\n====\n"})
+    assert check_model(spec).outcome is Outcome.SUCCESS
+
+
+def test_cfg_module_scoped_value(tmp_path):
+    """C = [M] v replaces the definition C of module M (here an unbounded CHOOSE TLC cannot evaluate)."""
+    spec = write_spec(tmp_path, "CONSTANT NH\nVARIABLE x\nN == INSTANCE Nano\nInit == x = N!NoHash\n"
+                      "Next == UNCHANGED x\nInv == x = NH", NOLOCK + "INVARIANT Inv\nCONSTANTS\n  NH = nh\n"
+                      "  NoHash = [Nano] nh\n",
+                      extra={"Nano.tla": "---- MODULE Nano ----\nNoHash == CHOOSE h : h \\notin {1}\n====\n"})
+    r = check_model(spec)
+    assert r.outcome is Outcome.SUCCESS, r.violation
+
+
+def test_cfg_assignment_to_an_undeclared_name_warns(tmp_path):
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x = 0\nNext == UNCHANGED x",
+                      NOLOCK + "CONSTANTS\n  r1 = r1\n")
+    r = check_model(spec)
+    assert r.outcome is Outcome.SUCCESS and r.distinct_states == 1
+    assert any("M.cfg:5:3: the cfg assigns r1" in m and "ignored" in m for m in r.messages)
+
+
+def test_constant_only_spec_checks_assumptions(tmp_path):
+    """No variables, no INIT/NEXT: TLC evaluates the ASSUMEs and reports 0 states."""
+    body = "CONSTANT N\nASSUME N * 2 = 6"
+    r = check_model(write_spec(tmp_path, body, "CONSTANT N = 3\n"))
+    assert (r.outcome, r.generated_states, r.distinct_states) == (Outcome.SUCCESS, 0, 0)
+    assert check_model(write_spec(tmp_path, body, "CONSTANT N = 4\n")).outcome is Outcome.ASSUMPTION
+
+
+def test_evaluation_error_names_the_extended_module(tmp_path):
+    """The error is at line 2 of Lib.tla (which M extends), not line 2 of M.tla."""
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x = Bad\nNext == UNCHANGED x", NOLOCK,
+                      extra={"Lib.tla": "---- MODULE Lib ----\nBad == <<1>>[2]\n====\n"}, extends="Lib")
+    r = check_model(spec)
+    assert r.outcome is Outcome.EVALUATION
+    assert f"{tmp_path / 'Lib.tla'}:2:" in r.violation.message, r.violation.message
+
+
+def test_tabs_are_columns(tmp_path):
+    spec = write_spec(tmp_path, "VARIABLE x\nInit ==\t/\\ x = 0\n\t/\\ TRUE\nNext == UNCHANGED x", NOLOCK)
+    assert check_model(spec).distinct_states == 1
+
+
+def test_json_report_carries_the_process_exit_code(tmp_path):
+    from click.testing import CliRunner
+
+    from kvexact.spec.check_cmd import check
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x = 0\nNext == x' = x + 1", NOLOCK)
+    out = tmp_path / "r.json"
+    res = CliRunner().invoke(check, [str(spec), "--max-states", "5", "--json", str(out)], standalone_mode=False)
+    assert res.return_value == 3
+    d = json.loads(out.read_text())
+    assert d["result"] == "incomplete" and d["exit_code"] == 3
