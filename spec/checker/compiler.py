@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from kvexact.spec.checker import builtins as B
 from kvexact.spec.checker.community import is_proof_module, native_ops
 from kvexact.spec.checker.errors import ParseError, SpecError, UndefinedError, UnsupportedError
 from kvexact.spec.checker.library import expand_tabs, find_module_file, split_modules
+from kvexact.spec.checker.syntax import describe_syntax_error, regroup
 from kvexact.spec.checker.values import (
     EvalError,
     Fcn,
@@ -111,18 +111,14 @@ def _parse_one(text: str, path: str) -> Any:
         with contextlib.redirect_stdout(buf):
             tree = tla.parse(text)
     except Exception as exc:  # the parser raises a bare error and prints where it stopped
-        out = buf.getvalue()
-        m = re.search(r"Next symbol in input:\s*Result\(symbol='(\w+)', value=(.*?), line=(\d+), column=(\d+)",
-                      out)
-        if m:
-            where = f"{path}:{int(m.group(3)) + 1}:{int(m.group(4)) + 1}"
-            raise ParseError(f"syntax error at {m.group(2)}", where) from None
-        m = re.search(r"start line: (\d+), and column: (\d+)", out)
-        where = f"{path}:{int(m.group(1)) + 1}:{int(m.group(2)) + 1}" if m else path
-        raise ParseError(f"syntax error ({type(exc).__name__}: {exc})", where) from None
+        found = describe_syntax_error(text, buf.getvalue())
+        if found is not None:
+            message, line, col = found
+            raise ParseError(f"syntax error: {message}", f"{path}:{line}:{col}") from None
+        raise ParseError(f"syntax error ({exc})", path) from None
     if tree is None:
         raise ParseError("no module found", path)
-    return tree
+    return regroup(tree)
 
 
 def nested_modules(tree: Any) -> list:

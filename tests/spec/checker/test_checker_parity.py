@@ -181,3 +181,99 @@ def test_json_report_carries_the_process_exit_code(tmp_path):
     assert res.return_value == 3
     d = json.loads(out.read_text())
     assert d["result"] == "incomplete" and d["exit_code"] == 3
+
+
+# ----------------------------------------------------------------------------- precedence (SANY's table)
+
+@pytest.mark.parametrize("expr,value", [
+    ("UNION {{1}} \\cup {2}", frozenset({1, 2})),  # (UNION {{1}}) \cup {2}
+    ("Cardinality(SUBSET {1} \\cup {2})", 3),  # {{}, {1}} \cup {2}
+    ("Cardinality(SUBSET {1} \\cup {2} \\cup {3})", 4),
+    ("DOMAIN <<5, 6>> \\cup {7}", frozenset({1, 2, 7})),
+    ("SUBSET {1} \\ {{}} = {{1}}", True),
+    ("~ 1 = 2", True),  # ~(1 = 2)
+    ("- 2 ^ 2", -4),  # -(2^2)
+    ("2 - 1 - 1", 0),  # left-associative
+])
+def test_prefix_precedence(expr, value):
+    assert evaluate(expr) == value
+
+
+def _grouping(node):
+    """The operator tree as nested tuples (leaves: names)."""
+    kind = type(node).__name__
+    if kind == "Parentheses":
+        return _grouping(node.expression)
+    if kind == "OperatorApplication" and node.arguments:
+        return (node.operator, *[_grouping(a) for a in node.arguments])
+    if kind == "OperatorApplication":
+        return node.operator
+    return kind
+
+
+def _body(text: str):
+    from kvexact.spec.checker.compiler import parse_file_text
+    tree = parse_file_text(f"---- MODULE P ----\nE == {text}\n====\n", "P.tla")[0]
+    return _grouping(tree.units[0].definiens)
+
+
+def test_whole_precedence_table_against_sany():
+    """For every pair of operators whose SANY ranges do not overlap, the tighter one groups first:
+    infix with infix (a O1 b O2 c, both orders) and prefix with infix (P a O b)."""
+    from kvexact.spec.checker.syntax import INFIX, PREFIX
+    skip = {"-+->", "\\cdot", ":=", "::=", "|-", "-|", "|=", "=|", "\\X", "\\times", "~>"}  # not parsed as infix
+    infix = [op for op in INFIX if op not in skip]
+    bad = []
+    for o1 in infix:
+        for o2 in infix:
+            (l1, h1), (l2, h2) = INFIX[o1], INFIX[o2]
+            if h1 < l2:  # o2 binds tighter: a o1 (b o2 c)
+                want = (o1, "a", (o2, "b", "c"))
+            elif h2 < l1:
+                want = (o2, (o1, "a", "b"), "c")
+            else:
+                continue
+            try:
+                got = _body(f"a {o1} b {o2} c")
+            except Exception as exc:  # noqa: BLE001 - report, don't stop
+                got = repr(exc)
+            if _norm(got) != _norm(want):
+                bad.append((o1, o2, got))
+    for p, (pl, ph) in PREFIX.items():
+        if p in ("[]", "<>", "\\lnot", "\\neg"):
+            continue
+        for o in infix:
+            lo, ho = INFIX[o]
+            if ho < pl:
+                want = (o, (p, "a"), "b")
+            elif ph < lo:
+                want = (p, (o, "a", "b"))
+            else:
+                continue
+            got = _body(f"{p} a {o} b")
+            if _norm(got) != _norm(want):
+                bad.append((p, o, got))
+    assert not bad, bad[:20]
+
+
+def _norm(t):
+    from kvexact.spec.checker.compiler import ALIASES
+    if isinstance(t, tuple):
+        return (ALIASES.get(t[0], t[0]), *[_norm(x) for x in t[1:]])
+    return t
+
+
+# ----------------------------------------------------------------------------- syntax errors in TLA+ terms
+
+@pytest.mark.parametrize("body,where,words", [
+    ("Init == x = (1 + 2\nNext == x' = 1", ":4:13", "'(' opened at line 4, column 13 is never closed"),
+    ("Init == IF x = 0 THEN x = 1\nNext == x' = 1", ":4:", "IF ... THEN without ELSE"),
+    ("Init == x = = 1\nNext == x' = 1", ":4:13", "an operand is missing"),
+    ("Init == x = 0 /\\\nNext == x' = 1", ":4:15", "no right operand"),
+])
+def test_syntax_errors_read_as_tla(tmp_path, body, where, words):
+    r = check_model(write_spec(tmp_path, "VARIABLE x\n" + body, NOLOCK))
+    assert r.outcome is Outcome.PARSE and r.exit_code == 150
+    msg = r.violation.message
+    assert where in msg and words in msg, msg
+    assert "DEF_SIG" not in msg and "EQ_LINE" not in msg
