@@ -68,21 +68,21 @@ def _rotate(prefix: Any, operand: Any) -> Any:
 
 
 def regroup(node: Any) -> Any:
-    """The tree with every prefix operator regrouped by SANY's table (children first)."""
-    if isinstance(node, list):
-        return [regroup(x) for x in node]
-    if not (isinstance(node, tuple) and hasattr(node, "_fields")):
-        if isinstance(node, tuple):
-            return tuple(regroup(x) for x in node)
+    """The tree with every prefix operator regrouped by SANY's table (children first); an unchanged
+    subtree is returned as the same object."""
+    if isinstance(node, (list, tuple)) and not hasattr(node, "_fields"):
+        items = [regroup(x) for x in node]
+        if all(a is b for a, b in zip(items, node, strict=True)):
+            return node
+        return items if isinstance(node, list) else tuple(items)
+    if not hasattr(node, "_fields"):
         return node
     changes = {}
     for f in node._fields:
-        if f in ("symbol", "start", "end"):
-            continue
-        v = getattr(node, f)
-        if isinstance(v, (list, tuple)):
+        if f not in ("symbol", "start", "end"):
+            v = getattr(node, f)
             nv = regroup(v)
-            if nv is not v and any(a is not b for a, b in zip(nv, v, strict=True)):
+            if nv is not v:
                 changes[f] = nv
     if changes:
         node = node._replace(**changes)
