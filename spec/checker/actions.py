@@ -48,6 +48,17 @@ def _junction_items(node: Any, op: str) -> list | None:
     return None
 
 
+def _mentions_prime(node: Any) -> bool:
+    """Does the expression contain a prime (x', e')?"""
+    if isinstance(node, list):
+        return any(_mentions_prime(x) for x in node)
+    if not (isinstance(node, tuple) and hasattr(node, "_fields")):
+        return False
+    if type(node).__name__ == "OperatorApplication" and node.operator == "'":
+        return True
+    return any(_mentions_prime(getattr(node, f)) for f in node._fields if f not in ("symbol", "start", "end"))
+
+
 def conj_items(node: Any) -> list | None:
     return _junction_items(node, "/\\")
 
@@ -248,17 +259,24 @@ class ActionCompiler:
         return forall
 
     def _target_var(self, node, scope) -> str | None:
-        """The variable assigned by ``node`` (``x'`` in next mode, ``x`` in init mode), if any."""
+        """The variable assigned by ``node`` (``x'`` in next mode, ``x`` in init mode), if any; also
+        through a parameter the argument ``x'`` (or ``x``) was passed to, and through LET n == x'."""
         node = _strip(node)
         if type(node).__name__ != "OperatorApplication":
             return None
         if self.init:
-            if node.arguments is None:
-                return self.c._as_var(node, scope)
-            return None
-        if node.operator == "'" and node.arguments:
-            return self.c._as_var(node.arguments[0], scope)
-        return None
+            return self.c._as_var(node, scope) if node.arguments is None else None
+        return self.c._as_primed_var(node, scope)
+
+    def _by_name(self, d: Def, args, scope) -> set:
+        """Parameters whose arguments TLC binds lazily and this engine must pass by name: an argument
+        with a prime (next mode) or one that mentions a variable (init mode), so that ``p = e`` inside
+        the body can assign it."""
+        out = set()
+        for a, (p, ar) in zip(args, d.params, strict=False):
+            if ar == 0 and (_mentions_prime(a) if not self.init else self.c._as_var(a, scope) is not None):
+                out.add(p)
+        return out
 
     def _a_OperatorApplication(self, node, scope):
         op = ALIASES.get(node.operator, node.operator)
@@ -334,8 +352,9 @@ class ActionCompiler:
             return None
         if len(args) != d.arity:
             return None
-        if args and self.c.primed_params(d):
-            inner, values = self.c.inline_scope(d, args, scope)
+        by_name = self._by_name(d, args, scope)
+        if args and (self.c.primed_params(d) or by_name):
+            inner, values = self.c.inline_scope(d, args, scope, by_name)
             body_i = self.act(d.body, inner)
             vfns = [(p, f[0]) for p, f in values]
 

@@ -421,9 +421,7 @@ class Compiler:
         imod = ModuleInfo(tree.name, path)
         explicit: dict[str, tuple] = {}
         for w in node.with_substitution or []:
-            fn, deps = self.expr(w.expression, outer)
-            var = self._as_var(w.expression, outer)
-            explicit[w.name] = ("subst", fn, deps, var)
+            explicit[w.name] = self._subst(w.expression, outer)
         # implicit substitution: every constant/variable of M not substituted is the same name outside
         declared = self._declared_names(tree, set())
         subst: dict[str, tuple] = {}
@@ -458,8 +456,15 @@ class Compiler:
                 out += [_name_of(n) for n in unit.names]
         return out
 
-    def _as_var(self, node: Any, scope: Scope) -> str | None:
-        """The variable name if ``node`` is (an alias of) a state variable."""
+    def _subst(self, node: Any, scope: Scope) -> tuple:
+        """A name bound to an expression (INSTANCE ... WITH, an instance or operator parameter passed by
+        name): ('subst', fn, deps, variable it stands for, variable whose prime it stands for)."""
+        fn, deps = self.expr(node, scope)
+        return ("subst", fn, deps, self._as_var(node, scope), self._as_primed_var(node, scope))
+
+    def _as_var(self, node: Any, scope: Scope, seen: frozenset = frozenset()) -> str | None:
+        """The variable name if ``node`` is (an alias of) a state variable: through parameters passed
+        by name and LET definitions without arguments (TLC's lazily bound names)."""
         while type(node).__name__ == "Parentheses":
             node = node.expression
         if type(node).__name__ == "OperatorApplication" and node.arguments is None:
@@ -468,6 +473,25 @@ class Compiler:
                 return b[1]
             if b is not None and b[0] == "subst":
                 return b[3]
+            if b is not None and b[0] == "def" and b[1].is_let and b[1].arity == 0 and id(b[1]) not in seen:
+                return self._as_var(b[1].body, b[1].scope, seen | {id(b[1])})
+        return None
+
+    def _as_primed_var(self, node: Any, scope: Scope, seen: frozenset = frozenset()) -> str | None:
+        """The variable v if ``node`` is v' (or a name that stands for it: a parameter passed by name,
+        a LET definition without arguments such as LET n == v')."""
+        while type(node).__name__ == "Parentheses":
+            node = node.expression
+        if type(node).__name__ != "OperatorApplication":
+            return None
+        if node.operator == "'" and node.arguments:
+            return self._as_var(node.arguments[0], scope)
+        if node.arguments is None:
+            b = self.resolve(node.operator, scope)
+            if b is not None and b[0] == "subst":
+                return b[4]
+            if b is not None and b[0] == "def" and b[1].is_let and b[1].arity == 0 and id(b[1]) not in seen:
+                return self._as_primed_var(b[1].body, b[1].scope, seen | {id(b[1])})
         return None
 
     def resolve(self, name: str, scope: Scope) -> tuple | None:
@@ -933,8 +957,7 @@ class Compiler:
                 raise SpecError(f"{_name_of(first)} takes {len(params)} argument(s)", loc_of(node, scope.mod))
             inner_outer = iouter.child()
             for p, a in zip(params, iargs, strict=True):  # by name, so I(x)!A can prime x
-                fn, deps = self.expr(a, scope)
-                inner_outer.names[p] = ("subst", fn, deps, self._as_var(a, scope))
+                inner_outer.names[p] = self._subst(a, scope)
             b = ("instance", self._instance(inode, imod, inner_outer, inherit_env=True))
         if b is None or b[0] != "instance":
             raise UndefinedError(f"{_name_of(first)} is not a module instance", loc_of(node, scope.mod))
@@ -1240,16 +1263,16 @@ class Compiler:
             d._primed = found  # type: ignore[attr-defined]
         return d._primed  # type: ignore[attr-defined]
 
-    def inline_scope(self, d: Def, args, scope) -> tuple[Scope, list]:
-        """A scope for d's body at one call site: primed parameters are bound to the argument
-        expressions (substitution); the others are returned as (name, compiled argument)."""
-        primed = self.primed_params(d)
+    def inline_scope(self, d: Def, args, scope, by_name: set | frozenset = frozenset()) -> tuple[Scope, list]:
+        """A scope for d's body at one call site: primed parameters (and those in ``by_name``) are
+        bound to the argument expressions (substitution); the others are returned as (name, compiled
+        argument)."""
+        primed = self.primed_params(d) | set(by_name)
         inner = d.scope.child()
         values = []
         for a, (p, ar) in zip(args, d.params, strict=False):
             if p in primed:
-                fn, deps = self.expr(a, scope)
-                inner.names[p] = ("subst", fn, deps, self._as_var(a, scope))
+                inner.names[p] = self._subst(a, scope)
             else:
                 inner.names[p] = ("opparam", p, ar) if ar else ("bound", p)
                 values.append((p, self._arg(a, ar, scope)))

@@ -277,3 +277,18 @@ def test_syntax_errors_read_as_tla(tmp_path, body, where, words):
     msg = r.violation.message
     assert where in msg and words in msg, msg
     assert "DEF_SIG" not in msg and "EQ_LINE" not in msg
+
+
+# ----------------------------------------------------------------------------- assignment through names
+
+@pytest.mark.parametrize("defs,init,nxt", [
+    # x cycles 0 -> 1 -> 2 -> 0: 3 distinct, 1 + 3 generated
+    ("Snd(old, new) == new = (old + 1) % 3", "x = 0", "Snd(x, x')"),
+    ("", "x = 0", "LET n == x' IN n = (x + 1) % 3"),
+    ("XInit(v) == v = 0", "XInit(x)", "x' = (x + 1) % 3"),
+    ("Step(v, w) == w \\in {(v + 1) % 3}", "x = 0", "Step(x, x')"),
+])
+def test_primed_assignment_through_parameters_and_let(tmp_path, defs, init, nxt):
+    spec = write_spec(tmp_path, f"VARIABLE x\n{defs}\nInit == {init}\nNext == {nxt}", NOLOCK)
+    r = check_model(spec)
+    assert (r.outcome, r.distinct_states, r.generated_states) == (Outcome.SUCCESS, 3, 4), r.violation
