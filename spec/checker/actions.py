@@ -54,7 +54,7 @@ def _mentions_prime(node: Any) -> bool:
         return any(_mentions_prime(x) for x in node)
     if not (isinstance(node, tuple) and hasattr(node, "_fields")):
         return False
-    if type(node).__name__ == "OperatorApplication" and node.operator == "'":
+    if type(node).__name__ == "OperatorApplication" and getattr(node, "operator", None) == "'":
         return True
     return any(_mentions_prime(getattr(node, f)) for f in node._fields if f not in ("symbol", "start", "end"))
 
