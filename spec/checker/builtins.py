@@ -25,11 +25,13 @@ from kvexact.spec.checker.values import (
     ProductSet,
     RecordSet,
     SeqSet,
+    UnionSet,
     apply_fcn,
     as_set,
     domain,
     fcn_items,
     fmt,
+    is_infinite,
     kind,
     member,
     mk_fcn,
@@ -115,11 +117,20 @@ def _range(a, b):
 
 
 def _cup(a, b):
+    if type(a) is frozenset and type(b) is frozenset:
+        return a | b
+    if is_infinite(a) or is_infinite(b):
+        return UnionSet([a, b])
     return as_set(a) | as_set(b)
 
 
 def _cap(a, b):
-    if isinstance(b, LazySet) and not b.finite():
+    if is_infinite(a) and is_infinite(b):
+        from kvexact.spec.checker.values import InfiniteSet
+        return InfiniteSet(f"{a.name} \\cap {b.name}", lambda v: a.contains(v) and b.contains(v))
+    if is_infinite(a):
+        a, b = b, a
+    if is_infinite(b):
         return frozenset(x for x in as_set(a) if b.contains(x))
     return as_set(a) & as_set(b)
 
@@ -146,8 +157,11 @@ def _subset(a):
 
 
 def _union(a):
+    parts = as_set(a)
+    if any(is_infinite(x) for x in parts):
+        return UnionSet(list(parts))
     out: set = set()
-    for x in as_set(a):
+    for x in parts:
         out |= as_set(x)
     return frozenset(out)
 

@@ -30,12 +30,14 @@ from kvexact.spec.checker.syntax import describe_syntax_error, regroup
 from kvexact.spec.checker.values import (
     EvalError,
     Fcn,
+    FilterSet,
     LazyFcn,
     LazySet,
     apply_fcn,
     as_set,
     fcn_update,
     fmt,
+    is_infinite,
     member,
     min_value,
     mk_fcn,
@@ -835,7 +837,13 @@ class Compiler:
         def slice_(s, n, e):
             e2 = dict(e)
             out = []
-            for x in as_set(fs(s, n, e)):
+            S = fs(s, n, e)
+            if is_infinite(S):  # membership only, as TLC's SetPredValue
+                def test(x, e2=e2):
+                    setter(e2, x)
+                    return fp(s, n, e2) is True
+                return FilterSet(S, test)
+            for x in as_set(S):
                 setter(e2, x)
                 if fp(s, n, e2) is True:
                     out.append(x)

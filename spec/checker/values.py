@@ -137,6 +137,50 @@ INT = InfiniteSet("Int", lambda v: type(v) is int)
 STRING = InfiniteSet("STRING", lambda v: type(v) is str)
 
 
+class UnionSet(LazySet):
+    """S1 \\cup S2 \\cup ... (also UNION of a finite set of sets) where some part is infinite."""
+
+    def __init__(self, parts: list):
+        self.parts = parts
+        self.name = " \\cup ".join(getattr(p, "name", "{...}") for p in parts)
+
+    def contains(self, v: Any) -> bool:
+        return any(member(v, p) for p in self.parts)
+
+    def finite(self) -> bool:
+        return all(not isinstance(p, LazySet) or p.finite() for p in self.parts)
+
+    def elements(self) -> frozenset:
+        if not self.finite():
+            raise EvalError(f"cannot enumerate the infinite set {self.name}")
+        return frozenset().union(*[as_set(p) for p in self.parts])
+
+    def key(self) -> Any:
+        return ("Union", tuple(self.parts))
+
+
+class FilterSet(LazySet):
+    """{x \\in S : P(x)} over an infinite S: membership is S's and P's."""
+
+    def __init__(self, base: LazySet, test: Callable[[Any], bool]):
+        self.base = base
+        self.test = test
+        self.name = f"{{x \\in {base.name} : ...}}"
+
+    def contains(self, v: Any) -> bool:
+        return self.base.contains(v) and self.test(v)
+
+    def finite(self) -> bool:
+        return False
+
+    def key(self) -> Any:
+        return ("Filter", id(self))  # equal only to itself: TLC cannot compare such sets either
+
+
+def is_infinite(v: Any) -> bool:
+    return isinstance(v, LazySet) and not v.finite()
+
+
 class SeqSet(LazySet):
     """Seq(S): every finite sequence over S."""
 
@@ -180,11 +224,20 @@ class FcnSet(LazySet):
     """[D -> R]."""
 
     def __init__(self, dom: Any, rng: Any):
-        self.dom = as_set(dom)
+        self.dom = dom if is_infinite(dom) else as_set(dom)
         self.rng = rng
         self._el: frozenset | None = None
+        self.name = "[... -> ...]"
+
+    def finite(self) -> bool:
+        return not is_infinite(self.dom) and not is_infinite(self.rng)
+
+    def key(self) -> Any:
+        return ("FcnSet", self.dom, self.rng)
 
     def contains(self, v: Any) -> bool:
+        if type(self.dom) is not frozenset:  # an infinite domain: no finite function value has it
+            return False
         if type(v) is tuple:
             n = len(v)
             if len(self.dom) != n or any(i not in self.dom for i in range(1, n + 1)):

@@ -292,3 +292,24 @@ def test_primed_assignment_through_parameters_and_let(tmp_path, defs, init, nxt)
     spec = write_spec(tmp_path, f"VARIABLE x\n{defs}\nInit == {init}\nNext == {nxt}", NOLOCK)
     r = check_model(spec)
     assert (r.outcome, r.distinct_states, r.generated_states) == (Outcome.SUCCESS, 3, 4), r.violation
+
+
+# ----------------------------------------------------------------------------- infinite sets
+
+@pytest.mark.parametrize("expr", [
+    "-5 \\in Int \\union {-5} /\\ 7 \\in Int \\union {-5} /\\ \"a\" \\notin Int \\union {-5}",
+    "[i \\in {0} |-> -5] \\in [{0} -> Int \\union {-5}]",
+    "[i \\in {0} |-> 3] \\in UNION {[{0} -> Int]} /\\ [i \\in {1} |-> 3] \\notin UNION {[{0} -> Int]}",
+    "4 \\in {n \\in Nat : n % 2 = 0} /\\ 3 \\notin {n \\in Nat : n % 2 = 0}",
+    "<<1, -2>> \\in Seq(Nat \\cup {-2}) /\\ 2 \\in Nat \\cap Int /\\ [a |-> -1] \\in [a : Int]",
+    "<<>> \\notin [Nat -> Nat] /\\ {1, 2} \\in SUBSET (Nat \\ {0})",
+])
+def test_membership_in_infinite_sets(expr):
+    assert evaluate(expr, extends="Integers, Sequences") is True
+
+
+def test_enumerating_an_infinite_set_is_an_evaluation_error(tmp_path):
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x \\in Nat \\cup {-1}\nNext == UNCHANGED x", NOLOCK,
+                      extends="Integers")
+    r = check_model(spec)
+    assert r.outcome is Outcome.EVALUATION and "cannot enumerate" in r.violation.message
