@@ -1,9 +1,11 @@
 """``kvexact bench checker|reference|kernels``: benchmarks, separate from the tests.
 
-``checker``: seconds and distinct states per second for each corpus model, the total, and TLC's time
-beside it when a jar is given; exit 0 when every model matched TLC, 1 when one did not, 3 when the corpus
-is missing. ``reference``: :mod:`kvexact.reference.bench` at several pool sizes; exit 1 when the work per
-operation grows with the pool or the slowdown passes ``--max-slowdown``. ``kernels``:
+``checker``: a TLA+ corpus (default tla-corpus; ``--corpus DIR``, e.g. tla-examples) model by model, each
+in a child process with a CPU-time budget: the table (model, verdict vs TLC, distinct, generated, CPU
+seconds, generated states per CPU-second), the slowest models and the totals (spec/checker/corpus.py);
+exit 0 when every model matched TLC, 1 when one did not, 3 when the corpus is missing. ``reference``:
+:mod:`kvexact.reference.bench` at several pool sizes; exit 1 when the work per operation grows with the
+pool or the slowdown passes ``--max-slowdown``. ``kernels``:
 :mod:`kvexact.kernels.bench` (exit 3 without CUDA).
 """
 
@@ -12,6 +14,8 @@ from __future__ import annotations
 import functools
 import json
 import os
+import time
+from pathlib import Path
 
 import click
 
@@ -19,56 +23,77 @@ from kvexact.kernels.device import click_option
 
 
 @click.command("checker")
+@click.option("--corpus", "corpus", type=click.Path(path_type=Path), default=None,
+              help="corpus folder with corpus.json (default: shared/tla-corpus or KVEXACT_TLA_CORPUS)")
+@click.option("--lib", "lib", multiple=True, type=click.Path(path_type=Path),
+              help="library folder (repeatable; default: the corpus's _modules/* folders)")
 @click.option("--workers", type=int, default=1, show_default=True)
-@click.option("--only", multiple=True, help="corpus model id (repeatable)")
-@click.option("--tlc-jar", default=None, help="also time TLC (or TLA2TOOLS_JAR)")
+@click.option("--only", multiple=True, help="model id, or a part of one (repeatable)")
+@click.option("--cpu-limit", type=float, default=600.0, show_default=True, help="CPU seconds per model")
+@click.option("--in-process", is_flag=True, help="run the models in this process (no CPU budget)")
+@click.option("--table", "table_path", default=None, help="write the Markdown table here")
 @click.option("--json", "json_path", default=None, help="write the figures as JSON")
-def bench_checker(workers: int, only: tuple[str, ...], tlc_jar: str | None, json_path: str | None) -> int:
-    """Time the embedded checker on the TLA+ corpus."""
-    from kvexact.spec.checker.corpus import find_corpus, run_corpus
+@click.option("--tlc-jar", default=None, help="also time TLC on each model (or TLA2TOOLS_JAR)")
+def bench_checker(corpus: Path | None, lib: tuple[Path, ...], workers: int, only: tuple[str, ...],
+                  cpu_limit: float, in_process: bool, table_path: str | None, json_path: str | None,
+                  tlc_jar: str | None) -> int:
+    """Run the embedded checker over a TLA+ corpus and compare with TLC's recorded results."""
+    from kvexact.spec.checker.corpus import (
+        depth_differences,
+        find_corpus,
+        load_manifest,
+        render_table,
+        run_corpus,
+        table_line,
+        totals,
+    )
 
-    root = find_corpus()
-    if root is None:
-        click.echo("kvexact bench checker: tla-corpus not found (set KVEXACT_TLA_CORPUS)", err=True)
+    root = corpus or find_corpus()
+    if root is None or not (root / "corpus.json").exists():
+        click.echo(f"kvexact bench checker: no corpus.json in {root or 'shared/tla-corpus'} "
+                   f"(give --corpus DIR or set KVEXACT_TLA_CORPUS)", err=True)
         return 3
-    jar = tlc_jar or os.environ.get("TLA2TOOLS_JAR")
-    click.echo(f"{'model':46s} {'result':15s} {'distinct':>9s} {'generated':>10s} {'depth':>9s} {'seconds':>8s} "
-               f"{'distinct/s':>10s}" + (f" {'TLC s':>7s}" if jar else ""))
-    rows_out = []
+    ids = [m["id"] for m in load_manifest(root) if not only or any(o in m["id"] for o in only)]
+    started = time.monotonic()
 
-    def show(row) -> None:
-        r = row.result
-        rate = r.distinct_states / r.seconds if r.seconds > 0 else 0.0
-        tlc_s = ""
-        entry = {"id": row.id, "result": row.result_word, "distinct": r.distinct_states,
-                 "generated": r.generated_states, "depth": r.depth, "tlc_depth": row.expected.get("stateDepth"),
-                 "seconds": round(r.seconds, 3), "distinct_per_s": round(rate, 1), "matches_tlc": row.ok}
+    def on_start(i: int, n: int, model: str) -> None:
+        click.echo(f"[{i + 1}/{n}] {model} ... ({time.monotonic() - started:.0f} s elapsed)", err=True)
+
+    jar = tlc_jar or os.environ.get("TLA2TOOLS_JAR")
+    tlc_seconds: dict[str, float | str] = {}
+
+    def on_row(row) -> None:
+        click.echo("  " + table_line(row), err=True)
         if jar:
             from kvexact.cli.check import CouldNotRun, run_tlc_engine
             folder = root / row.id
             try:
                 t = run_tlc_engine(folder / row.expected["spec"], folder / row.expected["cfg"], jar, workers=1,
                                    max_states=None, max_depth=None)
-                tlc_s = f" {t.seconds:7.2f}"
-                entry["tlc_seconds"] = round(t.seconds, 3)
+                tlc_seconds[row.id] = round(t.seconds, 3)
             except CouldNotRun as exc:
-                tlc_s = "     n/a"
-                entry["tlc_error"] = str(exc)
-        depth = f"{r.depth}/{row.expected.get('stateDepth')}"
-        click.echo(f"{row.id:46s} {row.result_word:15s} {r.distinct_states:9d} {r.generated_states:10d} "
-                   f"{depth:>9s} {r.seconds:8.2f} {rate:10.0f}{tlc_s}" + ("" if row.ok else f"  MISMATCH: {row.why}"))
-        rows_out.append(entry)
+                tlc_seconds[row.id] = f"could not run: {exc}"
 
-    rows = run_corpus(root, workers=workers, only=list(only) or None, on_row=show)
-    total = sum(r.result.seconds for r in rows)
-    distinct = sum(r.result.distinct_states for r in rows)
-    click.echo(f"{'TOTAL':46s} {'':15s} {distinct:9d} {'':10s} {'':9s} {total:8.2f} {distinct / max(total, 1e-9):10.0f}")
-    bad = [r for r in rows if not r.ok]
-    click.echo(f"{len(rows) - len(bad)}/{len(rows)} models match TLC (workers={workers})")
+    rows = run_corpus(root, workers=workers, only=ids, lib=list(lib) or None, isolate=not in_process,
+                      cpu_limit_s=None if in_process else cpu_limit, on_start=on_start, on_row=on_row)
+    text = render_table(rows)
+    depth = depth_differences(rows)
+    if depth:
+        text += "\n\nDepth differs from TLC's record (TLC ran with several workers): " + "; ".join(depth) + "."
+    click.echo(text)
+    if table_path:
+        Path(table_path).write_text(text + "\n")
     if json_path:
-        with open(json_path, "w") as fh:
-            json.dump({"models": rows_out, "total_seconds": round(total, 3), "workers": workers}, fh, indent=2)
-    return 1 if bad else 0
+        doc = {"corpus": str(root), "workers": workers, "cpu_limit_s": cpu_limit, "totals": totals(rows),
+               "models": [{"id": r.id, "verdict": r.verdict.value, "why": r.why, "result": r.result_word,
+                           "distinct": r.result.distinct_states, "generated": r.result.generated_states,
+                           "depth": r.result.depth, "tlc_depth": r.expected.get("stateDepth"),
+                           "tlc_distinct": r.expected.get("distinctStates"),
+                           "tlc_generated": r.expected.get("totalStates"), "cpu_s": round(r.cpu_s, 3),
+                           "generated_per_cpu_s": round(r.rate, 1), "matches_tlc": r.ok,
+                           **({"tlc_seconds": tlc_seconds[r.id]} if r.id in tlc_seconds else {})} for r in rows]}
+        Path(json_path).write_text(json.dumps(doc, indent=2) + "\n")
+    return 0 if all(r.ok for r in rows) else 1
 
 
 @click.command("reference")

@@ -1,14 +1,16 @@
-"""The TLA+ validation corpus (tlaplus/Examples models with TLC's recorded counts): locate it, run it,
-compare with TLC.
+"""TLA+ validation corpora (tlaplus/Examples models with TLC's recorded results): locate one, run it
+(each model in a child process with a CPU-time budget), compare with TLC, and render the bench table.
 
-Invariant: a model passes when the embedded result equals TLC's ``result`` and, for successes, the
-distinct and generated counts equal TLC's exactly; depth is reported beside TLC's ``stateDepth`` and
-never fails a model (TLC recorded it with several workers).
+Invariant: a model matches when its result equals TLC's ``result`` and, where TLC recorded them,
+its distinct and generated counts equal TLC's exactly; depth is reported beside TLC's ``stateDepth``
+and never fails a model (TLC recorded it with several workers). A model whose cfg has a PROPERTY
+this engine did not check is "needs temporal checking", never a match.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
 import io
 import json
 import os
@@ -27,17 +29,31 @@ RESULT_WORDS = {Outcome.SUCCESS: "success", Outcome.SAFETY: "safety failure", Ou
                 Outcome.ASSUMPTION: "assumption failure", Outcome.ASSERT: "assert failure"}
 
 
-def find_corpus() -> Path | None:
-    """$KVEXACT_TLA_CORPUS, else shared/tla-corpus beside or inside the source tree."""
-    env = os.environ.get("KVEXACT_TLA_CORPUS")
+class Verdict(enum.Enum):
+    MATCH = "match"
+    MISMATCH = "mismatch"
+    NEEDS_TEMPORAL = "needs temporal checking"  # a PROPERTY this engine did not check
+    OUT_OF_BUDGET = "out of CPU budget"
+    CRASHED = "crashed"
+
+
+def find_corpus(name: str = "tla-corpus") -> Path | None:
+    """$KVEXACT_TLA_CORPUS (for tla-corpus), else shared/<name> beside or inside the source tree."""
+    env = os.environ.get("KVEXACT_TLA_CORPUS") if name == "tla-corpus" else None
     if env:
         return Path(env) if (Path(env) / "corpus.json").exists() else None
     here = Path(__file__).resolve()
     for base in here.parents:
-        for cand in (base / "shared" / "tla-corpus", base.parent / "shared" / "tla-corpus"):
+        for cand in (base / "shared" / name, base.parent / "shared" / name):
             if (cand / "corpus.json").exists():
                 return cand
     return None
+
+
+def corpus_lib_dirs(root: Path) -> list[Path]:
+    """The library folders a corpus ships (``_modules/*``), as a user would pass them with --lib."""
+    mods = root / "_modules"
+    return sorted(p for p in mods.iterdir() if p.is_dir()) if mods.is_dir() else []
 
 
 @attrs.frozen
@@ -45,46 +61,168 @@ class CorpusRow:
     id: str
     expected: dict[str, Any]
     result: ModelCheckResult
-    ok: bool
+    verdict: Verdict
     why: str
+    cpu_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict is Verdict.MATCH
 
     @property
     def result_word(self) -> str:
         return RESULT_WORDS.get(self.result.outcome, self.result.outcome.value)
 
+    @property
+    def rate(self) -> float:
+        """Generated states per CPU-second."""
+        return self.result.generated_states / self.cpu_s if self.cpu_s > 0 else 0.0
 
-def compare_with_tlc(expected: dict, r: ModelCheckResult) -> tuple[bool, str]:
+
+def unchecked_properties(r: ModelCheckResult) -> bool:
+    return any(m.startswith("PROPERTY ") and "not checked" in m for m in r.messages)
+
+
+def compare_with_tlc(expected: dict, r: ModelCheckResult) -> tuple[Verdict, str]:
     word = RESULT_WORDS.get(r.outcome, r.outcome.value)
     if word != expected["result"]:
-        return False, f"result {word} != TLC {expected['result']}" + (f" ({r.violation.message})"
-                                                                     if r.violation else "")
+        if unchecked_properties(r) and r.outcome is Outcome.SUCCESS:
+            return Verdict.NEEDS_TEMPORAL, f"TLC: {expected['result']} (a PROPERTY is not checked by this engine)"
+        return Verdict.MISMATCH, f"result {word} != TLC {expected['result']}" + (
+            f" ({r.violation.message})" if r.violation else "")
     if expected["result"] == "success":
         if not r.complete:
-            return False, "incomplete run"
-        if r.distinct_states != expected["distinctStates"] or r.generated_states != expected["totalStates"]:
-            return False, (f"distinct {r.distinct_states} vs TLC {expected['distinctStates']}, generated "
-                           f"{r.generated_states} vs TLC {expected['totalStates']}")
-    return True, ""
+            return Verdict.MISMATCH, "incomplete run"
+        want = (expected.get("distinctStates"), expected.get("totalStates"))
+        if want[0] is not None and (r.distinct_states, r.generated_states) != want:
+            return Verdict.MISMATCH, (f"distinct {r.distinct_states} vs TLC {want[0]}, generated "
+                                      f"{r.generated_states} vs TLC {want[1]}")
+    if unchecked_properties(r):
+        return Verdict.NEEDS_TEMPORAL, "a PROPERTY is not checked by this engine"
+    return Verdict.MATCH, ""
+
+
+def _check_quietly(folder: Path, m: dict, lib: list[Path], workers: int) -> ModelCheckResult:
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        return check_model(folder / m["spec"], folder / m["cfg"], workers=workers, coverage=False, lib=lib)
+
+
+def _cpu_s() -> float:
+    import resource
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _child(conn, folder: Path, m: dict, lib: list[Path], cpu_limit_s: float | None, workers: int) -> None:
+    import resource
+    import sys
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+    if cpu_limit_s:
+        limit = int(cpu_limit_s + _cpu_s()) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
+    started = _cpu_s()
+    r = _check_quietly(folder, m, lib, workers)
+    conn.send((r, _cpu_s() - started))
+    conn.close()
+
+
+def run_model(root: Path, m: dict, *, lib: list[Path] | None = None, isolate: bool = True,
+              cpu_limit_s: float | None = None, workers: int = 1) -> CorpusRow:
+    """Check one corpus model (in a forked child with a CPU-time budget when ``isolate``)."""
+    folder = root / m["id"]
+    lib = corpus_lib_dirs(root) if lib is None else lib
+    if not isolate:
+        started = _cpu_s()
+        r = _check_quietly(folder, m, lib, workers)
+        cpu = _cpu_s() - started
+    else:
+        import multiprocessing
+        ctx = multiprocessing.get_context("fork")
+        recv, send = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_child, args=(send, folder, m, lib, cpu_limit_s, workers))
+        proc.start()
+        send.close()
+        got = None
+        with contextlib.suppress(EOFError):
+            got = recv.recv()
+        proc.join()
+        if got is None:
+            out_of_budget = proc.exitcode in (-24, -9) and cpu_limit_s is not None
+            verdict = Verdict.OUT_OF_BUDGET if out_of_budget else Verdict.CRASHED
+            why = (f"not finished within {cpu_limit_s:.0f} CPU-seconds" if out_of_budget
+                   else f"the child process ended with code {proc.exitcode}")
+            empty = ModelCheckResult(engine="embedded", outcome=Outcome.SUCCESS, complete=False)
+            return CorpusRow(m["id"], m, empty, verdict, why, float(cpu_limit_s or 0.0))
+        r, cpu = got
+    r = attrs.evolve(r, seconds=cpu)
+    verdict, why = compare_with_tlc(m, r)
+    return CorpusRow(m["id"], m, r, verdict, why, cpu)
+
+
+def load_manifest(root: Path) -> list[dict]:
+    return json.loads((root / "corpus.json").read_text())["models"]
 
 
 def run_corpus(root: Path | None = None, *, workers: int = 1, only: list[str] | None = None,
-               on_row: Callable[[CorpusRow], None] | None = None) -> list[CorpusRow]:
+               on_row: Callable[[CorpusRow], None] | None = None, lib: list[Path] | None = None,
+               isolate: bool = False, cpu_limit_s: float | None = None,
+               on_start: Callable[[int, int, str], None] | None = None) -> list[CorpusRow]:
     root = root or find_corpus()
     if root is None:
         raise FileNotFoundError("tla-corpus not found (set KVEXACT_TLA_CORPUS)")
-    manifest = json.loads((root / "corpus.json").read_text())
+    models = [m for m in load_manifest(root) if not only or m["id"] in only]
     rows = []
-    for m in manifest["models"]:
-        if only and m["id"] not in only:
-            continue
-        folder = root / m["id"]
+    for i, m in enumerate(models):
+        if on_start is not None:
+            on_start(i, len(models), m["id"])
         started = time.monotonic()
-        with contextlib.redirect_stderr(io.StringIO()):  # the models' Print/PrintT output is not ours to show
-            r = check_model(folder / m["spec"], folder / m["cfg"], workers=workers, coverage=False)
-        r = attrs.evolve(r, seconds=time.monotonic() - started)
-        ok, why = compare_with_tlc(m, r)
-        row = CorpusRow(m["id"], m, r, ok, why)
+        row = run_model(root, m, lib=lib, isolate=isolate, cpu_limit_s=cpu_limit_s, workers=workers)
+        if not isolate:
+            row = attrs.evolve(row, result=attrs.evolve(row.result, seconds=time.monotonic() - started))
         rows.append(row)
         if on_row is not None:
             on_row(row)
     return rows
+
+
+# ----------------------------------------------------------------------------- the bench table
+
+TABLE_HEAD = ("| model | verdict vs TLC | distinct | generated | depth (TLC) | CPU s | generated/CPU-s |\n"
+              "|---|---|---:|---:|---:|---:|---:|")
+
+
+def table_line(row: CorpusRow) -> str:
+    r = row.result
+    verdict = row.verdict.value + (f": {row.why}" if row.why and row.verdict is not Verdict.MATCH else "")
+    depth = f"{r.depth} ({row.expected.get('stateDepth')})"
+    return (f"| {row.id} | {verdict.replace('|', '/')} | {r.distinct_states} | {r.generated_states} | {depth} | "
+            f"{row.cpu_s:.1f} | {row.rate:,.0f} |")
+
+
+def totals(rows: list[CorpusRow]) -> dict[str, Any]:
+    counts = {v.value: sum(1 for r in rows if r.verdict is v) for v in Verdict}
+    gen = sum(r.result.generated_states for r in rows)
+    cpu = sum(r.cpu_s for r in rows)
+    return {"models": len(rows), **counts, "generated": gen, "distinct": sum(r.result.distinct_states for r in rows),
+            "cpu_s": round(cpu, 1), "generated_per_cpu_s": round(gen / cpu, 1) if cpu else 0.0}
+
+
+def render_table(rows: list[CorpusRow], slowest: int = 10) -> str:
+    """The Markdown table, the slowest models named, and the totals."""
+    lines = [TABLE_HEAD] + [table_line(r) for r in rows]
+    t = totals(rows)
+    lines.append("")
+    lines.append("Slowest (CPU seconds): " + ", ".join(
+        f"{r.id} {r.cpu_s:.0f}" for r in sorted(rows, key=lambda r: -r.cpu_s)[:slowest]) + ".")
+    lines.append("")
+    lines.append(f"Totals: {t['models']} models; {t['match']} match TLC, {t['mismatch']} mismatch, "
+                 f"{t['needs temporal checking']} need temporal checking, {t['out of CPU budget']} out of CPU "
+                 f"budget, {t['crashed']} crashed; {t['generated']:,} states generated in {t['cpu_s']:,.0f} "
+                 f"CPU-seconds ({t['generated_per_cpu_s']:,.0f} generated states per CPU-second).")
+    return "\n".join(lines)
+
+
+def depth_differences(rows: list[CorpusRow]) -> list[str]:
+    return [f"{r.id}: depth {r.result.depth} (TLC recorded {r.expected['stateDepth']})" for r in rows
+            if r.verdict is Verdict.MATCH and r.expected.get("stateDepth") is not None
+            and r.result.depth != r.expected["stateDepth"]]

@@ -56,8 +56,11 @@ def test_bench_checker_reports_rates(tmp_path, monkeypatch):
     from kvexact.cli.bench import bench_checker
     monkeypatch.setenv("KVEXACT_TLA_CORPUS", str(fake_corpus(tmp_path, 2)))
     out = tmp_path / "bench.json"
-    res = CliRunner().invoke(bench_checker, ["--json", str(out)], standalone_mode=False)
+    table = tmp_path / "table.md"
+    res = CliRunner().invoke(bench_checker, ["--json", str(out), "--table", str(table)], standalone_mode=False)
     assert res.return_value == 0, res.output
-    assert "Toggle" in res.output and "TOTAL" in res.output and "1/1 models match TLC" in res.output
+    assert "| Toggle | match |" in res.output and "Totals: 1 models; 1 match TLC" in res.output
+    assert table.read_text().startswith("| model | verdict vs TLC |")
     d = json.loads(out.read_text())
-    assert d["models"][0]["distinct"] == 2 and "distinct_per_s" in d["models"][0]
+    assert d["models"][0]["distinct"] == 2 and d["models"][0]["generated_per_cpu_s"] > 0
+    assert d["totals"]["match"] == 1
