@@ -48,6 +48,19 @@ def _junction_items(node: Any, op: str) -> list | None:
     return None
 
 
+def _flat_step(a: Act) -> tuple | None:
+    """(0, guard, None), (1, variable, value function) or (2, variables kept, None) for an action that
+    yields at most one path and can run in a flat loop; None otherwise."""
+    if getattr(a, "_pure", False):
+        return (0, a._fn, None)  # type: ignore[attr-defined]
+    if getattr(a, "_assigns", None) is not None:
+        var, f = a._assigns  # type: ignore[attr-defined]
+        return (1, var, f)
+    if getattr(a, "_keeps", None) is not None:
+        return (2, a._keeps, None)  # type: ignore[attr-defined]
+    return None
+
+
 def _mentions_prime(node: Any) -> bool:
     """Does the expression contain a prime (x', e')?"""
     if isinstance(node, list):
@@ -87,12 +100,14 @@ class ActionCompiler:
                 k(s2, n)
             return bind_s
 
-        def bind_n(s, n, v, k):
+        def bind_n(s, n, v, k):  # n is bound in place and restored: k must copy what it keeps
             if type(v) is LazyFcn:
                 v = v.materialize()
-            n2 = dict(n)
-            n2[var] = v
-            k(s, n2)
+            n[var] = v
+            try:
+                k(s, n)
+            finally:
+                del n[var]
         return bind_n
 
     def act(self, node: Any, scope: Scope) -> Act:
@@ -127,15 +142,18 @@ class ActionCompiler:
             elif v is not False:
                 raise EvalError(f"an action conjunct has the non-boolean value {fmt(v)}", where)
         pred._pure = True  # type: ignore[attr-defined]
+        pred._fn = f  # type: ignore[attr-defined]
         return pred
 
     def _conj(self, items: list, scope: Scope, node: Any) -> Act:
         acts = [self.act(x, scope) for x in items]
+        where = loc_of(node, scope.mod)
+        if not self.init and all(_flat_step(a) is not None for a in acts):
+            return self._flat_conj([_flat_step(a) for a in acts], where)
         evals = [self.c.expr(x, scope)[0] for x in items]
         m = len(acts)
         nv = self.nvars
         init = self.init
-        where = loc_of(node, scope.mod)
 
         pure = [getattr(a, "_pure", False) for a in acts]
 
@@ -166,6 +184,47 @@ class ActionCompiler:
         def conj(s, n, e, k):
             run(0, s, n, e, k)
         return conj
+
+    @staticmethod
+    def _flat_conj(steps: list, where: str) -> Act:
+        """A conjunction of guards, x' = e and UNCHANGED variables (at most one path): evaluated in one
+        loop, binding n in place and restoring it afterwards. Once a variable is bound, its x' = e is an
+        equality test, exactly as in the general enumeration."""
+        def flat(s, n, e, k):
+            bound = []
+            try:
+                for kind, a, b in steps:
+                    if kind == 0:  # a guard
+                        v = a(s, n, e)
+                        if v is not True:
+                            if v is not False:
+                                raise EvalError(f"a conjunct has the non-boolean value {fmt(v)}", where)
+                            return
+                    elif kind == 1:  # x' = e: a = variable, b = value function
+                        v = b(s, n, e)
+                        if a in n:
+                            if not tla_eq(n[a], v):
+                                return
+                        else:
+                            n[a] = v.materialize() if type(v) is LazyFcn else v
+                            bound.append(a)
+                    else:  # UNCHANGED variables
+                        for var in a:
+                            if var in n:
+                                if not tla_eq(n[var], s[var]):
+                                    return
+                            else:
+                                n[var] = s[var]
+                                bound.append(var)
+                k(s, n)
+            except EvalError as exc:
+                if not exc.location:
+                    exc.location = where
+                raise
+            finally:
+                for var in bound:
+                    del n[var]
+        return flat
 
     def _a_BooleanLiteral(self, node, scope):
         if node.value == "TRUE":
@@ -401,6 +460,7 @@ class ActionCompiler:
                     k(s, n)
                 return
             bind(s, n, v, k)
+        assign._assigns = (var, f)  # type: ignore[attr-defined]
         return assign
 
     def _assign_in(self, var, rhs, node, scope):
@@ -455,6 +515,8 @@ class ActionCompiler:
                         return
                     acts[i](s2, n2, e, lambda s3, n3: run(i + 1, s3, n3))
                 run(0, s, n)
+            if all(getattr(a, "_keeps", None) is not None for a in acts):
+                all_._keeps = tuple(v for a in acts for v in a._keeps)  # type: ignore[attr-defined]
             return all_
         var = self.c._as_var(arg, scope)
         if var is not None:
@@ -466,6 +528,7 @@ class ActionCompiler:
                         k(s, n)
                     return
                 bind(s, n, s[var], k)
+            keep._keeps = (var,)  # type: ignore[attr-defined]
             return keep
         if kind == "OperatorApplication" and arg.arguments is None:
             b = self.c.resolve(arg.operator, scope)

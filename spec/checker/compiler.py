@@ -320,8 +320,20 @@ class Compiler:
         mod = ModuleInfo(tree.name, str(path))
         scope = Scope(None, mod)
         self.root = scope
+        self._pending: list = []
         self._include(tree, mod, scope, subst=None, root=True, seen=set())
+        while self._pending:  # instances of the root's modules, once every definition is known
+            self._pending.pop(0)()
+        self._pending = None
         return scope
+
+    def _later(self, build: Callable[[], None], root: bool) -> None:
+        """Instantiate a module now, or (in the root's modules while they load) once every definition
+        of the root is known, so that WITH substitutions can use cfg overrides defined after them."""
+        if root and getattr(self, "_pending", None) is not None:
+            self._pending.append(build)
+        else:
+            build()
 
     def _include(self, tree: Any, mod: ModuleInfo, scope: Scope, subst: dict | None, root: bool,
                  seen: set) -> None:
@@ -390,15 +402,19 @@ class Compiler:
                     params = [p for p, _ in _params(unit.arity)]
                     scope.names[unit.name] = ("pinstance", (params, definiens, mod, here))
                     return
-                scope.names[unit.name] = ("instance", self._instance(definiens, mod, here))
+                def named(name=unit.name, definiens=definiens):
+                    scope.names[name] = ("instance", self._instance(definiens, mod, here))
+                self._later(named, root)
                 return
             d = Def(unit.name, _params(unit.arity), definiens, here, unit, is_let=scope.inherit_env)
             scope.names[unit.name] = ("def", d)
         elif kind == "Instance":
-            inst = self._instance(unit, mod, here)
-            for name, b in inst.names.items():
-                if b[0] in ("def", "instance", "builtin"):
-                    scope.names.setdefault(name, b)
+            def unnamed(unit=unit):
+                inst = self._instance(unit, mod, here)
+                for name, b in inst.names.items():
+                    if b[0] in ("def", "instance", "builtin"):
+                        scope.names.setdefault(name, b)
+            self._later(unnamed, root)
         elif kind == "Axiom":
             if unit.axiom_keyword in ("ASSUME", "ASSUMPTION"):
                 self.assumes.append((unit.expression, here, unit.name or "ASSUME"))

@@ -352,7 +352,7 @@ class Model:
                 missing = [v for v in self.variables if v not in n]
                 raise EvalError(f"successor state is not completely specified by action {action.label}: "
                                 f"no value for {', '.join(missing)}", action.where or action.location)
-            out.append(n)
+            out.append(dict(n))  # n is bound in place by the enumerator
         action.act(s, {}, action.env, k)
 
     def key(self, s: dict) -> Any:
@@ -445,7 +445,7 @@ class Model:
         target = self.state_tuple(n)
         hits: list = []
         try:
-            act(s, {}, env, lambda s2, n2: hits.append(n2))
+            act(s, {}, env, lambda s2, n2: hits.append(dict(n2)))
         except EvalError as exc:
             return False, f"evaluation error: {exc}"
         for h in hits:

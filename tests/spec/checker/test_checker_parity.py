@@ -313,3 +313,15 @@ def test_enumerating_an_infinite_set_is_an_evaluation_error(tmp_path):
                       extends="Integers")
     r = check_model(spec)
     assert r.outcome is Outcome.EVALUATION and "cannot enumerate" in r.violation.message
+
+
+def test_instance_substitution_uses_an_override_defined_later(tmp_path):
+    """C <- MCC where MCC is defined after the EXTENDS that instantiates with C (DieHardest's shape)."""
+    spec = write_spec(tmp_path, "VARIABLE x\nMCC == {1, 2, 3}\nInit == x = I!Size\nNext == UNCHANGED x\n"
+                      "Inv == x = 3", NOLOCK + "INVARIANT Inv\nCONSTANT C <- MCC\n",
+                      extends="Naturals, Base",
+                      extra={"Base.tla": "---- MODULE Base ----\nCONSTANT C\nI == INSTANCE Inner WITH Y <- C\n====\n",
+                             "Inner.tla": "---- MODULE Inner ----\nEXTENDS FiniteSets\nCONSTANT Y\n"
+                                          "Size == Cardinality(Y)\n====\n"})
+    r = check_model(spec)
+    assert r.outcome is Outcome.SUCCESS, r.violation
