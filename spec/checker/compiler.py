@@ -320,18 +320,19 @@ class Compiler:
         mod = ModuleInfo(tree.name, str(path))
         scope = Scope(None, mod)
         self.root = scope
-        self._pending: list = []
+        self._pending: list | None = []
         self._include(tree, mod, scope, subst=None, root=True, seen=set())
         while self._pending:  # instances of the root's modules, once every definition is known
-            self._pending.pop(0)()
+            self._pending.pop(0)()  # type: ignore[union-attr]
         self._pending = None
         return scope
 
     def _later(self, build: Callable[[], None], root: bool) -> None:
         """Instantiate a module now, or (in the root's modules while they load) once every definition
         of the root is known, so that WITH substitutions can use cfg overrides defined after them."""
-        if root and getattr(self, "_pending", None) is not None:
-            self._pending.append(build)
+        pending = getattr(self, "_pending", None)
+        if root and pending is not None:
+            pending.append(build)
         else:
             build()
 
