@@ -143,12 +143,16 @@ class ActionCompiler:
                 raise EvalError(f"an action conjunct has the non-boolean value {fmt(v)}", where)
         pred._pure = True  # type: ignore[attr-defined]
         pred._fn = f  # type: ignore[attr-defined]
+        pred._src = (node, scope)  # type: ignore[attr-defined]
         return pred
 
     def _conj(self, items: list, scope: Scope, node: Any) -> Act:
         acts = [self.act(x, scope) for x in items]
         where = loc_of(node, scope.mod)
         if not self.init and all(_flat_step(a) is not None for a in acts):
+            if self.c.fast is not None:
+                steps = [(*_flat_step(a), getattr(a, "_src", None)) for a in acts]  # type: ignore[misc]
+                return self.c.fast.flat_action(steps, where)
             return self._flat_conj([_flat_step(a) for a in acts], where)
         evals = [self.c.expr(x, scope)[0] for x in items]
         m = len(acts)
@@ -461,6 +465,7 @@ class ActionCompiler:
                 return
             bind(s, n, v, k)
         assign._assigns = (var, f)  # type: ignore[attr-defined]
+        assign._src = (rhs, scope)  # type: ignore[attr-defined]
         return assign
 
     def _assign_in(self, var, rhs, node, scope):

@@ -23,6 +23,7 @@ from typing import Any
 import tla
 
 from kvexact.spec.checker import builtins as B
+from kvexact.spec.checker.codegen import FastGen
 from kvexact.spec.checker.community import is_proof_module, native_ops
 from kvexact.spec.checker.errors import ParseError, SpecError, UndefinedError, UnsupportedError
 from kvexact.spec.checker.library import expand_tabs, find_module_file, split_modules
@@ -278,7 +279,7 @@ class Compiler:
 
     def __init__(self, spec_dir: Path, constants: dict[str, Any] | None = None,
                  overrides: dict[str, str] | None = None, value_overrides: dict[str, Any] | None = None,
-                 lib_dirs: list[Path] | None = None):
+                 lib_dirs: list[Path] | None = None, fast: bool = True):
         self.spec_dir = spec_dir
         self.lib_dirs = list(lib_dirs or [])
         self.constants: dict[str, Any] = constants if constants is not None else {}
@@ -290,6 +291,8 @@ class Compiler:
         self.assumes: list[tuple[Any, Scope, str]] = []
         self.trees: dict[str, tuple[Any, str]] = {}
         self.messages: list[str] = []
+        self._memo: dict[tuple[int, int], tuple] = {}  # (id(node), id(scope)) -> (node, scope, fn, deps)
+        self.fast: FastGen | None = FastGen(self) if fast else None
         self.scoped_values: dict[tuple[str, str], Any] = {}  # cfg C = [M] v
         self.scoped_overrides: dict[tuple[str, str], str] = {}  # cfg C <- [M] Def
 
@@ -538,11 +541,21 @@ class Compiler:
     # ---------------------------------------------------------------- expressions
 
     def expr(self, node: Any, scope: Scope) -> tuple[Callable, frozenset]:
-        """Compile an expression; a result without dependencies is evaluated once and cached."""
+        """Compile an expression (once per node and scope); a result without dependencies is evaluated
+        once and cached; common node kinds get a generated fast path (codegen.py)."""
+        key = (id(node), id(scope))
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit[2], hit[3]
         fn, deps = self._expr(node, scope)
+        if self.fast is not None and not isinstance(node, str):
+            gen = self.fast.compile(node, scope, fn, loc_of(node, scope.mod))
+            if gen is not None:
+                fn = gen
         if not deps and not getattr(fn, "_is_const", False):
             fn = _cached_const(fn)
             fn._is_const = True  # type: ignore[attr-defined]
+        self._memo[key] = (node, scope, fn, deps)
         return fn, deps
 
     def _expr(self, node: Any, scope: Scope) -> tuple[Callable, frozenset]:
@@ -1217,6 +1230,8 @@ class Compiler:
             fn, deps = self._function_def(d, body, inner)
         else:
             fn, deps = self._expr(body, inner)
+            if self.fast is not None and not isinstance(body, str):
+                fn = self.fast.compile(body, inner, fn, loc_of(body, inner.mod)) or fn
         d.fn, d.deps = fn, deps
         d.compiling = False
         return fn, deps

@@ -216,13 +216,7 @@ class Checker:
         m = self.m
         for idx in batch:
             self._cur = idx
-            s = m.state_dict(self.store[idx][0])
-            succ: list = []
-            for ai, a in enumerate(m.actions):
-                out: list = []
-                m.successors(s, a, out)
-                succ.extend((ai, n, None, None, None) for n in out)
-            yield idx, succ
+            yield idx, [(ai, n, None, None, None) for ai, n in m.expand(m.state_dict(self.store[idx][0]))]
 
     def _expand_parallel(self, batch: list[int], pool):
         chunk = max(64, len(batch) // (8 * self.workers))

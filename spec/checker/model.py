@@ -355,6 +355,24 @@ class Model:
             out.append(dict(n))  # n is bound in place by the enumerator
         action.act(s, {}, action.env, k)
 
+    def expand(self, s: dict) -> list[tuple[int, dict]]:
+        """Every successor of s as (action index, state), duplicates included, in action order."""
+        out: list = []
+        nv = len(self.variables)
+        actions = self.actions
+        ai = 0
+
+        def k(s2, n):
+            if len(n) != nv:
+                a = actions[ai]
+                missing = [v for v in self.variables if v not in n]
+                raise EvalError(f"successor state is not completely specified by action {a.label}: "
+                                f"no value for {', '.join(missing)}", a.where or a.location)
+            out.append((ai, dict(n)))
+        for ai, a in enumerate(actions):  # noqa: B007 - k reads ai
+            a.act(s, {}, a.env, k)
+        return out
+
     def key(self, s: dict) -> Any:
         if self.view is not None:
             return canon(self.view(s, None, {}))

@@ -501,16 +501,27 @@ def fcn_update(f: Any, x: Any, v: Any) -> Any:
     """[f EXCEPT ![x] = v]: f with x mapped to v (f itself when x is not in DOMAIN f)."""
     if type(f) is tuple:
         if type(x) is int and 1 <= x <= len(f):
-            return f[: x - 1] + (v,) + f[x:]
+            g = f[: x - 1] + (v,) + f[x:]
+            hit = _CANON.get(id(f))
+            if hit is not None:  # the fingerprint key follows the update (canon of one element)
+                c = hit[1]
+                _CANON[id(g)] = (g, c[:x] + (canon(v),) + c[x + 1:])
+            return g
         return f  # TLA+: [f EXCEPT ![x] = v] is f when x is not in DOMAIN f
     if type(f) is LazyFcn:
         f = f.materialize()
     if type(f) is Fcn:
-        if x not in f.d:
+        d = f.d
+        if x not in d:
             return f  # TLA+: unchanged when x is not in DOMAIN f
-        d = dict(f.d)
+        old = d[x]
+        d = dict(d)
         d[x] = v
-        return Fcn(d)
+        g = Fcn(d)
+        if f._c is not None:  # the fingerprint key follows the update
+            ck = canon(x)
+            g._c = ("$F", (f._c[1] - {(ck, canon(old))}) | {(ck, canon(v))})
+        return g
     raise EvalError(f"EXCEPT applied to {fmt(f)}, which is not a function")
 
 
@@ -518,24 +529,39 @@ _BTRUE = ("$B", True)
 _BFALSE = ("$B", False)
 
 
+_CANON: dict[int, tuple] = {}  # id(container) -> (container, canon): states share most sub-values
+_SIMPLE = (int, str, ModelValue)
+
+
 def canon(v: Any) -> Any:
-    """A hashable fingerprint key that tags booleans, so TRUE and 1 (or {TRUE} and {1}) differ."""
+    """A hashable fingerprint key that tags booleans, so TRUE and 1 (or {TRUE} and {1}) differ. Equal
+    TLA+ values have equal keys; keys of sequences and sets are remembered per object (kept alive in
+    the memo, so an id is never reused while its entry exists)."""
     t = type(v)
     if t is int or t is str or t is ModelValue:
         return v
     if t is bool:
         return _BTRUE if v else _BFALSE
-    if t is tuple:
-        return ("$T",) + tuple([canon(x) for x in v])
-    if t is frozenset:
-        for x in v:
-            if type(x) is not int and type(x) is not str and type(x) is not ModelValue:
-                return ("$S", frozenset([canon(x) for x in v]))
-        return ("$S", v)
     if t is Fcn:
         c = v._c
         if c is None:
             c = v._c = ("$F", frozenset([(canon(k), canon(x)) for k, x in v.d.items()]))
+        return c
+    if t is tuple or t is frozenset:
+        hit = _CANON.get(id(v))
+        if hit is not None:
+            return hit[1]
+        if t is tuple:
+            c = ("$T",) + tuple([canon(x) for x in v])
+        else:
+            c = ("$S", v)
+            for x in v:
+                if type(x) not in _SIMPLE:
+                    c = ("$S", frozenset([canon(x) for x in v]))
+                    break
+        if len(_CANON) > 400_000:
+            _CANON.clear()
+        _CANON[id(v)] = (v, c)
         return c
     if t is LazyFcn:
         return canon(v.materialize())

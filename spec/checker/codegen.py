@@ -1,0 +1,580 @@
+"""Fast paths for compiled expressions and flat actions: the common node kinds are turned into one
+generated Python function per expression (and per definition body) instead of a tree of closures.
+
+Invariant (exact fallback): a generated function returns a value only when its Python code computed
+the TLA+ value; anything else (a wrong kind, a missing key, a non-boolean condition, an error) raises
+inside the fast path, and the function then returns what the closure compiled by compiler.py returns
+for the same expression, or raises its error. So values and error messages are those of the closures;
+only the speed differs. Expressions that print, assert or draw random values are never generated.
+Bound names live in the dict ``e`` as in the closures, so a generated body and a closure call each
+other freely.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+from kvexact.spec.checker import builtins as B
+from kvexact.spec.checker.values import (
+    Fcn,
+    LazyFcn,
+    apply_fcn,
+    as_set,
+    fcn_update,
+    is_infinite,
+    member,
+    min_value,
+    mk_fcn,
+    ordered_elements,
+    tla_eq,
+)
+
+_NO_GEN = {"Print", "PrintT", "Assert", "TLCSet", "JavaTime", "RandomElement", "TLCGet", "RandomSubset",
+           "RandomSetOfSubsets", "AssertEq"}
+_INT_OPS = {"+": "+", "-": "-", "*": "*", "<": "<", ">": ">", "<=": "<=", ">=": ">="}
+_COUNTER = itertools.count()
+_OPS = ("Field", "FunctionApplication", "Tuple", "SetEnumeration", "Record", "If", "Except", "Cases", "Let",
+        "Quantification", "SetComprehension", "SetSlice", "Function", "Choose")
+
+
+class _NoFast(Exception):
+    """The expression has no fast path (it prints, asserts, or uses a form this module leaves alone)."""
+
+
+# ----------------------------------------------------------------------------- helpers (exact on success)
+
+def _nb(*_):
+    raise TypeError("not a boolean")
+
+
+def _field(r: Any, name: str) -> Any:
+    return r.d[name] if type(r) is Fcn else apply_fcn(r, name)
+
+
+def _app(f: Any, x: Any) -> Any:
+    t = type(f)
+    if t is Fcn:
+        return f.d[x]
+    if t is tuple and type(x) is int and 0 < x <= len(f):
+        return f[x - 1]
+    return apply_fcn(f, x)
+
+
+def _eq(a: Any, b: Any) -> bool:
+    if type(a) is type(b) and type(a) in (int, str, bool, frozenset):
+        return a == b
+    return tla_eq(a, b)
+
+
+def _in(x: Any, S: Any) -> bool:
+    return x in S if type(S) is frozenset else member(x, S)
+
+
+def _els(S: Any) -> frozenset:
+    return S if type(S) is frozenset else as_set(S)
+
+
+def _quant1(s, n, e, S, name, body, is_all):
+    e2 = dict(e)
+    for x in _els(S):
+        e2[name] = x
+        v = body(s, n, e2)
+        if v is not is_all:
+            if type(v) is not bool:
+                _nb()
+            return not is_all
+    return is_all
+
+
+def _setof1(s, n, e, S, name, body):
+    e2 = dict(e)
+    out = []
+    for x in _els(S):
+        e2[name] = x
+        out.append(body(s, n, e2))
+    return frozenset(out)
+
+
+def _filter1(s, n, e, S, name, body):
+    if is_infinite(S):
+        _nb()  # a lazy set: the closure builds it
+    e2 = dict(e)
+    out = []
+    for x in _els(S):
+        e2[name] = x
+        if body(s, n, e2) is True:
+            out.append(x)
+    return frozenset(out)
+
+
+def _fcn1(s, n, e, S, name, body):
+    e2 = dict(e)
+    d = {}
+    for x in _els(S):
+        e2[name] = x
+        d[x] = body(s, n, e2)
+    return mk_fcn(d)
+
+
+def _choose1(s, n, e, S, name, body):
+    e2 = dict(e)
+    for x in ordered_elements(S):
+        e2[name] = x
+        if body(s, n, e2) is True:
+            return x
+    return _nb()
+
+
+def _combos(e: dict, binds: list):
+    """Every binding of several binders (setter, set value): the same dict, updated in place."""
+    e2 = dict(e)
+    doms = [_els(S) for _, S in binds]
+    for combo in itertools.product(*doms):
+        for (setter, _), x in zip(binds, combo, strict=True):
+            setter(e2, x)
+        yield combo, e2
+
+
+def _quantn(s, n, e, binds, body, is_all):
+    for _, e2 in _combos(e, binds):
+        v = body(s, n, e2)
+        if v is not is_all:
+            if type(v) is not bool:
+                _nb()
+            return not is_all
+    return is_all
+
+
+def _setofn(s, n, e, binds, body):
+    return frozenset([body(s, n, e2) for _, e2 in _combos(e, binds)])
+
+
+def _fcnn(s, n, e, binds, body):
+    return mk_fcn({combo: body(s, n, e2) for combo, e2 in _combos(e, binds)})
+
+
+HELPERS: dict[str, Any] = {
+    "_nb": _nb, "_field": _field, "_app": _app, "_eq": _eq, "_in": _in, "Fcn": Fcn, "frozenset": frozenset,
+    "_upd": fcn_update, "_quant1": _quant1, "_setof1": _setof1, "_filter1": _filter1, "_fcn1": _fcn1,
+    "_choose1": _choose1, "_quantn": _quantn, "_setofn": _setofn, "_fcnn": _fcnn, "_min": min_value,
+}
+
+
+def _indent(text: str, n: int) -> str:
+    return "\n".join(" " * n + line for line in text.split("\n"))
+
+
+def _try_value(code: str | None, fallback: str) -> str:
+    if code is None:
+        return f"v = {fallback}(s, n, e)"
+    return f"try:\n    v = {code}\nexcept Exception:\n    v = {fallback}(s, n, e)"
+
+
+def _nonbool(v: Any, where: str) -> None:
+    from kvexact.spec.checker.values import EvalError, fmt
+    raise EvalError(f"a conjunct has the non-boolean value {fmt(v)}", where)
+
+
+def _same(a: Any, b: Any, where: str) -> bool:
+    from kvexact.spec.checker.values import EvalError
+    if type(a) is type(b) and type(a) in (int, str, bool):
+        return a == b
+    try:
+        return tla_eq(a, b)
+    except EvalError as exc:
+        if not exc.location:
+            exc.location = where
+        raise
+
+
+ACTION_HELPERS = {"_nonbool": _nonbool, "_same": _same, "LazyFcn": LazyFcn}
+
+
+# ----------------------------------------------------------------------------- the generator
+
+class FastGen:
+    """Generates fast paths; ``compile`` returns None when an expression has none worth having."""
+
+    def __init__(self, comp: Any):
+        self.c = comp
+        self.ns: dict[str, Any] = {}
+        self.ops = 0
+        self.top: tuple = (None, None, None)
+        self.at: str | None = None  # the code of @ inside an EXCEPT value
+        self.lets: dict[int, str] = {}  # id(LET definition) -> the code that stands for its value
+
+    def _state(self) -> tuple:
+        return (self.ns, self.ops, self.top, self.at, self.lets)
+
+    def _restore(self, saved: tuple) -> None:
+        self.ns, self.ops, self.top, self.at, self.lets = saved
+
+    def _const(self, v: Any) -> str:
+        name = f"_k{next(_COUNTER)}"
+        self.ns[name] = v
+        return name
+
+    def _tmp(self) -> str:
+        return f"_t{next(_COUNTER)}"
+
+    def _call(self, node: Any, scope: Any) -> str:
+        """A node without an inline form: call its compiled function (for the expression being generated,
+        its own closure)."""
+        if node is self.top[0] and scope is self.top[1]:
+            fn = self.top[2]
+        else:
+            fn = self.c.expr(node, scope)[0]
+        return f"{self._const(fn)}(s, n, e)"
+
+    def compile(self, node: Any, scope: Any, slow: Callable, where: str) -> Callable | None:
+        saved = self._state()
+        self.ns, self.ops, self.top, self.at, self.lets = dict(HELPERS), 0, (node, scope, slow), None, {}
+        try:
+            code = self.code(node, scope)
+            if self.ops == 0:  # a literal, a name or one call: the closure is as fast
+                return None
+            ns = self.ns
+            ns["_slow"] = slow
+            src = ("def _fast(s, n, e):\n    try:\n        return " + code +
+                   "\n    except Exception:\n        return _slow(s, n, e)\n")
+            exec(compile(src, f"<{where}>", "exec"), ns)
+            return ns["_fast"]
+        except _NoFast:
+            return None
+        finally:
+            self._restore(saved)
+
+    def inline(self, node: Any, scope: Any, ns: dict) -> str | None:
+        """The fast code of an expression, its constants added to ``ns``; None when it has none."""
+        saved = self._state()
+        self.ns, self.ops, self.top, self.at, self.lets = ns, 0, (None, None, None), None, {}
+        try:
+            return self.code(node, scope)
+        except _NoFast:
+            return None
+        finally:
+            self._restore(saved)
+
+    def flat_action(self, steps: list, where: str) -> Callable:
+        """The function of a flat conjunction (actions.py ``_flat_conj``): guards, x' = e and UNCHANGED
+        variables in one straight-line body, each expression inline with its compiled function as the
+        exact fallback."""
+        ns = dict(HELPERS)
+        ns.update(ACTION_HELPERS)
+        ns["_where"] = where
+        body: list[str] = []
+        binds = False
+        for i, (kind, a, b, src) in enumerate(steps):
+            if kind == 0:
+                ns[f"_g{i}"] = a
+                code = self.inline(src[0], src[1], ns) if src is not None else None
+                body.append(_try_value(code, f"_g{i}"))
+                body.append("if v is not True:\n    if v is not False:\n        _nonbool(v, _where)\n    return")
+            elif kind == 1:
+                binds = True
+                ns[f"_g{i}"] = b
+                code = self.inline(src[0], src[1], ns) if src is not None else None
+                body.append(_try_value(code, f"_g{i}"))
+                body.append(f"if {a!r} in n:\n    if not _same(n[{a!r}], v, _where):\n        return\n"
+                            f"else:\n    n[{a!r}] = v.materialize() if type(v) is LazyFcn else v\n"
+                            f"    bound.append({a!r})")
+            else:
+                binds = True
+                for var in a:
+                    body.append(f"if {var!r} in n:\n    if not _same(n[{var!r}], s[{var!r}], _where):\n"
+                                f"        return\nelse:\n    n[{var!r}] = s[{var!r}]\n    bound.append({var!r})")
+        body.append("k(s, n)")
+        inner = "\n".join(body)
+        if binds:
+            src_text = ("def _act(s, n, e, k):\n    bound = []\n    try:\n" + _indent(inner, 8) +
+                        "\n    finally:\n        for var in bound:\n            del n[var]\n")
+        else:
+            src_text = "def _act(s, n, e, k):\n" + _indent(inner, 4) + "\n"
+        exec(compile(src_text, f"<{where}>", "exec"), ns)
+        return ns["_act"]
+
+    # -------------------------------------------------------------- nodes
+
+    def code(self, node: Any, scope: Any) -> str:
+        if isinstance(node, str):
+            if node == "@" and self.at is not None:
+                return self.at
+            raise _NoFast()
+        kind = type(node).__name__
+        if kind in _OPS:
+            self.ops += 1
+        method = getattr(self, "_g_" + kind, None)
+        if method is not None:
+            return method(node, scope)
+        return self._call(node, scope)
+
+    def _g_Parentheses(self, node, scope):
+        return self.code(node.expression, scope)
+
+    def _g_IntegralNumeral(self, node, scope):
+        return str(int(node.value))
+
+    def _g_StringLiteral(self, node, scope):
+        return repr(node.value[1:-1].replace('\\"', '"').replace("\\\\", "\\"))
+
+    def _g_BooleanLiteral(self, node, scope):
+        return "True" if node.value == "TRUE" else "False"
+
+    def _g_Field(self, node, scope):
+        r = self._tmp()
+        return (f"({r}.d[{node.name!r}] if type({r} := {self.code(node.expression, scope)}) is Fcn "
+                f"else _field({r}, {node.name!r}))")
+
+    def _g_FunctionApplication(self, node, scope):
+        if len(node.arguments) != 1:
+            args = "".join(self.code(a, scope) + ", " for a in node.arguments)
+            return f"_app({self.code(node.function, scope)}, ({args}))"
+        f, x = self._tmp(), self._tmp()
+        return (f"({f}.d[{x}] if type(({f} := {self.code(node.function, scope)}, {x} := "
+                f"{self.code(node.arguments[0], scope)})[0]) is Fcn else _app({f}, {x}))")
+
+    def _g_Tuple(self, node, scope):
+        return "(" + "".join(self.code(x, scope) + ", " for x in node.items) + ")"
+
+    def _g_SetEnumeration(self, node, scope):
+        return "frozenset((" + "".join(self.code(x, scope) + ", " for x in node.items) + "))"
+
+    def _g_Record(self, node, scope):
+        return "Fcn({" + ", ".join(f"{k!r}: {self.code(v, scope)}" for k, v in node.key_values) + "})"
+
+    def _g_If(self, node, scope):
+        c = self._tmp()
+        return (f"({self.code(node.then, scope)} if ({c} := {self.code(node.predicate, scope)}) is True else "
+                f"({self.code(node.else_, scope)} if {c} is False else _nb()))")
+
+    def _g_Cases(self, node, scope):
+        out = self.code(node.other, scope) if node.other is not None else "_nb()"
+        for arm in reversed(node.cases):
+            out = f"({self.code(arm.expression, scope)} if {self.code(arm.predicate, scope)} is True else {out})"
+        return out
+
+    def _g_Let(self, node, scope):
+        """LET d1 == e1 ... IN body: each definition without arguments is computed before the body (an
+        error there sends the expression to its closure, which evaluates LET lazily)."""
+        inner = self.c._let_scope(node, scope)
+        pre = []
+        for d in node.definitions:
+            if type(d).__name__ != "OperatorDefinition" or d.arity or d.function:
+                continue
+            b = inner.names.get(d.name)
+            if b is None or b[0] != "def":
+                continue
+            t = self._tmp()
+            pre.append(f"({t} := {self.code(d.definiens, inner)})")
+            self.lets[id(b[1])] = t
+        body = self.code(node.expression, inner)
+        if not pre:
+            return body
+        return "(" + ", ".join(pre) + f", {body})[-1]"
+
+    def _except_keys(self, item, scope):
+        if isinstance(item, str):
+            return repr(item)
+        if len(item) == 1:
+            return self.code(item[0], scope)
+        return "(" + "".join(self.code(a, scope) + ", " for a in item) + ")"
+
+    def _g_Except(self, node, scope):
+        """[f EXCEPT !p1 = v1, !p2 = v2]: each change applied in turn; @ is the value at the path."""
+        out = self.code(node.function, scope)
+        for ch in node.changes:
+            keys = [self._except_keys(item, scope) for item in ch.item]
+            out = self._update(out, keys, ch.expression, scope)
+        return out
+
+    def _update(self, fcode: str, keys: list[str], value: Any, scope: Any) -> str:
+        f, k = self._tmp(), self._tmp()
+        at = f"_app({f}, {k})"
+        if len(keys) == 1:
+            saved, self.at = self.at, at
+            try:
+                v = self.code(value, scope)
+            finally:
+                self.at = saved
+        else:
+            v = self._update(at, keys[1:], value, scope)
+        return f"_upd(({f} := {fcode}), ({k} := {keys[0]}), {v})"
+
+    # binders: the body is a lambda over (s, n, e) with the bound names in e, as the closures have them
+
+    def _binders(self, decls, scope):
+        """(single name or None, [(setter constant, set code)], inner scope) for bounded binders."""
+        from kvexact.spec.checker.compiler import _bind, _binder_names, _bounds
+        bounds = _bounds(decls)
+        if any(sset is None for _, sset in bounds):
+            raise _NoFast()
+        inner = scope.child()
+        binds = []
+        for b, sset in bounds:
+            binds.append((self._const(_bind(b)), self.code(sset, scope)))
+            for nm in _binder_names(b):
+                inner.names[nm] = ("bound", nm)
+        single = None
+        if len(bounds) == 1 and type(bounds[0][0]).__name__ != "Tuple":
+            from kvexact.spec.checker.compiler import _name_of
+            single = _name_of(bounds[0][0])
+        return single, binds, inner
+
+    def _lambda(self, node, inner) -> str:
+        return f"(lambda s, n, e: {self.code(node, inner)})"
+
+    def _g_Quantification(self, node, scope):
+        if node.quantifier not in ("\\A", "\\E"):
+            raise _NoFast()
+        single, binds, inner = self._binders(node.declarations, scope)
+        is_all = node.quantifier == "\\A"
+        body = self._lambda(node.predicate, inner)
+        if single is not None:
+            return f"_quant1(s, n, e, {binds[0][1]}, {single!r}, {body}, {is_all})"
+        return f"_quantn(s, n, e, [{', '.join(f'({a}, {b})' for a, b in binds)}], {body}, {is_all})"
+
+    def _g_SetComprehension(self, node, scope):
+        single, binds, inner = self._binders(node.declarations, scope)
+        body = self._lambda(node.item, inner)
+        if single is not None:
+            return f"_setof1(s, n, e, {binds[0][1]}, {single!r}, {body})"
+        return f"_setofn(s, n, e, [{', '.join(f'({a}, {b})' for a, b in binds)}], {body})"
+
+    def _g_Function(self, node, scope):
+        single, binds, inner = self._binders(node.declaration, scope)
+        body = self._lambda(node.value, inner)
+        if single is not None:
+            return f"_fcn1(s, n, e, {binds[0][1]}, {single!r}, {body})"
+        if len(binds) == 1:
+            raise _NoFast()  # one tuple binder: keyed by the element itself (the closure's way)
+        return f"_fcnn(s, n, e, [{', '.join(f'({a}, {b})' for a, b in binds)}], {body})"
+
+    def _g_SetSlice(self, node, scope):
+        b, sset = node.declaration.arguments
+        if type(b).__name__ == "Tuple":
+            raise _NoFast()
+        from kvexact.spec.checker.compiler import _name_of
+        name = _name_of(b)
+        inner = scope.child()
+        inner.names[name] = ("bound", name)
+        return f"_filter1(s, n, e, {self.code(sset, scope)}, {name!r}, {self._lambda(node.predicate, inner)})"
+
+    def _g_Choose(self, node, scope):
+        binder = node.declaration
+        if not (type(binder).__name__ == "OperatorApplication" and binder.operator == "\\in" and binder.arguments):
+            raise _NoFast()
+        b, sset = binder.arguments
+        if type(b).__name__ == "Tuple":
+            raise _NoFast()
+        from kvexact.spec.checker.compiler import _name_of
+        name = _name_of(b)
+        if type(node.predicate).__name__ == "BooleanLiteral" and node.predicate.value == "TRUE":
+            return f"_min({self.code(sset, scope)})"
+        inner = scope.child()
+        inner.names[name] = ("bound", name)
+        return f"_choose1(s, n, e, {self.code(sset, scope)}, {name!r}, {self._lambda(node.predicate, inner)})"
+
+    # operators
+
+    def _g_OperatorApplication(self, node, scope):
+        from kvexact.spec.checker.compiler import ALIASES
+        op = ALIASES.get(node.operator, node.operator)
+        args = node.arguments
+        if op in _NO_GEN:
+            raise _NoFast()
+        if args is None:
+            return self._name(op, node, scope)
+        self.ops += 1
+        if op in ("/\\", "\\/"):
+            return self._junction([self.code(a, scope) for a in args], op == "/\\")
+        if op == "~":
+            t = self._tmp()
+            return f"((not {t}) if type({t} := {self.code(args[0], scope)}) is bool else _nb())"
+        if op == "=>":
+            a, b2 = self._tmp(), self._tmp()
+            return (f"(True if ({a} := {self.code(args[0], scope)}) is False else "
+                    f"(({b2} if type({b2} := {self.code(args[1], scope)}) is bool else _nb()) if {a} is True "
+                    f"else _nb()))")
+        if op == "<=>":
+            a, b2 = self._tmp(), self._tmp()
+            return (f"(({a} == {b2}) if type({a} := {self.code(args[0], scope)}) is bool and "
+                    f"type({b2} := {self.code(args[1], scope)}) is bool else _nb())")
+        if op in ("=", "/="):
+            a, b2 = self._tmp(), self._tmp()
+            neg = "not " if op == "/=" else ""
+            return (f"({neg}(({a} == {b2}) if type({a} := {self.code(args[0], scope)}) is type({b2} := "
+                    f"{self.code(args[1], scope)}) and type({a}) in (int, str, bool, frozenset) "
+                    f"else _eq({a}, {b2})))")
+        if op in ("\\in", "\\notin"):
+            neg = "not " if op == "\\notin" else ""
+            return f"({neg}_in({self.code(args[0], scope)}, {self.code(args[1], scope)}))"
+        if op == "'":
+            var = self.c._as_var(args[0], scope)
+            if var is not None:
+                return f"n[{var!r}]"
+            return self._call(node, scope)
+        b = self.c.resolve(op, scope)
+        if b is None and op in B.OPERATORS:
+            b = ("builtin", op)
+        if b is None:
+            return self._call(node, scope)
+        if b[0] == "builtin":
+            return self._builtin(b, args, node, scope)
+        if b[0] == "def":
+            return self._def_call(b[1], args, node, scope)
+        if b[0] == "opparam" and b[2] == len(args):
+            return f"e[{b[1]!r}](" + ", ".join(self.code(a, scope) for a in args) + ")"
+        return self._call(node, scope)
+
+    def _name(self, op, node, scope):
+        b = self.c.resolve(op, scope)
+        if b is None:
+            return self._call(node, scope)
+        if b[0] == "var":
+            return f"s[{b[1]!r}]"
+        if b[0] == "bound" or (b[0] == "opparam" and b[2] == 0):
+            return f"e[{b[1]!r}]"
+        if b[0] == "const" and b[1] in self.c.constants and not callable(self.c.constants[b[1]]):
+            return self._const(self.c.constants[b[1]])
+        if b[0] == "value" and not callable(b[1]):
+            return self._const(b[1])
+        if b[0] == "def" and id(b[1]) in self.lets:
+            return self.lets[id(b[1])]
+        return self._call(node, scope)
+
+    def _builtin(self, b, args, node, scope):
+        spec = b[2] if len(b) > 2 else B.OPERATORS[b[1]]
+        if spec[0] != len(args) or (len(spec) > 2 and spec[2]) or spec[0] <= 0:
+            return self._call(node, scope)
+        codes = [self.code(a, scope) for a in args]
+        if b[1] in _INT_OPS and len(args) == 2 and spec is B.OPERATORS.get(b[1]):
+            x, y = self._tmp(), self._tmp()
+            return (f"(({x} {_INT_OPS[b[1]]} {y}) if type({x} := {codes[0]}) is int and type({y} := {codes[1]}) "
+                    f"is int else {self._const(spec[1])}({x}, {y}))")
+        return f"{self._const(spec[1])}({', '.join(codes)})"
+
+    def _def_call(self, d, args, node, scope):
+        """A call of a definition with arguments, as compiler._def_ref's plain call does it: the body
+        with a fresh dict of parameter values (memoized, LET, recursive-function and primed-parameter
+        definitions keep their closures)."""
+        if (not args or d.is_let or len(args) != d.arity or any(ar for _, ar in d.params)
+                or (d.node is not None and d.node.function) or self.c.primed_params(d)):
+            return self._call(node, scope)
+        body, bdeps = self.c.def_fn(d)
+        params = [p for p, _ in d.params]
+        if not (bdeps - frozenset(params)):
+            return self._call(node, scope)  # memoized by argument values in its closure
+        items = ", ".join(f"{p!r}: {self.code(a, scope)}" for p, a in zip(params, args, strict=True))
+        return f"{self._const(body)}(s, n, {{{items}}})"
+
+    def _junction(self, codes: list[str], is_and: bool) -> str:
+        """a1 /\\ ... /\\ an (or \\/): left to right, each operand a boolean, short-circuiting."""
+        stop, go = ("False", "True") if is_and else ("True", "False")
+        t = self._tmp()
+        out = f"({t} if type({t} := {codes[-1]}) is bool else _nb())"
+        for c in reversed(codes[:-1]):
+            u = self._tmp()
+            out = f"({out} if ({u} := {c}) is {go} else ({stop} if {u} is {stop} else _nb()))"
+        return out
