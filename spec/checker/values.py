@@ -517,11 +517,11 @@ def fcn_update(f: Any, x: Any, v: Any) -> Any:
         old = d[x]
         d = dict(d)
         d[x] = v
-        g = Fcn(d)
+        h = Fcn(d)
         if f._c is not None:  # the fingerprint key follows the update
             ck = canon(x)
-            g._c = ("$F", (f._c[1] - {(ck, canon(old))}) | {(ck, canon(v))})
-        return g
+            h._c = ("$F", (f._c[1] - {(ck, canon(old))}) | {(ck, canon(v))})
+        return h
     raise EvalError(f"EXCEPT applied to {fmt(f)}, which is not a function")
 
 
