@@ -383,6 +383,9 @@ class ActionCompiler:
         return None
 
     def _a_SubexpressionReference(self, node, scope):
+        positional = self.c.positional(node, scope)
+        if positional is not None:
+            return self.act(*positional)
         target, args, binds = self.c._instance_target(node, scope)
         if target[0] != "def":
             return None

@@ -278,6 +278,32 @@ def _sortseq(s, lt):
     return tuple(sorted(_seq(s), key=functools.cmp_to_key(cmp)))
 
 
+# TLC's registers and the level of the state being evaluated (set by the engine)
+TLC_CONTEXT: dict = {"level": 0, "registers": {}}
+IMPURE = {"TLCGet", "TLCSet", "RandomElement", "JavaTime"}  # never cached as constants
+
+
+def _tlcget(i):
+    if i == "level":
+        return TLC_CONTEXT["level"]
+    regs = TLC_CONTEXT["registers"]
+    if type(i) is int and i in regs:
+        return regs[i]
+    raise EvalError(f"TLCGet({fmt(i)}): no such register or statistic in this engine")
+
+
+def _tlcset(i, v):
+    if type(i) is not int:
+        raise EvalError(f"TLCSet({fmt(i)}, ...): the register must be an integer")
+    TLC_CONTEXT["registers"][i] = v
+    return True
+
+
+def _random_element(S):
+    from kvexact.spec.checker.community import _random_element as pick
+    return pick(S)
+
+
 def _javatime():
     return int(time.time() * 1000) & 0x7FFFFFFF
 
@@ -350,6 +376,7 @@ OPERATORS: dict[str, tuple] = {
     ":>": (2, _colon_gt), "@@": (2, _at_at), "Print": (2, _print), "PrintT": (1, _printt),
     "Assert": (2, _assert), "ToString": (1, _tostring), "Permutations": (1, _permutations),
     "SortSeq": (2, _sortseq, (1,)), "JavaTime": (0, 0), "\\X": (-1, _times_set), "TLCEval": (1, lambda v: v),
+    "TLCGet": (1, _tlcget), "TLCSet": (2, _tlcset), "RandomElement": (1, _random_element),
     "EmptyBag": (0, ()), "SetToBag": (1, _setbag), "BagToSet": (1, _bagtoset), "BagIn": (2, _bagin),
     "CopiesIn": (2, _copiesin), "(+)": (2, _bagcup), "\\oplus": (2, _bagcup), "(-)": (2, _bagminus),
     "\\ominus": (2, _bagminus), "BagCardinality": (1, _bagcardinality), "\\sqsubseteq": (2, _subbag),
@@ -358,7 +385,7 @@ OPERATORS: dict[str, tuple] = {
 
 # standard operators this engine names as unsupported (rather than "undefined")
 UNSUPPORTED = {
-    "TLCGet": "TLC module", "TLCSet": "TLC module", "RandomElement": "TLC module", "Any": "TLC module",
+    "Any": "TLC module",
     "Real": "Reals module", "Infinity": "Reals module", "/": "Reals module",
     "\\cdot": "action composition", "ENABLED": "ENABLED",
 }
@@ -370,7 +397,7 @@ STANDARD_MODULES: dict[str, list[str]] = {
     "Sequences": ["Seq", "Len", "Append", "Head", "Tail", "SubSeq", "SelectSeq", "\\o"],
     "FiniteSets": ["Cardinality", "IsFiniteSet"],
     "TLC": [":>", "@@", "Print", "PrintT", "Assert", "ToString", "Permutations", "SortSeq", "JavaTime",
-            "TLCEval"],
+            "TLCEval", "TLCGet", "TLCSet", "RandomElement"],
     "Bags": ["EmptyBag", "SetToBag", "BagToSet", "BagIn", "CopiesIn", "(+)", "\\oplus", "(-)", "\\ominus",
              "BagCardinality", "\\sqsubseteq", "IsABag"],
     "Reals": _ARITH + ["Int"],

@@ -661,7 +661,6 @@ RANDOMIZATION: dict[str, tuple] = {
     "RandomSetOfSubsets": (3, lambda k, n, S: frozenset(
         frozenset(x for x in as_set(S) if _RNG.random() < _num(n) / max(len(as_set(S)), 1))
         for _ in range(_num(k)))),
-    "RandomElement": (1, _random_element),
 }
 
 IOUTILS: dict[str, tuple] = {

@@ -420,7 +420,11 @@ class Compiler:
                         scope.names.setdefault(name, b)
             self._later(unnamed, root)
         elif kind == "Axiom":
-            if unit.axiom_keyword in ("ASSUME", "ASSUMPTION"):
+            if unit.name:  # ASSUME Name == e: Name is a definition
+                scope.names[unit.name] = ("def", Def(unit.name, [], unit.expression, here, None, is_let=False))
+            if unit.axiom_keyword in ("ASSUME", "ASSUMPTION") and root:
+                # TLC checks the assumptions of the root module and the modules it extends, not those of
+                # instantiated modules (they are theorems about the instance)
                 self.assumes.append((unit.expression, here, unit.name or "ASSUME"))
         elif kind in ("RecursiveOperators", "Theorem", "DashLine", "EqLine"):
             return
@@ -441,11 +445,15 @@ class Compiler:
             return sc
         tree, path = found
         imod = ModuleInfo(tree.name, path)
+        declared = self._declared_names(tree, set())  # name -> arity (operator constants C(_, _))
         explicit: dict[str, tuple] = {}
         for w in node.with_substitution or []:
-            explicit[w.name] = self._subst(w.expression, outer)
+            if declared.get(w.name, 0):  # WITH C <- Op or C <- LAMBDA x, y : e
+                fn, deps = self._arg(w.expression, declared[w.name], outer)
+                explicit[w.name] = ("opsubst", fn, deps - {"$lambda"}, declared[w.name])
+            else:
+                explicit[w.name] = self._subst(w.expression, outer)
         # implicit substitution: every constant/variable of M not substituted is the same name outside
-        declared = self._declared_names(tree, set())
         subst: dict[str, tuple] = {}
         for name in declared:
             if name in explicit:
@@ -464,18 +472,20 @@ class Compiler:
         self._include(tree, imod, sc, subst, root=False, seen=set())
         return sc
 
-    def _declared_names(self, tree: Any, seen: set) -> list[str]:
+    def _declared_names(self, tree: Any, seen: set) -> dict[str, int]:
+        """The constants and variables of a module (and those it extends), with their arities."""
         if tree.name in seen:
-            return []
+            return {}
         seen.add(tree.name)
-        out: list[str] = []
+        out: dict[str, int] = {}
         for ext in tree.extendees or []:
             found = self.load_tree(_name_of(ext))
             if found is not None:
-                out += self._declared_names(found[0], seen)
+                out.update(self._declared_names(found[0], seen))
         for unit in tree.units or []:
             if type(unit).__name__ in ("Constants", "Variables"):
-                out += [_name_of(n) for n in unit.names]
+                for nm in unit.names:
+                    out[_name_of(nm)] = len(getattr(nm, "arguments", None) or [])
         return out
 
     def _subst(self, node: Any, scope: Scope) -> tuple:
@@ -730,7 +740,9 @@ class Compiler:
         inner = scope.child()
         for d in node.definitions:
             k = type(d).__name__
-            if k == "OperatorDefinition":
+            if k == "OperatorDefinition" and type(d.definiens).__name__ == "Instance" and not d.arity:
+                inner.names[d.name] = ("instance", self._instance(d.definiens, scope.mod, scope))
+            elif k == "OperatorDefinition":
                 inner.names[d.name] = ("def", Def(d.name, _params(d.arity), d.definiens, inner, d, is_let=True))
             elif k == "RecursiveOperators":
                 continue
@@ -979,7 +991,40 @@ class Compiler:
         return except_, deps
 
     def _x_SubexpressionReference(self, node, scope):
+        target = self.positional(node, scope)
+        if target is not None:
+            return self._expr(target[0], target[1])
         return self._call_path(node, scope, action_mode=None)
+
+    def positional(self, node, scope) -> tuple[Any, Scope] | None:
+        """``Def!2!1``: the operand selected by position in a definition without arguments (the n-th
+        conjunct of a conjunction list, the n-th argument of an operator); None for ``I!Op``."""
+        items = list(node.items)
+        first = items[0]
+        b = self.resolve(_name_of(first), scope)
+        if b is None or b[0] != "def" or not all(isinstance(i, str) and i.isdigit() for i in items[1:]):
+            return None
+        d = b[1]
+        if d.arity:
+            raise UnsupportedError(f"{d.name}!... with arguments", loc_of(node, scope.mod))
+        target = d.body
+        for i in items[1:]:
+            while type(target).__name__ == "Parentheses":
+                target = target.expression
+            k = int(i)
+            kind = type(target).__name__
+            if kind == "VerticalList":
+                operands = [it.expression for it in target.arguments]
+            elif kind == "OperatorApplication" and target.arguments:
+                operands = list(target.arguments)
+            elif kind == "If":
+                operands = [target.predicate, target.then, target.else_]
+            else:
+                raise UnsupportedError(f"{d.name}!{i}: selecting inside a {kind}", loc_of(node, scope.mod))
+            if not 1 <= k <= len(operands):
+                raise SpecError(f"{d.name}!{i}: there is no operand {k}", loc_of(node, scope.mod))
+            target = operands[k - 1]
+        return target, d.scope
 
     def _instance_target(self, node, scope) -> tuple[tuple, list, list]:
         """Follow ``I!J!Op(args)`` or ``I(e)!Op(args)``: return (binding of Op, args nodes,
@@ -1088,6 +1133,16 @@ class Compiler:
             if args:
                 raise UnsupportedError(f"substituted operator {name} with arguments", where)
             return b[1], b[2]
+        if kind == "opsubst":  # an operator constant given by INSTANCE ... WITH C <- Op
+            mk, odeps, arity = b[1], b[2], b[3]
+            if len(args) != arity:
+                raise SpecError(f"{name} takes {arity} argument(s), given {len(args)}", where)
+            parts = [self.expr(a, scope) for a in args]
+            fns = [p[0] for p in parts]
+
+            def call_subst(s, n, e):
+                return mk(s, n, e)(*[f(s, n, e) for f in fns])
+            return call_subst, (odeps | {STATE}).union(*[p[1] for p in parts])
         if kind == "opparam":
             nm = b[1]
             if not args:
@@ -1151,6 +1206,12 @@ class Compiler:
         raise UnsupportedError(f"{name} cannot be passed as an operator", loc_of(a, scope.mod))
 
     def _builtin(self, name, args, node, scope, spec: tuple):
+        fn, deps = self._builtin_call(name, args, node, scope, spec)
+        if name in B.IMPURE:
+            deps = deps | {"$impure"}  # its value is not a function of its arguments: never cached
+        return fn, deps
+
+    def _builtin_call(self, name, args, node, scope, spec: tuple):
         arity, impl, *rest = spec
         where = loc_of(node, scope.mod)
         if arity == 0:

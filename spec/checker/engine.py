@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from kvexact.spec.checker.builtins import TLC_CONTEXT
 from kvexact.spec.checker.cfg import ConfigError
 from kvexact.spec.checker.errors import SpecError
 from kvexact.spec.checker.model import Model, load_model
@@ -181,6 +182,7 @@ class Checker:
         self.depths.append(depth)
         if depth > self.max_level:
             self.max_level = depth
+        TLC_CONTEXT["level"] = depth
         self._check_new(s, parent, act)
         self.queue.append(idx)
         if self.max_states is not None and len(self.store) >= self.max_states:
@@ -214,8 +216,10 @@ class Checker:
     def _expand_inline(self, batch: list[int]):
         """Successors of each state of the batch: yields (idx, [(action index, successor dict)...])."""
         m = self.m
+        ctx = TLC_CONTEXT
         for idx in batch:
             self._cur = idx
+            ctx["level"] = self.depths[idx]  # TLCGet("level") while the state's actions are evaluated
             yield idx, [(ai, n, None, None, None) for ai, n in m.expand(m.state_dict(self.store[idx][0]))]
 
     def _expand_parallel(self, batch: list[int], pool):

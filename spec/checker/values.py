@@ -272,6 +272,12 @@ class RecordSet(LazySet):
         return (type(v) is Fcn and v.d.keys() == self.fields.keys()
                 and all(member(v.d[k], s) for k, s in self.fields.items()))
 
+    def finite(self) -> bool:
+        return not any(is_infinite(s) for s in self.fields.values())
+
+    def key(self) -> Any:
+        return ("Records", tuple(sorted(self.fields.items())))
+
     def ordered(self) -> list:
         names = sorted(self.fields)
         sets = [sorted_values(as_set(self.fields[k])) for k in names]
@@ -294,6 +300,12 @@ class ProductSet(LazySet):
         return type(v) is tuple and len(v) == len(self.sets) and all(
             member(x, s) for x, s in zip(v, self.sets, strict=False))
 
+    def finite(self) -> bool:
+        return not any(is_infinite(s) for s in self.sets)
+
+    def key(self) -> Any:
+        return ("Product", tuple(self.sets))
+
     def ordered(self) -> list:
         return list(itertools.product(*[sorted_values(as_set(s)) for s in self.sets]))
 
@@ -309,7 +321,7 @@ class LazyFcn:
     __slots__ = ("dom", "compute", "memo", "_full")
 
     def __init__(self, dom: Any, compute: Callable[[Any], Any]):
-        if isinstance(dom, (ProductSet, FcnSet, RecordSet)):
+        if isinstance(dom, (ProductSet, FcnSet, RecordSet)) and dom.finite():
             dom = dom.elements()
         self.dom = dom
         self.compute = compute

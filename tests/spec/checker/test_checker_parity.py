@@ -325,3 +325,51 @@ def test_instance_substitution_uses_an_override_defined_later(tmp_path):
                                           "Size == Cardinality(Y)\n====\n"})
     r = check_model(spec)
     assert r.outcome is Outcome.SUCCESS, r.violation
+
+
+# ----------------------------------------------------------------------------- more of TLC's semantics
+
+def test_assumptions_of_instantiated_modules_are_not_checked(tmp_path):
+    """TLC checks the ASSUMEs of the root module and those it extends; an instantiated module's ASSUME
+    (here one TLC could not even evaluate) is a theorem about the instance."""
+    spec = write_spec(tmp_path, "VARIABLE x\nI == INSTANCE Inner\nInit == x = I!One\nNext == UNCHANGED x", NOLOCK,
+                      extra={"Inner.tla": "---- MODULE Inner ----\nASSUME \\A y : y = y\nOne == 1\n====\n"})
+    assert check_model(spec).outcome is Outcome.SUCCESS
+
+
+def test_named_assumption_is_a_definition(tmp_path):
+    spec = write_spec(tmp_path, "CONSTANT N\nASSUME Big == N > 2\nVARIABLE x\nInit == x = Big\nNext == UNCHANGED x\n"
+                      "Inv == x", NOLOCK + "INVARIANT Inv\nCONSTANT N = 3\n")
+    assert check_model(spec).outcome is Outcome.SUCCESS
+
+
+def test_positional_subexpression(tmp_path):
+    """Inv!2 is the second conjunct of Inv."""
+    spec = write_spec(tmp_path, "VARIABLE x\nInv == /\\ x = 0\n       /\\ x < 5\nInit == x = 0\n"
+                      "Next == x' = x + 1 /\\ Inv!2", NOLOCK + "INVARIANT Inv\n")
+    r = check_model(spec)
+    assert r.outcome is Outcome.SAFETY and r.violation.name == "Inv" and len(r.violation.trace) == 2
+
+
+def test_instance_with_operator_substitution(tmp_path):
+    """CONSTANT Leader(_) given by INSTANCE ... WITH Leader <- L (a definition) or a LAMBDA."""
+    inner = "---- MODULE Inner ----\nCONSTANT Leader(_)\nTwice(r) == Leader(r) + Leader(r)\n====\n"
+    spec = write_spec(tmp_path, "VARIABLE x\nL(r) == r * 10\nI == INSTANCE Inner WITH Leader <- L\n"
+                      "J == INSTANCE Inner WITH Leader <- LAMBDA r : r + 1\nInit == x = I!Twice(2) + J!Twice(2)\n"
+                      "Next == UNCHANGED x\nInv == x = 46", NOLOCK + "INVARIANT Inv\n", extra={"Inner.tla": inner})
+    r = check_model(spec)
+    assert r.outcome is Outcome.SUCCESS, r.violation
+
+
+def test_let_instance_and_recursive_function_over_nat():
+    assert evaluate("LET I == INSTANCE Naturals IN 2 + 3") == 5
+    assert evaluate("LET f[n \\in Nat, b \\in BOOLEAN] == IF n = 0 THEN 1 ELSE 2 * f[n - 1, b] IN f[5, TRUE]") == 32
+
+
+def test_tlc_level_and_registers(tmp_path):
+    """TLCGet("level") is the level of the state being evaluated (initial states: 1)."""
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x = 0\nNext == x < 3 /\\ x' = x + 1\n"
+                      "Inv == TLCGet(\"level\") = x + 1 /\\ TLCSet(1, x) /\\ TLCGet(1) = x", NOLOCK + "INVARIANT Inv\n",
+                      extends="Naturals, TLC")
+    r = check_model(spec)
+    assert r.outcome is Outcome.SUCCESS and r.distinct_states == 4, r.violation
