@@ -20,6 +20,7 @@ from kvexact.spec.checker import builtins as B
 from kvexact.spec.checker.values import (
     Fcn,
     LazyFcn,
+    ModelValue,
     apply_fcn,
     as_set,
     fcn_update,
@@ -63,13 +64,16 @@ def _app(f: Any, x: Any) -> Any:
 
 
 def _eq(a: Any, b: Any) -> bool:
-    if type(a) is type(b) and type(a) in (int, str, bool, frozenset):
+    ta = type(a)
+    if ta is type(b) and ta in (int, str, bool, frozenset, tuple):
         return a == b
+    if ta is ModelValue or type(b) is ModelValue:
+        return a is b
     return tla_eq(a, b)
 
 
 def _in(x: Any, S: Any) -> bool:
-    return x in S if type(S) is frozenset else member(x, S)
+    return member(x, S)
 
 
 def _els(S: Any) -> frozenset:
@@ -333,7 +337,8 @@ class FastGen:
             return f"_app({self.code(node.function, scope)}, ({args}))"
         f, x = self._tmp(), self._tmp()
         return (f"({f}.d[{x}] if type(({f} := {self.code(node.function, scope)}, {x} := "
-                f"{self.code(node.arguments[0], scope)})[0]) is Fcn else _app({f}, {x}))")
+                f"{self.code(node.arguments[0], scope)})[0]) is Fcn else ({f}[{x} - 1] if type({f}) is tuple and "
+                f"type({x}) is int and 0 < {x} <= len({f}) else _app({f}, {x})))")
 
     def _g_Tuple(self, node, scope):
         return "(" + "".join(self.code(x, scope) + ", " for x in node.items) + ")"
@@ -505,7 +510,7 @@ class FastGen:
             a, b2 = self._tmp(), self._tmp()
             neg = "not " if op == "/=" else ""
             return (f"({neg}(({a} == {b2}) if type({a} := {self.code(args[0], scope)}) is type({b2} := "
-                    f"{self.code(args[1], scope)}) and type({a}) in (int, str, bool, frozenset) "
+                    f"{self.code(args[1], scope)}) and type({a}) in (int, str, bool, frozenset, tuple) "
                     f"else _eq({a}, {b2})))")
         if op in ("\\in", "\\notin"):
             neg = "not " if op == "\\notin" else ""

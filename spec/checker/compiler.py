@@ -1652,7 +1652,7 @@ class Compiler:
             x = fa(s, n, e)
             S = fb(s, n, e)
             try:
-                r = (x in S) if type(S) is frozenset else member(x, S)
+                r = member(x, S)
             except EvalError as exc:
                 if not exc.location:
                     exc.location = where

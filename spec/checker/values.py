@@ -362,10 +362,23 @@ def as_set(v: Any) -> frozenset:
 
 def member(x: Any, s: Any) -> bool:
     if type(s) is frozenset:
-        return x in s
+        if x in s:
+            tx = type(x)
+            if tx is bool or (tx is int and (x == 0 or x == 1)):
+                _same_kind(x, s)  # Python's 1 == TRUE: the set must hold x's kind
+            return True
+        return False
     if isinstance(s, LazySet):
         return s.contains(x)
     raise EvalError(f"\\in applied to {fmt(s)}, which is not a set")
+
+
+def _same_kind(x: Any, s: frozenset) -> None:
+    """``x in s`` found an equal element: raise as TLC does when it is a boolean and x an integer (or
+    the reverse); TLC's sets hold one kind of value, so one element tells."""
+    y = next(iter(s))
+    if (type(y) is bool) != (type(x) is bool):
+        raise EvalError(f"attempted to compare {kind(x)} {fmt(x)} with {kind(y)} {fmt(y)}")
 
 
 def ordered_elements(s: Any) -> list:

@@ -373,3 +373,13 @@ def test_tlc_level_and_registers(tmp_path):
                       extends="Naturals, TLC")
     r = check_model(spec)
     assert r.outcome is Outcome.SUCCESS and r.distinct_states == 4, r.violation
+
+
+def test_integer_in_boolean_is_not_true():
+    """Python's 1 == True must not make 1 \\in BOOLEAN true (TLC cannot compare them: an error)."""
+    from kvexact.spec.checker.values import EvalError
+    assert evaluate("TRUE \\in BOOLEAN /\\ 2 \\notin {0, 1} /\\ 1 \\in {0, 1}") is True
+    with pytest.raises(EvalError, match="compare"):
+        evaluate("1 \\in BOOLEAN")
+    with pytest.raises(EvalError, match="compare"):
+        evaluate("FALSE \\in {0, 2}")
