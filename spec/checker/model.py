@@ -16,9 +16,9 @@ from kvexact.spec.checker.actions import ActionCompiler, _strip, conj_items, dis
 from kvexact.spec.checker.cfg import Config, ConfigError, parse_cfg
 from kvexact.spec.checker.compiler import ALIASES, Compiler, Def, Scope, _bounds, loc_of, tlc_loc
 from kvexact.spec.checker.errors import SpecError
+from kvexact.spec.checker.symmetry import Symmetry
 from kvexact.spec.checker.values import (
     EvalError,
-    ModelValue,
     as_set,
     canon,
     fmt,
@@ -107,9 +107,11 @@ class Model:
         self.action_constraints = [(n, self._state_fn(n, "ACTION_CONSTRAINT")) for n in cfg.action_constraints]
         self.view = self._state_fn(cfg.view, "VIEW") if cfg.view else None
         self.symmetry_perms: list | None = None
+        self.symmetry: Symmetry | None = None
         if cfg.symmetry:
             perms = self._state_fn(cfg.symmetry, "SYMMETRY")(None, None, {})
             self.symmetry_perms = [p for p in ordered_elements(perms)]
+            self.symmetry = Symmetry(self.symmetry_perms)
         self._resolve_all()
         for p in cfg.properties:
             self._lookup_def(p, "PROPERTY")
@@ -374,14 +376,15 @@ class Model:
         return out
 
     def key(self, s: dict) -> Any:
+        """The state's fingerprint key: its canon key (of the VIEW when there is one), made canonical
+        over the SYMMETRY permutations."""
         if self.view is not None:
-            return canon(self.view(s, None, {}))
-        vals = [s[v] for v in self.variables]
-        if self.symmetry_perms:
-            from kvexact.spec.checker.values import order_key
-            best = min((tuple(_permute(x, p) for x in vals) for p in self.symmetry_perms), key=order_key)
-            return tuple([canon(x) for x in best])
-        return tuple([canon(x) for x in vals])
+            base = (canon(self.view(s, None, {})),)
+        else:
+            base = tuple([canon(s[v]) for v in self.variables])
+        if self.symmetry is not None:
+            return self.symmetry.key(base)
+        return base
 
     def in_model(self, s: dict) -> bool:
         for _, fn in self.constraints:
@@ -486,20 +489,6 @@ class Model:
             if v is not True:
                 return f"conjunct at {loc_of(it, d.scope.mod)} is FALSE"
         return "every conjunct holds, but the step is not one the action generates"
-
-
-def _permute(v: Any, p: Any) -> Any:
-    from kvexact.spec.checker.values import Fcn, apply_fcn, domain
-    t = type(v)
-    if t is ModelValue:
-        return apply_fcn(p, v) if v in domain(p) else v
-    if t is tuple:
-        return tuple(_permute(x, p) for x in v)
-    if t is frozenset:
-        return frozenset(_permute(x, p) for x in v)
-    if t is Fcn:
-        return Fcn({_permute(k, p): _permute(x, p) for k, x in v.d.items()})
-    return v
 
 
 def _standard_names() -> set:

@@ -383,3 +383,15 @@ def test_integer_in_boolean_is_not_true():
         evaluate("1 \\in BOOLEAN")
     with pytest.raises(EvalError, match="compare"):
         evaluate("FALSE \\in {0, 2}")
+
+
+def test_symmetry_counts_orbits(tmp_path):
+    """Three symmetric counters in 0..2: 27 states, 10 orbits (multisets). Each orbit's explored state has
+    as many successors as counters below 2: 3+3+2+3+2+1+3+2+1+0 = 20, plus the initial state."""
+    body = ("CONSTANT P\nVARIABLE cnt\nInit == cnt = [p \\in P |-> 0]\n"
+            "Next == \\E p \\in P : cnt[p] < 2 /\\ cnt' = [cnt EXCEPT ![p] = @ + 1]\nSym == Permutations(P)")
+    cfg = NOLOCK + "CONSTANT P = {a, b, c}\n"
+    plain = check_model(write_spec(tmp_path, body, cfg, extends="Naturals, TLC"))
+    assert (plain.distinct_states, plain.generated_states) == (27, 1 + 3 * 9 + 2 * 9 + 1 * 9 - 0)
+    sym = check_model(write_spec(tmp_path, body, cfg + "SYMMETRY Sym\n", extends="Naturals, TLC"))
+    assert (sym.outcome, sym.distinct_states, sym.generated_states, sym.depth) == (Outcome.SUCCESS, 10, 21, 7)
