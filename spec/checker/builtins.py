@@ -286,6 +286,10 @@ IMPURE = {"TLCGet", "TLCSet", "RandomElement", "JavaTime"}  # never cached as co
 def _tlcget(i):
     if i == "level":
         return TLC_CONTEXT["level"]
+    if i == "config":  # what TLC reports about its own run; this engine explores breadth-first, one worker
+        return Fcn({"mode": "bfs", "depth": -1, "deadlock": TLC_CONTEXT.get("deadlock", True), "worker": 1,
+                    "seed": 0, "fingerprint": 0, "spec": TLC_CONTEXT.get("spec", ""),
+                    "config": TLC_CONTEXT.get("config", ""), "install": "", "traces": -1})
     regs = TLC_CONTEXT["registers"]
     if type(i) is int and i in regs:
         return regs[i]
@@ -359,6 +363,31 @@ def _subbag(a, b):
     return all(db.get(k, 0) >= v for k, v in fcn_items(a))
 
 
+def _bagofall(f, b):
+    d: dict = {}
+    for k, v in fcn_items(b):
+        y = f(k)
+        d[y] = d.get(y, 0) + v
+    return mk_fcn(d)
+
+
+def _bagunion(S):
+    d: dict = {}
+    for b in as_set(S):
+        for k, v in fcn_items(b):
+            d[k] = d.get(k, 0) + v
+    return mk_fcn(d)
+
+
+def _subbag(b):
+    items = sorted_values(domain(b))
+    counts = [range(apply_fcn(b, k) + 1) for k in items]
+    out = set()
+    for combo in itertools.product(*counts):
+        out.add(mk_fcn({k: c for k, c in zip(items, combo, strict=True) if c > 0}))
+    return frozenset(out)
+
+
 def _isabag(b):
     return all(type(v) is int and v > 0 for _, v in fcn_items(b))
 
@@ -380,7 +409,8 @@ OPERATORS: dict[str, tuple] = {
     "EmptyBag": (0, ()), "SetToBag": (1, _setbag), "BagToSet": (1, _bagtoset), "BagIn": (2, _bagin),
     "CopiesIn": (2, _copiesin), "(+)": (2, _bagcup), "\\oplus": (2, _bagcup), "(-)": (2, _bagminus),
     "\\ominus": (2, _bagminus), "BagCardinality": (1, _bagcardinality), "\\sqsubseteq": (2, _subbag),
-    "IsABag": (1, _isabag),
+    "IsABag": (1, _isabag), "BagOfAll": (2, _bagofall, (0,)), "BagUnion": (1, _bagunion),
+    "SubBag": (1, _subbag),
 }
 
 # standard operators this engine names as unsupported (rather than "undefined")
@@ -399,7 +429,7 @@ STANDARD_MODULES: dict[str, list[str]] = {
     "TLC": [":>", "@@", "Print", "PrintT", "Assert", "ToString", "Permutations", "SortSeq", "JavaTime",
             "TLCEval", "TLCGet", "TLCSet", "RandomElement"],
     "Bags": ["EmptyBag", "SetToBag", "BagToSet", "BagIn", "CopiesIn", "(+)", "\\oplus", "(-)", "\\ominus",
-             "BagCardinality", "\\sqsubseteq", "IsABag"],
+             "BagCardinality", "\\sqsubseteq", "IsABag", "BagOfAll", "BagUnion", "SubBag"],
     "Reals": _ARITH + ["Int"],
 }
 

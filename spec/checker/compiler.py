@@ -426,7 +426,12 @@ class Compiler:
                 # TLC checks the assumptions of the root module and the modules it extends, not those of
                 # instantiated modules (they are theorems about the instance)
                 self.assumes.append((unit.expression, here, unit.name or "ASSUME"))
-        elif kind in ("RecursiveOperators", "Theorem", "DashLine", "EqLine"):
+        elif kind == "Theorem":
+            goal = getattr(unit, "goal", None)
+            if unit.name and goal is not None and type(goal).__name__ != "Sequent":
+                # THEOREM Name == e (and LEMMA, ...): Name is a definition, as SANY makes it
+                scope.names[unit.name] = ("def", Def(unit.name, [], goal, here, None, is_let=False))
+        elif kind in ("RecursiveOperators", "DashLine", "EqLine"):
             return
         elif kind == "Module":
             return  # a nested module is found by name (load_tree), like a module of its own
@@ -1455,7 +1460,7 @@ class Compiler:
             return fref, deps
         if d.arity == 0:
             if d.is_let:
-                if bdeps and not (bdeps & {STATE, PRIME, "$lambda", "@"}):
+                if bdeps and not (bdeps & {STATE, PRIME, "$lambda", "@", "$impure"}):
                     return self._let_memo(d, body, bdeps), bdeps
                 return body, bdeps
             if not bdeps:

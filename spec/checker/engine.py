@@ -295,7 +295,7 @@ class Checker:
             if getattr(exc, "assert_failed", False):
                 return Violation("assert", "Assert", str(exc), tr), ""
             return Violation("evaluation", "EvalError", str(exc), tr), ""
-        except (RecursionError, TypeError, ValueError, IndexError) as exc:
+        except (RecursionError, TypeError, ValueError, IndexError, KeyError, AttributeError) as exc:
             tr = self.trace(self._cur) if self._cur >= 0 else ()
             return Violation("evaluation", type(exc).__name__,
                              f"evaluation failed ({type(exc).__name__}: {exc})", tr), ""
@@ -363,6 +363,9 @@ def check_model(spec_path, cfg_path=None, *, workers=1, max_states=None, max_dep
         return _error_result(exc, started)
     except RecursionError:
         return _error_result(EvalError("recursion too deep while loading the spec"), started)
+    except Exception as exc:  # a defect of this engine: reported in one line, not as a traceback
+        return _error_result(EvalError(f"internal error while loading the spec ({type(exc).__name__}: {exc})"),
+                             started)
     try:
         return check_loaded(model, max_states=max_states, max_depth=max_depth, coverage=coverage,
                             progress=progress, workers=workers)

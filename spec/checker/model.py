@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from kvexact.spec.checker.actions import ActionCompiler, _strip, conj_items, disj_items
+from kvexact.spec.checker.builtins import TLC_CONTEXT
 from kvexact.spec.checker.cfg import Config, ConfigError, parse_cfg
 from kvexact.spec.checker.compiler import ALIASES, Compiler, Def, Scope, _bounds, loc_of, tlc_loc
 from kvexact.spec.checker.errors import SpecError
@@ -100,6 +101,8 @@ class Model:
         self.variables: list[str] = list(self.comp.variables)
         self.init_comp = ActionCompiler(self.comp, "init")
         self.next_comp = ActionCompiler(self.comp, "next")
+        TLC_CONTEXT.update(deadlock=cfg.check_deadlock, spec=self.spec_path.name, config=Path(cfg.path).name,
+                           registers={}, level=0)  # what TLCGet reports from here on
         self._check_assumptions()
         self._setup_spec()
         self.invariants = [(n, self._state_fn(n, "INVARIANT")) for n in cfg.invariants]

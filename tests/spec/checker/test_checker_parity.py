@@ -395,3 +395,18 @@ def test_symmetry_counts_orbits(tmp_path):
     assert (plain.distinct_states, plain.generated_states) == (27, 1 + 3 * 9 + 2 * 9 + 1 * 9 - 0)
     sym = check_model(write_spec(tmp_path, body, cfg + "SYMMETRY Sym\n", extends="Naturals, TLC"))
     assert (sym.outcome, sym.distinct_states, sym.generated_states, sym.depth) == (Outcome.SUCCESS, 10, 21, 7)
+
+
+def test_named_theorem_and_tlc_config(tmp_path):
+    """LEMMA Name == e is a definition; TLCGet("config") describes this run (breadth-first, one worker)."""
+    spec = write_spec(tmp_path, "LEMMA Small == \\A n \\in 1..3 : n < 4\n"
+                      "ASSUME TLCGet(\"config\").mode = \"bfs\" /\\ TLCGet(\"config\").worker = 1\n"
+                      "VARIABLE x\nInit == x = Small\nNext == UNCHANGED x\nInv == x", NOLOCK + "INVARIANT Inv\n",
+                      extends="Naturals, TLC")
+    assert check_model(spec).outcome is Outcome.SUCCESS
+
+
+def test_bags_module():
+    b = "BagOfAll(LAMBDA x : x % 2, SetToBag({1, 2, 3}))"
+    assert evaluate(f"{b}[1] = 2 /\\ {b}[0] = 1 /\\ DOMAIN {b} = {{0, 1}}", extends="Naturals, Bags") is True
+    assert evaluate("Cardinality(SubBag(SetToBag({1, 2})))", extends="Naturals, Bags, FiniteSets") == 4
