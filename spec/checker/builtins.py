@@ -379,7 +379,7 @@ def _bagunion(S):
     return mk_fcn(d)
 
 
-def _subbag(b):
+def _subbags(b):
     items = sorted_values(domain(b))
     counts = [range(apply_fcn(b, k) + 1) for k in items]
     out = set()
@@ -410,7 +410,7 @@ OPERATORS: dict[str, tuple] = {
     "CopiesIn": (2, _copiesin), "(+)": (2, _bagcup), "\\oplus": (2, _bagcup), "(-)": (2, _bagminus),
     "\\ominus": (2, _bagminus), "BagCardinality": (1, _bagcardinality), "\\sqsubseteq": (2, _subbag),
     "IsABag": (1, _isabag), "BagOfAll": (2, _bagofall, (0,)), "BagUnion": (1, _bagunion),
-    "SubBag": (1, _subbag),
+    "SubBag": (1, _subbags),
 }
 
 # standard operators this engine names as unsupported (rather than "undefined")
