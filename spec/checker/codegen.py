@@ -317,6 +317,14 @@ class FastGen:
     def _g_Parentheses(self, node, scope):
         return self.code(node.expression, scope)
 
+    def _g_VerticalList(self, node, scope):
+        """A bulleted conjunction or disjunction list."""
+        self.ops += 1
+        return self._junction([self.code(it.expression, scope) for it in node.arguments], node.operator == "/\\")
+
+    def _g_VerticalItem(self, node, scope):
+        return self.code(node.expression, scope)
+
     def _g_IntegralNumeral(self, node, scope):
         return str(int(node.value))
 

@@ -236,24 +236,40 @@ class FcnSet(LazySet):
         return ("FcnSet", self.dom, self.rng)
 
     def contains(self, v: Any) -> bool:
-        if type(self.dom) is not frozenset:  # an infinite domain: no finite function value has it
+        dom = self.dom
+        if type(dom) is not frozenset:  # an infinite domain: no finite function value has it
             return False
         if type(v) is tuple:
             n = len(v)
-            if len(self.dom) != n or any(i not in self.dom for i in range(1, n + 1)):
+            if len(dom) != n or (n and (1 not in dom or n not in dom or any(i not in dom for i in range(2, n)))):
                 return False
-            return all(member(x, self.rng) for x in v)
-        if type(v) is Fcn:
-            if v.d.keys() != self.dom:
+            vals: Any = v
+        elif type(v) is Fcn:
+            if v.d.keys() != dom:
                 return False
-            rng = self.rng
-            return all(member(x, rng) for x in v.d.values())
-        return False
+            vals = v.d.values()
+        else:
+            return False
+        rng = self.rng
+        if type(rng) is frozenset:
+            for x in vals:
+                if x not in rng:
+                    return False
+                if type(x) is bool or (type(x) is int and (x == 0 or x == 1)):
+                    _same_kind(x, rng)
+            return True
+        for x in vals:
+            if not member(x, rng):
+                return False
+        return True
 
     def ordered(self) -> list:
         keys = sorted_values(self.dom)
         rng = sorted_values(as_set(self.rng))
-        return [mk_fcn(dict(zip(keys, combo, strict=False))) for combo in itertools.product(rng, repeat=len(keys))]
+        n = len(keys)
+        if keys == list(range(1, n + 1)):  # a sequence: the tuple itself (mk_fcn's form)
+            return [combo for combo in itertools.product(rng, repeat=n)] if n else [()]
+        return [Fcn(dict(zip(keys, combo, strict=True))) for combo in itertools.product(rng, repeat=n)]
 
     def elements(self) -> frozenset:
         if self._el is None:
