@@ -174,7 +174,7 @@ def test_tabs_are_columns(tmp_path):
 def test_json_report_carries_the_process_exit_code(tmp_path):
     from click.testing import CliRunner
 
-    from kvexact.spec.check_cmd import check
+    from kvexact.cli.check import check
     spec = write_spec(tmp_path, "VARIABLE x\nInit == x = 0\nNext == x' = x + 1", NOLOCK)
     out = tmp_path / "r.json"
     res = CliRunner().invoke(check, [str(spec), "--max-states", "5", "--json", str(out)], standalone_mode=False)
