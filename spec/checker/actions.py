@@ -155,16 +155,18 @@ class ActionCompiler:
                 return self.c.fast.flat_action(steps, where)
             return self._flat_conj([_flat_step(a) for a in acts], where)
         evals = [self.c.expr(x, scope)[0] for x in items]
-        m = len(acts)
         nv = self.nvars
         init = self.init
-
+        starts = list(range(len(acts)))  # the first conjunct of each segment
+        if not init and self.c.fast is not None:
+            acts, starts = self._segments(acts, where)
+        m = len(acts)
         pure = [getattr(a, "_pure", False) for a in acts]
 
         def run(i, s, n, e, k):
             while i < m:
-                if i > 0 and len(s if init else n) == nv:
-                    for j in range(i, m):
+                if i > 0 and len(s if init else n) == nv:  # TLC: every variable bound, the rest is evaluated
+                    for j in range(starts[i], len(evals)):
                         v = evals[j](s, n, e)
                         if v is not True:
                             if v is not False:
@@ -173,7 +175,7 @@ class ActionCompiler:
                     k(s, n)
                     return
                 if pure[i]:  # a plain predicate: evaluate it in the loop, no continuation needed
-                    v = evals[i](s, n, e)
+                    v = evals[starts[i]](s, n, e)
                     if v is not True:
                         if v is not False:
                             raise EvalError(f"a conjunct has the non-boolean value {fmt(v)}", where)
@@ -188,6 +190,27 @@ class ActionCompiler:
         def conj(s, n, e, k):
             run(0, s, n, e, k)
         return conj
+
+    def _segments(self, acts: list, where: str) -> tuple[list, list[int]]:
+        """Runs of two or more flat conjuncts become one generated flat action each (a flat run yields at
+        most one path, so running it is the same as evaluating it); returns the segments and the index
+        of each one's first conjunct."""
+        out: list = []
+        starts: list[int] = []
+        i = 0
+        while i < len(acts):
+            j = i
+            while j < len(acts) and _flat_step(acts[j]) is not None:
+                j += 1
+            starts.append(i)
+            if j - i >= 2:
+                steps = [(*_flat_step(a), getattr(a, "_src", None)) for a in acts[i:j]]  # type: ignore[misc]
+                out.append(self.c.fast.flat_action(steps, where))  # type: ignore[union-attr]
+                i = j
+            else:
+                out.append(acts[i])
+                i += 1
+        return out, starts
 
     @staticmethod
     def _flat_conj(steps: list, where: str) -> Act:
@@ -285,6 +308,16 @@ class ActionCompiler:
         body = self.act(node.predicate, inner)
         from kvexact.spec.checker.compiler import _bind as mk_setter
         setters = [(f, mk_setter(b)) for f, b in sets]
+        if node.quantifier == "\\E" and len(sets) == 1 and type(sets[0][1]).__name__ != "Tuple":
+            fs1 = sets[0][0]
+            name = _name_of(sets[0][1])
+
+            def exists1(s, n, e, k):
+                for x in ordered_elements(fs1(s, n, e)):
+                    e3 = dict(e)
+                    e3[name] = x
+                    body(s, n, e3, k)
+            return exists1
         if node.quantifier == "\\E":
             def exists(s, n, e, k):
                 def rec(i, e2):
