@@ -206,7 +206,18 @@ class PowerSet(LazySet):
     def contains(self, v: Any) -> bool:
         if isinstance(v, LazySet):
             v = v.elements()
-        return type(v) is frozenset and all(member(x, self.base) for x in v)
+        if type(v) is not frozenset:
+            return False
+        base = self.base
+        if type(base) is frozenset:  # a subset test in one step; one element tells the kinds apart
+            if not v <= base:
+                return False
+            if v and base:
+                x = next(iter(v))
+                if (type(x) is bool) != (type(next(iter(base))) is bool):
+                    _same_kind(x, base)
+            return True
+        return all(member(x, base) for x in v)
 
     def elements(self) -> frozenset:
         if self._el is None:
