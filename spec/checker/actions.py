@@ -434,6 +434,16 @@ class ActionCompiler:
             a(s, n, e2, k)
         return with_instance_args
 
+    def compiled(self, node: Any, scope: Scope, where: str) -> Act:
+        """A top-level action (one split action of Next): generated (actgen.py) in next mode, where it
+        can be; else the closure."""
+        if not self.init and self.c.fast is not None:
+            from kvexact.spec.checker.actgen import ActGen
+            gen = ActGen(self).compile(node, scope, where)
+            if gen is not None:
+                return gen
+        return self.act(node, scope)
+
     def def_action(self, d: Def) -> Act:
         a = d.actions.get(self.mode)
         if a is None:

@@ -323,7 +323,7 @@ class Model:
                         self._split(d.body, inner, e2, d.name, tlc_loc(d.node, d.scope.mod),
                                     loc_of(d.node, d.scope.mod))
                         return
-        act = self.next_comp.act(node, scope)
+        act = self.next_comp.compiled(node, scope, where or location)
         self.actions.append(SplitAction(label, location, act, env, where))
 
     # ------------------------------------------------------------------ states
