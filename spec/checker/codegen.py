@@ -65,7 +65,7 @@ def _app(f: Any, x: Any) -> Any:
 
 def _eq(a: Any, b: Any) -> bool:
     ta = type(a)
-    if ta is type(b) and ta in (int, str, bool, frozenset, tuple):
+    if ta is type(b) and ta in (int, str, bool, frozenset, tuple, Fcn):
         return a == b
     if ta is ModelValue or type(b) is ModelValue:
         return a is b
@@ -307,6 +307,9 @@ class FastGen:
                 return self.at
             raise _NoFast()
         kind = type(node).__name__
+        if kind in _OPS or (kind == "OperatorApplication" and node.arguments):
+            if not (node is self.top[0] and scope is self.top[1]) and not self.c.expr(node, scope)[1]:
+                return self._call(node, scope)  # constant-level: its compiled function caches the value
         if kind in _OPS:
             self.ops += 1
         method = getattr(self, "_g_" + kind, None)
@@ -518,7 +521,7 @@ class FastGen:
             a, b2 = self._tmp(), self._tmp()
             neg = "not " if op == "/=" else ""
             return (f"({neg}(({a} == {b2}) if type({a} := {self.code(args[0], scope)}) is type({b2} := "
-                    f"{self.code(args[1], scope)}) and type({a}) in (int, str, bool, frozenset, tuple) "
+                    f"{self.code(args[1], scope)}) and type({a}) in (int, str, bool, frozenset, tuple, Fcn) "
                     f"else _eq({a}, {b2})))")
         if op in ("\\in", "\\notin"):
             neg = "not " if op == "\\notin" else ""
