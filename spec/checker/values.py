@@ -296,8 +296,17 @@ class RecordSet(LazySet):
         self._el: frozenset | None = None
 
     def contains(self, v: Any) -> bool:
-        return (type(v) is Fcn and v.d.keys() == self.fields.keys()
-                and all(member(v.d[k], s) for k, s in self.fields.items()))
+        if type(v) is not Fcn or v.d.keys() != self.fields.keys():
+            return False
+        d = v.d
+        for k, S in self.fields.items():
+            x = d[k]
+            if type(S) is frozenset and type(x) is not bool and not (type(x) is int and (x == 0 or x == 1)):
+                if x not in S:
+                    return False
+            elif not member(x, S):
+                return False
+        return True
 
     def finite(self) -> bool:
         return not any(is_infinite(s) for s in self.fields.values())
@@ -324,8 +333,15 @@ class ProductSet(LazySet):
         self._el: frozenset | None = None
 
     def contains(self, v: Any) -> bool:
-        return type(v) is tuple and len(v) == len(self.sets) and all(
-            member(x, s) for x, s in zip(v, self.sets, strict=False))
+        if type(v) is not tuple or len(v) != len(self.sets):
+            return False
+        for x, S in zip(v, self.sets, strict=True):
+            if type(S) is frozenset and type(x) is not bool and not (type(x) is int and (x == 0 or x == 1)):
+                if x not in S:
+                    return False
+            elif not member(x, S):
+                return False
+        return True
 
     def finite(self) -> bool:
         return not any(is_infinite(s) for s in self.sets)
