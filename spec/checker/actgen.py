@@ -127,17 +127,17 @@ class ActGen:
         if kind == "Cases":
             return self._case(node, scope, K, depth)
         if kind == "Quantification" and node.quantifier == "\\E":
-            out = self._exists(node, scope, K, depth)
-            if out is not None:
-                return out
+            laid = self._exists(node, scope, K, depth)
+            if laid is not None:
+                return laid
         if kind == "SubexpressionReference":
             positional = self.c.positional(node, scope)
             if positional is not None:
                 return self.gen(positional[0], positional[1], K, depth)
         if kind == "OperatorApplication":
-            out = self._operator(node, scope, K, depth)
-            if out is not None:
-                return out
+            laid = self._operator(node, scope, K, depth)
+            if laid is not None:
+                return laid
         act = self.ac.act(node, scope)
         step = _flat_step(act)
         if step is not None:
