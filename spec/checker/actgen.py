@@ -15,6 +15,7 @@ from typing import Any
 
 from kvexact.spec.checker.codegen import ACTION_HELPERS, HELPERS
 from kvexact.spec.checker.compiler import ALIASES, loc_of
+from kvexact.spec.checker.junctions import _flat_step, _strip, conj_items, disj_items
 from kvexact.spec.checker.values import EvalError, LazyFcn, fmt, member, ordered_elements
 
 _COUNTER = itertools.count()
@@ -105,7 +106,6 @@ class ActGen:
     # ------------------------------------------------------------------ layout
 
     def gen(self, node: Any, scope: Any, K: list[str], depth: int) -> list[str]:
-        from kvexact.spec.checker.actions import _flat_step, _strip, conj_items, disj_items
         node = _strip(node)
         items = conj_items(node)
         if items is not None:
@@ -181,7 +181,6 @@ class ActGen:
     def _conj(self, items: list, scope: Any, K: list[str], depth: int, where: str) -> list[str]:
         """Left to right; before a conjunct that may branch, TLC's fast path: once every variable is
         bound, the remaining conjuncts are evaluated as booleans."""
-        from kvexact.spec.checker.actions import _flat_step
         acts = [self.ac.act(x, scope) for x in items]
         evals = [self.c.expr(x, scope)[0] for x in items]
         flat = [_flat_step(a) is not None for a in acts]
