@@ -422,7 +422,7 @@ class FastGen:
 
     def _binders(self, decls, scope):
         """(single name or None, [(setter constant, set code)], inner scope) for bounded binders."""
-        from kvexact.spec.checker.compiler import _bind, _binder_names, _bounds
+        from kvexact.spec.checker.binders import _bind, _binder_names, _bounds
         bounds = _bounds(decls)
         if any(sset is None for _, sset in bounds):
             raise _NoFast()
@@ -434,7 +434,7 @@ class FastGen:
                 inner.names[nm] = ("bound", nm)
         single = None
         if len(bounds) == 1 and type(bounds[0][0]).__name__ != "Tuple":
-            from kvexact.spec.checker.compiler import _name_of
+            from kvexact.spec.checker.binders import _name_of
             single = _name_of(bounds[0][0])
         return single, binds, inner
 
@@ -471,7 +471,7 @@ class FastGen:
         b, sset = node.declaration.arguments
         if type(b).__name__ == "Tuple":
             raise _NoFast()
-        from kvexact.spec.checker.compiler import _name_of
+        from kvexact.spec.checker.binders import _name_of
         name = _name_of(b)
         inner = scope.child()
         inner.names[name] = ("bound", name)
@@ -484,7 +484,7 @@ class FastGen:
         b, sset = binder.arguments
         if type(b).__name__ == "Tuple":
             raise _NoFast()
-        from kvexact.spec.checker.compiler import _name_of
+        from kvexact.spec.checker.binders import _name_of
         name = _name_of(b)
         if type(node.predicate).__name__ == "BooleanLiteral" and node.predicate.value == "TRUE":
             return f"_min({self.code(sset, scope)})"
@@ -495,7 +495,7 @@ class FastGen:
     # operators
 
     def _g_OperatorApplication(self, node, scope):
-        from kvexact.spec.checker.compiler import ALIASES
+        from kvexact.spec.checker.binders import ALIASES
         op = ALIASES.get(node.operator, node.operator)
         args = node.arguments
         if op in _NO_GEN:
