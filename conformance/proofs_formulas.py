@@ -76,18 +76,23 @@ def unique_ledger(p: int | None) -> Obligation:
 
 
 def prefix_chain(p: int | None) -> Obligation:
-    """0x07A: 0 <= hit <= T - 1, hit is block-aligned and maximal; recompute = T - hit >= 1."""
+    """0x07A: the runtime hit satisfies the invariant chain, is block-aligned and maximal; recompute >= 1."""
 
     def body(z3, ops, _):
         from kvexact.reference.formulas import evaluate
 
         P, cons = _block(z3, p)
-        T = z3.Int("T")
-        cons += [T >= 1]
-        hit = evaluate("cost.full_hit_tokens_capped", ops, rows_tokens=T, block_tokens=P)
+        T, sem, idx = z3.Ints("T S_sem S_indexed")
+        cons += [T >= 1, sem >= 0, idx >= 0, sem <= T, idx <= T]
+        cap = evaluate("prefix.logits_cap", ops, prompt_tokens=T)
+        hit = evaluate("cost.full_hit_tokens_capped", ops, semantic_tokens=sem, indexed_tokens=idx, prompt_tokens=T,
+                       block_tokens=P)
+        chain = evaluate("prefix.runtime_chain", ops, runtime_tokens=hit, semantic_tokens=sem, indexed_tokens=idx,
+                         cap_tokens=cap, prompt_tokens=T)
         rec = evaluate("cost.recompute_tokens", ops, prompt_tokens=T, hit_tokens=hit)
         aligned = ops.mod(hit, P) == 0
-        return cons, z3.And(hit >= 0, hit <= T - 1, hit > T - 1 - P, aligned, rec >= 1, rec == T - hit)
+        maximal = hit > ops.minimum(sem, idx, cap) - P
+        return cons, z3.And(chain, aligned, maximal, rec >= 1, rec == T - hit)
 
     return Obligation(f"prefix.invariant-chain[P={'all' if p is None else p}]", "0x07A",
                       "capped full-block hit: aligned, maximal, below the logits cap; recompute >= 1",
@@ -129,8 +134,28 @@ def cow_tail(p: int | None) -> Obligation:
                       "COW copies exactly the partial tail (0 <= r < P), traffic 2 r B", _with_ops(body))
 
 
+def cow_amplification(p: int | None) -> Obligation:
+    """0x05A: copy bytes r sum B_g, traffic 2 B_copy + sum B_g, so the amplification is 2 r + 1 for any rows."""
+
+    def body(z3, ops, _):
+        from kvexact.reference.formulas import evaluate
+
+        P, cons = _block(z3, p)
+        S = z3.Int("S")
+        rows = [z3.Int("B0"), z3.Int("B1")]
+        cons += [S >= 0, *[b >= 1 for b in rows]]
+        r = evaluate("cow.tail_rows", ops, shared_tokens=S, block_tokens=P)
+        copy = evaluate("cow.copy_bytes", ops, tail_rows=r, group_row_bytes=rows)
+        traffic = evaluate("cow.traffic_bytes", ops, copy_bytes=copy, group_row_bytes=rows)
+        amp = evaluate("cow.amplification", ops, traffic_bytes=traffic, group_row_bytes=rows)
+        return cons, amp == z3.ToReal(2 * r + 1)
+
+    return Obligation(f"cow.amplification[P={'all' if p is None else p}]", "0x05A",
+                      "COW traffic over one row append is 2 r + 1", _with_ops(body))
+
+
 def formula_obligations() -> Iterator[Obligation]:
-    for make in (request_view_ledger, unique_ledger, prefix_chain, block_cost_vector, cow_tail):
+    for make in (request_view_ledger, unique_ledger, prefix_chain, block_cost_vector, cow_tail, cow_amplification):
         yield make(None)
         for p in SUPPORTED_BLOCK_TOKENS:
             yield make(p)

@@ -53,6 +53,12 @@ class IntOps:
     def total(self, xs: Iterable[Any]) -> Any:
         return sum(xs)
 
+    def indicator(self, cond: Any) -> Any:
+        return 1 if cond else 0
+
+    def all_of(self, *conds: Any) -> Any:
+        return all(conds)
+
 
 INT_OPS = IntOps()
 
@@ -90,6 +96,7 @@ class Z3Ops:
         return a - b * self.floordiv(a, b)
 
     def ratio(self, a: Any, b: Any) -> Any:
+        a, b = (self.z3.IntVal(x) if isinstance(x, int) else x for x in (a, b))
         self.side.append(b > 0)
         return self.z3.ToReal(a) / self.z3.ToReal(b)
 
@@ -109,10 +116,20 @@ class Z3Ops:
         items = list(xs)
         return self.z3.Sum(items) if items else self.z3.IntVal(0)
 
+    def indicator(self, cond: Any) -> Any:
+        return self.z3.If(cond, 1, 0)
+
+    def all_of(self, *conds: Any) -> Any:
+        return self.z3.And(*conds)
+
 
 @attrs.frozen
 class Formula:
-    """A registered formula: ``fn(ops, **params)``; ``units`` of the result; where the seed states it."""
+    """A registered formula: ``fn(ops, **params)``; ``units`` of the result; where the seed states it.
+
+    ``arithmetic`` formulas also evaluate over :class:`Z3Ops`; the others (hashes, sequences, sets, floats
+    with ``log``) have the integer/Python form only.
+    """
 
     id: str
     units: str
@@ -120,6 +137,7 @@ class Formula:
     location: str
     params: tuple[str, ...]
     fn: Callable[..., Any]
+    arithmetic: bool = True
 
     def __call__(self, ops: Any = INT_OPS, **kwargs: Any) -> Any:
         missing = set(self.params) - set(kwargs)
@@ -134,7 +152,8 @@ REGISTRY: dict[str, Formula] = {}
 _EXERCISED: set[str] = set()
 
 
-def formula(id: str, *, units: str, convention: str, location: str) -> Callable[[Callable[..., Any]], Formula]:
+def formula(id: str, *, units: str, convention: str, location: str,
+            arithmetic: bool = True) -> Callable[[Callable[..., Any]], Formula]:
     """Decorator registering ``fn(ops, **params)`` once under ``id``."""
 
     def register(fn: Callable[..., Any]) -> Formula:
@@ -145,7 +164,7 @@ def formula(id: str, *, units: str, convention: str, location: str) -> Callable[
         if not units.strip() or not convention.strip() or not location.strip():
             raise ValueError(f"formula {id} needs units, a convention and a seed location")
         params = tuple(p for p in inspect.signature(fn).parameters if p != "ops")
-        f = Formula(id, units, convention, location, params, fn)
+        f = Formula(id, units, convention, location, params, fn, arithmetic)
         REGISTRY[id] = f
         return f
 
@@ -158,7 +177,12 @@ def evaluate(id: str, ops: Any = INT_OPS, **kwargs: Any) -> Any:
 
 
 def exercised() -> frozenset[str]:
+    """Ids evaluated (through :func:`evaluate` or a call) since the process started or the last reset."""
     return frozenset(_EXERCISED)
+
+
+def reset_exercised() -> None:
+    _EXERCISED.clear()
 
 
 def load_all() -> dict[str, Formula]:
@@ -166,6 +190,6 @@ def load_all() -> dict[str, Formula]:
     import importlib
 
     for module in ("kvexact.reference.ledgers", "kvexact.reference.manifest", "kvexact.reference.translate",
-                   "kvexact.reference.traversal"):
+                   "kvexact.reference.traversal", "kvexact.reference.formulas_seed"):
         importlib.import_module(module)
     return REGISTRY

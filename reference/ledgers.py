@@ -95,7 +95,7 @@ def rect_slack_bytes(ops, reserved_bytes, logical_bytes):
 
 
 @formula("ledger.request_blocks", units="blocks", convention="block-table references of one request, "
-         "counted independently", location="0x02C")
+         "counted independently", location="0x02C, 0x09B")
 def request_blocks(ops, rows_tokens, block_tokens):
     return ops.ceildiv(rows_tokens, block_tokens)
 
@@ -160,7 +160,7 @@ def sharing_avoided_bytes(ops, paged_bytes, unique_bytes):
 
 
 @formula("ledger.metadata_bytes", units="bytes", convention="synthetic record sizes x record counts + fixed; "
-         "placement unspecified", location="0x02E")
+         "placement unspecified", location="0x02E, 0x09B")
 def metadata_bytes(ops, map_entry_bytes, ref_entries, descriptor_bytes, pool_blocks, hash_entry_bytes,
                    cached_hashes, tail_record_bytes, live_requests, free_entry_bytes, free_blocks, fixed_bytes):
     return (map_entry_bytes * ref_entries + descriptor_bytes * pool_blocks + hash_entry_bytes * cached_hashes
@@ -203,9 +203,16 @@ def full_hit_tokens(ops, rows_tokens, block_tokens):
     return block_tokens * ops.floordiv(rows_tokens, block_tokens)
 
 
-@formula("cost.full_hit_tokens_capped", units="tokens", convention="full-block hits after the logits cap "
-         "S_prompt - 1 (S_prompt >= 1)", location="0x09B, 0x07A")
-def full_hit_tokens_capped(ops, rows_tokens, block_tokens):
+@formula("cost.full_hit_tokens_capped", units="tokens", convention="S_runtime^full: block-aligned runtime hit "
+         "limited by the semantic prefix, the index and the logits cap S_prompt - 1 (S_prompt >= 1)",
+         location="0x07A")
+def full_hit_tokens_capped(ops, semantic_tokens, indexed_tokens, prompt_tokens, block_tokens):
+    return block_tokens * ops.floordiv(ops.minimum(semantic_tokens, indexed_tokens, prompt_tokens - 1), block_tokens)
+
+
+@formula("cost.full_hit_tokens_gen", units="tokens", convention="H_r^{full,gen}: a logits-producing request "
+         "whose whole prompt is semantically exact and indexed (S_sem = S_indexed = T_r >= 1)", location="0x09B")
+def full_hit_tokens_gen(ops, rows_tokens, block_tokens):
     return block_tokens * ops.floordiv(rows_tokens - 1, block_tokens)
 
 
@@ -563,7 +570,7 @@ def block_size_cost(block_tokens: int, lengths_tokens: Sequence[int] = (33, 25, 
                           pool_blocks=pool, hash_entry_bytes=s.hash_entry_bytes, cached_hashes=hashes,
                           tail_record_bytes=s.tail_record_bytes, live_requests=len(lengths_tokens),
                           free_entry_bytes=s.free_entry_bytes, free_blocks=pool - unique, fixed_bytes=s.fixed_bytes)
-    capped = sum(full_hit_tokens_capped(rows_tokens=t, block_tokens=P) for t in consumers)
+    capped = sum(full_hit_tokens_gen(rows_tokens=t, block_tokens=P) for t in consumers)
     return BlockSizeCost(
         block_tokens=P,
         request_view_tail_bytes=sum(request_tail_tokens(rows_tokens=t, block_tokens=P)

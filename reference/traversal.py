@@ -153,19 +153,19 @@ def partial_states(ops, batch_rows, shared_tokens, chunk_tokens):
 
 
 @formula("chunk.partial_state_bytes", units="bytes", convention="N_partial (d_v b_O + 2 b_state)",
-         location="0x0BI")
+         location="0x0BE, 0x0BI")
 def partial_state_bytes(ops, partial_count, value_width, output_scalar_bytes, state_scalar_bytes):
     return partial_count * (value_width * output_scalar_bytes + 2 * state_scalar_bytes)
 
 
-@formula("vmm.page_group_tokens", units="tokens/page group", convention="G / B_tensor-row, when divisible",
-         location="0x0BJ")
+@formula("vmm.page_group_tokens", units="tokens/page group", convention="G / B_tensor-row (P_tokens of 0x06A, P_G of "
+         "0x0BJ), when divisible", location="0x06A, 0x0BJ")
 def page_group_tokens(ops, page_group_bytes, tensor_row_bytes):
     return ops.floordiv(page_group_bytes, tensor_row_bytes)
 
 
-@formula("vmm.page_groups", units="page groups", convention="ceil(T / P_G) for one per-layer K or V tensor",
-         location="0x0BJ")
+@formula("vmm.page_groups", units="page groups", convention="ceil(T / P_G) for one per-layer K or V tensor "
+         "(N_r,pages of 0x06A)", location="0x06A, 0x0BJ")
 def page_groups(ops, context_tokens, group_tokens):
     return ops.ceildiv(context_tokens, group_tokens)
 

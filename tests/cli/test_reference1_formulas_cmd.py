@@ -18,8 +18,16 @@ def test_lists_every_formula():
 def test_json_and_section_filter():
     result = CliRunner().invoke(cli, ["formulas", "--json", "--section", "0x0BJ"], standalone_mode=False)
     rows = json.loads(result.output)
-    assert {r["id"] for r in rows} == {"vmm.page_group_tokens", "vmm.page_groups", "vmm.page_group_waste_bytes"}
-    assert all(r["units"] and r["convention"] for r in rows)
+    assert {r["id"] for r in rows} == {"vmm.page_group_tokens", "vmm.page_groups", "vmm.page_group_waste_bytes",
+                                       "vmm.tensor_row_bytes"}
+    assert all(r["units"] and r["convention"] and r["stated_in"] for r in rows)
+
+
+def test_counts_against_the_seed_and_catalog():
+    out = CliRunner().invoke(cli, ["formulas"], standalone_mode=False).output
+    assert "109 from 101 of the seed's 111 display equations, 10 from its prose" in out and "states 78" in out
+    cat = CliRunner().invoke(cli, ["formulas", "--catalog", "--section", "0x05A"], standalone_mode=False).output
+    assert "-> cow.amplification" in cat and "0x04" not in cat
 
 
 def test_unknown_section_is_a_usage_error():

@@ -20,6 +20,7 @@ from kvexact.reference.ledgers import (
     external_fragmentation,
     full_hit_tokens,
     full_hit_tokens_capped,
+    full_hit_tokens_gen,
     group_row_bytes,
     recompute_tokens,
     reconcile,
@@ -115,14 +116,15 @@ def test_0x09B_storage_and_metadata():
     # uncapped staircase across B + C
     assert [block_size_cost(p).full_hit_tokens for p in (4, 8, 16, 32, 64)] == [40, 40, 32, 0, 0]
     # C is the one-block edge at P = 16: cap 15 aligns down to 0
-    assert full_hit_tokens_capped(rows_tokens=16, block_tokens=16) == 0
+    assert full_hit_tokens_gen(rows_tokens=16, block_tokens=16) == 0
     assert full_hit_tokens(rows_tokens=16, block_tokens=16) == 16
 
 
 def test_0x07E_complete_prompt_hit_edge():
-    assert full_hit_tokens_capped(rows_tokens=48, block_tokens=16) == 32
+    assert full_hit_tokens_capped(semantic_tokens=48, indexed_tokens=48, prompt_tokens=48, block_tokens=16) == 32
     assert recompute_tokens(prompt_tokens=48, hit_tokens=32) == 16
-    assert full_hit_tokens_capped(rows_tokens=50, block_tokens=16) == 48
+    # three cached full blocks of a 50-token prompt: the index holds 48 rows
+    assert full_hit_tokens_capped(semantic_tokens=50, indexed_tokens=48, prompt_tokens=50, block_tokens=16) == 48
     assert request_blocks(rows_tokens=recompute_tokens(prompt_tokens=50, hit_tokens=48), block_tokens=16) == 1
     assert 2 * 64 * KIB == 128 * KIB  # useful recompute payload versus one 1 MiB bundle
 
