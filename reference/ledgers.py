@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from kvexact.reference.formulas import formula
+from kvexact.reference.formulas_seed import cow_amplification, cow_copy_bytes, cow_traffic_bytes
 from kvexact.reference.rejections import Rejected
 
 KIB = 1024
@@ -600,17 +601,17 @@ class CowCost:
 
     @property
     def copy_payload_bytes(self) -> int:
-        return self.tail_rows * self.row_bytes
+        return cow_copy_bytes(tail_rows=self.tail_rows, group_row_bytes=[self.row_bytes])
 
     @property
     def traffic_bytes(self) -> int:
         """Copy read + copy write + the appended row's write (0x05A)."""
-        return self.copy_traffic_bytes + self.row_bytes
+        return cow_traffic_bytes(copy_bytes=self.copy_payload_bytes, group_row_bytes=[self.row_bytes])
 
     @property
     def amplification(self) -> int:
         """Traffic relative to a one-row append: 2r + 1."""
-        return self.traffic_bytes // self.row_bytes
+        return int(cow_amplification(traffic_bytes=self.traffic_bytes, group_row_bytes=[self.row_bytes]))
 
 
 def cow_cost(block_tokens: int, shared_tokens: int = 20, row_bytes: int = 64 * KIB) -> CowCost:

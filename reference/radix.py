@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import attrs
 
+from kvexact.reference import formulas_seed as F
 from kvexact.reference.rejections import Rejected
 
 ROOT = 0
@@ -304,10 +305,11 @@ def check_state(state: RadixState) -> PartitionReport:
         raise _reject(RadixRejection.PARTITION_VIOLATION,
                       f"tree {len(tree_slots)} + private {len(private)} + free {len(state.free_slot_ids)} "
                       f"is not a disjoint cover of {len(state.pool_slot_ids)} pool slots")
-    protected = sum(len(n.token_ids) for n in nodes.values() if n.node_id != ROOT and n.lock_ref > 0)
-    evictable = sum(len(n.token_ids) for n in nodes.values() if n.node_id != ROOT and n.lock_ref == 0)
-    leaf_ready = sum(len(n.token_ids) for n in nodes.values()
-                     if n.node_id != ROOT and n.lock_ref == 0 and not n.children)
+    edges = [n for n in nodes.values() if n.node_id != ROOT]
+    lengths, locks = [len(n.token_ids) for n in edges], [n.lock_ref for n in edges]
+    protected = F.protected_tokens(edge_lengths=lengths, locks=locks)
+    evictable = F.evictable_tokens(edge_lengths=lengths, locks=locks)
+    leaf_ready = F.leaf_ready_tokens(edge_lengths=lengths, locks=locks, child_counts=[len(n.children) for n in edges])
     return PartitionReport(len(state.pool_slot_ids), len(tree_slots), len(private),
                            len(state.free_slot_ids), protected, evictable, leaf_ready)
 

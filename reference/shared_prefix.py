@@ -21,7 +21,9 @@ from collections.abc import Sequence
 
 import attrs
 
+from kvexact.reference import formulas_seed as F
 from kvexact.reference.rejections import Rejected
+from kvexact.reference.traversal import partial_state_bytes
 
 
 class SharedPrefixRejection(enum.Enum):
@@ -352,13 +354,15 @@ def ledger(tree: Sequence[TreeChunk], num_seqs: int, d_qk: int, d_v: int, kv_ele
     check_tree(tree, num_seqs)
     if min(d_qk, d_v, kv_elem_bytes, out_elem_bytes, state_bytes) < 0:
         raise Rejected(SharedPrefixRejection.NEGATIVE_SIZE, "a width or byte size is negative")
-    logical = sum(tree[c].rows for s in range(num_seqs) for c in path_of(tree, s))
-    unique = sum(c.rows for c in tree)
+    logical = F.logical_pairs(path_rows=[[tree[c].rows for c in path_of(tree, s)] for s in range(num_seqs)])
+    unique = F.physical_kv(chunk_rows=[c.rows for c in tree])
     row_bytes = (d_qk + d_v) * kv_elem_bytes
     partial_rows = chunk_first_metadata(tree, threshold).partial_rows
     partial_row_bytes = d_v * out_elem_bytes + 2 * state_bytes
-    return SharedPrefixLedger(logical, unique, logical - unique, row_bytes, logical * row_bytes,
-                              unique * row_bytes, partial_rows, partial_row_bytes, partial_rows * partial_row_bytes)
+    return SharedPrefixLedger(logical, unique, F.saved_reads(logical_pairs=logical, physical_kv=unique), row_bytes,
+                              logical * row_bytes, unique * row_bytes, partial_rows, partial_row_bytes,
+                              partial_state_bytes(partial_count=partial_rows, value_width=d_v,
+                                                  output_scalar_bytes=out_elem_bytes, state_scalar_bytes=state_bytes))
 
 
 @attrs.frozen

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import attrs
 
+from kvexact.reference import formulas_seed as F
 from kvexact.reference import reuse_gate as gate
 from kvexact.reference.rejections import Rejected
 
@@ -120,7 +121,7 @@ def reconcile_pool(snap: PoolSnapshot) -> PoolGauges:
         if state not in by_state or not 0 <= block < snap.pool_blocks:
             raise Rejected(TelemetryRejection.POOL_UNRECONCILED, f"block {block} in state {state!r}")
         by_state[state] += 1
-    if sum(by_state.values()) != snap.pool_blocks:
+    if F.pool_blocks(**by_state) != snap.pool_blocks:
         raise Rejected(TelemetryRejection.POOL_UNRECONCILED,
                        f"{' + '.join(str(v) for v in by_state.values())} != {snap.pool_blocks}")
     per_block: dict[int, int] = {}
@@ -130,8 +131,11 @@ def reconcile_pool(snap: PoolSnapshot) -> PoolGauges:
     recorded = sum(snap.recorded_refcounts.values())
     mismatched = sum(1 for b in set(per_block) | set(snap.recorded_refcounts)
                      if per_block.get(b, 0) != snap.recorded_refcounts.get(b, 0))
-    return PoolGauges(snap.pool_blocks, by_state, recorded, sum(per_block.values()), recorded - sum(per_block.values()),
-                      mismatched, max(0, snap.required_frontier_tokens - snap.ready_frontier_tokens))
+    derived = sum(per_block.values())
+    return PoolGauges(snap.pool_blocks, by_state, recorded, derived,
+                      F.ref_delta(recorded_refs=recorded, derived_refs=derived), mismatched,
+                      F.map_lag(required_frontier=snap.required_frontier_tokens,
+                                ready_frontier=snap.ready_frontier_tokens))
 
 
 def allocator_pool_snapshot(alloc: Any, group: int) -> PoolSnapshot:

@@ -17,13 +17,14 @@ Invariants every committed state keeps (re-derived by :func:`check_state`):
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Sequence
 from typing import Any, Literal
 
 import attrs
 
+from kvexact.reference import formulas_seed as F
 from kvexact.reference.rejections import Rejected
+from kvexact.reference.traversal import page_group_tokens, page_groups
 
 
 class VmmRejection(enum.Enum):
@@ -96,16 +97,17 @@ class VmmConfig:
     @property
     def row_bytes(self) -> int:
         """B_tensor,row = H_kv * d_h * b."""
-        return self.kv_heads * self.head_dim * self.elem_bytes
+        return F.tensor_row_bytes(kv_heads_local=self.kv_heads, head_dim=self.head_dim, scalar_bytes=self.elem_bytes)
 
     @property
     def page_tokens(self) -> int:
-        return self.page_bytes // self.row_bytes
+        return page_group_tokens(page_group_bytes=self.page_bytes, tensor_row_bytes=self.row_bytes)
 
     @property
     def request_range_bytes(self) -> int:
         """R = G * ceil(T_max * B_row / G)."""
-        return self.page_bytes * math.ceil(self.max_tokens * self.row_bytes / self.page_bytes)
+        return F.reserved_extent_bytes(page_group_bytes=self.page_bytes, max_context_tokens=self.max_tokens,
+                                       tensor_row_bytes=self.row_bytes)
 
     @property
     def pages_per_request(self) -> int:
@@ -114,18 +116,18 @@ class VmmConfig:
     @property
     def virtual_bytes(self) -> int:
         """M_VA = 2 L B R."""
-        return self.tensors * self.request_slots * self.request_range_bytes
+        return F.va_bytes(layers=self.layers, request_slots=self.request_slots, extent_bytes=self.request_range_bytes)
 
     @property
     def pool_bytes(self) -> int:
-        return self.handles * self.page_bytes
+        return F.phys_pool_bytes(handles=self.handles, page_group_bytes=self.page_bytes)
 
     @property
     def bundle_bytes(self) -> int:
-        return self.tensors * self.page_bytes
+        return F.page_bundle_bytes(layers=self.layers, page_group_bytes=self.page_bytes)
 
     def pages_for(self, tokens: int) -> int:
-        return math.ceil(tokens / self.page_tokens)
+        return page_groups(context_tokens=tokens, group_tokens=self.page_tokens)
 
     def tensor_index(self, kind: str, layer: int) -> int:
         """Tensors are laid out K0, V0, K1, V1, ...: index 2*layer + (0 for K, 1 for V)."""
@@ -154,8 +156,12 @@ def virtual_address(config: VmmConfig, kind: str, layer: int, slot: int, t: int,
             and 0 <= d < config.head_dim):
         raise _reject(VmmRejection.COORDINATE_OUT_OF_RANGE, f"slot={slot}, t={t}, h={h}, d={d}")
     base = config.tensor_index(kind, layer) * config.request_slots * config.request_range_bytes
-    u = (t * config.kv_heads * config.head_dim + h * config.head_dim + d) * config.elem_bytes
-    return Address(base + slot * config.request_range_bytes + u, u, u // config.page_bytes, u % config.page_bytes)
+    u = F.request_offset(token=t, kv_heads_local=config.kv_heads, head_dim=config.head_dim, head=h, lane=d,
+                         scalar_bytes=config.elem_bytes)
+    address = F.virtual_address(tensor_base=base, request_slot=slot, extent_bytes=config.request_range_bytes,
+                                offset_bytes=u)
+    return Address(address, u, F.page_index(offset_bytes=u, page_group_bytes=config.page_bytes),
+                   F.page_delta(offset_bytes=u, page_group_bytes=config.page_bytes))
 
 
 @attrs.frozen
