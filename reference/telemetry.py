@@ -35,6 +35,7 @@ class TelemetryRejection(enum.Enum):
     FUNNEL_NOT_MONOTONE = "a later funnel stage counts more than an earlier one"
     FUNNEL_UNRECONCILED = "a funnel difference is not the count of its rejection bucket"
     POOL_UNRECONCILED = "the block-state gauges do not sum to the pool, or states overlap"
+    COUNTER_DECREASE = "an observation would decrease a counter"
 
 
 FUNNEL_STAGES = ("requests", "authorized", "candidates", "compatible", "current_generation", "leased",
@@ -290,3 +291,87 @@ def standard_metrics(funnel: Funnel, gauges: PoolGauges) -> list[Metric]:
         Metric("kvexact_mapping_lag_tokens", "gauge", "Required minus ready mapping frontier, floored at zero.",
                (({}, gauges.mapping_lag_tokens),)),
     ]
+
+
+# 0x0BL granularity counters ------------------------------------------------------------------------------
+@attrs.define
+class GranularityCounters:
+    """The observability 0x0BL requires, fed by the reference's records (``observe_*``).
+
+    Invariants: counters only grow (each ``observe_*`` of an operation adds); gauges hold the last snapshot;
+    the dense table cells equal used plus padded cells; map latency is counted in reference operations
+    (VMM versions between the map request and the published frontier), not in seconds.
+    """
+
+    block_sizes: dict[int, tuple[int, int]] = attrs.field(factory=dict)  # group -> (P_a, P_k)
+    dispatch: dict[tuple[str, str], int] = attrs.field(factory=dict)  # (outcome, reason) -> count
+    ledger: dict[str, int] = attrs.field(factory=dict)  # request refs, unique blocks, tails, metadata
+    totals: dict[str, int] = attrs.field(factory=dict)  # the counters below, by metric suffix
+
+    def _add(self, name: str, value: int) -> None:
+        if value < 0:
+            raise Rejected(TelemetryRejection.COUNTER_DECREASE, f"{name} += {value}")
+        self.totals[name] = self.totals.get(name, 0) + value
+
+    def observe_block_sizes(self, group: int, allocator_block_tokens: int, kernel_block_tokens: int) -> None:
+        self.block_sizes[group] = (allocator_block_tokens, kernel_block_tokens)
+
+    def observe_dispatch(self, d: Any) -> None:
+        """A :class:`~kvexact.reference.traversal.KernelDispatch` decision."""
+        key = (d.outcome, d.reason)
+        self.dispatch[key] = self.dispatch.get(key, 0) + 1
+
+    def observe_ledger(self, fixture: Any, led: Any) -> None:
+        """A 0x0D :class:`~kvexact.reference.ledgers.Ledger` and its fixture (gauges)."""
+        self.ledger = {"request_refs": led.ref_blocks, "unique_blocks": led.unique_blocks,
+                       "valid_tail_records": len(fixture.requests), "unique_tail_slots": led.unique_tail_slots,
+                       "metadata_bytes": led.metadata_bytes}
+
+    def observe_prefix_hit(self, hit_tokens: int, recompute_tokens: int) -> None:
+        self._add("prefix_full_hit_tokens", hit_tokens)
+        self._add("prefix_recomputed_tokens", recompute_tokens)
+
+    def observe_cow(self, cost: Any) -> None:
+        """A :class:`~kvexact.reference.ledgers.CowCost` (0x09C: read + write of r rows, one new block)."""
+        self._add("cow_copied_rows", cost.tail_rows)
+        self._add("cow_traffic_bytes", cost.copy_traffic_bytes)
+        self._add("cow_destination_bytes", cost.destination_bytes)
+
+    def observe_table(self, t: Any) -> None:
+        """A :class:`~kvexact.reference.traversal.RaggedTableLedger` staged for one launch."""
+        self._add("table_dense_cells", t.dense_cells)
+        self._add("table_used_cells", t.used_cells)
+        self._add("table_padded_cells", t.padded_cells)
+        self._add("table_transfer_bytes", t.dense_bytes)
+
+    def observe_chunks(self, c: Any, group_size: int) -> None:
+        """A :class:`~kvexact.reference.traversal.ChunkLedger` executed with sharing (chunk visits are the
+        shared schedule's chunk traversals)."""
+        self.ledger["shared_group_size"] = group_size
+        self._add("chunk_visits", c.shared_chunks)
+        self._add("partial_rows", c.partial_states)
+        self._add("partial_state_bytes", c.partial_state_bytes)
+
+    def observe_vmm(self, state: Any) -> None:
+        """A :class:`~kvexact.reference.vmm.VmmState` snapshot (gauges)."""
+        self.ledger["vmm_page_group_bytes"] = state.config.page_bytes
+        self.ledger["vmm_mapped_groups"] = sum(len(bundle) for s in state.slots for bundle in s.pages)
+        self.ledger["vmm_ready_frontier_tokens"] = sum(s.ready_pages * state.config.page_tokens
+                                                       for s in state.slots if s.active)
+
+    def observe_map_wait(self, requested_version: int, ready_version: int) -> None:
+        self._add("map_latency_operations_sum", ready_version - requested_version)
+        self._add("map_latency_operations_count", 1)
+
+    def metrics(self) -> list[Metric]:
+        """The 0x0BL families as :class:`Metric` s (export with :func:`to_prometheus`)."""
+        out = [Metric("kvexact_block_size_tokens", "gauge", "Allocator and kernel block size by cache group.",
+                      tuple(({"group": str(g), "kind": kind}, size) for g, sizes in sorted(self.block_sizes.items())
+                            for kind, size in zip(("allocator", "kernel"), sizes, strict=True))),
+               Metric("kvexact_kernel_dispatch_total", "counter", "Kernel dispatch decisions by outcome and reason.",
+                      tuple(({"outcome": o, "reason": r}, n) for (o, r), n in sorted(self.dispatch.items())))]
+        out += [Metric(f"kvexact_{name}", "gauge", f"0x0BL gauge {name.replace('_', ' ')}.", (({}, v),))
+                for name, v in sorted(self.ledger.items())]
+        out += [Metric(f"kvexact_{name}" if name.endswith(("_sum", "_count")) else f"kvexact_{name}_total", "counter",
+                       f"0x0BL counter {name.replace('_', ' ')}.", (({}, v),)) for name, v in sorted(self.totals.items())]
+        return out

@@ -233,6 +233,32 @@ def require_launchable(kernel_block_tokens: int) -> None:
 
 
 @attrs.frozen
+class KernelDispatch:
+    """One kernel-block dispatch decision for an allocator block size (0x0AC, 0x0BL)."""
+
+    allocator_block_tokens: int
+    outcome: str  # "selected", "fallback" or "rejected"
+    reason: str  # a stable, low-cardinality reason name
+    kernel_block_tokens: int | None  # None when rejected
+
+
+def dispatch_kernel_block(allocator_block_tokens: int,
+                          instantiated: Sequence[int] = PINNED_V1_KERNEL_BLOCK_SIZES) -> KernelDispatch:
+    """``selected`` when the launcher instantiates P_a itself; ``fallback`` to the largest instantiated P_k
+    that divides P_a (the allocator block is split, P_a = q P_k); ``rejected`` when none divides it (a
+    kernel block larger than the allocator block is never a free mapping)."""
+    _positive(allocator_block_tokens, "allocator_block_tokens")
+    if allocator_block_tokens in instantiated:
+        return KernelDispatch(allocator_block_tokens, "selected", "allocator_block_instantiated",
+                              allocator_block_tokens)
+    divisors = [p for p in instantiated if allocator_block_tokens % p == 0]
+    if divisors:
+        return KernelDispatch(allocator_block_tokens, "fallback", "split_allocator_block", max(divisors))
+    return KernelDispatch(allocator_block_tokens, "rejected", TraversalRejection.UNSUPPORTED_KERNEL_BLOCK.name.lower(),
+                          None)
+
+
+@attrs.frozen
 class RaggedTableLedger:
     """Dense versus used versus padded block-table cells of a batch (0x0AB)."""
 

@@ -14,6 +14,7 @@ from kvexact.reference.labs import reuse_gate as gate_fixtures
 from kvexact.reference.rejections import NegativeCase, register_negative
 from kvexact.reference.telemetry import (
     Funnel,
+    GranularityCounters,
     Metric,
     PoolSnapshot,
     TelemetryRejection,
@@ -52,6 +53,46 @@ POOL_FIXTURE = PoolSnapshot(
 def export_fixture() -> str:
     """The checked fixture of 0x0CF as a Prometheus scrape."""
     return to_prometheus(standard_metrics(run_funnel_fixture(), reconcile_pool(POOL_FIXTURE)))
+
+
+def granularity_export() -> str:
+    """The 0x0BL counters of :func:`granularity_counters` as a Prometheus scrape."""
+    return to_prometheus(granularity_counters().metrics())
+
+
+def granularity_counters() -> GranularityCounters:
+    """0x0BL's counters fed by the reference's operations on the seed's fixtures: dispatch of allocator
+    blocks 16, 64 and 12 (0x0AA/0x0AC), the 0x0D ledger, the 0x09B hit at P_a = 16, the 0x09C COW at
+    P_a = 16, the 0x0AB table of lengths [64, 63, 17, 1], the 0x0BI chunks at P_c = 16 (B = 8), and the
+    0x06F VMM growing request A to nine rows asynchronously."""
+    from kvexact.reference import ledgers as L
+    from kvexact.reference import traversal as T
+    from kvexact.reference import vmm as V
+    from kvexact.reference.labs.ledgers import worked_fixture
+
+    c = GranularityCounters()
+    for group, p_a in ((0, 16), (1, 64)):
+        d = T.dispatch_kernel_block(p_a)
+        c.observe_dispatch(d)
+        c.observe_block_sizes(group, p_a, d.kernel_block_tokens or 0)
+    c.observe_dispatch(T.dispatch_kernel_block(12))
+    fixture = worked_fixture()
+    c.observe_ledger(fixture, L.compute_ledger(fixture))
+    cost = L.block_size_cost(16)
+    c.observe_prefix_hit(cost.full_hit_tokens_capped, cost.recompute_tokens_capped)
+    c.observe_cow(L.cow_cost(16))
+    c.observe_table(T.ragged_table_ledger([64, 63, 17, 1], 16))
+    c.observe_chunks(T.chunk_ledger(16), group_size=8)
+    s = V.VmmState.initial()
+    s, _ = V.reserve_virtual(s)
+    s, _ = V.create_handles(s)
+    s, _ = V.alloc_reqid(s, 0, "A")
+    requested = s.version
+    s, _ = V.step_async(s, 0, 9)
+    s, _ = V.await_mapping(s, 0)
+    c.observe_vmm(s)
+    c.observe_map_wait(requested, s.version)
+    return c
 
 
 # Loop 11 cases (0x0CG) --------------------------------------------------------------------------

@@ -86,3 +86,16 @@ def test_0x0BJ_tp_changes_tokens_per_page_group():
     tp2 = page_group_row(64 * KIB, 1025, tensor_row_bytes=1024)  # half the local K/V heads per rank
     assert (tp1.tokens_per_group, tp2.tokens_per_group) == (32, 64)
     assert (tp1.groups, tp2.groups) == (33, 17)
+
+
+def test_kernel_dispatch_selected_fallback_rejected():
+    from kvexact.reference.traversal import dispatch_kernel_block
+
+    # 0x0AC with a backend that instantiates only P_k = 16: P_a = 32 and 64 split (q = 2, 4); 8 cannot
+    d32, d64 = dispatch_kernel_block(32, instantiated=(16,)), dispatch_kernel_block(64, instantiated=(16,))
+    assert (d32.outcome, d32.kernel_block_tokens, d64.kernel_block_tokens) == ("fallback", 16, 16)
+    small = dispatch_kernel_block(8, instantiated=(16,))
+    assert (small.outcome, small.reason, small.kernel_block_tokens) == ("rejected", "unsupported_kernel_block", None)
+    # 0x0AA: the pinned V1 launcher instantiates 8, 16 and 32
+    assert dispatch_kernel_block(16).outcome == "selected"
+    assert dispatch_kernel_block(128).kernel_block_tokens == 32

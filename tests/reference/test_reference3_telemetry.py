@@ -114,3 +114,56 @@ def test_hygiene_rejects_by_name_before_export(labels, reason):
 def test_stable_low_cardinality_ids_pass():
     tm.check_hygiene(tm.Metric("kvexact_reuse_rejections_total", "counter", "h",
                                (({"bucket": "index_miss", "namespace_id": "tenant-a.chat"}, 2),)))
+
+
+# ---------------------------------------------------------------- 0x0BL granularity counters
+
+
+def test_0x0BL_counters_carry_the_seeds_worked_values():
+    c = tm_lab.granularity_counters()
+    # 0x0AA: the pinned V1 launcher instantiates 8/16/32 only; 64 splits (0x0AC), 12 has no divisor
+    assert c.block_sizes == {0: (16, 16), 1: (64, 32)}
+    assert c.dispatch == {("selected", "allocator_block_instantiated"): 1, ("fallback", "split_allocator_block"): 1,
+                          ("rejected", "unsupported_kernel_block"): 1}
+    # 0x0D: six request refs, three unique blocks, three valid-tail records, 15 unique tail slots, 482 B
+    assert {k: c.ledger[k] for k in ("request_refs", "unique_blocks", "valid_tail_records", "unique_tail_slots",
+                                     "metadata_bytes")} == {"request_refs": 6, "unique_blocks": 3,
+                                                            "valid_tail_records": 3, "unique_tail_slots": 15,
+                                                            "metadata_bytes": 482}
+    t = c.totals
+    assert (t["prefix_full_hit_tokens"], t["prefix_recomputed_tokens"]) == (16, 25)  # 0x09B at P_a = 16
+    # 0x09C at P_a = 16: r = 20 mod 16 = 4 rows, 2 r B_row = 512 KiB, one 1 MiB destination block
+    assert (t["cow_copied_rows"], t["cow_traffic_bytes"], t["cow_destination_bytes"]) == (4, 512 * 1024, 1024 * 1024)
+    # 0x0AB lengths [64, 63, 17, 1] at P_k = 16: 16 dense = 11 used + 5 padded cells; int32 cells: 64 B staged
+    assert (t["table_dense_cells"], t["table_used_cells"], t["table_padded_cells"]) == (16, 11, 5)
+    assert t["table_transfer_bytes"] == 16 * 4
+    # 0x0BI at P_c = 16: B = 8 rows share the prefix; 12 shared-schedule chunks; 32 partial rows of 264 B
+    assert c.ledger["shared_group_size"] == 8
+    assert (t["chunk_visits"], t["partial_rows"], t["partial_state_bytes"]) == (12, 32, 32 * 264)
+    # 0x06F geometry: 64 B page groups of 4 tokens; 9 rows need 3 bundles of 2 L = 4 page groups each
+    assert c.ledger["vmm_page_group_bytes"] == 64
+    assert (c.ledger["vmm_mapped_groups"], c.ledger["vmm_ready_frontier_tokens"]) == (12, 12)
+    assert t["map_latency_operations_count"] == 1 and t["map_latency_operations_sum"] == 4  # 3 maps + await
+
+
+def test_0x0BL_counters_export_as_prometheus_text():
+    text = tm_lab.granularity_export()
+    for line in ('kvexact_block_size_tokens{group="1",kind="allocator"} 64',
+                 'kvexact_block_size_tokens{group="1",kind="kernel"} 32',
+                 'kvexact_kernel_dispatch_total{outcome="fallback",reason="split_allocator_block"} 1',
+                 "kvexact_cow_traffic_bytes_total 524288", "kvexact_table_padded_cells_total 5",
+                 "kvexact_chunk_visits_total 12", "kvexact_metadata_bytes 482", "kvexact_vmm_mapped_groups 12",
+                 "kvexact_map_latency_operations_sum 4", "kvexact_map_latency_operations_count 1"):
+        assert line in text.splitlines(), line
+    assert "# TYPE kvexact_cow_traffic_bytes_total counter" in text and "# TYPE kvexact_metadata_bytes gauge" in text
+
+
+def test_counters_grow_and_accumulate():
+    c = tm.GranularityCounters()
+    c.observe_prefix_hit(16, 25)
+    c.observe_prefix_hit(32, 16)
+    assert (c.totals["prefix_full_hit_tokens"], c.totals["prefix_recomputed_tokens"]) == (48, 41)
+    with pytest.raises(Rejected) as e:
+        c.observe_prefix_hit(-1, 0)
+    assert e.value.reason is tm.TelemetryRejection.COUNTER_DECREASE
+    assert c.totals["prefix_full_hit_tokens"] == 48
