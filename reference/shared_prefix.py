@@ -42,6 +42,7 @@ class SharedPrefixRejection(enum.Enum):
     NEGATIVE_SIZE = "a length, width or byte size is negative"
     NON_POSITIVE_CHUNK = "the chunk size is not positive"
     EMPTY_BATCH = "the workload has no sequences"
+    NON_FINITE_LSE = "an (LSE, O) pair of an empty partition reached the merge (branch on valid first)"
 
 
 @attrs.frozen
@@ -212,7 +213,15 @@ def finalize(state: PartitionState) -> tuple[float, ...]:
 
 
 def merge_lse(parts: Sequence[tuple[float, Sequence[float]]]) -> tuple[float, ...]:
-    """Hydragen's merge of (LSE, O) pairs: subtract the max LSE, exponentiate, weight the outputs."""
+    """Hydragen's merge of (LSE, O) pairs: subtract the max LSE, exponentiate, weight the outputs.
+
+    Only valid partitions have LSE coordinates (0x0BA): a non-finite LSE is refused by name, and a row with
+    no partition at all is an uncovered sequence."""
+    if not parts:
+        raise Rejected(SharedPrefixRejection.UNCOVERED_SEQUENCE, "no (LSE, O) pair to merge")
+    bad = [i for i, (lse, _) in enumerate(parts) if not math.isfinite(lse)]
+    if bad:
+        raise Rejected(SharedPrefixRejection.NON_FINITE_LSE, f"parts {bad}")
     top = max(lse for lse, _ in parts)
     w = [math.exp(lse - top) for lse, _ in parts]
     total = sum(w)

@@ -27,7 +27,6 @@ from kvexact.reference.lifecycle import (
     cow_append,
     delayed_write,
     drop_logical_block,
-    evict,
     fork,
     prefix_hit,
     reader_snapshot,
@@ -268,7 +267,8 @@ _0X05G: list[tuple[str, object, object, object]] = [
      lambda a: (cache_block(a, "A", 0, "k0"), a)[1], lambda a: cache_block(a, "A", 0, "k1")),
     ("prefix hit on a key no group holds", AllocRejection.CACHE_IDENTITY_MISSING, None,
      lambda a: prefix_hit(a, "G", ["missing"])),
-    ("evict a key no group holds", AllocRejection.CACHE_IDENTITY_MISSING, None, lambda a: evict(a, "missing")),
+    ("drop a reference a free block does not hold (a double release)", PoolRejection.REFCOUNT_UNDERFLOW, None,
+     lambda a: a.pools[0].decref(next(b for b in sorted(a.pools[0].blocks) if a.pools[0].refcount(b) == 0))),
     ("second snapshot by a reader that holds one", AllocRejection.READER_BUSY,
      lambda a: (reader_snapshot(a, "x", "A"), a)[1], lambda a: reader_snapshot(a, "x", "D")),
 ]

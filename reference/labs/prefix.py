@@ -92,22 +92,9 @@ def _collide(payload) -> bytes:
     return sha256_block_hash((parent, "collide", extras))
 
 
-def _retire(cache: PrefixCache) -> PrefixCache:
-    from kvexact.reference.namespaces import InvalidationReason, invalidate
-
-    cache.registry, _ = invalidate(cache.registry, NAMESPACE, InvalidationReason.WEIGHTS)
-    return cache
-
-
 def _tampered(cache: PrefixCache):
     r = _receipt(cache)
     verify_receipt(attrs.evolve(r, runtime_hit_tokens=49), PrefixPolicy(), 2, cache.alloc)
-
-
-def _partial_admission(cache: PrefixCache):
-    policy = PrefixPolicy(partial_tail=True)
-    r = cache.lookup(request("B", STREAM[:25]), policy)
-    admit(cache, r, STREAM[:25], policy)
 
 
 def _first_handle_next_gen(cache: PrefixCache) -> PrefixMatchReceipt:
@@ -125,7 +112,6 @@ _0X07G: list[tuple[str, object, object]] = [
     # (description, reason, op on a cache holding the first 48 tokens of STREAM)
     ("lookup by a tenant outside the namespace (rejected before any probe)", "UNAUTHORIZED_TENANT",
      lambda c: c.lookup(attrs.evolve(request("B", STREAM[:50]), tenant_id="tenant-b"))),
-    ("lookup in a retired namespace generation", "RETIRED_GENERATION", lambda c: _namespace(_retire(c))),
     ("lookup in a namespace generation not yet created", "FUTURE_GENERATION",
      lambda c: c.lookup(attrs.evolve(request("B", STREAM[:50]), namespace_generation=5))),
     ("lookup in an unknown namespace", "UNKNOWN_NAMESPACE",
@@ -135,15 +121,12 @@ _0X07G: list[tuple[str, object, object]] = [
     ("logits-producing lookup of an empty prompt", PrefixRejection.EMPTY_PROMPT_WITH_LOGITS, _lookup(tokens=())),
     ("semantic match longer than the prompt", PrefixRejection.SEMANTIC_MATCH_OUT_OF_RANGE,
      _lookup(semantic_match_tokens=51)),
-    ("negative semantic match", PrefixRejection.SEMANTIC_MATCH_OUT_OF_RANGE, _lookup(semantic_match_tokens=-1)),
     ("policy block size differs from the allocator's", PrefixRejection.POLICY_BLOCK_SIZE_MISMATCH,
      _lookup(policy=PrefixPolicy(block_tokens=8))),
-    ("policy block size zero", "NON_POSITIVE_BLOCK_SIZE", _lookup(policy=PrefixPolicy(block_tokens=0))),
     ("forced equal digest over different token witnesses", PrefixRejection.COLLISION_WITNESS_MISMATCH,
      "collision"),
     ("negative token id in the prompt", "BAD_TOKEN_ID",
      lambda c: c.lookup(request("B", (*STREAM[:10], -3)))),
-    ("multimodal placeholder past the prompt", "FEATURE_OUT_OF_RANGE", "feature"),
     ("empty cache salt", "EMPTY_SALT", lambda c: KeyInputs(STREAM[:20], cache_salt="")),
     ("admission after the allocator moved past the receipt's snapshot", PrefixRejection.STALE_INDEX_SNAPSHOT,
      "stale"),
@@ -171,10 +154,6 @@ _0X07G: list[tuple[str, object, object]] = [
      lambda c: verify_receipt(_first_handle_next_gen(c), PrefixPolicy(), 2, c.alloc)),
     ("publish key inputs that are not the request's tokens", PrefixRejection.NOT_A_PREFIX_OF_REQUEST,
      lambda c: c.publish("A", KeyInputs(STREAM[1:49]), NAMESPACE, 0)),
-    ("publish into a retired namespace generation", "PUBLISH_TO_RETIRED_GENERATION",
-     lambda c: _retire(c).publish("A", KeyInputs(STREAM[:48]), NAMESPACE, 0)),
-    ("admit a partial-tail hit without a COW handoff", PrefixRejection.PARTIAL_ADMISSION_UNSUPPORTED,
-     _partial_admission),
     ("admit a receipt for a live request id", "DUPLICATE_REQUEST",
      lambda c: admit(c, forge(_receipt(c), request_id="A"), STREAM[:50])),
 ]
@@ -194,10 +173,6 @@ def _reason(name):
 
 
 def _special(kind: str, cache: PrefixCache):
-    from kvexact.reference.keys import MultimodalFeature
-
-    if kind == "feature":
-        return KeyInputs(STREAM[:20], mm_features=(MultimodalFeature("img", 16, 8),))
     if kind == "stale":
         receipt = _receipt(cache)
         cache.alloc.allocate("Z", [1])  # the allocator moves on after the lookup

@@ -133,6 +133,8 @@ def _cases() -> list[tuple[VmmRejection, str, Callable[[], Any]]]:
         (R.PAGE_NOT_DIVISIBLE, "page group not a multiple of one tensor row",
          lambda: VmmConfig(**{**cfg, "page_bytes": 40})),
         (R.VA_NOT_RESERVED, "create handles before reserving virtual ranges", lambda: create_handles(fresh())),
+        (R.HANDLES_ALREADY_CREATED, "create the physical handle pool a second time",
+         lambda: create_handles(create_handles(reserve_virtual(fresh())[0])[0])),
         (R.VA_ALREADY_RESERVED, "reserve the virtual range twice", lambda: reserve_virtual(_at("v01"))),
         (R.HANDLES_NOT_CREATED, "map before any physical handle exists",
          lambda: map_bundle(alloc_reqid(_at("v01"), 0, "A")[0], 0, 0)),
