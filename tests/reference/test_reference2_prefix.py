@@ -69,6 +69,17 @@ def test_0x07d_partial_tail_reuses_one_more_row():
     px.verify_receipt(part, policy, 2, cache.alloc)
 
 
+def test_partial_tail_admission_is_not_implemented_and_says_so():
+    """A limitation of the reference, not a seed failure case: admitting a partial-tail hit needs the
+    copy-row handoff to the allocator (0x07D/0x07G), which ``admit`` does not perform yet."""
+    policy = px.PrefixPolicy(partial_tail=True)
+    cache = px_lab.cache_with(S[:50], policy)
+    r = cache.lookup(px_lab.request("B", S[:25]), policy)
+    with pytest.raises(Rejected) as e:
+        px.admit(cache, r, S[:25], policy)
+    assert e.value.reason is px.PrefixRejection.PARTIAL_ADMISSION_UNSUPPORTED
+
+
 @pytest.mark.parametrize("p, hit, recompute, uncapped", [
     (4, 36, 5, 40), (8, 32, 9, 40), (16, 16, 25, 32), (32, 0, 41, 0), (64, 0, 41, 0)])
 def test_0x09c_full_block_staircase(p, hit, recompute, uncapped):
