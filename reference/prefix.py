@@ -22,11 +22,13 @@ from collections.abc import Sequence
 
 import attrs
 
+from kvexact.reference import formulas_seed as F
 from kvexact.reference import lifecycle
 from kvexact.reference.allocator import Allocator, RequestRecord, ceil_div
 from kvexact.reference.digests import sha256_hex
 from kvexact.reference.handles import BlockHandle
 from kvexact.reference.keys import HashFn, KeyInputs, hash_full_blocks, partial_tail_key, sha256_block_hash
+from kvexact.reference.ledgers import full_hit_tokens, full_hit_tokens_capped, recompute_tokens
 from kvexact.reference.namespaces import NamespaceRegistry, authorize_lookup, authorize_publish
 from kvexact.reference.rejections import Rejected
 
@@ -199,7 +201,7 @@ class PrefixCache:
                            f"S_sem={req.semantic_match_tokens}, S_prompt={s_prompt}")
         p = self.block_tokens
         scope = (req.namespace_id, req.namespace_generation)
-        s_cap = s_prompt - 1 if req.requires_logits else s_prompt
+        s_cap = F.logits_cap(prompt_tokens=s_prompt) if req.requires_logits else s_prompt
         hashes = [h.hex() for h in hash_full_blocks(req.inputs, p, policy.hash_fn)]
         matched: list[tuple[BlockHandle, ...]] = []
         keys: list[str] = []
@@ -228,8 +230,12 @@ class PrefixCache:
                 extra_rows, child_key = n, child
         s_sem = req.semantic_match_tokens if req.semantic_match_tokens is not None else s_indexed + extra_rows
         limit = min(s_sem, s_cap)
-        full_blocks = min(len(matched), limit // p)
-        runtime = full_blocks * p
+        if req.requires_logits:
+            runtime = full_hit_tokens_capped(semantic_tokens=s_sem, indexed_tokens=s_indexed, prompt_tokens=s_prompt,
+                                             block_tokens=p)
+        else:
+            runtime = full_hit_tokens(rows_tokens=min(s_sem, s_indexed, s_cap), block_tokens=p)
+        full_blocks = runtime // p
         partial_rows = 0
         if policy.partial_tail and limit > runtime:
             if full_blocks < len(matched):  # the next matched full block serves the capped rows
@@ -244,8 +250,8 @@ class PrefixCache:
         kept = full_blocks + (1 if partial_rows else 0)
         matched, keys = matched[:kept], keys[:kept]
         runtime += partial_rows
-        recompute = s_prompt - runtime
-        new_bundles = ceil_div(s_prompt - full_blocks * p, p)
+        recompute = recompute_tokens(prompt_tokens=s_prompt, hit_tokens=runtime)
+        new_bundles = F.new_blocks(recompute_tokens=s_prompt - full_blocks * p, block_tokens=p)
         row_bytes = sum(g.row_bytes for g in self.alloc.groups)
         receipt = PrefixMatchReceipt(
             request_id=req.request_id, request_generation=req.request_generation,
@@ -254,7 +260,7 @@ class PrefixCache:
             namespace_generation=req.namespace_generation, policy_id=policy.policy_id, prompt_tokens=s_prompt,
             semantic_match_tokens=s_sem, indexed_tokens=s_indexed, cap_tokens=s_cap, runtime_hit_tokens=runtime,
             prompt_rows_recomputed=recompute, matched_group_handles=tuple(matched), matched_keys=tuple(keys),
-            new_block_bundles=new_bundles, new_capacity_bytes=new_bundles * p * row_bytes,
+            new_block_bundles=new_bundles, new_capacity_bytes=F.new_capacity_bytes(new_blocks=new_bundles, block_tokens=p, row_bytes=row_bytes),
             useful_recompute_bytes=recompute * row_bytes, copy_valid_partial_rows=partial_rows,
             logits_path="prompt-cap" if req.requires_logits else "no-logits")
         return attrs.evolve(receipt, receipt_sha256=receipt.body_sha256())
