@@ -219,6 +219,12 @@ def _with_descriptor(group_id: int, block_id: int, **changes: Any) -> KVSnapshot
     return attrs.evolve(s, pools=tuple(pools))
 
 
+def _without_group_table(s: KVSnapshot, request_id: str, group_id: int) -> KVSnapshot:
+    requests = tuple(attrs.evolve(r, block_tables=tuple((g, t) for g, t in r.block_tables if g != group_id))
+                     if r.request_id == request_id else r for r in s.requests)
+    return attrs.evolve(s, requests=requests)
+
+
 def _resolve(s: KVSnapshot, **overrides: Any) -> Any:
     args = {**A_K, **overrides}
     return resolve_kv_address(s, args["request_id"], args["token"], args["layer"], args["kind"], args["head"],
@@ -229,6 +235,8 @@ TR = TranslateRejection
 _case("0x03I", TR.TOKEN_NOT_VISIBLE, "B reads token 25 of a block A materialized",
       lambda: _resolve(loop4_snapshot(), request_id="B", token=25))
 _case("0x03I", TR.UNKNOWN_REQUEST, "request not in the snapshot", lambda: _resolve(loop4_snapshot(), request_id="Z"))
+_case("0x03I", TR.MISSING_GROUP_TABLE, "A's snapshot carries g0's table only (0x03B: one table per cache group)",
+      lambda: _resolve(_without_group_table(loop4_snapshot(), "A", 1)))
 _case("0x03I", LayoutRejection.LAYER_IN_NO_GROUP, "layer gap: layers 24..31 in no group",
       lambda: loop4_layout(cache_groups=loop4_layout().cache_groups[:1]))
 _case("0x03I", LayoutRejection.LAYER_IN_TWO_GROUPS, "layer 23 in both groups",
