@@ -25,9 +25,15 @@ from typing import Any
 
 import attrs
 
-from kvexact.conformance.line_schemas import HEADER_SCHEMA, LINE_SCHEMAS, PartialFormatError, shape_error
+from kvexact.conformance.line_schemas import (
+    HEADER_SCHEMA,
+    LINE_SCHEMAS,
+    PartialFormatError,
+    Rejection,
+    shape_problem,
+)
 from kvexact.conformance.partial_trace import Expect, PartialResult, Search
-from kvexact.conformance.trace import ndjson_lines
+from kvexact.conformance.trace import ndjson_lines, read_text
 
 
 @attrs.frozen
@@ -37,26 +43,24 @@ class PartialFile:
 
 
 def read_partial(path: Path) -> PartialFile:
-    """Read and shape-check a partial trace; raises :class:`PartialFormatError`."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PartialFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    parsed = ndjson_lines(path, text, PartialFormatError, "partial trace")
+    """Read and shape-check a partial trace; raises :class:`PartialFormatError` with its :class:`Rejection`."""
+    parsed = ndjson_lines(path, read_text(path, PartialFormatError), PartialFormatError, "partial trace")
     n0, header = parsed[0]
-    why = shape_error(HEADER_SCHEMA, header, f"{path}:{n0}")
-    if why:
-        raise PartialFormatError(why + " (the first line is the header)")
+    _require(shape_problem(HEADER_SCHEMA, header, f"{path}:{n0}"), " (the first line is the header)")
     for n, doc in parsed[1:]:
         kind = "event" if isinstance(doc, dict) and "event" in doc else "action"
-        why = shape_error(LINE_SCHEMAS[kind], doc, f"{path}:{n}")
-        if why is None and kind == "event":
-            why = shape_error(LINE_SCHEMAS[doc["event"]], doc.get("fields", {}), f"{path}:{n}", "fields/")
-            if why is None and header.get("events") != "vllm":
-                why = f"{path}:{n}: field event: an event line needs \"events\": \"vllm\" in the header"
-        if why:
-            raise PartialFormatError(why)
+        _require(shape_problem(LINE_SCHEMAS[kind], doc, f"{path}:{n}"))
+        if kind == "event":
+            _require(shape_problem(LINE_SCHEMAS[doc["event"]], doc.get("fields", {}), f"{path}:{n}", "fields/"))
+            if header.get("events") != "vllm":
+                raise PartialFormatError(f"{path}:{n}: field event: an event line needs \"events\": \"vllm\" in "
+                                         "the header")
     return PartialFile(header, tuple(parsed[1:]))
+
+
+def _require(problem: tuple[Rejection, str] | None, suffix: str = "") -> None:
+    if problem is not None:
+        raise PartialFormatError(problem[1] + suffix, problem[0])
 
 
 def _expects(pf: PartialFile, mvs: frozenset[str], mapping: Any, name: str) -> Iterator[Expect]:

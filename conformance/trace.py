@@ -20,12 +20,22 @@ from typing import Any
 
 import attrs
 
+from kvexact.conformance.line_schemas import (
+    ITF_SCHEMA,
+    TRACE_END_SCHEMA,
+    TRACE_HEADER_SCHEMA,
+    TRACE_RECORD_SCHEMA,
+    VALUE_SCHEMA,
+    Rejection,
+    TraceInputError,
+    shape_problem,
+)
 from kvexact.spec import itf
 from kvexact.spec.actions import find_action, model_actions
 
 
-class TraceFormatError(ValueError):
-    """A trace file that cannot be read: says which file, which line, and what is wrong."""
+class TraceFormatError(TraceInputError):
+    """A trace file that cannot be read: says which file, which line or state, and what is wrong."""
 
 
 @attrs.frozen
@@ -82,12 +92,15 @@ def _jsonable_constants(constants: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_ndjson(trace: Trace, path: Path) -> None:
+    """The header, one line per record, then the end line with the step count (a reader refuses a file
+    without it: the trace was cut short)."""
     header = {"kind": "header", "spec": trace.spec, "constants": trace.constants,
               "model_values": list(trace.model_values), "initial_state": trace.initial_state}
     with open(path, "w", encoding="utf-8") as fh:
         fh.write(json.dumps(header, sort_keys=True) + "\n")
         for r in trace.records:
             fh.write(json.dumps(r, sort_keys=True) + "\n")
+        fh.write(json.dumps({"kind": "end", "steps": len(trace.records)}) + "\n")
 
 
 def write_itf(trace: Trace, path: Path) -> None:
@@ -103,39 +116,94 @@ def write_itf(trace: Trace, path: Path) -> None:
     Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def read_trace(path: Path) -> Trace:
-    """Read an NDJSON or ITF trace; a malformed file raises :class:`TraceFormatError` naming the place."""
+def read_text(path: Path, error: type[TraceInputError] = TraceFormatError) -> str:
+    """The text of a trace file; a missing file, a directory, unreadable bytes or non-UTF-8 content raise
+    ``error`` with its :class:`Rejection`."""
     path = Path(path)
+    if not path.exists():
+        raise error(f"{path}: no such file", Rejection.NO_SUCH_FILE)
+    if not path.is_file():
+        raise error(f"{path}: not a regular file (a trace is an NDJSON or ITF file)",
+                    Rejection.NOT_A_FILE)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
-        raise TraceFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    stripped = text.lstrip()
-    if stripped.startswith("{") and '"states"' in text and "\n{" not in stripped:
-        return _read_itf(path, text)
+        raise error(f"{path}: cannot read: {exc.strerror or exc}", Rejection.UNREADABLE) from None
     try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: byte {exc.start}: not UTF-8 text (a trace is an NDJSON or ITF JSON file)",
+                    Rejection.NOT_TEXT) from None
+
+
+def read_trace(path: Path) -> Trace:
+    """Read an NDJSON or ITF trace; a malformed file raises :class:`TraceFormatError` naming the place and
+    its :class:`Rejection` (invariant: nothing else escapes for any file content)."""
+    path = Path(path)
+    text = read_text(path)
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        raise TraceFormatError(f"{path}: empty trace", Rejection.EMPTY)
+    try:
+        first = json.loads(lines[0])
+    except (json.JSONDecodeError, RecursionError):
+        first = None
+    if isinstance(first, dict) and first.get("kind") == "header":
         return _read_ndjson(path, text)
-    except TraceFormatError:
-        if stripped.startswith("{") and '"states"' in text:
-            return _read_itf(path, text)
-        raise
+    if (first is None and lines[0].lstrip()[:1] in "{[") or (isinstance(first, dict) and "states" in first):
+        return _read_itf(path, text)
+    if first is None:
+        raise TraceFormatError(f"{path}:1: not JSON (a trace is an NDJSON or ITF JSON file)", Rejection.NOT_JSON)
+    raise TraceFormatError(f"{path}:1: field kind: the first line must be the header ({{\"kind\": \"header\", ...}}) "
+                           "or the file one ITF document", Rejection.BAD_FIELD)
+
+
+def _shape(schema: dict[str, Any], doc: Any, where: str, prefix: str = "") -> None:
+    try:
+        problem = shape_problem(schema, doc, where, prefix)
+    except RecursionError:
+        problem = (Rejection.BAD_VALUE, f"{where}: a value is nested too deeply")
+    if problem is not None:
+        raise TraceFormatError(problem[1], problem[0])
+
+
+def _state_values(state: dict[str, Any], where: str, field: str, seen: set[str]) -> None:
+    """Each variable's value is ITF JSON (:data:`VALUE_SCHEMA`); a value already seen is not checked again."""
+    for name, value in state.items():
+        key = json.dumps(value, sort_keys=True)
+        if key not in seen:
+            _shape(VALUE_SCHEMA, value, where, f"{field}{name}/")
+            seen.add(key)
+
+
+def _same_variables(names: Iterable[str], expected: Iterable[str], where: str, what: str) -> None:
+    names, expected = set(names), set(expected)
+    if expected - names:
+        raise TraceFormatError(f"{where}: field {', '.join(sorted(expected - names))}: missing ({what})",
+                               Rejection.MISSING_VARIABLE)
+    if names - expected:
+        raise TraceFormatError(f"{where}: field {', '.join(sorted(names - expected))}: not a variable of the "
+                               f"trace ({what})", Rejection.EXTRA_VARIABLE)
 
 
 def _read_itf(path: Path, text: str) -> Trace:
     try:
         doc = json.loads(text)
+    except RecursionError:
+        raise TraceFormatError(f"{path}: the JSON document is nested too deeply", Rejection.NOT_JSON) from None
     except json.JSONDecodeError as exc:
-        raise TraceFormatError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}") from None
-    try:
-        meta, states = itf.read_document(doc)
-    except itf.ITFError as exc:
-        raise TraceFormatError(f"{path}: {exc}") from None
-    if "spec" not in meta:
-        raise TraceFormatError(f"{path}: ITF '#meta' must name the spec ('spec')")
+        if not text[exc.pos:].strip():
+            raise TraceFormatError(f"{path}:{exc.lineno}: the JSON document ends early: the trace is incomplete "
+                                   "(cut short)", Rejection.TRUNCATED) from None
+        raise TraceFormatError(f"{path}:{exc.lineno}:{exc.colno}: not JSON: {exc.msg}", Rejection.NOT_JSON) from None
+    _shape(ITF_SCHEMA, doc, str(path))
+    meta, states = itf.read_document(doc)
+    seen: set[str] = set()
+    for i, (_m, values) in enumerate(states):
+        _state_values(values, f"{path}: trace state {i}", "", seen)
+        _same_variables(values, doc["vars"], f"{path}: trace state {i}", "the document's 'vars' lists it")
     records = []
-    for i, (m, values) in enumerate(states[1:], start=1):
-        if "action" not in m:
-            raise TraceFormatError(f"{path}: state {i} has no '#meta.action'")
+    for m, values in states[1:]:
         rec = {"action": m["action"], "params": m.get("params", {}), "state": values}
         if m.get("in_spec") is False:
             rec["in_spec"] = False
@@ -144,36 +212,49 @@ def _read_itf(path: Path, text: str) -> Trace:
                  tuple(records))
 
 
-def ndjson_lines(path: Path, text: str, error: type[ValueError] = TraceFormatError,
+def ndjson_lines(path: Path, text: str, error: type[TraceInputError] = TraceFormatError,
                  what: str = "trace") -> list[tuple[int, Any]]:
     """(line number, parsed JSON) of every non-blank line; ``error`` names the line and column of bad JSON."""
     lines = [(n, ln) for n, ln in enumerate(text.splitlines(), start=1) if ln.strip()]
     if not lines:
-        raise error(f"{path}: empty {what}")
+        raise error(f"{path}: empty {what}", Rejection.EMPTY)
     parsed = []
     for n, ln in lines:
         try:
             parsed.append((n, json.loads(ln)))
+        except RecursionError:
+            raise error(f"{path}:{n}: not JSON: nested too deeply", Rejection.NOT_JSON) from None
         except json.JSONDecodeError as exc:
-            raise error(f"{path}:{n}:{exc.colno}: not JSON: {exc.msg}") from None
+            raise error(f"{path}:{n}:{exc.colno}: not JSON: {exc.msg}", Rejection.NOT_JSON) from None
     return parsed
 
 
 def _read_ndjson(path: Path, text: str) -> Trace:
     parsed = ndjson_lines(path, text)
     n0, header = parsed[0]
-    if not isinstance(header, dict) or header.get("kind") != "header":
-        raise TraceFormatError(f"{path}:{n0}: the first line must be the header ({{\"kind\": \"header\", ...}})")
-    for key in ("spec", "initial_state"):
-        if key not in header:
-            raise TraceFormatError(f"{path}:{n0}: the header has no '{key}'")
-    records = []
-    for n, rec in parsed[1:]:
-        if not isinstance(rec, dict) or "action" not in rec or "state" not in rec:
-            raise TraceFormatError(f"{path}:{n}: a record needs 'action' and 'state'")
+    _shape(TRACE_HEADER_SCHEMA, header, f"{path}:{n0}")
+    variables = header["initial_state"]
+    seen: set[str] = set()
+    _state_values(variables, f"{path}:{n0}", "initial_state/", seen)
+    records: list[dict[str, Any]] = []
+    for i, (n, rec) in enumerate(parsed[1:], start=1):
+        if isinstance(rec, dict) and rec.get("kind") == "end":
+            _shape(TRACE_END_SCHEMA, rec, f"{path}:{n}")
+            if i != len(parsed) - 1:
+                raise TraceFormatError(f"{path}:{parsed[i + 1][0]}: a line after the end line", Rejection.BAD_FIELD)
+            if rec["steps"] != len(records):
+                raise TraceFormatError(f"{path}:{n}: field steps: the end line counts {rec['steps']} steps, the "
+                                       f"file has {len(records)}: the trace is incomplete", Rejection.TRUNCATED)
+            return Trace(header["spec"], header.get("constants", {}), tuple(header.get("model_values", [])),
+                         header["initial_state"], tuple(records))
+        _shape(TRACE_RECORD_SCHEMA, rec, f"{path}:{n} (trace state {i})")
+        _state_values(rec["state"], f"{path}:{n} (trace state {i})", "state/", seen)
+        _same_variables(rec["state"], variables, f"{path}:{n} (trace state {i})",
+                        "every state has the initial state's variables")
         records.append(rec)
-    return Trace(header["spec"], header.get("constants", {}), tuple(header.get("model_values", [])),
-                 header["initial_state"], tuple(records))
+    raise TraceFormatError(f"{path}: no end line ({{\"kind\": \"end\", \"steps\": N}}) after line {parsed[-1][0]}: "
+                           "the trace is incomplete (cut short, or written by a kvexact that did not end traces; "
+                           "record it again)", Rejection.TRUNCATED)
 
 
 # -------------------------------------------------------------------------------------- validation
@@ -199,20 +280,54 @@ def trace_model(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> 
     return model
 
 
+def check_fits(trace: Trace, model: Any, spec_path: Path, name: str = "trace") -> None:
+    """Raise :class:`TraceFormatError` unless the trace's states have every variable of the spec (more are
+    allowed: a projection may record more): WRONG_SPEC when the trace names another spec, else
+    MISSING_VARIABLE."""
+    spec = Path(spec_path).stem
+    missing = sorted(set(model.variables) - set(trace.initial_state))
+    if missing and trace.spec != spec:
+        raise TraceFormatError(f"{name}: this trace is for {trace.spec}, not {spec} (its states lack {spec}'s "
+                               f"variable(s) {', '.join(missing)}); validate it against {trace.spec}",
+                               Rejection.WRONG_SPEC)
+    if missing:
+        raise TraceFormatError(f"{name}: trace state 0: field {', '.join(missing)}: missing ({Path(spec_path).name} "
+                               "declares it)", Rejection.MISSING_VARIABLE)
+
+
 def validate(trace: Trace, spec_path: Path, cfg_path: Path | None = None,
              invariants: bool = True) -> TraceValidation:
     """Check that every state of ``trace`` satisfies the cfg's invariants (unless the caller already did,
-    ``invariants=False``) and every step is a step of its named action of the spec (module invariant)."""
-    mvs = frozenset(trace.model_values)
+    ``invariants=False``) and every step is a step of its named action of the spec (module invariant).
+    A trace whose variables are not the spec's raises :class:`TraceFormatError` (:func:`check_fits`); a
+    state the spec cannot evaluate (values of the wrong type) fails at that step."""
+    from kvexact.spec.checker.values import EvalError
+
     model = trace_model(trace, spec_path, cfg_path)
+    check_fits(trace, model, spec_path)
+    counts: dict[str, int] = {}
+    at = [0]  # the step being checked, for an evaluation error
+    try:
+        return _validate_steps(trace, model, spec_path, invariants, counts, at)
+    except EvalError as exc:
+        i = at[0]
+        action = trace.records[i - 1]["action"] if i else "Init"
+        return TraceValidation(False, max(i - 1, 0), counts, StepFailure(
+            i, action, trace.records[i - 1].get("params", {}) if i else {}, (),
+            f"the spec cannot evaluate this state with the trace's values: {exc}"))
+
+
+def _validate_steps(trace: Trace, model: Any, spec_path: Path, invariants: bool,
+                    counts: dict[str, int], at: list[int]) -> TraceValidation:
+    mvs = frozenset(trace.model_values)
     actions = model_actions(model)
     prev_raw = trace.initial_state
     prev = {k: itf.decode(v, mvs) for k, v in prev_raw.items()}
     broken = model.violated_invariant(prev) if invariants else None
     if broken:
         return TraceValidation(False, 0, {}, StepFailure(0, "Init", {}, (), f"invariant {broken} does not hold"))
-    counts: dict[str, int] = {}
     for i, rec in enumerate(trace.records, start=1):
+        at[0] = i
         state = {k: itf.decode(v, mvs) for k, v in rec["state"].items()}
         params = {k: itf.decode(v, mvs) for k, v in rec.get("params", {}).items()}
         changed = tuple(sorted(k for k in state if prev.get(k) != state[k]))

@@ -38,7 +38,8 @@ def validate_trace(args: tuple[str, ...], cfg: Path | None, engine: str, tlc_jar
                    max_batches: int | None, blocks: int, requests: int, internal_max: int, mode: str) -> int:
     """Check every step of TRACE as a step of its named action of SPEC (a .tla path or a shipped spec name);
     a partial trace (header kind "partial") or a runtime's event log (--events) by a constrained search."""
-    from kvexact.conformance.trace import TraceFormatError, read_trace, validate
+    from kvexact.conformance.line_schemas import TraceInputError
+    from kvexact.conformance.trace import check_fits, read_trace, trace_model, validate
     from kvexact.conformance.trace_module import accepted, write_trace_module
 
     if events is not None:
@@ -57,8 +58,9 @@ def validate_trace(args: tuple[str, ...], cfg: Path | None, engine: str, tlc_jar
         return _partial(spec_path, trace_path, engine, tlc_jar, write_module)
     try:
         trace = read_trace(trace_path)
-    except TraceFormatError as exc:
-        raise click.UsageError(str(exc)) from None
+        check_fits(trace, trace_model(trace, spec_path, cfg), spec_path, str(trace_path))
+    except TraceInputError as exc:
+        raise click.UsageError(f"{exc} [{exc.kind.name}]") from None
     if trace.spec != spec_path.stem:
         click.echo(f"validate-trace: note: the trace names spec {trace.spec!r}, checking against {spec_path.name}")
     if write_module is not None:
@@ -116,7 +118,7 @@ def _partial(spec_path: Path, trace_path: Path, engine: str, tlc_jar: Path | Non
         with tempfile.TemporaryDirectory(prefix="kvexact-partial-") as tmp:
             mc = _run_module(write_partial_module(pf, spec_path, Path(tmp)), engine, tlc_jar)
     except PartialFormatError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise click.UsageError(f"{exc} [{exc.kind.name}]") from None
     if mc is None:
         return 3
     ok = accepted(mc)
@@ -127,11 +129,11 @@ def _partial(spec_path: Path, trace_path: Path, engine: str, tlc_jar: Path | Non
 
 def _is_partial(path: Path) -> bool:
     try:
-        with open(path, encoding="utf-8") as fh:
-            first = fh.readline()
-    except OSError:
+        with open(path, "rb") as fh:
+            first = fh.readline(1 << 16)
+    except OSError:  # a directory or a missing file: the trace reader names it
         return False
-    return '"partial"' in first and '"kind"' in first
+    return b'"partial"' in first and b'"kind"' in first
 
 
 def _resolve_spec(spec: Path) -> Path:
