@@ -116,15 +116,15 @@ def write_itf(trace: Trace, path: Path) -> None:
     Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
-def read_text(path: Path, error: type[TraceInputError] = TraceFormatError) -> str:
-    """The text of a trace file; a missing file, a directory, unreadable bytes or non-UTF-8 content raise
-    ``error`` with its :class:`Rejection`."""
+def read_text(path: Path, error: type[TraceInputError] = TraceFormatError,
+              what: str = "a trace is an NDJSON or ITF JSON file") -> str:
+    """The text of an input file; a missing file, a directory, unreadable bytes or non-UTF-8 content raise
+    ``error`` with its :class:`Rejection` (``what`` says what the file should be)."""
     path = Path(path)
     if not path.exists():
         raise error(f"{path}: no such file", Rejection.NO_SUCH_FILE)
     if not path.is_file():
-        raise error(f"{path}: not a regular file (a trace is an NDJSON or ITF file)",
-                    Rejection.NOT_A_FILE)
+        raise error(f"{path}: not a regular file ({what})", Rejection.NOT_A_FILE)
     try:
         data = path.read_bytes()
     except OSError as exc:
@@ -132,8 +132,7 @@ def read_text(path: Path, error: type[TraceInputError] = TraceFormatError) -> st
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise error(f"{path}: byte {exc.start}: not UTF-8 text (a trace is an NDJSON or ITF JSON file)",
-                    Rejection.NOT_TEXT) from None
+        raise error(f"{path}: byte {exc.start}: not UTF-8 text ({what})", Rejection.NOT_TEXT) from None
 
 
 def read_trace(path: Path) -> Trace:

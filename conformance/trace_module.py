@@ -52,12 +52,14 @@ def _variables(spec_text: str) -> list[str]:
     return [v.strip() for v in body.replace("\n", " ").split(",") if v.strip()]
 
 
-def _declared_constants(spec_text: str) -> set[str]:
-    names: set[str] = set()
-    for m in re.finditer(r"^CONSTANTS?\s+(.*?)(?=^\s*$|^[A-Z]{2,}|^[A-Za-z]+\s*==)", spec_text, flags=re.M | re.S):
-        body = re.sub(r"\\\*[^\n]*", "", m.group(1))
-        names.update(n.strip().split("(")[0] for n in body.replace("\n", " ").split(",") if n.strip())
-    return names
+def declared_constants(spec_path: Path) -> set[str]:
+    """The constants the spec (and the modules it EXTENDS) declares, as the embedded checker's parser reads
+    them: the only names a generated cfg may assign besides the spec cfg's own."""
+    from kvexact.spec.checker.compiler import Compiler
+
+    comp = Compiler(Path(spec_path).parent)
+    comp.load_root(Path(spec_path))
+    return set(comp.declared_constants)
 
 
 def _other_constants(cfg_text: str, overridden: Iterable[str]) -> list[str]:
@@ -107,7 +109,8 @@ def generate(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> tup
         else:
             call = "Next"
         steps.append(f"    [] i = {i} -> {call}")
-    fresh = sorted(mvs - _declared_constants(spec_text))
+    declared = declared_constants(spec_path)
+    fresh = sorted(mvs - declared)
     model_value_decl = f"CONSTANTS {', '.join(fresh)}\n" if fresh else ""
     module = "\n".join([
         f"---- MODULE {name} ----",
@@ -131,14 +134,15 @@ def generate(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> tup
     ])
     if not steps:
         module = module.replace("StepOk(i) ==\n    CASE StepOk(i) == FALSE", "StepOk(i) == FALSE")
-    return module, trace_cfg(trace, cfg_text)
+    return module, trace_cfg(trace, cfg_text, declared)
 
 
-def trace_cfg(trace: Trace, cfg_text: str) -> str:
-    """The cfg of a generated trace module: the trace's constants and model values, the spec cfg's other
-    constants, ``TraceInit``/``TraceNext`` and the acceptance invariant."""
+def trace_cfg(trace: Trace, cfg_text: str, declared: set[str]) -> str:
+    """The cfg of a generated trace module: the trace's constants that the spec declares (a trace may carry
+    more, e.g. from an older spec), its model values, the spec cfg's other constants,
+    ``TraceInit``/``TraceNext`` and the acceptance invariant."""
     mvs = frozenset(trace.model_values)
-    constants = [f"    {k} = {tla_literal(v, mvs)}" for k, v in trace.constants.items()]
+    constants = [f"    {k} = {tla_literal(v, mvs)}" for k, v in trace.constants.items() if k in declared]
     constants += [f"    {m} = {m}" for m in sorted(mvs) if m not in trace.constants]
     constants += _other_constants(cfg_text, [*trace.constants, *mvs])
     return "\n".join(["CONSTANTS", *constants, "INIT TraceInit", "NEXT TraceNext",

@@ -43,9 +43,7 @@ def spec_constants(spec: str, config: AdapterConfig) -> dict[str, Any]:
         "Requests": set(REQUEST_IDS), "NoReq": "NoReq", "P": config.block_tokens,
         "MaxTokens": MAX_TOKENS, "MaxGen": BOUND, "MaxEpoch": BOUND, "MaxVersion": BOUND,
     }
-    if spec == "KVAllocation":
-        consts["MaxReqGen"] = BOUND
-    else:
+    if spec != "KVAllocation":
         consts["Readers"] = set(READERS)
         consts["Tokens"] = set(ALPHABET)
     return consts

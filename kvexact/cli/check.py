@@ -131,12 +131,12 @@ def run_check(spec: Path, cfg: Path | None = None, *, engine: str = "embedded", 
 @click.option("--engine", type=click.Choice(ENGINES), default="embedded", show_default=True)
 @click.option("--tlc-jar", default=None, help="tla2tools.jar for the TLC engine (or TLA2TOOLS_JAR)")
 @click.option("--workers", type=int, default=1, show_default=True, help="worker processes")
-@click.option("--max-states", type=int, default=None, help="stop after this many distinct states")
-@click.option("--max-depth", type=int, default=None, help="do not explore beyond this BFS depth")
+@click.option("--max-states", type=click.IntRange(min=1), default=None, help="stop after this many distinct states")
+@click.option("--max-depth", type=click.IntRange(min=1), default=None, help="do not explore beyond this BFS depth")
 @click.option("--coverage", is_flag=True, help="per-action coverage (fired, new states)")
 @click.option("--simulate", is_flag=True, help="random walks instead of exhaustive search")
-@click.option("--depth", type=int, default=100, show_default=True, help="simulation: states per walk")
-@click.option("--num", type=int, default=10, show_default=True, help="simulation: number of walks")
+@click.option("--depth", type=click.IntRange(min=1), default=100, show_default=True, help="simulation: states per walk")
+@click.option("--num", type=click.IntRange(min=1), default=10, show_default=True, help="simulation: number of walks")
 @click.option("--seed", type=int, default=0, show_default=True, help="simulation: random seed")
 @click.option("--json", "json_path", default=None, help="write the result as JSON")
 @click.option("--itf", "itf_path", default=None, help="write the counterexample as ITF JSON")
@@ -161,6 +161,20 @@ def check(spec: Path | None, cfg: Path | None, engine: str, tlc_jar: str | None,
         return run_mutants(engine=engine, tlc_jar=tlc_jar, workers=max(workers, 2), echo=click.echo)
     if spec is None:
         raise click.UsageError("missing argument SPEC (or --mutants)")
+    _readable(spec, "a TLA+ spec is a .tla text file")
+    if cfg is not None:
+        _readable(cfg, "a model config is a .cfg text file")
     return run_check(spec, cfg, engine=engine, tlc_jar=tlc_jar, workers=workers, max_states=max_states,
                      max_depth=max_depth, coverage=coverage, simulate=simulate, depth=depth, num=num,
                      seed=seed, json_path=json_path, itf_path=itf_path, lib=lib)
+
+
+def _readable(path: Path, what: str) -> None:
+    """A usage error (one line, its Rejection named) unless ``path`` is a readable UTF-8 text file."""
+    from kvexact.conformance.line_schemas import TraceInputError
+    from kvexact.conformance.trace import read_text
+
+    try:
+        read_text(path, TraceInputError, what)
+    except TraceInputError as exc:
+        raise click.UsageError(f"{exc} [{exc.kind.name}]") from None
