@@ -180,6 +180,10 @@ class PartialFormatError(TraceInputError):
 
 
 _VALIDATORS: dict[int, Any] = {}
+# JSON Schema counts 2.0 as an integer; a trace value must be a JSON integer (the decoder has no floats)
+_STRICT = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=(
+    jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, x: isinstance(x, int) and not isinstance(x, bool))))
 _MAX_MESSAGE = 160
 
 
@@ -188,7 +192,7 @@ def shape_problem(schema: dict[str, Any], doc: Any, where: str, prefix: str = ""
     kind is BAD_VALUE when the violation is inside an ITF value form (``#bigint``, ``#map``, ...)."""
     validator = _VALIDATORS.get(id(schema))
     if validator is None:
-        validator = _VALIDATORS[id(schema)] = jsonschema.Draft202012Validator(schema)
+        validator = _VALIDATORS[id(schema)] = _STRICT(schema)
     if validator.is_valid(doc):
         return None
     err = jsonschema.exceptions.best_match(validator.iter_errors(doc))

@@ -268,14 +268,21 @@ _MODELS: dict[tuple, Any] = {}  # loaded models by (spec, cfg, constants): loadi
 
 
 def trace_model(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> Any:
-    """The checker's model of the spec with the trace's constants (loaded once per spec, cfg, constants)."""
+    """The checker's model of the spec with the trace's constants (loaded once per spec, cfg, constants); a
+    constant the spec cannot evaluate raises :class:`TraceFormatError` (BAD_VALUE)."""
     from kvexact.spec.checker.model import load_model
 
     mvs = frozenset(trace.model_values)
     cache_key = (str(spec_path), str(cfg_path), json.dumps(trace.constants, sort_keys=True), mvs)
     model = _MODELS.get(cache_key)
     if model is None:
-        model = _MODELS[cache_key] = load_model(spec_path, cfg_path, constant_overrides(trace))
+        from kvexact.spec.checker.values import EvalError
+
+        try:
+            model = _MODELS[cache_key] = load_model(spec_path, cfg_path, constant_overrides(trace))
+        except EvalError as exc:  # a constant of the wrong kind (a sequence where the spec needs a set)
+            raise TraceFormatError(f"field constants: {Path(spec_path).name} cannot use the trace's constants: "
+                                   f"{exc}", Rejection.BAD_VALUE) from None
     return model
 
 

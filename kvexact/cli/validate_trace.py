@@ -102,7 +102,8 @@ def _run_module(module: Path, engine: str, tlc_jar: Path | None):
 
 def _partial(spec_path: Path, trace_path: Path, engine: str, tlc_jar: Path | None, write_module: Path | None) -> int:
     """A partial trace: the constrained search (engine steps), or its generated trace spec (module, tlc)."""
-    from kvexact.conformance.partial_file import PartialFormatError, read_partial, validate_partial
+    from kvexact.conformance.line_schemas import TraceInputError
+    from kvexact.conformance.partial_file import read_partial, validate_partial
     from kvexact.conformance.partial_module import write_partial_module
     from kvexact.conformance.trace_module import accepted
 
@@ -117,7 +118,7 @@ def _partial(spec_path: Path, trace_path: Path, engine: str, tlc_jar: Path | Non
             return 0 if result.ok else 1
         with tempfile.TemporaryDirectory(prefix="kvexact-partial-") as tmp:
             mc = _run_module(write_partial_module(pf, spec_path, Path(tmp)), engine, tlc_jar)
-    except PartialFormatError as exc:
+    except TraceInputError as exc:
         raise click.UsageError(f"{exc} [{exc.kind.name}]") from None
     if mc is None:
         return 3
@@ -144,6 +145,11 @@ def _resolve_spec(spec: Path) -> Path:
         if shipped.is_file():
             return shipped
         raise click.UsageError(f"{spec}: not a .tla file and not a shipped spec name")
-    if not spec.is_file():
-        raise click.UsageError(f"{spec}: no such spec file")
+    from kvexact.conformance.line_schemas import TraceInputError
+    from kvexact.conformance.trace import read_text
+
+    try:
+        read_text(spec, TraceInputError, "a TLA+ spec is a .tla text file")
+    except TraceInputError as exc:
+        raise click.UsageError(f"{exc} [{exc.kind.name}]") from None
     return spec

@@ -131,7 +131,7 @@ def test_a_complete_zero_step_trace_still_reads(tmp_path, good):
 @pytest.mark.parametrize("name, content, kind", [
     ("random_bytes", bytes(range(256)) * 8, Rejection.NOT_TEXT),
     ("binary_file", b"\x7fELF\x02\x01\x01\x00" + bytes(200), Rejection.NOT_JSON),
-    ("utf8_not_json", "name,value\nP,2\n".encode(), Rejection.NOT_JSON),
+    ("utf8_not_json", b"name,value\nP,2\n", Rejection.NOT_JSON),
     ("empty_file", b"", Rejection.EMPTY),
     ("json_array", b"[1, 2, 3]\n", Rejection.BAD_FIELD),
 ])
