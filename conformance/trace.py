@@ -2,8 +2,10 @@
 
 A trace is a header (spec name, constants bound to the finite values seen in the run, model-value names,
 the initial state) and one record per spec action: ``{"action", "params", "state"}`` with values in ITF
-conventions. Formats: NDJSON (header line, then one record per line) and ITF JSON (Apalache's Informal
-Trace Format, the action and parameters in each state's ``#meta``).
+conventions. Formats: NDJSON (header line, one record per line, then the end line ``{"kind": "end",
+"steps": N}`` that proves the file complete) and ITF JSON (Apalache's Informal Trace Format, the action and
+parameters in each state's ``#meta``). Reading checks every line or document against the JSON schemas of
+:mod:`line_schemas` first; a refused file raises :class:`TraceFormatError` with a named :class:`Rejection`.
 
 Invariant of :func:`validate`: the trace is accepted only when every state (the initial one included)
 satisfies the invariants the spec's cfg names (``TypeOK`` and the safety invariants), every consecutive
