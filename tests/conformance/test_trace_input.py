@@ -217,3 +217,18 @@ def test_values_of_the_wrong_type_fail_at_their_step(tmp_path, good):
     bad = tr.Trace(good.spec, good.constants, good.model_values, good.initial_state, tuple(records))
     result = tr.validate(bad, spec_dir() / "KVAllocation.tla", spec_dir() / "KVAllocation.cfg")
     assert not result.ok and result.failure is not None and result.failure.index == 2, result.summary()
+
+
+@pytest.mark.parametrize("change, kind, fragment", [
+    (lambda state: state.pop("epoch"), Rejection.MISSING_VARIABLE, "(trace state 2): field epoch: missing"),
+    (lambda state: state.update(colour=1), Rejection.EXTRA_VARIABLE, "(trace state 2): field colour: not a variable"),
+    (lambda state: state.update(epoch={"#bigint": "12x"}), Rejection.BAD_VALUE,
+     "(trace state 2): field state/epoch/#bigint: '12x'"),
+])
+def test_ndjson_record_state_probe(tmp_path, kvexact_cli, good, change, kind, fragment):
+    lines = ndjson_lines(good, tmp_path)
+    record = json.loads(lines[2])
+    change(record["state"])
+    path = tmp_path / "s.ndjson"
+    path.write_text("".join([*lines[:2], json.dumps(record) + "\n", *lines[3:]]))
+    refused(kvexact_cli, path, kind, f"s.ndjson:3 {fragment}")
