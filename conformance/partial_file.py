@@ -3,13 +3,15 @@
 Line 1 is the header: ``{"kind": "partial", "spec": ..., "constants": {...}, "model_values": [...],
 "init": {var: value}, "internal": [action, ...], "silent": [var, ...], "internal_max": n, "mode":
 "exhaustive" | "minimal"}``; with ``"events": "vllm"`` the file is checked through the vLLM event mapping
-(``blocks`` and ``requests`` then give its constants). Every other line is one step:
+(``blocks`` and ``requests`` then give its constants). Every line after it but the last is one step:
 
 - an action line ``{"action": "CacheBlock" | [names], "params": {...}, "state": {var: value},
   "internal_max": n}``: one step of one of the named actions (``[]``: a checkpoint reached by internal
   steps only), with the given parameters and the given variables after it; everything not given is unknown;
 - an event line ``{"event": "BlockStored" | "BlockRemoved" | "AllBlocksCleared", "fields": {...}}``: a
-  vLLM event with its fields, mapped to spec steps by :mod:`kvexact.conformance.vllm_events`.
+  vLLM event with its fields, mapped to spec steps by :mod:`kvexact.conformance.vllm_events`;
+- the last line, the end line ``{"kind": "end", "steps": N}``, N counting the step lines: a file without it
+  (cut short) is refused as TRUNCATED.
 
 Values are ITF JSON (``{"#set": [...]}``, ``{"#map": [[k, v], ...]}``, ``{"#tup": [...]}``, records as
 objects; a string listed in ``model_values`` is that model value). Invariant: every line is checked against
@@ -33,7 +35,7 @@ from kvexact.conformance.line_schemas import (
     shape_problem,
 )
 from kvexact.conformance.partial_trace import Expect, PartialResult, Search
-from kvexact.conformance.trace import ndjson_lines, read_text
+from kvexact.conformance.trace import ndjson_lines, read_text, step_lines
 
 
 @attrs.frozen
@@ -47,7 +49,8 @@ def read_partial(path: Path) -> PartialFile:
     parsed = ndjson_lines(path, read_text(path, PartialFormatError), PartialFormatError, "partial trace")
     n0, header = parsed[0]
     _require(shape_problem(HEADER_SCHEMA, header, f"{path}:{n0}"), " (the first line is the header)")
-    for n, doc in parsed[1:]:
+    steps = step_lines(path, parsed, PartialFormatError)
+    for n, doc in steps:
         kind = "event" if isinstance(doc, dict) and "event" in doc else "action"
         _require(shape_problem(LINE_SCHEMAS[kind], doc, f"{path}:{n}"))
         if kind == "event":
@@ -55,7 +58,7 @@ def read_partial(path: Path) -> PartialFile:
             if header.get("events") != "vllm":
                 raise PartialFormatError(f"{path}:{n}: field event: an event line needs \"events\": \"vllm\" in "
                                          "the header")
-    return PartialFile(header, tuple(parsed[1:]))
+    return PartialFile(header, tuple(steps))
 
 
 def _require(problem: tuple[Rejection, str] | None, suffix: str = "") -> None:

@@ -230,6 +230,28 @@ def ndjson_lines(path: Path, text: str, error: type[TraceInputError] = TraceForm
     return parsed
 
 
+def step_lines(path: Path, parsed: list[tuple[int, Any]],
+               error: type[TraceInputError] = TraceFormatError) -> list[tuple[int, Any]]:
+    """The lines between the header and the end line ``{"kind": "end", "steps": N}``, which must be the last
+    line and count them; a file without it (cut short, header only) or with fewer lines is TRUNCATED."""
+    ends = [i for i, (_n, doc) in enumerate(parsed) if i and isinstance(doc, dict) and doc.get("kind") == "end"]
+    if not ends:
+        raise error(f"{path}: no end line ({{\"kind\": \"end\", \"steps\": N}}) after line {parsed[-1][0]}: the "
+                    "trace is incomplete (cut short, or written before traces had end lines: record it again)",
+                    Rejection.TRUNCATED)
+    i = ends[0]
+    n, end = parsed[i]
+    if i != len(parsed) - 1:
+        raise error(f"{path}:{parsed[i + 1][0]}: a line after the end line (line {n})", Rejection.BAD_FIELD)
+    problem = shape_problem(TRACE_END_SCHEMA, end, f"{path}:{n}")
+    if problem is not None:
+        raise error(problem[1], problem[0])
+    if end["steps"] != i - 1:
+        raise error(f"{path}:{n}: field steps: the end line counts {end['steps']} steps, the file has {i - 1}: "
+                    "the trace is incomplete", Rejection.TRUNCATED)
+    return parsed[1:i]
+
+
 def _read_ndjson(path: Path, text: str) -> Trace:
     parsed = ndjson_lines(path, text)
     n0, header = parsed[0]
@@ -238,24 +260,14 @@ def _read_ndjson(path: Path, text: str) -> Trace:
     seen: set[str] = set()
     _state_values(variables, f"{path}:{n0}", "initial_state/", seen)
     records: list[dict[str, Any]] = []
-    for i, (n, rec) in enumerate(parsed[1:], start=1):
-        if isinstance(rec, dict) and rec.get("kind") == "end":
-            _shape(TRACE_END_SCHEMA, rec, f"{path}:{n}")
-            if i != len(parsed) - 1:
-                raise TraceFormatError(f"{path}:{parsed[i + 1][0]}: a line after the end line", Rejection.BAD_FIELD)
-            if rec["steps"] != len(records):
-                raise TraceFormatError(f"{path}:{n}: field steps: the end line counts {rec['steps']} steps, the "
-                                       f"file has {len(records)}: the trace is incomplete", Rejection.TRUNCATED)
-            return Trace(header["spec"], header.get("constants", {}), tuple(header.get("model_values", [])),
-                         header["initial_state"], tuple(records))
+    for i, (n, rec) in enumerate(step_lines(path, parsed), start=1):
         _shape(TRACE_RECORD_SCHEMA, rec, f"{path}:{n} (trace state {i})")
         _state_values(rec["state"], f"{path}:{n} (trace state {i})", "state/", seen)
         _same_variables(rec["state"], variables, f"{path}:{n} (trace state {i})",
                         "every state has the initial state's variables")
         records.append(rec)
-    raise TraceFormatError(f"{path}: no end line ({{\"kind\": \"end\", \"steps\": N}}) after line {parsed[-1][0]}: "
-                           "the trace is incomplete (cut short, or written by a kvexact that did not end traces; "
-                           "record it again)", Rejection.TRUNCATED)
+    return Trace(header["spec"], header.get("constants", {}), tuple(header.get("model_values", [])),
+                 header["initial_state"], tuple(records))
 
 
 # -------------------------------------------------------------------------------------- validation

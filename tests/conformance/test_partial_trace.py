@@ -32,7 +32,9 @@ def lines_of(trace, keep=("len",), params=False):
 
 
 def write(path, head, lines):
-    path.write_text("\n".join(json.dumps(x) for x in [head, *lines]) + "\n")
+    """A partial-trace file: the header, the step lines, the end line that counts them."""
+    end = {"kind": "end", "steps": len(lines)}
+    path.write_text("\n".join(json.dumps(x) for x in [head, *lines, end]) + "\n")
     return path
 
 
@@ -131,7 +133,8 @@ def test_a_malformed_line_is_one_line_naming_line_and_field(tmp_path, capsys, li
 
 def test_a_bad_header_is_named(tmp_path):
     path = tmp_path / "p.ndjson"
-    path.write_text(json.dumps({"kind": "partial", "spec": "KVAllocation", "mode": "fast"}) + "\n")
+    path.write_text(json.dumps({"kind": "partial", "spec": "KVAllocation", "mode": "fast"}) + "\n"
+                    + json.dumps({"kind": "end", "steps": 0}) + "\n")
     with pytest.raises(pf.PartialFormatError, match=r"p.ndjson:1: field mode:"):
         pf.read_partial(path)
 
@@ -208,9 +211,10 @@ def test_the_readme_worked_example_is_accepted_and_fails_without_its_in_place_ap
     path = tmp_path / "example.ndjson"
     path.write_text("\n".join(block) + "\n")
     assert check(path).ok
-    path.write_text("\n".join(x for x in block if "AppendInPlace" not in x) + "\n")
+    steps = [x for x in block[1:-1] if "AppendInPlace" not in x]
+    path.write_text("\n".join([block[0], *steps, json.dumps({"kind": "end", "steps": len(steps)})]) + "\n")
     result = check(path)
-    assert not result.ok and result.failure.index == len(block) - 1
+    assert not result.ok and result.failure.index == len(block) - 2
 
 
 def test_a_candidate_set_past_its_bound_is_named(tmp_path):

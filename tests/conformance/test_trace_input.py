@@ -232,3 +232,21 @@ def test_ndjson_record_state_probe(tmp_path, kvexact_cli, good, change, kind, fr
     path = tmp_path / "s.ndjson"
     path.write_text("".join([*lines[:2], json.dumps(record) + "\n", *lines[3:]]))
     refused(kvexact_cli, path, kind, f"s.ndjson:3 {fragment}")
+
+
+@pytest.mark.parametrize("keep, fragment", [(1, "no end line"), (3, "no end line"), (-1, "no end line")])
+def test_partial_trace_cut_or_header_only_is_truncated(tmp_path, kvexact_cli, good, keep, fragment):
+    """A partial trace ends with its end line too: header-only or cut at a line boundary is TRUNCATED."""
+    head = {"kind": "partial", "spec": "KVAllocation", "constants": good.constants,
+            "model_values": list(good.model_values)}
+    steps = [{"action": "Release", "params": {"r": "r1"}}, {"action": "Release", "params": {"r": "r2"}}]
+    lines = [json.dumps(x) + "\n" for x in [head, *steps, {"kind": "end", "steps": len(steps)}]]
+    path = tmp_path / "p.ndjson"
+    path.write_text("".join(lines[:keep]))
+    from kvexact.conformance import partial_file as pf
+
+    with pytest.raises(pf.PartialFormatError) as exc:
+        pf.read_partial(path)
+    assert exc.value.kind is Rejection.TRUNCATED and fragment in str(exc.value)
+    code, out = kvexact_cli(["validate-trace", "KVAllocation", str(path)]).code_and_text
+    assert code == 2 and "TRUNCATED" in out and len(out.strip().splitlines()) == 1, out
