@@ -35,7 +35,8 @@ class TraceInputError(ValueError):
     """A trace file refused at the border: one line saying where and what; ``kind`` names the reason."""
 
     def __init__(self, message: str, kind: Rejection = Rejection.BAD_FIELD):
-        super().__init__(message)
+        # one line whatever the file holds: a newline in a field name is shown escaped
+        super().__init__("".join(c if c.isprintable() else repr(c)[1:-1] for c in message))
         self.kind = kind
 
 
@@ -207,7 +208,7 @@ def shape_problem(schema: dict[str, Any], doc: Any, where: str, prefix: str = ""
     message = " ".join(err.message.split())
     if len(message) > _MAX_MESSAGE:
         message = message[:_MAX_MESSAGE] + "..."
-    if schema is VALUE_SCHEMA or any(p.startswith("#") and p != "#meta" for p in parts):
+    if schema is VALUE_SCHEMA or "anyOf" in err.absolute_schema_path:  # inside an ITF value (its only anyOf)
         kind = Rejection.BAD_VALUE
         if err.validator == "anyOf":
             message += " (an ITF value: boolean, integer, string, list, record, #map, #set, #tup, #bigint)"

@@ -364,6 +364,10 @@ def _validate_steps(trace: Trace, model: Any, spec_path: Path, invariants: bool,
             return TraceValidation(False, i - 1, counts, StepFailure(
                 i, action, rec.get("params", {}), changed, f"{action} is not an action of {Path(spec_path).name}"))
         else:
+            if params and set(params) != set(actions[spec_action]):
+                raise TraceFormatError(f"trace state {i}: field params: {spec_action} takes "
+                                       f"({', '.join(actions[spec_action])}), the record gives "
+                                       f"({', '.join(sorted(params))})", Rejection.BAD_FIELD)
             verdict = model.check_step(spec_action, prev, state, params or None)
             if not verdict.ok:
                 return TraceValidation(False, i - 1, counts, StepFailure(

@@ -35,6 +35,7 @@ from typing import Any
 import attrs
 import msgspec
 
+from kvexact.conformance.line_schemas import Rejection, TraceInputError
 from kvexact.conformance.partial_trace import Expect, PartialResult, Search, Unmapped
 
 INTERNAL = ("AppendReserve", "AppendWrite", "AppendPublish", "PrefixHit", "Release")
@@ -56,8 +57,8 @@ class VllmEventRejection(enum.Enum):
     TOO_DEEP = "the depth exceeds the model's MaxTokens"
 
 
-class EventFormatError(ValueError):
-    """An event file or stream that cannot be read: says where and what."""
+class EventFormatError(TraceInputError):
+    """An event file or stream that cannot be read: says where and what (``kind``: its :class:`Rejection`)."""
 
 
 @attrs.frozen
@@ -209,12 +210,16 @@ def events_from_batches(batches: Iterable[tuple[str, Any]]) -> Iterator[tuple[st
 
 
 def read_events(path: Path) -> list[tuple[str, Any]]:
+    if not Path(path).exists():
+        raise EventFormatError(f"{path}: no such file", Rejection.NO_SUCH_FILE)
+    if not Path(path).is_file():
+        raise EventFormatError(f"{path}: not a regular file (an event log)", Rejection.NOT_A_FILE)
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
-        raise EventFormatError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        raise EventFormatError(f"{path}: cannot read: {exc.strerror or exc}", Rejection.UNREADABLE) from None
     if not data.strip():
-        raise EventFormatError(f"{path}: no events")
+        raise EventFormatError(f"{path}: no events", Rejection.EMPTY)
     return list(events_from_batches(batches_from_bytes(data, str(path))))
 
 

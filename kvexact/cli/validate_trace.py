@@ -76,6 +76,8 @@ def validate_trace(args: tuple[str, ...], cfg: Path | None, engine: str, tlc_jar
             mc = _run_module(module, engine, tlc_jar)
             if mc is None:
                 return 3
+    except TraceInputError as exc:  # found while stepping: params that are not the action's
+        raise click.UsageError(f"{trace_path}: {exc} [{exc.kind.name}]") from None
     except Exception as exc:  # a spec that does not load, constants it does not declare, no JVM
         click.echo(f"validate-trace: could not validate: {type(exc).__name__}: {exc}", err=True)
         return 3

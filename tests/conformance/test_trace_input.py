@@ -250,3 +250,28 @@ def test_partial_trace_cut_or_header_only_is_truncated(tmp_path, kvexact_cli, go
     assert exc.value.kind is Rejection.TRUNCATED and fragment in str(exc.value)
     code, out = kvexact_cli(["validate-trace", "KVAllocation", str(path)]).code_and_text
     assert code == 2 and "TRUNCATED" in out and len(out.strip().splitlines()) == 1, out
+
+
+def test_params_that_are_not_the_actions_parameters(tmp_path, kvexact_cli, good):
+    """Found by the fuzz: cache_block's params without ``j`` reached the checker as a KeyError."""
+    lines = ndjson_lines(good, tmp_path)
+    n = next(i for i, ln in enumerate(lines) if '"cache_block"' in ln)
+    record = json.loads(lines[n])
+    del record["params"]["j"]
+    path = tmp_path / "params.ndjson"
+    path.write_text("".join([*lines[:n], json.dumps(record) + "\n", *lines[n + 1:]]))
+    with pytest.raises(TraceInputError) as exc:
+        tr.validate(tr.read_trace(path), spec_dir() / "KVAllocation.tla")
+    assert exc.value.kind is Rejection.BAD_FIELD and "CacheBlock takes (r, j)" in str(exc.value)
+    code, out = kvexact_cli(["validate-trace", "KVAllocation", str(path)]).code_and_text
+    assert code == 2 and "field params: CacheBlock takes" in out and "BAD_FIELD" in out, out
+
+
+def test_a_field_name_with_a_newline_is_still_one_line(tmp_path, kvexact_cli, good):
+    """Found by the fuzz: a constant named "\\n" made a two-line error; it is shown escaped."""
+    lines = ndjson_lines(good, tmp_path)
+    header = json.loads(lines[0])
+    header["constants"] = {"\n": None}
+    path = tmp_path / "nl.ndjson"
+    path.write_text("".join([json.dumps(header) + "\n", *lines[1:]]))
+    refused(kvexact_cli, path, Rejection.BAD_VALUE, "field constants/\\n: None")
