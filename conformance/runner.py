@@ -7,9 +7,11 @@ replays it, from which :func:`write_reproduction` writes a plain pytest file.
 
 from __future__ import annotations
 
-import importlib
+import contextlib
 import re
+import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,15 @@ import hypothesis
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from kvexact.conformance.adapter_border import (
+    DEFAULT_SHRINK_SECONDS,
+    AdapterUnusable,
+    call_seconds,
+    limited_factory,
+    load_factory,
+)
 from kvexact.conformance.machines.allocator import machine_class
-from kvexact.reference.adapters import AdapterError, AdapterFactory, adapter_protocol
+from kvexact.reference.adapters import AdapterError, AdapterProblem, adapter_protocol
 
 SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an allocator adapter can stand in
 MACHINES = (*SPECS, "Radix", "Vmm", "Revocation")
@@ -38,6 +47,7 @@ class MachineRun:
     rules: tuple[str, ...]
     error: str = ""
     reproduce: tuple[str, str] | None = None  # (hypothesis version, blob literal)
+    falsifying: str = ""  # the failing example's steps as Hypothesis printed them (rules and draws only)
 
     @property
     def examples(self) -> int:
@@ -61,36 +71,28 @@ def machine_settings(profile: str, examples: int | None = None, steps: int | Non
                     suppress_health_check=[*base.suppress_health_check, HealthCheck.filter_too_much])
 
 
-def load_adapter_factory(spec: str) -> AdapterFactory:
-    """``module:factory`` -> the factory; errors name the module or attribute that is missing."""
-    if ":" not in spec:
-        raise AdapterError(f"--adapter {spec!r}: expected MODULE:FACTORY")
-    module_name, attr = spec.split(":", 1)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise AdapterError(f"--adapter {spec!r}: cannot import {module_name}: {exc}") from None
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise AdapterError(f"--adapter {spec!r}: {module_name} has no callable {attr!r}")
-    return factory
-
-
 def machines_for(adapter: str | None) -> tuple[str, ...]:
     """The machines ``adapter`` (``module:factory``) stands in for; all of them for the reference."""
     if adapter is None:
         return MACHINES
-    return PROTOCOL_MACHINES[adapter_protocol(load_adapter_factory(adapter))]
+    return PROTOCOL_MACHINES[adapter_protocol(load_factory(adapter))]
 
 
-def build_machine(spec: str, adapter: str | None, check_kernels: bool = True) -> Any:
-    """A fresh machine class for ``spec`` with ``adapter`` as the system under test (None: reference).
+def build_machine(spec: str, adapter: str | None, check_kernels: bool = True, call_timeout: float | None = None
+                  ) -> Any:
+    """A fresh machine class for ``spec`` with ``adapter`` as the system under test (None: reference),
+    every adapter call limited to ``call_timeout`` seconds (default: ``KVEXACT_CALL_TIMEOUT`` or 60).
 
     Raises :class:`AdapterError` when the adapter's protocol does not fit the machine."""
-    factory = load_adapter_factory(adapter) if adapter else None
+    factory = limited_factory(load_factory(adapter), adapter, call_seconds(call_timeout)) if adapter else None
     if factory is not None and spec not in PROTOCOL_MACHINES[adapter_protocol(factory)]:
-        raise AdapterError(f"--adapter {adapter} is a {adapter_protocol(factory)} adapter; the {spec} machine "
+        raise AdapterError(AdapterProblem.WRONG_MACHINE,
+                           f"--adapter {adapter} is a {adapter_protocol(factory)} adapter; the {spec} machine "
                            f"takes none of that kind (it fits: {', '.join(machines_for(adapter))})")
+    return _counting_failures(_machine_class(spec, factory, check_kernels))
+
+
+def _machine_class(spec: str, factory: Any, check_kernels: bool) -> Any:
     if spec == "Radix":
         from kvexact.conformance.machines.radix import RadixMachine
 
@@ -107,23 +109,77 @@ def build_machine(spec: str, adapter: str | None, check_kernels: bool = True) ->
     return machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
 
 
+def _counting_failures(machine: Any) -> Any:
+    """``machine`` whose stats count the failing examples (``failures``, shrinking's included)."""
+
+    def teardown(self: Any) -> None:
+        failing = sys.exc_info()[0] is not None  # Hypothesis tears down in a ``finally``
+        try:
+            machine.teardown(self)
+        except BaseException:
+            failing = True
+            raise
+        finally:
+            if failing:
+                self.stats["failures"] = self.stats.get("failures", 0) + 1
+
+    return type(machine.__name__, (machine,), {"teardown": teardown})
+
+
 def run_machine(spec: str, adapter: str | None, machine_settings_: settings, seed: int | None = None,
-                check_kernels: bool = True) -> MachineRun:
-    """Run one machine; the adapter is ``module:factory`` (None: the reference is the system under test)."""
-    machine = build_machine(spec, adapter, check_kernels)
+                check_kernels: bool = True, call_timeout: float | None = None,
+                shrink_seconds: float = DEFAULT_SHRINK_SECONDS,
+                watch: Callable[[dict[str, int]], None] | None = None) -> MachineRun:
+    """Run one machine; the adapter is ``module:factory`` (None: the reference is the system under test).
+
+    Shrinking a failure stops after ``shrink_seconds`` (Hypothesis' own bound, ``MAX_SHRINKING_SECONDS``,
+    is five minutes). Raises :class:`AdapterError` when the adapter could not be used (a call overran, the
+    factory raised): that is no conformance verdict. ``watch`` receives the run's live stats (for progress)."""
+    machine = build_machine(spec, adapter, check_kernels, call_timeout)
+    if watch is not None:
+        watch(machine.stats)
     if seed is not None and not machine_settings_.derandomize:
         machine = hypothesis.seed(seed)(machine)
     start = time.perf_counter()
     try:
-        run_state_machine_as_test(machine, settings=machine_settings_)
+        with _shrink_budget(shrink_seconds):
+            run_state_machine_as_test(machine, settings=machine_settings_)
+    except AdapterUnusable as exc:
+        raise exc.error from None
     except Exception as exc:
         text = f"{type(exc).__name__}: {exc}"
         notes = "\n".join(getattr(exc, "__notes__", []))
         m = _BLOB.search(notes)
         return MachineRun(spec, adapter or "reference", False, time.perf_counter() - start, dict(machine.stats),
-                          _rule_names(machine), text[:2000], (m.group(1), m.group(2)) if m else None)
+                          _rule_names(machine), text[:2000], (m.group(1), m.group(2)) if m else None,
+                          _falsifying_steps(notes, machine))
     return MachineRun(spec, adapter or "reference", True, time.perf_counter() - start, dict(machine.stats),
                       _rule_names(machine))
+
+
+@contextlib.contextmanager
+def _shrink_budget(seconds: float) -> Iterator[None]:
+    """Hypothesis' shrink time limit set to ``seconds`` for the block (its documented monkeypatch point)."""
+    from hypothesis.internal.conjecture import engine
+
+    previous = engine.MAX_SHRINKING_SECONDS
+    engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = previous
+
+
+def _falsifying_steps(notes: str, machine: Any) -> str:
+    """The rule calls and draws of Hypothesis' failing-example notes (invariant checks left out)."""
+    invariants = {n for n in dir(machine) if hasattr(getattr(machine, n, None), "hypothesis_stateful_invariant")}
+    keep = []
+    for line in notes.splitlines():
+        name = line.removeprefix("state.").split("(", 1)[0]
+        if line.startswith("state = ") or line.startswith("Draw ") or (
+                line.startswith("state.") and name not in invariants and name != "teardown"):
+            keep.append("  " + line)
+    return "\n".join(keep)
 
 
 def _rule_names(machine: Any) -> tuple[str, ...]:

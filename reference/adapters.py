@@ -12,12 +12,20 @@ copies its operations report, drive a real paged pool through the kernels, so a 
 copy shows up as wrong attention numbers. The adapter reports only observable facts: block tables,
 lengths and the blocks it copied.
 
+What the allocator machines call on an adapter (:data:`REQUIRED_METHODS`, :data:`OPTIONAL_METHODS`):
+``block_ids``, ``start``, ``append``, ``release``, ``table``, ``length`` and ``self_check`` always;
+``fork`` and ``truncate``, ``cache`` and ``append_with_failure`` when the adapter has them; the attributes
+``name``, ``config`` and (optional, default true) ``lockstep``. Nothing else: no digest is read from an
+adapter. Every argument is positional. ``--adapter`` checks these names and arities before any example.
+
 Invariant of every adapter method: a rejected operation returns ``OpResult(accepted=False, ...)`` and
-leaves the adapter's observable state (tables, lengths, digest when it has one) unchanged.
+leaves the adapter's observable state (tables and lengths) unchanged.
 """
 
 from __future__ import annotations
 
+import enum
+import inspect
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -65,9 +73,13 @@ class AllocatorAdapter(Protocol):
     def self_check(self) -> None: ...
 
 
-# Optional methods a machine uses when present: fork(parent, child), truncate(request, keep_tokens),
-# cache(request) (publish full blocks as prefix identities), inject_failure() (the next append fails
-# between group reservations), digest() -> str (state digest, unchanged by rejections).
+# method -> how many positional arguments the machines pass it
+REQUIRED_METHODS = {"block_ids": 1, "start": 2, "append": 2, "release": 1, "table": 2, "length": 1,
+                    "self_check": 0}
+# used when present: fork(parent, child); truncate(request, keep_tokens) (KVAllocation); cache(request)
+# (publish full blocks as prefix identities, KVAllocation); append_with_failure(request, token) (append
+# with a fault after the first group's reservation: must roll back, 0x04F)
+OPTIONAL_METHODS = {"fork": 2, "truncate": 2, "cache": 1, "append_with_failure": 2}
 
 AdapterFactory = Callable[[Any], Any]
 
@@ -75,26 +87,81 @@ AdapterFactory = Callable[[Any], Any]
 PROTOCOLS = ("allocator", "prefix-index")
 
 
+class AdapterProblem(enum.Enum):
+    """What is wrong with a ``--adapter`` (before or while a machine runs it); never a conformance failure."""
+
+    NOT_MODULE_FACTORY = "not of the form MODULE:FACTORY"
+    NOT_IMPORTABLE = "the module cannot be found"
+    IMPORT_FAILED = "importing the module raised (a syntax error, a failing import inside it)"
+    NO_FACTORY = "the module has no callable of that name"
+    BAD_PROTOCOL = "the factory declares an unknown protocol"
+    WRONG_MACHINE = "the adapter's protocol does not fit the machine asked for"
+    FACTORY_SIGNATURE = "the factory cannot be called as factory(config)"
+    FACTORY_RAISED = "the factory raised while building an adapter"
+    NOT_AN_ADAPTER = "the factory returned an object with none of the protocol's methods"
+    MISSING_METHOD = "the adapter lacks a method or attribute of its protocol"
+    METHOD_SIGNATURE = "an adapter method cannot take the arguments the machines pass"
+    CALL_TIMEOUT = "an adapter call did not return within the per-call limit"
+
+
+# "could not run" (exit 3): the adapter is well formed but did not work; the others are bad arguments (exit 2)
+COULD_NOT_RUN = frozenset({AdapterProblem.FACTORY_RAISED, AdapterProblem.CALL_TIMEOUT})
+
+
 class AdapterError(ValueError):
-    """A ``--adapter`` value that cannot be loaded: says which part is wrong."""
+    """A ``--adapter`` that cannot be used: one line naming the adapter and what is wrong (``problem``)."""
+
+    def __init__(self, problem: AdapterProblem, message: str):
+        super().__init__(message)
+        self.problem = problem
+
+    @property
+    def exit_code(self) -> int:
+        return 3 if self.problem in COULD_NOT_RUN else 2
 
 
 def adapter_protocol(factory: AdapterFactory) -> str:
     """The protocol a factory declares (``adapter_protocol`` attribute; ``allocator`` when absent)."""
     protocol = getattr(factory, "adapter_protocol", "allocator")
     if protocol not in PROTOCOLS:
-        raise AdapterError(f"adapter factory {getattr(factory, '__name__', factory)!r} declares protocol "
+        raise AdapterError(AdapterProblem.BAD_PROTOCOL,
+                           f"adapter factory {getattr(factory, '__name__', factory)!r} declares protocol "
                            f"{protocol!r}; expected one of {', '.join(PROTOCOLS)}")
     return protocol
 
 
 def check_adapter(adapter: Any) -> None:
-    """Reject an object that lacks a required method, naming the first missing one."""
-    for method in ("block_ids", "start", "append", "release", "table", "length", "self_check"):
-        if not callable(getattr(adapter, method, None)):
-            raise AdapterError(f"adapter {type(adapter).__name__} has no method {method}()")
+    """Reject an object that is not an allocator adapter, naming the first missing or ill-formed method."""
+    check_methods(adapter, "allocator", REQUIRED_METHODS, OPTIONAL_METHODS)
     if not isinstance(getattr(adapter, "config", None), AdapterConfig):
-        raise AdapterError(f"adapter {type(adapter).__name__} has no AdapterConfig 'config'")
+        raise AdapterError(AdapterProblem.MISSING_METHOD,
+                           f"adapter {type(adapter).__name__} has no AdapterConfig 'config'")
+
+
+def check_methods(adapter: Any, protocol: str, required: dict[str, int], optional: dict[str, int]) -> None:
+    """Every required method present, and every present method callable with the machines' arguments."""
+    kind = type(adapter).__name__
+    present = [m for m in required if callable(getattr(adapter, m, None))]
+    if not present:
+        raise AdapterError(AdapterProblem.NOT_AN_ADAPTER,
+                           f"{kind} is not an adapter of the {protocol} protocol: it has none of {', '.join(required)}")
+    for method in required:
+        if method not in present:
+            raise AdapterError(AdapterProblem.MISSING_METHOD, f"{protocol} adapter {kind} has no method {method}()")
+    for method, arity in {**required, **optional}.items():
+        fn = getattr(adapter, method, None)
+        if not callable(fn):
+            continue
+        try:
+            signature = inspect.signature(fn)
+        except (TypeError, ValueError):  # a builtin without a signature: nothing to check
+            continue
+        try:
+            signature.bind(*range(arity))
+        except TypeError as exc:
+            raise AdapterError(AdapterProblem.METHOD_SIGNATURE,
+                               f"{protocol} adapter {kind}: {method}{signature} cannot be called with {arity} "
+                               f"positional argument(s) ({exc})") from None
 
 
 class ReferenceAdapter:

@@ -17,9 +17,11 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from kvexact.reference import radix
-from kvexact.reference.adapters import AdapterError
+from kvexact.reference.adapters import AdapterError, AdapterProblem, check_methods
 
-INDEX_METHODS = ("admit", "extend", "finish", "cancel", "evict", "slot_ids", "free_slot_ids", "self_check")
+# method -> how many positional arguments the Radix machine passes it
+INDEX_METHODS = {"admit": 2, "extend": 2, "finish": 1, "cancel": 1, "evict": 1, "slot_ids": 1, "free_slot_ids": 0,
+                 "self_check": 0}
 
 
 @attrs.frozen
@@ -61,12 +63,11 @@ class PrefixIndex(Protocol):
 
 
 def check_index(adapter: Any) -> None:
-    """Reject a prefix index that lacks a required method, naming the first missing one."""
-    for method in INDEX_METHODS:
-        if not callable(getattr(adapter, method, None)):
-            raise AdapterError(f"prefix-index adapter {type(adapter).__name__} has no method {method}()")
+    """Reject an object that is not a prefix index, naming the first missing or ill-formed method."""
+    check_methods(adapter, "prefix-index", INDEX_METHODS, {})
     if not isinstance(getattr(adapter, "config", None), IndexConfig):
-        raise AdapterError(f"prefix-index adapter {type(adapter).__name__} has no IndexConfig 'config'")
+        raise AdapterError(AdapterProblem.MISSING_METHOD,
+                           f"prefix-index adapter {type(adapter).__name__} has no IndexConfig 'config'")
 
 
 class RadixIndex:

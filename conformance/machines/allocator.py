@@ -16,6 +16,7 @@ unchanged. Subclass :class:`AllocatorMachine` (set ``sut_factory``) to run it fr
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,6 +24,7 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
+from kvexact.conformance.adapter_trace import AdapterTrace
 from kvexact.conformance.machines import ConformanceFailure, counted_rule
 from kvexact.conformance.mirror import DevicePool, mirror_step
 from kvexact.reference.adapters import AdapterConfig, OpResult, ReferenceAdapter, check_adapter
@@ -70,6 +72,9 @@ class AllocatorMachine(RuleBasedStateMachine):
         if self.sut is not None:
             check_adapter(self.sut)
         self.target = self.sut if self.sut is not None else self.ref
+        self.adapter_trace: AdapterTrace | None = None  # the adapter's own steps, when traces are written
+        if self.sut is not None and os.environ.get("KVEXACT_TRACE_DIR"):
+            self.adapter_trace = AdapterTrace(self.spec, str(getattr(self.sut, "name", "adapter")))
         self.device = DevicePool([self.target.block_ids(g) for g in range(cfg.num_groups)], cfg.block_tokens)
         self.histories: dict[str, list[int]] = {}
         self._projection_model: Any = None  # the spec's checker model, for the per-step invariants
@@ -92,7 +97,10 @@ class AllocatorMachine(RuleBasedStateMachine):
         method = getattr(self.sut, op, None)
         if method is None:
             raise ConformanceFailure(f"{self.sut.name} has no {op}()")
+        self._observe()
         sut_result: OpResult = method(*args)
+        if self.adapter_trace is not None:
+            self.adapter_trace.step(op, args, sut_result, ref_result)
         if getattr(self.sut, "lockstep", True):
             if sut_result.accepted != ref_result.accepted:
                 raise ConformanceFailure(
@@ -104,6 +112,16 @@ class AllocatorMachine(RuleBasedStateMachine):
                 raise ConformanceFailure(f"{op}{args}: rejection {sut_result.rejection} != reference's "
                                          f"{ref_result.rejection}")
         return sut_result
+
+    def _observe(self) -> None:
+        """Record the adapter's (and the reference's) tables and lengths after its latest step."""
+        if self.adapter_trace is None or not self.adapter_trace.steps:
+            return
+        live = sorted(self.histories)
+        groups = range(self.config.num_groups)
+        self.adapter_trace.observe({r: [list(self.target.table(r, g)) for g in groups] for r in live},
+                                   {r: int(self.target.length(r)) for r in live},
+                                   {r: [list(self.ref.table(r, g)) for g in groups] for r in live})
 
     def _tables(self, rid: str) -> list[list[int]]:
         return [list(self.target.table(rid, g)) for g in range(self.config.num_groups)]
@@ -312,19 +330,32 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.stats["steps"] = self.stats.get("steps", 0) - 1  # the invariant also ran once before any rule
         self.stats["device_writes"] = self.stats.get("device_writes", 0) + self.device.writes
         self.stats["device_copies"] = self.stats.get("device_copies", 0) + self.device.copies
-        first: BaseException | None = None
+        first: BaseException | None = sys.exc_info()[1]  # Hypothesis tears down in a ``finally``
         try:
             self.check_attention()
         except BaseException as exc:  # still validate (and write) the trace, then report the first failure
-            first = exc
+            first = first or exc
+        self._write_adapter_trace(first is not None)
         try:
             if self.validate_trace and self.ref.recorder is not None:
                 self._validate_trace()
         except BaseException as exc:
             first = first or exc
         super().teardown()
-        if first is not None:
+        if first is not None and first is not sys.exc_info()[1]:
             raise first
+
+    def _write_adapter_trace(self, failed: bool) -> None:
+        """``<spec>.adapter.itf.json`` in KVEXACT_TRACE_DIR: the adapter's steps, when the example failed (or
+        KVEXACT_TRACE_ALWAYS=1)."""
+        out = os.environ.get("KVEXACT_TRACE_DIR")
+        if self.adapter_trace is None or not out or not (failed or os.environ.get("KVEXACT_TRACE_ALWAYS") == "1"):
+            return
+        try:
+            self._observe()
+        except Exception:  # the adapter is broken: keep the steps recorded so far
+            pass
+        self.adapter_trace.write(Path(out) / f"{self.spec}.adapter.itf.json")
 
     def _validate_trace(self) -> None:
         from kvexact.conformance.trace import trace_from_recorder, validate, write_itf, write_ndjson

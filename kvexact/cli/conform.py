@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
+from kvexact.cli.adapter_options import as_click_error, check_adapter_option, limit_options, report_failure
 from kvexact.conformance.profiles import PROFILE_NAMES, load_profile
 from kvexact.kernels.device import click_option as device_option
+from kvexact.reference.adapters import AdapterError
 
 
 @click.command()
@@ -14,20 +18,24 @@ from kvexact.kernels.device import click_option as device_option
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY",
               help="System under test in the reference's place (default: the reference itself): an "
                    "allocator adapter (KVAllocation, CowPublication) or a prefix-index adapter (Radix).")
-@click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None,
-              help="Hypothesis profile (default: KVEXACT_PROFILE or ci).")
+@click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None, envvar="KVEXACT_PROFILE", show_envvar=True,
+              help="Hypothesis profile (default: ci).")
 @click.option("--seed", type=int, default=None, help="Seed (ignored by the derandomized ci profile).")
 @click.option("--examples", type=click.IntRange(min=1), default=None, help="Override the profile's examples.")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Override the profile's steps per example.")
 @click.option("--no-kernels", is_flag=True, help="Skip the device mirror and attention checks.")
 @click.option("--shrink/--no-shrink", default=True, show_default=True, help="Shrink a failure before reporting.")
+@click.option("--out", type=click.Path(path_type=Path), default=Path("conform-failures"), show_default=True,
+              help="Where a failure's reproduction (pytest file) and ITF traces are written.")
+@limit_options
 @device_option
-def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink) -> int:
+def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink, out, call_timeout,
+            shrink_seconds) -> int:
     """Drive the reference (or an adapter) with random operation streams, against kernels and specs."""
     from kvexact.conformance.runner import machine_settings, run_machine, summary_line
 
     chosen = load_profile(profile)
-    specs = machines_to_run(specs, adapter)
+    specs = machines_to_run(specs, adapter, call_timeout)
     try:
         import kvexact.kernels.paged  # noqa: F401
     except ImportError as exc:
@@ -38,24 +46,29 @@ def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink) 
     failed = 0
     for spec in specs:
         click.echo(f"conform: {spec} machine, profile {chosen}, adapter {adapter or 'reference'} ...")
-        run = run_machine(spec, adapter, machine_settings(chosen, examples, steps, shrink), seed, not no_kernels)
+        s = machine_settings(chosen, examples, steps, shrink)
+        try:
+            run = run_machine(spec, adapter, s, seed, not no_kernels, call_timeout, shrink_seconds)
+        except AdapterError as exc:
+            raise as_click_error(exc) from None
         click.echo(summary_line(run))
         if not run.passed:
             failed += 1
-            click.echo(run.error, err=True)
+            report_failure(run, out, s.stateful_step_count, "conform")
     return 1 if failed else 0
 
 
-def machines_to_run(specs: tuple[str, ...], adapter: str | None) -> tuple[str, ...]:
-    """The machines asked for (default: those the adapter fits); a usage error names a bad adapter or a
-    machine the adapter does not fit."""
+def machines_to_run(specs: tuple[str, ...], adapter: str | None, call_timeout: float | None = None
+                    ) -> tuple[str, ...]:
+    """The machines asked for (default: those the adapter fits), after checking the adapter at the border;
+    a one-line error names a bad adapter or a machine the adapter does not fit."""
     from kvexact.conformance.runner import build_machine, machines_for
-    from kvexact.reference.adapters import AdapterError
 
+    check_adapter_option(adapter, call_timeout)
     try:
         fits = machines_for(adapter)
         for spec in specs:
             build_machine(spec, adapter)
     except AdapterError as exc:
-        raise click.UsageError(str(exc)) from None
+        raise as_click_error(exc) from None
     return specs or fits

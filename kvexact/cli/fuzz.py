@@ -2,17 +2,51 @@
 
 from __future__ import annotations
 
-import os
+import math
+import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import click
 
+from kvexact.cli.adapter_options import as_click_error, limit_options, report_failure
 from kvexact.kernels.device import click_option as device_option
+from kvexact.reference.adapters import AdapterError
+
+PROGRESS_SECONDS = 10.0  # a progress line at least this often while fuzzing
+
+
+def _minutes(ctx: click.Context, param: click.Parameter, value: float) -> float:
+    """A finite budget of at least one second."""
+    if not (math.isfinite(value) and value * 60 >= 1):
+        raise click.BadParameter(f"expected a finite number of minutes, at least 1/60 (one second); got {value}",
+                                 ctx, param)
+    return value
+
+
+@contextmanager
+def _ticker(line: Callable[[], str], seconds: float = PROGRESS_SECONDS) -> Iterator[None]:
+    """Print ``line()`` every ``seconds`` from a helper thread while the block runs."""
+    stop = threading.Event()
+
+    def tick() -> None:
+        while not stop.wait(seconds):
+            click.echo(line())
+
+    thread = threading.Thread(target=tick, name="kvexact-fuzz-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 @click.command()
-@click.option("--minutes", type=float, required=True, help="Wall-clock budget.")
+@click.option("--minutes", type=float, required=True, callback=_minutes,
+              help="Wall-clock budget (checked between rounds).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; each round adds one.")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY", help="System under test (default: reference).")
 @click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation"]),
@@ -23,21 +57,21 @@ from kvexact.kernels.device import click_option as device_option
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Steps per example (profile default).")
 @click.option("--shrink/--no-shrink", default=True, show_default=True,
               help="Shrink a failure to a minimal example before writing the reproduction (can take minutes).")
+@limit_options
 @device_option
-def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink) -> int:
+def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink, call_timeout, shrink_seconds) -> int:
     """Fuzz until the budget is spent or a failure is found (then write a replayable reproduction).
 
     The budget is checked between rounds of --examples-per-round examples, so a round in progress
-    finishes (and a failure's shrinking completes) before the command returns."""
+    finishes (and a failure's shrinking, bounded by --shrink-seconds, completes) before the command
+    returns; a progress line (examples, steps, failures so far) comes at least every ten seconds."""
     from hypothesis import settings
 
     from kvexact.cli.conform import machines_to_run
     from kvexact.conformance.profiles import load_profile
-    from kvexact.conformance.runner import machine_settings, run_machine, summary_line, write_reproduction
+    from kvexact.conformance.runner import machine_settings, run_machine, summary_line
 
-    if minutes <= 0:
-        raise click.UsageError("--minutes must be positive")
-    specs = machines_to_run(specs, adapter)
+    specs = machines_to_run(specs, adapter, call_timeout)
     load_profile("fuzz")
     step_count = steps or settings.get_profile("fuzz").stateful_step_count
     deadline = time.monotonic() + minutes * 60
@@ -45,10 +79,24 @@ def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink) 
     operations: set[str] = set()
     fired: dict[str, set[str]] = {}
     round_no = 0
+    live: dict[str, dict[str, int]] = {"stats": {}}
+
+    def progress() -> str:
+        now = live["stats"]
+        state = "shrinking a failure" if now.get("failures") else "running"
+        return (f"fuzz: ... examples={totals['examples'] + now.get('examples', 0)} "
+                f"steps={totals['steps'] + now.get('steps', 0)} failures={now.get('failures', 0)} "
+                f"(round {round_no + 1}, {state}; {max(0.0, deadline - time.monotonic()) / 60:.1f} min left)")
+
     while time.monotonic() < deadline:
         spec = specs[round_no % len(specs)]
         s = machine_settings("fuzz", examples_per_round, step_count, shrink=shrink)
-        run = run_machine(spec, adapter, s, seed + round_no)
+        try:
+            with _ticker(progress):
+                run = run_machine(spec, adapter, s, seed + round_no, call_timeout=call_timeout,
+                                  shrink_seconds=shrink_seconds, watch=lambda stats: live.update(stats=stats))
+        except AdapterError as exc:
+            raise as_click_error(exc) from None
         round_no += 1
         totals["examples"] += run.examples
         totals["steps"] += run.steps
@@ -60,36 +108,8 @@ def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink) 
                    f"distinct_operations={len(operations)} coverage: {coverage}; {left / 60:.1f} min left")
         if not run.passed:
             click.echo(summary_line(run))
-            click.echo(run.error, err=True)
-            if run.reproduce is None:
-                click.echo("fuzz: Hypothesis printed no reproduction blob for this failure", err=True)
-                return 1
-            repro = write_reproduction(run, out, step_count)
-            _write_trace(run, repro, out, step_count)
-            click.echo(f"fuzz: reproduction written to {repro} (run: pytest {repro})")
+            report_failure(run, out, step_count, "fuzz")
             return 1
     click.echo(f"fuzz: no failure in {minutes} min: {totals['examples']} examples, {totals['steps']} steps, "
                f"{len(operations)} distinct operations")
     return 0
-
-
-def _write_trace(run, repro: Path, out: Path, step_count: int) -> None:
-    """Replay the failing example once with trace output on, leaving ``<spec>.itf.json`` beside it."""
-    import importlib.util
-
-    os.environ["KVEXACT_TRACE_DIR"] = str(out)
-    os.environ["KVEXACT_TRACE_ALWAYS"] = "1"
-    try:
-        spec = importlib.util.spec_from_file_location("kvexact_fuzz_repro", repro)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        try:
-            module.TestReproduction("runTest").runTest()
-        except Exception:
-            pass  # the failure is expected; the trace is what we wanted
-    finally:
-        os.environ.pop("KVEXACT_TRACE_ALWAYS", None)
-    trace = out / f"{run.spec}.itf.json"
-    if trace.is_file():
-        click.echo(f"fuzz: ITF trace of the failing example written to {trace}")

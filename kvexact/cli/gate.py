@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from kvexact.cli.adapter_options import call_timeout_option, check_adapter_option
 from kvexact.conformance.profiles import PROFILE_NAMES, resolve_profile
 from kvexact.gate import framework as gate_mod
 from kvexact.gate import reports
@@ -38,15 +39,16 @@ def _figures_text(figures: dict) -> str:
 @click.option("--list", "list_only", is_flag=True, help="List the registered checks and exit.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the JSON report here.")
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path), help="Write a JUnit XML report here.")
-@click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None,
-              help="Hypothesis profile for the state machines (default: KVEXACT_PROFILE or ci).")
+@click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None, envvar="KVEXACT_PROFILE", show_envvar=True,
+              help="Hypothesis profile for the state machines (default: ci).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed for every randomized check.")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY",
               help="System under test in the machines it fits (an allocator or a prefix-index adapter).")
 @click.option("--tlc-jar", type=click.Path(path_type=Path), default=None,
               help="tla2tools.jar for the TLC engine (or TLA2TOOLS_JAR).")
+@call_timeout_option
 @device_option
-def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter, tlc_jar) -> int:
+def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter, tlc_jar, call_timeout) -> int:
     """Run the conformance gate: every registered check, a summary table, and reports."""
     console = Console(stderr=False)
     checks = load_checks()
@@ -65,16 +67,10 @@ def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter,
                 reports.ensure_writable(path)
             except reports.ReportPathError as exc:
                 raise click.UsageError(str(exc)) from None
-    if adapter:
-        from kvexact.conformance.runner import machines_for
-        from kvexact.reference.adapters import AdapterError
-
-        try:
-            machines_for(adapter)
-        except AdapterError as exc:
-            raise click.UsageError(str(exc)) from None
+    check_adapter_option(adapter, call_timeout)
     jar = str(tlc_jar) if tlc_jar else os.environ.get("TLA2TOOLS_JAR")
-    ctx = gate_mod.GateContext(profile=resolve_profile(profile), seed=seed, adapter=adapter, tlc_jar=jar)
+    ctx = gate_mod.GateContext(profile=resolve_profile(profile), seed=seed, adapter=adapter, tlc_jar=jar,
+                               call_timeout=call_timeout)
     outcomes: list[gate_mod.CheckOutcome] = []
     with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),

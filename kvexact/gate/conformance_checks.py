@@ -42,13 +42,18 @@ def _kernels_or_skip() -> None:
 def _run(ctx: GateContext, adapter: str | None, shrink: bool = True, everything: bool = False):
     """The machines ``adapter`` fits (with ``everything``: all machines, the reference where it does not)."""
     from kvexact.conformance.runner import MACHINES, machine_settings, machines_for, run_machine
+    from kvexact.reference.adapters import AdapterError
 
-    fits = machines_for(adapter)
     runs = []
-    for spec in MACHINES if everything else fits:
-        sut = adapter if spec in fits else None
-        ctx.status(f"{spec} machine ({sut or 'reference'})")
-        runs.append(run_machine(spec, sut, machine_settings(ctx.profile, shrink=shrink), ctx.seed))
+    try:
+        fits = machines_for(adapter)
+        for spec in MACHINES if everything else fits:
+            sut = adapter if spec in fits else None
+            ctx.status(f"{spec} machine ({sut or 'reference'})")
+            runs.append(run_machine(spec, sut, machine_settings(ctx.profile, shrink=shrink), ctx.seed,
+                                    call_timeout=ctx.call_timeout))
+    except AdapterError as exc:  # a broken adapter is no verdict on conformance
+        raise CheckCouldNotRun(str(exc)) from None
     return runs
 
 

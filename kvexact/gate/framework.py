@@ -36,11 +36,13 @@ class CheckResult:
 
 @attrs.define
 class GateContext:
-    """What a check may read: the Hypothesis profile, the base seed, an adapter spec, a TLC jar."""
+    """What a check may read: the Hypothesis profile, the base seed, an adapter spec (and its per-call
+    limit in seconds, None: KVEXACT_CALL_TIMEOUT or the default), a TLC jar."""
 
     profile: str = "ci"
     seed: int = 0
     adapter: str | None = None
+    call_timeout: float | None = None
     tlc_jar: str | None = None
     workdir: Path = attrs.field(factory=Path.cwd)
     status: Callable[[str], None] = lambda _text: None

@@ -1,0 +1,190 @@
+"""``--adapter`` at the border: load, check and time-limit a system under test before and while it runs.
+
+:func:`load_adapter` turns ``module:factory`` into a factory, or one :class:`AdapterError` line naming the
+adapter and what is wrong (the module, the factory's signature, an exception raised while building one
+adapter, a missing or ill-formed protocol method), before any example runs. :func:`limited_factory` wraps
+the factory so that building an adapter and every call on it are stopped after ``seconds``
+(``KVEXACT_CALL_TIMEOUT``, default :data:`DEFAULT_CALL_SECONDS`) by a timer signal.
+
+Invariant: a call that overruns, or a factory that raises inside a machine, leaves the machine as
+:class:`AdapterUnusable`, a ``BaseException`` that Hypothesis does not treat as a test failure (it is not
+shrunk or replayed); the runner turns it back into the :class:`AdapterError` it carries. After a call
+overran, every later call on that adapter raises the same error at once. The limit works on the main
+thread only (elsewhere calls run unlimited) and stops code that returns to the interpreter; a call stuck
+inside C code that never does cannot be stopped this way.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from kvexact.reference.adapters import (
+    AdapterConfig,
+    AdapterError,
+    AdapterFactory,
+    AdapterProblem,
+    adapter_protocol,
+    check_adapter,
+)
+from kvexact.reference.index import IndexConfig, check_index
+
+DEFAULT_CALL_SECONDS = 60.0
+DEFAULT_SHRINK_SECONDS = 30.0  # shrinking budget: a failure through --adapter reports within about a minute
+CALL_TIMEOUT_ENV = "KVEXACT_CALL_TIMEOUT"
+
+
+class AdapterUnusable(BaseException):
+    """Raised inside a machine when the adapter cannot go on (a call overran, the factory raised)."""
+
+    def __init__(self, error: AdapterError):
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Overran(BaseException):
+    """The timer fired during an adapter call."""
+
+
+def call_seconds(value: float | None = None) -> float:
+    """The per-call limit: ``value``, else ``KVEXACT_CALL_TIMEOUT``, else the default (0: no limit)."""
+    if value is not None:
+        return value
+    text = os.environ.get(CALL_TIMEOUT_ENV)
+    if not text:
+        return DEFAULT_CALL_SECONDS
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = -1.0
+    if not seconds >= 0 or seconds == float("inf"):
+        raise AdapterError(AdapterProblem.CALL_TIMEOUT, f"{CALL_TIMEOUT_ENV}={text!r}: expected a number of "
+                                                        "seconds >= 0 (0: no limit)")
+    return seconds
+
+
+def load_factory(spec: str) -> AdapterFactory:
+    """``module:factory`` -> the factory; errors name the module or attribute that is wrong."""
+    if ":" not in spec:
+        raise AdapterError(AdapterProblem.NOT_MODULE_FACTORY, f"--adapter {spec}: expected MODULE:FACTORY")
+    module_name, attr = spec.split(":", 1)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise AdapterError(AdapterProblem.NOT_IMPORTABLE, f"--adapter {spec}: cannot import {module_name}: {exc}"
+                           ) from None
+    except SyntaxError as exc:
+        raise AdapterError(AdapterProblem.IMPORT_FAILED, f"--adapter {spec}: {module_name} has a syntax error: "
+                           f"{exc.msg} ({exc.filename}, line {exc.lineno})") from None
+    except Exception as exc:
+        raise AdapterError(AdapterProblem.IMPORT_FAILED, f"--adapter {spec}: importing {module_name} raised "
+                           f"{type(exc).__name__}: {exc}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise AdapterError(AdapterProblem.NO_FACTORY, f"--adapter {spec}: {module_name} has no callable {attr!r}")
+    return factory
+
+
+def sample_config(protocol: str) -> Any:
+    """The config a machine of ``protocol`` passes to the factory."""
+    from kvexact.conformance.machines.radix import POOL_SLOTS
+
+    return IndexConfig(POOL_SLOTS) if protocol == "prefix-index" else AdapterConfig()
+
+
+def load_adapter(spec: str, seconds: float | None = None) -> AdapterFactory:
+    """The factory of ``spec``, checked: callable as ``factory(config)``, building (within the call limit)
+    an object with every method of its protocol, each taking the arguments the machines pass."""
+    factory = load_factory(spec)
+    protocol = adapter_protocol(factory)
+    config = sample_config(protocol)
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        signature = None
+    if signature is not None:
+        try:
+            signature.bind(config)
+        except TypeError as exc:
+            raise AdapterError(AdapterProblem.FACTORY_SIGNATURE, f"--adapter {spec}: the factory{signature} cannot "
+                               f"be called as factory(config) ({exc})") from None
+    try:
+        adapter = limited_factory(factory, spec, call_seconds(seconds))(config)
+        (check_index if protocol == "prefix-index" else check_adapter)(adapter.wrapped)
+    except AdapterUnusable as exc:
+        raise exc.error from None
+    except AdapterError as exc:
+        raise AdapterError(exc.problem, f"--adapter {spec}: {exc}") from None
+    return factory
+
+
+@contextmanager
+def _limit(seconds: float, what: Callable[[], str], label: str) -> Iterator[None]:
+    """Stop the block after ``seconds`` with :class:`AdapterUnusable` (main thread, seconds > 0 only)."""
+    if seconds <= 0 or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def overran(signum: int, frame: Any) -> None:
+        raise _Overran()
+
+    previous = signal.signal(signal.SIGALRM, overran)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    except _Overran:
+        raise AdapterUnusable(AdapterError(AdapterProblem.CALL_TIMEOUT, f"--adapter {label}: {what()} did not return "
+                              f"within {seconds:g} s (--call-timeout / {CALL_TIMEOUT_ENV}); it was stopped")) from None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+class LimitedAdapter:
+    """An adapter whose every method call is time-limited; attributes pass through unchanged."""
+
+    def __init__(self, adapter: Any, label: str, seconds: float):
+        self.wrapped = adapter
+        self._label = label
+        self._seconds = seconds
+        self._broken: AdapterError | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self.wrapped, name)
+        if name.startswith("__") or not callable(value):
+            return value
+
+        def call(*args: Any) -> Any:
+            if self._broken is not None:
+                raise AdapterUnusable(self._broken)
+            try:
+                with _limit(self._seconds, lambda: f"{name}({', '.join(map(repr, args))})", self._label):
+                    return value(*args)
+            except AdapterUnusable as exc:
+                self._broken = exc.error
+                raise
+
+        return call
+
+
+def limited_factory(factory: AdapterFactory, label: str, seconds: float) -> Callable[[Any], LimitedAdapter]:
+    """``factory`` whose construction and adapters are time-limited; an exception while building one is
+    :class:`AdapterUnusable` (``FACTORY_RAISED``)."""
+
+    def build(config: Any) -> LimitedAdapter:
+        try:
+            with _limit(seconds, lambda: f"the factory({config!r})", label):
+                adapter = factory(config)
+        except Exception as exc:
+            raise AdapterUnusable(AdapterError(AdapterProblem.FACTORY_RAISED, f"--adapter {label}: the factory "
+                                               f"raised {type(exc).__name__}: {exc}")) from None
+        return LimitedAdapter(adapter, label, seconds)
+
+    build.adapter_protocol = adapter_protocol(factory)  # type: ignore[attr-defined]
+    return build
