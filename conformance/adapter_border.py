@@ -147,13 +147,14 @@ def _limit(seconds: float, what: Callable[[], str], label: str) -> Iterator[None
 
 
 class LimitedAdapter:
-    """An adapter whose every method call is time-limited; attributes pass through unchanged."""
+    """An adapter whose every method call is time-limited; attributes pass through unchanged. ``problems``
+    is shared with the factory that built it: after one problem, every call raises it at once."""
 
-    def __init__(self, adapter: Any, label: str, seconds: float):
+    def __init__(self, adapter: Any, label: str, seconds: float, problems: list[AdapterError]):
         self.wrapped = adapter
         self._label = label
         self._seconds = seconds
-        self._broken: AdapterError | None = None
+        self._problems = problems
 
     def __getattr__(self, name: str) -> Any:
         value = getattr(self.wrapped, name)
@@ -161,13 +162,13 @@ class LimitedAdapter:
             return value
 
         def call(*args: Any) -> Any:
-            if self._broken is not None:
-                raise AdapterUnusable(self._broken)
+            if self._problems:
+                raise AdapterUnusable(self._problems[0])
             try:
                 with _limit(self._seconds, lambda: f"{name}({', '.join(map(repr, args))})", self._label):
                     return value(*args)
             except AdapterUnusable as exc:
-                self._broken = exc.error
+                self._problems.append(exc.error)
                 raise
 
         return call
@@ -175,16 +176,32 @@ class LimitedAdapter:
 
 def limited_factory(factory: AdapterFactory, label: str, seconds: float) -> Callable[[Any], LimitedAdapter]:
     """``factory`` whose construction and adapters are time-limited; an exception while building one is
-    :class:`AdapterUnusable` (``FACTORY_RAISED``)."""
+    :class:`AdapterUnusable` (``FACTORY_RAISED``). The wrapper's ``problems`` list holds what went wrong, for
+    :func:`first_problem` (Hypothesis may report a ``BaseException`` raised while it builds a machine as
+    something else)."""
+    problems: list[AdapterError] = []
 
     def build(config: Any) -> LimitedAdapter:
+        if problems:
+            raise AdapterUnusable(problems[0])
         try:
             with _limit(seconds, lambda: f"the factory({config!r})", label):
                 adapter = factory(config)
+        except AdapterUnusable as exc:
+            problems.append(exc.error)
+            raise
         except Exception as exc:
-            raise AdapterUnusable(AdapterError(AdapterProblem.FACTORY_RAISED, f"--adapter {label}: the factory "
-                                               f"raised {type(exc).__name__}: {exc}")) from None
-        return LimitedAdapter(adapter, label, seconds)
+            problems.append(AdapterError(AdapterProblem.FACTORY_RAISED,
+                                         f"--adapter {label}: the factory raised {type(exc).__name__}: {exc}"))
+            raise AdapterUnusable(problems[0]) from None
+        return LimitedAdapter(adapter, label, seconds, problems)
 
     build.adapter_protocol = adapter_protocol(factory)  # type: ignore[attr-defined]
+    build.problems = problems  # type: ignore[attr-defined]
     return build
+
+
+def first_problem(factory: Any) -> AdapterError | None:
+    """The first problem a :func:`limited_factory` (or one of its adapters) met, if any."""
+    problems = getattr(factory, "problems", None)
+    return problems[0] if problems else None

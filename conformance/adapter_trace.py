@@ -3,7 +3,7 @@
 A black-box adapter shows only observable facts, so its trace is not a trace of the spec's variables: each
 state is one operation the machine applied (``action``, ``params``), the adapter's answer (``accepted``,
 ``rejection``, ``copies``) and its observable state after it (``tables``: request -> one block list per
-group; ``lengths``), with the reference's answer and tables for the same step (``reference_*``). Written as
+group; ``lengths``), with the reference's answer, copies and tables for the same step (``reference_*``). Written as
 ITF JSON (Apalache's Informal Trace Format), so the failing step is the one where the two disagree.
 
 Invariant: one state per adapter operation, in the order the machine applied them, after an ``Init``
@@ -18,8 +18,8 @@ from typing import Any
 
 from kvexact.spec import itf
 
-VARIABLES = ("accepted", "action", "copies", "lengths", "params", "reference_accepted", "reference_rejection",
-             "reference_tables", "rejection", "tables")
+VARIABLES = ("accepted", "action", "copies", "lengths", "params", "reference_accepted", "reference_copies",
+             "reference_rejection", "reference_tables", "rejection", "tables")
 
 
 class AdapterTrace:
@@ -33,7 +33,8 @@ class AdapterTrace:
     def step(self, op: str, args: tuple[Any, ...], result: Any, reference: Any) -> None:
         self.steps.append({"action": op, "params": [_plain(a) for a in args], "accepted": result.accepted,
                            "rejection": result.rejection or "", "copies": [list(c) for c in result.copies],
-                           "reference_accepted": reference.accepted, "reference_rejection": reference.rejection or ""})
+                           "reference_accepted": reference.accepted, "reference_rejection": reference.rejection or "",
+                           "reference_copies": [list(c) for c in reference.copies]})
 
     def observe(self, tables: dict[str, list[list[int]]], lengths: dict[str, int],
                 reference_tables: dict[str, list[list[int]]]) -> None:
@@ -43,7 +44,7 @@ class AdapterTrace:
 
     def write(self, path: Path) -> None:
         empty = {"accepted": True, "action": "Init", "copies": [], "lengths": {}, "params": [],
-                 "reference_accepted": True, "reference_rejection": "", "reference_tables": {}, "rejection": "",
+                 "reference_accepted": True, "reference_copies": [], "reference_rejection": "", "reference_tables": {}, "rejection": "",
                  "tables": {}}
         states = [({"index": 0, "action": "Init"}, empty)]
         for i, s in enumerate(self.steps, start=1):

@@ -24,6 +24,7 @@ from kvexact.conformance.adapter_border import (
     DEFAULT_SHRINK_SECONDS,
     AdapterUnusable,
     call_seconds,
+    first_problem,
     limited_factory,
     load_factory,
 )
@@ -142,30 +143,54 @@ def run_machine(spec: str, adapter: str | None, machine_settings_: settings, see
         machine = hypothesis.seed(seed)(machine)
     start = time.perf_counter()
     try:
-        with _shrink_budget(shrink_seconds):
+        with _shrink_budget(shrink_seconds) as stopped:
             run_state_machine_as_test(machine, settings=machine_settings_)
     except AdapterUnusable as exc:
         raise exc.error from None
     except Exception as exc:
+        _raise_adapter_problem(machine)
         text = f"{type(exc).__name__}: {exc}"
         notes = "\n".join(getattr(exc, "__notes__", []))
         m = _BLOB.search(notes)
+        steps = _falsifying_steps(notes, machine)
+        if stopped:
+            steps += f"\n  (shrinking stopped after {shrink_seconds:g} s, --shrink-seconds: these steps may not be minimal)"
         return MachineRun(spec, adapter or "reference", False, time.perf_counter() - start, dict(machine.stats),
-                          _rule_names(machine), text[:2000], (m.group(1), m.group(2)) if m else None,
-                          _falsifying_steps(notes, machine))
+                          _rule_names(machine), text[:2000], (m.group(1), m.group(2)) if m else None, steps)
+    _raise_adapter_problem(machine)
     return MachineRun(spec, adapter or "reference", True, time.perf_counter() - start, dict(machine.stats),
                       _rule_names(machine))
 
 
+def _raise_adapter_problem(machine: Any) -> None:
+    """An adapter problem met during the run wins over whatever Hypothesis made of it."""
+    problem = first_problem(getattr(machine, "sut_factory", None))
+    if problem is not None:
+        raise problem
+
+
 @contextlib.contextmanager
-def _shrink_budget(seconds: float) -> Iterator[None]:
-    """Hypothesis' shrink time limit set to ``seconds`` for the block (its documented monkeypatch point)."""
+def _shrink_budget(seconds: float) -> Iterator[list[bool]]:
+    """Hypothesis' shrink time limit set to ``seconds`` for the block (its documented monkeypatch point);
+    its warning that shrinking stopped (which says "five minutes") is replaced by a true entry in the
+    yielded list."""
     from hypothesis.internal.conjecture import engine
+    from hypothesis.reporting import current_reporter, with_reporter
+
+    stopped: list[bool] = []
+    relay = current_reporter()
+
+    def report(text: object) -> None:
+        if str(text).startswith("WARNING: Hypothesis has spent more than five minutes"):
+            stopped.append(True)
+        else:
+            relay(text)
 
     previous = engine.MAX_SHRINKING_SECONDS
     engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
     try:
-        yield
+        with with_reporter(report):
+            yield stopped
     finally:
         engine.MAX_SHRINKING_SECONDS = previous
 

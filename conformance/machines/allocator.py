@@ -86,6 +86,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     def _both(self, op: str, *args: Any) -> OpResult:
         """Apply ``op`` to the reference and (in lockstep) the SUT; they must agree on acceptance."""
+        self._observe()
         before = self.ref.digest()
         ref_result: OpResult = getattr(self.ref, op)(*args)
         if not ref_result.accepted and self.ref.digest() != before:
@@ -97,7 +98,6 @@ class AllocatorMachine(RuleBasedStateMachine):
         method = getattr(self.sut, op, None)
         if method is None:
             raise ConformanceFailure(f"{self.sut.name} has no {op}()")
-        self._observe()
         sut_result: OpResult = method(*args)
         if self.adapter_trace is not None:
             self.adapter_trace.step(op, args, sut_result, ref_result)

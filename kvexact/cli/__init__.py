@@ -61,7 +61,7 @@ class LazyGroup(click.Group):
 
 
 @click.group(cls=LazyGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(kvexact.__version__, prog_name="kvexact")
+@click.version_option(getattr(kvexact, "__version__", "unknown"), prog_name="kvexact")
 def cli() -> None:
     """kvexact: exact K/V-cache memory, specified in TLA+, model-checked, mirrored and tested."""
 
@@ -73,6 +73,9 @@ def bench() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script: maps click's outcomes onto kvexact's exit codes."""
+    from kvexact.cli.startup import refuse_shadowed_package
+
+    refuse_shadowed_package()
     try:
         rv = cli.main(args=argv, prog_name="kvexact", standalone_mode=False)
     except click.UsageError as exc:

@@ -7,7 +7,9 @@ argument and 3 when it could not run (``AdapterError.exit_code``), never as a co
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -82,10 +84,11 @@ def _write_traces(run: Any, repro: Path, out: Path, command: str) -> None:
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
-        try:
-            module.TestReproduction("runTest").runTest()
-        except Exception:
-            pass  # the failure is expected; the traces are what we wanted
+        with contextlib.redirect_stdout(io.StringIO()):  # Hypothesis prints the replayed example again
+            try:
+                module.TestReproduction("runTest").runTest()
+            except Exception:
+                pass  # the failure is expected; the traces are what we wanted
     finally:
         os.environ.pop("KVEXACT_TRACE_ALWAYS", None)
         if previous is None:

@@ -27,8 +27,10 @@ def _minutes(ctx: click.Context, param: click.Parameter, value: float) -> float:
 
 
 @contextmanager
-def _ticker(line: Callable[[], str], seconds: float = PROGRESS_SECONDS) -> Iterator[None]:
-    """Print ``line()`` every ``seconds`` from a helper thread while the block runs."""
+def _ticker(line: Callable[[], str], seconds: float | None = None) -> Iterator[None]:
+    """Print ``line()`` every ``seconds`` (default :data:`PROGRESS_SECONDS`) from a helper thread while the
+    block runs."""
+    seconds = seconds or PROGRESS_SECONDS
     stop = threading.Event()
 
     def tick() -> None:

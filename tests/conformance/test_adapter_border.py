@@ -1,0 +1,209 @@
+"""A broken ``--adapter`` is reported as such (one line, exit 2 or 3, a named AdapterProblem), before any
+example runs, by ``conform``, ``fuzz`` and the gate; an adapter call that never returns is stopped and named;
+a failure through an adapter prints its steps and writes the adapter's own trace."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from hypothesis import settings
+
+from kvexact.conformance.adapter_border import load_adapter
+from kvexact.conformance.runner import run_machine
+from kvexact.reference.adapters import AdapterError, AdapterProblem
+
+FEW = ["--no-kernels", "--examples", "3", "--steps", "8"]
+
+PROBES = {
+    "syntax": "def factory(config:\n    pass\n",
+    "signature": "from kvexact.conformance.simple_runtime import simple_runtime\n"
+                 "def none():\n    return simple_runtime(None)\n"
+                 "def two(config, extra):\n    return simple_runtime(config)\n",
+    "raises": "def factory(config):\n    raise RuntimeError('no device here')\n",
+    "not_adapter": "def factory(config):\n    return 42\n",
+    "missing": "from kvexact.conformance.simple_runtime import SimpleRuntimeAllocator\n"
+               "class NoRelease(SimpleRuntimeAllocator):\n    release = None\n"
+               "def factory(config):\n    return NoRelease(config)\n",
+    "bad_method": "from kvexact.conformance.simple_runtime import SimpleRuntimeAllocator\n"
+                  "class OneArgStart(SimpleRuntimeAllocator):\n"
+                  "    def start(self, request_id):\n        return super().start(request_id, [1])\n"
+                  "def factory(config):\n    return OneArgStart(config)\n",
+    "index_missing": "from kvexact.reference.peers.sglang_protocol import sglang_factory\n"
+                     "class NoEvict:\n    def __init__(self, inner):\n        self.inner = inner\n"
+                     "    def __getattr__(self, name):\n"
+                     "        if name == 'evict':\n            raise AttributeError(name)\n"
+                     "        return getattr(self.inner, name)\n"
+                     "def factory(config):\n    return NoEvict(sglang_factory(config))\n"
+                     "factory.adapter_protocol = 'prefix-index'\n",
+    "hangs": textwrap.dedent("""\
+        import threading
+        from kvexact.conformance.simple_runtime import SimpleRuntimeAllocator
+        NEVER = threading.Event()
+        class Hangs(SimpleRuntimeAllocator):
+            def start(self, request_id, prompt):
+                NEVER.wait()  # never set: the call does not return
+        def factory(config):
+            return Hangs(config)
+        """),
+    "raises_later": textwrap.dedent("""\
+        from kvexact.conformance.simple_runtime import simple_runtime
+        built = []
+        def factory(config):
+            built.append(1)
+            if len(built) > 2:  # the border's adapter and the first example's: then it breaks
+                raise MemoryError("out of device memory")
+            return simple_runtime(config)
+        """),
+}
+
+
+@pytest.fixture
+def probe(tmp_path, monkeypatch, request):
+    """``probe(kind)`` -> ``module:`` of a fresh module holding that broken adapter (a unique name per test)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    prefix = "kvx_probe_" + request.node.name.split("[")[0].removeprefix("test_")[:40]
+
+    def make(kind: str) -> str:
+        name = f"{prefix}_{kind}"
+        (tmp_path / f"{name}.py").write_text(PROBES[kind], encoding="utf-8")
+        return name
+
+    return make
+
+
+def _one_line_error(code: int, text: str, expected_code: int, *needles: str) -> None:
+    assert code == expected_code, text
+    assert "Traceback" not in text and "internal error" not in text and "FAILED" not in text, text
+    errors = [line for line in text.splitlines() if line.startswith("kvexact: error:")]
+    assert len(errors) == 1, text
+    for needle in needles:
+        assert needle in errors[0], text
+
+
+def test_adapter_not_importable_is_a_usage_error(kvexact_cli):
+    code, text = kvexact_cli(["conform", "--adapter", "kvx_no_such_module:factory", *FEW]).code_and_text
+    _one_line_error(code, text, 2, "kvx_no_such_module:factory", "cannot import")
+    with pytest.raises(AdapterError) as exc:
+        load_adapter("kvx_no_such_module:factory")
+    assert exc.value.problem is AdapterProblem.NOT_IMPORTABLE
+
+
+def test_adapter_module_with_a_syntax_error_is_a_usage_error(kvexact_cli, probe):
+    module = probe("syntax")
+    code, text = kvexact_cli(["conform", "--adapter", f"{module}:factory", *FEW]).code_and_text
+    _one_line_error(code, text, 2, f"{module}:factory", "syntax error", "line 1")
+    with pytest.raises(AdapterError) as exc:
+        load_adapter(f"{module}:factory")
+    assert exc.value.problem is AdapterProblem.IMPORT_FAILED
+
+
+@pytest.mark.parametrize("factory, missing", [("none", "too many positional arguments"),
+                                              ("two", "missing a required argument: 'extra'")])
+def test_factory_of_the_wrong_signature_is_a_usage_error(kvexact_cli, probe, factory, missing):
+    module = probe("signature")
+    code, text = kvexact_cli(["conform", "--adapter", f"{module}:{factory}", *FEW]).code_and_text
+    _one_line_error(code, text, 2, f"{module}:{factory}", "cannot be called as factory(config)", missing)
+    with pytest.raises(AdapterError) as exc:
+        load_adapter(f"{module}:{factory}")
+    assert exc.value.problem is AdapterProblem.FACTORY_SIGNATURE
+
+
+def test_factory_that_raises_could_not_run(kvexact_cli, probe):
+    module = probe("raises")
+    code, text = kvexact_cli(["conform", "--adapter", f"{module}:factory", *FEW]).code_and_text
+    _one_line_error(code, text, 3, f"{module}:factory", "the factory raised RuntimeError: no device here")
+    with pytest.raises(AdapterError) as exc:
+        load_adapter(f"{module}:factory")
+    assert exc.value.problem is AdapterProblem.FACTORY_RAISED
+
+
+def test_factory_that_raises_inside_a_machine_could_not_run(probe):
+    """The border's adapter builds; a later one raises: no conformance verdict, the named problem instead."""
+    module = probe("raises_later")
+    fast = settings(max_examples=3, stateful_step_count=5, deadline=None, database=None, derandomize=True)
+    load_adapter(f"{module}:factory")
+    with pytest.raises(AdapterError, match="out of device memory") as exc:
+        run_machine("KVAllocation", f"{module}:factory", fast, check_kernels=False)
+    assert exc.value.problem is AdapterProblem.FACTORY_RAISED and exc.value.exit_code == 3
+
+
+def test_object_that_is_not_an_adapter_is_a_usage_error(kvexact_cli, probe):
+    module = probe("not_adapter")
+    code, text = kvexact_cli(["conform", "--adapter", f"{module}:factory", *FEW]).code_and_text
+    _one_line_error(code, text, 2, f"{module}:factory", "int is not an adapter of the allocator protocol")
+    with pytest.raises(AdapterError) as exc:
+        load_adapter(f"{module}:factory")
+    assert exc.value.problem is AdapterProblem.NOT_AN_ADAPTER
+
+
+def test_adapter_missing_a_protocol_method_is_a_usage_error(kvexact_cli, probe):
+    module = probe("missing")
+    code, text = kvexact_cli(["conform", "--adapter", f"{module}:factory", *FEW]).code_and_text
+    _one_line_error(code, text, 2, f"{module}:factory", "NoRelease has no method release()")
+    with pytest.raises(AdapterError) as exc:
+        load_adapter(f"{module}:factory")
+    assert exc.value.problem is AdapterProblem.MISSING_METHOD
+
+
+def test_adapter_method_of_the_wrong_signature_is_a_usage_error(kvexact_cli, probe):
+    module = probe("bad_method")
+    code, text = kvexact_cli(["conform", "--adapter", f"{module}:factory", *FEW]).code_and_text
+    _one_line_error(code, text, 2, f"{module}:factory", "start(request_id)", "2 positional argument(s)")
+    with pytest.raises(AdapterError) as exc:
+        load_adapter(f"{module}:factory")
+    assert exc.value.problem is AdapterProblem.METHOD_SIGNATURE
+
+
+def test_prefix_index_adapter_missing_a_protocol_method_is_a_usage_error(probe):
+    module = probe("index_missing")
+    with pytest.raises(AdapterError, match=r"has no method evict\(\)") as exc:
+        load_adapter(f"{module}:factory")
+    assert exc.value.problem is AdapterProblem.MISSING_METHOD
+
+
+def test_broken_adapter_in_fuzz_and_the_gate(kvexact_cli, probe):
+    """The same border check in ``fuzz`` and ``gate``: a broken adapter ends before any check or round runs."""
+    missing, raises = probe("missing"), probe("raises")
+    code, text = kvexact_cli(["fuzz", "--minutes", "1", "--adapter", f"{missing}:factory"]).code_and_text
+    _one_line_error(code, text, 2, "has no method release()")
+    code, text = kvexact_cli(["gate", "--select", "negative-registry", "--adapter", f"{missing}:factory"]).code_and_text
+    _one_line_error(code, text, 2, "has no method release()")
+    code, text = kvexact_cli(["gate", "--select", "negative-registry", "--adapter", f"{raises}:factory"]).code_and_text
+    _one_line_error(code, text, 3, "the factory raised")
+
+
+def test_adapter_call_that_never_returns_is_stopped_and_named(kvexact_cli, probe):
+    module = probe("hangs")
+    code, text = kvexact_cli(["conform", "--adapter", f"{module}:factory", "--spec", "KVAllocation",
+                              "--call-timeout", "0.5", *FEW]).code_and_text
+    _one_line_error(code, text, 3, f"{module}:factory", "start('r", "did not return within 0.5 s")
+
+
+def test_adapter_call_that_never_returns_is_could_not_run_in_the_gate(probe):
+    from kvexact.gate.conformance_checks import _run
+    from kvexact.gate.framework import CheckCouldNotRun, GateContext
+
+    module = probe("hangs")
+    with pytest.raises(CheckCouldNotRun, match="did not return within 0.5 s"):
+        _run(GateContext(adapter=f"{module}:factory", call_timeout=0.5), f"{module}:factory")
+
+
+def test_a_failure_through_an_adapter_prints_its_steps_and_writes_the_adapters_trace(kvexact_cli, tmp_path):
+    """Shrinking bounded by --shrink-seconds; the report has the steps, a reproduction and the adapter's own
+    trace, in which the adapter's copies or tables differ from the reference's (the bug is in the trace)."""
+    out = tmp_path / "failures"
+    code, text = kvexact_cli(["conform", "--spec", "CowPublication", "--examples", "30", "--steps", "20",
+                              "--shrink-seconds", "1", "--out", str(out),
+                              "--adapter", "kvexact.conformance.simple_runtime:faulty_no_cow"]).code_and_text
+    assert code == 1 and "FAILED" in text, text
+    assert "conform: failing steps:" in text and "state.start(" in text, text
+    assert "pool_gauges_reconcile" not in text  # the invariant checks are left out of the steps
+    assert len(list(out.glob("test_repro_CowPublication_*.py"))) == 1
+    trace = out / "CowPublication.adapter.itf.json"
+    assert f"ITF trace of the adapter's steps in the failing example: {trace}" in text
+    doc = json.loads(trace.read_text())
+    states = doc["states"][1:]
+    assert states and {s["action"] for s in states} <= {"start", "append", "append_with_failure", "release", "fork"}
+    assert any(s["copies"] != s["reference_copies"] or s["tables"] != s["reference_tables"] for s in states)
