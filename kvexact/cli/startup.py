@@ -19,7 +19,7 @@ def shadowing_folders() -> list[str]:
     """The folders that stand in for the ``kvexact`` package (none when it is the real one)."""
     if hasattr(kvexact, "__version__"):
         return []
-    return [str(p) for p in getattr(kvexact, "__path__", [])] or [repr(kvexact)]
+    return list(dict.fromkeys(str(p) for p in getattr(kvexact, "__path__", []))) or [repr(kvexact)]
 
 
 def refuse_shadowed_package() -> None:

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
 
+from kvexact.conformance.adapter_border import load_factory
 from kvexact.conformance.machines import ConformanceFailure
 from kvexact.conformance.machines.allocator import machine_class
-from kvexact.conformance.runner import load_adapter_factory
 from kvexact.conformance.simple_runtime import SimpleRuntimeAllocator, faulty_no_cow
 from kvexact.reference.adapters import AdapterConfig, AdapterError, check_adapter
 
@@ -78,22 +78,25 @@ def test_wrong_attention_is_caught_by_numbers():
 
 def test_adapter_loading_errors():
     with pytest.raises(AdapterError, match="MODULE:FACTORY"):
-        load_adapter_factory("no_colon")
+        load_factory("no_colon")
     with pytest.raises(AdapterError, match="cannot import"):
-        load_adapter_factory("kvexact.no_such_module:f")
+        load_factory("kvexact.no_such_module:f")
     with pytest.raises(AdapterError, match="no callable 'nope'"):
-        load_adapter_factory("kvexact.conformance.simple_runtime:nope")
-    with pytest.raises(AdapterError, match=r"no method block_ids\(\)"):
+        load_factory("kvexact.conformance.simple_runtime:nope")
+    with pytest.raises(AdapterError, match="object is not an adapter of the allocator protocol"):
         check_adapter(object())
+    with pytest.raises(AdapterError, match=r"no method block_ids\(\)"):
+        check_adapter(type("NoBlockIds", (SimpleRuntimeAllocator,), {"block_ids": None})(AdapterConfig()))
 
 
-def test_conform_command(kvexact_cli):
+def test_conform_command(kvexact_cli, tmp_path):
     code, out = kvexact_cli(["conform", "--spec", "CowPublication", "--examples", "3", "--steps", "10"]).code_and_text
     assert code == 0 and "passed" in out and "examples=" in out
     code, out = kvexact_cli(["conform", "--adapter", "bogus"]).code_and_text
     assert code == 2 and "MODULE:FACTORY" in out
     code, out = kvexact_cli(["conform", "--spec", "CowPublication", "--examples", "30", "--steps", "20", "--no-shrink",
-                         "--adapter", "kvexact.conformance.simple_runtime:faulty_no_cow"]).code_and_text
+                         "--out", str(tmp_path), "--adapter", "kvexact.conformance.simple_runtime:faulty_no_cow"]
+                        ).code_and_text
     assert code == 1 and "FAILED" in out
 
 
