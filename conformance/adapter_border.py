@@ -21,6 +21,7 @@ import inspect
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -126,8 +127,14 @@ def load_adapter(spec: str, seconds: float | None = None) -> AdapterFactory:
 
 @contextmanager
 def _limit(seconds: float, what: Callable[[], str], label: str) -> Iterator[None]:
-    """Stop the block after ``seconds`` with :class:`AdapterUnusable` (main thread, seconds > 0 only)."""
+    """Stop the block after ``seconds`` with :class:`AdapterUnusable` (main thread, seconds > 0 only). An
+    outer timer (pytest-timeout's, say) is kept: it is re-armed with what is left of it afterwards, and when
+    it would fire first, the block runs under it alone."""
     if seconds <= 0 or threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+    outer_delay, outer_interval = signal.getitimer(signal.ITIMER_REAL)
+    if outer_delay and outer_delay <= seconds:
         yield
         return
 
@@ -136,6 +143,7 @@ def _limit(seconds: float, what: Callable[[], str], label: str) -> Iterator[None
 
     previous = signal.signal(signal.SIGALRM, overran)
     signal.setitimer(signal.ITIMER_REAL, seconds)
+    started = time.monotonic()
     try:
         yield
     except _Overran:
@@ -144,6 +152,9 @@ def _limit(seconds: float, what: Callable[[], str], label: str) -> Iterator[None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+        if outer_delay:
+            left = max(outer_delay - (time.monotonic() - started), 0.001)
+            signal.setitimer(signal.ITIMER_REAL, left, outer_interval)
 
 
 class LimitedAdapter:

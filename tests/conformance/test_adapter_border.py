@@ -207,3 +207,23 @@ def test_a_failure_through_an_adapter_prints_its_steps_and_writes_the_adapters_t
     states = doc["states"][1:]
     assert states and {s["action"] for s in states} <= {"start", "append", "append_with_failure", "release", "fork"}
     assert any(s["copies"] != s["reference_copies"] or s["tables"] != s["reference_tables"] for s in states)
+
+
+def test_the_call_limit_keeps_an_outer_timer_armed():
+    """pytest-timeout (and anything else) may have SIGALRM armed: a limited call leaves it armed after it."""
+    import signal
+
+    from kvexact.conformance.adapter_border import limited_factory
+    from kvexact.conformance.simple_runtime import simple_runtime
+    from kvexact.reference.adapters import AdapterConfig
+
+    previous = signal.signal(signal.SIGALRM, signal.SIG_IGN)
+    outer = signal.setitimer(signal.ITIMER_REAL, 1000.0)
+    try:
+        adapter = limited_factory(simple_runtime, "simple", 5.0)(AdapterConfig())
+        assert adapter.start("r0", [1, 2]).accepted
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 5.0  # the outer timer, not ours, nor disarmed
+        assert signal.getsignal(signal.SIGALRM) is signal.SIG_IGN
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, *outer)
+        signal.signal(signal.SIGALRM, previous)
