@@ -90,33 +90,33 @@ def test_adapter_not_importable_is_a_usage_error(kvexact_cli):
     assert exc.value.problem is AdapterProblem.NOT_IMPORTABLE
 
 
-def test_adapter_module_with_a_syntax_error_is_a_usage_error(kvexact_cli, probe):
-    module = probe("syntax")
-    code, text = kvexact_cli(["conform", "--adapter", f"{module}:factory", *FEW]).code_and_text
-    _one_line_error(code, text, 2, f"{module}:factory", "syntax error", "line 1")
+BROKEN = [  # (probe module, factory, exit code, what the one line says, the named problem)
+    pytest.param("syntax", "factory", 2, ("syntax error", "line 1"), AdapterProblem.IMPORT_FAILED,
+                 id="module_with_a_syntax_error"),
+    pytest.param("signature", "none", 2, ("cannot be called as factory(config)", "too many positional arguments"),
+                 AdapterProblem.FACTORY_SIGNATURE, id="factory_of_the_wrong_signature_no_parameter"),
+    pytest.param("signature", "two", 2, ("cannot be called as factory(config)", "missing a required argument: 'extra'"),
+                 AdapterProblem.FACTORY_SIGNATURE, id="factory_of_the_wrong_signature_two_parameters"),
+    pytest.param("raises", "factory", 3, ("the factory raised RuntimeError: no device here",),
+                 AdapterProblem.FACTORY_RAISED, id="factory_that_raises"),
+    pytest.param("not_adapter", "factory", 2, ("int is not an adapter of the allocator protocol",),
+                 AdapterProblem.NOT_AN_ADAPTER, id="object_that_is_not_an_adapter"),
+    pytest.param("missing", "factory", 2, ("NoRelease has no method release()",), AdapterProblem.MISSING_METHOD,
+                 id="adapter_missing_a_protocol_method"),
+    pytest.param("bad_method", "factory", 2, ("start(request_id)", "2 positional argument(s)"),
+                 AdapterProblem.METHOD_SIGNATURE, id="adapter_method_of_the_wrong_signature"),
+]
+
+
+@pytest.mark.parametrize("kind, factory, exit_code, says, problem", BROKEN)
+def test_broken_adapter_is_reported_as_such(kvexact_cli, probe, kind, factory, exit_code, says, problem):
+    """One line naming the adapter and what is wrong, exit 2 (bad argument) or 3 (could not run)."""
+    adapter = f"{probe(kind)}:{factory}"
+    code, text = kvexact_cli(["conform", "--adapter", adapter, *FEW]).code_and_text
+    _one_line_error(code, text, exit_code, adapter, *says)
     with pytest.raises(AdapterError) as exc:
-        load_adapter(f"{module}:factory")
-    assert exc.value.problem is AdapterProblem.IMPORT_FAILED
-
-
-@pytest.mark.parametrize("factory, missing", [("none", "too many positional arguments"),
-                                              ("two", "missing a required argument: 'extra'")])
-def test_factory_of_the_wrong_signature_is_a_usage_error(kvexact_cli, probe, factory, missing):
-    module = probe("signature")
-    code, text = kvexact_cli(["conform", "--adapter", f"{module}:{factory}", *FEW]).code_and_text
-    _one_line_error(code, text, 2, f"{module}:{factory}", "cannot be called as factory(config)", missing)
-    with pytest.raises(AdapterError) as exc:
-        load_adapter(f"{module}:{factory}")
-    assert exc.value.problem is AdapterProblem.FACTORY_SIGNATURE
-
-
-def test_factory_that_raises_could_not_run(kvexact_cli, probe):
-    module = probe("raises")
-    code, text = kvexact_cli(["conform", "--adapter", f"{module}:factory", *FEW]).code_and_text
-    _one_line_error(code, text, 3, f"{module}:factory", "the factory raised RuntimeError: no device here")
-    with pytest.raises(AdapterError) as exc:
-        load_adapter(f"{module}:factory")
-    assert exc.value.problem is AdapterProblem.FACTORY_RAISED
+        load_adapter(adapter)
+    assert exc.value.problem is problem and exc.value.exit_code == exit_code
 
 
 def test_factory_that_raises_inside_a_machine_could_not_run(probe):
@@ -127,33 +127,6 @@ def test_factory_that_raises_inside_a_machine_could_not_run(probe):
     with pytest.raises(AdapterError, match="out of device memory") as exc:
         run_machine("KVAllocation", f"{module}:factory", fast, check_kernels=False)
     assert exc.value.problem is AdapterProblem.FACTORY_RAISED and exc.value.exit_code == 3
-
-
-def test_object_that_is_not_an_adapter_is_a_usage_error(kvexact_cli, probe):
-    module = probe("not_adapter")
-    code, text = kvexact_cli(["conform", "--adapter", f"{module}:factory", *FEW]).code_and_text
-    _one_line_error(code, text, 2, f"{module}:factory", "int is not an adapter of the allocator protocol")
-    with pytest.raises(AdapterError) as exc:
-        load_adapter(f"{module}:factory")
-    assert exc.value.problem is AdapterProblem.NOT_AN_ADAPTER
-
-
-def test_adapter_missing_a_protocol_method_is_a_usage_error(kvexact_cli, probe):
-    module = probe("missing")
-    code, text = kvexact_cli(["conform", "--adapter", f"{module}:factory", *FEW]).code_and_text
-    _one_line_error(code, text, 2, f"{module}:factory", "NoRelease has no method release()")
-    with pytest.raises(AdapterError) as exc:
-        load_adapter(f"{module}:factory")
-    assert exc.value.problem is AdapterProblem.MISSING_METHOD
-
-
-def test_adapter_method_of_the_wrong_signature_is_a_usage_error(kvexact_cli, probe):
-    module = probe("bad_method")
-    code, text = kvexact_cli(["conform", "--adapter", f"{module}:factory", *FEW]).code_and_text
-    _one_line_error(code, text, 2, f"{module}:factory", "start(request_id)", "2 positional argument(s)")
-    with pytest.raises(AdapterError) as exc:
-        load_adapter(f"{module}:factory")
-    assert exc.value.problem is AdapterProblem.METHOD_SIGNATURE
 
 
 def test_prefix_index_adapter_missing_a_protocol_method_is_a_usage_error(probe):
