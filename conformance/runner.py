@@ -64,8 +64,11 @@ class MachineRun:
 
 def machine_settings(profile: str, examples: int | None = None, steps: int | None = None,
                      shrink: bool = True) -> settings:
+    """The profile's settings for a machine run. No explain phase: it replays the failing example under a
+    line tracer (through the Triton interpreter, minutes) for comments the step listing does not need."""
     base = settings.get_profile(profile)
-    phases = tuple(base.phases) if shrink else tuple(p for p in base.phases if p is not Phase.shrink)
+    dropped = {Phase.explain} if shrink else {Phase.explain, Phase.shrink}
+    phases = tuple(p for p in base.phases if p not in dropped)
     return settings(base, max_examples=examples or base.max_examples,
                     stateful_step_count=steps or base.stateful_step_count, deadline=None, print_blob=True,
                     report_multiple_bugs=False, phases=phases,
