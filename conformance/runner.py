@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +27,7 @@ from kvexact.conformance.adapter_border import (
     limited_factory,
     load_factory,
 )
+from kvexact.conformance.machines import failure_in_flight
 from kvexact.conformance.machines.allocator import machine_class
 from kvexact.reference.adapters import AdapterError, AdapterProblem, adapter_protocol
 
@@ -113,33 +113,45 @@ def _machine_class(spec: str, factory: Any, check_kernels: bool) -> Any:
     return machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
 
 
+class _BudgetSpent(BaseException):
+    """The run's wall-clock budget is spent (raised between examples, never while a failure is shrunk)."""
+
+
 def _counting_failures(machine: Any) -> Any:
-    """``machine`` whose stats count the failing examples (``failures``, shrinking's included)."""
+    """``machine`` whose stats count the failing examples (``failures``, shrinking's included) and which
+    ends the run between examples once ``stop_at`` (a ``time.monotonic()`` value, on the class) has passed,
+    unless a failure was seen."""
 
     def teardown(self: Any) -> None:
-        failing = sys.exc_info()[0] is not None  # Hypothesis tears down in a ``finally``
+        failing = failure_in_flight() is not None
         try:
             machine.teardown(self)
-        except BaseException:
+        except Exception:
             failing = True
             raise
         finally:
             if failing:
                 self.stats["failures"] = self.stats.get("failures", 0) + 1
+        stop_at = type(self).stop_at
+        if stop_at is not None and time.monotonic() >= stop_at and not self.stats.get("failures"):
+            raise _BudgetSpent()
 
-    return type(machine.__name__, (machine,), {"teardown": teardown})
+    return type(machine.__name__, (machine,), {"teardown": teardown, "stop_at": None})
 
 
 def run_machine(spec: str, adapter: str | None, machine_settings_: settings, seed: int | None = None,
                 check_kernels: bool = True, call_timeout: float | None = None,
                 shrink_seconds: float = DEFAULT_SHRINK_SECONDS,
-                watch: Callable[[dict[str, int]], None] | None = None) -> MachineRun:
+                watch: Callable[[dict[str, int]], None] | None = None, stop_at: float | None = None) -> MachineRun:
     """Run one machine; the adapter is ``module:factory`` (None: the reference is the system under test).
 
     Shrinking a failure stops after ``shrink_seconds`` (Hypothesis' own bound, ``MAX_SHRINKING_SECONDS``,
     is five minutes). Raises :class:`AdapterError` when the adapter could not be used (a call overran, the
-    factory raised): that is no conformance verdict. ``watch`` receives the run's live stats (for progress)."""
+    factory raised): that is no conformance verdict. ``watch`` receives the run's live stats (for progress);
+    past ``stop_at`` (``time.monotonic()``) the run ends after the example in progress, as passed, unless
+    a failure was seen (then it is shrunk and reported as usual)."""
     machine = build_machine(spec, adapter, check_kernels, call_timeout)
+    machine.stop_at = stop_at
     if watch is not None:
         watch(machine.stats)
     if seed is not None and not machine_settings_.derandomize:
@@ -150,6 +162,8 @@ def run_machine(spec: str, adapter: str | None, machine_settings_: settings, see
             run_state_machine_as_test(machine, settings=machine_settings_)
     except AdapterUnusable as exc:
         raise exc.error from None
+    except _BudgetSpent:
+        pass
     except Exception as exc:
         _raise_adapter_problem(machine)
         text = f"{type(exc).__name__}: {exc}"

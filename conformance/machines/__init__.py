@@ -8,8 +8,11 @@ kernel mirror of :mod:`kvexact.conformance.mirror`, the failure type and the rul
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any
+
+from hypothesis.errors import HypothesisException
 
 
 class ConformanceFailure(AssertionError):
@@ -26,3 +29,10 @@ def counted_rule(fn: Callable[..., None]) -> Callable[..., None]:
 
     return wrapper
 
+
+
+def failure_in_flight() -> BaseException | None:
+    """The failure propagating through a ``teardown`` (Hypothesis tears down in a ``finally``), if any: an
+    ``Exception`` that is not one of Hypothesis' own control exceptions (end of data, rejected example)."""
+    exc = sys.exc_info()[1]
+    return exc if isinstance(exc, Exception) and not isinstance(exc, HypothesisException) else None

@@ -16,7 +16,6 @@ unchanged. Subclass :class:`AllocatorMachine` (set ``sut_factory``) to run it fr
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -25,7 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kvexact.conformance.adapter_trace import AdapterTrace
-from kvexact.conformance.machines import ConformanceFailure, counted_rule
+from kvexact.conformance.machines import ConformanceFailure, counted_rule, failure_in_flight
 from kvexact.conformance.mirror import DevicePool, mirror_step
 from kvexact.reference.adapters import AdapterConfig, OpResult, ReferenceAdapter, check_adapter
 from kvexact.reference.pool import QueuePolicy
@@ -330,7 +329,8 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.stats["steps"] = self.stats.get("steps", 0) - 1  # the invariant also ran once before any rule
         self.stats["device_writes"] = self.stats.get("device_writes", 0) + self.device.writes
         self.stats["device_copies"] = self.stats.get("device_copies", 0) + self.device.copies
-        first: BaseException | None = sys.exc_info()[1]  # Hypothesis tears down in a ``finally``
+        failing = failure_in_flight()
+        first: BaseException | None = failing
         try:
             self.check_attention()
         except BaseException as exc:  # still validate (and write) the trace, then report the first failure
@@ -342,7 +342,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         except BaseException as exc:
             first = first or exc
         super().teardown()
-        if first is not None and first is not sys.exc_info()[1]:
+        if first is not None and first is not failing:
             raise first
 
     def _write_adapter_trace(self, failed: bool) -> None:

@@ -48,7 +48,7 @@ def _ticker(line: Callable[[], str], seconds: float | None = None) -> Iterator[N
 
 @click.command()
 @click.option("--minutes", type=float, required=True, callback=_minutes,
-              help="Wall-clock budget (checked between rounds).")
+              help="Wall-clock budget (checked after every example).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; each round adds one.")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY", help="System under test (default: reference).")
 @click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation"]),
@@ -64,9 +64,9 @@ def _ticker(line: Callable[[], str], seconds: float | None = None) -> Iterator[N
 def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink, call_timeout, shrink_seconds) -> int:
     """Fuzz until the budget is spent or a failure is found (then write a replayable reproduction).
 
-    The budget is checked between rounds of --examples-per-round examples, so a round in progress
-    finishes (and a failure's shrinking, bounded by --shrink-seconds, completes) before the command
-    returns; a progress line (examples, steps, failures so far) comes at least every ten seconds."""
+    The budget is checked after every example, so the example in progress finishes (and a failure's
+    shrinking, bounded by --shrink-seconds, completes) before the command returns; a progress line
+    (examples, steps, failures so far) comes at least every ten seconds."""
     from hypothesis import settings
 
     from kvexact.cli.conform import machines_to_run
@@ -96,7 +96,8 @@ def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink, 
         try:
             with _ticker(progress):
                 run = run_machine(spec, adapter, s, seed + round_no, call_timeout=call_timeout,
-                                  shrink_seconds=shrink_seconds, watch=lambda stats: live.update(stats=stats))
+                                  shrink_seconds=shrink_seconds, watch=lambda stats: live.update(stats=stats),
+                                  stop_at=deadline)
         except AdapterError as exc:
             raise as_click_error(exc) from None
         round_no += 1

@@ -69,3 +69,16 @@ def test_a_clone_folder_named_kvexact_on_pythonpath_gives_a_clear_error(tmp_path
     assert "Traceback" not in r.stderr and "__version__" not in r.stderr
     assert f"the folder {tmp_path / 'kvexact'} shadows the installed kvexact package" in r.stderr
     assert f"remove {tmp_path} from PYTHONPATH" in r.stderr
+
+
+def test_fuzz_budget_is_checked_after_every_example():
+    """A spent budget ends the run after the example in progress (fuzz passes its deadline as stop_at)."""
+    from hypothesis import settings
+
+    from kvexact.conformance.runner import run_machine
+
+    many = settings(max_examples=50, stateful_step_count=5, deadline=None, database=None, derandomize=True)
+    run = run_machine("Revocation", None, many, stop_at=0.0)
+    assert run.passed and run.examples == 1 and run.stats.get("failures", 0) == 0
+    run = run_machine("Revocation", None, settings(many, max_examples=3))
+    assert run.passed and run.examples >= 3
