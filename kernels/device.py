@@ -10,13 +10,14 @@ overrides it before it settles, and ``KVEXACT_DEVICE`` carries a choice to subpr
 makes its tensors only through the factories below (``tests/kernels/test_kernels_device_policy.py``
 enforces it), so a native kernel never sees a host pointer.
 
-This module imports nothing but the standard library and torch (the bare GPU stack); ``click_option`` imports
-click only when called.
+This module imports nothing but the standard library and torch (the bare GPU stack), and Triton only to check
+one that is already imported; ``click_option`` imports click only when called.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 from kvexact.kernels.errors import DeviceError, DeviceRejection
@@ -68,7 +69,11 @@ def select(name: str | None) -> None:
 
 
 def settle() -> str:
-    """The device name, fixing it (and ``TRITON_INTERPRET``) on the first call."""
+    """The device name, fixing it (and ``TRITON_INTERPRET``) on the first call.
+
+    Raises :class:`DeviceError` TRITON_IMPORTED_FIRST when Triton was imported (by a runtime, an adapter)
+    under the other mode: its own ``@triton.jit`` library functions (``tl.max``, ``tl.sum``...) were built
+    then, and a kernel calling them would fail inside the interpreter or the compiler."""
     global _settled
     if _settled is None:
         name = _chosen or default_name()
@@ -76,8 +81,23 @@ def settle() -> str:
             os.environ["TRITON_INTERPRET"] = "1"
         else:
             os.environ.pop("TRITON_INTERPRET", None)
+        _refuse_triton_built_for_other_mode(name)
         _settled = name
     return _settled
+
+
+def _refuse_triton_built_for_other_mode(name: str) -> None:
+    if "triton.language.standard" not in sys.modules:
+        return
+    from triton.language import standard
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if isinstance(standard.max, InterpretedFunction) != (name == "cpu"):
+        mode = "interpreter" if name == "cpu" else "compiler"
+        raise DeviceError(DeviceRejection.TRITON_IMPORTED_FIRST,
+                          f"triton was imported before kvexact chose the {name} device, so its library functions "
+                          f"were not built for the {mode}; call kvexact.kernels.device.settle() before importing "
+                          "anything that imports triton")
 
 
 def interpreted() -> bool:

@@ -51,6 +51,7 @@ class DeviceRejection(enum.Enum):
     UNKNOWN_DEVICE = "a device name other than cpu or cuda"
     NO_CUDA = "CUDA was asked for but torch sees no CUDA device"
     ALREADY_SETTLED = "the device was already chosen (and the kernels built for it) before this request"
+    TRITON_IMPORTED_FIRST = "triton was imported under the other interpreter mode before the device settled"
 
 
 class DeviceError(_Base, ValueError):

@@ -2,7 +2,8 @@
 
 Invariant: a live adapter module imports only after :func:`require` found the exact supported version;
 otherwise importing it raises :class:`UnsupportedRuntime` (an ImportError, so ``--adapter`` reports it
-as one line and exits 2).
+as one line and exits 2). :func:`require` settles the kernels' device policy first: the runtimes import
+Triton, whose library functions are built for the interpreter or the compiler at that import.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import enum
 from importlib import metadata
 
+from kvexact.kernels import device
 from kvexact.reference.rejections import Rejected
 
 SUPPORTED = {"vllm": "0.33.0", "sglang": "0.5.23"}
@@ -29,6 +31,7 @@ class UnsupportedRuntime(Rejected, ImportError):
 
 def require(package: str) -> str:
     """The installed version of ``package`` if it is the supported one; else :class:`UnsupportedRuntime`."""
+    device.settle()  # before the runtime imports triton (TRITON_INTERPRET is read when triton builds tl.*)
     want = SUPPORTED[package]
     try:
         found = metadata.version(package)

@@ -36,13 +36,14 @@ from vllm.v1.request import Request  # noqa: E402
 MAX_MODEL_LEN = 1 << 20
 
 
-def new_manager(num_blocks: int, block_size: int) -> KVCacheManager:
-    """A real manager over one full-attention group (caching on, events off, sha256 hashes)."""
+def new_manager(num_blocks: int, block_size: int, events: bool = False) -> KVCacheManager:
+    """A real manager over one full-attention group (caching on, KV events when asked, sha256 hashes)."""
     spec = FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
     config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
                            kv_cache_groups=[KVCacheGroupSpec(["layer.0"], spec)])
     return KVCacheManager(config, max_model_len=MAX_MODEL_LEN, scheduler_block_size=block_size,
-                          hash_block_size=block_size, enable_caching=True)
+                          hash_block_size=block_size, enable_caching=True,
+                          enable_kv_cache_events=events)
 
 
 def project(manager: KVCacheManager) -> dict[str, Any]:
@@ -160,6 +161,60 @@ class LiveVllmAdapter:
         text = repr([project(m) for m in self.managers]) + repr(sorted(
             (rid, list(rs[0].all_token_ids)) for rid, rs in self.requests.items()))
         return hashlib.sha256(text.encode()).hexdigest()
+
+
+class EventDriver:
+    """One real manager with KV events on, behind ``vllm_wire.random_stream_log``'s workload calls; a
+    refused call changes nothing (a refused decode drops its tokens and the hashes they completed)."""
+
+    def __init__(self, num_blocks: int, block_size: int):
+        init_none_hash(sha256)
+        self.hasher = get_request_block_hasher(block_size, sha256)
+        self.manager = new_manager(num_blocks, block_size, events=True)
+        self.requests: dict[str, Request] = {}
+
+    def allocate(self, request_id: str, tokens: Sequence[int]) -> bool | None:
+        request = Request(request_id, list(tokens), SamplingParams(max_tokens=MAX_MODEL_LEN), None,
+                          block_hasher=self.hasher)
+        blocks, hit, _boundary = self.manager.get_computed_blocks(request)
+        if self.manager.allocate_slots(request, request.num_tokens - hit, hit, blocks) is None:
+            return None
+        request.num_computed_tokens = request.num_tokens
+        self.requests[request_id] = request
+        return True
+
+    def append(self, request_id: str, tokens: Sequence[int]) -> bool | None:
+        request = self.requests[request_id]
+        num_hashes, num_tokens = len(request.block_hashes), request.num_tokens
+        request.append_output_token_ids(list(tokens))
+        if self.manager.allocate_slots(request, len(tokens)) is None:
+            del request._output_token_ids[len(request._output_token_ids) - len(tokens):]
+            del request._all_token_ids[num_tokens:], request.block_hashes[num_hashes:]
+            return None
+        request.num_computed_tokens = request.num_tokens
+        return True
+
+    def free(self, request_id: str) -> None:
+        self.manager.free(self.requests.pop(request_id))
+
+    def reset_prefix_cache(self) -> bool:
+        return self.manager.reset_prefix_cache()
+
+    def take_events(self) -> list[Any]:
+        return self.manager.take_events()
+
+
+def record_event_log(seed: int, ops: int, num_blocks: int = 9, block_size: int = 2) -> bytes:
+    """vLLM's own KV events under ``vllm_wire.random_stream_log``'s workload, as its publisher serializes
+    them: one MessagePack ``KVEventBatch`` per operation that emitted events, concatenated."""
+    import msgspec
+    from vllm.distributed.kv_events import KVEventBatch
+
+    from kvexact.reference.peers.vllm_wire import random_stream_log
+
+    batches = random_stream_log(seed, ops, num_blocks, block_size, driver=EventDriver(num_blocks, block_size))
+    encoder = msgspec.msgpack.Encoder()
+    return b"".join(encoder.encode(KVEventBatch(ts=0.0, events=list(events))) for events in batches)
 
 
 def factory(config: AdapterConfig) -> LiveVllmAdapter:

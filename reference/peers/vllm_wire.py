@@ -114,38 +114,53 @@ class Publisher:
         self._ctx.term()
 
 
-def random_stream_log(seed: int, ops: int, num_blocks: int = 9, block_size: int = 2, max_running: int = 2,
-                      stream_tokens: int = 14) -> list[tuple[bp.KVEvent, ...]]:
-    """The profile's event batches under a random workload: requests that replay one shared token stream
-    (prefixes of it, extended by decode steps), frees and prefix-cache resets; one batch per operation."""
-    import random
+class _ProfileDriver:
+    """The profile's manager with events on, behind the workload's five calls."""
 
-    from kvexact.reference.peers.vllm_adapter import VllmAdapter
+    def __init__(self, num_blocks: int, block_size: int):
+        from kvexact.reference.peers.vllm_adapter import VllmAdapter
+
+        self.adapter = VllmAdapter(num_blocks, block_size, enable_kv_cache_events=True)
+        self.allocate, self.append = self.adapter.allocate, self.adapter.append
+        self.free, self.reset_prefix_cache = self.adapter.free, self.adapter.reset_prefix_cache
+
+    def take_events(self) -> tuple[bp.KVEvent, ...]:
+        self.adapter.trace.clear()
+        self.adapter.manager, events = self.adapter.manager.take_events()
+        return tuple(events)
+
+
+def random_stream_log(seed: int, ops: int, num_blocks: int = 9, block_size: int = 2, max_running: int = 2,
+                      stream_tokens: int = 14, driver: Any = None) -> list[tuple[Any, ...]]:
+    """The event batches of ``driver`` (default: the profile) under a random workload: requests that replay
+    one shared token stream (prefixes of it, extended by decode steps), frees and prefix-cache resets; one
+    batch per operation. A driver has ``allocate(rid, tokens)`` (None when refused), ``append(rid, tokens)``
+    (None when refused), ``free(rid)``, ``reset_prefix_cache()`` and ``take_events()``."""
+    import random
 
     rng = random.Random(seed)
     stream = [rng.randrange(1 << 15) for _ in range(stream_tokens)]
-    adapter = VllmAdapter(num_blocks, block_size, enable_kv_cache_events=True)
+    driver = driver or _ProfileDriver(num_blocks, block_size)
     running: dict[str, int] = {}
     batches = []
     for op in range(ops):
         roll = rng.random()
         if roll < 0.4 and len(running) < max_running:
             n = rng.randrange(1, stream_tokens - 2)
-            if adapter.allocate(f"q{op}", stream[:n]) is not None:
+            if driver.allocate(f"q{op}", stream[:n]) is not None:
                 running[f"q{op}"] = n
         elif roll < 0.7 and running:
             rid = rng.choice(sorted(running))
             n, k = running[rid], rng.randrange(1, 4)
-            if n + k <= stream_tokens and adapter.append(rid, stream[n:n + k]) is not None:
+            if n + k <= stream_tokens and driver.append(rid, stream[n:n + k]) is not None:
                 running[rid] = n + k
         elif roll < 0.97 and running:
             rid = rng.choice(sorted(running))
-            adapter.free(rid)
+            driver.free(rid)
             del running[rid]
         else:
-            adapter.reset_prefix_cache()
-        adapter.trace.clear()
-        adapter.manager, events = adapter.manager.take_events()
+            driver.reset_prefix_cache()
+        events = driver.take_events()
         if events:
             batches.append(events)
     return batches

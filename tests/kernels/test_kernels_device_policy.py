@@ -255,3 +255,39 @@ def test_a_decode_launch_captured_in_a_cuda_graph_replays_on_new_queries():
     want = paged.paged_decode_attention(inp.query, inp.key_cache, inp.value_cache, inp.block_table,
                                         inp.seq_lens, num_splits=3)
     assert torch.equal(out, want)
+
+
+# ---- triton imported before the policy settled (a live runtime imports it) --------------------------------
+
+TRITON_FIRST = """
+import os, sys
+os.environ.pop("TRITON_INTERPRET", None)
+import triton.language  # what vLLM does at import: tl.max, tl.sum... are built for the compiler
+from kvexact.kernels import device
+from kvexact.kernels.errors import DeviceError
+device.select("cpu")
+try:
+    device.settle()
+except DeviceError as e:
+    print(e.reason.name)
+"""
+
+SETTLED_FIRST = """
+from kvexact.kernels import device
+device.select("cpu")
+device.settle()
+import triton.language.standard as standard  # imported after: built for the interpreter
+from triton.runtime.interpreter import InterpretedFunction
+print(isinstance(standard.max, InterpretedFunction))
+"""
+
+
+@pytest.mark.skipif(dev.cuda_available(), reason="the interpreter mode is what this checks")
+def test_triton_imported_before_settling_is_refused_by_name():
+    """Triton builds its library functions for the mode ``TRITON_INTERPRET`` has at its import; a kernel run in
+    the interpreter that calls one built for the compiler fails ("Cannot call @triton.jit'd outside of the
+    scope of a kernel"), so settling then is refused by name instead."""
+    first = subprocess.run([sys.executable, "-c", TRITON_FIRST], capture_output=True, text=True)
+    assert first.stdout.strip() == DeviceRejection.TRITON_IMPORTED_FIRST.name, first.stderr[-2000:]
+    settled = subprocess.run([sys.executable, "-c", SETTLED_FIRST], capture_output=True, text=True)
+    assert settled.stdout.strip() == "True", settled.stderr[-2000:]

@@ -33,10 +33,12 @@ def test_differential_finds_no_divergence(runtime_python, runtime):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("adapter, machine", [("vllm", "KVAllocation"), ("sglang", "Radix")])
+@pytest.mark.parametrize("adapter, machine", [("vllm", "KVAllocation"), ("vllm", "CowPublication"),
+                                              ("sglang", "Radix")])
 def test_live_adapter_passes_the_gate_machine(runtime_python, adapter, machine):
+    """With the kernels: the runtimes import Triton, so the adapters settle the interpreter mode first."""
     r = _cli(runtime_python, "conform", "--adapter", f"kvexact.conformance.live.{adapter}:factory", "--spec", machine,
-             "--examples", "4", "--steps", "12", "--no-kernels")
+             "--examples", "3", "--steps", "8")
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert machine in r.stdout
 
@@ -112,3 +114,54 @@ def test_issue_streams_on_the_real_runtimes_match_the_profiles(runtime_python):
     assert allocator.free_pages == real["s1_free"] == [1, 2, 3, 4, 5, 6, 7, 8]
     assert real["s2_last_node"] == "None" and RadixCache(disable=True).insert([1, 2, 3]).last_device_node is None
     assert real["s3"] == "AssertionError"
+
+
+def _dropped_store(events):
+    """(i, k): event i is the only copy of a hash stored before, whose next touch is event k removing it."""
+    copies: dict = {}
+    stored: set = set()
+    for i, ev in enumerate(events):
+        if ev.kind == "AllBlocksCleared":
+            copies.clear()
+            continue
+        if ev.kind == "BlockStored" and len(ev.hashes) == 1 and ev.hashes[0] in stored and not copies.get(ev.hashes[0]):
+            h = ev.hashes[0]
+            for k in range(i + 1, len(events)):
+                later = events[k]
+                if later.kind == "BlockRemoved" and h in later.hashes:
+                    return i, k
+                if later.kind == "AllBlocksCleared" or h in later.hashes or later.parent == h:
+                    break
+        for h in ev.hashes:
+            copies[h] = copies.get(h, 0) + (1 if ev.kind == "BlockStored" else -1)
+            stored.add(h)
+    return None
+
+
+@pytest.mark.slow
+def test_an_event_log_recorded_from_the_live_vllm_validates_and_a_dropped_store_is_rejected(runtime_python, tmp_path):
+    """vLLM's own KV events (its KVCacheManager with events on, its msgpack KVEventBatch encoding) under the
+    profile logs' workload validate against KVAllocation; dropping one store fails at the removal it leaves
+    unexplained."""
+    from kvexact.conformance import vllm_events as ve
+    from kvexact.conformance.partial_trace import PartialRejection
+
+    path = tmp_path / "live.msgpack"
+    r = run_in(runtime_python, "-c", "import sys; from kvexact.conformance.live.vllm import record_event_log; "
+               f"open({str(path)!r}, 'wb').write(record_event_log(0, 120))")
+    assert r.returncode == 0, r.stderr[-3000:]
+    raw = ve.read_events(path)
+    assert len(raw) >= 40
+    result = ve.validate_events(raw, blocks=8, requests=2)
+    assert result.ok, result.summary()
+    cli = _cli(runtime_python, "validate-trace", "--events", "vllm", str(path),
+               "--blocks", "8")
+    assert cli.returncode == 0, cli.stdout + cli.stderr[-2000:]
+    events = [ev for _w, ev in ve.normalize(raw)]
+    picked = _dropped_store(events)
+    assert picked is not None, "the workload must store a hash again and later evict it"
+    i, k = picked
+    rejected = ve.validate_events(raw[:i] + raw[i + 1:], blocks=8, requests=2)
+    assert not rejected.ok and rejected.failure.index == k  # 1-based in the log without event i
+    assert rejected.failure.rejection is PartialRejection.UNEXPLAINED
+    assert "is not cached before the step" in rejected.failure.nearest.reason
