@@ -59,7 +59,13 @@ class MachineRun:
         return self.stats.get("steps", 0)
 
     def rules_fired(self) -> list[str]:
+        """Rules that ran with everything they need (a call that found an optional adapter method
+        missing does not count)."""
         return [r for r in self.rules if self.stats.get(f"rule:{r}", 0)]
+
+    def missing_methods(self) -> list[str]:
+        """Optional adapter methods a rule needed and the adapter lacks."""
+        return sorted(k.split(":", 1)[1] for k in self.stats if k.startswith("missing:"))
 
 
 def machine_settings(profile: str, examples: int | None = None, steps: int | None = None,
@@ -225,6 +231,9 @@ def _falsifying_steps(notes: str, machine: Any) -> str:
 
 
 def _rule_names(machine: Any) -> tuple[str, ...]:
+    """The rules the machine can fire (its own ``rule_names`` when it narrows them to its spec)."""
+    if hasattr(machine, "rule_names"):
+        return tuple(machine.rule_names())
     return tuple(sorted(n for n in dir(machine) if hasattr(getattr(machine, n, None), "hypothesis_stateful_rule")))
 
 
@@ -267,10 +276,13 @@ def summary_line(run: MachineRun) -> str:
     return (f"{run.spec:15} {run.adapter:24} {'passed' if run.passed else 'FAILED':7} "
             f"examples={run.examples} steps={run.steps} rules={len(fired)}/{len(run.rules)} "
             f"attention_checks={run.stats.get('attention_checks', 0)} trace_steps={run.stats.get('trace_steps', 0)} "
-            f"copies={run.stats.get('device_copies', 0)} ({run.seconds:.1f}s)")
+            f"copies={run.stats.get('device_copies', 0)} ({run.seconds:.1f}s)"
+            + (f"\n  {run.adapter} lacks optional methods {', '.join(run.missing_methods())}: the rules that "
+               f"need them did not run (not fired: {', '.join(sorted(set(run.rules) - set(fired)))})"
+               if run.missing_methods() else ""))
 
 
 def stats_figures(run: MachineRun) -> dict[str, Any]:
     return {"examples": run.examples, "steps": run.steps, "rules_fired": len(run.rules_fired()),
-            "rules": len(run.rules), "attention_checks": run.stats.get("attention_checks", 0),
+            "rules": len(run.rules), "missing_methods": run.missing_methods(), "attention_checks": run.stats.get("attention_checks", 0),
             "trace_steps": run.stats.get("trace_steps", 0), "cow_copies": run.stats.get("device_copies", 0)}

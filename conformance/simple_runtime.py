@@ -1,12 +1,14 @@
 """A small stand-alone block allocator written the way a runtime would, behind the adapter protocol.
 
 It exists for two reasons: it is the worked example of wiring one's own allocator into the machines
-(README, "Wiring your runtime"), and with ``copy_on_write=False`` it is the in-tree faulty allocator
-(a mutant that appends in place into a shared partial tail) that the gate must catch.
+(README, "Wiring your runtime"), and it is the in-tree faulty allocator the gate must catch: with
+``copy_on_write=False`` it appends in place into a shared partial tail; with ``bump_generation=False`` it
+hands a freed block to a new owner under its old generation, so a delayed writer still holding the old
+handle writes into another request's block (the ABA of 0x05F).
 
 Invariants (of the correct variant): a block's refcount is the number of request tables that map it; a
-block with refcount 0 is on the free list; an append never writes into a block with refcount > 1;
-a rejected operation changes nothing.
+block with refcount 0 is on the free list; an append never writes into a block with refcount > 1; a
+block's generation advances each time it leaves the free list; a rejected operation changes nothing.
 """
 
 from __future__ import annotations
@@ -21,14 +23,18 @@ class SimpleRuntimeAllocator:
     name = "simple-runtime"
     lockstep = True
 
-    def __init__(self, config: AdapterConfig, copy_on_write: bool = True):
+    def __init__(self, config: AdapterConfig, copy_on_write: bool = True, bump_generation: bool = True):
         self.config = config
         self.copy_on_write = copy_on_write
+        self.bump_generation = bump_generation
         if not copy_on_write:
             self.name = "faulty-no-cow"
+        if not bump_generation:
+            self.name = "faulty-stale-generation"
         ids = list(range(1, config.blocks_per_group + 1))
         self.free = [deque(ids) for _ in range(config.num_groups)]
         self.refs = [dict.fromkeys(ids, 0) for _ in range(config.num_groups)]
+        self.gens = [dict.fromkeys(ids, 0) for _ in range(config.num_groups)]
         self.tables: dict[str, list[list[int]]] = {}
         self.lengths: dict[str, int] = {}
 
@@ -38,6 +44,8 @@ class SimpleRuntimeAllocator:
     def _take(self, group: int) -> int:
         block = self.free[group].popleft()
         self.refs[group][block] = 1
+        if self.bump_generation:
+            self.gens[group][block] += 1
         return block
 
     def _drop(self, group: int, block: int) -> None:
@@ -114,6 +122,19 @@ class SimpleRuntimeAllocator:
         del self.lengths[request_id]
         return OpResult(True)
 
+    def generation(self, group: int, block_id: int) -> int:
+        """The block's current generation (what a handle to it carries)."""
+        return self.gens[group][block_id]
+
+    def stale_write(self, group: int, block_id: int, generation: int) -> OpResult:
+        """A delayed writer presents the handle ``(group, block_id, generation)``: the generation fence
+        refuses an old generation, and a free block has no owner to write for."""
+        if generation != self.gens[group][block_id]:
+            return OpResult(False, "STALE_BLOCK_GENERATION")
+        if self.refs[group][block_id] == 0:
+            return OpResult(False, "HANDLE_NOT_OWNED")
+        return OpResult(True)  # the runtime writes the delayed row into the block
+
     def table(self, request_id: str, group: int) -> list[int]:
         return list(self.tables[request_id][group])
 
@@ -140,3 +161,9 @@ def simple_runtime(config: AdapterConfig) -> SimpleRuntimeAllocator:
 def faulty_no_cow(config: AdapterConfig) -> SimpleRuntimeAllocator:
     """``--adapter kvexact.conformance.simple_runtime:faulty_no_cow``: appends into shared tails (a bug)."""
     return SimpleRuntimeAllocator(config, copy_on_write=False)
+
+
+def faulty_stale_generation(config: AdapterConfig) -> SimpleRuntimeAllocator:
+    """``--adapter kvexact.conformance.simple_runtime:faulty_stale_generation``: reuses a freed block
+    without advancing its generation, so a delayed writer's old handle still passes the fence (a bug)."""
+    return SimpleRuntimeAllocator(config, bump_generation=False)

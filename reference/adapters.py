@@ -76,10 +76,16 @@ class AllocatorAdapter(Protocol):
 # method -> how many positional arguments the machines pass it
 REQUIRED_METHODS = {"block_ids": 1, "start": 2, "append": 2, "release": 1, "table": 2, "length": 1,
                     "self_check": 0}
-# used when present: fork(parent, child); truncate(request, keep_tokens) (KVAllocation); cache(request)
-# (publish full blocks as prefix identities, KVAllocation); append_with_failure(request, token) (append
-# with a fault after the first group's reservation: must roll back, 0x04F)
-OPTIONAL_METHODS = {"fork": 2, "truncate": 2, "cache": 1, "append_with_failure": 2}
+# Used when present (a missing one is reported by the run, and the rules that need it do not count as
+# fired): fork(parent, child); truncate(request, keep_tokens) (KVAllocation); cache(request) (publish full
+# blocks as prefix identities, KVAllocation); evict(prefix) (drop the identity of a cached full-block
+# prefix); append_with_failure(request, token) (append with a fault after the first group's reservation:
+# must roll back, 0x04F); the generation fence of 0x05F: generation(group, block_id) -> int (the
+# generation a handle to the block carries now) with stale_write(group, block_id, generation) -> OpResult
+# (a delayed writer presents that handle; the adapter must refuse it once the block was freed, whether or
+# not it has been reused since). digest() -> str, when present, must be unchanged by rejections.
+OPTIONAL_METHODS = {"fork": 2, "truncate": 2, "cache": 1, "evict": 1, "append_with_failure": 2, "generation": 2,
+                    "stale_write": 3}
 
 AdapterFactory = Callable[[Any], Any]
 
@@ -298,8 +304,12 @@ class ReferenceAdapter:
             return OpResult(False, "CACHE_IDENTITY_MISSING")
         return self._run(lambda: lifecycle.evict(self.alloc, key))
 
-    def stale_write(self, handle: BlockHandle) -> OpResult:
-        """The delayed writer presents ``handle`` (0x05F); once fenced, it holds no handle any more."""
+    def generation(self, group: int, block_id: int) -> int:
+        return self.alloc.pools[group].blocks[block_id].generation
+
+    def stale_write(self, group: int, block_id: int, generation: int) -> OpResult:
+        """The delayed writer presents its handle (0x05F); once fenced, it holds no handle any more."""
+        handle = BlockHandle(self.alloc.pools[group].config.pool_id, group, block_id, generation)
         result = self._run(lambda: lifecycle.delayed_write(self.alloc, handle, 0, 1))
         if result.rejection in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"):
             self.delayed_writer = None

@@ -20,15 +20,17 @@ class ConformanceFailure(AssertionError):
 
 
 def counted_rule(fn: Callable[..., None]) -> Callable[..., None]:
-    """Count each call of a rule in the machine's stats (``rule:<name>``), for rule coverage."""
+    """Count each call of a rule in the machine's stats (``rule:<name>``), for rule coverage. A call that
+    found the system under test lacking the optional method it needs (:func:`lacks`) does not count."""
 
     @functools.wraps(fn)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
-        self._count(f"rule:{fn.__name__}")
+        self._lacking = None
         fn(self, *args, **kwargs)
+        if self._lacking is None:
+            self._count(f"rule:{fn.__name__}")
 
     return wrapper
-
 
 
 def failure_in_flight() -> BaseException | None:
@@ -36,3 +38,13 @@ def failure_in_flight() -> BaseException | None:
     ``Exception`` that is not one of Hypothesis' own control exceptions (end of data, rejected example)."""
     exc = sys.exc_info()[1]
     return exc if isinstance(exc, Exception) and not isinstance(exc, HypothesisException) else None
+
+
+def lacks(machine: Any, sut: Any, method: str) -> bool:
+    """True (and counted as ``missing:<method>``, so the run reports it) when ``sut`` has no callable
+    ``method``; the current rule then does not count as fired. False for the reference (``sut`` None)."""
+    if sut is None or callable(getattr(sut, method, None)):
+        return False
+    machine._lacking = method
+    machine._count(f"missing:{method}")
+    return True

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kvexact.conformance.adapter_trace import AdapterTrace
-from kvexact.conformance.machines import ConformanceFailure, counted_rule, failure_in_flight
+from kvexact.conformance.machines import ConformanceFailure, counted_rule, failure_in_flight, lacks
 from kvexact.conformance.mirror import DevicePool, mirror_step
 from kvexact.reference.adapters import AdapterConfig, OpResult, ReferenceAdapter, check_adapter
 from kvexact.reference.pool import QueuePolicy
@@ -34,6 +34,10 @@ REQUEST_IDS = ("r0", "r1", "r2")
 READERS = ("x",)
 STREAM = tuple(ALPHABET[i % len(ALPHABET)] for i in range(64))  # the canonical stream: identity = position
 MAX_TOKENS = 32  # the spec's MaxTokens guard; the machine keeps every request shorter
+FENCED = ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED")  # how the generation fence refuses a delayed writer
+# rules that only one spec's machine runs (their preconditions say so); every other rule runs in both
+SPEC_ONLY = {"fork": "CowPublication", "fork_then_append": "CowPublication", "truncate": "KVAllocation",
+             "cache": "KVAllocation", "evict": "KVAllocation", "stale_writer": "KVAllocation"}
 BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, lifted for traces
 
 
@@ -76,6 +80,7 @@ class AllocatorMachine(RuleBasedStateMachine):
             self.adapter_trace = AdapterTrace(self.spec, str(getattr(self.sut, "name", "adapter")))
         self.device = DevicePool([self.target.block_ids(g) for g in range(cfg.num_groups)], cfg.block_tokens)
         self.histories: dict[str, list[int]] = {}
+        self.sut_delayed_writer: tuple[int, int, int] | None = None  # (group, block, generation) in the SUT
         self._projection_model: Any = None  # the spec's checker model, for the per-step invariants
         self._count("examples")
 
@@ -126,7 +131,8 @@ class AllocatorMachine(RuleBasedStateMachine):
         return [list(self.target.table(rid, g)) for g in range(self.config.num_groups)]
 
     def _supports(self, op: str) -> bool:
-        return self.sut is None or callable(getattr(self.sut, op, None))
+        """Whether the SUT has the optional method ``op``; a missing one is counted and reported."""
+        return not lacks(self, self.sut, op)
 
     # ---- rules ---------------------------------------------------------------------------------------
     @precondition(lambda self: len(self.histories) < len(REQUEST_IDS))
@@ -223,8 +229,20 @@ class AllocatorMachine(RuleBasedStateMachine):
         rid = data.draw(st.sampled_from(self._truncatable()), label="request")
         p = self.config.block_tokens
         keep = p * data.draw(st.integers(1, (len(self.histories[rid]) - 1) // p), label="keep_blocks")
-        if self._supports("truncate") and self._both("truncate", rid, keep).accepted:
+        if not self._supports("truncate"):
+            return
+        writer_before, sut_tail = self.ref.delayed_writer, self._sut_tail_handle(rid)
+        if self._both("truncate", rid, keep).accepted:
             del self.histories[rid][keep:]
+            if self.ref.delayed_writer is not None and self.ref.delayed_writer != writer_before:
+                self.sut_delayed_writer = sut_tail  # the SUT's handle to the same freed tail block
+
+    def _sut_tail_handle(self, rid: str) -> tuple[int, int, int] | None:
+        """The SUT's handle (group 0, block, generation) to the request's last block, when it has one."""
+        if self.sut is None or not callable(getattr(self.sut, "generation", None)):
+            return None
+        block = int(self.sut.table(rid, 0)[-1])
+        return 0, block, int(self.sut.generation(0, block))
 
     @precondition(lambda self: self.spec == "KVAllocation" and bool(self.histories))
     @rule(data=st.data())
@@ -234,23 +252,49 @@ class AllocatorMachine(RuleBasedStateMachine):
         if self._supports("cache"):
             self._both("cache", rid)
 
-    @precondition(lambda self: self.spec == "KVAllocation" and self.sut is None and bool(self.ref.keys))
+    @precondition(lambda self: self.spec == "KVAllocation" and bool(self.ref.keys))
     @rule(data=st.data())
     @counted_rule
     def evict(self, data: st.DataObject) -> None:
         prefix = data.draw(st.sampled_from(sorted(self.ref.keys)), label="prefix")
-        self._both("evict", prefix)
+        if self._supports("evict"):
+            self._both("evict", prefix)
 
-    @precondition(lambda self: self.spec == "KVAllocation" and self.sut is None
-                  and self.ref.delayed_writer is not None)
+    @precondition(lambda self: self.spec == "KVAllocation" and self.ref.delayed_writer is not None)
     @rule()
     @counted_rule
     def stale_writer(self) -> None:
-        """The delayed writer presents its old handle (0x05F ABA): rejected by name, state unchanged."""
+        """The delayed writer presents its old handle (0x05F ABA) to the reference and, with the handle the
+        SUT gave the same freed tail block, to the SUT: both must refuse it by name and change nothing,
+        whether the block is still free or has been reused (generation advanced) since."""
         stale = self.ref.delayed_writer
-        result = self._both("stale_write", stale)
-        if result.accepted or result.rejection not in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"):
-            raise ConformanceFailure(f"the stale handle {stale} was not fenced: {result}")
+        assert stale is not None
+        before = self.ref.digest()
+        result = self.ref.stale_write(stale.cache_group_id, stale.block_id, stale.generation)
+        self._count(f"stale_write:{result.rejection or 'ok'}")
+        if result.accepted or result.rejection not in FENCED or self.ref.digest() != before:
+            raise ConformanceFailure(f"stale_writer: the reference did not fence {stale}: {result}")
+        held, self.sut_delayed_writer = self.sut_delayed_writer, None
+        if self.sut is None or not self._supports("generation") or not self._supports("stale_write"):
+            return
+        if held is None:
+            raise ConformanceFailure("stale_writer: the SUT's handle to the freed tail block was not captured")
+        g, block, gen = held
+        digest: Callable[[], str] = getattr(self.sut, "digest", lambda: "")
+        sut_before = digest()
+        theirs: OpResult = self.sut.stale_write(g, block, gen)
+        if theirs.accepted:
+            raise ConformanceFailure(
+                f"stale_writer: {self.sut.name} accepted a delayed write through its freed handle (group {g}, "
+                f"block {block}, generation {gen}); the block's generation is {self.sut.generation(g, block)} "
+                f"now, so a write through the old handle lands in whatever owns the block. The reference "
+                f"refused it ({result.rejection}): a block must advance its generation when it leaves the "
+                "free pool (0x05F, HandlesCurrent)")
+        if theirs.rejection is not None and theirs.rejection not in FENCED:
+            raise ConformanceFailure(f"stale_writer: {self.sut.name} refused the stale handle as "
+                                     f"{theirs.rejection}, expected one of {', '.join(FENCED)}")
+        if digest() != sut_before:
+            raise ConformanceFailure(f"stale_writer: {self.sut.name} refused the stale handle but changed its state")
 
     @rule()
     @counted_rule
@@ -323,7 +367,9 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @classmethod
     def rule_names(cls) -> list[str]:
-        return sorted(n for n in dir(cls) if hasattr(getattr(cls, n, None), "hypothesis_stateful_rule"))
+        """The rules this machine's spec can fire (the others' preconditions name the other spec)."""
+        return sorted(n for n in dir(cls) if hasattr(getattr(cls, n, None), "hypothesis_stateful_rule")
+                      and SPEC_ONLY.get(n, cls.spec) == cls.spec)
 
     def teardown(self) -> None:
         self.stats["steps"] = self.stats.get("steps", 0) - 1  # the invariant also ran once before any rule
