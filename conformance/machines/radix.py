@@ -197,7 +197,10 @@ class RadixMachine(RuleBasedStateMachine):
             self.live[rid] = (list(prompt), row)
             self._count(f"admit:hit={matched}")
             return
+        nodes_before = len(self.state.nodes)
         receipt = self._apply(radix.match_and_lock, rid, 0, prompt)
+        if len(self.state.nodes) > nodes_before:  # the match ended inside an edge, which it split (0x08B)
+            self._count("admit:split_inside_edge")
         prefix = list(receipt.prefix_slot_ids)
         if receipt.matched_tokens != len(prefix) or receipt.matched_tokens > len(prompt):
             raise ConformanceFailure(f"handoff receipt: {receipt.matched_tokens} tokens but slots {prefix}")

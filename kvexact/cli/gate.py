@@ -14,6 +14,7 @@ from rich.progress import BarColumn, Progress, SpinnerColumn, TaskID, TextColumn
 from rich.table import Table
 
 from kvexact.cli.adapter_options import call_timeout_option, check_adapter_option
+from kvexact.cli.gate_coverage import coverage_options, run_coverage
 from kvexact.conformance.profiles import PROFILE_NAMES, resolve_profile
 from kvexact.gate import framework as gate_mod
 from kvexact.gate import reports
@@ -47,9 +48,13 @@ def _figures_text(figures: dict) -> str:
 @click.option("--tlc-jar", type=click.Path(path_type=Path), default=None,
               help="tla2tools.jar for the TLC engine (or TLA2TOOLS_JAR).")
 @call_timeout_option
+@coverage_options
 @device_option
-def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter, tlc_jar, call_timeout) -> int:
+def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter, tlc_jar, call_timeout,
+         coverage) -> int:
     """Run the conformance gate: every registered check, a summary table, and reports."""
+    if coverage is not None:
+        return run_coverage(coverage, profile, seed, adapter, json_path)
     console = Console(stderr=False)
     checks = load_checks()
     if list_only:

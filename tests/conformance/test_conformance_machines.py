@@ -134,6 +134,7 @@ def test_radix_and_revocation_machines(name):
     if name == "Radix":
         assert run.stats["attention_checks"] > 0 and run.stats.get("evicted_slots", 0) > 0
         assert any(k.startswith("admit:hit=") and k != "admit:hit=0" for k in run.stats), run.stats
+        assert run.stats.get("admit:split_inside_edge", 0) > 0  # a match that ends inside an edge
     elif name == "Vmm":
         assert run.stats["read_checks"] > 0 and run.stats.get("await_mapping:ok", 0) > 0
         assert run.stats["attention_checks"] > 0 and run.stats.get("free_reqid:poisoned_handles", 0) > 0
