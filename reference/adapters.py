@@ -32,8 +32,11 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from kvexact.reference import lifecycle
+from kvexact.reference import prefix as px
 from kvexact.reference.allocator import AllocationReceipt, Allocator, AllocRejection
 from kvexact.reference.handles import BlockHandle
+from kvexact.reference.keys import KeyInputs, hash_full_blocks
+from kvexact.reference.namespaces import CacheIsolationNamespace, NamespaceRegistry, create_namespace
 from kvexact.reference.pool import GroupConfig, QueuePolicy
 from kvexact.reference.projection import TraceRecorder
 from kvexact.reference.rejections import Rejected
@@ -55,6 +58,29 @@ class OpResult:
     rejection: str | None = None  # the adapter's rejection name (None when accepted or unnamed)
     hit_tokens: int = 0  # for start(): rows reused from the prefix cache (not written by this operation)
     copies: tuple[tuple[int, int, int], ...] = ()  # (group, source block, destination block) copied on write
+
+
+@attrs.frozen
+class LookupScope:
+    """Who looks a prompt up, and under which extra keys (0x07B, 0x07F): the reference publishes under
+    :data:`HOME` only, so a lookup under any other salt, LoRA or namespace must miss, and a tenant that
+    does not own the namespace is refused (``UNAUTHORIZED_TENANT``)."""
+
+    tenant_id: str = "t0"
+    namespace_id: str = "home"
+    cache_salt: str | None = None
+    lora_name: str | None = None
+
+
+HOME = LookupScope()
+MANIFEST = "kvexact-machines-manifest"
+
+
+def _registry() -> NamespaceRegistry:
+    registry = NamespaceRegistry()
+    for tenant, ns in (("t0", "home"), ("t1", "other")):
+        registry = create_namespace(registry, CacheIsolationNamespace("machines", tenant, ns, 1, None, 1))
+    return registry
 
 
 @runtime_checkable
@@ -178,7 +204,10 @@ class ReferenceAdapter:
     (capped one token short of the prompt, 0x07A's logits cap) and appends the rest, all in one reference
     transaction. Keys are either one small integer per distinct token prefix (``content`` identity) or, as
     ``KVAllocation.tla`` models identity, the 1-based block position within one canonical token ``stream``
-    (``position`` identity: only blocks whose whole prefix follows the stream are cacheable). The machines
+    (``position`` identity: only requests whose tokens follow the stream are published). With a stream,
+    publication, lookup and admission go through the prefix cache of ``prefix.py`` (chained SHA-256 keys
+    over tokens, salt and LoRA, namespace scopes), publishing under :data:`HOME`; each key projects onto
+    the spec as its block position. The machines
     call :meth:`self_check` after every rule, so the allocator does not check after every operation too
     (``check_every_op``). :attr:`delayed_writer` is the handle a delayed writer still holds: the first
     group's old tail that the last truncate returned to the free pool (0x05E), until it is fenced.
@@ -199,8 +228,13 @@ class ReferenceAdapter:
         self.stream = tuple(stream) if stream is not None else None
         self.recorder: TraceRecorder | None = None
         self.delayed_writer: BlockHandle | None = None
+        self.positions: dict[str, int] = {}  # prefix-cache key -> its block position on the stream
+        self.prefix = (px.PrefixCache(self.alloc, _registry(), MANIFEST) if self.stream is not None
+                       else None)
         if spec is not None:
-            self.recorder = TraceRecorder(spec, requests=list(requests), readers=list(readers)).attach(self.alloc)
+            ident_of = self.positions.__getitem__ if self.prefix is not None else int
+            self.recorder = TraceRecorder(spec, requests=list(requests), readers=list(readers),
+                                          ident_of=ident_of).attach(self.alloc)
 
     # ---- protocol ---------------------------------------------------------------------------------------
     def block_ids(self, group: int) -> Sequence[int]:
@@ -225,7 +259,9 @@ class ReferenceAdapter:
         self.keys[prefix] = key
         return key
 
-    def start(self, request_id: str, prompt: Sequence[int]) -> OpResult:
+    def start(self, request_id: str, prompt: Sequence[int], scope: LookupScope = HOME) -> OpResult:
+        if self.prefix is not None:
+            return self._start_through_prefix_cache(request_id, prompt, scope)
         p = self.config.block_tokens
         hit: list[str] = []
         for j in range((len(prompt) - 1) // p):
@@ -249,6 +285,33 @@ class ReferenceAdapter:
         except Rejected as exc:
             return OpResult(False, exc.reason.name)
         return OpResult(True, None, len(hit) * p, tuple(c for r in receipts for c in _copies(r)))
+
+    def _start_through_prefix_cache(self, request_id: str, prompt: Sequence[int], scope: LookupScope) -> OpResult:
+        """Authorize, look up (0x07C/0x07F) and admit the hit plus the recomputed rows in one transaction."""
+        policy = px.PrefixPolicy(block_tokens=self.config.block_tokens)
+        try:
+            receipt = self._lookup(request_id, prompt, scope, policy)
+            _, receipts = px.admit(self.prefix, receipt, prompt, policy)  # type: ignore[arg-type]
+        except Rejected as exc:
+            return OpResult(False, exc.reason.name)
+        return OpResult(True, None, receipt.runtime_hit_tokens, tuple(c for r in receipts for c in _copies(r)))
+
+    def _lookup(self, request_id: str, prompt: Sequence[int], scope: LookupScope,
+                policy: px.PrefixPolicy) -> px.PrefixMatchReceipt:
+        cache = self.prefix
+        assert cache is not None
+        inputs = KeyInputs(tuple(prompt), lora_name=scope.lora_name, cache_salt=scope.cache_salt)
+        generation = cache.registry.get(scope.namespace_id).generation
+        return cache.lookup(px.PrefixRequest(request_id, inputs, scope.tenant_id, scope.namespace_id, generation,
+                                             MANIFEST), policy)
+
+    def lookup(self, prompt: Sequence[int], scope: LookupScope = HOME) -> OpResult:
+        """A read-only prefix lookup (``hit_tokens``: the runtime hit); nothing is admitted or changed."""
+        try:
+            receipt = self._lookup("lookup", prompt, scope, px.PrefixPolicy(block_tokens=self.config.block_tokens))
+        except Rejected as exc:
+            return OpResult(False, exc.reason.name)
+        return OpResult(True, None, receipt.runtime_hit_tokens)
 
     def append(self, request_id: str, token: int) -> OpResult:
         return self._run(lambda: self.alloc.append(request_id, token))
@@ -283,6 +346,8 @@ class ReferenceAdapter:
             return OpResult(False, "UNKNOWN_REQUEST")
         tokens = self.alloc.tokens_of(request_id)
         p = self.config.block_tokens
+        if self.prefix is not None:
+            return self._publish(request_id, tuple(tokens))
         for j in range(len(tokens) // p):
             key = self._key(tuple(tokens[: (j + 1) * p]))
             if key is None:
@@ -297,6 +362,27 @@ class ReferenceAdapter:
             if not result.accepted:
                 return result
         return OpResult(True)
+
+    def _publish(self, request_id: str, tokens: tuple[int, ...]) -> OpResult:
+        """Publish the request's full blocks under :data:`HOME` when its tokens follow the stream."""
+        assert self.prefix is not None and self.stream is not None
+        if tokens != self.stream[: len(tokens)]:
+            return OpResult(True)  # position identity: only the stream's blocks have a position
+        p = self.config.block_tokens
+        for j, digest in enumerate(hash_full_blocks(KeyInputs(tokens), p)):
+            self.positions[digest.hex()] = j + 1
+            self.keys[tokens[: (j + 1) * p]] = digest.hex()
+        generation = self.prefix.registry.get(HOME.namespace_id).generation
+        try:
+            self.prefix.publish(request_id, KeyInputs(tokens), HOME.namespace_id, generation,
+                                px.PrefixPolicy(block_tokens=p))
+        except Rejected as exc:
+            return OpResult(False, exc.reason.name)
+        return OpResult(True)
+
+    def cached_prefixes(self) -> list[tuple[int, ...]]:
+        """The published full-block prefixes whose blocks are cached in every group now."""
+        return sorted(k for k, key in self.keys.items() if lifecycle.lookup_all_groups(self.alloc, key) is not None)
 
     def evict(self, prefix: tuple[int, ...]) -> OpResult:
         key = self.keys.get(prefix)

@@ -26,7 +26,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from kvexact.conformance.adapter_trace import AdapterTrace
 from kvexact.conformance.machines import ConformanceFailure, counted_rule, failure_in_flight, lacks
 from kvexact.conformance.mirror import DevicePool, mirror_step
-from kvexact.reference.adapters import AdapterConfig, OpResult, ReferenceAdapter, check_adapter
+from kvexact.reference.adapters import AdapterConfig, LookupScope, OpResult, ReferenceAdapter, check_adapter
 from kvexact.reference.pool import QueuePolicy
 
 ALPHABET = (1, 2, 3)
@@ -35,9 +35,14 @@ READERS = ("x",)
 STREAM = tuple(ALPHABET[i % len(ALPHABET)] for i in range(64))  # the canonical stream: identity = position
 MAX_TOKENS = 32  # the spec's MaxTokens guard; the machine keeps every request shorter
 FENCED = ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED")  # how the generation fence refuses a delayed writer
+# the home scope, under which the reference publishes, and lookups under another salt, LoRA or namespace:
+# each of those must miss; a tenant outside the namespace is refused by name
+SCOPES = {"home": LookupScope(), "salted": LookupScope(cache_salt="s1"), "lora": LookupScope(lora_name="l1"),
+                  "other-namespace": LookupScope("t1", "other"), "unauthorized": LookupScope("t1", "home")}
 # rules that only one spec's machine runs (their preconditions say so); every other rule runs in both
 SPEC_ONLY = {"fork": "CowPublication", "fork_then_append": "CowPublication", "truncate": "KVAllocation",
-             "cache": "KVAllocation", "evict": "KVAllocation", "stale_writer": "KVAllocation"}
+             "cache": "KVAllocation", "evict": "KVAllocation", "stale_writer": "KVAllocation",
+             "lookup_under_foreign_scopes": "KVAllocation", "start_on_cached_prefix": "KVAllocation"}
 BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, lifted for traces
 
 
@@ -140,13 +145,54 @@ class AllocatorMachine(RuleBasedStateMachine):
     @counted_rule
     def start(self, data: st.DataObject) -> None:
         rid = data.draw(st.sampled_from([r for r in REQUEST_IDS if r not in self.histories]), label="request")
-        prompt = data.draw(st.one_of(st.integers(1, 7).map(lambda n: list(STREAM[:n])),
-                                     st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=5)), label="prompt")
-        result = self._both("start", rid, prompt)
+        scope = "home"
+        if self.sut is None and self.ref.prefix is not None:
+            scope = data.draw(st.sampled_from(("home", "home", *SCOPES)), label="scope")
+        if scope in ("home", "unauthorized"):
+            prompt = data.draw(st.one_of(st.integers(1, 7).map(lambda n: list(STREAM[:n])),
+                                         st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=5)), label="prompt")
+        else:  # a foreign lookup of the stream, whose blocks the home scope publishes: it must miss them
+            prompt = list(STREAM[: data.draw(st.integers(3, 7), label="stream_tokens")])
+        self._start(rid, prompt, scope)
+
+    @precondition(lambda self: self.spec == "KVAllocation" and len(self.histories) < len(REQUEST_IDS)
+                  and bool(self.ref.cached_prefixes()))
+    @rule(data=st.data(), extra=st.integers(1, 2))
+    @counted_rule
+    def start_on_cached_prefix(self, data: st.DataObject, extra: int) -> None:
+        """Start a request whose prompt is a cached prefix plus ``extra`` stream tokens: a prefix hit,
+        admitted through the prefix cache (0x07C), its rows read through the kernels."""
+        rid = data.draw(st.sampled_from([r for r in REQUEST_IDS if r not in self.histories]), label="request")
+        cached = data.draw(st.sampled_from(self.ref.cached_prefixes()), label="prefix")
+        prompt = list(STREAM[: len(cached) + extra])
+        scope = "home"
+        if self.sut is None:
+            scope = data.draw(st.sampled_from(("home", "home", *SCOPES)), label="scope")
+        self._start(rid, prompt, scope)
+
+    def _start(self, rid: str, prompt: list[int], scope: str) -> None:
+        if scope == "home":
+            result = self._both("start", rid, prompt)
+        else:
+            result = self._foreign_start(scope, rid, prompt)
         if result.accepted:
             mirror_step(self.device, result.copies, self._tables(rid), prompt, result.hit_tokens)
             self.histories[rid] = list(prompt)
             self._count(f"hit_tokens={result.hit_tokens}")
+
+    def _foreign_start(self, scope: str, rid: str, prompt: list[int]) -> OpResult:
+        """Start ``rid`` under a foreign scope: the home scope's cached blocks must stay invisible."""
+        before = self.ref.digest()
+        result = self.ref.start(rid, prompt, SCOPES[scope])
+        self._count(f"start:{scope}:{'ok' if result.accepted else result.rejection}")
+        if scope == "unauthorized":
+            if result.accepted or result.rejection != "UNAUTHORIZED_TENANT" or self.ref.digest() != before:
+                raise ConformanceFailure(f"start: tenant t1 started {rid} in namespace home ({result}); it must "
+                                         "be refused as UNAUTHORIZED_TENANT before any key is derived, changing nothing")
+        elif result.hit_tokens:
+            raise ConformanceFailure(f"start: a lookup of {prompt} under the {scope} scope hit {result.hit_tokens} "
+                                     f"tokens, but only the home scope published: cache isolation is broken (0x07B)")
+        return result
 
     def _growable(self) -> list[str]:
         return sorted(r for r, h in self.histories.items() if len(h) < MAX_TOKENS - 1)
@@ -295,6 +341,33 @@ class AllocatorMachine(RuleBasedStateMachine):
                                      f"{theirs.rejection}, expected one of {', '.join(FENCED)}")
         if digest() != sut_before:
             raise ConformanceFailure(f"stale_writer: {self.sut.name} refused the stale handle but changed its state")
+
+    @precondition(lambda self: self.ref.prefix is not None and bool(self.ref.keys))
+    @rule(data=st.data())
+    @counted_rule
+    def lookup_under_foreign_scopes(self, data: st.DataObject) -> None:
+        """Look a published prefix (and one more token) up under every scope (0x07B, 0x07F): another salt,
+        LoRA or namespace must miss what the home scope hits; a foreign tenant is refused before any probe.
+        An adapter answers through its optional ``lookup(prompt, scope)`` (a :class:`LookupScope`)."""
+        if not self._supports("lookup"):
+            return
+        published = data.draw(st.sampled_from(self.ref.cached_prefixes() or sorted(self.ref.keys)), label="prefix")
+        prompt = [*published, STREAM[len(published)]]
+        home = self.target.lookup(prompt, SCOPES["home"])
+        self._count(f"lookup:home_hit={home.hit_tokens}")
+        for name, scope in SCOPES.items():
+            if name == "home":
+                continue
+            probes = self.ref.prefix.probes  # type: ignore[union-attr]
+            result = self.target.lookup(prompt, scope)
+            if name == "unauthorized":
+                if result.rejection != "UNAUTHORIZED_TENANT" or self.ref.prefix.probes != probes:  # type: ignore[union-attr]
+                    raise ConformanceFailure(f"lookup_under_foreign_scopes: tenant t1 in namespace home got {result} "
+                                             "(must be UNAUTHORIZED_TENANT, before any index probe)")
+            elif not result.accepted or result.hit_tokens:
+                raise ConformanceFailure(f"lookup_under_foreign_scopes: {prompt} under the {name} scope gave {result}; "
+                                         f"the home scope hits {home.hit_tokens} tokens, the {name} scope must miss "
+                                         "them all (cache isolation, 0x07B)")
 
     @rule()
     @counted_rule

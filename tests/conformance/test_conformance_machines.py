@@ -30,6 +30,10 @@ def test_reference_machine_passes_and_exercises_the_paths(spec):
         assert stats.get("append_with_failure:ROLLED_BACK", 0) > 0
     else:
         assert stats.get("rule:cache", 0) > 0 and stats.get("truncate:ok", 0) > 0
+        # prefix hits admitted through reference/prefix.py, read back through the kernels
+        assert any(k.startswith("hit_tokens=") and k != "hit_tokens=0" for k in stats), stats
+        assert stats.get("rule:lookup_under_foreign_scopes", 0) > 0
+        assert stats.get("start:unauthorized:UNAUTHORIZED_TENANT", 0) > 0
 
 
 def test_faulty_adapter_is_caught():

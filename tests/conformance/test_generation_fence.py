@@ -4,6 +4,8 @@ optional methods are reported and their rules do not count as fired."""
 
 from __future__ import annotations
 
+import attrs
+import pytest
 from hypothesis import settings
 
 from kvexact.conformance.runner import machine_settings, run_machine, summary_line
@@ -57,3 +59,32 @@ def test_rules_of_the_other_spec_are_not_counted():
     assert "fork" not in run.rules and "stale_writer" in run.rules
     run = run_machine("CowPublication", None, _small(3), check_kernels=False)
     assert "fork" in run.rules and "stale_writer" not in run.rules
+
+
+@pytest.mark.parametrize("mutant", ["salt ignored by the key", "namespace scope ignored by the lookup"])
+def test_the_machine_catches_a_prefix_cache_that_leaks_across_scopes(monkeypatch, mutant):
+    """Two single-point bugs of reference/prefix.py and keys.py (the seed's 0x07B isolation): the
+    KVAllocation machine's lookups under foreign scopes catch each."""
+    from kvexact.reference import keys, prefix
+
+    if mutant.startswith("salt"):
+        original = keys.block_extra_keys
+        monkeypatch.setattr(keys, "block_extra_keys", lambda inputs, start, stop: original(
+            attrs.evolve(inputs, cache_salt=None), start, stop))
+    else:
+        monkeypatch.setattr(prefix.PrefixCache, "lookup", _scope_blind_lookup(prefix.PrefixCache.lookup))
+    run = run_machine("KVAllocation", None, _small(25), check_kernels=False)
+    assert not run.passed
+    assert "cache isolation" in run.error, run.error
+
+
+
+def _scope_blind_lookup(original):
+    """PrefixCache.lookup that authorizes the caller, then probes the index as the home scope."""
+    from kvexact.reference.namespaces import authorize_lookup
+
+    def lookup(self, req, policy):
+        authorize_lookup(self.registry, req.tenant_id, req.namespace_id, req.namespace_generation)
+        return original(self, attrs.evolve(req, tenant_id="t0", namespace_id="home", namespace_generation=1), policy)
+
+    return lookup
