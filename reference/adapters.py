@@ -109,9 +109,10 @@ REQUIRED_METHODS = {"block_ids": 1, "start": 2, "append": 2, "release": 1, "tabl
 # must roll back, 0x04F); the generation fence of 0x05F: generation(group, block_id) -> int (the
 # generation a handle to the block carries now) with stale_write(group, block_id, generation) -> OpResult
 # (a delayed writer presents that handle; the adapter must refuse it once the block was freed, whether or
-# not it has been reused since). digest() -> str, when present, must be unchanged by rejections.
+# not it has been reused since); lookup(prompt, scope) -> OpResult (a read-only prefix lookup under a
+# LookupScope: hit_tokens, or the rejection). digest() -> str, when present, must be unchanged by rejections.
 OPTIONAL_METHODS = {"fork": 2, "truncate": 2, "cache": 1, "evict": 1, "append_with_failure": 2, "generation": 2,
-                    "stale_write": 3}
+                    "stale_write": 3, "lookup": 2}
 
 AdapterFactory = Callable[[Any], Any]
 
