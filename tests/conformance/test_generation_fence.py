@@ -33,9 +33,10 @@ def test_the_faulty_adapter_really_reuses_a_generation():
         assert adapter.stale_write(*handle).accepted is accepted
 
 
-def test_conform_catches_a_reuse_without_generation_bump(kvexact_cli):
+def test_conform_catches_a_reuse_without_generation_bump(kvexact_cli, tmp_path):
     code, out = kvexact_cli(["conform", "--spec", "KVAllocation", "--adapter", FAULTY, "--examples", "20",
-                             "--steps", "30", "--no-kernels", "--no-shrink"]).code_and_text
+                             "--steps", "30", "--no-kernels", "--no-shrink",
+                             "--out", str(tmp_path / "failures")]).code_and_text
     assert code == 1, out
     assert "FAILED" in out and "stale_writer:" in out and "faulty-stale-generation accepted" in out
 
