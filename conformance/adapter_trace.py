@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kvexact.spec import itf
+from kvexact.spec.files import write_atomic
 
 VARIABLES = ("accepted", "action", "copies", "lengths", "params", "reference_accepted", "reference_copies",
              "reference_rejection", "reference_tables", "rejection", "tables")
@@ -54,7 +55,7 @@ class AdapterTrace:
             "source": f"kvexact: the steps of adapter {self.adapter} in the {self.spec} machine "
                       "(observable state; not the spec's variables)", "spec": self.spec, "adapter": self.adapter})
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 def _plain(value: Any) -> Any:

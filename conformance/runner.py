@@ -30,6 +30,7 @@ from kvexact.conformance.adapter_border import (
 from kvexact.conformance.machines import failure_in_flight
 from kvexact.conformance.machines.allocator import machine_class
 from kvexact.reference.adapters import AdapterError, AdapterProblem, adapter_protocol
+from kvexact.spec.files import write_atomic
 
 SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an allocator adapter can stand in
 MACHINES = (*SPECS, "Radix", "Vmm", "Revocation")
@@ -264,10 +265,10 @@ def write_reproduction(run: MachineRun, folder: Path, steps: int) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     path = folder / f"test_repro_{run.spec}_{stamp}.py"
-    path.write_text(REPRO_TEMPLATE.format(
+    write_atomic(path, REPRO_TEMPLATE.format(
         when=stamp, error_line=run.error.splitlines()[0][:150] if run.error else "failure", name=path.name,
         spec=run.spec, adapter=run.adapter, version=version, blob=blob, steps=steps,
-        adapter_literal=repr(None if run.adapter == "reference" else run.adapter)), encoding="utf-8")
+        adapter_literal=repr(None if run.adapter == "reference" else run.adapter)))
     return path
 
 

@@ -34,6 +34,7 @@ from kvexact.conformance.line_schemas import (
 )
 from kvexact.spec import itf
 from kvexact.spec.actions import find_action, model_actions
+from kvexact.spec.files import atomic_open, write_atomic
 
 
 class TraceFormatError(TraceInputError):
@@ -98,7 +99,7 @@ def write_ndjson(trace: Trace, path: Path) -> None:
     without it: the trace was cut short)."""
     header = {"kind": "header", "spec": trace.spec, "constants": trace.constants,
               "model_values": list(trace.model_values), "initial_state": trace.initial_state}
-    with open(path, "w", encoding="utf-8") as fh:
+    with atomic_open(path) as fh:
         fh.write(json.dumps(header, sort_keys=True) + "\n")
         for r in trace.records:
             fh.write(json.dumps(r, sort_keys=True) + "\n")
@@ -115,7 +116,7 @@ def write_itf(trace: Trace, path: Path) -> None:
     doc = itf.document(states, sorted(trace.initial_state), {
         "source": f"kvexact trace of {trace.spec}", "spec": trace.spec, "constants": trace.constants,
         "model_values": list(trace.model_values)})
-    Path(path).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    write_atomic(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
 
 
 def read_text(path: Path, error: type[TraceInputError] = TraceFormatError,

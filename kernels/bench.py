@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from kvexact.spec.files import write_atomic
+
 
 def decode_bytes(seq_lens: Sequence[int], num_q_heads: int, num_kv_heads: int, head_dim: int, block_size: int,
                  kv_elem_bytes: int, q_elem_bytes: int, out_elem_bytes: int, num_splits: int) -> int:
@@ -354,8 +356,7 @@ def run(budget_s: float, device_name: str | None = None, json_path: str | None =
     record["long_context"] = long_context_fraction(sections["decode"])
     record["failures"] = failures
     if json_path:
-        with open(json_path, "w") as fh:
-            json.dump(record, fh, indent=1, default=str)
+        write_atomic(json_path, json.dumps(record, indent=1, default=str))
     if record["long_context"]:
         lc = record["long_context"]
         _emit(f"paged decode at context {lc['context']} (batch {lc['batch']}): {lc['of_copy_bandwidth']:.0%} of the "

@@ -20,6 +20,7 @@ from pathlib import Path
 import click
 
 from kvexact.kernels.device import click_option
+from kvexact.spec.files import write_atomic
 
 
 @click.command("checker")
@@ -82,7 +83,7 @@ def bench_checker(corpus: Path | None, lib: tuple[Path, ...], workers: int, only
         text += "\n\nDepth differs from TLC's record (TLC ran with several workers): " + "; ".join(depth) + "."
     click.echo(text)
     if table_path:
-        Path(table_path).write_text(text + "\n")
+        write_atomic(table_path, text + "\n")
     if json_path:
         doc = {"corpus": str(root), "workers": workers, "cpu_limit_s": cpu_limit, "totals": totals(rows),
                "models": [{"id": r.id, "verdict": r.verdict.value, "why": r.why, "result": r.result_word,
@@ -92,7 +93,7 @@ def bench_checker(corpus: Path | None, lib: tuple[Path, ...], workers: int, only
                            "tlc_generated": r.expected.get("totalStates"), "cpu_s": round(r.cpu_s, 3),
                            "generated_per_cpu_s": round(r.rate, 1), "matches_tlc": r.ok,
                            **({"tlc_seconds": tlc_seconds[r.id]} if r.id in tlc_seconds else {})} for r in rows]}
-        Path(json_path).write_text(json.dumps(doc, indent=2) + "\n")
+        write_atomic(json_path, json.dumps(doc, indent=2) + "\n")
     return 0 if all(r.ok for r in rows) else 1
 
 

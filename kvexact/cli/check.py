@@ -87,6 +87,9 @@ def run_check(spec: Path, cfg: Path | None = None, *, engine: str = "embedded", 
     if cfg is not None and not cfg.exists():
         echo(f"Error: cfg file {cfg} not found")
         return 151
+    for path in (json_path, itf_path):  # a report left by an earlier run must not pass for this run's
+        if path:
+            Path(path).unlink(missing_ok=True)
     results: list[ModelCheckResult] = []
     try:
         if engine in ("embedded", "both"):

@@ -1,4 +1,8 @@
-"""``kvexact conform``: run the state machines once (a profile, a seed, an adapter)."""
+"""``kvexact conform``: run the state machines once (a profile, a seed, an adapter).
+
+Exit codes: 0 every machine passed, 1 one failed, 2 usage, 3 could not run, 130 Ctrl-C (the machines
+finished before it are printed).
+"""
 
 from __future__ import annotations
 
@@ -43,18 +47,25 @@ def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink, 
             click.echo(f"conform: the kernels cannot be imported ({exc}); install the kernels extra or pass "
                        "--no-kernels", err=True)
             return 3
-    failed = 0
-    for spec in specs:
-        click.echo(f"conform: {spec} machine, profile {chosen}, adapter {adapter or 'reference'} ...")
-        s = machine_settings(chosen, examples, steps, shrink)
-        try:
-            run = run_machine(spec, adapter, s, seed, not no_kernels, call_timeout, shrink_seconds)
-        except AdapterError as exc:
-            raise as_click_error(exc) from None
-        click.echo(summary_line(run))
-        if not run.passed:
-            failed += 1
-            report_failure(run, out, s.stateful_step_count, "conform")
+    failed = done = 0
+    spec = specs[0]
+    try:
+        for spec in specs:
+            click.echo(f"conform: {spec} machine, profile {chosen}, adapter {adapter or 'reference'} ...")
+            s = machine_settings(chosen, examples, steps, shrink)
+            try:
+                run = run_machine(spec, adapter, s, seed, not no_kernels, call_timeout, shrink_seconds)
+            except AdapterError as exc:
+                raise as_click_error(exc) from None
+            click.echo(summary_line(run))
+            done += 1
+            if not run.passed:
+                failed += 1
+                report_failure(run, out, s.stateful_step_count, "conform")
+    except KeyboardInterrupt:
+        click.echo(f"conform: interrupted (Ctrl-C) in the {spec} machine; {done} of {len(specs)} machines done "
+                   f"before it (above), {failed} of them failed")
+        return 130
     return 1 if failed else 0
 
 

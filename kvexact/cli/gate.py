@@ -1,4 +1,9 @@
-"""``kvexact gate``: run the registered checks with a live progress display, a summary and reports."""
+"""``kvexact gate``: run the registered checks with a live progress display, a summary and reports.
+
+Invariant: a report path given names either this run's complete report or nothing: the previous report
+is removed before the first check runs and the new one is written atomically at the end, also after
+Ctrl-C (then marked ``"interrupted": true`` with exit code 130, listing the checks done).
+"""
 
 from __future__ import annotations
 
@@ -20,10 +25,14 @@ from kvexact.gate import framework as gate_mod
 from kvexact.gate import reports
 from kvexact.gate.checks import load_checks
 from kvexact.kernels.device import click_option as device_option
+from kvexact.spec.files import check_writable, write_atomic
 
 
-def _names(values: tuple[str, ...]) -> list[str]:
-    return [n.strip() for v in values for n in v.split(",") if n.strip()]
+def _names(values: tuple[str, ...], option: str) -> list[str]:
+    names = [n.strip() for v in values for n in v.split(",")]
+    if "" in names:
+        raise click.UsageError(f"{option} got an empty check name ({', '.join(map(repr, values))}); see --list")
+    return names
 
 
 def _show_status(progress: Progress, task: TaskID, text: str) -> None:
@@ -37,6 +46,8 @@ def _figures_text(figures: dict) -> str:
 @click.command()
 @click.option("--select", multiple=True, metavar="NAMES", help="Run only these checks (comma-separated).")
 @click.option("--skip", multiple=True, metavar="NAMES", help="Do not run these checks (comma-separated).")
+@click.option("--level", type=click.Choice(gate_mod.LEVELS), default="quick", show_default=True,
+              help="How deep: quick (every change), full (before a release), deep (adds the TLA+ corpus).")
 @click.option("--list", "list_only", is_flag=True, help="List the registered checks and exit.")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), help="Write the JSON report here.")
 @click.option("--junit", "junit_path", type=click.Path(path_type=Path), help="Write a JUnit XML report here.")
@@ -50,8 +61,8 @@ def _figures_text(figures: dict) -> str:
 @call_timeout_option
 @coverage_options
 @device_option
-def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter, tlc_jar, call_timeout,
-         coverage) -> int:
+def gate(select, skip, level, list_only, json_path, junit_path, profile, seed, adapter, tlc_jar,
+         call_timeout, coverage) -> int:
     """Run the conformance gate: every registered check, a summary table, and reports."""
     if coverage is not None:
         return run_coverage(coverage, profile, seed, adapter, json_path)
@@ -59,55 +70,66 @@ def gate(select, skip, list_only, json_path, junit_path, profile, seed, adapter,
     checks = load_checks()
     if list_only:
         for c in checks:
-            flag = "" if c.default else "  (only when selected)"
-            click.echo(f"{c.name:28} {c.layer:12} {c.description}{flag}")
+            click.echo(f"{c.name:28} {c.level:6} {c.layer:12} {c.description}")
         return 0
     try:
-        chosen = gate_mod.select_checks(checks, _names(select), _names(skip))
+        chosen = gate_mod.select_checks(checks, _names(select, "--select"), _names(skip, "--skip"), level)
     except gate_mod.UnknownCheck as exc:
         raise click.UsageError(str(exc)) from None
     for path in (json_path, junit_path):
         if path is not None:
-            try:
-                reports.ensure_writable(path)
-            except reports.ReportPathError as exc:
-                raise click.UsageError(str(exc)) from None
+            problem = check_writable(path)
+            if problem:
+                raise click.UsageError(problem)
     check_adapter_option(adapter, call_timeout)
     jar = str(tlc_jar) if tlc_jar else os.environ.get("TLA2TOOLS_JAR")
-    ctx = gate_mod.GateContext(profile=resolve_profile(profile), seed=seed, adapter=adapter, tlc_jar=jar,
-                               call_timeout=call_timeout)
+    ctx = gate_mod.GateContext(level=level, profile=resolve_profile(profile), seed=seed, adapter=adapter,
+                               tlc_jar=jar, call_timeout=call_timeout)
+    for path in (json_path, junit_path):  # a report that is not this run's must not look current
+        if path is not None:
+            path.unlink(missing_ok=True)
     outcomes: list[gate_mod.CheckOutcome] = []
     with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
                   TextColumn("{task.fields[status]}"), console=console, transient=False) as progress:
         task = progress.add_task("gate", total=len(chosen), status="")
-        for check in chosen:
-            progress.update(task, description=check.name, status="")
-            ctx.status = functools.partial(_show_status, progress, task)
-            outcome = gate_mod.run_check(check, ctx)
-            outcomes.append(outcome)
-            progress.console.print(f"{outcome.result.verdict.value:>13}  {escape(check.name)}  ({outcome.seconds:.1f}s)",
-                                  highlight=False)
-            progress.advance(task)
-        progress.update(task, description="gate", status="done")
-    table = Table(title=f"kvexact gate ({ctx.profile} profile, seed {ctx.seed})")
-    for col in ("check", "verdict", "figures", "seconds"):
-        table.add_column(col)
+        with gate_mod.interrupts_caught(ctx):
+            for check in chosen:
+                progress.update(task, description=check.name, status="")
+                ctx.status = functools.partial(_show_status, progress, task)
+                outcome = gate_mod.run_check(check, ctx)
+                outcomes.append(outcome)
+                progress.console.print(f"{outcome.result.verdict.value:>13}  {escape(check.name)}  "
+                                       f"({outcome.seconds:.1f}s)", highlight=False)
+                progress.advance(task)
+                if outcome.result.verdict is gate_mod.Verdict.INTERRUPTED:
+                    break
+        progress.update(task, description="gate", status="interrupted" if ctx.interrupted else "done")
+    not_run = [c.name for c in chosen[len(outcomes):]]
+    table = Table(title=f"kvexact gate ({ctx.level} level, {ctx.profile} profile, seed {ctx.seed})")
+    wide = console.width >= 120  # the figures column only where it fits (all figures are in --json)
+    for col in ("check", "verdict", "states", "examples", "seconds", *(["figures"] if wide else [])):
+        table.add_column(col, no_wrap=col != "figures", justify="right" if col in ("states", "examples",
+                                                                                  "seconds") else "left")
     colors = {gate_mod.Verdict.PASSED: "green", gate_mod.Verdict.FAILED: "red",
-              gate_mod.Verdict.COULD_NOT_RUN: "yellow"}
+              gate_mod.Verdict.COULD_NOT_RUN: "yellow", gate_mod.Verdict.INTERRUPTED: "red"}
     for o in outcomes:
         v = o.result.verdict
-        table.add_row(escape(o.check.name), f"[{colors[v]}]{v.value}[/]", escape(_figures_text(o.result.figures)),
-                      f"{o.seconds:.2f}")
+        table.add_row(escape(o.check.name), f"[{colors[v]}]{v.value}[/]", f"{o.result.states:,}",
+                      f"{o.result.examples:,}", f"{o.seconds:.2f}",
+                      *([escape(_figures_text(o.result.figures))] if wide else []))
     console.print(table)
     for o in outcomes:
         if o.result.verdict is not gate_mod.Verdict.PASSED and o.result.detail:
             console.print(f"[bold]{escape(o.check.name)}[/]: {escape(o.result.detail)}", highlight=False)
-    code = gate_mod.exit_code(outcomes)
+    code = gate_mod.INTERRUPTED_EXIT if ctx.interrupted else gate_mod.exit_code(outcomes)
     if json_path is not None:
-        reports.write_json(reports.build_json(outcomes, ctx), json_path)
+        write_atomic(json_path, reports.json_text(reports.build_json(outcomes, ctx, code, not_run)))
     if junit_path is not None:
-        reports.write_junit(outcomes, junit_path)
+        write_atomic(junit_path, reports.junit_bytes(outcomes, not_run))
     summary = {v.value: sum(o.result.verdict is v for o in outcomes) for v in gate_mod.Verdict}
+    if ctx.interrupted:
+        click.echo(f"gate: interrupted (Ctrl-C) after {len(outcomes)} of {len(chosen)} checks; not run: "
+                   f"{', '.join(not_run) or 'none'}")
     click.echo(f"gate: {json.dumps(summary)} -> exit {code}")
     return code

@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 
+from kvexact.spec.files import write_atomic
+
 MACHINE_NAMES = ("KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation")
 
 
@@ -76,6 +78,6 @@ def run_coverage(options: dict[str, Any], profile: str, seed: int, adapter: str 
     click.echo(f"coverage: {len(results) - len(bad)}/{len(results)} machines fired every rule and passed"
                + (f"; not: {', '.join(bad)}" if bad else ""))
     if json_path is not None:
-        json_path.write_text(json.dumps({"profile": chosen, "seed": seed, "machines": [r.as_dict() for r in results]},
-                                        indent=2, sort_keys=True), encoding="utf-8")
+        write_atomic(json_path, json.dumps({"profile": chosen, "seed": seed,
+                                            "machines": [r.as_dict() for r in results]}, indent=2, sort_keys=True))
     return 1 if bad else 0

@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from kvexact.spec.files import write_atomic
+
 
 @click.command()
 @click.option("--timeout-ms", type=click.IntRange(min=1), default=10_000, show_default=True,
@@ -47,7 +49,7 @@ def prove(timeout_ms: int, pattern: str | None, json_path: Path | None) -> int:
         console.print(f"[bold]{escape(ob.name)}[/] ({escape(ob.description)}): {r.verdict} {escape(r.detail)}",
                       highlight=False)
     if json_path is not None:
-        json_path.write_text(json.dumps([
+        write_atomic(json_path, json.dumps([
             {"name": o.name, "section": o.section, "description": o.description, "verdict": r.verdict,
              "seconds": round(r.seconds, 4), "detail": r.detail} for o, r in results], indent=2) + "\n")
     click.echo(f"prove: {len(results) - len(failed)}/{len(results)} proved")

@@ -1,5 +1,10 @@
 """The conformance layer's gate checks: z3 obligations, the state machines (reference, an adapter, the
-faulty adapter that must be caught), and the negative-case registry."""
+faulty adapter that must be caught), and the negative-case registry.
+
+Invariant: the machines run :data:`MACHINE_SIZES` examples and steps per machine at each gate level (None:
+the profile's own); a faulty adapter is run without shrinking, so only its verdict and the examples it
+took count.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,9 @@ FAULTY_ADAPTER = "kvexact.conformance.simple_runtime:faulty_no_cow"
 SIMPLE_ADAPTER = "kvexact.conformance.simple_runtime:simple_runtime"
 SGLANG_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:sglang_factory"
 FAULTY_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:faulty_unlocked_prefix"
+# (examples, steps) per machine at each level; (None, None): the Hypothesis profile's (ci: 25 x 30)
+MACHINE_SIZES: dict[str, tuple[int | None, int | None]] = {"quick": (5, 15), "full": (None, None),
+                                                          "deep": (60, 40)}
 
 
 def z3_obligations(ctx: GateContext) -> CheckResult:
@@ -39,9 +47,15 @@ def _kernels_or_skip() -> None:
         raise CheckCouldNotRun(f"the kernels cannot be imported ({exc}); install the kernels extra") from exc
 
 
+def _settings(ctx: GateContext, shrink: bool = True):
+    from kvexact.conformance.runner import machine_settings
+
+    return machine_settings(ctx.profile, *MACHINE_SIZES[ctx.level], shrink=shrink)
+
+
 def _run(ctx: GateContext, adapter: str | None, shrink: bool = True, everything: bool = False):
     """The machines ``adapter`` fits (with ``everything``: all machines, the reference where it does not)."""
-    from kvexact.conformance.runner import MACHINES, machine_settings, machines_for, run_machine
+    from kvexact.conformance.runner import MACHINES, machines_for, run_machine
     from kvexact.reference.adapters import AdapterError
 
     runs = []
@@ -50,11 +64,15 @@ def _run(ctx: GateContext, adapter: str | None, shrink: bool = True, everything:
         for spec in MACHINES if everything else fits:
             sut = adapter if spec in fits else None
             ctx.status(f"{spec} machine ({sut or 'reference'})")
-            runs.append(run_machine(spec, sut, machine_settings(ctx.profile, shrink=shrink), ctx.seed,
+            runs.append(run_machine(spec, sut, _settings(ctx, shrink), ctx.seed,
                                     call_timeout=ctx.call_timeout))
     except AdapterError as exc:  # a broken adapter is no verdict on conformance
         raise CheckCouldNotRun(str(exc)) from None
     return runs
+
+
+def _result(verdict: Verdict, runs, detail: str = "", **kw) -> CheckResult:
+    return CheckResult(verdict, _figures(runs), detail, examples=sum(r.examples for r in runs), **kw)
 
 
 def _figures(runs) -> dict:
@@ -64,6 +82,7 @@ def _figures(runs) -> dict:
     for run in runs:
         for k, v in stats_figures(run).items():
             out[f"{run.spec}.{k}"] = v
+        out[f"{run.spec}.seconds"] = round(run.seconds, 2)
     return out
 
 
@@ -73,11 +92,10 @@ def machines(ctx: GateContext) -> CheckResult:
     _kernels_or_skip()
     runs = _run(ctx, ctx.adapter, everything=True)
     failed = [r for r in runs if not r.passed]
-    figures = _figures(runs)
+    seeds = {"seed": ctx.seed, "profile": ctx.profile}
     if failed:
-        return CheckResult(Verdict.FAILED, figures, " | ".join(f"{r.spec}: {r.error[:600]}" for r in failed),
-                           seeds={"seed": ctx.seed, "profile": ctx.profile})
-    return CheckResult(Verdict.PASSED, figures, seeds={"seed": ctx.seed, "profile": ctx.profile})
+        return _result(Verdict.FAILED, runs, " | ".join(f"{r.spec}: {r.error[:600]}" for r in failed), seeds=seeds)
+    return _result(Verdict.PASSED, runs, seeds=seeds)
 
 
 def _adapter_passes(ctx: GateContext, adapter: str) -> CheckResult:
@@ -86,8 +104,8 @@ def _adapter_passes(ctx: GateContext, adapter: str) -> CheckResult:
     runs = _run(ctx, adapter)
     failed = [r for r in runs if not r.passed]
     if failed:
-        return CheckResult(Verdict.FAILED, _figures(runs), " | ".join(r.error[:600] for r in failed))
-    return CheckResult(Verdict.PASSED, _figures(runs))
+        return _result(Verdict.FAILED, runs, " | ".join(r.error[:600] for r in failed))
+    return _result(Verdict.PASSED, runs)
 
 
 def _mutant_caught(ctx: GateContext, spec: str, adapter: str) -> CheckResult:
@@ -99,8 +117,8 @@ def _mutant_caught(ctx: GateContext, spec: str, adapter: str) -> CheckResult:
     run = run_machine(spec, adapter, machine_settings(ctx.profile, shrink=False), ctx.seed)
     figures = {"examples_until_caught": run.examples, "steps": run.steps}
     if run.passed:
-        return CheckResult(Verdict.FAILED, figures, f"{adapter} survived the {spec} machine")
-    return CheckResult(Verdict.PASSED, figures, f"caught: {run.error.splitlines()[0][:300]}")
+        return CheckResult(Verdict.FAILED, figures, f"{adapter} survived the {spec} machine", examples=run.examples)
+    return CheckResult(Verdict.PASSED, figures, f"caught: {run.error.splitlines()[0][:300]}", examples=run.examples)
 
 
 def simple_runtime_adapter(ctx: GateContext) -> CheckResult:
@@ -145,7 +163,7 @@ CHECKS = [
     GateCheck("negative-registry", "reference", "every failure-lab case rejected by its name", negative_registry),
     GateCheck("machines", "conformance", "state machines: reference (or --adapter) vs kernels vs specs", machines),
     GateCheck("adapter-simple-runtime", "conformance", "the example runtime adapter passes in lockstep",
-              simple_runtime_adapter),
+              simple_runtime_adapter, level="full"),
     GateCheck("adapter-faulty-caught", "conformance", "the faulty no-COW adapter is caught",
               faulty_adapter_caught),
     GateCheck("adapter-sglang-index", "conformance", "the SGLang profile passes the Radix machine in lockstep",

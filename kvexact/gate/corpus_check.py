@@ -37,4 +37,4 @@ def checker_corpus(ctx: GateContext) -> CheckResult:
 
 CHECKS = [GateCheck("checker-corpus", "spec",
                     "embedded TLA+ checker reproduces TLC's results and counts on the tlaplus/Examples corpus",
-                    checker_corpus, default=False)]
+                    checker_corpus, level="deep")]

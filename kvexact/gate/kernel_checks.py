@@ -2,7 +2,8 @@
 
 Invariant: ``kernels-differential`` passes only when every case is finite, within its dtype's tolerance of
 float64, and blind to the poison in unreferenced slots; it cannot run (rather than fail) when torch or
-triton is missing.
+triton is missing. ``quick`` runs one decode case per dtype, one shared-prefix case and one 0x0BE tree; ``full`` and ``deep`` the
+fixed set below.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, Gat
 
 DECODE_CASES = 4  # the first cases of the pairwise-covering set (fp32, fp16, bf16; block sizes 1 and 16)
 SHARED_CASES = 2
+# (decode cases, shared-prefix cases, 0x0BE tree thresholds) per gate level
+CASES = {"quick": (3, 1, (1,)), "full": (DECODE_CASES, SHARED_CASES, (1, 0)),
+         "deep": (DECODE_CASES, SHARED_CASES, (1, 0))}
 
 
 def _import_kernels():
@@ -32,28 +36,30 @@ def kernels_differential(ctx: GateContext) -> CheckResult:
     start = time.perf_counter()
     failed: list[str] = []
     worst: dict[str, float] = {}
-    decode = D.pairwise_cases(D.DECODE_FACTORS)[:DECODE_CASES]
+    n_decode, n_shared, thresholds = CASES[ctx.level]
+    decode = D.pairwise_cases(D.DECODE_FACTORS)[:n_decode]
     for case in decode:
         result = D.run_decode_case(case, seed=ctx.seed)
         worst[case["dtype"]] = max(worst.get(case["dtype"], 0.0), result["max_abs_err"])
         if not result["passed"]:
             failed.append(f"decode {D.case_id(case)}: {result}")
-    shared_cases = D.pairwise_cases(D.SHARED_FACTORS)[:SHARED_CASES]
+    shared_cases = D.pairwise_cases(D.SHARED_FACTORS)[:n_shared]
     for case in shared_cases:
         result = D.run_shared_case(case, seed=ctx.seed)
         if not result["passed"]:
             failed.append(f"shared {D.case_id(case)}: {result}")
-    for threshold in (1, 0):
+    for threshold in thresholds:
         result = D.run_seed_tree(torch.float32, 16, threshold)
         if not (result["within_tolerance"] and result["finite"]):
             failed.append(f"0x0BE tree, threshold {threshold}: {result}")
-    figures = {"decode_cases": len(decode), "shared_cases": len(shared_cases), "seed_tree_runs": 2,
+    figures = {"decode_cases": len(decode), "shared_cases": len(shared_cases), "seed_tree_runs": len(thresholds),
                **{f"max_abs_err_{k}": float(f"{v:.3g}") for k, v in sorted(worst.items())},
                "seconds": round(time.perf_counter() - start, 2)}
+    cases = len(decode) + len(shared_cases) + len(thresholds)
     if failed:
-        return CheckResult(Verdict.FAILED, figures, "; ".join(failed), seeds={"seed": ctx.seed})
+        return CheckResult(Verdict.FAILED, figures, "; ".join(failed), seeds={"seed": ctx.seed}, examples=cases)
     return CheckResult(Verdict.PASSED, figures, "paged decode, shared-prefix schedules and the 0x0BE tree match "
-                                                "float64 on poisoned pools", seeds={"seed": ctx.seed})
+                                                "float64 on poisoned pools", seeds={"seed": ctx.seed}, examples=cases)
 
 
 def kernels_int64(ctx: GateContext) -> CheckResult:
@@ -72,5 +78,6 @@ CHECKS = [
     GateCheck("kernels-differential", "kernels",
               "Triton kernels against float64 on poisoned pools (small fixed set)", kernels_differential),
     GateCheck("kernels-int64-addressing", "kernels",
-              "paged decode addresses a pool of more than 2^31 elements (subprocess)", kernels_int64),
+              "paged decode addresses a pool of more than 2^31 elements (subprocess)", kernels_int64,
+              level="full"),
 ]

@@ -1,6 +1,8 @@
 """Gate reports: a versioned JSON document and a JUnit XML file for CI systems.
 
-Invariant: both reports list every check that ran, with the same verdicts and seconds as the summary.
+Invariant: both reports list every check that ran, with the same verdicts, states, examples and seconds
+as the summary, and the process's own exit code; an interrupted run says so and names the checks not run.
+The command writes them atomically (:mod:`kvexact.spec.files`).
 """
 
 from __future__ import annotations
@@ -12,21 +14,16 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import kvexact
-from kvexact.gate.framework import CheckOutcome, GateContext, Verdict, exit_code
+from kvexact.gate.framework import CheckOutcome, GateContext, Verdict
 
 SCHEMA_VERSION = 1
 DEPENDENCIES = (
     "attrs", "hypothesis", "z3-solver", "tla", "jpype1", "numpy", "pytest", "click", "rich",
     "torch", "triton",
 )
-
-
-class ReportPathError(ValueError):
-    pass
 
 
 def dependency_versions(names: Sequence[str] = DEPENDENCIES) -> dict[str, str | None]:
@@ -40,18 +37,8 @@ def dependency_versions(names: Sequence[str] = DEPENDENCIES) -> dict[str, str | 
     return versions
 
 
-def ensure_writable(path: Path) -> None:
-    """Fail early, before any check runs, when a report cannot be written at ``path``."""
-    try:
-        if path.is_dir():
-            raise ReportPathError(f"report path {path} is a directory")
-        with open(path, "a", encoding="utf-8"):
-            pass
-    except OSError as exc:
-        raise ReportPathError(f"cannot write report {path}: {exc.strerror or exc}") from None
-
-
-def build_json(outcomes: Sequence[CheckOutcome], ctx: GateContext) -> dict[str, Any]:
+def build_json(outcomes: Sequence[CheckOutcome], ctx: GateContext, code: int,
+               not_run: Sequence[str] = ()) -> dict[str, Any]:
     seeds: dict[str, Any] = {"base": ctx.seed}
     for o in outcomes:
         if o.result.seeds:
@@ -60,7 +47,10 @@ def build_json(outcomes: Sequence[CheckOutcome], ctx: GateContext) -> dict[str, 
         "schema_version": SCHEMA_VERSION,
         "tool": "kvexact gate",
         "created": datetime.now(timezone.utc).isoformat(),
-        "exit_code": exit_code(outcomes),
+        "exit_code": code,
+        "interrupted": ctx.interrupted,
+        "not_run": list(not_run),
+        "level": ctx.level,
         "profile": ctx.profile,
         "adapter": ctx.adapter,
         "seeds": seeds,
@@ -77,6 +67,9 @@ def build_json(outcomes: Sequence[CheckOutcome], ctx: GateContext) -> dict[str, 
                 "layer": o.check.layer,
                 "description": o.check.description,
                 "verdict": o.result.verdict.value,
+                "level": o.check.level,
+                "states": o.result.states,
+                "examples": o.result.examples,
                 "seconds": round(o.seconds, 3),
                 "figures": o.result.figures,
                 "detail": o.result.detail,
@@ -86,19 +79,20 @@ def build_json(outcomes: Sequence[CheckOutcome], ctx: GateContext) -> dict[str, 
     }
 
 
-def write_json(document: dict[str, Any], path: Path) -> None:
-    path.write_text(json.dumps(document, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
+def json_text(document: dict[str, Any]) -> str:
+    return json.dumps(document, indent=2, sort_keys=True, default=str) + "\n"
 
 
-def write_junit(outcomes: Sequence[CheckOutcome], path: Path) -> None:
-    """One testsuite 'kvexact-gate', one testcase per check (failure / skipped for could-not-run)."""
+def junit_bytes(outcomes: Sequence[CheckOutcome], not_run: Sequence[str] = ()) -> bytes:
+    """One testsuite 'kvexact-gate', one testcase per check (failure / skipped for could-not-run, error
+    for an interrupted one); the checks an interrupt left unrun are skipped cases."""
     suite = ET.Element(
         "testsuite",
         name="kvexact-gate",
-        tests=str(len(outcomes)),
+        tests=str(len(outcomes) + len(not_run)),
         failures=str(sum(o.result.verdict is Verdict.FAILED for o in outcomes)),
-        skipped=str(sum(o.result.verdict is Verdict.COULD_NOT_RUN for o in outcomes)),
-        errors="0",
+        skipped=str(sum(o.result.verdict is Verdict.COULD_NOT_RUN for o in outcomes) + len(not_run)),
+        errors=str(sum(o.result.verdict is Verdict.INTERRUPTED for o in outcomes)),
         time=f"{sum(o.seconds for o in outcomes):.3f}",
     )
     for o in outcomes:
@@ -109,8 +103,13 @@ def write_junit(outcomes: Sequence[CheckOutcome], path: Path) -> None:
             ET.SubElement(case, "failure", message=o.result.detail[:200] or "failed").text = o.result.detail
         elif o.result.verdict is Verdict.COULD_NOT_RUN:
             ET.SubElement(case, "skipped", message=o.result.detail[:200] or "could not run")
+        elif o.result.verdict is Verdict.INTERRUPTED:
+            ET.SubElement(case, "error", message="interrupted (Ctrl-C)").text = o.result.detail
         if o.result.figures:
             ET.SubElement(case, "system-out").text = json.dumps(o.result.figures, sort_keys=True, default=str)
+    for name in not_run:
+        case = ET.SubElement(suite, "testcase", classname="kvexact.gate", name=name, time="0")
+        ET.SubElement(case, "skipped", message="not run: the gate was interrupted (Ctrl-C)")
     root = ET.Element("testsuites")
     root.append(suite)
-    ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    return ET.tostring(root, encoding="utf-8", xml_declaration=True)

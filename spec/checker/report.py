@@ -14,6 +14,7 @@ from typing import Any
 from kvexact.spec import itf
 from kvexact.spec.checker.result import ModelCheckResult, Outcome, TraceState
 from kvexact.spec.checker.values import fmt
+from kvexact.spec.files import write_atomic
 
 
 def _text(v: Any, raw: bool = True) -> str:
@@ -113,7 +114,7 @@ def to_json(r: ModelCheckResult, spec: str = "", exit_code: int | None = None) -
 
 
 def write_json(r: ModelCheckResult, path: str | Path, spec: str = "", exit_code: int | None = None) -> None:
-    Path(path).write_text(json.dumps(to_json(r, spec, exit_code), indent=2) + "\n")
+    write_atomic(path, json.dumps(to_json(r, spec, exit_code), indent=2) + "\n")
 
 
 def to_itf_trace(trace: tuple[TraceState, ...], spec: str = "", description: str = "") -> dict:
@@ -129,5 +130,5 @@ def write_itf(r: ModelCheckResult, path: str | Path, spec: str = "") -> bool:
     if r.violation is None or not r.violation.trace:
         return False
     doc = to_itf_trace(r.violation.trace, spec, r.violation.message or r.violation.name)
-    Path(path).write_text(json.dumps(doc, indent=2) + "\n")
+    write_atomic(path, json.dumps(doc, indent=2) + "\n")
     return True

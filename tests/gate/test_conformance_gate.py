@@ -1,5 +1,6 @@
-"""The whole gate, once, as a user runs it: every registered default check passes and both reports are
-complete (DESIGN.md: the test suite runs the gate once)."""
+"""The whole gate, once, as a user runs it (the default, quick level): every check of that level passes
+and both reports are complete (DESIGN.md: the test suite runs the gate once). The full and deep levels add
+checks that have tests of their own; which level runs which check is asserted here."""
 
 from __future__ import annotations
 
@@ -13,25 +14,33 @@ import pytest
 from kvexact.gate import checks
 from kvexact.gate import framework as gate
 
-EXPECTED = {"packaging-selftest", "spec-KVAllocation", "spec-CowPublication", "spec-NamespaceRevocation",
-            "spec-RadixIndex", "spec-VirtualMapping",
-            "spec-mutants", "spec-witnesses", "kernels-differential", "z3-obligations", "negative-registry",
-            "machines", "adapter-simple-runtime", "adapter-faulty-caught", "adapter-sglang-index",
-            "adapter-faulty-index-caught"}
+QUICK = {"packaging-selftest", "spec-KVAllocation", "spec-CowPublication", "spec-NamespaceRevocation",
+         "spec-RadixIndex", "spec-VirtualMapping", "spec-mutants", "kernels-differential", "z3-obligations",
+         "negative-registry", "machines", "adapter-faulty-caught", "adapter-sglang-index",
+         "adapter-faulty-index-caught"}
+FULL = QUICK | {"spec-witnesses", "kernels-int64-addressing", "adapter-simple-runtime"}
+DEEP = FULL | {"checker-corpus"}
+
+
+def test_each_level_runs_the_checks_the_readme_lists():
+    registry = checks.load_checks()
+    for level, expected in (("quick", QUICK), ("full", FULL), ("deep", DEEP)):
+        assert {c.name for c in gate.select_checks(registry, level=level)} == expected, level
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(1500)  # a guard against a hang only: the work is bounded by examples and states
 def test_gate_passes_with_complete_reports(tmp_path):
     r = subprocess.run([sys.executable, "-m", "kvexact.cli", "gate", "--json", str(tmp_path / "g.json"),
-                        "--junit", str(tmp_path / "g.xml")], capture_output=True, text=True, timeout=1400,
-                       cwd=tmp_path)
+                        "--junit", str(tmp_path / "g.xml")], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     doc = json.loads((tmp_path / "g.json").read_text())
     names = {c["name"] for c in doc["checks"]}
-    assert EXPECTED <= names, EXPECTED - names
-    assert names == {c.name for c in gate.select_checks(checks.load_checks())}
+    assert names == QUICK and doc["level"] == "quick" and doc["exit_code"] == 0
     assert all(c["verdict"] == "passed" for c in doc["checks"])
+    kv = next(c for c in doc["checks"] if c["name"] == "spec-KVAllocation")
+    assert kv["states"] == kv["figures"]["distinct_states"] > 0
+    assert next(c for c in doc["checks"] if c["name"] == "machines")["examples"] > 0
     machines = next(c for c in doc["checks"] if c["name"] == "machines")
     assert machines["figures"]["KVAllocation.examples"] > 0 and machines["figures"]["CowPublication.steps"] > 0
     assert machines["figures"]["Vmm.attention_checks"] > 0 and machines["figures"]["Radix.attention_checks"] > 0

@@ -8,8 +8,11 @@ import pytest
 
 from kvexact.spec import spec_dir
 from kvexact.spec.mutants import (
-    WITNESS_TIME_LIMIT_S,
+    MUTANT_KILL_MAX,
+    MUTANT_STATE_LIMIT,
+    WITNESS_STATE_LIMIT,
     check_all,
+    check_expected,
     discover_mutants,
     discover_witnesses,
     run_mutants,
@@ -26,7 +29,7 @@ def mutant_verdicts():
 
 @pytest.fixture(scope="module")
 def witness_verdicts():
-    return {v.model.name: v for v in check_all(WITNESSES, workers=2, time_limit_s=WITNESS_TIME_LIMIT_S)}
+    return {v.model.name: v for v in check_all(WITNESSES, workers=2, state_limit=WITNESS_STATE_LIMIT)}
 
 
 def test_at_least_five_mutants_per_spec():
@@ -38,16 +41,30 @@ def test_at_least_five_mutants_per_spec():
 
 
 @pytest.mark.parametrize("name", [m.name for m in MUTANTS])
-def test_mutant_is_killed_by_its_named_invariant_within_10_s(mutant_verdicts, name):
+def test_mutant_is_killed_by_its_named_invariant_within_the_state_bound(mutant_verdicts, name):
     v = mutant_verdicts[name]
     assert v.killed, f"{name}: {v.outcome}: {v.detail}"
-    assert v.outcome == "killed" and v.seconds <= 10
+    assert v.outcome == "killed" and 0 < v.distinct_states <= MUTANT_STATE_LIMIT
+
+
+def test_the_mutant_bound_is_derived_from_the_costliest_kill(mutant_verdicts):
+    """MUTANT_KILL_MAX bounds every kill measured (a new mutant that costs more must raise it, and the bound
+    with it); the bound leaves four times that as room for spec changes."""
+    assert max(v.distinct_states for v in mutant_verdicts.values()) <= MUTANT_KILL_MAX
+    assert MUTANT_STATE_LIMIT == 4 * MUTANT_KILL_MAX
+
+
+def test_a_kill_beyond_the_bound_is_not_a_kill(mutant_verdicts):
+    costliest = max(mutant_verdicts.values(), key=lambda v: v.distinct_states)
+    v = check_expected(costliest.model, state_limit=costliest.distinct_states // 2)
+    assert not v.killed and v.outcome == "not-within-bound", (v.outcome, v.detail)
 
 
 @pytest.mark.parametrize("name", [w.name for w in WITNESSES])
 def test_witness_is_reached(witness_verdicts, name):
     v = witness_verdicts[name]
     assert v.killed, f"{name}: {v.outcome}: {v.detail}"
+    assert 0 < v.distinct_states <= WITNESS_STATE_LIMIT
 
 
 def test_witnesses_cover_cow_eviction_and_revocation():
@@ -105,7 +122,13 @@ def test_kvexact_check_mutants_exits_0_and_prints_the_kill_rate():
     import sys
 
     done = subprocess.run([sys.executable, "-m", "kvexact.cli", "check", "--mutants"],
-                          capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"Mutants killed: {len(MUTANTS)}/{len(MUTANTS)} (100%)" in done.stdout
     assert f"Witnesses reached: {len(WITNESSES)}/{len(WITNESSES)}" in done.stdout
+
+
+def test_the_quick_gate_searches_as_deep_as_the_costliest_kill():
+    from kvexact.gate.spec_checks import QUICK_STATES
+
+    assert QUICK_STATES >= MUTANT_KILL_MAX > 0

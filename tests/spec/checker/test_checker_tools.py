@@ -43,7 +43,7 @@ def fake_corpus(tmp_path, distinct):
 def test_gate_check_passes_and_fails(tmp_path, monkeypatch):
     from kvexact.gate.corpus_check import CHECKS
     check = CHECKS[0]
-    assert check.name == "checker-corpus" and check.default is False
+    assert check.name == "checker-corpus" and check.level == "deep"
     monkeypatch.setenv("KVEXACT_TLA_CORPUS", str(fake_corpus(tmp_path / "a", 2)))
     res = check.run(GateContext())
     assert res.verdict is Verdict.PASSED and res.figures["matching"] == 1
