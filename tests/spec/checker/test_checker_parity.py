@@ -77,6 +77,18 @@ def test_bitwise(expr, value):
     assert evaluate(expr, extends="Naturals, Bitwise") == value
 
 
+@pytest.mark.parametrize("expr", [
+    "AssertEq(1 + 1, 2)",
+    "TLCModelValue(\"a\") = TLCModelValue(\"a\") /\\ TLCModelValue(\"a\") # TLCModelValue(\"b\")",
+    "LET R == RandomSubset(2, 1..5) IN Cardinality(R) = 2 /\\ R \\subseteq 1..5",
+    "RandomElement({3}) = 3",
+    "LET T == RandomSetOfSubsets(3, 2, 1..4) IN T \\subseteq SUBSET (1..4) /\\ Cardinality(T) <= 3",
+])
+def test_tlc_modules_without_a_library(expr):
+    """TLCExt and Randomization are TLC's own: found on no path (random results checked by their bounds)."""
+    assert evaluate(expr, extends="Naturals, FiniteSets, TLCExt, Randomization") is True
+
+
 def test_graphs():
     g = "[node |-> {1, 2, 3}, edge |-> {<<1, 2>>, <<2, 3>>}]"
     assert evaluate(f"AreConnectedIn(1, 3, {g}) /\\ ~AreConnectedIn(3, 1, {g})", extends="Graphs") is True
