@@ -87,6 +87,7 @@ def test_corpus_verdicts_by_name(tmp_path, monkeypatch):
     root, m = _one_model_corpus(tmp_path / "a", counter, NOLOCK, result="success", distinctStates=None)
     row = corpus.run_model(root, m, lib=[], cpu_limit_s=1)
     assert row.verdict is CV.OVER_CPU_LIMIT and not row.ok and "1 CPU-seconds" in row.why
+    assert row.result.generated_states > 0 and not row.result.complete  # the counts when the limit came
     unchecked = ModelCheckResult(engine="embedded", outcome=Outcome.SUCCESS, distinct_states=2, generated_states=3,
                                  messages=("PROPERTY Live not checked by this engine",))
     tlc = {"result": "success", "distinctStates": 2, "totalStates": 3}
