@@ -73,7 +73,11 @@ class ActGen:
         except _NoGen:
             return None
         src = "\n".join(["def _act(s, n, e, k):", *_indent(body or ["pass"])]) + "\n"
-        exec(compile(src, f"<{where}>", "exec"), self.ns)
+        try:
+            code = compile(src, f"<{where}>", "exec")
+        except (SyntaxError, RecursionError, MemoryError):  # past Python's nesting limits: the closures
+            return None
+        exec(code, self.ns)
         return self.ns["_act"]
 
     def _name(self, prefix: str, value: Any = None) -> str:

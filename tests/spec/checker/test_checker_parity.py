@@ -422,3 +422,23 @@ def test_bags_module():
     b = "BagOfAll(LAMBDA x : x % 2, SetToBag({1, 2, 3}))"
     assert evaluate(f"{b}[1] = 2 /\\ {b}[0] = 1 /\\ DOMAIN {b} = {{0, 1}}", extends="Naturals, Bags") is True
     assert evaluate("Cardinality(SubBag(SetToBag({1, 2})))", extends="Naturals, Bags, FiniteSets") == 4
+
+
+def test_deeply_nested_binders_compile_once_per_level(tmp_path, monkeypatch):
+    """24 nested \\E (an SDP_Verification shape): each level's body is compiled once, not once per path
+    (the generated code and the closures share the binders' scope), and Python's limit of 20 nested
+    blocks in generated code falls back to the closures."""
+    from kvexact.spec.checker import codegen
+    calls = []
+    real = codegen.FastGen.code
+
+    def counted(self, node, scope):
+        calls.append(1)
+        assert len(calls) < 2000, "the generated code recompiles nested bodies"  # fail fast, never hang
+        return real(self, node, scope)
+    monkeypatch.setattr(codegen.FastGen, "code", counted)
+    nest = "".join(f"\\E a{i} \\in {{0}} : " for i in range(24))
+    spec = write_spec(tmp_path, f"VARIABLE x\nInit == x = 0\nNext == {nest}x' = 1 - x\n"
+                      f"Inv == {nest.replace('E', 'A')}x \\in {{0, 1}}", NOLOCK + "INVARIANT Inv\n")
+    r = check_model(spec)
+    assert (r.outcome, r.distinct_states, r.generated_states) == (Outcome.SUCCESS, 2, 3), r.violation
