@@ -281,7 +281,7 @@ class ActGen:
         by_name = self.ac._by_name(d, args, scope)
         saved = self._name("e")
         if args and (self.c.primed_params(d) or by_name):
-            inner, values = self.c.inline_scope(d, args, scope, by_name)
+            inner, values = self.ac.inline_scope(d, args, scope, by_name)
             lines = [f"{saved} = e", "e = dict(e)"]
             for p, f in values:
                 lines.append(f"e[{p!r}] = {self._name('p', f[0])}(s, n, {saved})")

@@ -299,6 +299,9 @@ def test_syntax_errors_read_as_tla(tmp_path, body, where, words):
     ("", "x = 0", "LET n == x' IN n = (x + 1) % 3"),
     ("XInit(v) == v = 0", "XInit(x)", "x' = (x + 1) % 3"),
     ("Step(v, w) == w \\in {(v + 1) % 3}", "x = 0", "Step(x, x')"),
+    # an action passed as an argument (LockHS's NoStutter(NoHistoryChange(l0(self)))): laid out, not evaluated
+    ("Guard(A) == x \\in 0..2 /\\ A\nKeep(A) == A /\\ TRUE\nInc(i) == x' = (x + i) % 3", "x = 0",
+     "\\E i \\in {1} : Guard(Keep(Inc(i)))"),
 ])
 def test_primed_assignment_through_parameters_and_let(tmp_path, defs, init, nxt):
     spec = write_spec(tmp_path, f"VARIABLE x\n{defs}\nInit == {init}\nNext == {nxt}", NOLOCK)
