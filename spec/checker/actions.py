@@ -40,9 +40,10 @@ def _is_action(node: Any, scope: Any, depth: int) -> bool:
     if not (isinstance(node, tuple) and hasattr(node, "_fields")):
         return False
     if type(node).__name__ == "OperatorApplication":
-        if node.operator in ("'", "UNCHANGED"):
+        op = getattr(node, "operator", None)
+        if op in ("'", "UNCHANGED"):
             return True
-        b = scope.lookup(node.operator) if depth < 16 else None
+        b = scope.lookup(op) if depth < 16 else None
         if b is not None and b[0] == "def" and _is_action(b[1].body, b[1].scope, depth + 1):
             return True
     return any(_is_action(getattr(node, f), scope, depth) for f in node._fields if f not in ("symbol", "start", "end"))
