@@ -73,7 +73,11 @@ class ActGen:
         except _NoGen:
             return None
         src = "\n".join(["def _act(s, n, e, k):", *_indent(body or ["pass"])]) + "\n"
-        exec(compile(src, f"<{where}>", "exec"), self.ns)
+        try:
+            code = compile(src, f"<{where}>", "exec")
+        except (SyntaxError, RecursionError, MemoryError):  # past Python's nesting limits: the closures
+            return None
+        exec(code, self.ns)
         return self.ns["_act"]
 
     def _name(self, prefix: str, value: Any = None) -> str:
@@ -277,7 +281,7 @@ class ActGen:
         by_name = self.ac._by_name(d, args, scope)
         saved = self._name("e")
         if args and (self.c.primed_params(d) or by_name):
-            inner, values = self.c.inline_scope(d, args, scope, by_name)
+            inner, values = self.ac.inline_scope(d, args, scope, by_name)
             lines = [f"{saved} = e", "e = dict(e)"]
             for p, f in values:
                 lines.append(f"e[{p!r}] = {self._name('p', f[0])}(s, n, {saved})")

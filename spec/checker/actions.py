@@ -32,11 +32,39 @@ from kvexact.spec.checker.junctions import (  # noqa: F401 (model.py takes them 
 from kvexact.spec.checker.values import EvalError, LazyFcn, fmt, member, ordered_elements, tla_eq
 
 
+def _is_action(node: Any, scope: Any, depth: int) -> bool:
+    """Is the expression action-level: a prime or UNCHANGED in it, or a call of a definition whose body
+    has one (``NoStutter(Step(i))`` passes the action Step(i) by name, as TLC does)?"""
+    if isinstance(node, list):
+        return any(_is_action(x, scope, depth) for x in node)
+    if not (isinstance(node, tuple) and hasattr(node, "_fields")):
+        return False
+    if type(node).__name__ == "OperatorApplication":
+        op = getattr(node, "operator", None)
+        if op in ("'", "UNCHANGED"):
+            return True
+        b = scope.lookup(op) if depth < 16 else None
+        if b is not None and b[0] == "def" and _is_action(b[1].body, b[1].scope, depth + 1):
+            return True
+    return any(_is_action(getattr(node, f), scope, depth) for f in node._fields if f not in ("symbol", "start", "end"))
+
+
 class ActionCompiler:
     def __init__(self, comp: Compiler, mode: str):
         self.c = comp
         self.mode = mode
         self.init = mode == "init"
+        self.sources: dict[int, tuple] = {}  # id of a by-name binding -> (binding, argument, its scope)
+
+    def inline_scope(self, d: Def, args, scope: Scope, by_name: set) -> tuple[Scope, list]:
+        """The compiler's inline scope, remembering the actions passed by name, so that a parameter
+        standing for one (A in NoStutter(A) == ... /\\ A) is laid out as that action, not evaluated."""
+        inner, values = self.c.inline_scope(d, args, scope, by_name)
+        for a, (p, ar) in zip(args, d.params, strict=False):
+            b = inner.names.get(p)
+            if p in by_name and ar == 0 and b is not None and b[0] == "subst" and _is_action(a, scope, 0):
+                self.sources[id(b)] = (b, a, scope)
+        return inner, values
 
     @property
     def nvars(self) -> int:
@@ -322,7 +350,7 @@ class ActionCompiler:
         the body can assign it."""
         out = set()
         for a, (p, ar) in zip(args, d.params, strict=False):
-            if ar == 0 and (_mentions_prime(a) if not self.init else self.c._as_var(a, scope) is not None):
+            if ar == 0 and (_is_action(a, scope, 0) if not self.init else self.c._as_var(a, scope) is not None):
                 out.add(p)
         return out
 
@@ -365,6 +393,9 @@ class ActionCompiler:
         b = self.c.resolve(op, scope)
         if b is not None and b[0] == "def":
             return self._call_def(b[1], args or [], node, scope)
+        src = self.sources.get(id(b)) if b is not None and b[0] == "subst" and not args else None
+        if src is not None and src[0] is b:
+            return self.act(src[1], src[2])
         return None
 
     def _a_SubexpressionReference(self, node, scope):
@@ -415,7 +446,7 @@ class ActionCompiler:
             return None
         by_name = self._by_name(d, args, scope)
         if args and (self.c.primed_params(d) or by_name):
-            inner, values = self.c.inline_scope(d, args, scope, by_name)
+            inner, values = self.inline_scope(d, args, scope, by_name)
             body_i = self.act(d.body, inner)
             vfns = [(p, f[0]) for p, f in values]
 

@@ -245,7 +245,7 @@ class FastGen:
                    "\n    except Exception:\n        return _slow(s, n, e)\n")
             exec(compile(src, f"<{where}>", "exec"), ns)
             return ns["_fast"]
-        except _NoFast:
+        except (_NoFast, SyntaxError, RecursionError, MemoryError):  # no fast code, or past Python's limits
             return None
         finally:
             self._restore(saved)
@@ -426,12 +426,10 @@ class FastGen:
         bounds = _bounds(decls)
         if any(sset is None for _, sset in bounds):
             raise _NoFast()
-        inner = scope.child()
+        inner = scope.bound(decls, [nm for b, _ in bounds for nm in _binder_names(b)])
         binds = []
         for b, sset in bounds:
             binds.append((self._const(_bind(b)), self.code(sset, scope)))
-            for nm in _binder_names(b):
-                inner.names[nm] = ("bound", nm)
         single = None
         if len(bounds) == 1 and type(bounds[0][0]).__name__ != "Tuple":
             from kvexact.spec.checker.binders import _name_of

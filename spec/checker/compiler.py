@@ -165,6 +165,7 @@ class Scope:
         self.mod = mod
         self.names: dict[str, tuple] = {}
         self.inherit_env: bool = parent.inherit_env if parent is not None else False
+        self._bound: dict[int, tuple] = {}
 
     def lookup(self, name: str) -> tuple | None:
         sc: Scope | None = self
@@ -177,6 +178,18 @@ class Scope:
 
     def child(self) -> Scope:
         return Scope(self, self.mod)
+
+    def bound(self, at: Any, names: list[str]) -> Scope:
+        """The scope of the binders declared at ``at``: one object per declaration, so the closure and
+        the generated code of a body share its compiled form (one compilation per nesting level)."""
+        memo = self._bound
+        hit = memo.get(id(at))
+        if hit is None or hit[2] != names:
+            inner = self.child()
+            for nm in names:
+                inner.names[nm] = ("bound", nm)
+            hit = memo[id(at)] = (at, inner, list(names))  # at is kept alive, so its id is not reused
+        return hit[1]
 
 
 def _params(arity: Any) -> list[tuple[str, int]]:
@@ -761,7 +774,7 @@ class Compiler:
 
     def _bounds_compiled(self, decls, scope):
         """Compile binders; returns (list of (setter, set-fn)), deps of the sets, inner scope, names."""
-        inner = scope.child()
+        inner = scope.bound(decls, [nm for b, _ in _bounds(decls) for nm in _binder_names(b)])
         out = []
         deps: frozenset = NODEPS
         names: list[str] = []

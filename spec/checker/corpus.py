@@ -33,7 +33,7 @@ class Verdict(enum.Enum):
     MATCH = "match"
     MISMATCH = "mismatch"
     NEEDS_TEMPORAL = "needs temporal checking"  # a PROPERTY this engine did not check
-    OUT_OF_BUDGET = "out of CPU budget"
+    OVER_CPU_LIMIT = "over the CPU limit"  # stopped at the CPU-time limit: never a match
     CRASHED = "crashed"
 
 
@@ -117,12 +117,23 @@ def _child(conn, folder: Path, m: dict, lib: list[Path], cpu_limit_s: float | No
     import resource
     import sys
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+    import signal
+    hit: list[bool] = []
+
+    def over(signum, frame):  # the soft limit: stop the search like Ctrl-C, keeping its counts
+        signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+        hit.append(True)
+        raise KeyboardInterrupt
+
     if cpu_limit_s:
         limit = int(cpu_limit_s + _cpu_s()) + 1
+        signal.signal(signal.SIGXCPU, over)
         resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
     started = _cpu_s()
-    r = _check_quietly(folder, m, lib, workers)
-    conn.send((r, _cpu_s() - started))
+    r: ModelCheckResult | None = None
+    with contextlib.suppress(KeyboardInterrupt):  # the limit came before the search began
+        r = _check_quietly(folder, m, lib, workers)
+    conn.send((r, _cpu_s() - started, bool(hit)))
     conn.close()
 
 
@@ -146,14 +157,17 @@ def run_model(root: Path, m: dict, *, lib: list[Path] | None = None, isolate: bo
         with contextlib.suppress(EOFError):
             got = recv.recv()
         proc.join()
-        if got is None:
+        empty = ModelCheckResult(engine="embedded", outcome=Outcome.SUCCESS, complete=False)
+        if got is not None and got[2]:  # stopped at the CPU limit: the counts so far, never a match
+            return CorpusRow(m["id"], m, got[0] or empty, Verdict.OVER_CPU_LIMIT,
+                             f"not finished within {cpu_limit_s:.0f} CPU-seconds", got[1])
+        if got is None or got[0] is None:
             out_of_budget = proc.exitcode in (-24, -9) and cpu_limit_s is not None
-            verdict = Verdict.OUT_OF_BUDGET if out_of_budget else Verdict.CRASHED
+            verdict = Verdict.OVER_CPU_LIMIT if out_of_budget else Verdict.CRASHED
             why = (f"not finished within {cpu_limit_s:.0f} CPU-seconds" if out_of_budget
                    else f"the child process ended with code {proc.exitcode}")
-            empty = ModelCheckResult(engine="embedded", outcome=Outcome.SUCCESS, complete=False)
             return CorpusRow(m["id"], m, empty, verdict, why, float(cpu_limit_s or 0.0))
-        r, cpu = got
+        r, cpu = got[0], got[1]
     r = attrs.evolve(r, seconds=cpu)
     verdict, why = compare_with_tlc(m, r)
     return CorpusRow(m["id"], m, r, verdict, why, cpu)
@@ -203,8 +217,11 @@ def totals(rows: list[CorpusRow]) -> dict[str, Any]:
     counts = {v.value: sum(1 for r in rows if r.verdict is v) for v in Verdict}
     gen = sum(r.result.generated_states for r in rows)
     cpu = sum(r.cpu_s for r in rows)
+    finished = [r for r in rows if r.verdict not in (Verdict.OVER_CPU_LIMIT, Verdict.CRASHED)]
+    fin_gen, fin_cpu = sum(r.result.generated_states for r in finished), sum(r.cpu_s for r in finished)
     return {"models": len(rows), **counts, "generated": gen, "distinct": sum(r.result.distinct_states for r in rows),
-            "cpu_s": round(cpu, 1), "generated_per_cpu_s": round(gen / cpu, 1) if cpu else 0.0}
+            "cpu_s": round(cpu, 1), "finished_cpu_s": round(fin_cpu, 1),
+            "generated_per_cpu_s": round(fin_gen / fin_cpu, 1) if fin_cpu else 0.0}
 
 
 def render_table(rows: list[CorpusRow], slowest: int = 10) -> str:
@@ -216,9 +233,10 @@ def render_table(rows: list[CorpusRow], slowest: int = 10) -> str:
         f"{r.id} {r.cpu_s:.0f}" for r in sorted(rows, key=lambda r: -r.cpu_s)[:slowest]) + ".")
     lines.append("")
     lines.append(f"Totals: {t['models']} models; {t['match']} match TLC, {t['mismatch']} mismatch, "
-                 f"{t['needs temporal checking']} need temporal checking, {t['out of CPU budget']} out of CPU "
-                 f"budget, {t['crashed']} crashed; {t['generated']:,} states generated in {t['cpu_s']:,.0f} "
-                 f"CPU-seconds ({t['generated_per_cpu_s']:,.0f} generated states per CPU-second).")
+                 f"{t['needs temporal checking']} need temporal checking, {t['over the CPU limit']} over the CPU "
+                 f"limit, {t['crashed']} crashed; {t['cpu_s']:,.0f} CPU-seconds in all; the finished models generated "
+                 f"{t['generated']:,} states in {t['finished_cpu_s']:,.0f} CPU-seconds ({t['generated_per_cpu_s']:,.0f} "
+                 f"generated states per CPU-second).")
     return "\n".join(lines)
 
 

@@ -77,6 +77,18 @@ def test_bitwise(expr, value):
     assert evaluate(expr, extends="Naturals, Bitwise") == value
 
 
+@pytest.mark.parametrize("expr", [
+    "AssertEq(1 + 1, 2)",
+    "TLCModelValue(\"a\") = TLCModelValue(\"a\") /\\ TLCModelValue(\"a\") # TLCModelValue(\"b\")",
+    "LET R == RandomSubset(2, 1..5) IN Cardinality(R) = 2 /\\ R \\subseteq 1..5",
+    "RandomElement({3}) = 3",
+    "LET T == RandomSetOfSubsets(3, 2, 1..4) IN T \\subseteq SUBSET (1..4) /\\ Cardinality(T) <= 3",
+])
+def test_tlc_modules_without_a_library(expr):
+    """TLCExt and Randomization are TLC's own: found on no path (random results checked by their bounds)."""
+    assert evaluate(expr, extends="Naturals, FiniteSets, TLCExt, Randomization") is True
+
+
 def test_graphs():
     g = "[node |-> {1, 2, 3}, edge |-> {<<1, 2>>, <<2, 3>>}]"
     assert evaluate(f"AreConnectedIn(1, 3, {g}) /\\ ~AreConnectedIn(3, 1, {g})", extends="Graphs") is True
@@ -287,6 +299,9 @@ def test_syntax_errors_read_as_tla(tmp_path, body, where, words):
     ("", "x = 0", "LET n == x' IN n = (x + 1) % 3"),
     ("XInit(v) == v = 0", "XInit(x)", "x' = (x + 1) % 3"),
     ("Step(v, w) == w \\in {(v + 1) % 3}", "x = 0", "Step(x, x')"),
+    # an action passed as an argument (LockHS's NoStutter(NoHistoryChange(l0(self)))): laid out, not evaluated
+    ("Guard(A) == x \\in 0..2 /\\ A\nKeep(A) == A /\\ TRUE\nInc(i) == x' = (x + i) % 3", "x = 0",
+     "\\E i \\in {1} : Guard(Keep(Inc(i)))"),
 ])
 def test_primed_assignment_through_parameters_and_let(tmp_path, defs, init, nxt):
     spec = write_spec(tmp_path, f"VARIABLE x\n{defs}\nInit == {init}\nNext == {nxt}", NOLOCK)
@@ -410,3 +425,23 @@ def test_bags_module():
     b = "BagOfAll(LAMBDA x : x % 2, SetToBag({1, 2, 3}))"
     assert evaluate(f"{b}[1] = 2 /\\ {b}[0] = 1 /\\ DOMAIN {b} = {{0, 1}}", extends="Naturals, Bags") is True
     assert evaluate("Cardinality(SubBag(SetToBag({1, 2})))", extends="Naturals, Bags, FiniteSets") == 4
+
+
+def test_deeply_nested_binders_compile_once_per_level(tmp_path, monkeypatch):
+    """24 nested \\E (an SDP_Verification shape): each level's body is compiled once, not once per path
+    (the generated code and the closures share the binders' scope), and Python's limit of 20 nested
+    blocks in generated code falls back to the closures."""
+    from kvexact.spec.checker import codegen
+    calls = []
+    real = codegen.FastGen.code
+
+    def counted(self, node, scope):
+        calls.append(1)
+        assert len(calls) < 2000, "the generated code recompiles nested bodies"  # fail fast, never hang
+        return real(self, node, scope)
+    monkeypatch.setattr(codegen.FastGen, "code", counted)
+    nest = "".join(f"\\E a{i} \\in {{0}} : " for i in range(24))
+    spec = write_spec(tmp_path, f"VARIABLE x\nInit == x = 0\nNext == {nest}x' = 1 - x\n"
+                      f"Inv == {nest.replace('E', 'A')}x \\in {{0, 1}}", NOLOCK + "INVARIANT Inv\n")
+    r = check_model(spec)
+    assert (r.outcome, r.distinct_states, r.generated_states) == (Outcome.SUCCESS, 2, 3), r.violation

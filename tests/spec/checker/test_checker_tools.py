@@ -64,3 +64,34 @@ def test_bench_checker_reports_rates(tmp_path, monkeypatch):
     d = json.loads(out.read_text())
     assert d["models"][0]["distinct"] == 2 and d["models"][0]["generated_per_cpu_s"] > 0
     assert d["totals"]["match"] == 1
+
+
+def _one_model_corpus(tmp_path, body: str, cfg: str, **expected):
+    from kvexact.spec.checker.corpus import load_manifest
+    folder = tmp_path / "c" / "M"
+    folder.mkdir(parents=True)
+    write_spec(folder, body, cfg, name="M")
+    m = {"id": "M", "spec": "M.tla", "cfg": "M.cfg", "stateDepth": None, **expected}
+    (tmp_path / "c" / "corpus.json").write_text(json.dumps({"models": [m]}))
+    return tmp_path / "c", load_manifest(tmp_path / "c")[0]
+
+
+def test_corpus_verdicts_by_name(tmp_path, monkeypatch):
+    """A model stopped at the CPU limit, one with other counts than TLC's, one whose child dies: each has
+    its own verdict, and none is a match."""
+    import os
+
+    from kvexact.spec.checker import corpus
+    from kvexact.spec.checker.corpus import Verdict as CV
+    counter = "VARIABLE x\nInit == x = 0\nNext == x' = x + 1"
+    root, m = _one_model_corpus(tmp_path / "a", counter, NOLOCK, result="success", distinctStates=None)
+    row = corpus.run_model(root, m, lib=[], cpu_limit_s=1)
+    assert row.verdict is CV.OVER_CPU_LIMIT and not row.ok and "1 CPU-seconds" in row.why
+    assert row.result.generated_states > 0 and not row.result.complete  # the counts when the limit came
+    toggle = "VARIABLE x\nInit == x = 0\nNext == x' = 1 - x"
+    root, m = _one_model_corpus(tmp_path / "c", toggle, NOLOCK, result="success", distinctStates=2, totalStates=4)
+    row = corpus.run_model(root, m, lib=[], isolate=False)
+    assert row.verdict is CV.MISMATCH and "generated 3 vs TLC 4" in row.why
+    monkeypatch.setattr(corpus, "_child", lambda *a: os._exit(7))
+    row = corpus.run_model(root, m, lib=[], cpu_limit_s=5)
+    assert row.verdict is CV.CRASHED and "code 7" in row.why
