@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,6 +25,27 @@ def _minutes(ctx: click.Context, param: click.Parameter, value: float) -> float:
         raise click.BadParameter(f"expected a finite number of minutes, at least 1/60 (one second); got {value}",
                                  ctx, param)
     return value
+
+
+@contextmanager
+def _sigint_seen() -> Iterator[threading.Event]:
+    """An event set by every Ctrl-C while the block runs (the KeyboardInterrupt is raised as usual). Hypothesis
+    may swallow an interrupt that lands in its own code, or turn it into another failure; the event keeps the
+    fact, so the command still stops with 130 and writes no reproduction."""
+    seen = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield seen
+        return
+
+    def on_sigint(signum: int, frame: object) -> None:
+        seen.set()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield seen
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager
@@ -90,34 +112,37 @@ def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink, 
                 f"steps={totals['steps'] + now.get('steps', 0)} failures={now.get('failures', 0)} "
                 f"(round {round_no + 1}, {state}; {max(0.0, deadline - time.monotonic()) / 60:.1f} min left)")
 
-    try:
-        while time.monotonic() < deadline:
-            spec = specs[round_no % len(specs)]
-            s = machine_settings("fuzz", examples_per_round, step_count, shrink=shrink)
-            try:
-                with _ticker(progress):
-                    run = run_machine(spec, adapter, s, seed + round_no, call_timeout=call_timeout,
-                                      shrink_seconds=shrink_seconds, watch=lambda stats: live.update(stats=stats),
-                                      stop_at=deadline)
-            except AdapterError as exc:
-                raise as_click_error(exc) from None
-            round_no += 1
-            totals["examples"] += run.examples
-            totals["steps"] += run.steps
-            operations.update(k for k in run.stats if ":" in k and not k.startswith("rule:"))
-            fired.setdefault(spec, set()).update(run.rules_fired())
-            coverage = ", ".join(f"{sp} {len(r)}/{len(run.rules)} rules" for sp, r in sorted(fired.items()))
-            left = max(0.0, deadline - time.monotonic())
-            click.echo(f"fuzz: round {round_no} ({spec}) examples={totals['examples']} steps={totals['steps']} "
-                       f"distinct_operations={len(operations)} coverage: {coverage}; {left / 60:.1f} min left")
-            if not run.passed:
-                click.echo(summary_line(run))
-                report_failure(run, out, step_count, "fuzz")
-                return 1
-    except KeyboardInterrupt:  # files are written atomically: a reproduction is whole or absent
-        click.echo(f"fuzz: interrupted (Ctrl-C) in round {round_no + 1}; before it: {round_no} rounds, "
-                   f"{totals['examples']} examples, {totals['steps']} steps, no failure")
-        return 130
+    with _sigint_seen() as interrupted:
+        try:
+            while time.monotonic() < deadline:
+                spec = specs[round_no % len(specs)]
+                s = machine_settings("fuzz", examples_per_round, step_count, shrink=shrink)
+                try:
+                    with _ticker(progress):
+                        run = run_machine(spec, adapter, s, seed + round_no, call_timeout=call_timeout,
+                                          shrink_seconds=shrink_seconds, watch=lambda stats: live.update(stats=stats),
+                                          stop_at=deadline)
+                except AdapterError as exc:
+                    raise as_click_error(exc) from None
+                if interrupted.is_set():
+                    raise KeyboardInterrupt
+                round_no += 1
+                totals["examples"] += run.examples
+                totals["steps"] += run.steps
+                operations.update(k for k in run.stats if ":" in k and not k.startswith("rule:"))
+                fired.setdefault(spec, set()).update(run.rules_fired())
+                coverage = ", ".join(f"{sp} {len(r)}/{len(run.rules)} rules" for sp, r in sorted(fired.items()))
+                left = max(0.0, deadline - time.monotonic())
+                click.echo(f"fuzz: round {round_no} ({spec}) examples={totals['examples']} steps={totals['steps']} "
+                           f"distinct_operations={len(operations)} coverage: {coverage}; {left / 60:.1f} min left")
+                if not run.passed:
+                    click.echo(summary_line(run))
+                    report_failure(run, out, step_count, "fuzz")
+                    return 1
+        except KeyboardInterrupt:  # files are written atomically: a reproduction is whole or absent
+            click.echo(f"fuzz: interrupted (Ctrl-C) in round {round_no + 1}; before it: {round_no} rounds, "
+                       f"{totals['examples']} examples, {totals['steps']} steps, no failure")
+            return 130
     click.echo(f"fuzz: no failure in {minutes} min: {totals['examples']} examples, {totals['steps']} steps, "
                f"{len(operations)} distinct operations")
     return 0
