@@ -30,8 +30,14 @@ from pathlib import Path
 from typing import Any
 
 from kvexact.conformance.partial_trace import Expect, PartialResult, Search, Unmapped
-from kvexact.conformance.vllm_events import EventFormatError, KVEvent, events_from_batches, live_batches, \
-    normalize, read_events
+from kvexact.conformance.vllm_events import (
+    EventFormatError,
+    KVEvent,
+    events_from_batches,
+    live_batches,
+    normalize,
+    read_events,
+)
 
 STORE_STEPS = ("ReleaseRequest", "MatchAndLock", "Reserve", "PublishUnfinished")
 SPLIT_STEPS = ("ReleaseRequest", "MatchAndLock")
@@ -46,6 +52,8 @@ class SglangEventRejection(enum.Enum):
     BLOCK_SIZE_CHANGED = "block_size differs from the log's first BlockStored"
     TOKEN_COUNT = "token_ids does not hold block_size tokens per stored hash"
     OTHER_MEDIUM = "the event names a medium other than GPU: the mapping models the device tree"
+    STORED_WHILE_CACHED = "a stored hash is cached already: SGLang records a store only for a new node"
+    REMOVED_NOT_CACHED = "a removed hash is not cached"
 
 
 Path_ = tuple[int, ...]
@@ -55,7 +63,7 @@ def cached_paths(s: dict) -> frozenset[Path_]:
     """Every path the tree caches: all prefixes of every node's path."""
     from kvexact.spec.checker.values import apply_fcn
 
-    out = set()
+    out: set[Path_] = set()
     for node in s["tree"]:
         path = apply_fcn(node, "path")
         out.update(tuple(path[:k]) for k in range(1, len(path) + 1))
@@ -125,20 +133,20 @@ class SglangMapping:
         paths = []
         for h in ev.hashes:
             above = self._place(ev, where, h, above)
+            if above in self.cached or above in paths:
+                raise self._unmapped(ev, where, SglangEventRejection.STORED_WHILE_CACHED, f"hash {h}")
             paths.append(above)
         before = frozenset(self.cached)
         allowed = before | frozenset(paths)
         for i, (h, p) in enumerate(zip(ev.hashes, paths, strict=True)):
             need = before | frozenset(paths[:i + 1])
             yield Expect(where, (), internal=STORE_STEPS, internal_max=self.internal_max,
-                         check=self._store_check(h, p, before, need, allowed), check_key=("store", ev.index, i),
+                         check=self._store_check(need, allowed), check_key=("store", ev.index, i),
                          source=ev.index, describe=f"BlockStored hash {h} = path {p}")
         self.cached |= set(paths)
 
-    def _store_check(self, h: Any, p: Path_, before: frozenset, need: frozenset, allowed: frozenset):
+    def _store_check(self, need: frozenset, allowed: frozenset):
         def check(s: dict, n: dict) -> str | None:
-            if p in before:
-                return f"hash {h} is cached already: SGLang stores only a new node"
             have = cached_paths(n)
             if not need <= have:
                 return f"path(s) {_show(need - have, self.name)} not cached after the insert"
@@ -151,6 +159,8 @@ class SglangMapping:
         for h in ev.hashes:
             if h not in self.path:
                 raise self._unmapped(ev, where, SglangEventRejection.UNKNOWN_HASH, f"hash {h}")
+            if self.path[h] not in self.cached or list(ev.hashes).count(h) > 1:
+                raise self._unmapped(ev, where, SglangEventRejection.REMOVED_NOT_CACHED, f"hash {h}")
         nodes: list[list[Any]] = []
         for h in ev.hashes:
             if nodes and self.path[h][:-1] == self.path[nodes[-1][-1]]:
@@ -167,9 +177,6 @@ class SglangMapping:
     def _remove_check(self, node: list[Any], paths: frozenset):
         def check(s: dict, n: dict) -> str | None:
             before, after = cached_paths(s), cached_paths(n)
-            missing = paths - before
-            if missing:
-                return f"hash(es) {_show(missing, self.name)} not cached before the eviction"
             if before - after != paths:
                 return (f"the evicted node held {_show(before - after, self.name)}; the event removes "
                         f"{_show(paths, self.name)}")

@@ -19,9 +19,10 @@ import click
 @click.option("--tlc-jar", type=click.Path(path_type=Path), default=None, help="tla2tools.jar (or TLA2TOOLS_JAR).")
 @click.option("--write-module", type=click.Path(path_type=Path), default=None,
               help="Also write the generated <Spec>Trace.tla/.cfg into this folder.")
-@click.option("--events", type=click.Choice(["vllm"]), default=None,
-              help="FILE is a runtime's event log (vLLM: MessagePack batches as its publisher sends them, or "
-                   "their JSON form), checked against KVAllocation through the event mapping.")
+@click.option("--events", type=click.Choice(["vllm", "sglang"]), default=None,
+              help="FILE is a runtime's event log (MessagePack batches as its publisher sends them, or their "
+                   "JSON form), checked through the event mapping: vLLM's against KVAllocation, SGLang's "
+                   "against RadixIndex.")
 @click.option("--live", metavar="ENDPOINT", default=None, help="With --events: read a running publisher "
               "(a ZMQ address such as tcp://127.0.0.1:5557) until it is idle for --idle seconds.")
 @click.option("--idle", "idle_s", type=float, default=2.0, show_default=True)
@@ -43,12 +44,20 @@ def validate_trace(args: tuple[str, ...], cfg: Path | None, engine: str, tlc_jar
     from kvexact.conformance.trace_module import accepted, write_trace_module
 
     if events is not None:
-        from kvexact.conformance.vllm_events import run_event_log
-
         if len(args) != (0 if live else 1):
-            raise click.UsageError("--events vllm takes one FILE, or none with --live ENDPOINT")
-        code, text = run_event_log(args[0] if args else None, live, blocks=blocks, requests=requests,
-                                   internal_max=internal_max, mode=mode, idle_s=idle_s, max_batches=max_batches)
+            raise click.UsageError(f"--events {events} takes one FILE, or none with --live ENDPOINT")
+        if events == "sglang":
+            from kvexact.conformance import sglang_events
+
+            code, text = sglang_events.run_event_log(args[0] if args else None, live, requests=requests,
+                                                     internal_max=internal_max, mode=mode, idle_s=idle_s,
+                                                     max_batches=max_batches)
+        else:
+            from kvexact.conformance.vllm_events import run_event_log
+
+            code, text = run_event_log(args[0] if args else None, live, blocks=blocks, requests=requests,
+                                       internal_max=internal_max, mode=mode, idle_s=idle_s,
+                                       max_batches=max_batches)
         click.echo(text, err=code >= 2)
         return code
     if len(args) != 2:
