@@ -29,14 +29,15 @@ import click
 @click.option("--max-batches", type=int, default=None, help="With --live: stop after this many batches.")
 @click.option("--blocks", type=click.IntRange(1), default=8, show_default=True,
               help="With --events: the runtime's usable blocks (Blocks = 1..N).")
-@click.option("--requests", type=click.IntRange(1), default=2, show_default=True,
-              help="With --events: requests that may hold blocks at once (Requests = r1..rN).")
+@click.option("--requests", type=click.IntRange(1), default=None,
+              help="With --events: requests that may hold blocks at once (Requests = r1..rN; default 2 for "
+                   "vllm, 1 for sglang).")
 @click.option("--internal-max", type=click.IntRange(0), default=5, show_default=True,
               help="With --events: unlogged allocator steps allowed before each spec step.")
 @click.option("--mode", type=click.Choice(["minimal", "exhaustive"]), default="minimal", show_default=True)
 def validate_trace(args: tuple[str, ...], cfg: Path | None, engine: str, tlc_jar: Path | None,
                    write_module: Path | None, events: str | None, live: str | None, idle_s: float,
-                   max_batches: int | None, blocks: int, requests: int, internal_max: int, mode: str) -> int:
+                   max_batches: int | None, blocks: int, requests: int | None, internal_max: int, mode: str) -> int:
     """Check every step of TRACE as a step of its named action of SPEC (a .tla path or a shipped spec name);
     a partial trace (header kind "partial") or a runtime's event log (--events) by a constrained search."""
     from kvexact.conformance.line_schemas import TraceInputError
@@ -49,13 +50,13 @@ def validate_trace(args: tuple[str, ...], cfg: Path | None, engine: str, tlc_jar
         if events == "sglang":
             from kvexact.conformance import sglang_events
 
-            code, text = sglang_events.run_event_log(args[0] if args else None, live, requests=requests,
+            code, text = sglang_events.run_event_log(args[0] if args else None, live, requests=requests or 1,
                                                      internal_max=internal_max, mode=mode, idle_s=idle_s,
                                                      max_batches=max_batches)
         else:
             from kvexact.conformance.vllm_events import run_event_log
 
-            code, text = run_event_log(args[0] if args else None, live, blocks=blocks, requests=requests,
+            code, text = run_event_log(args[0] if args else None, live, blocks=blocks, requests=requests or 2,
                                        internal_max=internal_max, mode=mode, idle_s=idle_s,
                                        max_batches=max_batches)
         click.echo(text, err=code >= 2)
