@@ -10,7 +10,8 @@ from test_conformance_trace import run_cli
 from kvexact.conformance import sglang_events as se
 from kvexact.conformance.partial_trace import PartialRejection
 from kvexact.reference.peers.sglang import RadixCache
-from kvexact.reference.peers.sglang_events import page_hash, random_event_log
+from kvexact.reference.peers.sglang_events import page_hash
+from kvexact.reference.peers.sglang_stream import random_event_log
 
 NAMED = PartialRejection.EVENT_NOT_MAPPED
 
