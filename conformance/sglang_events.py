@@ -33,10 +33,8 @@ from kvexact.conformance.partial_trace import Expect, PartialResult, Search, Unm
 from kvexact.conformance.vllm_events import (
     EventFormatError,
     KVEvent,
-    events_from_batches,
-    live_batches,
+    load_log,
     normalize,
-    read_events,
 )
 
 STORE_STEPS = ("ReleaseRequest", "MatchAndLock", "Reserve", "PublishUnfinished")
@@ -238,13 +236,9 @@ def run_event_log(source: str | None, live: str | None, *, requests: int, intern
                   idle_s: float = 2.0, max_batches: int | None = None) -> tuple[int, str]:
     """(exit code, text) for ``kvexact validate-trace --events sglang``: 0 accepted, 1 rejected, 2 bad input."""
     try:
-        if live is not None:
-            raw = list(events_from_batches(live_batches(live, b"", idle_s, max_batches)))
-            if not raw:
-                return 3, f"validate-trace: no event batch arrived from {live} within {idle_s} s"
-        else:
-            assert source is not None
-            raw = read_events(Path(source))
+        raw = load_log(source, live, idle_s, max_batches)
+        if not raw:
+            return 3, f"validate-trace: no event batch arrived from {live} within {idle_s} s"
         result = validate_events(raw, requests, internal_max, mode)
     except EventFormatError as exc:
         return 2, f"validate-trace: {exc}"
