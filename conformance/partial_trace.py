@@ -267,6 +267,10 @@ class Search:
         enabled step first, then a failed check, then the first false conjunct of a disabled action."""
         best: Miss | None = None
         for s in list(candidates.values())[:50]:
+            if not step.actions and step.check is not None:  # a checkpoint: what its check says of a candidate
+                why = step.check(s, s)
+                if why is not None and best is None:
+                    best = Miss("(checkpoint)", {}, why, 1)
             for a in self._split(step.actions, step.params):
                 succ: list[dict] = []
                 self.model.successors(s, a, succ)

@@ -458,18 +458,23 @@ def event_report(result: PartialResult, events: int) -> str:
     return result.summary()
 
 
+def load_log(source: str | None, live: str | None, idle_s: float = 2.0, max_batches: int | None = None,
+             topic: bytes = b"") -> list[tuple[str, Any]]:
+    """(where, raw event) of a file, or of a live publisher (empty: nothing arrived within ``idle_s``)."""
+    if live is not None:
+        return list(events_from_batches(live_batches(live, topic, idle_s, max_batches)))
+    assert source is not None
+    return read_events(Path(source))
+
+
 def run_event_log(source: str | None, live: str | None, *, blocks: int, requests: int, internal_max: int,
                   mode: str, idle_s: float = 2.0, max_batches: int | None = None,
                   topic: bytes = b"") -> tuple[int, str]:
     """(exit code, text) for ``kvexact validate-trace --events vllm``: 0 accepted, 1 rejected, 2 bad input."""
     try:
-        if live is not None:
-            raw = list(events_from_batches(live_batches(live, topic, idle_s, max_batches)))
-            if not raw:
-                return 3, f"validate-trace: no event batch arrived from {live} within {idle_s} s"
-        else:
-            assert source is not None
-            raw = read_events(Path(source))
+        raw = load_log(source, live, idle_s, max_batches, topic)
+        if not raw:
+            return 3, f"validate-trace: no event batch arrived from {live} within {idle_s} s"
         result = validate_events(raw, blocks, requests, None, internal_max, mode)
     except EventFormatError as exc:
         return 2, f"validate-trace: {exc}"

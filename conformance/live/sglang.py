@@ -60,12 +60,13 @@ class LiveSGLangAdapter:
 
     name = f"sglang-{VERSION}-live"
 
-    def __init__(self, config: IndexConfig):
+    def __init__(self, config: IndexConfig, kv_events: bool = False):
         self.config = config
         radix_cache.time = sglang_standins.CounterClock()  # type: ignore[assignment]
         self.allocator = TokenToKVPoolAllocator(config.pool_slots, torch.int64, "cpu", None, need_sort=False)
         self.cache = radix_cache.RadixCache(CacheInitParams(
-            disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.allocator, page_size=1))
+            disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.allocator, page_size=1,
+            enable_kv_cache_events=kv_events))
         self.rows: dict[str, Row] = {}
 
     def admit(self, request_id: str, tokens: Sequence[int]) -> int | None:
@@ -158,6 +159,38 @@ class LiveSGLangAdapter:
         every = sorted(tree + private + self.free_slot_ids())
         if every != list(range(1, self.config.pool_slots + 1)):
             raise AssertionError(f"SGLang live: slots are not partitioned: {every}")
+
+
+def record_event_log(seed: int, ops: int, pool_slots: int = 8) -> bytes:
+    """0.5.23's own KV events (its recorder, its ``KVEventBatch`` MessagePack encoding) under a random stream
+    over this adapter: admissions of short prompts over two tokens (evicting when the pool is short), decode
+    steps, finishes (which insert) and cancels; one batch per operation that recorded events."""
+    import random
+
+    import msgspec
+    from sglang.srt.disaggregation.kv_events import KVEventBatch
+
+    rng = random.Random(seed)
+    adapter = LiveSGLangAdapter(IndexConfig(pool_slots=pool_slots), kv_events=True)
+    encoder = msgspec.msgpack.Encoder()
+    out = [encoder.encode(KVEventBatch(ts=0.0, events=adapter.cache.kv_events.take()))]
+    for n in range(ops):
+        running = sorted(adapter.rows)
+        op = rng.random()
+        if op < 0.4 or not running:
+            prompt = [rng.randint(1, 2) for _ in range(rng.randint(1, 3))]
+            if adapter.admit(f"q{n}", prompt) is None:
+                adapter.evict(len(prompt))
+        elif op < 0.6:
+            adapter.extend(rng.choice(running), rng.randint(1, 2))
+        elif op < 0.9:
+            adapter.finish(rng.choice(running))
+        else:
+            adapter.cancel(rng.choice(running))
+        events = adapter.cache.kv_events.take()
+        if events:
+            out.append(encoder.encode(KVEventBatch(ts=float(n), events=events)))
+    return b"".join(out)
 
 
 def factory(config: IndexConfig) -> LiveSGLangAdapter:

@@ -19,23 +19,25 @@ import click
 @click.option("--tlc-jar", type=click.Path(path_type=Path), default=None, help="tla2tools.jar (or TLA2TOOLS_JAR).")
 @click.option("--write-module", type=click.Path(path_type=Path), default=None,
               help="Also write the generated <Spec>Trace.tla/.cfg into this folder.")
-@click.option("--events", type=click.Choice(["vllm"]), default=None,
-              help="FILE is a runtime's event log (vLLM: MessagePack batches as its publisher sends them, or "
-                   "their JSON form), checked against KVAllocation through the event mapping.")
+@click.option("--events", type=click.Choice(["vllm", "sglang"]), default=None,
+              help="FILE is a runtime's event log (MessagePack batches as its publisher sends them, or their "
+                   "JSON form), checked through the event mapping: vLLM's against KVAllocation, SGLang's "
+                   "against RadixIndex.")
 @click.option("--live", metavar="ENDPOINT", default=None, help="With --events: read a running publisher "
               "(a ZMQ address such as tcp://127.0.0.1:5557) until it is idle for --idle seconds.")
 @click.option("--idle", "idle_s", type=float, default=2.0, show_default=True)
 @click.option("--max-batches", type=int, default=None, help="With --live: stop after this many batches.")
 @click.option("--blocks", type=click.IntRange(1), default=8, show_default=True,
               help="With --events: the runtime's usable blocks (Blocks = 1..N).")
-@click.option("--requests", type=click.IntRange(1), default=2, show_default=True,
-              help="With --events: requests that may hold blocks at once (Requests = r1..rN).")
+@click.option("--requests", type=click.IntRange(1), default=None,
+              help="With --events: requests that may hold blocks at once (Requests = r1..rN; default 2 for "
+                   "vllm, 1 for sglang).")
 @click.option("--internal-max", type=click.IntRange(0), default=5, show_default=True,
               help="With --events: unlogged allocator steps allowed before each spec step.")
 @click.option("--mode", type=click.Choice(["minimal", "exhaustive"]), default="minimal", show_default=True)
 def validate_trace(args: tuple[str, ...], cfg: Path | None, engine: str, tlc_jar: Path | None,
                    write_module: Path | None, events: str | None, live: str | None, idle_s: float,
-                   max_batches: int | None, blocks: int, requests: int, internal_max: int, mode: str) -> int:
+                   max_batches: int | None, blocks: int, requests: int | None, internal_max: int, mode: str) -> int:
     """Check every step of TRACE as a step of its named action of SPEC (a .tla path or a shipped spec name);
     a partial trace (header kind "partial") or a runtime's event log (--events) by a constrained search."""
     from kvexact.conformance.line_schemas import TraceInputError
@@ -43,12 +45,20 @@ def validate_trace(args: tuple[str, ...], cfg: Path | None, engine: str, tlc_jar
     from kvexact.conformance.trace_module import accepted, write_trace_module
 
     if events is not None:
-        from kvexact.conformance.vllm_events import run_event_log
-
         if len(args) != (0 if live else 1):
-            raise click.UsageError("--events vllm takes one FILE, or none with --live ENDPOINT")
-        code, text = run_event_log(args[0] if args else None, live, blocks=blocks, requests=requests,
-                                   internal_max=internal_max, mode=mode, idle_s=idle_s, max_batches=max_batches)
+            raise click.UsageError(f"--events {events} takes one FILE, or none with --live ENDPOINT")
+        if events == "sglang":
+            from kvexact.conformance import sglang_events
+
+            code, text = sglang_events.run_event_log(args[0] if args else None, live, requests=requests or 1,
+                                                     internal_max=internal_max, mode=mode, idle_s=idle_s,
+                                                     max_batches=max_batches)
+        else:
+            from kvexact.conformance.vllm_events import run_event_log
+
+            code, text = run_event_log(args[0] if args else None, live, blocks=blocks, requests=requests or 2,
+                                       internal_max=internal_max, mode=mode, idle_s=idle_s,
+                                       max_batches=max_batches)
         click.echo(text, err=code >= 2)
         return code
     if len(args) != 2:

@@ -23,6 +23,7 @@ from typing import Any
 
 import attrs
 
+from kvexact.reference.peers.sglang_events import EventRecorder
 from kvexact.reference.peers.sglang_key import RadixKey, SGLangError, SGLangRejection, as_key
 from kvexact.reference.peers.sglang_pool import ReqToTokenPool
 
@@ -137,7 +138,8 @@ class RadixCache:
 
     def __init__(self, page_size: int = 1, allocator: Any = None, req_to_token_pool: ReqToTokenPool | None = None,
                  disable: bool = False, is_eagle: bool = False, eviction_policy: str = "lru",
-                 clock: Callable[[], float] | None = None, slru_threshold: int = SLRU_THRESHOLD):
+                 clock: Callable[[], float] | None = None, slru_threshold: int = SLRU_THRESHOLD,
+                 kv_events: bool = False):
         if not isinstance(page_size, int) or page_size < 1:
             raise SGLangError(SGLangRejection.BAD_PAGE_SIZE, f"page_size={page_size!r}")
         self.page_size = page_size
@@ -149,6 +151,7 @@ class RadixCache:
         self.priority_of = eviction_priority(self.eviction_policy, slru_threshold)
         self.clock = clock if clock is not None else CounterClock()
         self._ids = itertools.count()
+        self.kv_events = EventRecorder(page_size, enabled=kv_events and not disable)
         self.reset()
 
     @classmethod
@@ -168,6 +171,7 @@ class RadixCache:
         self.evictable_size_ = 0
         self.protected_size_ = 0
         self.evictable_leaves: dict[TreeNode, None] = {}
+        self.kv_events.record_all_cleared()
 
     def _prepare(self, key: RadixKey | Sequence[int]) -> RadixKey:
         key = as_key(key)
@@ -288,6 +292,7 @@ class RadixCache:
             self.evictable_size_ += len(key)
             self._update_leaf_status(node)
             self._update_leaf_status(leaf)
+            self.kv_events.record_store(self.path_key_units(node), leaf.key.units)
             node = leaf
         return InsertResult(total, node)
 
@@ -344,6 +349,7 @@ class RadixCache:
             parent = leaf.parent
             if parent is not None and not parent.children and parent.lock_ref == 0:
                 heapq.heappush(heap, (self.priority_of(parent), parent))
+            self.kv_events.record_remove(self.path_key_units(parent) if parent else (), leaf.key.units)
         return evicted
 
     def _delete_leaf(self, node: TreeNode) -> None:

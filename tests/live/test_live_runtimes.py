@@ -165,3 +165,45 @@ def test_an_event_log_recorded_from_the_live_vllm_validates_and_a_dropped_store_
     assert not rejected.ok and rejected.failure.index == k  # 1-based in the log without event i
     assert rejected.failure.rejection is PartialRejection.UNEXPLAINED
     assert "is not cached before the step" in rejected.failure.nearest.reason
+
+
+@pytest.mark.slow
+def test_an_event_log_recorded_from_the_live_sglang_validates_and_a_dropped_store_is_rejected(runtime_python,
+                                                                                              tmp_path):
+    """SGLang 0.5.23's own KV events (its recorder on the real RadixCache, its msgpack KVEventBatch) under a
+    random request stream validate against RadixIndex; dropping a store fails at the next event that needs
+    one of its hashes, by name."""
+    from kvexact.conformance import sglang_events as se
+    from kvexact.conformance import vllm_events as ve
+    from kvexact.conformance.partial_trace import PartialRejection
+
+    path = tmp_path / "live-sglang.msgpack"
+    r = run_in(runtime_python, "-c", "from kvexact.conformance.live.sglang import record_event_log; "
+               f"open({str(path)!r}, 'wb').write(record_event_log(0, 80))")
+    assert r.returncode == 0, r.stderr[-3000:]
+    raw = ve.read_events(path)
+    events = [ev for _w, ev in ve.normalize(raw)]
+    assert [ev.kind for ev in events].count("BlockStored") >= 4 and any(ev.kind == "BlockRemoved" for ev in events)
+    result = se.validate_events(raw)
+    assert result.ok, result.summary()
+    cli = _cli(runtime_python, "validate-trace", "--events", "sglang", str(path))
+    assert cli.returncode == 0, cli.stdout + cli.stderr[-2000:]
+    picked = None
+    for i, ev in enumerate(events):
+        if ev.kind != "BlockStored":
+            continue
+        for k in range(i + 1, len(events)):
+            later = events[k]
+            if later.kind == "AllBlocksCleared":
+                break
+            if set(ev.hashes) & set(later.hashes) or later.parent in ev.hashes:
+                picked = (i, k)
+                break
+        if picked:
+            break
+    assert picked is not None, "the workload must store a hash and later use or evict it"
+    i, k = picked
+    rejected = se.validate_events(raw[:i] + raw[i + 1:])
+    assert not rejected.ok and rejected.failure.index == k  # 1-based in the log without event i
+    assert rejected.failure.rejection is PartialRejection.EVENT_NOT_MAPPED
+    assert rejected.failure.reason.split(":")[0] in ("UNKNOWN_PARENT", "UNKNOWN_HASH", "REMOVED_NOT_CACHED")
