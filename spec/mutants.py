@@ -1,9 +1,11 @@
 """Seeded-bug mutants and non-vacuity witnesses of the shipped specs, run as expected violations.
 
-Invariant of :func:`run_mutants`: a mutant counts as killed only when its model check ends in a safety
-violation (exit 12) of exactly the invariant its first comment names (``VIOLATES: Name``), within the
-time limit; a survivor, a deadlock, another invariant, an error or a slow run is not a kill, and the
-exit code is 0 only at a 100% kill rate. Witnesses (``spec/witnesses/<Spec>_<What>.cfg``, checked
+Invariant of :func:`run_mutants`: a mutant counts as killed only when its model check ends in a
+violation of exactly what its first comment names (``VIOLATES: Name``), within the time limit: a safety
+violation (exit 12) of that invariant, or, when its cfg lists Name as a PROPERTY, a property violation
+(exit 13: a lasso, an action property or an initial-state property) of that property; a survivor, a
+deadlock, another invariant or property, an error or a slow run is not a kill, and the exit code is 0
+only at a 100% kill rate. Witnesses (``spec/witnesses/<Spec>_<What>.cfg``, checked
 against ``spec/<Spec>.tla``) must likewise end in a violation of their negated-witness invariant.
 Each model runs in its own child process (both cores are used), so a hung check can be killed.
 """
@@ -24,6 +26,7 @@ import attrs
 from kvexact.spec import spec_dir
 
 MUTANT_TIME_LIMIT_S = 10.0
+LIVENESS_TIME_LIMIT_S = 60.0  # a lasso is searched on the complete state graph (like a witness search)
 WITNESS_TIME_LIMIT_S = 60.0  # a witness is a search of the CI model (each CI model checks in < 60 s)
 _STARTUP_ALLOWANCE_S = 30.0  # interpreter start and spec compilation in a busy child, on top of the limit
 
@@ -36,7 +39,13 @@ class ExpectedViolation:
     kind: str  # "mutant" or "witness"
     spec: Path
     cfg: Path
-    invariant: str
+    invariant: str  # the invariant, or the PROPERTY, that must be violated
+
+    @property
+    def is_property(self) -> bool:
+        """Named under PROPERTY in its cfg: it dies of exit 13 after the complete state graph."""
+        from kvexact.spec.checker.cfg import parse_cfg
+        return self.invariant in parse_cfg(self.cfg).properties
 
 
 @attrs.frozen
@@ -101,6 +110,8 @@ def check_expected(model: ExpectedViolation, engine: str = "embedded", tlc_jar: 
     """Check one model in a child process and judge it against the violation it must show."""
     start = time.perf_counter()
     command = [sys.executable, "-c", _CHILD, engine, str(model.spec), str(model.cfg), tlc_jar or ""]
+    if model.is_property:
+        time_limit_s = max(time_limit_s, LIVENESS_TIME_LIMIT_S)
     try:
         done = subprocess.run(command, capture_output=True, text=True,
                               timeout=time_limit_s + _STARTUP_ALLOWANCE_S)
@@ -118,7 +129,9 @@ def check_expected(model: ExpectedViolation, engine: str = "embedded", tlc_jar: 
         return Verdict(model, False, "survived", "no violation found", **common)
     if r["exit"] == 11:
         return Verdict(model, False, "deadlock", "ended in a deadlock, not a safety violation", **common)
-    if r["exit"] != 12 or r["kind"] != "invariant":
+    liveness = model.is_property
+    expected = (13, ("temporal", "action-property", "property-init")) if liveness else (12, ("invariant",))
+    if r["exit"] != expected[0] or r["kind"] not in expected[1]:
         return Verdict(model, False, "error", f"exit {r['exit']}: {r['kind']} {r['name']}: {r['message']}",
                        **common)
     if r["name"] != model.invariant:
@@ -127,7 +140,8 @@ def check_expected(model: ExpectedViolation, engine: str = "embedded", tlc_jar: 
     if seconds > time_limit_s:
         return Verdict(model, False, "too-slow", f"violation found after {seconds:.1f} s > {time_limit_s:.0f} s",
                        **common)
-    return Verdict(model, True, "killed", f"{model.invariant} violated at depth {r['depth']}", **common)
+    what = f"{r['kind']} property" if liveness else "invariant"
+    return Verdict(model, True, "killed", f"{what} {model.invariant} violated at depth {r['depth']}", **common)
 
 
 def check_all(models: list[ExpectedViolation], *, engine: str = "embedded", tlc_jar: str | None = None,

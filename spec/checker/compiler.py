@@ -1645,7 +1645,9 @@ class Compiler:
                                loc_of(node, scope.mod))
 
     def _op_enabled(self, node, args, scope):
-        raise UnsupportedError("ENABLED", loc_of(node, scope.mod))
+        # ENABLED A (issue 17): some successor of the state satisfies A; searched as Next is (temporal.py)
+        from kvexact.spec.checker.temporal import compile_enabled
+        return compile_enabled(self, args[0], scope, loc_of(node, scope.mod))
 
     def _x_SubscriptedAction(self, node, scope):
         fa, da = self.expr(node.action, scope)

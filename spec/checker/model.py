@@ -116,9 +116,8 @@ class Model:
             self.symmetry_perms = [p for p in ordered_elements(perms)]
             self.symmetry = Symmetry(self.symmetry_perms)
         self._resolve_all()
-        for p in cfg.properties:
+        for p in cfg.properties:  # read and sorted into TLC's classes by temporal.plan_properties
             self._lookup_def(p, "PROPERTY")
-            self.messages.append(f"PROPERTY {p} not checked by this engine (temporal properties are TLC-only)")
 
     # ------------------------------------------------------------------ setup
 
@@ -169,6 +168,7 @@ class Model:
 
     def _setup_spec(self) -> None:
         cfg = self.cfg
+        self.spec_temporals: list = []  # the SPECIFICATION's temporal conjuncts (fairness), for liveness
         self.constant_only = not (cfg.specification or cfg.init)
         if self.constant_only:  # ASSUMEs only: TLC checks them and reports 0 states
             if self.variables:
@@ -251,7 +251,7 @@ class Model:
             if _kind(arg) == "SubscriptedAction" and arg.operator == "[":
                 nxt.append((arg.action, scope))
             else:
-                self.messages.append(f"temporal conjunct at {loc_of(node, scope.mod)} not checked by this engine")
+                self.spec_temporals.append((node, scope))
             return
         if k == "OperatorApplication" and node.arguments is None:
             b = scope.lookup(node.operator)
@@ -259,7 +259,8 @@ class Model:
                 self._walk_spec(b[1].body, b[1].scope, init_parts, nxt, seen)
                 return
         if self._temporal(node, scope, set()):
-            return  # fairness and other temporal conjuncts: not part of Init/Next
+            self.spec_temporals.append((node, scope))  # fairness: an assumption of liveness checking
+            return
         init_parts.append((node, scope))
 
     def _split(self, node: Any, scope: Scope, env: dict, label: str, location: str, where: str = "") -> None:
