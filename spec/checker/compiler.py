@@ -387,7 +387,8 @@ class Compiler:
         else:
             return
 
-    def _instance(self, node: Any, mod: ModuleInfo, outer: Scope, inherit_env: bool = False) -> Scope:
+    def _instance(self, node: Any, mod: ModuleInfo, outer: Scope, inherit_env: bool = False,
+                  override: dict | None = None) -> Scope:
         found = None if node.name in B.STANDARD_MODULES else self.load_tree(node.name)
         if found is None:
             ops = self._builtin_module(node.name)
@@ -421,8 +422,10 @@ class Compiler:
                     subst[name] = b
                 else:
                     subst[name] = b
+        subst.update(override or {})  # ENABLED's abstract twin (temporal.py): variables bound afresh
         sc = Scope(None, imod)
         sc.inherit_env = inherit_env  # definitions of a parameterized instance see the instance parameters
+        sc.instance_of = (node, mod, outer, inherit_env)  # type: ignore[attr-defined]
         self._include(tree, imod, sc, subst, root=False, seen=set())
         return sc
 

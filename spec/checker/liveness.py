@@ -326,6 +326,9 @@ class _Search:
             out.append(s)
         while len(out) - 1 > loop and out[-1] == out[loop]:
             out.pop()
+        while loop > 0 and len(out) - 1 > loop and out[loop - 1] == out[-1]:  # rotate the cycle
+            out.pop()  # into the prefix: ... a, [b ... a] back to b  ==  ... [a, b ...] back to a
+            loop -= 1
         return out, loop
 
 

@@ -50,18 +50,111 @@ def _stop(s2: Any, n2: Any) -> None:
 def compile_enabled(comp: Compiler, arg: Any, scope: Scope, where: str):
     """``ENABLED A``: true iff some successor of the current state satisfies A (TLC's ``Tool.enabled``:
     the successor is searched as for Next, and may leave variables that A does not mention unassigned)."""
-    act = ActionCompiler(comp, "next").act(arg, scope)
     _, deps = comp.expr(arg, scope)
+    return enabled_fn(comp, arg, None, scope, where), (deps - {PRIME}) | {STATE}
+
+
+class _Actions(ActionCompiler):
+    """Successor search over an instance's own variables (ENABLED's abstract twin)."""
+
+    def __init__(self, comp: Compiler, nvars: int):
+        super().__init__(comp, "next")
+        self._nvars = nvars
+
+    @property
+    def nvars(self) -> int:
+        return self._nvars
+
+
+def enabled_fn(comp: Compiler, action: Any, subscript: Any, scope: Scope, where: str):
+    """``ENABLED A`` (``ENABLED <<A>>_v`` with a subscript) as a closure ``f(s, n, e)``.
+
+    Inside an instance with substitutions TLC searches the instanced module's own variables: their
+    current values are the substituted expressions' values and their primed values are free (not the
+    primed substituted expressions); the abstract twin of the instance (:func:`_twin`) does the same."""
+    root = scope
+    while root.parent is not None:
+        root = root.parent
+    extend = None
+    if getattr(root, "instance_of", None) is not None:
+        twin, extend, nvars = _twin(comp, root)
+        scope = _rebase(scope, root, twin)
+        act = _Actions(comp, nvars).act(action, scope)
+    else:
+        act = ActionCompiler(comp, "next").act(action, scope)
+    fv = comp.expr(subscript, scope)[0] if subscript is not None else None
 
     def enabled(s, n, e):
         if s is None:
             raise EvalError("ENABLED is evaluated outside a state", where)
+        if extend is not None:
+            s = extend(s, e)
+        if fv is None:
+            k = _stop
+        else:
+            v0 = fv(s, None, e)
+
+            def k(s2, n2):
+                if not tla_eq(fv(n2, None, e), v0):
+                    raise _Enabled()
         try:
-            act(s, {}, e, _stop)
+            act(s, {}, e, k)
         except _Enabled:
             return True
         return False
-    return enabled, (deps - {PRIME}) | {STATE}
+    return enabled
+
+
+def _twin(comp: Compiler, root: Scope):
+    """The instance ``root`` compiled again with its module's variables bound to fresh state variables
+    ``Module!x``; returns (twin scope, s -> s extended with their current values, their number)."""
+    cache = comp.__dict__.setdefault("_enabled_twins", {})
+    found = cache.get(id(root))
+    if found is not None:
+        return found[1:]
+    node, mod, outer, inherit = root.instance_of  # type: ignore[attr-defined]
+    names = _module_variables(comp, node.name, set())
+    fresh = {v: f"{node.name}!{v}" for v in names}
+    twin = comp._instance(node, mod, outer, inherit, override={v: ("var", x) for v, x in fresh.items()})
+    current = [(fresh[v], comp._apply_binding(root.lookup(v), v, [], node, root)[0]) for v in names
+               if root.lookup(v) is not None]
+
+    def extend(s: dict, e: dict) -> dict:
+        a = dict(s)
+        for x, fn in current:
+            a[x] = fn(s, None, e)
+        return a
+    cache[id(root)] = (root, twin, extend, len(names))  # root kept alive: its id stays its own
+    return twin, extend, len(names)
+
+
+def _module_variables(comp: Compiler, name: str, seen: set) -> list[str]:
+    found = comp.load_tree(name)
+    if found is None or name in seen:
+        return []
+    seen.add(name)
+    tree = found[0]
+    out: list[str] = []
+    for ext in tree.extendees or []:
+        out += _module_variables(comp, ext if isinstance(ext, str) else ext.operator, seen)
+    for unit in tree.units or []:
+        if type(unit).__name__ == "Variables":
+            out += [n if isinstance(n, str) else n.operator for n in unit.names]
+    return out
+
+
+def _rebase(scope: Scope, root: Scope, twin: Scope) -> Scope:
+    """``scope`` (inside the instance ``root``) re-rooted on ``twin``: its local names copied."""
+    chain = []
+    while scope is not root:
+        chain.append(scope)
+        scope = scope.parent  # type: ignore[assignment]
+    out = twin
+    for sc in reversed(chain):
+        out = out.child()
+        out.names = dict(sc.names)
+        out.inherit_env = sc.inherit_env
+    return out
 
 
 @attrs.define
@@ -103,38 +196,45 @@ class FormulaReader:
         self.c = comp
         self.leaves: list[Leaf] = []
         self._temporal_memo: dict = {}
+        self._action_memo: dict = {}
 
-    # ------------------------------------------------------------ which formulas are temporal
+    # ------------------------------------------------------------ levels (SANY's, through definitions)
 
     def is_temporal(self, node: Any, scope: Scope) -> bool:
+        """Temporal level: contains [], <>, ~>, -+->, WF/SF or a temporal quantifier."""
+        return self._reaches(node, scope, self._temporal_memo, _temporal_hit)
+
+    def is_action(self, node: Any, scope: Scope) -> bool:
+        """Action level: reads a primed variable (', UNCHANGED, [A]_v, <<A>>_v) outside ENABLED."""
+        return self._reaches(node, scope, self._action_memo, _action_hit)
+
+    def _reaches(self, node: Any, scope: Scope, memo: dict, hit) -> bool:
         key = (id(node), id(scope))
-        memo = self._temporal_memo
         if key in memo:
             return memo[key][0]
-        memo[key] = (False, node, scope)  # a recursive definition is not temporal through its recursion
-        r = self._temporal(node, scope)
+        memo[key] = (False, node, scope)  # a recursive definition does not reach through its recursion
+        r = self._scan(node, scope, memo, hit)
         memo[key] = (r, node, scope)  # node and scope are kept alive, so their ids stay theirs
         return r
 
-    def _temporal(self, node: Any, scope: Scope) -> bool:
+    def _scan(self, node: Any, scope: Scope, memo: dict, hit) -> bool:
         k = type(node).__name__
-        if k in ("Fairness", "TemporalQuantification"):
-            return True
+        found = hit(k, node)
+        if found is not None:
+            return found
         if k == "OperatorApplication":
-            op = ALIASES.get(node.operator, node.operator)
-            if op in ("[]", "<>", "~>", "-+->"):
+            b = self.c.resolve(ALIASES.get(node.operator, node.operator), scope)
+            if b is not None and b[0] == "subst" and hit is _action_hit and PRIME in b[2]:
                 return True
-            d = self._def_of(op, scope)
-            if d is not None and self.is_temporal(d.body, d.scope):
+            if b is not None and b[0] == "def" and self._reaches(b[1].body, b[1].scope, memo, hit):
                 return True
         if k == "SubexpressionReference":
             target = self._instance_def(node, scope)
-            if target is not None and self.is_temporal(target[0].body, target[0].scope):
+            if target is not None and self._reaches(target[0].body, target[0].scope, memo, hit):
                 return True
         if k == "Let":
-            inner = self.c._let_scope(node, scope)
-            return self.is_temporal(node.expression, inner)
-        return any(self.is_temporal(x, scope) for x in _children(node))
+            return self._reaches(node.expression, self.c._let_scope(node, scope), memo, hit)
+        return any(self._reaches(x, scope, memo, hit) for x in _children(node))
 
     def _def_of(self, name: str, scope: Scope) -> Def | None:
         b = self.c.resolve(name, scope)
@@ -154,8 +254,8 @@ class FormulaReader:
     # ------------------------------------------------------------ leaves
 
     def leaf(self, node: Any, scope: Scope, env: dict, positive: bool) -> tuple:
-        fn, deps = self.c.expr(node, scope)
-        self.leaves.append(Leaf(fn, env, PRIME in deps, loc_of(node, scope.mod)))
+        fn, _ = self.c.expr(node, scope)
+        self.leaves.append(Leaf(fn, env, self.is_action(node, scope), loc_of(node, scope.mod)))
         return ("lit", len(self.leaves) - 1, positive)
 
     def _fn_leaf(self, fn: Any, env: dict, action: bool, where: str, positive: bool) -> tuple:
@@ -280,21 +380,9 @@ class FormulaReader:
     def _fairness(self, node: Any, scope: Scope, env: dict, neg: bool) -> tuple:
         """WF_v(A) == []<>~ENABLED <<A>>_v \\/ []<><<A>>_v; SF_v(A) == <>[]~ENABLED <<A>>_v \\/ []<><<A>>_v."""
         where = loc_of(node, scope.mod)
-        act = ActionCompiler(self.c, "next").act(node.action, scope)
+        enabled = enabled_fn(self.c, node.action, node.subscript, scope, where)
         fa, _ = self.c.expr(node.action, scope)
         fv, _ = self.c.expr(node.subscript, scope)
-
-        def enabled(s, n, e):
-            v0 = fv(s, None, e)
-
-            def changed(s2, n2):
-                if not tla_eq(fv(n2, None, e), v0):
-                    raise _Enabled()
-            try:
-                act(s, {}, e, changed)
-            except _Enabled:
-                return True
-            return False
 
         def step(s, n, e):
             return (not tla_eq(fv(n, None, e), fv(s, None, e))) and fa(s, n, e) is True
@@ -306,6 +394,26 @@ class FormulaReader:
         if not neg:
             return ("or", (("dia", ("box", not_en)) if strong else ("box", ("dia", not_en)), ("box", ("dia", st))))
         return ("and", (("box", ("dia", en)) if strong else ("dia", ("box", en)), ("dia", ("box", not_st))))
+
+
+def _temporal_hit(kind: str, node: Any) -> bool | None:
+    if kind in ("Fairness", "TemporalQuantification"):
+        return True
+    if kind == "OperatorApplication" and ALIASES.get(node.operator, node.operator) in ("[]", "<>", "~>", "-+->"):
+        return True
+    return None
+
+
+def _action_hit(kind: str, node: Any) -> bool | None:
+    if kind == "SubscriptedAction":
+        return True
+    if kind == "OperatorApplication":
+        op = ALIASES.get(node.operator, node.operator)
+        if op in ("'", "UNCHANGED"):
+            return True
+        if op == "ENABLED":
+            return False
+    return None
 
 
 def _children(node: Any) -> list:
@@ -380,17 +488,15 @@ def _classify(reader: FormulaReader, model: Any, plan: PropertyPlan, name: str, 
             fn, _ = comp.expr(arg, scope)
             plan.implied_actions.append((name, fn))
             return
-        if not reader.is_temporal(arg, scope):
-            fn, deps = comp.expr(arg, scope)
-            if PRIME not in deps:
-                inv = arg.operator if type(arg).__name__ == "OperatorApplication" and not arg.arguments else name
-                model.invariants.append((inv, fn))
-                return
+        if not reader.is_temporal(arg, scope) and not reader.is_action(arg, scope):
+            fn, _ = comp.expr(arg, scope)
+            inv = arg.operator if type(arg).__name__ == "OperatorApplication" and not arg.arguments else name
+            model.invariants.append((inv, fn))
+            return
     if not reader.is_temporal(node, scope):
-        fn, deps = comp.expr(node, scope)
-        if PRIME in deps:
+        if reader.is_action(node, scope):
             raise UnsupportedError("an action-level formula is a property only as [][A]_v",
                                    loc_of(node, scope.mod))
-        plan.implied_inits.append((name, fn))
+        plan.implied_inits.append((name, comp.expr(node, scope)[0]))
         return
     plan.temporal.append((name, reader.read(node, scope, {})))
