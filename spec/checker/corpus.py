@@ -25,7 +25,8 @@ from kvexact.spec.checker.engine import check_model
 from kvexact.spec.checker.result import ModelCheckResult, Outcome
 
 RESULT_WORDS = {Outcome.SUCCESS: "success", Outcome.SAFETY: "safety failure", Outcome.DEADLOCK: "deadlock failure",
-                Outcome.EVALUATION: "evaluation error", Outcome.PARSE: "parse error", Outcome.CONFIG: "config error",
+                Outcome.LIVENESS: "liveness failure", Outcome.EVALUATION: "evaluation error",
+                Outcome.PARSE: "parse error", Outcome.CONFIG: "config error",
                 Outcome.ASSUMPTION: "assumption failure", Outcome.ASSERT: "assert failure"}
 
 
@@ -38,8 +39,9 @@ class Verdict(enum.Enum):
 
 
 def find_corpus(name: str = "tla-corpus") -> Path | None:
-    """$KVEXACT_TLA_CORPUS (for tla-corpus), else shared/<name> beside or inside the source tree."""
-    env = os.environ.get("KVEXACT_TLA_CORPUS") if name == "tla-corpus" else None
+    """$KVEXACT_TLA_CORPUS (tla-corpus) or $KVEXACT_TLA_EXAMPLES (tla-examples), else shared/<name>
+    beside or inside the source tree."""
+    env = os.environ.get("KVEXACT_TLA_CORPUS" if name == "tla-corpus" else "KVEXACT_TLA_EXAMPLES")
     if env:
         return Path(env) if (Path(env) / "corpus.json").exists() else None
     here = Path(__file__).resolve()
@@ -166,11 +168,13 @@ def load_manifest(root: Path) -> list[dict]:
 def run_corpus(root: Path | None = None, *, workers: int = 1, only: list[str] | None = None,
                on_row: Callable[[CorpusRow], None] | None = None, lib: list[Path] | None = None,
                isolate: bool = False, cpu_limit_s: float | None = None,
-               on_start: Callable[[int, int, str], None] | None = None) -> list[CorpusRow]:
+               on_start: Callable[[int, int, str], None] | None = None,
+               where: Callable[[dict], bool] | None = None) -> list[CorpusRow]:
     root = root or find_corpus()
     if root is None:
         raise FileNotFoundError("tla-corpus not found (set KVEXACT_TLA_CORPUS)")
-    models = [m for m in load_manifest(root) if not only or m["id"] in only]
+    models = [m for m in load_manifest(root)
+              if (not only or m["id"] in only) and (where is None or where(m))]
     rows = []
     for i, m in enumerate(models):
         if on_start is not None:

@@ -102,45 +102,61 @@ def as_condition(f: tuple) -> Condition | None:
     return Condition(ae, ea) if items else None
 
 
-class _Search:
-    """The product of the state graph with one tableau, and the fair-SCC search over it."""
+class LeafValues:
+    """The value of every leaf on the states and steps of the graph, computed at most once and shared
+    by every property checked: one byte per state (and per stuttering step) for each leaf, and a dict
+    entry per other step an action leaf is asked about."""
 
-    def __init__(self, model: Any, store: list, graph: StateGraph, leaves: list, tab: Tableau,
-                 conds: list[Condition]):
+    def __init__(self, model: Any, store: list, leaves: list):
         self.m = model
         self.store = store
-        self.graph = graph
         self.leaves = leaves
-        self.tab = tab
-        self.conds = conds
-        self.T = tab.size
-        n = len(store)
+        n = self.n = len(store)
         self.state_memo = {i: bytearray(n) for i, lf in enumerate(leaves) if not lf.action}
+        self.stutter_memo = {i: bytearray(n) for i, lf in enumerate(leaves) if lf.action}
         self.action_memo: dict[int, dict[int, bool]] = defaultdict(dict)
-        self.n = n
-        self.state_lits = [[lit for lit in nd[0] if not leaves[lit[0]].action] for nd in tab.nodes]
-        self.action_lits = [[lit for lit in nd[0] if leaves[lit[0]].action] for nd in tab.nodes]
-
-    # ------------------------------------------------------------ predicates
 
     def _state(self, i: int) -> dict:
         return self.m.state_dict(self.store[i][0])
 
     def value(self, leaf: int, s: int, t: int) -> bool:
         lf = self.leaves[leaf]
-        if not lf.action:
-            memo = self.state_memo[leaf]
+        if not lf.action or s == t:
+            memo = self.state_memo[leaf] if not lf.action else self.stutter_memo[leaf]
             v = memo[s]
             if v == 0:
-                v = memo[s] = 2 if lf.holds(self._state(s), None) else 1
+                st = self._state(s)
+                v = memo[s] = 2 if lf.holds(st, st if lf.action else None) else 1
             return v == 2
         am = self.action_memo[leaf]
         key = s * self.n + t
         r = am.get(key)
         if r is None:
-            st = self._state(s)
-            r = am[key] = lf.holds(st, st if s == t else self._state(t))
+            r = am[key] = lf.holds(self._state(s), self._state(t))
         return r
+
+    def nbytes(self) -> int:
+        return sum(len(b) for b in (*self.state_memo.values(), *self.stutter_memo.values()))
+
+
+class _Search:
+    """The product of the state graph with one tableau, and the fair-SCC search over it."""
+
+    def __init__(self, values: LeafValues, graph: StateGraph, tab: Tableau, conds: list[Condition]):
+        self.store = values.store
+        self.graph = graph
+        self.tab = tab
+        self.conds = conds
+        self.T = tab.size
+        self.n = values.n
+        self.value = values.value
+        leaves = values.leaves
+        self.state_lits = [[lit for lit in nd[0] if not leaves[lit[0]].action] for nd in tab.nodes]
+        self.action_lits = [[lit for lit in nd[0] if leaves[lit[0]].action] for nd in tab.nodes]
+        if tab.size == 1 and not tab.nodes[0][0] and tab.succ[0] == [0]:  # no tableau: the graph itself
+            self.succ = graph.successors  # type: ignore[method-assign]
+
+    # ------------------------------------------------------------ predicates
 
     def ev(self, x: tuple, s: int, t: int) -> bool:
         tag = x[0]
@@ -267,11 +283,37 @@ class _Search:
                     return found
         return None
 
+    def reachable(self, roots: list[int]) -> list[int]:
+        seen = bytearray(self.n * self.T)
+        out = list(roots)
+        for r in roots:
+            seen[r] = 1
+        i = 0
+        while i < len(out):
+            for q in self.succ(out[i]):
+                if not seen[q]:
+                    seen[q] = 1
+                    out.append(q)
+            i += 1
+        return out
+
     def find(self):
-        """A fair accepting component reachable from the initial nodes, or None."""
+        """A fair accepting component reachable from the initial nodes, or None. A condition that is a
+        lone <>[]X (the negation of []<>P, or of WF's enabledness) holds on every edge of the cycle, so
+        the components are those of the reachable nodes along the edges that satisfy it (as TLC does)."""
         roots = self.roots()
-        for comp in self.components(roots, self.succ, dense=True):
-            found = self.accepting(comp, ())
+        base = tuple(c.ea[0] for c in self.conds if not c.ae and len(c.ea) == 1)
+        if base:
+            T = self.T
+
+            def along(p):
+                s = p // T
+                return [q for q in self.succ(p) if all(self.ev(x, s, q // T) for x in base)]
+            comps = self.components(self.reachable(roots), along, dense=True)
+        else:
+            comps = self.components(roots, self.succ, dense=True)
+        for comp in comps:
+            found = self.accepting(comp, base)
             if found is not None:
                 return roots, found
         return None
@@ -336,6 +378,7 @@ def check_temporal(model: Any, plan: PropertyPlan, store: list, graph: StateGrap
                    label=None) -> Violation | None:
     """Check every temporal property of ``plan`` on the complete state graph; the first violated one
     is returned with its lasso (``loop``: the 1-based state the last state steps back to)."""
+    values = LeafValues(model, store, plan.leaves)
     for name, formula in plan.temporal:
         for part in conjuncts(formula):
             goal = ("and", (plan.fairness, negate(part)))
@@ -347,7 +390,7 @@ def check_temporal(model: Any, plan: PropertyPlan, store: list, graph: StateGrap
                 else:
                     rest.append(f)
             tab = build(("and", tuple(rest)))
-            search = _Search(model, store, graph, plan.leaves, tab, conds)
+            search = _Search(values, graph, tab, conds)
             try:
                 found = search.find()
                 if found is None:

@@ -224,8 +224,11 @@ class FormulaReader:
             return found
         if k == "OperatorApplication":
             b = self.c.resolve(ALIASES.get(node.operator, node.operator), scope)
-            if b is not None and b[0] == "subst" and hit is _action_hit and PRIME in b[2]:
-                return True
+            if b is not None and b[0] == "subst" and hit is _action_hit:  # a substituted expression
+                if len(b) > 4 and self._reaches(b[4][0], b[4][1], memo, hit):
+                    return True
+                if len(b) <= 4 and PRIME in b[2]:
+                    return True
             if b is not None and b[0] == "def" and self._reaches(b[1].body, b[1].scope, memo, hit):
                 return True
         if k == "SubexpressionReference":

@@ -15,6 +15,7 @@ from kvexact.gate import framework as gate
 
 EXPECTED = {"packaging-selftest", "spec-KVAllocation", "spec-CowPublication", "spec-NamespaceRevocation",
             "spec-RadixIndex", "spec-VirtualMapping",
+            "spec-KVAllocation-liveness", "spec-CowPublication-liveness", "spec-NamespaceRevocation-liveness",
             "spec-mutants", "spec-witnesses", "kernels-differential", "z3-obligations", "negative-registry",
             "machines", "adapter-simple-runtime", "adapter-faulty-caught", "adapter-sglang-index",
             "adapter-faulty-index-caught"}
