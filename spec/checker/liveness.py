@@ -154,7 +154,7 @@ class _Search:
         self.state_lits = [[lit for lit in nd[0] if not leaves[lit[0]].action] for nd in tab.nodes]
         self.action_lits = [[lit for lit in nd[0] if leaves[lit[0]].action] for nd in tab.nodes]
         if tab.size == 1 and not tab.nodes[0][0] and tab.succ[0] == [0]:  # no tableau: the graph itself
-            self.succ = graph.successors  # type: ignore[method-assign]
+            self.succ = graph.successors  # type: ignore[method-assign,assignment]
 
     # ------------------------------------------------------------ predicates
 
