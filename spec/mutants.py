@@ -26,7 +26,7 @@ import attrs
 from kvexact.spec import spec_dir
 
 MUTANT_TIME_LIMIT_S = 10.0
-LIVENESS_TIME_LIMIT_S = 60.0  # a lasso is searched on the complete state graph (like a witness search)
+LIVENESS_TIME_LIMIT_S = 120.0  # a lasso is searched on the complete state graph (a witness-sized search)
 WITNESS_TIME_LIMIT_S = 60.0  # a witness is a search of the CI model (each CI model checks in < 60 s)
 _STARTUP_ALLOWANCE_S = 30.0  # interpreter start and spec compilation in a busy child, on top of the limit
 

@@ -21,7 +21,8 @@ def test_ci_model_has_no_error_and_completes(ci_result):
     spec, r = ci_result
     assert r.outcome is Outcome.SUCCESS and r.exit_code == 0, (spec, r.violation)
     assert r.complete
-    assert r.seconds < 60, f"{spec}.cfg took {r.seconds:.1f} s: the CI model must check in under 60 s"
+    # the CI model stays small (work, not wall-clock time: the project's rule for tests)
+    assert r.distinct_states <= 20_000, f"{spec}.cfg has {r.distinct_states} distinct states: keep the CI model small"
 
 
 def test_every_action_of_the_ci_model_fires(ci_result):
@@ -83,7 +84,7 @@ def test_liveness_model_holds_with_the_embedded_engine(spec):
     r = check_model(spec_dir() / f"{spec}.tla", cfg, coverage=False)
     assert r.outcome is Outcome.SUCCESS and r.exit_code == 0 and r.complete, (spec, r.violation)
     assert r.messages == ()
-    assert r.seconds < 60, f"{spec}.liveness.cfg took {r.seconds:.1f} s: the CI model must check in under 60 s"
+    assert r.distinct_states <= 10_000, f"{spec}.liveness.cfg has {r.distinct_states} states: keep it small"
 
 
 def test_no_definition_redefines_a_standard_module_operator():
