@@ -275,6 +275,8 @@ class _Search:
         failing = [ci for ci, c in enumerate(self.conds) if wit[ci] is None and not any(ea_all[ci])]
         if not failing:
             return members, restr, [w for w in wit if w is not None], buchi
+        if any(not self.conds[ci].ea for ci in failing):  # no witness, and no way to cut it into one
+            return None
         for x in self.conds[failing[0]].ea:  # keep only the edges where one <>[] item holds; search again
             r2 = restr + (x,)
             for sub in self.components(comp, lambda p, r2=r2: self.inner(p, members, r2), dense=False):
