@@ -35,8 +35,7 @@ from kvexact.spec.checker.compiler import (
 from kvexact.spec.checker.errors import SpecError, UnsupportedError
 from kvexact.spec.checker.values import EvalError, fmt, ordered_elements, tla_eq
 
-TRUE: tuple = ("and", ())
-FALSE: tuple = ("or", ())
+TRUE: tuple = ("and", ())  # the empty conjunction (no fairness)
 
 
 class _Enabled(Exception):
