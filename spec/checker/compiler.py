@@ -406,8 +406,8 @@ class Compiler:
             if declared.get(w.name, 0):  # WITH C <- Op or C <- LAMBDA x, y : e
                 fn, deps = self._arg(w.expression, declared[w.name], outer)
                 explicit[w.name] = ("opsubst", fn, deps - {"$lambda"}, declared[w.name])
-            else:
-                explicit[w.name] = self._subst(w.expression, outer)
+            else:  # the 6th item (expression, scope) lets temporal.py read the substitution's level from its text
+                explicit[w.name] = self._subst(w.expression, outer) + ((w.expression, outer),)
         # implicit substitution: every constant/variable of M not substituted is the same name outside
         subst: dict[str, tuple] = {}
         for name in declared:

@@ -223,10 +223,11 @@ class FormulaReader:
             return found
         if k == "OperatorApplication":
             b = self.c.resolve(ALIASES.get(node.operator, node.operator), scope)
-            if b is not None and b[0] == "subst" and hit is _action_hit:  # a substituted expression
-                if len(b) > 4 and self._reaches(b[4][0], b[4][1], memo, hit):
+            if b is not None and b[0] == "subst" and hit is _action_hit:  # a substituted expression:
+                text = b[5] if len(b) > 5 else None  # its level from its text (INSTANCE ... WITH)
+                if text is not None and self._reaches(text[0], text[1], memo, hit):
                     return True
-                if len(b) <= 4 and PRIME in b[2]:
+                if text is None and PRIME in b[2]:
                     return True
             if b is not None and b[0] == "def" and self._reaches(b[1].body, b[1].scope, memo, hit):
                 return True
