@@ -56,10 +56,11 @@ VARIABLES
               \*  dest: [Groups -> Blocks \cup {0}], prev: [Groups -> Nat]]: the one in-flight
               \*  boundary append; prev[g] is the identity its reservation evicted in g
     hist,     \* history variable: the committed snapshot taken when the transaction began
-    stale     \* [grp: Groups, block: Blocks \cup {0}, gen: Nat]: the handle a delayed writer of a
+    stale,    \* [grp: Groups, block: Blocks \cup {0}, gen: Nat]: the handle a delayed writer of a
               \*  truncated request still holds (0x05E, 0x05F); block 0 means none
+    pool      \* [Groups -> SUBSET Blocks]: the free queue (0x04B, 0x05E): free and evictable blocks
 
-vars == <<gen, ref, ident, rows, reserved, tables, len, tver, epoch, txn, hist, stale>>
+vars == <<gen, ref, ident, rows, reserved, tables, len, tver, epoch, txn, hist, stale, pool>>
 
 MaxBlocks == (MaxTokens + P - 1) \div P
 NumBlocks(n) == (n + P - 1) \div P
@@ -111,14 +112,16 @@ Init ==
     /\ txn = IdleTxn
     /\ hist = InitSnapshot
     /\ stale = NoStale
+    /\ pool = [g \in Groups |-> Blocks]
 
 \* Drop one reference to each block in Drop[g] (a set per group): a block whose count reaches 0
-\* without a cached identity becomes free (rows reset) (0x05E).
+\* joins the free queue; without a cached identity it becomes free (rows reset) (0x05E).
 DropRefs(Drop) ==
     LET newRef == [g \in Groups |-> [b \in Blocks |-> IF b \in Drop[g] THEN ref[g][b] - 1 ELSE ref[g][b]]]
         freed(g) == {b \in Drop[g] : newRef[g][b] = 0 /\ ident[g][b] = 0}
     IN /\ ref' = newRef
        /\ rows' = [g \in Groups |-> [b \in Blocks |-> IF b \in freed(g) THEN 0 ELSE rows[g][b]]]
+       /\ pool' = [g \in Groups |-> pool[g] \cup {b \in Drop[g] : newRef[g][b] = 0}]
 
 
 -----------------------------------------------------------------------------
@@ -136,7 +139,8 @@ AppendReserve(r, g, b) ==
     /\ len[r] % P = 0
     /\ len[r] < MaxTokens
     /\ txn.dest[g] = 0
-    /\ Pooled(g, b)
+    /\ b \in pool[g]
+    /\ pool' = [pool EXCEPT ![g] = @ \ {b}]
     /\ gen' = [gen EXCEPT ![g][b] = @ + 1]
     /\ ident' = [ident EXCEPT ![g][b] = 0]
     /\ rows' = [rows EXCEPT ![g][b] = 0]
@@ -153,7 +157,7 @@ AppendWrite(r) ==
     /\ \A g \in Groups : txn.dest[g] # 0
     /\ rows' = [g \in Groups |-> [rows[g] EXCEPT ![txn.dest[g]] = 1]]
     /\ txn' = [txn EXCEPT !.phase = "ready"]
-    /\ UNCHANGED <<gen, ref, ident, reserved, tables, len, tver, epoch, hist, stale>>
+    /\ UNCHANGED <<gen, ref, ident, reserved, tables, len, tver, epoch, hist, stale, pool>>
 
 \* 0x04E, 0x05C step 8: publish one new table entry per group together, with the refcount deltas,
 \* the new length and table version; the allocator epoch advances (Counters).
@@ -167,7 +171,7 @@ AppendPublish(r) ==
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ epoch' = epoch + 1
     /\ ClearTxn
-    /\ UNCHANGED <<gen, ident, rows, stale>>
+    /\ UNCHANGED <<gen, ident, rows, stale, pool>>
 
 \* 0x04F: a failure injected before publication (between group reservations, or after the write)
 \* returns every reservation: generations, cached identities and rows are restored, no request
@@ -182,6 +186,7 @@ AppendRollback(r) ==
        /\ rows' = [g \in Groups |-> [b \in Blocks |->
                       IF b = d[g] THEN (IF txn.prev[g] # 0 THEN P ELSE 0) ELSE rows[g][b]]]
     /\ reserved' = NoReserved
+    /\ pool' = [g \in Groups |-> pool[g] \cup ({txn.dest[g]} \ {0})]
     /\ txn' = [IdleTxn EXCEPT !.phase = "rolled_back"]
     /\ UNCHANGED <<ref, tables, len, tver, epoch, hist, stale>>
 
@@ -196,7 +201,7 @@ AppendInPlace(r) ==
     /\ len' = [len EXCEPT ![r] = @ + 1]
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ ClearTxn
-    /\ UNCHANGED <<gen, ref, ident, reserved, tables, epoch, stale>>
+    /\ UNCHANGED <<gen, ref, ident, reserved, tables, epoch, stale, pool>>
 
 \* 0x04C cache publication, 0x07C: publish the identity of r's full logical block j in every
 \* group at once; an identity names at most one block per group.
@@ -210,7 +215,7 @@ CacheBlock(r, j) ==
           /\ \A c \in Blocks : ident[g][c] # j
     /\ ident' = [g \in Groups |-> [ident[g] EXCEPT ![tables[r][g][j].block] = j]]
     /\ ClearTxn
-    /\ UNCHANGED <<gen, ref, rows, reserved, tables, len, tver, epoch, stale>>
+    /\ UNCHANGED <<gen, ref, rows, reserved, tables, len, tver, epoch, stale, pool>>
 
 \* 0x07C, 0x05E touch: an empty request r maps the cached prefix of k full blocks, which must be
 \* present contiguously in every group; evictable blocks leave the free queue and become live.
@@ -223,6 +228,7 @@ PrefixHit(r, k) ==
        /\ tables' = [tables EXCEPT ![r] = [g \in Groups |-> [i \in 1..k |-> Handle(g, at(g, i))]]]
        /\ ref' = [g \in Groups |-> [b \in Blocks |->
                      IF ident[g][b] \in 1..k THEN ref[g][b] + 1 ELSE ref[g][b]]]
+    /\ pool' = [g \in Groups |-> {b \in pool[g] : ident[g][b] \notin 1..k}]
     /\ len' = [len EXCEPT ![r] = k * P]
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ ClearTxn
@@ -267,7 +273,7 @@ Evict(g, b) ==
     /\ ident' = [ident EXCEPT ![g][b] = 0]
     /\ rows' = [rows EXCEPT ![g][b] = IF ref[g][b] = 0 THEN 0 ELSE @]
     /\ ClearTxn
-    /\ UNCHANGED <<gen, ref, reserved, tables, len, tver, epoch, stale>>
+    /\ UNCHANGED <<gen, ref, reserved, tables, len, tver, epoch, stale, pool>>
 
 \* 0x05E, 0x05F: the delayed writer presents its handle; the pool rejects it because its
 \* generation is stale (the block was reused: 1003@12 against 1003@13) or the block has no owner.
@@ -275,7 +281,7 @@ StaleWriteRejected ==
     /\ stale.block # 0
     /\ stale.gen # gen[stale.grp][stale.block] \/ Pooled(stale.grp, stale.block)
     /\ stale' = NoStale
-    /\ UNCHANGED <<gen, ref, ident, rows, reserved, tables, len, tver, epoch, txn, hist>>
+    /\ UNCHANGED <<gen, ref, ident, rows, reserved, tables, len, tver, epoch, txn, hist, pool>>
 
 Next ==
     \/ \E r \in Requests, g \in Groups, b \in Blocks : AppendReserve(r, g, b)
@@ -322,16 +328,16 @@ TypeOK ==
     /\ txn.req \in Requests \cup {NoReq}
     /\ txn.dest \in [Groups -> Blocks \cup {0}]
     /\ stale.grp \in Groups /\ stale.block \in Blocks \cup {0} /\ stale.gen \in Nat
+    /\ pool \in [Groups -> SUBSET Blocks]
 
 \* 0x04B: the recorded refcount equals the references derived from reachability (request maps;
 \* this model has no leases).
 RefcountDerived == \A g \in Groups, b \in Blocks : ref[g][b] = MapRefs(g, b)
 
-\* 0x04B: a block that is not reserved is free or evictable (in the free queue) iff its
-\* refcount is 0.
+\* 0x04B, 0x05E: the free queue holds exactly the blocks that are not reserved and have refcount 0
+\* (free or evictable): a release enqueues, a reservation or a prefix-hit touch dequeues.
 ZeroRefIffPooled ==
-    \A g \in Groups, b \in Blocks :
-        (IsFree(g, b) \/ IsEvictable(g, b)) <=> (ref[g][b] = 0 /\ ~IsReserved(g, b))
+    \A g \in Groups, b \in Blocks : b \in pool[g] <=> (ref[g][b] = 0 /\ ~IsReserved(g, b))
 
 \* 0x04E: no half-published bundle: every group's table of a request has the same length, the
 \* length its token count needs.
@@ -353,10 +359,13 @@ HandlesCurrent ==
     \A r \in Requests, g \in Groups : \A i \in DOMAIN tables[r][g] :
         tables[r][g][i].gen = gen[g][tables[r][g][i].block]
 
-\* 0x04A: an unpublished (reserved) block is never reachable from a request map.
+\* 0x04A, 0x04D: an unpublished (reserved) block is held only by the in-flight transaction (the
+\* reservations are exactly its destinations) and is never reachable from a request map.
 ReservedUnreachable ==
-    \A r \in Requests, g \in Groups : \A i \in DOMAIN tables[r][g] :
-        ~IsReserved(g, tables[r][g][i].block)
+    /\ \A g \in Groups :
+          reserved[g] = IF txn.phase \in {"reserved", "ready"} THEN {txn.dest[g]} \ {0} ELSE {}
+    /\ \A r \in Requests, g \in Groups : \A i \in DOMAIN tables[r][g] :
+          ~IsReserved(g, tables[r][g][i].block)
 
 \* 0x07C, 0x05E: at most one block per cached identity per group; only full blocks are cached.
 UniqueIdentity ==
