@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvexact.gate.spec_checks import SPECS, action_firings
+from kvexact.gate.spec_checks import LIVENESS_MODELS, SPECS, action_firings
 from kvexact.spec import SHIPPED_MODELS, spec_dir
 from kvexact.spec.actions import snake_case, spec_actions
 from kvexact.spec.checker import check_model
@@ -73,7 +73,11 @@ LIVENESS = {"KVAllocation": "TxnEventuallyEnds", "CowPublication": "FreedBlockEv
             "NamespaceRevocation": "RevocationEventuallyCompletes"}
 
 
-@pytest.mark.parametrize("spec", SPECS)
+def test_the_liveness_models_are_the_gates():
+    assert set(LIVENESS) == set(LIVENESS_MODELS)
+
+
+@pytest.mark.parametrize("spec", sorted(LIVENESS))
 def test_liveness_model_holds_with_the_embedded_engine(spec):
     """<Spec>.liveness.cfg checks its temporal property under LiveSpec's fairness (each is broken by a
     liveness mutant in spec/mutants/, so the property is not vacuous)."""
