@@ -345,12 +345,12 @@ class FormulaReader:
                 inner.names[p] = ("opparam", p, ar)
                 env2[p] = maker(None, None, env)
                 continue
-            fn, deps = self.c.expr(a, scope)
-            if deps <= set(env):
+            sub = self.c._subst(a, scope)
+            if sub[2] <= set(env):
                 inner.names[p] = ("bound", p)
-                env2[p] = fn(None, None, env)
+                env2[p] = sub[1](None, None, env)
             else:
-                inner.names[p] = ("subst", fn, deps, self.c._as_var(a, scope))
+                inner.names[p] = sub
         return self.read(d.body, inner, env2, neg)
 
     def _quantified(self, node: Any, scope: Scope, env: dict, neg: bool, where: str) -> tuple:
