@@ -244,6 +244,9 @@ class Compiler:
         self.fast: FastGen | None = FastGen(self) if fast else None
         self.scoped_values: dict[tuple[str, str], Any] = {}  # cfg C = [M] v
         self.scoped_overrides: dict[tuple[str, str], str] = {}  # cfg C <- [M] Def
+        # ENABLED A's compiler (temporal.compile_enabled, a successor search), given by whoever builds
+        # the model: the compiler below the action compiler cannot import it without a cycle
+        self.enabled: Callable[..., tuple] | None = None
 
     # ---------------------------------------------------------------- loading
 
@@ -1649,8 +1652,9 @@ class Compiler:
 
     def _op_enabled(self, node, args, scope):
         # ENABLED A (issue 17): some successor of the state satisfies A; searched as Next is (temporal.py)
-        from kvexact.spec.checker.temporal import compile_enabled
-        return compile_enabled(self, args[0], scope, loc_of(node, scope.mod))
+        if self.enabled is None:
+            raise UnsupportedError("ENABLED outside a model (no successor search)", loc_of(node, scope.mod))
+        return self.enabled(self, args[0], scope, loc_of(node, scope.mod))
 
     def _x_SubscriptedAction(self, node, scope):
         fa, da = self.expr(node.action, scope)

@@ -18,6 +18,7 @@ from kvexact.spec.checker.cfg import Config, ConfigError, parse_cfg
 from kvexact.spec.checker.compiler import ALIASES, Compiler, Def, Scope, _bounds, loc_of, tlc_loc
 from kvexact.spec.checker.errors import SpecError
 from kvexact.spec.checker.symmetry import Symmetry
+from kvexact.spec.checker.temporal import compile_enabled
 from kvexact.spec.checker.values import (
     EvalError,
     as_set,
@@ -63,6 +64,7 @@ class Model:
         constants: dict[str, Any] = {**cfg.constants, **py_values}
         value_overrides: dict[str, Any] = dict(constants)
         self.comp = Compiler(self.spec_path.parent, constants, dict(cfg.overrides), value_overrides, lib_dirs)
+        self.comp.enabled = compile_enabled
         self.comp.scoped_values = dict(cfg.scoped_constants)
         self.comp.scoped_overrides = dict(cfg.scoped_overrides)
         root = self.comp.load_root(self.spec_path)
