@@ -1,8 +1,9 @@
 """Generate spec/mutants/<Spec>_<bug>.tla/.cfg from the specs, one textual edit each (run after a spec change).
 
 Each mutant is its spec with one realistic protocol bug seeded; its cfg is the spec's CI model (the same
-invariants in the same order, so the mutant must not die of another one first). tests/spec/test_specs_mutants.py
-checks the files are current.
+invariants in the same order, so the mutant must not die of another one first). A liveness mutant
+(LIVENESS_MUTANTS) breaks a PROPERTY instead, and its cfg is the spec's liveness model
+(<Spec>.liveness.cfg, whole). tests/spec/test_specs_mutants.py checks the files are current.
 """
 from pathlib import Path
 
@@ -147,6 +148,63 @@ MUTANTS = {
 ],
 }
 
+# Bugs that only a temporal property catches: a step the protocol needs can be postponed forever.
+LIVENESS_MUTANTS = {
+"KVAllocation": [
+ ("RollbackOnlyWhenReady", "TxnEventuallyEnds",
+  "a transaction can roll back only after its write: a reservation whose writer never comes is held forever",
+  [("""    /\\ txn.phase \\in {"reserved", "ready"}
+    /\\ txn.req = r
+    /\\ LET d == txn.dest IN""", """    /\\ txn.phase = "ready"
+    /\\ txn.req = r
+    /\\ LET d == txn.dest IN""")]),
+],
+"CowPublication": [
+ ("ReleaseSourcesWaitsForReaders", "FreedBlockEventuallyReusable",
+  "the source leases of a published COW transaction are released only once no reader holds a snapshot",
+  [("""    /\\ txn.phase = "published"
+    /\\ txn.req = r
+""", """    /\\ txn.phase = "published"
+    /\\ txn.req = r
+    /\\ \\A x \\in Readers : ~snap[x].on
+""")]),
+],
+"NamespaceRevocation": [
+ ("NoLeaseCancel", "RevocationEventuallyCompletes",
+  "revocation waits for the old generation's leases to drain and never cancels them (0x0CE step 4)",
+  [("""    \\/ \\E p \\in Tenants : RevokeCancelLease(n, p)
+""", "")]),
+],
+}
+
+
+def _mutant_text(spec: str, name: str, violates: str, why: str, edits: list) -> str:
+    body = (SPEC / f"{spec}.tla").read_text()
+    for old, new in edits:
+        if body.count(old) != 1:
+            raise ValueError(f"{name}: the edited text no longer occurs exactly once in {spec}.tla:\n{old}")
+        body = body.replace(old, new)
+    _head, rest = body.split("\n", 1)
+    return (f"---- MODULE {name} ----\n"
+            f"\\* VIOLATES: {violates}. Mutant of {spec}.tla (seeded bug, kept on purpose): {why}.\n{rest}")
+
+
+def render_liveness() -> dict[Path, str]:
+    """Every liveness mutant (path -> text): the spec with one edit, and the spec's liveness model."""
+    files: dict[Path, str] = {}
+    for spec, mutants in LIVENESS_MUTANTS.items():
+        cfg = (SPEC / f"{spec}.liveness.cfg").read_text()
+        for bug, prop, why, edits in mutants:
+            name = f"{spec}_{bug}"
+            if prop not in cfg.split("PROPERTY", 1)[1].split():
+                raise ValueError(f"{name}: {prop} is not a PROPERTY of {spec}.liveness.cfg")
+            files[OUT / f"{name}.tla"] = _mutant_text(spec, name, prop, why, edits)
+            body = [ln for ln in cfg.splitlines() if not ln.startswith("\\*")]
+            files[OUT / f"{name}.cfg"] = "\n".join(
+                [f"\\* Mutant model: {name} must violate the temporal property {prop}; the liveness model "
+                 f"{spec}.liveness.cfg."] + body) + "\n"
+    return files
+
 
 # Mutants of the radix index and virtual mapping specs, and those that give every CI invariant a mutant
 # (tests/spec/test_specs_vacuity.py); each entry as in MUTANTS.
@@ -268,19 +326,10 @@ def render() -> dict[Path, str]:
     """Every mutant file (path -> text), derived from the current specs and CI models."""
     files: dict[Path, str] = {}
     for spec, mutants in MUTANTS.items():
-        text = (SPEC / f"{spec}.tla").read_text()
         cfg = (SPEC / f"{spec}.cfg").read_text()
         for bug, inv, why, edits in mutants:
             name = f"{spec}_{bug}"
-            body = text
-            for old, new in edits:
-                if body.count(old) != 1:
-                    raise ValueError(f"{name}: the edited text no longer occurs exactly once in {spec}.tla:\n{old}")
-                body = body.replace(old, new)
-            _head, rest = body.split("\n", 1)
-            files[OUT / f"{name}.tla"] = (
-                f"---- MODULE {name} ----\n"
-                f"\\* VIOLATES: {inv}. Mutant of {spec}.tla (seeded bug, kept on purpose): {why}.\n{rest}")
+            files[OUT / f"{name}.tla"] = _mutant_text(spec, name, inv, why, edits)
             lines = cfg.splitlines()
             i = lines.index("INVARIANTS")
             invs = [ln.strip() for ln in lines[i + 1:] if ln.strip()]
@@ -295,6 +344,7 @@ def render() -> dict[Path, str]:
                 head_cfg = [ln.replace(old, new) for ln in head_cfg]
             files[OUT / f"{name}.cfg"] = "\n".join(
                 head_cfg + ["INVARIANTS"] + [f"    {x}" for x in invs]) + "\n"
+    files.update(render_liveness())
     return files
 
 

@@ -20,7 +20,7 @@ EH == INSTANCE ExactHistory WITH
 \* 0x05C: the mapped state satisfies the abstract invariant (checked as an INVARIANT).
 ExactHistoryVisible == EH!VisibleIsHistory
 
-\* Every CowPublication behaviour is an ExactHistory behaviour (a PROPERTY: needs temporal checking).
+\* Every CowPublication behaviour is an ExactHistory behaviour (a PROPERTY: Init, then [][Next]_vars on every step).
 RefinesExactHistory == EH!Spec
 
 =============================================================================

@@ -36,7 +36,7 @@ Init ==
 Publish(h) == history' = h /\ view' = h
 
 \* 0x04E, 0x05B: append one token (in place, at a boundary, or by copy-on-write).
-Append(r, t) ==
+AppendToken(r, t) ==
     /\ Len(history[r]) < MaxTokens
     /\ Publish([history EXCEPT ![r] = Append(@, t)])
 
@@ -63,7 +63,7 @@ Adopt(r, h) ==
     /\ Publish([history EXCEPT ![r] = h])
 
 Next ==
-    \/ \E r \in Requests, t \in Tokens : Append(r, t)
+    \/ \E r \in Requests, t \in Tokens : AppendToken(r, t)
     \/ \E r \in Requests, k \in 0..MaxTokens : Truncate(r, k)
     \/ \E r \in Requests : Release(r)
     \/ \E r, c \in Requests : Fork(r, c)

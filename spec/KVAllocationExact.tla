@@ -26,7 +26,7 @@ EH == INSTANCE ExactHistory WITH
 \* 0x04E, 0x05C: the mapped state satisfies the abstract invariant (checked as an INVARIANT).
 ExactHistoryVisible == EH!VisibleIsHistory
 
-\* Every KVAllocation behaviour is an ExactHistory behaviour (a PROPERTY: needs temporal checking).
+\* Every KVAllocation behaviour is an ExactHistory behaviour (a PROPERTY: Init, then [][Next]_vars on every step).
 RefinesExactHistory == EH!Spec
 
 =============================================================================

@@ -20,6 +20,7 @@ _MUTANTS = (
     "CowPublication_PublishStaysValidated",
     "CowPublication_PublishBeforeCopy",
     "CowPublication_PublishFirstGroupOnly",
+    "CowPublication_ReleaseSourcesWaitsForReaders",
     "CowPublication_SnapshotDuringCow",
     "CowPublication_ValidateBeforeWrite",
     "CowPublication_WriteSharedTail",
@@ -31,6 +32,7 @@ _MUTANTS = (
     "KVAllocation_ReserveMappedCachedBlock",
     "KVAllocation_RollbackKeepsGeneration",
     "KVAllocation_RollbackKeepsReservation",
+    "KVAllocation_RollbackOnlyWhenReady",
     "KVAllocation_TouchKeepsQueued",
     "KVAllocation_TruncateKeepsRefs",
     "NamespaceRevocation_CompleteWithLiveLease",
@@ -39,6 +41,7 @@ _MUTANTS = (
     "NamespaceRevocation_KeepExternalCopies",
     "NamespaceRevocation_KeepOldBlocks",
     "NamespaceRevocation_LookupBeforeAuth",
+    "NamespaceRevocation_NoLeaseCancel",
     "NamespaceRevocation_RecycleWithoutScrub",
     "RadixIndex_EvictLockedLeaf",
     "RadixIndex_InsertWithoutSplit",
@@ -64,8 +67,8 @@ _WITNESSES = (
 )
 SHIPPED_MODELS: tuple[str, ...] = (
     *(f"{s}{ext}" for s in _SPECS for ext in (".tla", ".cfg", ".deep.cfg")),
-    "NamespaceRevocation.liveness.cfg",
-    "ExactHistory.tla",  # the abstract protocol and the two refinement models (PROPERTY: TLC only for now)
+    *(f"{s}.liveness.cfg" for s in ("KVAllocation", "CowPublication", "NamespaceRevocation")),
+    "ExactHistory.tla",  # the abstract protocol and the two refinement models (PROPERTY RefinesExactHistory)
     *(f"{s}Exact{ext}" for s in ("KVAllocation", "CowPublication") for ext in (".tla", ".cfg")),
     *(f"mutants/{m}{ext}" for m in _MUTANTS for ext in (".tla", ".cfg")),
     *(f"witnesses/{w}.cfg" for w in _WITNESSES),

@@ -1,8 +1,10 @@
 """Seeded-bug mutants and non-vacuity witnesses of the shipped specs, run as expected violations.
 
 Invariant of :func:`run_mutants`: a mutant counts as killed only when its model check ends in a safety
-violation (exit 12) of exactly the invariant its first comment names (``VIOLATES: Name``) within the
-first :data:`MUTANT_STATE_LIMIT` distinct states of the search (the embedded engine's bound; TLC has
+violation (exit 12) of exactly the invariant its first comment names (``VIOLATES: Name``), or, when its
+cfg lists Name as a PROPERTY, in a property violation (exit 13: a lasso, an action property or an
+initial-state property) of that property, within the first :data:`MUTANT_STATE_LIMIT` distinct states
+of the search (:data:`LIVENESS_STATE_LIMIT` for a property, judged on the complete graph) (the embedded engine's bound; TLC has
 no such option and runs to the end); a survivor, a deadlock, another invariant,
 an error or a search that reaches the bound first is not a kill, and the exit code is 0 only at a 100%
 kill rate. Witnesses (``spec/witnesses/<Spec>_<What>.cfg``, checked against ``spec/<Spec>.tla``) must
@@ -35,6 +37,9 @@ MUTANT_STATE_LIMIT = 4 * MUTANT_KILL_MAX
 # A witness is a search of a CI model, so it is reached within that model's state space: the bound is the
 # CI budget (every CI model has at most CI_STATE_BUDGET distinct states, tests/spec/test_specs_models.py).
 WITNESS_STATE_LIMIT = CI_STATE_BUDGET
+# A liveness mutant is judged on the complete state graph (its lasso is found only after the search
+# ends), so its bound is the whole CI model: every liveness model is a CI model of at most CI_STATE_BUDGET.
+LIVENESS_STATE_LIMIT = CI_STATE_BUDGET
 
 
 @attrs.frozen
@@ -45,7 +50,13 @@ class ExpectedViolation:
     kind: str  # "mutant" or "witness"
     spec: Path
     cfg: Path
-    invariant: str
+    invariant: str  # the invariant, or the PROPERTY, that must be violated
+
+    @property
+    def is_property(self) -> bool:
+        """Named under PROPERTY in its cfg: it dies of exit 13 after the complete state graph."""
+        from kvexact.spec.checker.cfg import parse_cfg
+        return self.invariant in parse_cfg(self.cfg).properties
 
 
 @attrs.frozen
@@ -135,8 +146,10 @@ class _Children:
 
 def check_expected(model: ExpectedViolation, engine: str = "embedded", tlc_jar: str | None = None,
                    state_limit: int = MUTANT_STATE_LIMIT, children: _Children | None = None) -> Verdict:
-    """Check one model in a child process, at most ``state_limit`` distinct states (embedded engine),
-    and judge it against the violation it must show."""
+    """Check one model in a child process, at most ``state_limit`` distinct states (embedded engine; a
+    liveness mutant at least :data:`LIVENESS_STATE_LIMIT`), and judge it against the violation it must show."""
+    if model.is_property:
+        state_limit = max(state_limit, LIVENESS_STATE_LIMIT)
     command = [sys.executable, "-c", _CHILD, engine, str(model.spec), str(model.cfg), tlc_jar or "",
                str(state_limit)]
     returncode, stdout, stderr = (children or _Children()).run(command)
@@ -153,13 +166,16 @@ def check_expected(model: ExpectedViolation, engine: str = "embedded", tlc_jar: 
         return Verdict(model, False, "survived", "no violation found", **common)
     if r["exit"] == 11:
         return Verdict(model, False, "deadlock", "ended in a deadlock, not a safety violation", **common)
-    if r["exit"] != 12 or r["kind"] != "invariant":
+    liveness = model.is_property
+    expected = (13, ("temporal", "action-property", "property-init")) if liveness else (12, ("invariant",))
+    if r["exit"] != expected[0] or r["kind"] not in expected[1]:
         return Verdict(model, False, "error", f"exit {r['exit']}: {r['kind']} {r['name']}: {r['message']}",
                        **common)
     if r["name"] != model.invariant:
         return Verdict(model, False, "wrong-invariant", f"violated {r['name']}, expected {model.invariant}",
                        **common)
-    return Verdict(model, True, "killed", f"{model.invariant} violated at depth {r['depth']} after "
+    what = f"{r['kind']} property" if liveness else "invariant"
+    return Verdict(model, True, "killed", f"{what} {model.invariant} violated at depth {r['depth']} after "
                    f"{r['distinct']:,} distinct states", **common)
 
 

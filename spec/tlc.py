@@ -126,14 +126,21 @@ def run_tlc(spec_path: Path, cfg_path: Path | None, jar: str | None, workers: in
         args = ["-tool", "-workers", str(workers), "-metadir", str(Path(tmp) / "meta"), "-cleanup",
                 "-noTE", "-nowarning", "-config", "MC_kvexact.cfg", spec_path.name]
         child = run_java_main(jar, main_class, args, cwd=work, timeout_s=timeout_s)
-    return parse_tool_output(child.stdout, child.exit_code, seconds=child.seconds, stderr=child.stderr)
+    result = parse_tool_output(child.stdout, child.exit_code, seconds=child.seconds, stderr=child.stderr)
+    v = result.violation
+    if v is not None and v.kind == "temporal":  # TLC does not name the property; a lone one is it
+        from kvexact.spec.checker.cfg import parse_cfg
+        props = parse_cfg(cfg_path).properties
+        if len(props) == 1:
+            result = attrs.evolve(result, violation=attrs.evolve(v, name=props[0]))
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
 # -tool output
 
 _MSG = re.compile(r"@!@!@STARTMSG (\d+):(\d+) @!@!@\r?\n(.*?)@!@!@ENDMSG \1 @!@!@", re.S)
-_EXIT_OUTCOMES = {0: Outcome.SUCCESS, 11: Outcome.DEADLOCK, 12: Outcome.SAFETY, 13: Outcome.SAFETY,
+_EXIT_OUTCOMES = {0: Outcome.SUCCESS, 11: Outcome.DEADLOCK, 12: Outcome.SAFETY, 13: Outcome.LIVENESS,
                   10: Outcome.EVALUATION, 14: Outcome.EVALUATION, 75: Outcome.EVALUATION,
                   76: Outcome.EVALUATION, 77: Outcome.EVALUATION, 150: Outcome.PARSE, 151: Outcome.CONFIG}
 
@@ -157,6 +164,7 @@ def parse_tool_output(text: str, exit_code: int, seconds: float = 0.0, stderr: s
     violation_kind = violation_name = ""
     message = ""
     trace: list[TraceState] = []
+    loop: int | None = None  # a liveness lasso: the state the last one steps back to
     errors: list[str] = []
     for code, _cls, body in tool_messages(text):
         if code in (2190, 2191) and not generated:
@@ -181,9 +189,14 @@ def parse_tool_output(text: str, exit_code: int, seconds: float = 0.0, stderr: s
             m = re.search(r"Action property (\S+) is violated", body)
             violation_kind, violation_name, message = "action-property", m.group(1) if m else "?", body
         elif code == 2116:
-            violation_kind, violation_name, message = "temporal-property", "Temporal", body
+            violation_kind, violation_name, message = "temporal", "Temporal", body
         elif code == 2217:
             trace.append(parse_state(body))
+        elif code == 2218:  # "N: Stuttering": the last state stutters forever
+            loop = len(trace)
+        elif code == 2122:  # "N: Back to state." (-tool) or "Back to state N."
+            m = re.search(r"(\d+)", body)
+            loop = int(m.group(1)) if m else None
         elif _cls == 1 and code not in (2110, 2107, 2114, 2112, 2116):
             errors.append(body)
     if not depth and trace:
@@ -194,7 +207,7 @@ def parse_tool_output(text: str, exit_code: int, seconds: float = 0.0, stderr: s
             violation_kind = outcome.value
             violation_name = outcome.value
             message = "\n".join(errors)
-        violation = Violation(violation_kind, violation_name, message, tuple(trace))
+        violation = Violation(violation_kind, violation_name, message, tuple(trace), loop=loop)
     return ModelCheckResult(engine="tlc", outcome=outcome, generated_states=generated,
                             distinct_states=distinct, depth=depth, left_on_queue=queue, seconds=seconds,
                             violation=violation, messages=tuple(errors))

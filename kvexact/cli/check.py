@@ -1,9 +1,10 @@
 """``kvexact check SPEC.tla``: model-check a TLA+ spec with the embedded engine, TLC, or both.
 
-Exit codes follow TLC: 0 no error, 10 assumption false, 11 deadlock, 12 safety violation, 14 Assert
-failed, 75 evaluation error, 150 parse error, 151 config error. Outside TLC's codes: 1 when ``--engine both`` finds the
-engines disagree, 3 when the run could not be done or was stopped early (--max-states, --max-depth: a
-partial search is never a success), 130 after Ctrl-C (statistics are printed first).
+Exit codes follow TLC: 0 no error, 10 assumption false, 11 deadlock, 12 safety violation, 13 property
+violated (temporal, action or initial-state), 14 Assert failed, 75 evaluation error, 150 parse error,
+151 config error. Outside TLC's codes: 1 when ``--engine both`` finds the engines disagree, 3 when
+the run could not be done or was stopped early (--max-states, --max-depth: a partial search is never
+a success, and temporal properties are not checked), 130 after Ctrl-C (statistics are printed first).
 """
 
 from __future__ import annotations
@@ -151,7 +152,7 @@ def check(spec: Path | None, cfg: Path | None, engine: str, tlc_jar: str | None,
           max_states: int | None, max_depth: int | None, coverage: bool, simulate: bool, depth: int, num: int,
           seed: int, json_path: str | None, itf_path: str | None, mutants: bool = False,
           lib: tuple[Path, ...] = ()) -> int:
-    """Model-check SPEC.tla; exit codes follow TLC (0, 10, 11, 12, 14, 75, 150, 151)."""
+    """Model-check SPEC.tla; exit codes follow TLC (0, 10, 11, 12, 13, 14, 75, 150, 151)."""
     if workers < 1:
         raise click.UsageError("--workers must be at least 1")
     if simulate and engine != "embedded":

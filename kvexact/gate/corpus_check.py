@@ -35,6 +35,28 @@ def checker_corpus(ctx: GateContext) -> CheckResult:
     return CheckResult(Verdict.FAILED if bad else Verdict.PASSED, figures, detail)
 
 
+def checker_properties(ctx: GateContext) -> CheckResult:
+    """Every tla-examples model with PROPERTY/PROPERTIES (``has_property``): TLC's result, and TLC's
+    counts for a success; the figures name each model's result."""
+    from kvexact.spec.checker.corpus import find_corpus, run_corpus
+
+    root = find_corpus("tla-examples")
+    if root is None:
+        raise CheckCouldNotRun("tla-examples not found: set KVEXACT_TLA_EXAMPLES to the folder with corpus.json")
+    rows = run_corpus(root, workers=1, where=lambda m: bool(m.get("has_property")), on_row=lambda row: ctx.status(
+        f"{row.id}: {'ok' if row.ok else 'MISMATCH'} ({row.result.seconds:.1f}s)"))
+    bad = [r for r in rows if not r.ok]
+    figures = {"models": len(rows), "matching": len(rows) - len(bad),
+               "per_model": {r.id: {"result": r.result_word, "tlc": r.expected["result"],
+                                    "distinct": r.result.distinct_states, "seconds": round(r.result.seconds, 2)}
+                             for r in rows}}
+    detail = "; ".join(f"{r.id}: {r.why}" for r in bad) or f"all {len(rows)} PROPERTY models match TLC"
+    return CheckResult(Verdict.FAILED if bad else Verdict.PASSED, figures, detail)
+
+
 CHECKS = [GateCheck("checker-corpus", "spec",
                     "embedded TLA+ checker reproduces TLC's results and counts on the tlaplus/Examples corpus",
-                    checker_corpus, level="deep")]
+                    checker_corpus, level="deep"),
+          GateCheck("checker-properties", "spec",
+                    "embedded checker gives TLC's result on every tla-examples model with a PROPERTY",
+                    checker_properties, level="deep")]

@@ -4,9 +4,11 @@ Invariant: at ``full`` and ``deep`` a CI-model check passes only when the embedd
 whole model without a violation and every action of the spec's Next
 (:func:`kvexact.spec.actions.spec_actions`) fired at least once (per-action coverage); with a TLC jar it
 also requires TLC to agree on the result, distinct states and states generated. At ``quick`` it searches
-the first :data:`QUICK_STATES` distinct states breadth-first and passes when they hold no violation. The mutant check passes
-only at a 100% kill rate (at ``quick``: the first mutant of each spec), the witness check only when every
-witness is reached.
+the first :data:`QUICK_STATES` distinct states breadth-first and passes when they hold no violation. A
+liveness check (``full`` and ``deep``) passes only when the spec's liveness model (its temporal property
+under LiveSpec's fairness) completes with exit 0. The mutant check passes only at a 100% kill rate
+(invariants and temporal properties; at ``quick``: the first mutant of each spec), the witness check
+only when every witness is reached.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ SPECS = ("KVAllocation", "CowPublication", "NamespaceRevocation", "RadixIndex", 
 # The quick level's search of each CI model: as many states as the costliest kill of a shipped mutant
 # needs (kvexact.spec.mutants.MUTANT_KILL_MAX), so a bug of each seeded kind would show at that depth too.
 QUICK_STATES = MUTANT_KILL_MAX
+
+# The specs with a liveness model, <Spec>.liveness.cfg (a temporal property under LiveSpec's fairness).
+LIVENESS_MODELS = ("KVAllocation", "CowPublication", "NamespaceRevocation")
 
 
 def action_firings(coverage: dict[str, dict[str, int]]) -> dict[str, int]:
@@ -78,6 +83,24 @@ def _model_check(spec: str):
     return run
 
 
+def _liveness_check(spec: str):
+    def run(ctx: GateContext) -> CheckResult:
+        from kvexact.spec.checker import check_model
+
+        ctx.status(f"model-checking {spec}.liveness.cfg")
+        r = check_model(spec_dir() / f"{spec}.tla", spec_dir() / f"{spec}.liveness.cfg", coverage=False)
+        figures = {"distinct_states": r.distinct_states, "generated_states": r.generated_states,
+                   "seconds": round(r.seconds, 2)}
+        if r.exit_code != 0 or not r.complete or r.violation is not None:
+            what = f"{r.violation.kind} {r.violation.name}: {r.violation.message}" if r.violation else \
+                "the search did not complete (temporal properties unchecked)"
+            return CheckResult(Verdict.FAILED, figures, f"{spec}.liveness.cfg: {r.outcome.value}: {what}")
+        return CheckResult(Verdict.PASSED, figures,
+                           f"{spec}.liveness.cfg: its temporal property holds, {r.distinct_states:,} distinct states")
+
+    return run
+
+
 def _expected_violations(kind: str):
     def run(ctx: GateContext) -> CheckResult:
         from kvexact.spec.mutants import (
@@ -118,8 +141,11 @@ def _expected_violations(kind: str):
 CHECKS = [
     *(GateCheck(f"spec-{spec}", "spec", f"{spec}.cfg checks with no error and every action fires (quick: "
                 "its first states, breadth-first)", _model_check(spec)) for spec in SPECS),
-    GateCheck("spec-mutants", "spec", "every seeded-bug mutant dies of its named invariant within the state "
-              "bound (quick: the first mutant of each spec)", _expected_violations("mutant")),
+    *(GateCheck(f"spec-{spec}-liveness", "spec", f"{spec}.liveness.cfg: its temporal property holds under "
+                "LiveSpec's fairness", _liveness_check(spec), level="full") for spec in LIVENESS_MODELS),
+    GateCheck("spec-mutants", "spec", "every seeded-bug mutant dies of its named invariant (a liveness mutant: "
+              "of its temporal property, on the complete state graph) within the state bound (quick: the first "
+              "mutant of each spec)", _expected_violations("mutant")),
     GateCheck("spec-witnesses", "spec", "every negated witness (COW publication, eviction then reuse, "
               "completed revocation, split under two leases, retained mapping reuse) is violated",
               _expected_violations("witness"), level="full"),

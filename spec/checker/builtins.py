@@ -417,7 +417,7 @@ OPERATORS: dict[str, tuple] = {
 UNSUPPORTED = {
     "Any": "TLC module",
     "Real": "Reals module", "Infinity": "Reals module", "/": "Reals module",
-    "\\cdot": "action composition", "ENABLED": "ENABLED",
+    "\\cdot": "action composition",
 }
 
 _ARITH = ["+", "-", "*", "\\div", "%", "^", "<", ">", "<=", ">=", "..", "Nat"]

@@ -257,6 +257,9 @@ class Compiler:
         self.fast: FastGen | None = FastGen(self) if fast else None
         self.scoped_values: dict[tuple[str, str], Any] = {}  # cfg C = [M] v
         self.scoped_overrides: dict[tuple[str, str], str] = {}  # cfg C <- [M] Def
+        # ENABLED A's compiler (temporal.compile_enabled, a successor search), given by whoever builds
+        # the model: the compiler below the action compiler cannot import it without a cycle
+        self.enabled: Callable[..., tuple] | None = None
 
     # ---------------------------------------------------------------- loading
 
@@ -400,7 +403,8 @@ class Compiler:
         else:
             return
 
-    def _instance(self, node: Any, mod: ModuleInfo, outer: Scope, inherit_env: bool = False) -> Scope:
+    def _instance(self, node: Any, mod: ModuleInfo, outer: Scope, inherit_env: bool = False,
+                  override: dict | None = None) -> Scope:
         found = None if node.name in B.STANDARD_MODULES else self.load_tree(node.name)
         if found is None:
             ops = self._builtin_module(node.name)
@@ -418,8 +422,8 @@ class Compiler:
             if declared.get(w.name, 0):  # WITH C <- Op or C <- LAMBDA x, y : e
                 fn, deps = self._arg(w.expression, declared[w.name], outer)
                 explicit[w.name] = ("opsubst", fn, deps - {"$lambda"}, declared[w.name])
-            else:
-                explicit[w.name] = self._subst(w.expression, outer)
+            else:  # the 6th item (expression, scope) lets temporal.py read the substitution's level from its text
+                explicit[w.name] = self._subst(w.expression, outer) + ((w.expression, outer),)
         # implicit substitution: every constant/variable of M not substituted is the same name outside
         subst: dict[str, tuple] = {}
         for name in declared:
@@ -434,8 +438,10 @@ class Compiler:
                     subst[name] = b
                 else:
                     subst[name] = b
+        subst.update(override or {})  # ENABLED's abstract twin (temporal.py): variables bound afresh
         sc = Scope(None, imod)
         sc.inherit_env = inherit_env  # definitions of a parameterized instance see the instance parameters
+        sc.instance_of = (node, mod, outer, inherit_env)  # type: ignore[attr-defined]
         self._include(tree, imod, sc, subst, root=False, seen=set())
         return sc
 
@@ -1658,7 +1664,10 @@ class Compiler:
                                loc_of(node, scope.mod))
 
     def _op_enabled(self, node, args, scope):
-        raise UnsupportedError("ENABLED", loc_of(node, scope.mod))
+        # ENABLED A (issue 17): some successor of the state satisfies A; searched as Next is (temporal.py)
+        if self.enabled is None:
+            raise UnsupportedError("ENABLED outside a model (no successor search)", loc_of(node, scope.mod))
+        return self.enabled(self, args[0], scope, loc_of(node, scope.mod))
 
     def _x_SubscriptedAction(self, node, scope):
         fa, da = self.expr(node.action, scope)

@@ -3,8 +3,8 @@
 
 Invariant: a model matches when its result equals TLC's ``result`` and, where TLC recorded them,
 its distinct and generated counts equal TLC's exactly; depth is reported beside TLC's ``stateDepth``
-and never fails a model (TLC recorded it with several workers). A model whose cfg has a PROPERTY
-this engine did not check is "needs temporal checking", never a match.
+and never fails a model (TLC recorded it with several workers). A PROPERTY is checked like an
+invariant: a model whose property the engine cannot check ends in an error, never a match.
 """
 
 from __future__ import annotations
@@ -25,21 +25,22 @@ from kvexact.spec.checker.engine import check_model
 from kvexact.spec.checker.result import ModelCheckResult, Outcome
 
 RESULT_WORDS = {Outcome.SUCCESS: "success", Outcome.SAFETY: "safety failure", Outcome.DEADLOCK: "deadlock failure",
-                Outcome.EVALUATION: "evaluation error", Outcome.PARSE: "parse error", Outcome.CONFIG: "config error",
+                Outcome.LIVENESS: "liveness failure", Outcome.EVALUATION: "evaluation error",
+                Outcome.PARSE: "parse error", Outcome.CONFIG: "config error",
                 Outcome.ASSUMPTION: "assumption failure", Outcome.ASSERT: "assert failure"}
 
 
 class Verdict(enum.Enum):
     MATCH = "match"
     MISMATCH = "mismatch"
-    NEEDS_TEMPORAL = "needs temporal checking"  # a PROPERTY this engine did not check
     OVER_CPU_LIMIT = "over the CPU limit"  # stopped at the CPU-time limit: never a match
     CRASHED = "crashed"
 
 
 def find_corpus(name: str = "tla-corpus") -> Path | None:
-    """$KVEXACT_TLA_CORPUS (for tla-corpus), else shared/<name> beside or inside the source tree."""
-    env = os.environ.get("KVEXACT_TLA_CORPUS") if name == "tla-corpus" else None
+    """$KVEXACT_TLA_CORPUS (tla-corpus) or $KVEXACT_TLA_EXAMPLES (tla-examples), else shared/<name>
+    beside or inside the source tree."""
+    env = os.environ.get("KVEXACT_TLA_CORPUS" if name == "tla-corpus" else "KVEXACT_TLA_EXAMPLES")
     if env:
         return Path(env) if (Path(env) / "corpus.json").exists() else None
     here = Path(__file__).resolve()
@@ -79,15 +80,9 @@ class CorpusRow:
         return self.result.generated_states / self.cpu_s if self.cpu_s > 0 else 0.0
 
 
-def unchecked_properties(r: ModelCheckResult) -> bool:
-    return any(m.startswith("PROPERTY ") and "not checked" in m for m in r.messages)
-
-
 def compare_with_tlc(expected: dict, r: ModelCheckResult) -> tuple[Verdict, str]:
     word = RESULT_WORDS.get(r.outcome, r.outcome.value)
     if word != expected["result"]:
-        if unchecked_properties(r) and r.outcome is Outcome.SUCCESS:
-            return Verdict.NEEDS_TEMPORAL, f"TLC: {expected['result']} (a PROPERTY is not checked by this engine)"
         return Verdict.MISMATCH, f"result {word} != TLC {expected['result']}" + (
             f" ({r.violation.message})" if r.violation else "")
     if expected["result"] == "success":
@@ -97,8 +92,6 @@ def compare_with_tlc(expected: dict, r: ModelCheckResult) -> tuple[Verdict, str]
         if want[0] is not None and (r.distinct_states, r.generated_states) != want:
             return Verdict.MISMATCH, (f"distinct {r.distinct_states} vs TLC {want[0]}, generated "
                                       f"{r.generated_states} vs TLC {want[1]}")
-    if unchecked_properties(r):
-        return Verdict.NEEDS_TEMPORAL, "a PROPERTY is not checked by this engine"
     return Verdict.MATCH, ""
 
 
@@ -180,11 +173,13 @@ def load_manifest(root: Path) -> list[dict]:
 def run_corpus(root: Path | None = None, *, workers: int = 1, only: list[str] | None = None,
                on_row: Callable[[CorpusRow], None] | None = None, lib: list[Path] | None = None,
                isolate: bool = False, cpu_limit_s: float | None = None,
-               on_start: Callable[[int, int, str], None] | None = None) -> list[CorpusRow]:
+               on_start: Callable[[int, int, str], None] | None = None,
+               where: Callable[[dict], bool] | None = None) -> list[CorpusRow]:
     root = root or find_corpus()
     if root is None:
         raise FileNotFoundError("tla-corpus not found (set KVEXACT_TLA_CORPUS)")
-    models = [m for m in load_manifest(root) if not only or m["id"] in only]
+    models = [m for m in load_manifest(root)
+              if (not only or m["id"] in only) and (where is None or where(m))]
     rows = []
     for i, m in enumerate(models):
         if on_start is not None:
@@ -233,7 +228,7 @@ def render_table(rows: list[CorpusRow], slowest: int = 10) -> str:
         f"{r.id} {r.cpu_s:.0f}" for r in sorted(rows, key=lambda r: -r.cpu_s)[:slowest]) + ".")
     lines.append("")
     lines.append(f"Totals: {t['models']} models; {t['match']} match TLC, {t['mismatch']} mismatch, "
-                 f"{t['needs temporal checking']} need temporal checking, {t['over the CPU limit']} over the CPU "
+                 f"{t['over the CPU limit']} over the CPU "
                  f"limit, {t['crashed']} crashed; {t['cpu_s']:,.0f} CPU-seconds in all; the finished models generated "
                  f"{t['generated']:,} states in {t['finished_cpu_s']:,.0f} CPU-seconds ({t['generated_per_cpu_s']:,.0f} "
                  f"generated states per CPU-second).")

@@ -19,8 +19,10 @@ from typing import Any
 from kvexact.spec.checker.builtins import TLC_CONTEXT
 from kvexact.spec.checker.cfg import ConfigError
 from kvexact.spec.checker.errors import SpecError
+from kvexact.spec.checker.liveness import StateGraph, check_temporal
 from kvexact.spec.checker.model import Model, load_model
 from kvexact.spec.checker.result import ModelCheckResult, Outcome, TraceState, Violation
+from kvexact.spec.checker.temporal import plan_properties
 from kvexact.spec.checker.values import EvalError
 
 
@@ -105,7 +107,7 @@ def _error_result(exc: Exception, started: float, messages: tuple = ()) -> Model
 class Checker:
     def __init__(self, model: Model, *, max_states: int | None = None, max_depth: int | None = None,
                  coverage: bool = True, progress: Callable[[dict], None] | None = None,
-                 progress_every_s: float | None = None, workers: int = 1):
+                 progress_every_s: float | None = None, workers: int = 1, plan: Any = None):
         self.m = model
         self.max_states = max_states
         self.max_depth = max_depth
@@ -123,6 +125,12 @@ class Checker:
         self.max_level = 0
         self.workers = workers
         self.pending = 0  # states of the current BFS level not yet expanded
+        # PROPERTY hooks (issue 17, temporal.py / liveness.py): implied inits and actions are checked
+        # during the search as TLC does; the state graph is recorded only when a temporal property needs it
+        self.implied_inits = plan.implied_inits if plan is not None else []
+        self.implied_actions = plan.implied_actions if plan is not None else []
+        self.graph: StateGraph | None = StateGraph() if plan is not None and plan.needs_graph else None
+        self._last = -1  # store index of the successor last handled by _add/_add_pre (-1: outside the model)
 
     # -------------------------------------------------------------- traces
 
@@ -165,6 +173,24 @@ class Checker:
                                        tr))
             tr = self.trace(parent, (s, act))
             raise _Found(Violation("invariant", name, f"Invariant {name} is violated.", tr))
+        if parent < 0:
+            for pname, fn in self.implied_inits:  # PROPERTY conjuncts that are state predicates
+                if fn(s, None, {}) is not True:
+                    tr = (self._trace_state(1, m_state(self.m, s), -1),)
+                    raise _Found(Violation("property-init", pname,
+                                           f"Property {pname} is violated by the initial state", tr))
+
+    def _check_implied(self, parent: int, s: dict, n: dict, act: int) -> None:
+        """PROPERTY [][A]_v: every generated transition (seen, new or outside the model), as TLC."""
+        for name, fn in self.implied_actions:
+            try:
+                ok = fn(s, n, {})
+            except EvalError as exc:
+                raise _Found(Violation("evaluation", "EvalError", f"while checking the action property {name}: "
+                                       f"{exc}", self.trace(parent, (n, act)))) from None
+            if ok is not True:
+                raise _Found(Violation("action-property", name, f"Action property {name} is violated.",
+                                       self.trace(parent, (n, act))))
 
     def _add(self, s: dict, parent: int, act: int, depth: int) -> bool:
         """Insert a generated state if it is in the model and new; check invariants as TLC does."""
@@ -172,11 +198,13 @@ class Checker:
         if not m.in_model(s) or (parent >= 0 and m.action_constraints and
                                  not m.action_ok(m.state_dict(self.store[parent][0]), s)):
             self._check_new(s, parent, act)
+            self._last = -1
             return False
         k = m.key(s)
         if k in self.seen:
+            self._last = self.seen[k]
             return False
-        idx = len(self.store)  # inserted before the invariant check, as TLC counts it
+        idx = self._last = len(self.store)  # inserted before the invariant check, as TLC counts it
         self.seen[k] = idx
         self.store.append((m.state_tuple(s), parent, act))
         self.depths.append(depth)
@@ -196,10 +224,12 @@ class Checker:
         if not inside:
             if ok is False:
                 self._check_new(self.m.state_dict(vals), parent, act)  # raises with the trace
+            self._last = -1
             return False
         if key in self.seen:
+            self._last = self.seen[key]
             return False
-        idx = len(self.store)
+        idx = self._last = len(self.store)
         self.seen[key] = idx
         self.store.append((vals, parent, act))
         self.depths.append(depth)
@@ -269,12 +299,20 @@ class Checker:
                     if not succ and m.cfg.check_deadlock:
                         return Violation("deadlock", "Deadlock", "Deadlock reached.", self.trace(idx)), ""
                     self.generated += len(succ)
+                    graph, implied = self.graph, self.implied_actions
+                    if graph is not None:
+                        graph.row(idx)
+                    cur = m.state_dict(self.store[idx][0]) if implied else None
                     for ai, n, key, inside, ok in succ:
                         self.fired[ai] += 1
                         added = (self._add(n, idx, ai, depth + 1) if key is None
                                  else self._add_pre(n, key, inside, ok, idx, ai, depth + 1))
                         if added:
                             self.new[ai] += 1
+                        if implied:
+                            self._check_implied(idx, cur, n, ai)  # type: ignore[arg-type]
+                        if graph is not None:
+                            graph.add(self._last)
                     if self.progress is not None and pos % 256 == 0:
                         now = time.monotonic()
                         if now - last >= self.progress_every_s:
@@ -303,6 +341,27 @@ class Checker:
             if pool is not None:
                 pool.terminate()
         return None, ""
+
+    def lasso_trace(self, states: list[int]) -> tuple[TraceState, ...]:
+        """The states of a liveness counterexample, each labelled with an action that takes the previous
+        one to it (the first is initial)."""
+        m = self.m
+        out = []
+        prev: dict | None = None
+        for i, idx in enumerate(states):
+            s = m.state_dict(self.store[idx][0])
+            act = -1
+            if prev is not None:
+                key = m.key(s)
+                for ai, a in enumerate(m.actions):
+                    found: list = []
+                    m.successors(prev, a, found)
+                    if any(m.key(n) == key for n in found):
+                        act = ai
+                        break
+            out.append(self._trace_state(i + 1, s, act))
+            prev = s
+        return tuple(out)
 
     def coverage(self) -> dict[str, dict[str, int]]:
         cov: dict[str, dict[str, int]] = {}
@@ -334,15 +393,30 @@ def check_loaded(model: Model, *, max_states=None, max_depth=None, coverage=True
         return ModelCheckResult(engine="embedded", outcome=Outcome.ASSUMPTION, seconds=time.monotonic() - started,
                                 violation=Violation("assumption", "Assumption", model.failed_assumption),
                                 messages=messages)
+    try:
+        plan = plan_properties(model)  # PROPERTY: every conjunct is checked, or this is an error
+    except SpecError as exc:
+        return _error_result(exc, started, messages)
+    if (plan.needs_graph or plan.implied_actions) and workers > 1:
+        workers = 1
+        messages += ("temporal and action properties are checked with one worker",)
+    if plan.needs_graph and (model.symmetry_perms or model.view is not None):
+        messages += ("SYMMETRY or VIEW with temporal properties: as in TLC, a violation can be missed",)
     ch = Checker(model, max_states=max_states, max_depth=max_depth, coverage=coverage, progress=progress,
-                 workers=workers)
+                 workers=workers, plan=plan)
     violation, note = ch.run()
     if note:
         messages = messages + (note,)
+        if plan.needs_graph:
+            messages += ("temporal properties are checked only on a complete search: not checked",)
+    elif violation is None and ch.graph is not None:
+        ch.graph.close(len(ch.store))
+        violation = check_temporal(model, plan, ch.store, ch.graph, label=ch.lasso_trace)
     outcome = Outcome.SUCCESS
     if violation is not None:
-        outcome = {"deadlock": Outcome.DEADLOCK, "invariant": Outcome.SAFETY,
-                   "assert": Outcome.ASSERT}.get(violation.kind, Outcome.EVALUATION)
+        outcome = {"deadlock": Outcome.DEADLOCK, "invariant": Outcome.SAFETY, "assert": Outcome.ASSERT,
+                   "temporal": Outcome.LIVENESS, "action-property": Outcome.LIVENESS,
+                   "property-init": Outcome.LIVENESS}.get(violation.kind, Outcome.EVALUATION)
     complete = ch.complete and violation is None and not note
     return ModelCheckResult(
         engine="embedded", outcome=outcome, generated_states=ch.generated, distinct_states=len(ch.store),
@@ -381,6 +455,10 @@ def simulate(spec_path, cfg_path=None, *, depth: int = 100, num: int = 10, seed:
         model = load_model(Path(spec_path), cfg_path, lib=lib)
     except (SpecError, ConfigError, EvalError) as exc:
         return _error_result(exc, started)
+    if model.cfg.properties:  # a random walk proves nothing about a PROPERTY: never a silent pass
+        from kvexact.spec.checker.errors import UnsupportedError
+        return _error_result(UnsupportedError(f"PROPERTY {', '.join(model.cfg.properties)} cannot be checked "
+                                              f"by random simulation; run an exhaustive check"), started)
     rng = random.Random(seed)
     inits: list = []
     generated = 0

@@ -18,6 +18,7 @@ from kvexact.spec.checker.cfg import Config, ConfigError, parse_cfg
 from kvexact.spec.checker.compiler import ALIASES, Compiler, Def, Scope, _bounds, loc_of, tlc_loc
 from kvexact.spec.checker.errors import SpecError
 from kvexact.spec.checker.symmetry import Symmetry
+from kvexact.spec.checker.temporal import compile_enabled
 from kvexact.spec.checker.values import (
     EvalError,
     as_set,
@@ -63,6 +64,7 @@ class Model:
         constants: dict[str, Any] = {**cfg.constants, **py_values}
         value_overrides: dict[str, Any] = dict(constants)
         self.comp = Compiler(self.spec_path.parent, constants, dict(cfg.overrides), value_overrides, lib_dirs)
+        self.comp.enabled = compile_enabled
         self.comp.scoped_values = dict(cfg.scoped_constants)
         self.comp.scoped_overrides = dict(cfg.scoped_overrides)
         root = self.comp.load_root(self.spec_path)
@@ -116,9 +118,8 @@ class Model:
             self.symmetry_perms = [p for p in ordered_elements(perms)]
             self.symmetry = Symmetry(self.symmetry_perms)
         self._resolve_all()
-        for p in cfg.properties:
+        for p in cfg.properties:  # read and sorted into TLC's classes by temporal.plan_properties
             self._lookup_def(p, "PROPERTY")
-            self.messages.append(f"PROPERTY {p} not checked by this engine (temporal properties are TLC-only)")
 
     # ------------------------------------------------------------------ setup
 
@@ -169,6 +170,7 @@ class Model:
 
     def _setup_spec(self) -> None:
         cfg = self.cfg
+        self.spec_temporals: list = []  # the SPECIFICATION's temporal conjuncts (fairness), for liveness
         self.constant_only = not (cfg.specification or cfg.init)
         if self.constant_only:  # ASSUMEs only: TLC checks them and reports 0 states
             if self.variables:
@@ -251,7 +253,7 @@ class Model:
             if _kind(arg) == "SubscriptedAction" and arg.operator == "[":
                 nxt.append((arg.action, scope))
             else:
-                self.messages.append(f"temporal conjunct at {loc_of(node, scope.mod)} not checked by this engine")
+                self.spec_temporals.append((node, scope))
             return
         if k == "OperatorApplication" and node.arguments is None:
             b = scope.lookup(node.operator)
@@ -259,7 +261,8 @@ class Model:
                 self._walk_spec(b[1].body, b[1].scope, init_parts, nxt, seen)
                 return
         if self._temporal(node, scope, set()):
-            return  # fairness and other temporal conjuncts: not part of Init/Next
+            self.spec_temporals.append((node, scope))  # fairness: an assumption of liveness checking
+            return
         init_parts.append((node, scope))
 
     def _split(self, node: Any, scope: Scope, env: dict, label: str, location: str, where: str = "") -> None:

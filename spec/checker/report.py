@@ -48,6 +48,17 @@ def trace_lines(trace: tuple[TraceState, ...], raw: bool = True) -> list[str]:
     return lines
 
 
+def lasso_lines(trace: tuple[TraceState, ...], loop: int, raw: bool = True) -> list[str]:
+    """A liveness counterexample as TLC prints it: the states, then ``State n+1: Stuttering`` when the
+    last state stutters forever, else ``Back to state k.``"""
+    lines = trace_lines(trace, raw)
+    if loop == len(trace):
+        lines.append(f"State {len(trace) + 1}: Stuttering")
+    else:
+        lines.append(f"Back to state {loop}.")
+    return lines
+
+
 def summary_lines(r: ModelCheckResult, spec: str = "") -> list[str]:
     out: list[str] = []
     for msg in r.messages:
@@ -58,9 +69,15 @@ def summary_lines(r: ModelCheckResult, spec: str = "") -> list[str]:
             out.append(f"Error: {v.message}" if v.message else f"Error: Invariant {v.name} is violated.")
         elif v.kind == "deadlock":
             out.append("Error: Deadlock reached.")
+        elif v.kind == "temporal":
+            out.append("Error: Temporal properties were violated.")
+            out.append(f"Error: PROPERTY {v.name} does not hold on this behavior.")
         else:
             out.append(f"Error: {v.message or v.name}")
-        if v.trace:
+        if v.trace and v.loop is not None:
+            out.append("Error: The following behavior constitutes a counter-example:")
+            out += lasso_lines(v.trace, v.loop, r.engine == "embedded")
+        elif v.trace:
             out.append("Error: The behavior up to this point is:")
             out += trace_lines(v.trace, r.engine == "embedded")
     elif r.outcome is Outcome.SUCCESS:
@@ -105,7 +122,7 @@ def to_json(r: ModelCheckResult, spec: str = "", exit_code: int | None = None) -
     if r.violation is not None:
         v = r.violation
         d["violation"] = {
-            "kind": v.kind, "name": v.name, "message": v.message,
+            "kind": v.kind, "name": v.name, "message": v.message, "loop": v.loop,
             "trace": [{"index": st.index, "action": st.action, "location": st.location,
                        "values": {k: _text(x, r.engine == "embedded") for k, x in st.values.items()}}
                       for st in v.trace],
@@ -117,18 +134,23 @@ def write_json(r: ModelCheckResult, path: str | Path, spec: str = "", exit_code:
     write_atomic(path, json.dumps(to_json(r, spec, exit_code), indent=2) + "\n")
 
 
-def to_itf_trace(trace: tuple[TraceState, ...], spec: str = "", description: str = "") -> dict:
-    """An ITF document: {"#meta", "vars", "states": [{"#meta": {"index", "action"}, var: value}]}."""
+def to_itf_trace(trace: tuple[TraceState, ...], spec: str = "", description: str = "",
+                 loop: int | None = None) -> dict:
+    """An ITF document: {"#meta", "vars", "states": [{"#meta": {"index", "action"}, var: value}]}; a
+    lasso adds "loop", the 0-based index of the state the last state steps back to."""
     variables: list[str] = list(trace[0].values) if trace else []
     states = [({"index": st.index - 1, "action": st.action, "location": st.location},
                {k: itf.encode(x) for k, x in st.values.items()}) for st in trace]
-    return itf.document(states, variables, {"source": spec, "description": description})
+    doc = itf.document(states, variables, {"source": spec, "description": description})
+    if loop is not None:
+        doc["loop"] = loop - 1
+    return doc
 
 
 def write_itf(r: ModelCheckResult, path: str | Path, spec: str = "") -> bool:
     """Write the counterexample as ITF; returns False (and writes nothing) when there is no trace."""
     if r.violation is None or not r.violation.trace:
         return False
-    doc = to_itf_trace(r.violation.trace, spec, r.violation.message or r.violation.name)
+    doc = to_itf_trace(r.violation.trace, spec, r.violation.message or r.violation.name, r.violation.loop)
     write_atomic(path, json.dumps(doc, indent=2) + "\n")
     return True

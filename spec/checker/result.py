@@ -1,7 +1,8 @@
 """The result object every engine (embedded, TLC) produces, so ``kvexact check`` treats them alike.
 
-Invariant: ``exit_code`` follows TLC: 0 no error, 11 deadlock, 12 safety violation, 75 evaluation
-error, 150 parse error, 151 config error; an incomplete run (``--max-states``/``--max-depth``) is never
+Invariant: ``exit_code`` follows TLC: 0 no error, 11 deadlock, 12 safety violation, 13 temporal
+property, action property or initial-state property violated, 75 evaluation error, 150 parse error,
+151 config error; an incomplete run (``--max-states``/``--max-depth``) is never
 reported as success (``complete`` is False and the CLI says so).
 """
 
@@ -22,12 +23,14 @@ class Outcome(enum.Enum):
     CONFIG = "config"
     ASSUMPTION = "assumption"
     ASSERT = "assert"  # TLC's Assert(FALSE, ...) failed while checking (TLC exit 14)
+    LIVENESS = "liveness"  # a PROPERTY is violated: temporal, action or initial-state property (TLC exit 13)
 
 
 EXIT_CODES = {
     Outcome.SUCCESS: 0,
     Outcome.DEADLOCK: 11,
     Outcome.SAFETY: 12,
+    Outcome.LIVENESS: 13,
     Outcome.EVALUATION: 75,
     Outcome.PARSE: 150,
     Outcome.CONFIG: 151,
@@ -48,10 +51,11 @@ class TraceState:
 
 @attrs.frozen
 class Violation:
-    kind: str  # "invariant", "deadlock", "evaluation", "action-property", ...
-    name: str  # the invariant's name, or "Deadlock", or the error kind
+    kind: str  # "invariant", "deadlock", "evaluation", "temporal", "action-property", "property-init", ...
+    name: str  # the invariant's or property's name, or "Deadlock", or the error kind
     message: str = ""
     trace: tuple[TraceState, ...] = ()
+    loop: int | None = None  # a lasso (temporal property): the 1-based state the last state steps back to
 
 
 @attrs.frozen
@@ -66,7 +70,7 @@ class ModelCheckResult:
     complete: bool = True
     violation: Violation | None = None
     coverage: dict[str, dict[str, int]] = attrs.field(factory=dict)  # action -> {"fired", "new"}
-    messages: tuple[str, ...] = ()  # e.g. "PROPERTY Liveness not checked by this engine"
+    messages: tuple[str, ...] = ()  # warnings, e.g. "SYMMETRY with liveness checking"
 
     @property
     def exit_code(self) -> int:

@@ -332,6 +332,11 @@ Next ==
 
 Spec == Init /\ [][Next]_vars
 
+\* The liveness model (CowPublication.liveness.cfg): the allocator finishes what it starts:
+\* releasing the source leases of a published COW transaction and rolling back an unpublished one
+\* are weakly fair (copies, writes and readers are not).
+LiveSpec == Spec /\ \A r \in Requests : WF_vars(CowReleaseSources(r)) /\ WF_vars(CowRollback(r))
+
 \* State bound of the finite models (a CONSTRAINT, so bounded states are not deadlocks).
 StateBound ==
     /\ \A g \in Groups, b \in Blocks : gen[g][b] <= MaxGen
@@ -385,6 +390,14 @@ RefcountDerived ==
 \* 0x04A: an unpublished destination is never reachable from a request map or a snapshot.
 ReservedUnreachable ==
     \A g \in Groups, b \in Blocks : Reserved(g, b) => MapRefs(g, b) + SnapRefs(g, b) = 0
+
+-----------------------------------------------------------------------------
+(* Liveness (CowPublication.liveness.cfg, under LiveSpec).                 *)
+
+\* 0x05C step 9, 0x05E: a block that no request maps and no snapshot holds (only the source
+\* lease of a COW transaction keeps it) is eventually free for reuse.
+FreedBlockEventuallyReusable ==
+    \A g \in Groups, b \in Blocks : (ref[g][b] > 0 /\ MapRefs(g, b) + SnapRefs(g, b) = 0) ~> Free(g, b)
 
 \* Witness (spec/witnesses/, non-vacuity): negated; a model check must find it violated: a COW
 \* transaction published its successor tables (0x05B, 0x05C step 8).

@@ -298,6 +298,10 @@ Next ==
 
 Spec == Init /\ [][Next]_vars
 
+\* The liveness model (KVAllocation.liveness.cfg): the allocator finishes what it starts:
+\* publishing and rolling back a transaction are weakly fair (writers and reservations are not).
+LiveSpec == Spec /\ \A r \in Requests : WF_vars(AppendPublish(r)) /\ WF_vars(AppendRollback(r))
+
 \* State bound of the finite models (a CONSTRAINT, so bounded states are not deadlocks).
 StateBound ==
     /\ \A g \in Groups, b \in Blocks : gen[g][b] <= MaxGen
@@ -383,6 +387,13 @@ RollbackRestoresPredecessor == txn.phase = "rolled_back" => Snapshot = hist
 \* free pool: a write through it cannot reach a new owner's block (the generation fence holds).
 StaleHandleFenced ==
     (stale.block # 0 /\ stale.gen = gen[stale.grp][stale.block]) => Pooled(stale.grp, stale.block)
+
+-----------------------------------------------------------------------------
+(* Liveness (KVAllocation.liveness.cfg, under LiveSpec).                   *)
+
+\* 0x04A, 0x04F: a transaction in flight (reserved or ready to publish) eventually publishes or
+\* rolls back: its reserved blocks never stay held forever.
+TxnEventuallyEnds == (txn.phase \in {"reserved", "ready"}) ~> (txn.phase \in {"idle", "rolled_back"})
 
 \* Witness (spec/witnesses/, non-vacuity): negated; a model check must find it violated: a
 \* transaction reserved a cached (evictable) block, evicting its identity, and wrote it (0x05E).

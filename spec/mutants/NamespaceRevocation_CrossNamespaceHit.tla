@@ -282,7 +282,7 @@ Next ==
 
 Spec == Init /\ [][Next]_vars
 
-\* The liveness model (TLC only): revocation steps are weakly fair.
+\* The liveness model (NamespaceRevocation.liveness.cfg): revocation steps are weakly fair.
 LiveSpec == Spec /\ \A n \in Tenants : WF_vars(RevokeStep(n))
 
 -----------------------------------------------------------------------------
@@ -343,7 +343,7 @@ NoStaleBytes == \A b \in Blocks : owner[b] # NoOwner => bytes[b] \in {NoTenant, 
 ReceiptsLeased == receipts \subseteq leases
 
 -----------------------------------------------------------------------------
-(* Liveness (TLC only, NamespaceRevocation.liveness.cfg).                  *)
+(* Liveness (NamespaceRevocation.liveness.cfg, under LiveSpec).            *)
 
 \* 0x0CE: a revocation that has started eventually reports completion (weak fairness).
 RevocationEventuallyCompletes == \A n \in Tenants : (rev[n] # "none") ~> (rev[n] = "none")

@@ -18,8 +18,9 @@ QUICK = {"packaging-selftest", "spec-KVAllocation", "spec-CowPublication", "spec
          "spec-RadixIndex", "spec-VirtualMapping", "spec-mutants", "kernels-differential", "z3-obligations",
          "negative-registry", "machines", "adapter-faulty-caught", "adapter-sglang-index",
          "adapter-faulty-index-caught"}
-FULL = QUICK | {"spec-witnesses", "kernels-int64-addressing", "adapter-simple-runtime"}
-DEEP = FULL | {"checker-corpus"}
+FULL = QUICK | {"spec-witnesses", "kernels-int64-addressing", "adapter-simple-runtime", "spec-KVAllocation-liveness",
+               "spec-CowPublication-liveness", "spec-NamespaceRevocation-liveness"}
+DEEP = FULL | {"checker-corpus", "checker-properties"}
 
 
 def test_each_level_runs_the_checks_the_readme_lists():

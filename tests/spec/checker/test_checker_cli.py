@@ -88,3 +88,16 @@ def test_engine_both_fails_on_a_difference(tmp_path, monkeypatch):
                         lambda *a, **k: attrs.evolve(real, engine="tlc", distinct_states=3))
     res = run([str(spec), "--engine", "both"])
     assert res.return_value == 1 and "distinct states: embedded 2 vs tlc 3" in res.output
+
+
+def test_liveness_violation_exits_13_with_a_lasso(tmp_path):
+    """0 -> 1 -> 2 -> 1 ...: (x = 1) ~> (x = 0) fails; TLC's text closes the lasso with Back to state."""
+    spec = write_spec(tmp_path, "VARIABLE x\nInit == x = 0\nNext == x' = IF x = 2 THEN 1 ELSE x + 1\n"
+                      "Spec == Init /\\ [][Next]_x /\\ WF_x(Next)\nP == (x = 1) ~> (x = 0)",
+                      "SPECIFICATION Spec\nPROPERTY P\n")
+    res = run([str(spec), "--itf", str(tmp_path / "t.itf.json"), "--json", str(tmp_path / "r.json")])
+    assert res.return_value == 13, res.output
+    assert "Error: Temporal properties were violated." in res.output
+    assert "Back to state 2." in res.output and "State 3:" in res.output and "State 4:" not in res.output
+    assert json.loads((tmp_path / "t.itf.json").read_text())["loop"] == 1
+    assert json.loads((tmp_path / "r.json").read_text())["result"] == "liveness"

@@ -124,12 +124,13 @@ def test_operator_override_in_cfg(tmp_path):
     assert (r.generated_states, r.distinct_states) == (3 + 3, 3)
 
 
-def test_properties_are_reported_not_checked(tmp_path):
-    spec = write_spec(tmp_path, "VARIABLE x\nInit == x = 0\nNext == UNCHANGED x\nLive == <>(x = 0)",
-                      NOLOCK + "PROPERTY Live\n")
-    r = check_model(spec)
-    assert r.outcome is Outcome.SUCCESS
-    assert any("PROPERTY Live not checked by this engine" in m for m in r.messages)
+def test_properties_are_checked_not_passed_over(tmp_path):
+    """x stays 0 forever: <>(x = 0) holds, <>(x = 1) is violated (exit 13); neither is a warning."""
+    body = "VARIABLE x\nInit == x = 0\nNext == UNCHANGED x\nLive == <>(x = 0)\nDead == <>(x = 1)"
+    r = check_model(write_spec(tmp_path, body, NOLOCK + "PROPERTY Live\n"))
+    assert r.outcome is Outcome.SUCCESS and r.complete and r.messages == ()
+    r = check_model(write_spec(tmp_path, body, NOLOCK + "PROPERTY Dead\n"))
+    assert r.outcome is Outcome.LIVENESS and r.exit_code == 13 and r.violation.name == "Dead"
 
 
 def test_die_hard_shortest_trace():

@@ -94,8 +94,44 @@ The behavior up to this point is:
 @!@!@ENDMSG 2199 @!@!@
 """
 
+# A liveness counterexample (-tool): the cycle x = 1, 2 returns to state 2; "N: Back to state." (EC 2122).
+LASSO = """\
+@!@!@STARTMSG 2116:1 @!@!@
+Temporal properties were violated.
+@!@!@ENDMSG 2116 @!@!@
+@!@!@STARTMSG 2264:1 @!@!@
+The following behavior constitutes a counter-example:
+@!@!@ENDMSG 2264 @!@!@
+@!@!@STARTMSG 2217:4 @!@!@
+1: <Initial predicate>
+x = 0
+
+@!@!@ENDMSG 2217 @!@!@
+@!@!@STARTMSG 2217:4 @!@!@
+2: <Loop12 line 4, col 11 to line 4, col 43 of module M>
+x = 1
+
+@!@!@ENDMSG 2217 @!@!@
+@!@!@STARTMSG 2217:4 @!@!@
+3: <Loop12 line 4, col 11 to line 4, col 43 of module M>
+x = 2
+
+@!@!@ENDMSG 2217 @!@!@
+@!@!@STARTMSG 2122:4 @!@!@
+2: Back to state.
+@!@!@ENDMSG 2122 @!@!@
+@!@!@STARTMSG 2199:0 @!@!@
+6 states generated, 3 distinct states found, 0 states left on queue.
+@!@!@ENDMSG 2199 @!@!@
+"""
+
+# The same shape ending in stuttering: "N: Stuttering" (EC 2218).
+STUTTER = LASSO.replace("@!@!@STARTMSG 2122:4 @!@!@\n2: Back to state.\n@!@!@ENDMSG 2122 @!@!@",
+                        "@!@!@STARTMSG 2218:4 @!@!@\n4: Stuttering\n@!@!@ENDMSG 2218 @!@!@")
 
 @pytest.fixture(scope="session")
 def tlc_output() -> dict[str, str]:
-    """TLC's recorded ``-tool`` output by case: an invariant violation, a success, a deadlock."""
-    return {"violation": DIEHARD_VIOLATION, "success": SUCCESS, "deadlock": DEADLOCK}
+    """TLC's recorded ``-tool`` output by case: an invariant violation, a success, a deadlock, a lasso
+    (liveness counterexample with "Back to state") and a lasso ending in stuttering."""
+    return {"violation": DIEHARD_VIOLATION, "success": SUCCESS, "deadlock": DEADLOCK, "lasso": LASSO,
+            "stutter": STUTTER}

@@ -72,3 +72,13 @@ def test_unknown_exit_code_is_not_a_result():
 
     with pytest.raises(TlcFailed, match="code 255"):
         parse_tool_output("boom", 255)
+
+
+def test_liveness_lasso_exits_13_with_its_loop(tlc_output):
+    result = parse_tool_output(tlc_output["lasso"], 13)
+    assert result.outcome is Outcome.LIVENESS and result.exit_code == 13
+    v = result.violation
+    assert v.kind == "temporal" and [s.values["x"] for s in v.trace] == [0, 1, 2]
+    assert v.loop == 2
+    stutter = parse_tool_output(tlc_output["stutter"], 13).violation
+    assert stutter.loop == len(stutter.trace) == 3
