@@ -14,6 +14,7 @@ from kvexact.cli.adapter_options import as_click_error, check_adapter_option, li
 from kvexact.conformance.profiles import PROFILE_NAMES, load_profile
 from kvexact.kernels.device import click_option as device_option
 from kvexact.reference.adapters import AdapterError
+from kvexact.spec.interrupts import sigint_seen
 
 
 @click.command()
@@ -49,23 +50,26 @@ def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink, 
             return 3
     failed = done = 0
     spec = specs[0]
-    try:
-        for spec in specs:
-            click.echo(f"conform: {spec} machine, profile {chosen}, adapter {adapter or 'reference'} ...")
-            s = machine_settings(chosen, examples, steps, shrink)
-            try:
-                run = run_machine(spec, adapter, s, seed, not no_kernels, call_timeout, shrink_seconds)
-            except AdapterError as exc:
-                raise as_click_error(exc) from None
-            click.echo(summary_line(run))
-            done += 1
-            if not run.passed:
-                failed += 1
-                report_failure(run, out, s.stateful_step_count, "conform")
-    except KeyboardInterrupt:
-        click.echo(f"conform: interrupted (Ctrl-C) in the {spec} machine; {done} of {len(specs)} machines done "
-                   f"before it (above), {failed} of them failed")
-        return 130
+    with sigint_seen() as interrupted:
+        try:
+            for spec in specs:
+                click.echo(f"conform: {spec} machine, profile {chosen}, adapter {adapter or 'reference'} ...")
+                s = machine_settings(chosen, examples, steps, shrink)
+                try:
+                    run = run_machine(spec, adapter, s, seed, not no_kernels, call_timeout, shrink_seconds)
+                except AdapterError as exc:
+                    raise as_click_error(exc) from None
+                if interrupted.is_set():  # Hypothesis may have swallowed it or made it a failure
+                    raise KeyboardInterrupt
+                click.echo(summary_line(run))
+                done += 1
+                if not run.passed:
+                    failed += 1
+                    report_failure(run, out, s.stateful_step_count, "conform")
+        except KeyboardInterrupt:
+            click.echo(f"conform: interrupted (Ctrl-C) in the {spec} machine; {done} of {len(specs)} machines done "
+                       f"before it (above), {failed} of them failed")
+            return 130
     return 1 if failed else 0
 
 

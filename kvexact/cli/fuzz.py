@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -15,6 +14,7 @@ import click
 from kvexact.cli.adapter_options import as_click_error, limit_options, report_failure
 from kvexact.kernels.device import click_option as device_option
 from kvexact.reference.adapters import AdapterError
+from kvexact.spec.interrupts import sigint_seen
 
 PROGRESS_SECONDS = 10.0  # a progress line at least this often while fuzzing
 
@@ -25,27 +25,6 @@ def _minutes(ctx: click.Context, param: click.Parameter, value: float) -> float:
         raise click.BadParameter(f"expected a finite number of minutes, at least 1/60 (one second); got {value}",
                                  ctx, param)
     return value
-
-
-@contextmanager
-def _sigint_seen() -> Iterator[threading.Event]:
-    """An event set by every Ctrl-C while the block runs (the KeyboardInterrupt is raised as usual). Hypothesis
-    may swallow an interrupt that lands in its own code, or turn it into another failure; the event keeps the
-    fact, so the command still stops with 130 and writes no reproduction."""
-    seen = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield seen
-        return
-
-    def on_sigint(signum: int, frame: object) -> None:
-        seen.set()
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
-    try:
-        yield seen
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 @contextmanager
@@ -112,7 +91,7 @@ def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink, 
                 f"steps={totals['steps'] + now.get('steps', 0)} failures={now.get('failures', 0)} "
                 f"(round {round_no + 1}, {state}; {max(0.0, deadline - time.monotonic()) / 60:.1f} min left)")
 
-    with _sigint_seen() as interrupted:
+    with sigint_seen() as interrupted:
         try:
             while time.monotonic() < deadline:
                 spec = specs[round_no % len(specs)]

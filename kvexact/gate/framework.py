@@ -10,7 +10,6 @@ may also do more work at a deeper level (``GateContext.level``).
 from __future__ import annotations
 
 import enum
-import signal
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -18,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+
+from kvexact.spec.interrupts import sigint_seen
 
 
 class Verdict(enum.Enum):
@@ -102,17 +103,14 @@ def interrupts_caught(ctx: GateContext) -> Iterator[None]:
     check that swallows it (an engine reporting a partial search) is still marked INTERRUPTED by
     :func:`run_check`. The KeyboardInterrupt does not leave the block; the caller reads the flag."""
 
-    def on_sigint(_signum, _frame):
+    def on_signal() -> None:
         ctx.interrupted = True
-        raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGINT, on_sigint)
     try:
-        yield
+        with sigint_seen(on_signal):
+            yield
     except KeyboardInterrupt:
         ctx.interrupted = True
-    finally:
-        signal.signal(signal.SIGINT, previous)
 
 
 def run_check(check: GateCheck, ctx: GateContext) -> CheckOutcome:
