@@ -19,7 +19,8 @@ REQUESTS = 3  # symbolic requests in the ledger identities
 
 def _with_ops(body: Callable[[Any, Any, Any], tuple[list[Any], Any]]) -> Callable[[Any], tuple[list[Any], Any, str]]:
     def build(z3: Any) -> tuple[list[Any], Any, str]:
-        from kvexact.reference.formulas import Z3Ops, load_all
+        from kvexact.reference.formulas import Z3Ops
+        from kvexact.reference.formulas_all import load_all
 
         load_all()
         ops = Z3Ops()

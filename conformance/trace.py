@@ -85,13 +85,8 @@ def trace_from_recorder(recorder: Any, constants: dict[str, Any], model_values: 
 
 
 def _jsonable_constants(constants: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in constants.items():
-        if isinstance(v, (set, frozenset)):
-            out[k] = {"#set": sorted(v, key=lambda x: (str(type(x)), x))}
-        else:
-            out[k] = v
-    return out
+    """Set-valued constants in their ITF form (the ITF module owns ``#set``); others as given."""
+    return {k: itf.encode_plain(v) if isinstance(v, (set, frozenset)) else v for k, v in constants.items()}
 
 
 def write_ndjson(trace: Trace, path: Path) -> None:

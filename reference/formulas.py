@@ -183,13 +183,3 @@ def exercised() -> frozenset[str]:
 
 def reset_exercised() -> None:
     _EXERCISED.clear()
-
-
-def load_all() -> dict[str, Formula]:
-    """Import every module that registers formulas, then return the registry."""
-    import importlib
-
-    for module in ("kvexact.reference.ledgers", "kvexact.reference.manifest", "kvexact.reference.translate",
-                   "kvexact.reference.traversal", "kvexact.reference.formulas_seed"):
-        importlib.import_module(module)
-    return REGISTRY

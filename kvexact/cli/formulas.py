@@ -15,7 +15,7 @@ SEED_STATED = 78  # 0x10A: "The final registry contains 78 formulas from Loops 3
 @click.option("--catalog", is_flag=True, help="List the seed's display equations and the ids implementing each.")
 def formulas(as_json: bool, section: str | None, catalog: bool) -> int:
     """List every registered formula; exit 1 if one lacks units, a convention or a location."""
-    from kvexact.reference.formulas import load_all
+    from kvexact.reference.formulas_all import load_all
     from kvexact.reference.formulas_seed import CATALOG, PROSE, seed_formula_ids
 
     registry = load_all()

@@ -44,9 +44,14 @@ from kvexact.reference.peers.vllm import (
 from kvexact.reference.peers.vllm_hashing import NO_EXTRAS, RequestExtras, external_hash, key_with_group
 from kvexact.reference.rejections import Rejected
 from kvexact.spec import itf
+from kvexact.spec.actions import action_of
 from kvexact.spec.itf import Fn
 
-IN_SPEC_ACTIONS = frozenset({"prefix_hit", "evict", "cache_block", "release"})
+
+def in_spec(step: str) -> bool:
+    """Whether a recorded step is one of ``KVAllocation``'s actions (the checker's list from ``Next``);
+    the others (vLLM's own allocation and cache reset) are marked ``in_spec: false`` in the trace."""
+    return action_of("KVAllocation", step) is not None
 
 
 class AdapterRejection(enum.Enum):
@@ -64,7 +69,7 @@ class TraceRecord:
 
     def as_dict(self) -> dict[str, Any]:
         out = {"action": self.action, "params": itf.encode_plain(self.params), "state": itf.encode_plain(self.state)}
-        if self.action not in IN_SPEC_ACTIONS:
+        if not in_spec(self.action):
             out["in_spec"] = False
         return out
 

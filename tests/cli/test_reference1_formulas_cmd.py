@@ -5,7 +5,7 @@ import json
 from click.testing import CliRunner
 
 from kvexact.cli import cli
-from kvexact.reference.formulas import load_all
+from kvexact.reference.formulas_all import load_all
 
 
 def test_lists_every_formula():
