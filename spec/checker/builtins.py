@@ -36,6 +36,7 @@ from kvexact.spec.checker.values import (
     member,
     mk_fcn,
     order_key,
+    sort_by_operator,
     sorted_values,
     tla_eq,
 )
@@ -267,15 +268,7 @@ def _permutations(S):
 
 
 def _sortseq(s, lt):
-    import functools
-
-    def cmp(a, b):
-        if lt(a, b) is True:
-            return -1
-        if lt(b, a) is True:
-            return 1
-        return 0
-    return tuple(sorted(_seq(s), key=functools.cmp_to_key(cmp)))
+    return sort_by_operator(_seq(s), lt)
 
 
 # TLC's registers and the level of the state being evaluated (set by the engine)

@@ -27,6 +27,7 @@ from kvexact.spec.checker.values import (
     min_value,
     mk_fcn,
     ordered_elements,
+    sort_by_operator,
     sorted_values,
     tla_eq,
 )
@@ -307,15 +308,7 @@ def _set_to_seqs(S):
 
 
 def _sort_seq(s, lt):
-    import functools
-
-    def cmp(a, b):
-        if lt(a, b) is True:
-            return -1
-        if lt(b, a) is True:
-            return 1
-        return 0
-    return tuple(sorted(_seq(s), key=functools.cmp_to_key(cmp)))
+    return sort_by_operator(_seq(s), lt)
 
 
 def _common_prefixes(S):

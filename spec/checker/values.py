@@ -507,6 +507,20 @@ def sorted_values(s: Iterable) -> list:
     return sorted(items, key=order_key)
 
 
+def sort_by_operator(items: tuple, lt: Callable[[Any, Any], Any]) -> tuple:
+    """``items`` sorted by the TLA+ less-than operator ``lt`` (SortSeq, SetToSortSeq); a stable sort, so
+    elements ``lt`` leaves unordered either way keep their order."""
+    import functools
+
+    def compare(a: Any, b: Any) -> int:
+        if lt(a, b) is True:
+            return -1
+        if lt(b, a) is True:
+            return 1
+        return 0
+    return tuple(sorted(items, key=functools.cmp_to_key(compare)))
+
+
 def tla_eq(a: Any, b: Any) -> bool:
     """TLA+ equality; comparing values of different kinds is an error, as in TLC (model values excepted)."""
     ta, tb = type(a), type(b)
