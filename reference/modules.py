@@ -33,13 +33,17 @@ class ModuleRejection(enum.Enum):
 
 @attrs.frozen
 class DeclaredModule:
-    """A module's declared place in the schema: positions ``start .. start + length - 1``."""
+    """A module's declared place in the schema: positions ``start .. start + length - 1``, or the
+    ``explicit`` positions when the schema leaves gaps inside the module (parameter slots)."""
 
     module_id: str
     start_position: int
     length_tokens: int
+    explicit: tuple[int, ...] | None = None
 
     def positions(self) -> tuple[int, ...]:
+        if self.explicit is not None:
+            return self.explicit
         return tuple(range(self.start_position, self.start_position + self.length_tokens))
 
 

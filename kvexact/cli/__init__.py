@@ -27,6 +27,7 @@ COMMANDS = {
     "validate-trace": "kvexact.cli.validate_trace:validate_trace",
     "formulas": "kvexact.cli.formulas:formulas",
     "negatives": "kvexact.cli.negatives:negatives",
+    "prompt-cache": "kvexact.cli.prompt_cache:prompt_cache",
 }
 BENCHES = {
     "checker": "kvexact.cli.bench:bench_checker",
