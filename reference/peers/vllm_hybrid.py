@@ -1,0 +1,153 @@
+"""Peer profile: vLLM 0.33.0's ``HybridKVCacheCoordinator.find_longest_cache_hit`` (``notes/vllm.md`` 2, 3, 7).
+
+Invariant (as vLLM runs it): requests are hashed at ``hash_block_size`` (the gcd of the groups' block
+sizes); a group of block size ``k * hash_block_size`` reads its block j under the fine hash at index
+``(j + 1) * k - 1``; groups with one spec are looked up together; full attention goes first, is looked
+up once and afterwards only trimmed (it is downward-closed); every finder may lower the candidate
+length and the loop repeats until no finder lowers it (one pass for full attention plus one other
+spec); hits are aligned to ``scheduler_block_size`` (the lcm). Out of scope: EAGLE drops, fine-grained
+(Mamba "align") hits, DCP/PCP, Mamba, chunked-local and cross attention.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import attrs
+
+from kvexact.reference.peers.vllm_hashing import key_with_group
+from kvexact.reference.peers.vllm_pool import PoolState, get_cached_block, get_new_blocks, insert_cached
+
+
+@attrs.frozen
+class GroupSpec:
+    """A KV cache group's spec: full attention (``sliding_window`` None) or sliding window."""
+
+    block_size: int
+    sliding_window: int | None = None
+
+
+def hash_view(hashes: Sequence[bytes], hash_block_size: int, block_size: int) -> tuple[bytes, ...]:
+    """``BlockHashListWithBlockSize``: the last fine hash inside each whole block of ``block_size``."""
+    k = block_size // hash_block_size
+    return tuple(hashes[(j + 1) * k - 1] for j in range(len(hashes) // k))
+
+
+def _trim_to_alignment(blocks: list[list[int]], block_size: int, alignment_tokens: int) -> None:
+    while block_size != alignment_tokens and len(blocks[0]) * block_size % alignment_tokens:
+        for b in blocks:
+            b.pop()
+
+
+def full_attention_hit(pool: PoolState, hashes: Sequence[bytes], group_ids: Sequence[int], block_size: int,
+                       max_length: int, alignment_tokens: int) -> tuple[list[list[int]], int]:
+    """Cached blocks from block 0 up to the first miss, then rounded down to the alignment."""
+    blocks: list[list[int]] = [[] for _ in group_ids]
+    for block_hash in hashes[:max_length // block_size]:
+        found = get_cached_block(pool, block_hash, group_ids)
+        if found is None:
+            break
+        for b, block_id in zip(blocks, found, strict=True):
+            b.append(block_id)
+    hit = len(blocks[0]) * block_size
+    hit -= hit % alignment_tokens
+    for b in blocks:
+        del b[math.ceil(hit / block_size):]
+    return blocks, hit
+
+
+def sliding_window_hit(pool: PoolState, hashes: Sequence[bytes], group_ids: Sequence[int], block_size: int,
+                       window: int, max_length: int, alignment_tokens: int) -> tuple[list[list[int]], int]:
+    """Scan right to left for ``ceil((W - 1) / P)`` contiguous cached blocks whose right edge is aligned;
+    without one, the cached run from block 0 (null blocks, id 0, stand left of a run)."""
+    needed = math.ceil((window - 1) / block_size)
+    max_blocks = max_length // block_size
+    blocks = [[0] * max_blocks for _ in group_ids]
+    run, found_run = 0, False
+    for i in range(max_blocks - 1, -1, -1):
+        found = get_cached_block(pool, hashes[i], group_ids)
+        if found is None:
+            run = 0
+            continue
+        if run == 0 and block_size != alignment_tokens and (i + 1) * block_size % alignment_tokens:
+            continue
+        for b, block_id in zip(blocks, found, strict=True):
+            b[i] = block_id
+        run += 1
+        if run >= needed:
+            for b in blocks:
+                del b[i + run:]
+            found_run = True
+            break
+    if not found_run:
+        for b in blocks:
+            del b[run:]
+        _trim_to_alignment(blocks, block_size, alignment_tokens)
+    return blocks, len(blocks[0]) * block_size
+
+
+@attrs.frozen
+class HybridHit:
+    blocks_by_group: tuple[tuple[int, ...], ...]
+    hit_length: int
+    uncached_common_prefix: int  # longest single-spec hit minus the converged hit
+
+
+def find_longest_cache_hit(pool: PoolState, specs: Sequence[GroupSpec], hashes: Sequence[bytes],
+                           hash_block_size: int, max_cache_hit_length: int) -> HybridHit:
+    """The coordinator's fixed point over spec groups (full attention first)."""
+    alignment_tokens = math.lcm(*(s.block_size for s in specs))
+    buckets: list[tuple[GroupSpec, list[int]]] = []
+    for gid, spec in enumerate(specs):
+        for bucket_spec, ids in buckets:
+            if bucket_spec == spec:
+                ids.append(gid)
+                break
+        else:
+            buckets.append((spec, [gid]))
+    buckets.sort(key=lambda b: b[0].sliding_window is not None)
+    simple = len(buckets) == 2 and buckets[0][0].sliding_window is None
+    by_group: list[list[int] | None] = [None] * len(specs)
+    length_by_group = [0] * len(specs)
+    hit_length, longest = max_cache_hit_length, 0
+    while True:
+        current = hit_length
+        for spec, ids in buckets:
+            view = hash_view(hashes, hash_block_size, spec.block_size)
+            if spec.sliding_window is None and by_group[ids[0]] is not None:
+                current = min(current, length_by_group[ids[0]])
+                continue
+            if spec.sliding_window is None:
+                found, new = full_attention_hit(pool, view, ids, spec.block_size, current, alignment_tokens)
+            else:
+                found, new = sliding_window_hit(pool, view, ids, spec.block_size, spec.sliding_window, current,
+                                                alignment_tokens)
+            current = new
+            for gid, b in zip(ids, found, strict=True):
+                by_group[gid], length_by_group[gid] = b, new
+            longest = max(longest, current)
+        if current >= hit_length:
+            break
+        hit_length = current
+        if simple:
+            break
+    for spec, ids in buckets:
+        if spec.sliding_window is None:
+            for gid in ids:
+                del by_group[gid][math.ceil(hit_length / spec.block_size):]  # type: ignore[index]
+    return HybridHit(tuple(tuple(b or ()) for b in by_group), hit_length, longest - hit_length)
+
+
+def publish_blocks(pool: PoolState, specs: Sequence[GroupSpec], hashes: Sequence[bytes], hash_block_size: int,
+                   blocks_by_group: Sequence[Sequence[int]]) -> PoolState:
+    """Cache the listed blocks of one request in each group (a fresh block each, keyed by hash and group id),
+    as ``cache_blocks`` leaves them; a key already cached in that group is left as it is."""
+    for gid, (spec, wanted) in enumerate(zip(specs, blocks_by_group, strict=True)):
+        view = hash_view(hashes, hash_block_size, spec.block_size)
+        for j in wanted:
+            key = key_with_group(view[j], gid)
+            if pool.cached.get_one(key) is None:
+                pool, (block_id,) = get_new_blocks(pool, 1)
+                pool = insert_cached(pool, block_id, key)
+    return pool

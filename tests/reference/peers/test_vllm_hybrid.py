@@ -1,0 +1,88 @@
+"""The vLLM 0.33.0 hybrid coordinator profile on the seed's prompts, and against the reference's
+declarative convergence (``kvexact.reference.hybrid``) on random stored requests and evictions."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kvexact.reference.hybrid import CacheGroup, cached_blocks, converged_hit
+from kvexact.reference.peers.vllm_hashing import BlockHasher
+from kvexact.reference.peers.vllm_hybrid import GroupSpec, find_longest_cache_hit, hash_view, publish_blocks
+from kvexact.reference.peers.vllm_pool import new_pool
+
+C48 = [0] * 16 + [1] * 16 + [2] * 16
+A50 = list(range(50))
+B50 = A50[:37] + [999] + A50[38:]
+
+
+def _profile(specs, stored, query, pool_blocks=64):
+    """``stored``: (tokens, blocks cached per group) pairs published in order, then one lookup of ``query``."""
+    h = math.gcd(*(s.block_size for s in specs))
+    hasher, pool = BlockHasher(h), new_pool(pool_blocks)
+    for tokens, blocks in stored:
+        pool = publish_blocks(pool, specs, hasher.hashes(tokens), h, blocks)
+    return find_longest_cache_hit(pool, specs, hasher.hashes(query), h, len(query) - 1)
+
+
+def _all_blocks(specs, tokens):
+    return [range(len(tokens) // s.block_size) for s in specs]
+
+
+def test_hash_view_takes_the_last_fine_hash_of_each_block():
+    assert hash_view([b"A", b"B", b"C", b"D", b"E"], 16, 32) == (b"B", b"D")  # notes/vllm.md section 2
+
+
+def test_seed_prompts_with_groups_of_16_and_32():
+    specs = [GroupSpec(16), GroupSpec(32)]
+    hit = _profile(specs, [(C48, _all_blocks(specs, C48))], C48)
+    assert hit.hit_length == 32 and [len(b) for b in hit.blocks_by_group] == [2, 1]
+    hit = _profile(specs, [(A50, _all_blocks(specs, A50))], B50)
+    assert hit.hit_length == 32 and [len(b) for b in hit.blocks_by_group] == [2, 1]
+
+
+def test_groups_of_16_and_48_converge_to_nothing_on_the_loop6_prompt():
+    specs = [GroupSpec(16), GroupSpec(48)]
+    hit = _profile(specs, [(A50, _all_blocks(specs, A50))], B50)
+    assert hit.hit_length == 0 and hit.blocks_by_group == ((), ())
+
+
+def test_sliding_window_lowers_the_full_attention_hit():
+    specs = [GroupSpec(16), GroupSpec(16, sliding_window=32)]
+    hit = _profile(specs, [(A50, [[0, 1, 2], [0, 2]])], A50)
+    assert hit.hit_length == 16 and hit.uncached_common_prefix == 32  # full attention alone had 48
+    assert len(hit.blocks_by_group[0]) == 1
+
+
+SIZES = st.sampled_from([2, 4, 8])
+SPEC = st.builds(GroupSpec, SIZES, st.one_of(st.none(), st.integers(2, 12)))
+TOKENS = st.lists(st.integers(0, 1), min_size=8, max_size=24)
+TAIL = st.lists(st.integers(0, 1), max_size=6)
+
+
+@st.composite
+def scenarios(draw):
+    specs = draw(st.lists(SPEC, min_size=1, max_size=3))
+    stored = []
+    for tokens in draw(st.lists(TOKENS, min_size=1, max_size=3)):
+        evicted = [draw(st.sets(st.integers(0, 5), max_size=2)) for _ in specs]  # most blocks stay cached
+        blocks = [[j for j in range(len(tokens) // s.block_size) if j not in gone] for s, gone in zip(specs, evicted, strict=True)]
+        stored.append((tokens, blocks))
+    base = draw(st.sampled_from([t for t, _ in stored]))
+    query = base[:draw(st.integers(len(base) // 2, len(base)))] + draw(TAIL)
+    return specs, stored, query or [0]
+
+
+@settings(max_examples=300, deadline=None)
+@given(scenarios())
+def test_profile_and_reference_agree_on_the_converged_hit(scenario):
+    specs, stored, query = scenario
+    hit = _profile(specs, stored, query, pool_blocks=1 + sum(len(b) for _, bs in stored for b in bs))
+    groups = [CacheGroup(s.block_size, s.sliding_window) for s in specs]
+    held = [cached_blocks(g, query, [(t, bs[i]) for t, bs in stored]) for i, g in enumerate(groups)]
+    assert hit.hit_length == converged_hit(groups, held, len(query) - 1)
+    for s, blocks in zip(specs, hit.blocks_by_group, strict=True):
+        if s.sliding_window is None:
+            assert len(blocks) == hit.hit_length // s.block_size
