@@ -66,14 +66,16 @@ def converged_hit(groups: Sequence[CacheGroup], cached: Sequence[Iterable[int]],
     return 0
 
 
-def cached_blocks(group: CacheGroup, query: Sequence[int], stored: Iterable[tuple[Sequence[int], Iterable[int]]]
-                  ) -> frozenset[int]:
-    """Block indices of ``query`` this group holds: block j is held when some stored request, with block j
-    still cached in this group, has the same first ``(j + 1) * P`` tokens as the query."""
-    p, held = group.block_size, set()
-    for tokens, blocks in stored:
-        for j in blocks:
-            stop = (j + 1) * p
-            if stop <= len(query) and stop <= len(tokens) and tuple(tokens[:stop]) == tuple(query[:stop]):
-                held.add(j)
-    return frozenset(held)
+def published_prefixes(groups: Sequence[CacheGroup], tokens: Sequence[int]) -> list[set[tuple[int, ...]]]:
+    """What one request publishes in each group: its blocks below its A-aligned length, as token prefixes
+    (publication stops at a frontier every group shares, as lookups do)."""
+    a, stop = alignment(groups), len(tokens)
+    stop -= stop % a
+    return [{tuple(tokens[:end]) for end in range(g.block_size, stop + 1, g.block_size)} for g in groups]
+
+
+def cached_blocks(group: CacheGroup, query: Sequence[int], prefixes: Iterable[Sequence[int]]) -> frozenset[int]:
+    """Block indices j of ``query`` whose token prefix ``query[:(j + 1) * P]`` this group holds."""
+    held = {tuple(p) for p in prefixes}
+    p = group.block_size
+    return frozenset(j for j in range(len(query) // p) if tuple(query[:(j + 1) * p]) in held)

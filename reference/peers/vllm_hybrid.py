@@ -17,7 +17,13 @@ from collections.abc import Sequence
 import attrs
 
 from kvexact.reference.peers.vllm_hashing import key_with_group
-from kvexact.reference.peers.vllm_pool import PoolState, get_cached_block, get_new_blocks, insert_cached
+from kvexact.reference.peers.vllm_pool import (
+    PoolState,
+    get_cached_block,
+    get_new_blocks,
+    insert_cached,
+    maybe_evict_cached_block,
+)
 
 
 @attrs.frozen
@@ -139,15 +145,24 @@ def find_longest_cache_hit(pool: PoolState, specs: Sequence[GroupSpec], hashes: 
     return HybridHit(tuple(tuple(b or ()) for b in by_group), hit_length, longest - hit_length)
 
 
-def publish_blocks(pool: PoolState, specs: Sequence[GroupSpec], hashes: Sequence[bytes], hash_block_size: int,
-                   blocks_by_group: Sequence[Sequence[int]]) -> PoolState:
-    """Cache the listed blocks of one request in each group (a fresh block each, keyed by hash and group id),
-    as ``cache_blocks`` leaves them; a key already cached in that group is left as it is."""
-    for gid, (spec, wanted) in enumerate(zip(specs, blocks_by_group, strict=True)):
-        view = hash_view(hashes, hash_block_size, spec.block_size)
-        for j in wanted:
-            key = key_with_group(view[j], gid)
+def publish_request(pool: PoolState, specs: Sequence[GroupSpec], hashes: Sequence[bytes], hash_block_size: int,
+                    num_tokens: int) -> PoolState:
+    """Cache a computed request's blocks as the hybrid coordinator does: in each group, the full blocks
+    below ``num_tokens`` rounded down to ``scheduler_block_size`` (``get_num_cacheable_tokens``), one
+    fresh block per key; a key already cached in that group is left as it is."""
+    cacheable = num_tokens - num_tokens % math.lcm(*(s.block_size for s in specs))
+    for gid, spec in enumerate(specs):
+        for block_hash in hash_view(hashes, hash_block_size, spec.block_size)[:cacheable // spec.block_size]:
+            key = key_with_group(block_hash, gid)
             if pool.cached.get_one(key) is None:
                 pool, (block_id,) = get_new_blocks(pool, 1)
                 pool = insert_cached(pool, block_id, key)
     return pool
+
+
+def evict_block(pool: PoolState, spec: GroupSpec, group_id: int, hashes: Sequence[bytes], hash_block_size: int,
+                index: int) -> PoolState:
+    """Drop the cached identity of block ``index`` (at the group's block size) of a request, if cached."""
+    view = hash_view(hashes, hash_block_size, spec.block_size)
+    block_id = pool.cached.get_one(key_with_group(view[index], group_id)) if index < len(view) else None
+    return pool if block_id is None else maybe_evict_cached_block(pool, block_id)[0]

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from kvexact.reference.hybrid import CacheGroup, HybridRejection, alignment, cached_blocks, converged_hit
+from kvexact.reference.hybrid import (
+    CacheGroup,
+    HybridRejection,
+    alignment,
+    cached_blocks,
+    converged_hit,
+    published_prefixes,
+)
 from kvexact.reference.rejections import Rejected
 
 C48 = [0] * 16 + [1] * 16 + [2] * 16  # 0x07E's three cached blocks
@@ -15,9 +22,16 @@ B50 = A50[:37] + [999] + A50[38:]  # Loop 6: token position 37 changed
 
 
 def _hit(groups, stored, query):
-    """Each stored request holds every one of its full blocks in every group."""
-    held = [cached_blocks(g, query, [(t, range(len(t) // g.block_size)) for t in stored]) for g in groups]
+    """Each stored request was published whole (below its lcm-aligned length); then one lookup."""
+    prefixes = [set().union(*(published_prefixes(groups, t)[i] for t in stored)) for i in range(len(groups))]
+    held = [cached_blocks(g, query, p) for g, p in zip(groups, prefixes, strict=True)]
     return converged_hit(groups, held, len(query) - 1)
+
+
+def test_publication_stops_at_the_common_frontier():
+    # 50 tokens, lcm(16, 32) = 32: the 16-group publishes blocks 0 and 1 only, the 32-group block 0
+    assert [sorted(len(p) for p in ps) for ps in published_prefixes([CacheGroup(16), CacheGroup(32)], A50)] == [
+        [16, 32], [32]]
 
 
 def test_seed_complete_prompt_edge_with_one_and_two_groups():

@@ -8,9 +8,15 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvexact.reference.hybrid import CacheGroup, cached_blocks, converged_hit
+from kvexact.reference.hybrid import CacheGroup, cached_blocks, converged_hit, published_prefixes
 from kvexact.reference.peers.vllm_hashing import BlockHasher
-from kvexact.reference.peers.vllm_hybrid import GroupSpec, find_longest_cache_hit, hash_view, publish_blocks
+from kvexact.reference.peers.vllm_hybrid import (
+    GroupSpec,
+    evict_block,
+    find_longest_cache_hit,
+    hash_view,
+    publish_request,
+)
 from kvexact.reference.peers.vllm_pool import new_pool
 
 C48 = [0] * 16 + [1] * 16 + [2] * 16
@@ -18,17 +24,15 @@ A50 = list(range(50))
 B50 = A50[:37] + [999] + A50[38:]
 
 
-def _profile(specs, stored, query, pool_blocks=64):
-    """``stored``: (tokens, blocks cached per group) pairs published in order, then one lookup of ``query``."""
+def _profile(specs, stored, query, evicted=(), pool_blocks=64):
+    """Publish each stored request, evict (request, group, block) triples, then look ``query`` up."""
     h = math.gcd(*(s.block_size for s in specs))
     hasher, pool = BlockHasher(h), new_pool(pool_blocks)
-    for tokens, blocks in stored:
-        pool = publish_blocks(pool, specs, hasher.hashes(tokens), h, blocks)
+    for tokens in stored:
+        pool = publish_request(pool, specs, hasher.hashes(tokens), h, len(tokens))
+    for r, g, j in evicted:
+        pool = evict_block(pool, specs[g], g, hasher.hashes(stored[r]), h, j)
     return find_longest_cache_hit(pool, specs, hasher.hashes(query), h, len(query) - 1)
-
-
-def _all_blocks(specs, tokens):
-    return [range(len(tokens) // s.block_size) for s in specs]
 
 
 def test_hash_view_takes_the_last_fine_hash_of_each_block():
@@ -37,21 +41,21 @@ def test_hash_view_takes_the_last_fine_hash_of_each_block():
 
 def test_seed_prompts_with_groups_of_16_and_32():
     specs = [GroupSpec(16), GroupSpec(32)]
-    hit = _profile(specs, [(C48, _all_blocks(specs, C48))], C48)
+    hit = _profile(specs, [C48], C48)
     assert hit.hit_length == 32 and [len(b) for b in hit.blocks_by_group] == [2, 1]
-    hit = _profile(specs, [(A50, _all_blocks(specs, A50))], B50)
+    hit = _profile(specs, [A50], B50)
     assert hit.hit_length == 32 and [len(b) for b in hit.blocks_by_group] == [2, 1]
 
 
 def test_groups_of_16_and_48_converge_to_nothing_on_the_loop6_prompt():
     specs = [GroupSpec(16), GroupSpec(48)]
-    hit = _profile(specs, [(A50, _all_blocks(specs, A50))], B50)
+    hit = _profile(specs, [A50], B50)
     assert hit.hit_length == 0 and hit.blocks_by_group == ((), ())
 
 
 def test_sliding_window_lowers_the_full_attention_hit():
     specs = [GroupSpec(16), GroupSpec(16, sliding_window=32)]
-    hit = _profile(specs, [(A50, [[0, 1, 2], [0, 2]])], A50)
+    hit = _profile(specs, [A50], A50, evicted=[(0, 1, 1)])
     assert hit.hit_length == 16 and hit.uncached_common_prefix == 32  # full attention alone had 48
     assert len(hit.blocks_by_group[0]) == 1
 
@@ -65,23 +69,26 @@ TAIL = st.lists(st.integers(0, 1), max_size=6)
 @st.composite
 def scenarios(draw):
     specs = draw(st.lists(SPEC, min_size=1, max_size=3))
-    stored = []
-    for tokens in draw(st.lists(TOKENS, min_size=1, max_size=3)):
-        evicted = [draw(st.sets(st.integers(0, 5), max_size=2)) for _ in specs]  # most blocks stay cached
-        blocks = [[j for j in range(len(tokens) // s.block_size) if j not in gone] for s, gone in zip(specs, evicted, strict=True)]
-        stored.append((tokens, blocks))
-    base = draw(st.sampled_from([t for t, _ in stored]))
+    stored = draw(st.lists(TOKENS, min_size=1, max_size=3))
+    evicted = draw(st.lists(st.tuples(st.integers(0, len(stored) - 1), st.integers(0, len(specs) - 1),
+                                      st.integers(0, 5)), max_size=3))
+    base = draw(st.sampled_from(stored))
     query = base[:draw(st.integers(len(base) // 2, len(base)))] + draw(TAIL)
-    return specs, stored, query or [0]
+    return specs, stored, evicted, query or [0]
 
 
 @settings(max_examples=300, deadline=None)
 @given(scenarios())
 def test_profile_and_reference_agree_on_the_converged_hit(scenario):
-    specs, stored, query = scenario
-    hit = _profile(specs, stored, query, pool_blocks=1 + sum(len(b) for _, bs in stored for b in bs))
+    specs, stored, evicted, query = scenario
+    hit = _profile(specs, stored, query, evicted, pool_blocks=1 + sum(len(t) for t in stored) * len(specs))
     groups = [CacheGroup(s.block_size, s.sliding_window) for s in specs]
-    held = [cached_blocks(g, query, [(t, bs[i]) for t, bs in stored]) for i, g in enumerate(groups)]
+    prefixes = [set().union(*(published_prefixes(groups, t)[i] for t in stored)) for i in range(len(groups))]
+    for r, g, j in evicted:
+        end = (j + 1) * groups[g].block_size
+        if end <= len(stored[r]):
+            prefixes[g].discard(tuple(stored[r][:end]))
+    held = [cached_blocks(g, query, p) for g, p in zip(groups, prefixes, strict=True)]
     assert hit.hit_length == converged_hit(groups, held, len(query) - 1)
     for s, blocks in zip(specs, hit.blocks_by_group, strict=True):
         if s.sliding_window is None:
