@@ -60,6 +60,11 @@ def test_sliding_window_group_needs_the_blocks_before_the_frontier():
     assert converged_hit(groups, [{0, 1, 2}, {0, 2}], 49) == 16  # 48 needs {1, 2}, 32 needs {0, 1}
 
 
+def test_a_common_hit_ends_on_the_lcm_even_when_a_window_run_ends_earlier():
+    groups = [CacheGroup(8), CacheGroup(4, window=12)]  # lcm 8; the window needs 3 blocks of 4
+    assert converged_hit(groups, [{0, 1}, {0, 1, 2}], 16) == 8  # the run 0-2 ends at row 12
+
+
 @pytest.mark.parametrize("make, reason", [
     (lambda: alignment([]), HybridRejection.NO_GROUPS),
     (lambda: CacheGroup(0), HybridRejection.BAD_BLOCK_SIZE),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from kvexact.reference.hybrid import CacheGroup, cached_blocks, converged_hit, published_prefixes
@@ -60,6 +60,15 @@ def test_sliding_window_lowers_the_full_attention_hit():
     assert len(hit.blocks_by_group[0]) == 1
 
 
+def test_a_sliding_window_run_must_end_on_the_common_alignment():
+    # lcm(8, 4) = 8; the window needs ceil(11 / 4) = 3 blocks; block 3 (rows 12-15) is evicted, so the
+    # run 0-2 ends at row 12, which is not a multiple of 8: the hit falls back to rows 0-7
+    specs = [GroupSpec(8), GroupSpec(4, sliding_window=12)]
+    tokens = list(range(16))
+    hit = _profile(specs, [tokens], tokens + [99], evicted=[(0, 1, 3)])
+    assert hit.hit_length == 8 and [len(b) for b in hit.blocks_by_group] == [1, 2]
+
+
 SIZES = st.sampled_from([2, 4, 8])
 SPEC = st.builds(GroupSpec, SIZES, st.one_of(st.none(), st.integers(2, 12)))
 TOKENS = st.lists(st.integers(0, 1), min_size=8, max_size=24)
@@ -79,6 +88,7 @@ def scenarios(draw):
 
 @settings(max_examples=300, deadline=None)
 @given(scenarios())
+@example(([GroupSpec(8), GroupSpec(4, sliding_window=12)], [list(range(16))], [(0, 1, 3)], list(range(16)) + [9]))
 def test_profile_and_reference_agree_on_the_converged_hit(scenario):
     specs, stored, evicted, query = scenario
     hit = _profile(specs, stored, query, evicted, pool_blocks=1 + sum(len(t) for t in stored) * len(specs))
