@@ -5,14 +5,15 @@ Invariant: with cache groups of block sizes ``P_g`` the hit length ``L`` is the 
 its blocks ``j < L / P_g`` are cached; a sliding-window group of window ``W`` when the
 ``ceil((W - 1) / P_g)`` blocks just before ``L / P_g`` (those at index >= 0) are cached. ``L = 0`` is
 always served. A digest present in one group but absent in another is not a partial hit (0x07C); the
-groups must agree on one common frontier. Presence is by exact token prefix, never by hash.
+groups must agree on one common frontier. Presence is by exact token prefix, never by hash; a
+published prompt adds blocks only from its own converged hit up to its A-aligned length.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
@@ -66,16 +67,47 @@ def converged_hit(groups: Sequence[CacheGroup], cached: Sequence[Iterable[int]],
     return 0
 
 
-def published_prefixes(groups: Sequence[CacheGroup], tokens: Sequence[int]) -> list[set[tuple[int, ...]]]:
-    """What one request publishes in each group: its blocks below its A-aligned length, as token prefixes
-    (publication stops at a frontier every group shares, as lookups do)."""
-    a, stop = alignment(groups), len(tokens)
-    stop -= stop % a
-    return [{tuple(tokens[:end]) for end in range(g.block_size, stop + 1, g.block_size)} for g in groups]
-
-
 def cached_blocks(group: CacheGroup, query: Sequence[int], prefixes: Iterable[Sequence[int]]) -> frozenset[int]:
     """Block indices j of ``query`` whose token prefix ``query[:(j + 1) * P]`` this group holds."""
     held = {tuple(p) for p in prefixes}
     p = group.block_size
     return frozenset(j for j in range(len(query) // p) if tuple(query[:(j + 1) * p]) in held)
+
+
+@attrs.frozen
+class HybridIndex:
+    """Cached blocks per group as a multiset of token prefixes (one count per physical block).
+
+    Publishing a prompt reuses its own converged hit and adds one block per group for each block from
+    that hit up to the prompt's A-aligned length (publication stops at a frontier all groups share)."""
+
+    groups: tuple[CacheGroup, ...]
+    counts: tuple[Mapping[tuple[int, ...], int], ...]
+
+    @classmethod
+    def empty(cls, groups: Sequence[CacheGroup]) -> HybridIndex:
+        alignment(groups)
+        return cls(tuple(groups), tuple({} for _ in groups))
+
+    def lookup(self, query: Sequence[int]) -> int:
+        """The converged hit of a logits-producing request (cap ``len(query) - 1``)."""
+        held = [cached_blocks(g, query, [p for p, n in c.items() if n > 0])
+                for g, c in zip(self.groups, self.counts, strict=True)]
+        return converged_hit(self.groups, held, max(0, len(query) - 1))
+
+    def publish(self, tokens: Sequence[int]) -> HybridIndex:
+        hit, stop = self.lookup(tokens), len(tokens) - len(tokens) % alignment(self.groups)
+        counts = []
+        for g, c in zip(self.groups, self.counts, strict=True):
+            c = dict(c)
+            for end in range(hit + g.block_size, stop + 1, g.block_size):
+                c[tuple(tokens[:end])] = c.get(tuple(tokens[:end]), 0) + 1
+            counts.append(c)
+        return attrs.evolve(self, counts=tuple(counts))
+
+    def evict(self, group: int, prefix: Sequence[int]) -> HybridIndex:
+        """Drop one block holding ``prefix`` in ``group`` (none held: nothing changes)."""
+        c = dict(self.counts[group])
+        if c.get(tuple(prefix), 0) > 0:
+            c[tuple(prefix)] -= 1
+        return attrs.evolve(self, counts=self.counts[:group] + (c,) + self.counts[group + 1:])

@@ -147,22 +147,40 @@ def find_longest_cache_hit(pool: PoolState, specs: Sequence[GroupSpec], hashes: 
 
 def publish_request(pool: PoolState, specs: Sequence[GroupSpec], hashes: Sequence[bytes], hash_block_size: int,
                     num_tokens: int) -> PoolState:
-    """Cache a computed request's blocks as the hybrid coordinator does: in each group, the full blocks
-    below ``num_tokens`` rounded down to ``scheduler_block_size`` (``get_num_cacheable_tokens``), one
-    fresh block per key; a key already cached in that group is left as it is."""
+    """Admit a prompt and cache it as vLLM does: its own hit (``get_computed_blocks``) is reused; in each
+    group the blocks from the hit up to ``num_tokens`` rounded down to ``scheduler_block_size``
+    (``get_num_cacheable_tokens``) are fresh blocks, inserted even when their key is already cached
+    (duplicates are kept, as ``BlockHashToBlockMap`` keeps them)."""
+    hit = find_longest_cache_hit(pool, specs, hashes, hash_block_size, num_tokens - 1).hit_length
     cacheable = num_tokens - num_tokens % math.lcm(*(s.block_size for s in specs))
     for gid, spec in enumerate(specs):
-        for block_hash in hash_view(hashes, hash_block_size, spec.block_size)[:cacheable // spec.block_size]:
-            key = key_with_group(block_hash, gid)
-            if pool.cached.get_one(key) is None:
-                pool, (block_id,) = get_new_blocks(pool, 1)
-                pool = insert_cached(pool, block_id, key)
+        view = hash_view(hashes, hash_block_size, spec.block_size)
+        for block_hash in view[hit // spec.block_size:cacheable // spec.block_size]:
+            pool, (block_id,) = get_new_blocks(pool, 1)
+            pool = insert_cached(pool, block_id, key_with_group(block_hash, gid))
     return pool
 
 
 def evict_block(pool: PoolState, spec: GroupSpec, group_id: int, hashes: Sequence[bytes], hash_block_size: int,
                 index: int) -> PoolState:
-    """Drop the cached identity of block ``index`` (at the group's block size) of a request, if cached."""
+    """Evict the first cached block of block ``index``'s key (at the group's block size), if any."""
     view = hash_view(hashes, hash_block_size, spec.block_size)
     block_id = pool.cached.get_one(key_with_group(view[index], group_id)) if index < len(view) else None
     return pool if block_id is None else maybe_evict_cached_block(pool, block_id)[0]
+
+
+def stored_then_lookup(specs: Sequence[GroupSpec], stored: Sequence[Sequence[int]],
+                       evicted: Sequence[tuple[int, int, int]], query: Sequence[int]) -> HybridHit:
+    """One scenario: publish each stored prompt, evict (request, group, block) identities, look ``query`` up
+    (sha256 hashes at ``hash_block_size`` = gcd; a pool large enough that nothing else is evicted)."""
+    from kvexact.reference.peers.vllm_hashing import BlockHasher
+    from kvexact.reference.peers.vllm_pool import new_pool
+
+    h = math.gcd(*(s.block_size for s in specs))
+    hasher = BlockHasher(h)
+    pool = new_pool(2 + sum(len(t) // h for t in stored) * len(specs))
+    for tokens in stored:
+        pool = publish_request(pool, specs, hasher.hashes(tokens), h, len(tokens))
+    for r, g, j in evicted:
+        pool = evict_block(pool, specs[g], g, hasher.hashes(stored[r]), h, j)
+    return find_longest_cache_hit(pool, specs, hasher.hashes(query), h, len(query) - 1)

@@ -8,11 +8,11 @@ import pytest
 
 from kvexact.reference.hybrid import (
     CacheGroup,
+    HybridIndex,
     HybridRejection,
     alignment,
     cached_blocks,
     converged_hit,
-    published_prefixes,
 )
 from kvexact.reference.rejections import Rejected
 
@@ -22,16 +22,23 @@ B50 = A50[:37] + [999] + A50[38:]  # Loop 6: token position 37 changed
 
 
 def _hit(groups, stored, query):
-    """Each stored request was published whole (below its lcm-aligned length); then one lookup."""
-    prefixes = [set().union(*(published_prefixes(groups, t)[i] for t in stored)) for i in range(len(groups))]
-    held = [cached_blocks(g, query, p) for g, p in zip(groups, prefixes, strict=True)]
-    return converged_hit(groups, held, len(query) - 1)
+    """Each stored prompt is published in turn; then one lookup."""
+    index = HybridIndex.empty(groups)
+    for tokens in stored:
+        index = index.publish(tokens)
+    return index.lookup(query)
 
 
-def test_publication_stops_at_the_common_frontier():
+def test_publication_stops_at_the_common_frontier_and_starts_at_its_own_hit():
     # 50 tokens, lcm(16, 32) = 32: the 16-group publishes blocks 0 and 1 only, the 32-group block 0
-    assert [sorted(len(p) for p in ps) for ps in published_prefixes([CacheGroup(16), CacheGroup(32)], A50)] == [
-        [16, 32], [32]]
+    index = HybridIndex.empty([CacheGroup(16), CacheGroup(32)]).publish(A50)
+    assert [sorted(len(p) for p in c) for c in index.counts] == [[16, 32], [32]]
+    # B50 hits A50's 32 rows: nothing new below 32, and 32..47 is past B50's aligned length (32) too
+    assert index.publish(B50).counts == index.counts
+    # a block only one group lost is published again beside the other group's surviving block
+    index = index.evict(1, A50[:32]).publish(A50)
+    assert index.counts[0][tuple(A50[:16])] == 2 and index.counts[1][tuple(A50[:32])] == 1
+    assert cached_blocks(CacheGroup(16), A50, [A50[:16]]) == {0}
 
 
 def test_seed_complete_prompt_edge_with_one_and_two_groups():

@@ -3,36 +3,23 @@ declarative convergence (``kvexact.reference.hybrid``) on random stored requests
 
 from __future__ import annotations
 
-import math
-
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from kvexact.reference.hybrid import CacheGroup, cached_blocks, converged_hit, published_prefixes
-from kvexact.reference.peers.vllm_hashing import BlockHasher
+from kvexact.reference.hybrid import CacheGroup, HybridIndex
 from kvexact.reference.peers.vllm_hybrid import (
     GroupSpec,
-    evict_block,
-    find_longest_cache_hit,
     hash_view,
-    publish_request,
+    stored_then_lookup,
 )
-from kvexact.reference.peers.vllm_pool import new_pool
 
 C48 = [0] * 16 + [1] * 16 + [2] * 16
 A50 = list(range(50))
 B50 = A50[:37] + [999] + A50[38:]
 
 
-def _profile(specs, stored, query, evicted=(), pool_blocks=64):
-    """Publish each stored request, evict (request, group, block) triples, then look ``query`` up."""
-    h = math.gcd(*(s.block_size for s in specs))
-    hasher, pool = BlockHasher(h), new_pool(pool_blocks)
-    for tokens in stored:
-        pool = publish_request(pool, specs, hasher.hashes(tokens), h, len(tokens))
-    for r, g, j in evicted:
-        pool = evict_block(pool, specs[g], g, hasher.hashes(stored[r]), h, j)
-    return find_longest_cache_hit(pool, specs, hasher.hashes(query), h, len(query) - 1)
+def _profile(specs, stored, query, evicted=()):
+    return stored_then_lookup(specs, stored, evicted, query)
 
 
 def test_hash_view_takes_the_last_fine_hash_of_each_block():
@@ -91,15 +78,15 @@ def scenarios(draw):
 @example(([GroupSpec(8), GroupSpec(4, sliding_window=12)], [list(range(16))], [(0, 1, 3)], list(range(16)) + [9]))
 def test_profile_and_reference_agree_on_the_converged_hit(scenario):
     specs, stored, evicted, query = scenario
-    hit = _profile(specs, stored, query, evicted, pool_blocks=1 + sum(len(t) for t in stored) * len(specs))
-    groups = [CacheGroup(s.block_size, s.sliding_window) for s in specs]
-    prefixes = [set().union(*(published_prefixes(groups, t)[i] for t in stored)) for i in range(len(groups))]
+    hit = _profile(specs, stored, query, evicted)
+    index = HybridIndex.empty([CacheGroup(s.block_size, s.sliding_window) for s in specs])
+    for tokens in stored:
+        index = index.publish(tokens)
     for r, g, j in evicted:
-        end = (j + 1) * groups[g].block_size
+        end = (j + 1) * specs[g].block_size
         if end <= len(stored[r]):
-            prefixes[g].discard(tuple(stored[r][:end]))
-    held = [cached_blocks(g, query, p) for g, p in zip(groups, prefixes, strict=True)]
-    assert hit.hit_length == converged_hit(groups, held, len(query) - 1)
+            index = index.evict(g, stored[r][:end])
+    assert hit.hit_length == index.lookup(query)
     for s, blocks in zip(specs, hit.blocks_by_group, strict=True):
         if s.sliding_window is None:
             assert len(blocks) == hit.hit_length // s.block_size
