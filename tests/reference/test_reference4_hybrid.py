@@ -72,6 +72,15 @@ def test_a_common_hit_ends_on_the_lcm_even_when_a_window_run_ends_earlier():
     assert converged_hit(groups, [{0, 1}, {0, 1, 2}], 16) == 8  # the run 0-2 ends at row 12
 
 
+def test_notes_scenario_18_different_block_sizes():
+    """notes/vllm.md section 8, scenario 18 (measured on vLLM 0.33.0): full attention of 32 and a window
+    of 32 over blocks of 16; 112 of 160 tokens computed and published."""
+    tokens = list(range(160))
+    index = HybridIndex.empty([CacheGroup(32), CacheGroup(16, window=32)]).publish(tokens[:112])
+    assert index.lookup(tokens[:113]) == 96 and index.lookup(tokens[:97]) == 96
+    assert index.evict(1, tokens[:96]).evict(1, tokens[:112]).lookup(tokens[:113]) == 64
+
+
 @pytest.mark.parametrize("make, reason", [
     (lambda: alignment([]), HybridRejection.NO_GROUPS),
     (lambda: CacheGroup(0), HybridRejection.BAD_BLOCK_SIZE),

@@ -56,6 +56,34 @@ def test_a_sliding_window_run_must_end_on_the_common_alignment():
     assert hit.hit_length == 8 and [len(b) for b in hit.blocks_by_group] == [1, 2]
 
 
+def _scenario(specs, stored_lengths, tokens, evict=(), query_length=None):
+    """notes/vllm.md section 8: prompts cut from ``tokens``, keys removed as (fine hash index, group)."""
+    stored = [tokens[:n] for n in stored_lengths]
+    evicted = [(0, g, i) for i, g in evict]
+    return stored_then_lookup(specs, stored, evicted, tokens[:query_length])
+
+
+def test_notes_scenario_17_full_attention_and_two_windows():
+    specs = [GroupSpec(16), GroupSpec(16, sliding_window=32), GroupSpec(16, sliding_window=32)]
+    prompt = C48 + [3] * 7
+    measured = {(): 3, ((0, 1), (0, 2)): 3, ((0, 0),): 0, ((2, 0), (2, 1), (2, 2)): 2, ((2, 0),): 2, ((2, 1),): 2,
+                ((2, 0), (0, 1), (0, 2)): 0, ((1, 1),): 1}
+    for removed, blocks in measured.items():
+        hit = _scenario(specs, [55, 53], prompt, removed, query_length=53)
+        assert hit.hit_length == 16 * blocks, removed
+
+
+def test_notes_scenario_18_different_block_sizes():
+    specs = [GroupSpec(32), GroupSpec(16, sliding_window=32)]  # hash block 16, scheduler block 32
+    tokens = list(range(160))
+    hit = _scenario(specs, [112], tokens, query_length=113)
+    assert hit.hit_length == 96 and [len(b) for b in hit.blocks_by_group] == [3, 6]
+    assert hit.blocks_by_group[1][:4] == (0, 0, 0, 0)  # null blocks left of the window's run
+    assert _scenario(specs, [112], tokens, query_length=97).hit_length == 96
+    hit = _scenario(specs, [112], tokens, [(5, 1), (6, 1)], query_length=113)
+    assert hit.hit_length == 64 and [len(b) for b in hit.blocks_by_group] == [2, 4]
+
+
 SIZES = st.sampled_from([2, 4, 8])
 SPEC = st.builds(GroupSpec, SIZES, st.one_of(st.none(), st.integers(2, 12)))
 TOKENS = st.lists(st.integers(0, 1), min_size=8, max_size=24)
