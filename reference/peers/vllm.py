@@ -2,8 +2,9 @@
 
 Separate from the normative reference (DESIGN.md, "Seed versus peers"): frozen records and pure
 transitions that reproduce vLLM's observable behaviour (block ids, hit lengths, free-queue order, ref
-counts, cache events). Out of scope: sliding window, hybrid groups, Mamba, EAGLE, KV connectors'
-external tokens, watermarks, encoder tokens.
+counts, cache events). Out of scope here: sliding window, hybrid groups (their hit convergence and
+publication are ``vllm_hybrid.py``), Mamba, EAGLE, KV connectors' external tokens, watermarks, encoder
+tokens.
 
 Invariants kept by the manager:
 - a lookup (``get_computed_blocks``) changes nothing; hits are whole cached blocks, at most
