@@ -151,7 +151,10 @@ class MarkupSchema:
 
 def _layout_module(node: _Node, start: int, union: int | None, encode: Tokenizer) -> tuple[MarkupModule, int]:
     name = _require(node, "name")
-    cursor, tokens, positions, slots = start, [], [], {}
+    cursor = start
+    tokens: list[int] = []
+    positions: list[int] = []
+    slots: dict[str, tuple[int, ...]] = {}
     for part in node.content:
         if isinstance(part, tuple):
             ids = encode(part[0])

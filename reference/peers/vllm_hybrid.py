@@ -141,7 +141,9 @@ def find_longest_cache_hit(pool: PoolState, specs: Sequence[GroupSpec], hashes: 
     for spec, ids in buckets:
         if spec.sliding_window is None:
             for gid in ids:
-                del by_group[gid][math.ceil(hit_length / spec.block_size):]  # type: ignore[index]
+                kept = by_group[gid]
+                if kept is not None:
+                    del kept[math.ceil(hit_length / spec.block_size):]
     return HybridHit(tuple(tuple(b or ()) for b in by_group), hit_length, longest - hit_length)
 
 
