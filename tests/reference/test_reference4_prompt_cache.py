@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from kvexact.reference import prompt_cache as pc
-from kvexact.reference.formulas import evaluate, load_all
+from kvexact.reference.formulas import evaluate
+from kvexact.reference.formulas_all import load_all
 from kvexact.reference.modules import ModuleRejection, Namespace
 from kvexact.reference.rejections import Rejected
 
