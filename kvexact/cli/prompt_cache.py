@@ -46,6 +46,9 @@ def prompt_cache(schema_file: Path, prompt_file: Path, cached: str, populated_ge
         schema = pc.parse_schema(schema_file.read_text())
         names = {"all": list(schema.modules), "none": []}.get(cached)
         names = names if names is not None else [n.strip() for n in cached.split(",") if n.strip()]
+        unknown = [n for n in names if n not in schema.modules]
+        if unknown:
+            raise click.UsageError(f"--cached: {', '.join(unknown)} not declared in {schema_file}")
         producer = schema if populated_generation is None else attrs.evolve(schema, generation=populated_generation)
         store = pc.ModuleStore().populate(producer, names, namespace, "cli", "cli")
         if producer is not schema:

@@ -198,3 +198,18 @@ def test_cli_prints_the_assembly_and_names_malformed_markup(tmp_path):
     stale = _kvexact(str(EXAMPLES / "trip_schema.xml"), str(EXAMPLES / "trip_prompt.xml"), "--populated-generation", "0")
     assert stale.returncode == 0 and "invalidated (generation 0 -> 1): miami, plan, system, tokyo" in stale.stderr
     assert " cache " not in stale.stdout
+
+
+def test_cli_refusals_and_malformed_schema(tmp_path):
+    old = tmp_path / "old.xml"
+    old.write_text(PROMPT.replace('generation="1"', 'generation="0"'))
+    refused = _kvexact(str(EXAMPLES / "trip_schema.xml"), str(old))
+    assert refused.returncode == 1 and "ModuleRejection.SCHEMA_GENERATION_MISMATCH" in refused.stdout
+    schema = tmp_path / "schema.xml"
+    schema.write_text('<schema name="s">\n<union/></schema>')
+    bad = _kvexact(str(schema), str(EXAMPLES / "trip_prompt.xml"))
+    assert bad.returncode == 2 and f"{schema}: MarkupRejection.EMPTY_UNION: <union> on line 2" in bad.stderr
+    none = _kvexact(str(EXAMPLES / "trip_schema.xml"), str(EXAMPLES / "trip_prompt.xml"), "--cached", "none")
+    assert none.returncode == 0 and " cache " not in none.stdout and "positions 7-10,14-16" in none.stdout
+    unknown = _kvexact(str(EXAMPLES / "trip_schema.xml"), str(EXAMPLES / "trip_prompt.xml"), "--cached", "paris")
+    assert unknown.returncode == 2 and "--cached: paris not declared in" in unknown.stderr
