@@ -190,8 +190,10 @@ def parse_schema(text: str, encode: Tokenizer = word_tokens) -> MarkupSchema:
         return stop
 
     for holder in (root, *(c for c in _children(root) if c.tag == "union")):
-        for stray, line in _texts(holder):
-            raise Rejected(MarkupRejection.STRAY_TEXT, f"{stray.strip()[:20]!r} on line {line} inside <{holder.tag}>")
+        strays = _texts(holder)
+        if strays:
+            text, line = strays[0]
+            raise Rejected(MarkupRejection.STRAY_TEXT, f"{text.strip()[:20]!r} on line {line} inside <{holder.tag}>")
     for index, child in enumerate(_children(root)):
         if child.tag == "module":
             cursor = add(child, cursor, None)
