@@ -20,23 +20,26 @@ MACHINE_SIZES: dict[str, tuple[int | None, int | None]] = {"quick": (5, 15), "fu
 
 
 def z3_obligations(ctx: GateContext) -> CheckResult:
-    """Every obligation must be proved; a refutation or an 'unknown' fails the check."""
+    """Every obligation must be proved within z3's deterministic resource limit; a refutation or an 'unknown'
+    (the rlimit's exhaustion included) fails the check. The figures carry each obligation's rlimit use."""
     try:
         import z3  # noqa: F401
     except ImportError as exc:
         raise CheckCouldNotRun("z3-solver is not installed") from exc
-    from kvexact.conformance.obligations import discharge
+    from kvexact.conformance.obligations import PROOF_RLIMIT, ProofVerdict, discharge
     from kvexact.conformance.proofs import all_obligations
 
     results = []
     for ob in all_obligations():
         ctx.status(ob.name)
         results.append(discharge(ob))
-    bad = [r for r in results if r.verdict != "proved"]
+    bad = [r for r in results if r.verdict is not ProofVerdict.PROVED]
     figures = {"obligations": len(results), "proved": len(results) - len(bad),
-               "slowest_s": round(max((r.seconds for r in results), default=0.0), 3)}
+               "slowest_s": round(max((r.seconds for r in results), default=0.0), 3), "rlimit": PROOF_RLIMIT,
+               "rlimit_used_max": max((r.rlimit_used for r in results), default=0),
+               "rlimit_used": {r.name: r.rlimit_used for r in results}}
     if bad:
-        return CheckResult(Verdict.FAILED, figures, "; ".join(f"{r.name}: {r.verdict}" for r in bad))
+        return CheckResult(Verdict.FAILED, figures, "; ".join(f"{r.name}: {r.verdict.value}" for r in bad))
     return CheckResult(Verdict.PASSED, figures)
 
 
