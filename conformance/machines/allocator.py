@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kvexact.conformance.adapter_trace import AdapterTrace
+from kvexact.conformance.adapter_trace import finish_trace, start_trace
 from kvexact.conformance.machines import ConformanceFailure, counted_rule, failure_in_flight, lacks
 from kvexact.conformance.mirror import DevicePool, mirror_step
 from kvexact.reference.adapters import AdapterConfig, LookupScope, OpResult, ReferenceAdapter, check_adapter
@@ -80,9 +80,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         if self.sut is not None:
             check_adapter(self.sut)
         self.target = self.sut if self.sut is not None else self.ref
-        self.adapter_trace: AdapterTrace | None = None  # the adapter's own steps, when traces are written
-        if self.sut is not None and os.environ.get("KVEXACT_TRACE_DIR"):
-            self.adapter_trace = AdapterTrace(self.spec, str(getattr(self.sut, "name", "adapter")))
+        self.adapter_trace = start_trace(self.spec, self.sut)  # the adapter's own steps, when traces are written
         self.device = DevicePool([self.target.block_ids(g) for g in range(cfg.num_groups)], cfg.block_tokens)
         self.histories: dict[str, list[int]] = {}
         self.sut_delayed_writer: tuple[int, int, int] | None = None  # (group, block, generation) in the SUT
@@ -128,9 +126,9 @@ class AllocatorMachine(RuleBasedStateMachine):
             return
         live = sorted(self.histories)
         groups = range(self.config.num_groups)
-        self.adapter_trace.observe({r: [list(self.target.table(r, g)) for g in groups] for r in live},
-                                   {r: int(self.target.length(r)) for r in live},
-                                   {r: [list(self.ref.table(r, g)) for g in groups] for r in live})
+        self.adapter_trace.observe(tables={r: [list(self.target.table(r, g)) for g in groups] for r in live},
+                                   lengths={r: int(self.target.length(r)) for r in live},
+                                   reference_tables={r: [list(self.ref.table(r, g)) for g in groups] for r in live})
 
     def _tables(self, rid: str) -> list[list[int]]:
         return [list(self.target.table(rid, g)) for g in range(self.config.num_groups)]
@@ -454,7 +452,7 @@ class AllocatorMachine(RuleBasedStateMachine):
             self.check_attention()
         except BaseException as exc:  # still validate (and write) the trace, then report the first failure
             first = first or exc
-        self._write_adapter_trace(first is not None)
+        finish_trace(self.adapter_trace, first is not None, self._observe)
         try:
             if self.validate_trace and self.ref.recorder is not None:
                 self._validate_trace()
@@ -463,18 +461,6 @@ class AllocatorMachine(RuleBasedStateMachine):
         super().teardown()
         if first is not None and first is not failing:
             raise first
-
-    def _write_adapter_trace(self, failed: bool) -> None:
-        """``<spec>.adapter.itf.json`` in KVEXACT_TRACE_DIR: the adapter's steps, when the example failed (or
-        KVEXACT_TRACE_ALWAYS=1)."""
-        out = os.environ.get("KVEXACT_TRACE_DIR")
-        if self.adapter_trace is None or not out or not (failed or os.environ.get("KVEXACT_TRACE_ALWAYS") == "1"):
-            return
-        try:
-            self._observe()
-        except Exception:  # the adapter is broken: keep the steps recorded so far
-            pass
-        self.adapter_trace.write(Path(out) / f"{self.spec}.adapter.itf.json")
 
     def _validate_trace(self) -> None:
         from kvexact.conformance.trace import trace_from_recorder, validate, write_itf, write_ndjson

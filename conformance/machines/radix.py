@@ -13,6 +13,9 @@ lockstep and judges it: matched lengths and prefix slots must agree, a refusal m
 would make (the pool really short), every victim must be an unlocked leaf of the reference's tree, an
 eviction may stop short only when no unlocked leaf is left, and the free sets must be equal after every
 step. The device pool is written through the adapter's rows, so a wrong slot also shows up as wrong numbers.
+With ``KVEXACT_TRACE_DIR`` set, a failing example also leaves ``Radix.adapter.itf.json``: the adapter's own
+calls, its answers, rows and free slots after each, beside the normative index's answer and free slots
+(:mod:`kvexact.conformance.adapter_trace`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from kvexact.conformance.machines import ConformanceFailure, counted_rule
+from kvexact.conformance.adapter_trace import INDEX_FIELDS, finish_trace, start_trace
+from kvexact.conformance.machines import ConformanceFailure, counted_rule, failure_in_flight
 from kvexact.conformance.mirror import DevicePool, expected_attention, max_error, query_row
 from kvexact.kernels import device as policy
 from kvexact.reference import radix
@@ -50,6 +54,8 @@ class RadixMachine(RuleBasedStateMachine):
         if self.sut_factory is not None:
             self.sut = type(self).sut_factory(IndexConfig(POOL_SLOTS))  # type: ignore[misc]
             check_index(self.sut)
+        self.adapter_trace = start_trace("Radix", self.sut, INDEX_FIELDS)  # the adapter's own calls
+        self._admitting: str | None = None  # a request the adapter admitted that is not live yet
         if self.check_kernels:  # one token per slot; slot ids are block ids (slot 0 is padding)
             self.device = DevicePool([range(FIRST_SLOT + POOL_SLOTS)], block_tokens=1)
         self.live: dict[str, tuple[list[int], list[int]]] = {}  # request -> (tokens, slots)
@@ -73,6 +79,7 @@ class RadixMachine(RuleBasedStateMachine):
         try:
             return self._apply(op, *args)
         except Rejected as exc:
+            self._note(f"refused {what}: {exc.reason.name}")
             raise ConformanceFailure(f"{self.sut.name}: {what} is not a legal step of the normative index: "
                                      f"{exc.reason.name} ({exc})") from None
 
@@ -100,10 +107,33 @@ class RadixMachine(RuleBasedStateMachine):
         return slots
 
     # ---- the system under test's choices, judged by the reference ---------------------------------
+    def _call(self, op: str, *args: Any) -> Any:
+        """Call the SUT's ``op`` and record the call, its answer and (before it) the previous call's state."""
+        self._observe()
+        answer = getattr(self.sut, op)(*args)
+        if op == "evict":  # read once here and once by the machine
+            answer = [list(run) for run in answer]
+        if self.adapter_trace is not None:
+            self.adapter_trace.record(op, args, answer=_answer_text(op, answer))
+        return answer
+
+    def _note(self, reference_answer: str) -> None:
+        if self.adapter_trace is not None:
+            self.adapter_trace.note(reference_answer=reference_answer)
+
+    def _observe(self) -> None:
+        """The adapter's rows and free slots, and the reference's free slots, after the latest call."""
+        if self.adapter_trace is None:
+            return
+        held = sorted({*self.live, *([self._admitting] if self._admitting else [])})
+        self.adapter_trace.observe(rows={r: [int(s) for s in self.sut.slot_ids(r)] for r in held},
+                                   free_slots=sorted(int(s) for s in self.sut.free_slot_ids()),
+                                   reference_free_slots=sorted(self.state.free_slot_ids))
+
     def _sut_evict(self, num_tokens: int) -> None:
         """Let the SUT evict; replay each victim on the reference (which checks it is an unlocked leaf)."""
         released = 0
-        for run in self.sut.evict(num_tokens):
+        for run in self._call("evict", num_tokens):
             run = tuple(int(s) for s in run)
             node = self._node_holding(run)
             if node is None:
@@ -113,6 +143,7 @@ class RadixMachine(RuleBasedStateMachine):
             released += len(run)
         self._count("evicted_slots", released)
         if released < num_tokens and _unlocked_leaves(self.state):
+            self._note(f"unlocked leaves left: {_unlocked_leaves(self.state)}")
             raise ConformanceFailure(f"{self.sut.name} evicted {released} of {num_tokens} tokens while unlocked "
                                      f"leaves were left: {_unlocked_leaves(self.state)}")
 
@@ -133,6 +164,7 @@ class RadixMachine(RuleBasedStateMachine):
 
     def _agree_short(self, what: str, need: int) -> None:
         """The SUT refused for lack of slots: the reference must be short of ``need`` free slots too."""
+        self._note(f"{len(self.state.free_slot_ids)} free for {need} needed")
         if len(self.state.free_slot_ids) >= need:
             raise ConformanceFailure(f"{self.sut.name} refused {what} for lack of slots, but the reference "
                                      f"has {len(self.state.free_slot_ids)} free for the {need} needed")
@@ -144,15 +176,17 @@ class RadixMachine(RuleBasedStateMachine):
 
     def _sut_admit(self, rid: str, prompt: list[int]) -> tuple[int, list[int]] | None:
         """(matched tokens, row) of an admission the SUT made (evicting once when short), or None."""
-        matched = self.sut.admit(rid, prompt)
+        matched = self._call("admit", rid, prompt)
         if matched is None:
             self._agree_short(f"admission of {rid}", self._admission_need(prompt))
             self._sut_evict(len(prompt))
-            matched = self.sut.admit(rid, prompt)
+            matched = self._call("admit", rid, prompt)
             if matched is None:
                 self._agree_short(f"admission of {rid}", self._admission_need(prompt))
                 return None
+        self._admitting = rid
         receipt = self._follow(f"admitting {rid}", radix.match_and_lock, rid, 0, prompt)
+        self._note(f"matched {receipt.matched_tokens}")
         row = [int(s) for s in self.sut.slot_ids(rid)]
         if (matched, tuple(row[:matched])) != (receipt.matched_tokens, tuple(receipt.prefix_slot_ids)):
             raise ConformanceFailure(f"{self.sut.name} matched {matched} tokens at slots {row[:matched]}; the "
@@ -166,10 +200,10 @@ class RadixMachine(RuleBasedStateMachine):
     def _sut_extend(self, rid: str, token: int) -> int | None:
         """The slot the SUT gave one decoded token of ``rid`` (evicting once when short), or None."""
         _tokens, slots = self.live[rid]
-        if not self.sut.extend(rid, token):
+        if not self._call("extend", rid, token):
             self._agree_short(f"a decode slot for {rid}", 1)
             self._sut_evict(1)
-            if not self.sut.extend(rid, token):
+            if not self._call("extend", rid, token):
                 self._agree_short(f"a decode slot for {rid}", 1)
                 return None
         row = [int(s) for s in self.sut.slot_ids(rid)]
@@ -195,6 +229,7 @@ class RadixMachine(RuleBasedStateMachine):
             if row[matched:]:
                 self._write(row[matched:], [prompt[: i + 1] for i in range(matched, len(prompt))])
             self.live[rid] = (list(prompt), row)
+            self._admitting = None
             self._count(f"admit:hit={matched}")
             return
         nodes_before = len(self.state.nodes)
@@ -241,9 +276,10 @@ class RadixMachine(RuleBasedStateMachine):
 
     def finish_request(self, rid: str) -> None:
         """Cache the live request's path (duplicates freed, lock dropped), on the SUT and the reference."""
+        self._observe()  # the previous call's state, while rid still counts as live
         tokens, slots = self.live.pop(rid)
         if self.sut is not None:
-            self.sut.finish(rid)
+            self._call("finish", rid)
             receipt = self._follow(f"finishing {rid}", radix.cache_finished, rid, tokens, slots)
         else:
             receipt = self._apply(radix.cache_finished, rid, tokens, slots)
@@ -257,9 +293,10 @@ class RadixMachine(RuleBasedStateMachine):
 
     def cancel_request(self, rid: str) -> None:
         """Drop the live request without caching: private slots freed, lock dropped."""
+        self._observe()
         self.live.pop(rid)
         if self.sut is not None:
-            self.sut.cancel(rid)
+            self._call("cancel", rid)
             self._follow(f"cancelling {rid}", radix.release_request, rid)
         else:
             self._apply(radix.release_request, rid)
@@ -360,7 +397,14 @@ class RadixMachine(RuleBasedStateMachine):
             self.sut.self_check()
 
     def teardown(self) -> None:
-        self.check_attention()
+        failed = failure_in_flight() is not None
+        try:
+            self.check_attention()
+        except BaseException:
+            failed = True
+            raise
+        finally:
+            finish_trace(self.adapter_trace, failed, self._observe)
 
 
 def _unlocked_leaves(state: radix.RadixState) -> list[int]:
@@ -374,3 +418,14 @@ def _common_prefix(rows: list[list[int]]) -> int:
         if any(r[i] != rows[0][i] for r in rows):
             return i
     return n
+
+
+def _answer_text(op: str, answer: Any) -> str:
+    """A prefix-index call's answer as the adapter trace shows it."""
+    if op == "admit":
+        return "refused: pool short" if answer is None else f"matched {int(answer)}"
+    if op == "extend":
+        return "granted" if answer else "refused: pool short"
+    if op == "evict":
+        return f"evicted {[[int(s) for s in run] for run in answer]}"
+    return ""

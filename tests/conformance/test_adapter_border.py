@@ -182,6 +182,50 @@ def test_a_failure_through_an_adapter_prints_its_steps_and_writes_the_adapters_t
     assert any(s["copies"] != s["reference_copies"] or s["tables"] != s["reference_tables"] for s in states)
 
 
+
+def test_a_prefix_index_failure_writes_the_adapters_trace_with_its_wrong_step(kvexact_cli, tmp_path):
+    """A faulty prefix index (cancel leaks its private slots) fails ``conform --spec Radix``; the written
+    ``Radix.adapter.itf.json`` holds the adapter's own calls, and the first step whose free slots differ
+    from the normative index's is the adapter's cancel (every step before it agrees)."""
+    out = tmp_path / "failures"
+    code, text = kvexact_cli(["conform", "--spec", "Radix", "--examples", "30", "--steps", "20",
+                              "--shrink-seconds", "1", "--out", str(out),
+                              "--adapter", "kvexact.conformance.faulty_index:faulty_leaky_cancel"]).code_and_text
+    assert code == 1 and "FAILED" in text and "faulty-leaky-cancel free slots" in text, text
+    trace = out / "Radix.adapter.itf.json"
+    assert f"ITF trace of the adapter's steps in the failing example: {trace}" in text
+    doc = json.loads(trace.read_text())
+    assert doc["#meta"]["adapter"] == "faulty-leaky-cancel" and doc["#meta"]["spec"] == "Radix"
+    states = doc["states"][1:]
+    assert states and {s["action"] for s in states} <= {"admit", "extend", "finish", "cancel", "evict"}
+    wrong = [i for i, s in enumerate(states) if s["free_slots"] != s["reference_free_slots"]]
+    assert wrong, states
+    first = states[wrong[0]]
+    assert first["action"] == "cancel" and wrong[0] == len(states) - 1, first
+    cancelled = first["params"][0]
+    leaked = set(first["reference_free_slots"]) - set(first["free_slots"])
+    assert leaked and leaked <= set(states[wrong[0] - 1]["rows"][cancelled])  # the cancelled row's slots
+    assert cancelled not in first["rows"]
+    admits = [s for s in states if s["action"] == "admit" and s["answer"].startswith("matched")]
+    assert admits and all(s["answer"] == s["reference_answer"] for s in admits)
+
+
+def test_a_prefix_index_trace_of_a_passing_example_agrees_step_by_step(tmp_path, monkeypatch):
+    """With KVEXACT_TRACE_ALWAYS=1 the correct normative index leaves a trace in which every call's free
+    slots and matched lengths equal the reference's (what makes a disagreement above evidence)."""
+    from kvexact.conformance.runner import machine_settings
+
+    monkeypatch.setenv("KVEXACT_TRACE_DIR", str(tmp_path))
+    monkeypatch.setenv("KVEXACT_TRACE_ALWAYS", "1")
+    run = run_machine("Radix", "kvexact.reference.index:radix_factory", machine_settings("ci", 3, 15), seed=7,
+                      check_kernels=False)
+    assert run.passed, run.error
+    states = json.loads((tmp_path / "Radix.adapter.itf.json").read_text())["states"][1:]
+    assert states and all(s["free_slots"] == s["reference_free_slots"] for s in states)
+    assert all(s["answer"] == s["reference_answer"] for s in states if s["action"] == "admit"
+               and s["answer"].startswith("matched"))
+
+
 def test_the_call_limit_keeps_an_outer_timer_armed():
     """pytest-timeout (and anything else) may have SIGALRM armed: a limited call leaves it armed after it."""
     import signal
