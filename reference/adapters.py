@@ -14,9 +14,9 @@ lengths and the blocks it copied.
 
 What the allocator machines call on an adapter (:data:`REQUIRED_METHODS`, :data:`OPTIONAL_METHODS`):
 ``block_ids``, ``start``, ``append``, ``release``, ``table``, ``length`` and ``self_check`` always;
-``fork`` and ``truncate``, ``cache`` and ``append_with_failure`` when the adapter has them; the attributes
-``name``, ``config`` and (optional, default true) ``lockstep``. Nothing else: no digest is read from an
-adapter. Every argument is positional. ``--adapter`` checks these names and arities before any example.
+``fork``, ``truncate``, ``cache``, ``evict``, ``lookup``, ``append_with_failure`` and the generation fence
+``generation`` with ``stale_write`` when the adapter has them; the attributes ``name``, ``config`` and
+(optional, default true) ``lockstep``. Nothing else: no digest is read from an adapter. Every argument is positional. ``--adapter`` checks these names and arities before any example.
 
 Invariant of every adapter method: a rejected operation returns ``OpResult(accepted=False, ...)`` and
 leaves the adapter's observable state (tables and lengths) unchanged.

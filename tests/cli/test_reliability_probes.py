@@ -1,8 +1,10 @@
-"""Probes of issue 24 (part C): a bad profile, a bad fuzz budget, fuzz progress, a shadowing ``kvexact`` folder."""
+"""Probes of issue 24 (part C): a bad profile, a bad fuzz budget, fuzz progress, a shadowing ``kvexact`` folder,
+environment variables the README does not name."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -82,3 +84,23 @@ def test_fuzz_budget_is_checked_after_every_example():
     assert run.passed and run.examples == 1 and run.stats.get("failures", 0) == 0
     run = run_machine("Revocation", None, settings(many, max_examples=3))
     assert run.passed and run.examples >= 3
+
+
+
+def test_every_environment_variable_the_code_reads_is_in_the_readme():
+    """The probe "KVEXACT_TRACE_DIR is undocumented": every ``KVEXACT_*`` name in the installed packages'
+    sources is named in the README."""
+    import importlib.util
+    from pathlib import Path
+
+    names: set[str] = set()
+    for package in ("kvexact", "kvexact.spec", "kvexact.reference", "kvexact.kernels", "kvexact.conformance"):
+        found = importlib.util.find_spec(package)
+        assert found is not None and found.submodule_search_locations, package
+        for folder in found.submodule_search_locations:
+            for path in Path(folder).rglob("*.py"):
+                names |= set(re.findall(r"\bKVEXACT_[A-Z_]+\b", path.read_text(encoding="utf-8")))
+    assert {"KVEXACT_TRACE_DIR", "KVEXACT_TRACE_ALWAYS", "KVEXACT_PROFILE"} <= names
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    assert sorted(n for n in names if n not in readme) == []
+

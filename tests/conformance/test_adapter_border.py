@@ -244,3 +244,23 @@ def test_the_call_limit_keeps_an_outer_timer_armed():
     finally:
         signal.setitimer(signal.ITIMER_REAL, *outer)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_the_adapter_docstring_names_exactly_the_methods_the_allocator_machines_call():
+    """The probe "the docstring names methods the machines never call (inject_failure, digest)": the
+    methods the adapters module says the machines call are the ones ``--adapter`` checks, and each is
+    called in the allocator machine's source."""
+    import inspect
+    import re
+
+    from kvexact.conformance.machines import allocator
+    from kvexact.reference import adapters
+
+    doc = adapters.__doc__ or ""
+    paragraph = doc[doc.index("What the allocator machines call"):doc.index("Nothing else")]
+    named = set(re.findall(r"``(\w+)``", paragraph)) - {"name", "config", "lockstep"}
+    assert named == set(adapters.REQUIRED_METHODS) | set(adapters.OPTIONAL_METHODS)
+    source = inspect.getsource(allocator)
+    assert all(f'"{m}"' in source or f".{m}(" in source for m in named), named
+    assert "inject_failure" not in doc and "digest()" not in doc
+

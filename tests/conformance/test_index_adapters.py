@@ -4,6 +4,7 @@ eviction, a victim that is no tree node, a leaked slot)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -166,6 +167,9 @@ def test_fuzz_of_the_radix_machine_leaves_a_reproduction_that_fails_again(tmp_pa
     assert "(Radix)" in r.stdout and "reproduction written" in r.stdout
     repros = sorted(out.glob("test_repro_Radix_*.py"))
     assert len(repros) == 1
+    trace = out / "Radix.adapter.itf.json"  # the adapter's own calls, not the reference's steps
+    assert f"ITF trace of the adapter's steps in the failing example: {trace}" in r.stdout
+    assert json.loads(trace.read_text())["#meta"]["adapter"] == "faulty-unlocked-prefix"
     replay = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(repros[0])],
                             capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert replay.returncode == 1, replay.stdout
