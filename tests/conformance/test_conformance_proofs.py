@@ -88,3 +88,20 @@ def test_an_incomplete_theory_is_the_other_named_unknown():
 
     res = obligations.discharge(obligations.Obligation("log2-3", "test", "", build))
     assert res.verdict is ProofVerdict.UNKNOWN and res.rlimit_used < PROOF_RLIMIT, res
+
+
+def test_prove_command_reports_rlimit_use_and_the_named_unknown(kvexact_cli, tmp_path):
+    """``kvexact prove --rlimit N``: an obligation that spends N is 'unknown: rlimit exhausted' by name, exit
+    1; the JSON gives each obligation's rlimit use beside the limit."""
+    import json
+
+    out = tmp_path / "p.json"
+    code, text = kvexact_cli(["prove", "--match", "slot-mapping", "--json", str(out)]).code_and_text
+    assert code == 0 and "1/1 proved; rlimit 7,000,000 per obligation" in text, text
+    row = json.loads(out.read_text())[0]
+    assert row["verdict"] == "proved" and row["rlimit"] == PROOF_RLIMIT and 0 < row["rlimit_used"] < PROOF_RLIMIT
+    code, text = kvexact_cli(["prove", "--match", "slot-mapping", "--rlimit", "100"]).code_and_text
+    text = " ".join(text.split())  # rich wraps the table and the failure lines
+    assert code == 1 and "unknown: rlimit exhausted (RLIMIT_EXHAUSTED)" in text and "0/1 proved" in text, text
+    code, text = kvexact_cli(["prove", "--rlimit", "0"]).code_and_text
+    assert code == 2 and "--rlimit" in text

@@ -29,6 +29,25 @@ def test_each_level_runs_the_checks_the_readme_lists():
         assert {c.name for c in gate.select_checks(registry, level=level)} == expected, level
 
 
+
+def test_z3_check_reports_rlimit_use_and_fails_on_the_exhausted_rlimit(monkeypatch):
+    """The gate's z3 check carries each obligation's rlimit use; an obligation that spends the whole limit
+    fails it as 'unknown: rlimit exhausted' (here: a limit of 100 instead of PROOF_RLIMIT)."""
+    import functools
+
+    from kvexact.conformance import obligations, proofs
+    from kvexact.gate.conformance_checks import z3_obligations
+
+    few = [o for o in proofs.all_obligations() if o.name in {"int64-headroom", "slot-mapping-roundtrip"}]
+    monkeypatch.setattr(proofs, "all_obligations", lambda: few)
+    ok = z3_obligations(gate.GateContext())
+    assert ok.verdict is gate.Verdict.PASSED, ok.detail
+    assert ok.figures["rlimit"] == obligations.PROOF_RLIMIT and set(ok.figures["rlimit_used"]) == {o.name for o in few}
+    assert 0 < ok.figures["rlimit_used_max"] == max(ok.figures["rlimit_used"].values())
+    monkeypatch.setattr(obligations, "discharge", functools.partial(obligations.discharge, rlimit=100))
+    bad = z3_obligations(gate.GateContext())
+    assert bad.verdict is gate.Verdict.FAILED and "int64-headroom: unknown: rlimit exhausted" in bad.detail
+
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # a guard against a hang only: the work is bounded by examples and states
 def test_gate_passes_with_complete_reports(tmp_path):
