@@ -57,6 +57,10 @@ class Expect:
     silent: tuple[str, ...] | None = None  # None: the search's silent variables
     check: Check | None = None
     check_key: Any = None  # a hashable name of ``check`` (steps with equal keys check the same thing)
+    # True when a state reached by internal steps cannot explain the step within the given number of further
+    # internal steps (it is dropped from the search: a sound lower bound, named by ``check_key`` like check)
+    prune: Callable[[dict, int], bool] | None = None
+    tla: str = ""  # ``check`` as a TLA+ action formula, for the generated trace spec (partial_module)
     describe: str = ""
     source: int = 0  # the line or event number the step comes from (0: its position)
 
@@ -134,7 +138,7 @@ class Search:
 
     def __init__(self, model: Any, internal: Iterable[str] = (), silent: Iterable[str] = (),
                  view: Callable[[dict], Any] | None = None, mode: str = "exhaustive",
-                 max_candidates: int = 100_000):
+                 max_candidates: int = 100_000, prune: bool = True):
         if mode not in ("exhaustive", "minimal"):
             raise ValueError(f"mode {mode!r}: exhaustive or minimal")
         self.model = model
@@ -143,6 +147,7 @@ class Search:
         self.view = view
         self.mode = mode
         self.max_candidates = max_candidates
+        self.prune = prune  # False: ignore the steps' prune bounds (for comparing the search's cost)
         self.labels = {a.label for a in model.actions}
         self._memo: dict[tuple, dict] = {}
         self._splits: dict[tuple, list] = {}
@@ -250,12 +255,14 @@ class Search:
             if (hit and stop_early) or depth == step.internal_max:
                 return
             nxt: dict = {}
+            left = step.internal_max - depth - 1
             for s in frontier.values():
                 for n in self._internal_succ(s, names, silent):
                     k = self.key(n)
                     if k not in seen:
                         seen.add(k)
-                        nxt[k] = n
+                        if not (self.prune and step.prune is not None and step.prune(n, left)):
+                            nxt[k] = n
             if not nxt:
                 return
             frontier = nxt

@@ -36,6 +36,7 @@ from kvexact.conformance.vllm_events import (
     load_log,
     normalize,
 )
+from kvexact.spec.checker.values import canon
 
 STORE_STEPS = ("ReleaseRequest", "MatchAndLock", "Reserve", "PublishUnfinished")
 SPLIT_STEPS = ("ReleaseRequest", "MatchAndLock")
@@ -66,6 +67,28 @@ def cached_paths(s: dict) -> frozenset[Path_]:
         path = apply_fcn(node, "path")
         out.update(tuple(path[:k]) for k in range(1, len(path) + 1))
     return frozenset(out)
+
+
+def radix_view(s: dict) -> Any:
+    """The state up to renaming node ids, slots and requests: the live nodes' (namespace, path, edge length,
+    lock count), each request's (phase, namespace, prompt, locked path, match, private slots) and the free
+    and evictable counts. Every action commutes with such a renaming (its CHOOSEs pick among interchangeable
+    ids), and the mapping's checks read only paths, so states with one view have the same futures."""
+    from kvexact.spec.checker.values import apply_fcn, fcn_items
+
+    tree, lock = s["tree"], s["lock"]
+    nodes = []
+    for v, node in fcn_items(tree):
+        if apply_fcn(node, "path"):
+            nodes.append((canon(apply_fcn(node, "ns")), tuple(apply_fcn(node, "path")),
+                          len(apply_fcn(node, "slots")), apply_fcn(lock, v)))
+    reqs = []
+    for r, rq in fcn_items(s["req"]):
+        v = apply_fcn(rq, "node")
+        reqs.append((apply_fcn(rq, "phase"), canon(apply_fcn(rq, "ns")), tuple(apply_fcn(rq, "q")),
+                     tuple(apply_fcn(apply_fcn(tree, v), "path")) if v else (), apply_fcn(rq, "m"),
+                     len(apply_fcn(s["priv"], r))))
+    return tuple(sorted(nodes)), tuple(sorted(reqs)), len(s["free"]), s["evictable"]
 
 
 def _show(paths: Iterable[Path_], names: dict[Path_, Any]) -> str:
@@ -140,7 +163,8 @@ class SglangMapping:
             need = before | frozenset(paths[:i + 1])
             yield Expect(where, (), internal=STORE_STEPS, internal_max=self.internal_max,
                          check=self._store_check(need, allowed), check_key=("store", ev.index, i),
-                         source=ev.index, describe=f"BlockStored hash {h} = path {p}")
+                         prune=_store_prune(need, allowed), source=ev.index,
+                         describe=f"BlockStored hash {h} = path {p}")
         self.cached |= set(paths)
 
     def _store_check(self, need: frozenset, allowed: frozenset):
@@ -182,6 +206,35 @@ class SglangMapping:
         return check
 
 
+# The fewest internal steps before request r's next PublishUnfinished, by its phase (the spec's guards:
+# Release from any phase but idle, MatchAndLock from idle, Reserve from matched, PublishUnfinished from
+# reserved); a request whose prompt is cached already, or would cache a path the event does not allow,
+# must start over.
+_TO_PUBLISH = {"reserved": 1, "matched": 2, "idle": 3}
+
+
+def _store_prune(need: frozenset, allowed: frozenset):
+    """A state that caches a path the event does not allow is dead (``STORE_STEPS`` never uncache); one that
+    lacks a needed path needs a publication, at least :data:`_TO_PUBLISH` steps away."""
+    def prune(n: dict, left: int) -> bool:
+        from kvexact.spec.checker.values import apply_fcn, fcn_items
+
+        have = cached_paths(n)
+        if not have <= allowed:
+            return True
+        if need <= have:
+            return False
+        best = 4
+        for _r, rq in fcn_items(n["req"]):
+            phase, q = apply_fcn(rq, "phase"), tuple(apply_fcn(rq, "q"))
+            steps = _TO_PUBLISH.get(phase, 4)
+            if steps < 3 and (q in have or not all(q[:k] in allowed for k in range(1, len(q) + 1))):
+                steps = 4
+            best = min(best, steps)
+        return best > left
+    return prune
+
+
 def _nothing_cached(s: dict, n: dict) -> str | None:
     left = cached_paths(n)
     return f"paths {sorted(left)} are still cached" if left else None
@@ -218,17 +271,23 @@ def radix_model(requests: int, tokens: int, slots: int, max_nodes: int, max_len:
         return load_model(spec_dir() / "RadixIndex.tla", cfg, consts)
 
 
-def validate_events(raw_events: Iterable[tuple[str, Any]], requests: int = 1, internal_max: int = 4,
-                    mode: str = "minimal", max_candidates: int = 100_000) -> PartialResult:
-    """Validate an SGLang event log (``(where, raw event)`` pairs, e.g. ``read_events``) against ``RadixIndex``
-    with up to ``requests`` requests holding leases at once."""
-    events = list(normalize(raw_events))
+def event_model(events: list[tuple[str, KVEvent]], requests: int = 1) -> Any:
+    """``RadixIndex`` with the constants a normalized log needs (module doc)."""
     paths, peak, rank = dry_run(events)
     max_len = max((len(p) for p in paths), default=1)
     prompts = frozenset(paths) or frozenset({(1,)})
-    model = radix_model(requests, rank, len(paths) + max_len + 1, peak + 1, max_len, prompts)
+    return radix_model(requests, rank, len(paths) + max_len + 1, peak + 1, max_len, prompts)
+
+
+def validate_events(raw_events: Iterable[tuple[str, Any]], requests: int = 1, internal_max: int = 4,
+                    mode: str = "minimal", max_candidates: int = 100_000, prune: bool = True) -> PartialResult:
+    """Validate an SGLang event log (``(where, raw event)`` pairs, e.g. ``read_events``) against ``RadixIndex``
+    with up to ``requests`` requests holding leases at once (``prune=False``: without the stores' bounds, to
+    compare costs)."""
+    events = list(normalize(raw_events))
     mapping = SglangMapping(requests, internal_max)
-    search = Search(model, STORE_STEPS, (), mode=mode, max_candidates=max_candidates)
+    search = Search(event_model(events, requests), STORE_STEPS, (), view=radix_view if prune else None, mode=mode,
+                    max_candidates=max_candidates, prune=prune)
     return search.run(step for where, ev in events for step in mapping.expects(ev, where))
 
 

@@ -29,8 +29,19 @@ def _growth(sizes: tuple[int, ...]) -> dict[str, int]:
 @click.option("--modes", default="minimal", show_default=True, help="Comma-separated: minimal, exhaustive.")
 @click.option("--seed", type=int, default=1, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
-def bench_events(target: int, modes: str, seed: int, as_json: bool) -> int:
+@click.option("--runtime", type=click.Choice(["vllm", "sglang"]), default="vllm", show_default=True,
+              help="sglang: --logs profile logs of --ops operations against RadixIndex, the search with and "
+                   "without its prune bounds side by side (--events and --modes do not apply).")
+@click.option("--logs", type=click.IntRange(1), default=4, show_default=True)
+@click.option("--ops", type=click.IntRange(1), default=36, show_default=True)
+def bench_events(target: int, modes: str, seed: int, as_json: bool, runtime: str, logs: int, ops: int) -> int:
     """Validate a TARGET-event vLLM log recorded from the profile; print the time and the candidate growth."""
+    if runtime == "sglang":
+        from kvexact.cli.bench_events_sglang import sglang_rows, sglang_text
+
+        sg = sglang_rows(seed, logs, ops)
+        click.echo(json.dumps(sg, indent=1) if as_json else sglang_text(sg, ops))
+        return 0 if all(r["pruned_ok"] and r["unpruned_ok"] for r in sg) else 1
     from kvexact.conformance import vllm_events as ve
     from kvexact.reference.peers import vllm_wire as wire
 
