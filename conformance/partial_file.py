@@ -66,7 +66,7 @@ def _require(problem: tuple[Rejection, str] | None, suffix: str = "") -> None:
         raise PartialFormatError(problem[1] + suffix, problem[0])
 
 
-def _expects(pf: PartialFile, mvs: frozenset[str], mapping: Any, name: str) -> Iterator[Expect]:
+def file_expects(pf: PartialFile, mvs: frozenset[str], mapping: Any, name: str) -> Iterator[Expect]:
     from kvexact.spec.itf import decode as from_itf
 
     default_max = pf.header.get("internal_max", 0)
@@ -112,4 +112,4 @@ def validate_partial(pf: PartialFile, spec_path: Path, name: str = "trace") -> P
         raise PartialFormatError(f"{name}:1: field internal: {', '.join(unknown)} is not an action "
                                  f"of {spec_path.name}")
     init = {k: from_itf(v, mvs) for k, v in h.get("init", {}).items()}
-    return search.run(_expects(pf, mvs, mapping, name), init)
+    return search.run(file_expects(pf, mvs, mapping, name), init)

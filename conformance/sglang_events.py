@@ -36,7 +36,7 @@ from kvexact.conformance.vllm_events import (
     load_log,
     normalize,
 )
-from kvexact.spec.checker.values import canon
+from kvexact.spec.checker.values import canon, fmt
 
 STORE_STEPS = ("ReleaseRequest", "MatchAndLock", "Reserve", "PublishUnfinished")
 SPLIT_STEPS = ("ReleaseRequest", "MatchAndLock")
@@ -131,10 +131,12 @@ class SglangMapping:
         elif ev.kind == "BlockRemoved":
             yield from self._removed(ev, where)
         else:
-            self.cached.clear()
-            yield Expect(where, (), internal=("ReleaseRequest", "EvictNode"), internal_max=10 ** 6,
-                         check=_nothing_cached, check_key="cleared", source=ev.index,
+            # each release frees a request, each eviction removes at least one cached path
+            yield Expect(where, (), internal=("ReleaseRequest", "EvictNode"),
+                         internal_max=self.requests + len(self.cached), check=_nothing_cached,
+                         check_key="cleared", tla="CachedPaths(tree') = {}", source=ev.index,
                          describe="AllBlocksCleared: nothing cached")
+            self.cached.clear()
 
     def _stored(self, ev: KVEvent, where: str) -> Iterator[Expect]:
         if self.block_size is None:
@@ -164,6 +166,7 @@ class SglangMapping:
             yield Expect(where, (), internal=STORE_STEPS, internal_max=self.internal_max,
                          check=self._store_check(need, allowed), check_key=("store", ev.index, i),
                          prune=_store_prune(need, allowed), source=ev.index,
+                         tla=f"{fmt(need)} \\subseteq CachedPaths(tree') /\\ CachedPaths(tree') \\subseteq {fmt(allowed)}",
                          describe=f"BlockStored hash {h} = path {p}")
         self.cached |= set(paths)
 
@@ -193,6 +196,7 @@ class SglangMapping:
             paths = frozenset(self.path[h] for h in node)
             yield Expect(where, ("EvictNode",), internal=SPLIT_STEPS, internal_max=self.internal_max,
                          check=self._remove_check(node, paths), check_key=("remove", paths), source=ev.index,
+                         tla=f"CachedPaths(tree) \\ CachedPaths(tree') = {fmt(paths)}",
                          describe=f"BlockRemoved node {node}")
             self.cached -= paths
 
@@ -254,29 +258,75 @@ def dry_run(events: list[tuple[str, KVEvent]]) -> tuple[set[Path_], int, int]:
     return set(m.path.values()), peak, max(m.children.values(), default=1)
 
 
-@functools.lru_cache(maxsize=8)
-def radix_model(requests: int, tokens: int, slots: int, max_nodes: int, max_len: int,
-                prompts: frozenset[Path_]) -> Any:
-    """``RadixIndex`` with the mapping's constants (module doc)."""
-    from kvexact.spec import spec_dir
-    from kvexact.spec.checker import ModelValue, load_model
+def radix_constants(requests: int, tokens: int, slots: int, max_nodes: int, max_len: int,
+                    prompts: frozenset[Path_]) -> dict[str, Any]:
+    from kvexact.spec.checker import ModelValue
 
-    consts = {"Namespaces": frozenset({ModelValue("n1")}), "NoNs": ModelValue("NoNs"),
-              "Requests": frozenset(ModelValue(f"r{i}") for i in range(1, requests + 1)),
-              "Tokens": frozenset(range(1, tokens + 1)), "Slots": frozenset(range(1, slots + 1)),
-              "MaxNodes": max_nodes, "MaxLen": max_len, "Prompts": prompts}
+    return {"Namespaces": frozenset({ModelValue("n1")}), "NoNs": ModelValue("NoNs"),
+            "Requests": frozenset(ModelValue(f"r{i}") for i in range(1, requests + 1)),
+            "Tokens": frozenset(range(1, tokens + 1)), "Slots": frozenset(range(1, slots + 1)),
+            "MaxNodes": max_nodes, "MaxLen": max_len, "Prompts": prompts}
+
+
+@functools.lru_cache(maxsize=8)
+def radix_model(*args: Any) -> Any:
+    """``RadixIndex`` with the mapping's constants (module doc; the arguments are :func:`radix_constants`')."""
+    from kvexact.spec import spec_dir
+    from kvexact.spec.checker import load_model
+
     with tempfile.TemporaryDirectory(prefix="kvexact-sglang-") as tmp:
         cfg = Path(tmp) / "RadixEvents.cfg"
         cfg.write_text("INIT Init\nNEXT Next\n")
-        return load_model(spec_dir() / "RadixIndex.tla", cfg, consts)
+        return load_model(spec_dir() / "RadixIndex.tla", cfg, radix_constants(*args))
+
+
+def _model_args(events: list[tuple[str, KVEvent]], requests: int) -> tuple:
+    paths, peak, rank = dry_run(events)
+    max_len = max((len(p) for p in paths), default=1)
+    prompts = frozenset(paths) or frozenset({(1,)})
+    return requests, rank, len(paths) + max_len + 1, peak + 1, max_len, prompts
 
 
 def event_model(events: list[tuple[str, KVEvent]], requests: int = 1) -> Any:
     """``RadixIndex`` with the constants a normalized log needs (module doc)."""
-    paths, peak, rank = dry_run(events)
-    max_len = max((len(p) for p in paths), default=1)
-    prompts = frozenset(paths) or frozenset({(1,)})
-    return radix_model(requests, rank, len(paths) + max_len + 1, peak + 1, max_len, prompts)
+    return radix_model(*_model_args(events, requests))
+
+
+# The generated trace spec's check vocabulary: every path the tree caches (as ``cached_paths``).
+TLA_DEFS = ("CachedPaths(nd) == UNION {{SubSeq(nd[v].path, 1, k) : k \\in 1..Len(nd[v].path)} : v \\in Nodes}",)
+
+
+def write_event_module(raw_events: Iterable[tuple[str, Any]], out_dir: Path, requests: int = 1,
+                       internal_max: int = 4) -> Path:
+    """Write ``RadixIndexPartial.tla/.cfg`` (``partial_module.trace_spec`` over the mapping's steps, each check
+    in its TLA+ form) and a copy of the spec into ``out_dir``; return the module path. Raises
+    :class:`Unmapped` for an event the mapping refuses (the search refuses it at the same event)."""
+    import shutil
+
+    from kvexact.conformance.partial_module import trace_spec
+    from kvexact.spec import spec_dir
+
+    events = list(normalize(raw_events))
+    mapping = SglangMapping(requests, internal_max)
+    steps = [step for where, ev in events for step in mapping.expects(ev, where)]
+    args = _model_args(events, requests)
+    fresh = ("n1", *(f"r{i}" for i in range(1, requests + 1)))
+    consts = radix_constants(*args)
+    # Prompts (a set of sequences) is a definition the cfg substitutes, which every TLC version reads
+    module = trace_spec("RadixIndex", f"an SGLang event log ({len(events)} events)", radix_model(*args), steps,
+                        STORE_STEPS, defs=(*TLA_DEFS, f"TracePrompts == {fmt(consts.pop('Prompts'))}"), fresh=fresh)
+    cfg = ["CONSTANTS", "    Prompts <- TracePrompts"]
+    for name, value in consts.items():
+        cfg.append(f"    {name} = {fmt(value)}")
+    cfg += [f"    {m} = {m}" for m in fresh]
+    cfg += ["INIT TraceInit", "NEXT TraceNext", "INVARIANT TraceNotFinished", "CHECK_DEADLOCK FALSE", ""]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    spec = spec_dir() / "RadixIndex.tla"
+    shutil.copy(spec, out_dir / spec.name)
+    target = out_dir / "RadixIndexPartial.tla"
+    target.write_text(module, encoding="utf-8")
+    target.with_suffix(".cfg").write_text("\n".join(cfg), encoding="utf-8")
+    return target
 
 
 def validate_events(raw_events: Iterable[tuple[str, Any]], requests: int = 1, internal_max: int = 4,

@@ -10,12 +10,13 @@ import click
 
 
 @click.command()
-@click.argument("args", nargs=-1, metavar="SPEC TRACE | --events vllm [FILE]")
+@click.argument("args", nargs=-1, metavar="SPEC TRACE | --events vllm|sglang [FILE]")
 @click.option("--config", "cfg", type=click.Path(path_type=Path), default=None,
               help="Model config (default: SPEC's .cfg); the trace's constants override its values.")
 @click.option("--engine", type=click.Choice(["steps", "module", "tlc"]), default="steps", show_default=True,
               help="steps: the embedded step API, step by step (names the failing step); module: the "
-                   "embedded engine over a generated trace module; tlc: TLC over that module (needs a jar).")
+                   "embedded engine over a generated trace module; tlc: TLC over that module (needs a jar). "
+                   "With --events: sglang only.")
 @click.option("--tlc-jar", type=click.Path(path_type=Path), default=None, help="tla2tools.jar (or TLA2TOOLS_JAR).")
 @click.option("--write-module", type=click.Path(path_type=Path), default=None,
               help="Also write the generated <Spec>Trace.tla/.cfg into this folder.")
@@ -47,6 +48,12 @@ def validate_trace(args: tuple[str, ...], cfg: Path | None, engine: str, tlc_jar
     if events is not None:
         if len(args) != (0 if live else 1):
             raise click.UsageError(f"--events {events} takes one FILE, or none with --live ENDPOINT")
+        if engine != "steps":
+            if events != "sglang":
+                raise click.UsageError(f"--engine {engine} with --events {events}: vLLM's event checks have no "
+                                       "TLA+ form, so there is no generated trace spec (use --engine steps)")
+            return _sglang_module(args[0] if args else None, live, engine, tlc_jar, write_module,
+                                  requests or 1, internal_max, idle_s, max_batches)
         if events == "sglang":
             from kvexact.conformance import sglang_events
 
@@ -137,6 +144,40 @@ def _partial(spec_path: Path, trace_path: Path, engine: str, tlc_jar: Path | Non
     ok = accepted(mc)
     click.echo(f"partial trace {'accepted' if ok else 'rejected'} by the {engine} engine over the generated "
                f"trace spec ({len(pf.lines)} lines; {mc.distinct_states} states explored)")
+    return 0 if ok else 1
+
+
+def _sglang_module(source: str | None, live: str | None, engine: str, tlc_jar: Path | None,
+                   write_module: Path | None, requests: int, internal_max: int, idle_s: float,
+                   max_batches: int | None) -> int:
+    """An SGLang event log through its generated trace spec (``RadixIndexPartial``) under ``engine``."""
+    from kvexact.conformance import sglang_events as se
+    from kvexact.conformance.partial_trace import PartialRejection, Unmapped
+    from kvexact.conformance.trace_module import accepted
+
+    try:
+        raw = se.load_log(source, live, idle_s, max_batches)
+    except se.EventFormatError as exc:
+        click.echo(f"validate-trace: {exc}", err=True)
+        return 2
+    if not raw:
+        click.echo(f"validate-trace: no event batch arrived from {live} within {idle_s} s", err=True)
+        return 3
+    with tempfile.TemporaryDirectory(prefix="kvexact-sglang-") as tmp:
+        try:
+            for out in [write_module, Path(tmp)] if write_module is not None else [Path(tmp)]:
+                module = se.write_event_module(raw, out, requests, internal_max)
+        except Unmapped as exc:
+            click.echo(f"rejected at {exc.where}: {PartialRejection.EVENT_NOT_MAPPED.name}: {exc.reason}")
+            return 1
+        if write_module is not None:
+            click.echo(f"validate-trace: wrote {write_module / module.name} and {module.with_suffix('.cfg').name}")
+        mc = _run_module(module, engine, tlc_jar)
+    if mc is None:
+        return 3
+    ok = accepted(mc)
+    click.echo(f"SGLang event log {'accepted' if ok else 'rejected'} by the {engine} engine over the generated trace "
+               f"spec ({len(raw)} events; {mc.distinct_states} states explored)")
     return 0 if ok else 1
 
 

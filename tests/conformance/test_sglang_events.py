@@ -238,3 +238,76 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     path.write_text('[[0.0, [{"type": "Exploded"}], 0]]')
     code, out = run_cli(["validate-trace", "--events", "sglang", str(path)], capsys)
     assert code == 2 and "field type" in out and "Traceback" not in out and out.strip().count("\n") == 0
+
+
+# ------------------------------------------------------------------------------- the generated trace spec
+
+
+def worked(*removals):
+    """The README's example as separate removals: 101 102 stored, 103 under 101, then ``removals``."""
+    return [(f"e{i}", e) for i, e in enumerate([
+        {"type": "AllBlocksCleared"},
+        {"type": "BlockStored", "block_hashes": [101, 102], "parent_block_hash": None, "token_ids": [7, 8],
+         "block_size": 1},
+        {"type": "BlockStored", "block_hashes": [103], "parent_block_hash": 101, "token_ids": [9], "block_size": 1},
+        *({"type": "BlockRemoved", "block_hashes": [h]} for h in removals),
+    ], start=1)]
+
+
+def module_verdict(tmp_path, capsys, events, *more):
+    code, out = run_cli(["validate-trace", "--events", "sglang", str(batches_file(tmp_path, events)),
+                         "--engine", "module", *more], capsys)
+    return code, out
+
+
+@pytest.mark.parametrize("events", [log(1, 8), log(2, 10), worked(102, 103, 101)],
+                         ids=["profile-1", "profile-2", "worked"])
+def test_the_generated_trace_spec_accepts_what_the_search_accepts(tmp_path, capsys, events):
+    assert validate(events).ok
+    code, out = module_verdict(tmp_path, capsys, events, "--write-module", str(tmp_path / "out"))
+    assert code == 0 and "SGLang event log accepted by the module engine" in out, out
+    text = (tmp_path / "out" / "RadixIndexPartial.tla").read_text()
+    assert "EXTENDS RadixIndex" in text and "CachedPaths(tree') = {}" in text
+
+
+@pytest.mark.parametrize("events, at", [
+    (worked(103, 101), 5),  # the removal of 102 dropped: 101 still has a child when it goes
+    (worked(102, 101, 103), 5),  # two removals swapped: 101 goes before its child 103
+])
+def test_the_generated_trace_spec_rejects_what_the_search_rejects(tmp_path, capsys, events, at):
+    result = validate(events)
+    assert not result.ok and result.failure.index == at
+    assert result.failure.rejection is PartialRejection.UNEXPLAINED
+    code, out = module_verdict(tmp_path, capsys, events)
+    assert code == 1 and "SGLang event log rejected by the module engine" in out, out
+
+
+def test_an_event_the_mapping_refuses_is_refused_before_the_generated_spec(tmp_path, capsys):
+    events = worked(102, 103, 101)
+    dropped = events[:1] + events[2:]  # the first store dropped: 103's parent 101 was never stored
+    result = validate(dropped)
+    code, out = module_verdict(tmp_path, capsys, dropped)
+    assert not result.ok and result.failure.index == 2 and result.failure.reason.startswith("UNKNOWN_PARENT")
+    assert code == 1 and "batch 1, event 2: EVENT_NOT_MAPPED: UNKNOWN_PARENT" in out
+
+
+def test_vllm_events_have_no_generated_trace_spec(tmp_path, capsys):
+    code, out = run_cli(["validate-trace", "--events", "vllm", str(batches_file(tmp_path, worked())), "--engine",
+                         "module"], capsys)
+    assert code == 2 and "no TLA+ form" in out
+
+
+def test_the_generated_trace_spec_under_tlc(tmp_path, capsys, monkeypatch):
+    import os
+
+    path = batches_file(tmp_path, worked(102, 103, 101))
+    jar = os.environ.get("TLA2TOOLS_JAR")
+    if not jar:
+        monkeypatch.delenv("TLA2TOOLS_JAR", raising=False)
+        code, out = run_cli(["validate-trace", "--events", "sglang", str(path), "--engine", "tlc"], capsys)
+        assert code == 3 and "TLA2TOOLS_JAR" in out
+        pytest.skip("TLC itself is not installed: set TLA2TOOLS_JAR=/path/to/tla2tools.jar to run this test")
+    for events, want in ((worked(102, 103, 101), 0), (worked(103, 101), 1)):
+        code, out = run_cli(["validate-trace", "--events", "sglang", str(batches_file(tmp_path, events)),
+                             "--engine", "tlc", "--tlc-jar", jar], capsys)
+        assert code == want, out
