@@ -161,19 +161,17 @@ class LiveSGLangAdapter:
             raise AssertionError(f"SGLang live: slots are not partitioned: {every}")
 
 
-def record_event_log(seed: int, ops: int, pool_slots: int = 8) -> bytes:
-    """0.5.23's own KV events (its recorder, its ``KVEventBatch`` MessagePack encoding) under a random stream
-    over this adapter: admissions of short prompts over two tokens (evicting when the pool is short), decode
-    steps, finishes (which insert) and cancels; one batch per operation that recorded events."""
+def event_batches(seed: int, ops: int, pool_slots: int = 8) -> list[Any]:
+    """0.5.23's own KV events (its recorder's ``KVEventBatch`` objects) under a random stream over this adapter:
+    admissions of short prompts over two tokens (evicting when the pool is short), decode steps, finishes
+    (which insert) and cancels; one batch per operation that recorded events."""
     import random
 
-    import msgspec
     from sglang.srt.disaggregation.kv_events import KVEventBatch
 
     rng = random.Random(seed)
     adapter = LiveSGLangAdapter(IndexConfig(pool_slots=pool_slots), kv_events=True)
-    encoder = msgspec.msgpack.Encoder()
-    out = [encoder.encode(KVEventBatch(ts=0.0, events=adapter.cache.kv_events.take()))]
+    out = [KVEventBatch(ts=0.0, events=adapter.cache.kv_events.take())]
     for n in range(ops):
         running = sorted(adapter.rows)
         op = rng.random()
@@ -189,8 +187,55 @@ def record_event_log(seed: int, ops: int, pool_slots: int = 8) -> bytes:
             adapter.cancel(rng.choice(running))
         events = adapter.cache.kv_events.take()
         if events:
-            out.append(encoder.encode(KVEventBatch(ts=float(n), events=events)))
-    return b"".join(out)
+            out.append(KVEventBatch(ts=float(n), events=events))
+    return out
+
+
+def record_event_log(seed: int, ops: int, pool_slots: int = 8) -> bytes:
+    """:func:`event_batches` in 0.5.23's MessagePack encoding, concatenated (a file its publisher could send)."""
+    import msgspec
+
+    encoder = msgspec.msgpack.Encoder()
+    return b"".join(encoder.encode(b) for b in event_batches(seed, ops, pool_slots))
+
+
+def publish_event_log(seed: int, ops: int, drop: int | None = None, wait_s: float = 120.0) -> None:
+    """Publish :func:`event_batches` (without the 0-based event ``drop``) through 0.5.23's own
+    ``ZmqEventPublisher`` on a free localhost port: print ``ENDPOINT BATCHES``, wait for a subscriber, publish,
+    and shut down when it unsubscribes. The publisher's PUB socket is an XPUB (the same sending side, plus
+    subscription messages) so that nothing is published before the subscriber has joined."""
+    import sys
+
+    import zmq
+    from sglang.srt.disaggregation.kv_events import KVEventBatch, ZmqEventPublisher
+
+    class Publisher(ZmqEventPublisher):
+        def _socket_setup(self) -> None:
+            if self._pub is None:
+                self._pub = self._ctx.socket(zmq.XPUB)
+                self._pub.bind(self._endpoint)
+                self._local_pub_endpoint = self._bound_endpoint(self._pub)
+            super()._socket_setup()
+
+    batches, n = [], 0
+    for b in event_batches(seed, ops):
+        kept = [ev for i, ev in enumerate(b.events, start=n) if i != drop]
+        n += len(b.events)
+        if kept:
+            batches.append(KVEventBatch(ts=b.ts, events=kept))
+    pub = Publisher(0, endpoint="tcp://127.0.0.1:*", bind=True)
+    sock = pub._pub
+    assert sock is not None
+    print(pub._local_pub_endpoint, len(batches), flush=True)
+    if not sock.poll(int(wait_s * 1000)):
+        sys.exit("SGLang live publisher: no subscriber joined")
+    sock.recv()  # the subscription: the publisher thread has not touched the socket yet
+    for b in batches:
+        pub.publish(b)
+    pub._event_queue.join()  # every batch handed to the socket
+    if not sock.poll(int(wait_s * 1000)):  # the unsubscription, when the subscriber closes
+        sys.exit("SGLang live publisher: the subscriber did not leave")
+    pub.shutdown()
 
 
 def factory(config: IndexConfig) -> LiveSGLangAdapter:

@@ -167,6 +167,20 @@ def test_an_event_log_recorded_from_the_live_vllm_validates_and_a_dropped_store_
     assert "is not cached before the step" in rejected.failure.nearest.reason
 
 
+def _first_store_used_later(events) -> tuple[int, int] | None:
+    """(i, k): the first store i whose hash or child event k comes before any reset (0-based)."""
+    for i, ev in enumerate(events):
+        if ev.kind != "BlockStored":
+            continue
+        for k in range(i + 1, len(events)):
+            later = events[k]
+            if later.kind == "AllBlocksCleared":
+                break
+            if set(ev.hashes) & set(later.hashes) or later.parent in ev.hashes:
+                return i, k
+    return None
+
+
 @pytest.mark.slow
 def test_an_event_log_recorded_from_the_live_sglang_validates_and_a_dropped_store_is_rejected(runtime_python,
                                                                                               tmp_path):
@@ -188,22 +202,69 @@ def test_an_event_log_recorded_from_the_live_sglang_validates_and_a_dropped_stor
     assert result.ok, result.summary()
     cli = _cli(runtime_python, "validate-trace", "--events", "sglang", str(path))
     assert cli.returncode == 0, cli.stdout + cli.stderr[-2000:]
-    picked = None
-    for i, ev in enumerate(events):
-        if ev.kind != "BlockStored":
-            continue
-        for k in range(i + 1, len(events)):
-            later = events[k]
-            if later.kind == "AllBlocksCleared":
-                break
-            if set(ev.hashes) & set(later.hashes) or later.parent in ev.hashes:
-                picked = (i, k)
-                break
-        if picked:
-            break
+    picked = _first_store_used_later(events)
     assert picked is not None, "the workload must store a hash and later use or evict it"
     i, k = picked
     rejected = se.validate_events(raw[:i] + raw[i + 1:])
     assert not rejected.ok and rejected.failure.index == k  # 1-based in the log without event i
     assert rejected.failure.rejection is PartialRejection.EVENT_NOT_MAPPED
+    assert rejected.failure.reason.split(":")[0] in ("UNKNOWN_PARENT", "UNKNOWN_HASH", "REMOVED_NOT_CACHED")
+
+
+def _live_publisher(python: str, drop: int | None = None) -> tuple[subprocess.Popen, str, int]:
+    """SGLang 0.5.23's own ZmqEventPublisher sending the live RadixCache's events (seed 0, 80 operations) from a
+    child in the runtime environment: (the child, its endpoint, the batches it will send)."""
+    code = f"from kvexact.conformance.live.sglang import publish_event_log; publish_event_log(0, 80, drop={drop!r})"
+    proc = subprocess.Popen([python, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    first = proc.stdout.readline().split()
+    if len(first) != 2:
+        proc.kill()
+        raise AssertionError(f"the publisher did not start: {first} {proc.communicate()[1][-3000:]}")
+    return proc, first[0], int(first[1])
+
+
+@pytest.mark.slow
+def test_a_live_sglang_publisher_stream_validates(runtime_python):
+    """`validate-trace --events sglang --live` subscribed to SGLang's own publisher accepts its stream."""
+    proc, endpoint, batches = _live_publisher(runtime_python)
+    try:
+        cli = _cli(runtime_python, "validate-trace", "--events", "sglang", "--live", endpoint, "--idle", "120",
+                   "--max-batches", str(batches))
+    finally:
+        _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert cli.returncode == 0, cli.stdout + cli.stderr[-2000:]
+    assert "SGLang event log accepted by RadixIndex" in cli.stdout
+
+
+@pytest.mark.slow
+def test_a_live_sglang_publisher_stream_without_a_store_is_rejected_at_the_right_event(runtime_python, tmp_path):
+    """The same stream with one store dropped by the publisher: rejected, by name, at the next event that needs
+    one of its hashes (the recorded log is deterministic, so the dropped event is known in advance)."""
+    from kvexact.conformance import sglang_events as se
+    from kvexact.conformance import vllm_events as ve
+    from kvexact.conformance.partial_trace import PartialRejection
+
+    path = tmp_path / "live-sglang.msgpack"
+    r = run_in(runtime_python, "-c", "from kvexact.conformance.live.sglang import record_event_log; "
+               f"open({str(path)!r}, 'wb').write(record_event_log(0, 80))")
+    assert r.returncode == 0, r.stderr[-3000:]
+    recorded = ve.read_events(path)
+    events = [ev for _w, ev in ve.normalize(recorded)]
+    picked = _first_store_used_later(events)
+    assert picked is not None, "the workload must store a hash and later use or evict it"
+    i, k = picked
+    proc, endpoint, batches = _live_publisher(runtime_python, drop=i)
+    try:
+        raw = ve.load_log(None, endpoint, idle_s=120, max_batches=batches)
+    finally:
+        _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-3000:]
+    assert [e for _w, e in raw] == [e for _w, e in recorded[:i] + recorded[i + 1:]]
+    rejected = se.validate_events(raw)
+    assert not rejected.ok and rejected.failure.index == k  # 1-based in the stream without event i
+    assert rejected.failure.rejection is PartialRejection.EVENT_NOT_MAPPED
+    assert f"{endpoint} seq" in rejected.failure.where
     assert rejected.failure.reason.split(":")[0] in ("UNKNOWN_PARENT", "UNKNOWN_HASH", "REMOVED_NOT_CACHED")
