@@ -57,7 +57,8 @@ def trace_spec(stem: str, title: str, model: Any, expects: Iterable[Expect], int
     ``defs`` are extra definitions the checks use; ``fresh`` the model values the spec does not declare."""
     from kvexact.spec.checker.values import fmt
 
-    lines, bounds, steps, kinds = [], [], [], {}
+    lines, bounds, steps = [], [], []
+    kinds: dict[tuple[tuple[str, ...], tuple[str, ...]], int] = {}
     for i, st in enumerate(expects, start=1):
         if st.check is not None and not st.tla:
             raise PartialFormatError(f"{st.where}: this step's check has no TLA+ form, so the trace has no "

@@ -210,6 +210,8 @@ def publish_event_log(seed: int, ops: int, drop: int | None = None, wait_s: floa
     from sglang.srt.disaggregation.kv_events import KVEventBatch, ZmqEventPublisher
 
     class Publisher(ZmqEventPublisher):
+        _pub: Any
+
         def _socket_setup(self) -> None:
             if self._pub is None:
                 self._pub = self._ctx.socket(zmq.XPUB)
