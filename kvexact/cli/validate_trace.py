@@ -124,7 +124,6 @@ def _partial(spec_path: Path, trace_path: Path, engine: str, tlc_jar: Path | Non
     from kvexact.conformance.line_schemas import TraceInputError
     from kvexact.conformance.partial_file import read_partial, validate_partial
     from kvexact.conformance.partial_module import write_partial_module
-    from kvexact.conformance.trace_module import accepted
 
     try:
         pf = read_partial(trace_path)
@@ -139,11 +138,18 @@ def _partial(spec_path: Path, trace_path: Path, engine: str, tlc_jar: Path | Non
             mc = _run_module(write_partial_module(pf, spec_path, Path(tmp)), engine, tlc_jar)
     except TraceInputError as exc:
         raise click.UsageError(f"{exc} [{exc.kind.name}]") from None
+    return _module_verdict(mc, "partial trace", engine, f"{len(pf.lines)} lines")
+
+
+def _module_verdict(mc, what: str, engine: str, size: str) -> int:
+    """Exit code and line of a generated trace spec's check (``mc`` None: it could not run)."""
+    from kvexact.conformance.trace_module import accepted
+
     if mc is None:
         return 3
     ok = accepted(mc)
-    click.echo(f"partial trace {'accepted' if ok else 'rejected'} by the {engine} engine over the generated "
-               f"trace spec ({len(pf.lines)} lines; {mc.distinct_states} states explored)")
+    click.echo(f"{what} {'accepted' if ok else 'rejected'} by the {engine} engine over the generated trace spec "
+               f"({size}; {mc.distinct_states} states explored)")
     return 0 if ok else 1
 
 
@@ -153,7 +159,6 @@ def _sglang_module(source: str | None, live: str | None, engine: str, tlc_jar: P
     """An SGLang event log through its generated trace spec (``RadixIndexPartial``) under ``engine``."""
     from kvexact.conformance import sglang_events as se
     from kvexact.conformance.partial_trace import PartialRejection, Unmapped
-    from kvexact.conformance.trace_module import accepted
 
     try:
         raw = se.load_log(source, live, idle_s, max_batches)
@@ -173,12 +178,7 @@ def _sglang_module(source: str | None, live: str | None, engine: str, tlc_jar: P
         if write_module is not None:
             click.echo(f"validate-trace: wrote {write_module / module.name} and {module.with_suffix('.cfg').name}")
         mc = _run_module(module, engine, tlc_jar)
-    if mc is None:
-        return 3
-    ok = accepted(mc)
-    click.echo(f"SGLang event log {'accepted' if ok else 'rejected'} by the {engine} engine over the generated trace "
-               f"spec ({len(raw)} events; {mc.distinct_states} states explored)")
-    return 0 if ok else 1
+    return _module_verdict(mc, "SGLang event log", engine, f"{len(raw)} events")
 
 
 def _is_partial(path: Path) -> bool:

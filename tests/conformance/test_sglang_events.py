@@ -254,6 +254,17 @@ def worked(*removals):
     ], start=1)]
 
 
+@pytest.mark.parametrize("events", [log(0, 16), log(3, 16), worked(102, 103, 101), worked(103, 101),
+                                    worked(102, 101, 103)], ids=["profile-0", "profile-3", "worked", "dropped",
+                                                                 "swapped"])
+def test_the_prune_bounds_and_the_view_change_no_verdict(events):
+    """The stores' prune bounds and ``radix_view`` only drop states that cannot explain the step (or
+    duplicates up to renaming): the search without them reaches the same verdict at the same event."""
+    plain, pruned = se.validate_events(events, prune=False), se.validate_events(events)
+    assert (plain.ok, plain.steps) == (pruned.ok, pruned.steps)
+    assert plain.ok or plain.failure.index == pruned.failure.index
+
+
 def module_verdict(tmp_path, capsys, events, *more):
     code, out = run_cli(["validate-trace", "--events", "sglang", str(batches_file(tmp_path, events)),
                          "--engine", "module", *more], capsys)

@@ -167,6 +167,15 @@ def test_an_event_log_recorded_from_the_live_vllm_validates_and_a_dropped_store_
     assert "is not cached before the step" in rejected.failure.nearest.reason
 
 
+def _record_sglang_log(python: str, tmp_path: Path) -> Path:
+    """The live RadixCache's events under seed 0 and 80 operations, as a MessagePack file."""
+    path = tmp_path / "live-sglang.msgpack"
+    r = run_in(python, "-c", "from kvexact.conformance.live.sglang import record_event_log; "
+               f"open({str(path)!r}, 'wb').write(record_event_log(0, 80))")
+    assert r.returncode == 0, r.stderr[-3000:]
+    return path
+
+
 def _first_store_used_later(events) -> tuple[int, int] | None:
     """(i, k): the first store i whose hash or child event k comes before any reset (0-based)."""
     for i, ev in enumerate(events):
@@ -191,10 +200,7 @@ def test_an_event_log_recorded_from_the_live_sglang_validates_and_a_dropped_stor
     from kvexact.conformance import vllm_events as ve
     from kvexact.conformance.partial_trace import PartialRejection
 
-    path = tmp_path / "live-sglang.msgpack"
-    r = run_in(runtime_python, "-c", "from kvexact.conformance.live.sglang import record_event_log; "
-               f"open({str(path)!r}, 'wb').write(record_event_log(0, 80))")
-    assert r.returncode == 0, r.stderr[-3000:]
+    path = _record_sglang_log(runtime_python, tmp_path)
     raw = ve.read_events(path)
     events = [ev for _w, ev in ve.normalize(raw)]
     assert [ev.kind for ev in events].count("BlockStored") >= 4 and any(ev.kind == "BlockRemoved" for ev in events)
@@ -247,10 +253,7 @@ def test_a_live_sglang_publisher_stream_without_a_store_is_rejected_at_the_right
     from kvexact.conformance import vllm_events as ve
     from kvexact.conformance.partial_trace import PartialRejection
 
-    path = tmp_path / "live-sglang.msgpack"
-    r = run_in(runtime_python, "-c", "from kvexact.conformance.live.sglang import record_event_log; "
-               f"open({str(path)!r}, 'wb').write(record_event_log(0, 80))")
-    assert r.returncode == 0, r.stderr[-3000:]
+    path = _record_sglang_log(runtime_python, tmp_path)
     recorded = ve.read_events(path)
     events = [ev for _w, ev in ve.normalize(recorded)]
     picked = _first_store_used_later(events)
