@@ -14,10 +14,15 @@ classes as tagged maps in ``[ts, events, rank]`` batches):
   after another is never its child: only leaves are evicted). Each node is one ``EvictNode`` that removes
   exactly its paths, after up to ``internal_max`` unlogged ``ReleaseRequest``/``MatchAndLock`` steps (a
   match may split an edge first: a split records nothing).
-- ``AllBlocksCleared`` (``reset``) is a checkpoint reached by releases and evictions with nothing cached.
+- ``AllBlocksCleared`` (``reset``) is a checkpoint reached by releases and evictions with nothing cached
+  (at most one release per request and one eviction per cached path).
 - constants: one namespace, ``Requests`` r1..rN, ``Tokens`` the ranks used, ``Prompts`` every stored path,
   ``MaxLen`` the deepest path, ``MaxNodes`` the most paths cached at once plus one, ``Slots`` enough for
   every stored path and one prompt.
+
+The search drops, inside a store's internal steps, states that can no longer pass its check
+(:func:`_store_prune`), and deduplicates candidates by :func:`radix_view`; every check also has a TLA+ form,
+so :func:`write_event_module` writes the log as a generated trace spec for TLC.
 """
 
 from __future__ import annotations
