@@ -3,8 +3,8 @@
 Invariants every committed state keeps (re-derived by :func:`check_state` after each transition):
 
 * a non-root node owns one compressed edge ``(token_ids, slot_ids)`` with ``len(token_ids) ==
-  len(slot_ids) > 0`` (0x08A); a child is selected by the first token of its edge, and siblings differ
-  in that token;
+  len(slot_ids) > 0`` and a whole number of pages (0x08A); a child is selected by the first page of its
+  edge (its first token at page size 1, a tuple of ``page_size`` tokens above), and siblings differ in it;
 * the recorded ``lock_ref`` of every node equals the number of lock holders whose terminal node lies at
   or below it (0x08D), and never goes below zero (a lock underflow is a named rejection);
 * the pool partition ``tree + private + free = pool`` holds with the three sets pairwise disjoint
@@ -12,8 +12,10 @@ Invariants every committed state keeps (re-derived by :func:`check_state` after 
 * every public transition returns ``(successor, receipt)`` and advances ``version`` by one; a rejected
   transition raises :class:`~kvexact.reference.rejections.Rejected` and leaves its input unchanged.
 
-The index reports facts; it never orders the waiting queue (0x08G). Page size is one token (the seed's
-teaching granularity). Victim ranking is pluggable (:data:`lru`, the default, and :data:`fifo`).
+The index reports facts; it never orders the waiting queue (0x08G). The page size is one token by default
+(the seed's teaching granularity); with ``page_size`` P > 1, as SGLang runs, a lookup and an insert see
+only the key's whole pages, a match (and so a split) falls on a page boundary, and an unaligned tail stays
+private to its request. Victim ranking is pluggable (:data:`lru`, the default, and :data:`fifo`).
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ class RadixRejection(enum.Enum):
     RECEIPT_TAMPERED = "a receipt's fields do not hash to its receipt_sha256"
     POLICY_DECISION_FORBIDDEN = "the index handoff must not carry a scheduling decision"
     LEASE_ALREADY_HELD = "the request already holds a lock lease on the tree"
+    BAD_PAGE_SIZE = "the page size must be a positive int"
+    EDGE_NOT_PAGE_ALIGNED = "an edge does not hold a whole number of pages"
 
 
 def _reject(reason: RadixRejection, detail: str) -> Rejected:
@@ -68,13 +72,13 @@ def _reject(reason: RadixRejection, detail: str) -> Rejected:
 
 @attrs.frozen
 class RadixNode:
-    """One node; ``children`` maps the first token of each child's edge to the child id."""
+    """One node; ``children`` maps the selector of each child's edge (:func:`selector`) to the child id."""
 
     node_id: int
     parent_id: int | None
     token_ids: tuple[int, ...]
     slot_ids: tuple[int, ...]
-    children: Mapping[int, int] = attrs.field(factory=dict, eq=True)
+    children: Mapping[Any, int] = attrs.field(factory=dict, eq=True)
     lock_ref: int = 0
     last_access: int = 0
     created_at: int = 0
@@ -104,15 +108,22 @@ class RadixState:
     version: int = 0
     next_node_id: int = 1
     clock: int = 0
+    page_size: int = 1
 
     @classmethod
-    def empty(cls, pool_slots: int, first_slot_id: int = 0) -> RadixState:
+    def empty(cls, pool_slots: int, first_slot_id: int = 0, page_size: int = 1) -> RadixState:
         """An empty tree over slots ``first_slot_id .. first_slot_id + pool_slots - 1``, all free."""
         if not isinstance(pool_slots, int) or pool_slots < 0 or first_slot_id < 0:
             raise _reject(RadixRejection.MALFORMED_INPUT, f"pool_slots={pool_slots!r}, first={first_slot_id!r}")
+        if not isinstance(page_size, int) or isinstance(page_size, bool) or page_size < 1:
+            raise _reject(RadixRejection.BAD_PAGE_SIZE, f"page_size={page_size!r}")
         pool = frozenset(range(first_slot_id, first_slot_id + pool_slots))
         root = RadixNode(ROOT, None, (), ())
-        return cls(pool, {ROOT: root}, pool, {}, {}, {})
+        return cls(pool, {ROOT: root}, pool, {}, {}, {}, page_size=page_size)
+
+    def aligned(self, n: int) -> int:
+        """``n`` rounded down to whole pages."""
+        return n - n % self.page_size
 
     # read-only views -------------------------------------------------------------------------
     def path(self, node_id: int) -> tuple[int, ...]:
@@ -224,13 +235,20 @@ class RadixSchedulerHandoffReceipt:
     receipt_sha256: str
 
 
+def selector(tokens: Sequence[int], page_size: int) -> Any:
+    """The key a parent files a child edge under: its first token, or its first page as a tuple."""
+    return tokens[0] if page_size == 1 else tuple(tokens[:page_size])
+
+
 def _sha(obj: Any) -> str:
     return hashlib.sha256(json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
 def state_sha256(state: RadixState) -> str:
     """SHA-256 over a canonical encoding of the committed state (ids, edges, locks, ledgers, version)."""
+    paged = {"page_size": state.page_size} if state.page_size > 1 else {}  # page size 1 keeps old digests
     return _sha({
+        **paged,
         "pool": sorted(state.pool_slot_ids),
         "nodes": [[n.node_id, n.parent_id, list(n.token_ids), list(n.slot_ids), sorted(n.children.items()),
                    n.lock_ref] for n in sorted(state.nodes.values(), key=lambda n: n.node_id)],
@@ -276,7 +294,7 @@ def check_state(state: RadixState) -> PartitionReport:
             child = nodes.get(child_id)
             if child is None or child.parent_id != n.node_id:
                 raise _reject(RadixRejection.ORPHAN_NODE, f"node {n.node_id} lists child {child_id}")
-            if child.token_ids and child.token_ids[0] != token:
+            if child.token_ids and selector(child.token_ids, state.page_size) != token:
                 raise _reject(RadixRejection.CHILD_SELECTOR_MISMATCH,
                               f"node {child_id} filed under token {token}, edge {child.token_ids}")
     tree_slots: list[int] = []
@@ -288,8 +306,11 @@ def check_state(state: RadixState) -> PartitionReport:
         if len(n.token_ids) != len(n.slot_ids):
             raise _reject(RadixRejection.TOKEN_SLOT_LENGTH_MISMATCH,
                           f"node {n.node_id}: {len(n.token_ids)} tokens, {len(n.slot_ids)} slots")
+        if len(n.token_ids) % state.page_size:
+            raise _reject(RadixRejection.EDGE_NOT_PAGE_ALIGNED,
+                          f"node {n.node_id}: {len(n.token_ids)} tokens, page size {state.page_size}")
         parent = nodes.get(n.parent_id) if n.parent_id is not None else None
-        if parent is None or parent.children.get(n.token_ids[0]) != n.node_id:
+        if parent is None or parent.children.get(selector(n.token_ids, state.page_size)) != n.node_id:
             raise _reject(RadixRejection.ORPHAN_NODE, f"node {n.node_id} under parent {n.parent_id}")
         if n.lock_ref < 0:
             raise _reject(RadixRejection.LOCK_UNDERFLOW, f"node {n.node_id} lock_ref {n.lock_ref}")
@@ -325,11 +346,15 @@ class _Draft:
     next_node_id: int
     clock: int
     pool_slots: frozenset[int]
+    page_size: int
 
     @classmethod
     def of(cls, s: RadixState) -> _Draft:
         return cls(dict(s.nodes), set(s.free_slot_ids), dict(s.private_slot_ids), dict(s.terminal_locks),
-                   dict(s.requests), s.next_node_id, s.clock + 1, s.pool_slot_ids)
+                   dict(s.requests), s.next_node_id, s.clock + 1, s.pool_slot_ids, s.page_size)
+
+    def key(self, tokens: Sequence[int]) -> Any:
+        return selector(tokens, self.page_size)
 
     def set(self, node: RadixNode) -> None:
         self.nodes[node.node_id] = node
@@ -349,25 +374,28 @@ class _Draft:
         upper_id = self.next_node_id
         self.next_node_id += 1
         upper = RadixNode(upper_id, parent.node_id, child.token_ids[:m], child.slot_ids[:m],
-                          {child.token_ids[m]: child_id}, child.lock_ref, self.clock, self.clock)
+                          {self.key(child.token_ids[m:]): child_id}, child.lock_ref, self.clock, self.clock)
         self.set(upper)
         self.set(attrs.evolve(child, parent_id=upper_id, token_ids=child.token_ids[m:],
                               slot_ids=child.slot_ids[m:]))
-        self.set(attrs.evolve(parent, children={**parent.children, child.token_ids[0]: upper_id}))
+        self.set(attrs.evolve(parent, children={**parent.children, self.key(child.token_ids): upper_id}))
         return upper_id
 
     def walk(self, tokens: tuple[int, ...]) -> tuple[int, int, int]:
-        """Longest cached prefix of ``tokens``; splits at most once. Returns (node, matched, splits)."""
+        """Longest cached prefix of ``tokens``' whole pages, in whole pages; splits at most once (on a page
+        boundary). Returns (node, matched, splits)."""
+        tokens = tokens[: len(tokens) - len(tokens) % self.page_size]
         node_id, offset, splits = ROOT, 0, 0
         self.touch(ROOT)
         while offset < len(tokens):
-            child_id = self.nodes[node_id].children.get(tokens[offset])
+            child_id = self.nodes[node_id].children.get(self.key(tokens[offset:]))
             if child_id is None:
                 break
             edge = self.nodes[child_id].token_ids
             m = 0
             while m < len(edge) and offset + m < len(tokens) and edge[m] == tokens[offset + m]:
                 m += 1
+            m -= m % self.page_size  # the selector matched, so at least one whole page
             if m < len(edge):
                 node_id = self.split(child_id, m)
                 offset += m
@@ -413,11 +441,14 @@ class _Draft:
 
     def insert(self, tokens: tuple[int, ...], slots: tuple[int, ...], request_id: str | None
                ) -> InsertReceipt:
-        """Insert ``tokens``; positions already cached keep the tree's slots (the caller's are duplicates)."""
+        """Insert ``tokens``' whole pages; positions already cached keep the tree's slots (the caller's are
+        duplicates); the slots of an unaligned tail stay where they are (private to their request)."""
         if len(tokens) != len(slots):
             raise _reject(RadixRejection.TOKEN_SLOT_LENGTH_MISMATCH, f"{len(tokens)} tokens, {len(slots)} slots")
         if len(set(slots)) != len(slots):
             raise _reject(RadixRejection.DUPLICATE_INPUT_SLOT, f"slots {slots}")
+        whole = len(tokens) - len(tokens) % self.page_size
+        tokens, slots = tokens[:whole], slots[:whole]
         node_id, prefix, splits = self.walk(tokens)
         tree_prefix = tuple(s for p in self.path(node_id) for s in self.nodes[p].slot_ids)
         tree_owned = {s for n in self.nodes.values() for s in n.slot_ids}
@@ -440,7 +471,7 @@ class _Draft:
             self.next_node_id += 1
             self.set(RadixNode(new_id, node_id, tokens[prefix:], slots[prefix:], {}, 0, self.clock, self.clock))
             parent = self.nodes[node_id]
-            self.set(attrs.evolve(parent, children={**parent.children, tokens[prefix]: new_id}))
+            self.set(attrs.evolve(parent, children={**parent.children, self.key(tokens[prefix:]): new_id}))
             for s in slots[prefix:]:
                 owner = self.owner_of_private(s)
                 assert owner is not None
@@ -623,7 +654,8 @@ def publish_unfinished(state: RadixState, request_id: str, append_tokens: Sequen
 
     One transaction: reserve (free slots) -> insert the request's full path -> free its duplicate
     copies -> rematch the full path -> move the lock. A request seen for the first time starts at the
-    root with nothing published.
+    root with nothing published. ``append_tokens`` follow the request's published (protected) prefix: at
+    page size > 1 an unaligned tail is not published, stays private, and is passed again next time.
     """
     toks, slots = _ints("append_tokens", append_tokens), _ints("append_slot_ids", append_slot_ids)
     _check_expected(state, expected_version)
@@ -645,7 +677,7 @@ def publish_unfinished(state: RadixState, request_id: str, append_tokens: Sequen
     ins = d.insert(full_tokens, full_slots, request_id)
     d.release_private(request_id, ins.duplicate_slot_ids)
     new_last, matched, resplit = d.walk(full_tokens)
-    if matched != len(full_tokens) or resplit:
+    if matched != state.aligned(len(full_tokens)) or resplit:
         raise _reject(RadixRejection.PATH_SLOT_MISMATCH, f"rematch covered {matched} of {len(full_tokens)}")
     if request_id in state.requests:
         d.add_lock(entry.last_node_id, -1)
@@ -731,7 +763,7 @@ def verify_handoff(state: RadixState, receipt: RadixSchedulerHandoffReceipt) -> 
 
 
 __all__ = [
-    "ROOT", "RadixRejection", "RadixNode", "RadixState", "RequestEntry", "PartitionReport", "MatchReceipt",
+    "ROOT", "RadixRejection", "RadixNode", "selector", "RadixState", "RequestEntry", "PartitionReport", "MatchReceipt",
     "InsertReceipt", "EvictReceipt", "RadixMutationReceipt", "RadixSchedulerHandoffReceipt", "state_sha256",
     "handoff_fields_sha256", "check_state", "match", "reserve", "insert", "release", "lock", "unlock", "lru",
     "fifo", "evict", "evict_node", "publish_unfinished", "cache_finished", "release_request", "match_and_lock",
