@@ -5,13 +5,17 @@ what they share: matched lengths and prefix slots, insert prefix lengths and dup
 slot -> token-path map, the node boundaries, the pool partition (tree / private / free) and the
 protected / evictable token counters. Eviction victims are chosen by the profile (SGLang's LRU) and
 replayed on the normative index with ``evict_node``, which checks each is an unlocked leaf.
+
+:class:`PagedProfileAgainstNormative` runs the same streams with a page size of 2 or 3 drawn per run:
+SGLang's paged allocator and RadixCache against the normative index at that page size (admitted prompts
+are whole pages, since the profile's admission allocates whole pages; inserts and checkpoints are not).
 """
 
 from __future__ import annotations
 
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from kvexact.reference import radix
 from kvexact.reference.peers.sglang_adapter import SGLangAdapter
@@ -32,10 +36,17 @@ def normative_slot_tokens(state: radix.RadixState) -> dict[int, tuple]:
 
 
 class ProfileAgainstNormative(RuleBasedStateMachine):
+    page = 1
+
     def __init__(self) -> None:
         super().__init__()
-        self.sg = SGLangAdapter(POOL)
-        self.st = radix.RadixState.empty(POOL, first_slot_id=1)
+        self.start(1)
+
+    def start(self, page: int) -> None:
+        """Fresh profile and index; the paged allocator numbers its slots from page 1, so from ``page``."""
+        self.page = page
+        self.sg = SGLangAdapter(POOL, page_size=page)
+        self.st = radix.RadixState.empty(POOL, first_slot_id=page, page_size=page)
         self.locks: list[tuple[int, int]] = []  # (profile lock id, normative node id)
         self.running: list[str] = []
         self.serial = 0
@@ -47,13 +58,14 @@ class ProfileAgainstNormative(RuleBasedStateMachine):
     @rule(tokens=TOKENS)
     def insert(self, tokens):
         rid = self._rid()
-        slots = self.sg.reserve(rid, len(tokens))
+        whole = -(-len(tokens) // self.page) * self.page  # the allocator hands out whole pages
+        slots = self.sg.reserve(rid, whole)
         if slots is None:
-            assert len(self.st.free_slot_ids) < len(tokens)
+            assert len(self.st.free_slot_ids) < whole
             return
         self.st, _ = radix.reserve(self.st, rid, slots)
-        mine = self.sg.insert(tokens, slots, rid)
-        self.st, theirs = radix.insert(self.st, tokens, slots, rid)
+        mine = self.sg.insert(tokens, slots[: len(tokens)], rid)
+        self.st, theirs = radix.insert(self.st, tokens, slots[: len(tokens)], rid)
         assert mine.prefix_tokens == theirs.prefix_tokens
         assert mine.duplicate_slot_ids == theirs.duplicate_slot_ids
         if rid in self.st.private_slot_ids:
@@ -94,6 +106,9 @@ class ProfileAgainstNormative(RuleBasedStateMachine):
 
     @rule(tokens=TOKENS)
     def admit(self, tokens):
+        self.admit_prompt(tokens)
+
+    def admit_prompt(self, tokens):
         rid = self._rid()
         matched = self.sg.admit(rid, tokens)
         if matched is None:
@@ -117,7 +132,7 @@ class ProfileAgainstNormative(RuleBasedStateMachine):
         row = self.sg.cache.req_to_token_pool.read(req.req_pool_idx, 0, req.owned_len)
         self.sg.checkpoint(rid, up_to)
         self.st, receipt = radix.publish_unfinished(self.st, rid, req.tokens()[old:up_to], row[old:up_to])
-        assert self.st.requests[rid].protected_tokens == req.cache_protected_len == up_to
+        assert self.st.requests[rid].protected_tokens == req.cache_protected_len == up_to - up_to % self.page
 
     @precondition(lambda self: self.running)
     @rule(data=st.data())
@@ -148,6 +163,20 @@ def check_leafless(state: radix.RadixState) -> bool:
     return not any(n.node_id != radix.ROOT and n.lock_ref == 0 and not n.children for n in state.nodes.values())
 
 
+class PagedProfileAgainstNormative(ProfileAgainstNormative):
+    @initialize(page=st.sampled_from([2, 3]))
+    def paged(self, page):
+        self.start(page)
+
+    @rule(data=st.data())
+    def admit(self, data):  # type: ignore[override]
+        tokens = data.draw(st.lists(st.integers(1, 3), min_size=1, max_size=3 * self.page))
+        if len(tokens) >= self.page:
+            self.admit_prompt(tokens[: len(tokens) - len(tokens) % self.page])
+
+
 TestProfileAgainstNormative = ProfileAgainstNormative.TestCase
 # at least 100 streams even under the small ``ci`` profile (about 10 s); larger profiles keep their size
 TestProfileAgainstNormative.settings = settings(settings(), max_examples=max(settings().max_examples, 100))
+TestPagedProfileAgainstNormative = PagedProfileAgainstNormative.TestCase
+TestPagedProfileAgainstNormative.settings = settings(settings(), max_examples=max(settings().max_examples, 60))
