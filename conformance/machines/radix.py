@@ -7,6 +7,12 @@ becomes free is poisoned with NaN, so a request reading an evicted or released s
 checked for every live request through paged decode and, for requests sharing a slot prefix, through
 ``shared_prefix_attention`` (Hydragen), both against float64 attention over the request's tokens.
 
+Without an adapter a run may fix the index's page size (``page_size`` on the class; SGLang runs pages above
+one token): matches, splits and cached paths are then whole pages and a request's unaligned tail is
+released when it finishes; every step still passes the index's own checks (edges of whole pages filed
+under their first page, locks, the pool partition). A prefix-index adapter is driven at page size 1 (the
+interface hands out one slot per token).
+
 With a prefix-index adapter (``sut_factory``, see :class:`~kvexact.reference.index.PrefixIndex`)
 the system under test makes every choice (slots, eviction victims) and the normative index follows it in
 lockstep and judges it: matched lengths and prefix slots must agree, a refusal must be one the reference
@@ -46,10 +52,12 @@ class RadixMachine(RuleBasedStateMachine):
     stats: ClassVar[dict[str, int]] = {}
     sut_factory: ClassVar[Callable[[IndexConfig], Any] | None] = None
     check_kernels: ClassVar[bool] = True  # False: no device pool, no attention checks (ledgers only)
+    page_size: ClassVar[int] = 1  # the normative index's page size (runs with an adapter stay at 1)
 
     def __init__(self) -> None:
         super().__init__()
-        self.state = radix.RadixState.empty(POOL_SLOTS, first_slot_id=FIRST_SLOT)
+        page = 1 if self.sut_factory is not None else self.page_size
+        self.state = radix.RadixState.empty(POOL_SLOTS, first_slot_id=FIRST_SLOT, page_size=page)
         self.sut: Any = None
         if self.sut_factory is not None:
             self.sut = type(self).sut_factory(IndexConfig(POOL_SLOTS))  # type: ignore[misc]
@@ -248,6 +256,8 @@ class RadixMachine(RuleBasedStateMachine):
             self._write(new, [prompt[: i + 1] for i in range(receipt.matched_tokens, len(prompt))])
         self.live[rid] = (list(prompt), prefix + new)
         self._count(f"admit:hit={receipt.matched_tokens}")
+        if receipt.matched_tokens and self.state.page_size > 1:
+            self._count("admit:paged_hit")
 
     @precondition(lambda self: bool(self.live))
     @rule(data=st.data(), token=st.sampled_from(ALPHABET))

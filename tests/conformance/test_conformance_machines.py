@@ -147,6 +147,21 @@ def test_radix_and_revocation_machines(name):
         assert run.stats.get("RevokeComplete", 0) > 0
 
 
+@pytest.mark.parametrize("page", [2, 3])
+def test_radix_machine_with_pages(page):
+    """The Radix machine over a paged normative index: hits of whole pages, splits, finishes and evictions."""
+    from kvexact.conformance.machines.radix import RadixMachine
+    from kvexact.conformance.runner import machine_settings
+
+    machine = type("PagedRadix", (RadixMachine,), {"stats": {}, "page_size": page})
+    run_state_machine_as_test(machine, settings=settings(machine_settings("ci"), max_examples=10,
+                                                         stateful_step_count=25))
+    stats = machine.stats
+    assert stats.get("admit:paged_hit", 0) > 0 and stats["attention_checks"] > 0, stats
+    assert stats.get("rule:finish", 0) > 0, stats
+    assert not any(k.startswith("admit:hit=") and int(k.split("=")[1]) % page for k in stats), stats
+
+
 def test_radix_machine_catches_a_stale_slot():
     """Poisoned (freed) slots are NaN: a table that still points at an evicted slot fails the check."""
     from kvexact.conformance.machines.radix import RadixMachine
