@@ -267,6 +267,60 @@ def seed_tree_inputs(dtype, block_size: int, seed: int | None = None):
     return query, kc, vc, chunks, torch.stack(want)
 
 
+def random_chunk_tree(seed: int, num_seqs: int, depth: int, max_len: int) -> list[tuple[int, int, int]]:
+    """A random prefix tree of ``depth`` levels over sequences ``[0, num_seqs)``, parents first: each node is
+    (tokens in 1..max_len, seq_begin, seq_end); a node's children cut its range into 1-3 runs."""
+    rng = random.Random(seed)
+    out: list[tuple[int, int, int]] = []
+
+    def grow(lo: int, hi: int, level: int) -> None:
+        out.append((rng.randint(1, max_len), lo, hi))
+        if level + 1 < depth:
+            cuts = sorted(rng.sample(range(lo + 1, hi), rng.randint(0, min(2, hi - lo - 1))))
+            for a, b in zip([lo, *cuts], [*cuts, hi], strict=True):
+                grow(a, b, level + 1)
+
+    grow(0, num_seqs, 0)
+    return out
+
+
+def run_tree_case(seed: int, depth: int, block_size: int, threshold: int, dtype=torch.float32, group: int = 2,
+                  num_seqs: int = 5) -> dict:
+    """``chunked_shared_attention`` over a random tree of ``depth`` levels whose chunks fill pages only partly
+    (each chunk in its own shuffled blocks of a NaN-poisoned pool) against float64 attention over each
+    sequence's concatenated path."""
+    tree = random_chunk_tree(seed, num_seqs, depth, 2 * block_size + 1)
+    hkv, dk, dv = 2, 16, 16
+    gen = dev.generator(seed)
+    need = [-(-n // block_size) for n, _, _ in tree]
+    num_blocks = sum(need) + 2
+    kc, vc = make_caches(num_blocks, block_size, hkv, dk, dv, dtype, "separate", math.nan)
+    ids = list(range(num_blocks))
+    random.Random(seed + 1).shuffle(ids)
+    chunks, rows = [], []
+    for (n, lo, hi), m in zip(tree, need, strict=True):
+        blocks = [ids.pop() for _ in range(m)]
+        k, v = dev.randn((n, hkv, dk), gen, dtype), dev.randn((n, hkv, dv), gen, dtype)
+        for t in range(n):
+            kc[blocks[t // block_size], t % block_size] = k[t]
+            vc[blocks[t // block_size], t % block_size] = v[t]
+        chunks.append(shared.Chunk(tuple(blocks), n, lo, hi))
+        rows.append((k, v))
+    query = dev.randn((num_seqs, hkv * group, dk), gen, dtype)
+    want = []
+    for s in range(num_seqs):
+        path = [c for c, (_, lo, hi) in enumerate(tree) if lo <= s < hi]
+        keys = torch.cat([rows[c][0] for c in path])
+        values = torch.cat([rows[c][1] for c in path])
+        want.append(ref.attention_f64(query[s], keys, values)[0])
+    out = shared.chunked_shared_attention(query, kc, vc, chunks, threshold=threshold, chunk_splits=2,
+                                          private_splits=2)
+    plan = shared.plan_chunks(chunks, num_seqs, block_size, num_blocks, threshold)
+    err, ok = _errors(out, torch.stack(want), dtype)
+    return {"max_abs_err": err, "within_tolerance": ok, "finite": bool(torch.isfinite(out).all()),
+            "private_levels": len(plan.private_levels), "chunks": len(chunks)}
+
+
 def run_seed_tree(dtype, block_size: int, threshold: int) -> dict:
     """The Triton schedules over 0x0BE's tree: threshold 1 is ChunkAttention's, 0 the Hydragen coordinate."""
     query, kc, vc, chunks, want = seed_tree_inputs(dtype, block_size)

@@ -26,7 +26,6 @@ class KernelRejection(enum.Enum):
     NON_POSITIVE_SPLITS = "the number of splits must be positive"
     BAD_COVERAGE = "a chunk's sequence range is empty or outside the batch"
     PATH_NOT_COVERED = "a sequence's chunk path is empty where a query needs keys"
-    PRIVATE_CHUNK_NOT_PAGE_ALIGNED = "a private chunk before the last one of a path does not fill whole pages"
 
 
 try:  # the project-wide exception, when the reference layer's dependencies are installed

@@ -7,8 +7,11 @@ seq_begin`` sequences x the query-head group) against that chunk's K/V as one ma
 chunk's rows are read once per KV head instead of once per sequence.
 
 Invariant of the metadata: a chunk covers the half-open sequence range ``[seq_begin, seq_end)``; along a
-sequence's path coverage never grows (a tree given parents first), so the shared chunks (coverage above
-the threshold) form a prefix of every path and sit at the same depth for every sequence they cover.
+sequence's path coverage never grows (a tree of any depth given parents first), so the shared chunks
+(coverage above the threshold) form a prefix of every path and sit at the same depth for every sequence
+they cover. A sequence's private chunks are cut into segments that each start on a page boundary (a new
+segment after every chunk that ends inside a page), one paged-decode level per segment, so a private chunk
+need not fill whole pages.
 """
 
 from __future__ import annotations
@@ -90,7 +93,8 @@ class ChunkPlan:
 
     ``work`` rows are (chunk, token_begin, token_end, seq_begin, seq_end, row_offset) where the partial state
     of sequence s lands in row ``row_offset + s - seq_begin`` of a ``[slots * B, Hq, Dv]`` state buffer.
-    ``partial_rows`` counts the partial states the chunk-first phase materializes.
+    ``partial_rows`` counts the partial states the chunk-first phase materializes. ``private_levels[i][s]``
+    is sequence s's i-th private segment as (block ids, tokens); ``((), 0)`` where it has fewer segments.
     """
 
     work: tuple[tuple[int, int, int, int, int, int], ...]
@@ -98,8 +102,7 @@ class ChunkPlan:
     partial_rows: int
     shared_chunks: tuple[int, ...]
     private_chunks: tuple[tuple[int, ...], ...]
-    private_block_ids: tuple[tuple[int, ...], ...] = field(default=())
-    private_lens: tuple[int, ...] = field(default=())
+    private_levels: tuple[tuple[tuple[tuple[int, ...], int], ...], ...] = field(default=())
 
 
 def _reject(reason: KernelRejection, detail: str) -> None:
@@ -153,19 +156,28 @@ def plan_chunks(chunks: Sequence[Chunk], num_seqs: int, block_size: int, num_blo
             slots = max(slots, slot + 1)
             work.append((c, lo, hi, ch.seq_begin, ch.seq_end, slot * num_seqs + ch.seq_begin))
             partial_rows += ch.seq_end - ch.seq_begin
-    priv_ids, priv_lens = [], []
-    for s, priv in enumerate(private):
-        ids: list[int] = []
-        for i, c in enumerate(priv):
-            n = chunks[c].length_tokens
-            if i < len(priv) - 1 and n % block_size:
-                _reject(KernelRejection.PRIVATE_CHUNK_NOT_PAGE_ALIGNED,
-                        f"sequence {s}: private chunks[{c}] has {n} tokens, not a multiple of {block_size}")
-            ids.extend(chunks[c].block_ids[: -(-n // block_size)])
-        priv_ids.append(tuple(ids))
-        priv_lens.append(sum(chunks[c].length_tokens for c in priv))
-    return ChunkPlan(tuple(work), slots, partial_rows, tuple(shared), tuple(private), tuple(priv_ids),
-                     tuple(priv_lens))
+    segments = [_segments([chunks[c] for c in priv], block_size) for priv in private]
+    levels = max([1, *(len(seg) for seg in segments)])
+    empty: tuple[tuple[int, ...], int] = ((), 0)
+    by_level = tuple(tuple(seg[i] if i < len(seg) else empty for seg in segments) for i in range(levels))
+    return ChunkPlan(tuple(work), slots, partial_rows, tuple(shared), tuple(private), by_level)
+
+
+def _segments(path: Sequence[Chunk], block_size: int) -> list[tuple[tuple[int, ...], int]]:
+    """Consecutive chunks as (block ids, tokens) runs whose tokens are contiguous in their pages: a chunk
+    that ends inside a page closes its run (the next chunk starts on a page of its own)."""
+    out: list[tuple[tuple[int, ...], int]] = []
+    ids: list[int] = []
+    tokens = 0
+    for ch in path:
+        ids.extend(ch.block_ids[: -(-ch.length_tokens // block_size)])
+        tokens += ch.length_tokens
+        if ch.length_tokens % block_size:
+            out.append((tuple(ids), tokens))
+            ids, tokens = [], 0
+    if tokens or not out:
+        out.append((tuple(ids), tokens))
+    return out
 
 
 def chunk_first_partials(query, key_cache, value_cache, chunk_table, work, cover: int, scale: float, states_o,
@@ -220,11 +232,16 @@ def chunked_shared_attention(query, key_cache, value_cache, chunks: Sequence[Chu
     nb, bs = _check_query(query, key_cache, value_cache)
     batch = query.shape[0]
     plan = plan_chunks(chunks, batch, bs, nb, threshold, chunk_splits)
-    private_table = _table(plan.private_block_ids, query.device)
-    private_lens = torch.tensor(plan.private_lens, dtype=torch.int32, device=query.device)
-    return _run(query, key_cache, value_cache, _table([c.block_ids for c in chunks], query.device),
-                list(plan.work), plan.shared_slots, private_table, private_lens, private_splits, scale,
-                return_lse, block_n)
+    tables = [(_table([ids for ids, _ in level], query.device),
+               torch.tensor([n for _, n in level], dtype=torch.int32, device=query.device))
+              for level in plan.private_levels]
+    (first_table, first_lens), *more = tables
+    launch, output, lse = shared_launcher(query, key_cache, value_cache,
+                                          _table([c.block_ids for c in chunks], query.device), list(plan.work),
+                                          plan.shared_slots, first_table, first_lens, private_splits, scale,
+                                          return_lse, block_n, more_suffixes=more)
+    launch()
+    return (output, lse) if return_lse else output
 
 
 def shared_prefix_attention(query, key_cache, value_cache, prefix_block_ids, prefix_len: int,
@@ -275,16 +292,18 @@ def hydragen_launcher(query, key_cache, value_cache, prefix_block_ids, prefix_le
 
 
 def shared_launcher(query, key_cache, value_cache, chunk_table, work_rows, shared_slots, suffix_table,
-                    suffix_lens, suffix_splits, scale=None, return_lse=False, block_n=None):
+                    suffix_lens, suffix_splits, scale=None, return_lse=False, block_n=None, more_suffixes=()):
     """Allocate the partial states (unused slots empty: lse -inf), the work items and the output now; return
     ``(launch, output, lse)``. ``launch()`` runs the chunk-first partials into slots [0, shared_slots), paged
-    decode of the private/suffix rows into the next ``suffix_splits`` slots, and one LSE merge per
+    decode of the private/suffix rows into the next ``suffix_splits`` slots (and of each further
+    ``(table, lens)`` level of ``more_suffixes`` into ``suffix_splits`` slots more), and one LSE merge per
     (sequence, head): kernels only, no allocation, host copy or synchronization (timeable, graph-capturable).
     """
     batch, hq, dk = query.shape
     dv = value_cache.shape[3]
     dev = query.device
-    slots = shared_slots + suffix_splits
+    suffixes = [(suffix_table, suffix_lens), *more_suffixes]
+    slots = shared_slots + suffix_splits * len(suffixes)
     states_o = torch.zeros((slots, batch, hq, dv), dtype=torch.float32, device=dev)
     states_lse = torch.full((slots, batch, hq), -math.inf, dtype=torch.float32, device=dev)
     scale = 1.0 / math.sqrt(dk) if scale is None else float(scale)
@@ -300,16 +319,11 @@ def shared_launcher(query, key_cache, value_cache, chunk_table, work_rows, share
         if work is not None:
             chunk_first_partials(query, key_cache, value_cache, chunk_table, work, cover, scale, shared_o,
                                  shared_lse, block_n)
-        paged.decode_partials(query, key_cache, value_cache, suffix_table, suffix_lens, scale, suffix_splits,
-                              states_o[shared_slots:], states_lse[shared_slots:], block_n)
+        for i, (table, lens) in enumerate(suffixes):
+            lo = shared_slots + i * suffix_splits
+            paged.decode_partials(query, key_cache, value_cache, table, lens, scale, suffix_splits,
+                                  states_o[lo:lo + suffix_splits], states_lse[lo:lo + suffix_splits], block_n)
         paged.merge_states(states_o, states_lse, output, lse)
 
     return launch, output, lse
 
-
-def _run(query, key_cache, value_cache, chunk_table, work_rows, shared_slots, suffix_table, suffix_lens,
-         suffix_splits, scale, return_lse, block_n):
-    launch, output, lse = shared_launcher(query, key_cache, value_cache, chunk_table, work_rows, shared_slots,
-                                          suffix_table, suffix_lens, suffix_splits, scale, return_lse, block_n)
-    launch()
-    return (output, lse) if return_lse else output

@@ -87,14 +87,40 @@ def _tiny():
     ([shared.Chunk((9,), 1, 0, 2)], KernelRejection.BLOCK_ID_OUT_OF_RANGE),
     ([shared.Chunk((0,), 1, 0, 1), shared.Chunk((1,), 1, 1, 2), shared.Chunk((2,), 1, 0, 2)],
      KernelRejection.BAD_COVERAGE),
-    ([shared.Chunk((0,), 1, 0, 1), shared.Chunk((1,), 1, 0, 1), shared.Chunk((2,), 1, 1, 2)],
-     KernelRejection.PRIVATE_CHUNK_NOT_PAGE_ALIGNED),
 ])
 def test_chunked_rejects_bad_trees_by_name(chunks, reason):
     q, kc, vc = _tiny()
     with pytest.raises(KernelInputError) as exc:
         shared.chunked_shared_attention(q, kc, vc, chunks)
     assert exc.value.reason is reason
+
+
+@pytest.mark.parametrize("depth, block_size, threshold", [(3, 4, 1), (4, 4, 2), (4, 1, 1), (5, 2, 0), (3, 4, 9)])
+def test_chunk_trees_of_any_depth_with_partial_pages_match_float64(depth, block_size, threshold):
+    """Deep trees whose private chunks end inside pages (threshold 9: every chunk private, sequence-first)."""
+    for seed in range(2):
+        result = D.run_tree_case(seed, depth, block_size, threshold)
+        assert result["finite"] and result["within_tolerance"], result
+    if block_size > 1 and threshold >= 2:
+        assert result["private_levels"] > 1, result  # a private path was cut at a partial page
+
+
+def test_a_three_level_path_of_partial_private_chunks_reads_each_chunk_once():
+    """The tree once refused (PRIVATE_CHUNK_NOT_PAGE_ALIGNED): sequence 0 reads chunks 0 and 1, both one
+    token in a two-token page; each must count once, and the other rows of their pages never."""
+    gen = torch.Generator(dev.device()).manual_seed(3)
+    kc = torch.full((4, 2, 1, 16), float("nan"))
+    vc = torch.full((4, 2, 1, 16), float("nan"))
+    for b in range(3):
+        kc[b, 0], vc[b, 0] = torch.randn(1, 16, generator=gen), torch.randn(1, 16, generator=gen)
+    q = torch.randn(2, 1, 16, generator=gen)
+    chunks = [shared.Chunk((0,), 1, 0, 1), shared.Chunk((1,), 1, 0, 1), shared.Chunk((2,), 1, 1, 2)]
+    plan = shared.plan_chunks(chunks, 2, 2, 4)
+    assert plan.private_levels == ((((0,), 1), ((2,), 1)), (((1,), 1), ((), 0)))
+    out = shared.chunked_shared_attention(q, kc, vc, chunks)
+    for s, path in ((0, [0, 1]), (1, [2])):
+        want, _ = ref.attention_f64(q[s], kc[path, 0], vc[path, 0])
+        assert torch.allclose(out[s].double(), want, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("kwargs, reason", [

@@ -119,3 +119,19 @@ def test_rebuilt_metadata_after_a_reorder_is_accepted():
     assert exc.value.reason is S.SharedPrefixRejection.SEQUENCE_ORDER_CHANGED
     out, _ = S.chunk_attention(moved, 1, S.bind_chunk_first(moved, 1))
     assert out == S.chunk_attention(moved, 1)[0]
+
+
+@pytest.mark.parametrize("depth", [3, 4, 6])
+def test_deep_trees_all_schedules_equal_monolithic_at_every_threshold(depth):
+    """Trees deeper than the seed's (any depth, chunks of any row count): ChunkAttention at every threshold
+    and Hydragen agree with the monolithic row, and every sequence's path has ``depth`` chunks."""
+    from kvexact.kernels.differential import random_chunk_tree
+
+    tree = tuple(S.TreeChunk(f"c{i}", n, lo, hi) for i, (n, lo, hi) in enumerate(random_chunk_tree(depth, 6, depth, 3)))
+    fx = S.draw_fixture(tree, num_seqs=6, seed=depth)
+    assert {len(S.path_of(tree, s)) for s in range(6)} == {depth}
+    mono = S.monolithic(fx)
+    assert S.max_abs_difference(S.hydragen(fx), mono) < 1e-14
+    for threshold in range(7):
+        out, _ = S.chunk_attention(fx, threshold=threshold)
+        assert S.max_abs_difference(out, mono) < 1e-14
