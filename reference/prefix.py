@@ -54,7 +54,6 @@ class PrefixRejection(enum.Enum):
     HALF_GROUP_MATCH = "a matched bundle lacks a cache group"
     STALE_MATCHED_HANDLE = "a matched handle's generation is no longer current"
     NOT_A_PREFIX_OF_REQUEST = "published blocks must be the request's own full blocks"
-    PARTIAL_ADMISSION_UNSUPPORTED = "admission of a partial-tail hit must go through a COW handoff"
 
 
 @attrs.frozen
@@ -315,18 +314,29 @@ def verify_receipt(receipt: PrefixMatchReceipt, policy: PrefixPolicy, num_groups
 
 def admit(cache: PrefixCache, receipt: PrefixMatchReceipt, tokens: Sequence[int],
           policy: PrefixPolicy = PrefixPolicy()) -> tuple[RequestRecord, list]:
-    """Map a full-block hit into a new request and append the recomputed rows through the allocator."""
+    """Map a hit's full blocks into a new request and append the other rows through the allocator.
+
+    A partial-tail hit (0x07D) maps only its full blocks: the ``copy_valid_partial_rows`` rows its last
+    matched block holds are copied, eagerly, into the request's own fresh block (the first receipts), so
+    the source tail is never shared and no later write can reach it; the recomputed rows follow. The
+    receipt's snapshot digest guarantees the source still holds exactly the rows the lookup matched."""
     alloc = cache.alloc
     verify_receipt(receipt, policy, len(alloc.groups), alloc)
     if receipt.index_snapshot_id != alloc.digest():
         raise Rejected(PrefixRejection.STALE_INDEX_SNAPSHOT, receipt.request_id)
-    if receipt.copy_valid_partial_rows:
-        raise Rejected(PrefixRejection.PARTIAL_ADMISSION_UNSUPPORTED, receipt.request_id)
+    copied = receipt.copy_valid_partial_rows
+    full = (receipt.runtime_hit_tokens - copied) // cache.block_tokens
+    if copied:
+        start = full * cache.block_tokens
+        for h in receipt.matched_group_handles[full]:
+            source = alloc.pools[h.cache_group_id].blocks[h.block_id].rows
+            assert source[:copied] == tuple(tokens[start:start + copied]), "the snapshot digest pins the source"
+
     def run():
         receipts = []
-        if receipt.matched_keys:
-            lifecycle.prefix_hit(alloc, receipt.request_id, receipt.matched_keys)
-        for t in tokens[receipt.runtime_hit_tokens:]:
+        if full:
+            lifecycle.prefix_hit(alloc, receipt.request_id, receipt.matched_keys[:full])
+        for t in tokens[full * cache.block_tokens:]:
             receipts.append(alloc.append(receipt.request_id, t))
         return alloc.request(receipt.request_id), receipts
 

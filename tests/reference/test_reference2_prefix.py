@@ -69,15 +69,31 @@ def test_0x07d_partial_tail_reuses_one_more_row():
     px.verify_receipt(part, policy, 2, cache.alloc)
 
 
-def test_partial_tail_admission_is_not_implemented_and_says_so():
-    """A limitation of the reference, not a seed failure case: admitting a partial-tail hit needs the
-    copy-row handoff to the allocator (0x07D/0x07G), which ``admit`` does not perform yet."""
+@pytest.mark.parametrize("prompt, copied, full", [(50, 1, 3), (25, 8, 1), (10, 9, 0)])
+def test_a_partial_tail_hit_is_admitted_by_copying_its_valid_rows(prompt, copied, full):
+    """0x07D: the full blocks are shared, the partial rows are copied into the admitted request's own block
+    (the source keeps its rows and its references), and the rest is appended after them.
+    50: A's published tail (2 rows) serves row 48 (the logits cap); 25: A's full block 1 serves rows
+    16..23; 10: A's block 0, a child of the root, serves rows 0..8 with no full block to share."""
     policy = px.PrefixPolicy(partial_tail=True)
     cache = px_lab.cache_with(S[:50], policy)
-    r = cache.lookup(px_lab.request("B", S[:25]), policy)
-    with pytest.raises(Rejected) as e:
-        px.admit(cache, r, S[:25], policy)
-    assert e.value.reason is px.PrefixRejection.PARTIAL_ADMISSION_UNSUPPORTED
+    alloc = cache.alloc
+    a_tables = alloc.request("A").tables
+    a_refs = [[alloc.refcount(h) for h in t] for t in a_tables]
+    r = cache.lookup(px_lab.request("B", S[:prompt]), policy)
+    assert (r.copy_valid_partial_rows, r.runtime_hit_tokens, r.prompt_rows_recomputed) == (
+        copied, 16 * full + copied, prompt - 16 * full - copied)
+    rec, receipts = px.admit(cache, r, S[:prompt], policy)
+    assert rec.context_tokens == prompt and alloc.tokens_of("B") == tuple(S[:prompt])
+    assert len(receipts) == prompt - 16 * full
+    for g, table in enumerate(rec.tables):
+        assert table[:full] == a_tables[g][:full]  # shared full blocks
+        assert table[full] not in a_tables[g]  # the copy lands in a block of B's own
+        assert alloc.pools[g].blocks[table[full].block_id].rows[:copied] == tuple(S[16 * full:16 * full + copied])
+    assert alloc.request("A").tables == a_tables and alloc.tokens_of("A") == tuple(S[:50])
+    for g, table in enumerate(a_tables):  # one more reference on each shared block, none on the source
+        assert [alloc.refcount(h) for h in table] == [n + (j < full) for j, n in enumerate(a_refs[g])]
+    alloc.self_check()
 
 
 @pytest.mark.parametrize("p, hit, recompute, uncapped", [
