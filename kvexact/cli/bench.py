@@ -2,7 +2,9 @@
 
 ``checker``: a TLA+ corpus (default tla-corpus; ``--corpus DIR``, e.g. tla-examples) model by model, each
 in a child process with a CPU-time budget: the table (model, verdict vs TLC, distinct, generated, CPU
-seconds, generated states per CPU-second), the slowest models and the totals (spec/checker/corpus.py);
+seconds, generated states per CPU-second), the slowest models, those over budget and the totals
+(spec/checker/corpus.py); one model at a time; with ``--results FILE`` each finished model is appended to
+FILE and a rerun skips the models already there (an interrupted run keeps its rows);
 exit 0 when every model matched TLC, 1 when one did not, 3 when the corpus is missing. ``reference``:
 :mod:`kvexact.reference.bench` at several pool sizes; exit 1 when the work per operation grows with the
 pool or the slowdown passes ``--max-slowdown``. ``kernels``:
@@ -35,15 +37,21 @@ from kvexact.spec.files import write_atomic
 @click.option("--table", "table_path", default=None, help="write the Markdown table here")
 @click.option("--json", "json_path", default=None, help="write the figures as JSON")
 @click.option("--tlc-jar", default=None, help="also time TLC on each model (or TLA2TOOLS_JAR)")
+@click.option("--results", "results_path", type=click.Path(path_type=Path), default=None,
+              help="JSON-lines file each finished model is appended to; models already in it are not run again")
 def bench_checker(corpus: Path | None, lib: tuple[Path, ...], workers: int, only: tuple[str, ...],
                   cpu_limit: float, in_process: bool, table_path: str | None, json_path: str | None,
-                  tlc_jar: str | None) -> int:
+                  tlc_jar: str | None, results_path: Path | None) -> int:
     """Run the embedded checker over a TLA+ corpus and compare with TLC's recorded results."""
     from kvexact.spec.checker.corpus import (
+        append_record,
         depth_differences,
         find_corpus,
         load_manifest,
+        read_records,
         render_table,
+        row_from_record,
+        row_record,
         run_corpus,
         table_line,
         totals,
@@ -54,7 +62,13 @@ def bench_checker(corpus: Path | None, lib: tuple[Path, ...], workers: int, only
         click.echo(f"kvexact bench checker: no corpus.json in {root or 'shared/tla-corpus'} "
                    f"(give --corpus DIR or set KVEXACT_TLA_CORPUS)", err=True)
         return 3
-    ids = [m["id"] for m in load_manifest(root) if not only or any(o in m["id"] for o in only)]
+    manifest = {m["id"]: m for m in load_manifest(root) if not only or any(o in m["id"] for o in only)}
+    done = read_records(results_path) if results_path else {}
+    ids = [i for i in manifest if i not in done]
+    if done:
+        click.echo(f"{len(manifest) - len(ids)} models already in {results_path}; running the other {len(ids)}",
+                   err=True)
+    budget = None if in_process else cpu_limit
     started = time.monotonic()
 
     def on_start(i: int, n: int, model: str) -> None:
@@ -65,6 +79,8 @@ def bench_checker(corpus: Path | None, lib: tuple[Path, ...], workers: int, only
 
     def on_row(row) -> None:
         click.echo("  " + table_line(row), err=True)
+        if results_path:
+            append_record(results_path, row_record(row, budget))
         if jar:
             from kvexact.cli.check import CouldNotRun, run_tlc_engine
             folder = root / row.id
@@ -75,8 +91,11 @@ def bench_checker(corpus: Path | None, lib: tuple[Path, ...], workers: int, only
             except CouldNotRun as exc:
                 tlc_seconds[row.id] = f"could not run: {exc}"
 
-    rows = run_corpus(root, workers=workers, only=ids, lib=list(lib) or None, isolate=not in_process,
-                      cpu_limit_s=None if in_process else cpu_limit, on_start=on_start, on_row=on_row)
+    fresh = {r.id: r for r in run_corpus(root, workers=workers, only=ids, lib=list(lib) or None,
+                                         isolate=not in_process, cpu_limit_s=budget, on_start=on_start,
+                                         on_row=on_row)} if ids else {}
+    rows = [fresh[i] if i in fresh else row_from_record(done[i], manifest[i]) for i in manifest
+            if i in fresh or i in done]
     text = render_table(rows)
     depth = depth_differences(rows)
     if depth:

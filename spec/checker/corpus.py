@@ -196,15 +196,16 @@ def run_corpus(root: Path | None = None, *, workers: int = 1, only: list[str] | 
 
 # ----------------------------------------------------------------------------- the bench table
 
-TABLE_HEAD = ("| model | verdict vs TLC | distinct | generated | depth (TLC) | CPU s | generated/CPU-s |\n"
-              "|---|---|---:|---:|---:|---:|---:|")
+TABLE_HEAD = ("| model | PROPERTY | verdict vs TLC | distinct | generated | depth (TLC) | CPU s | generated/CPU-s |\n"
+              "|---|---|---|---:|---:|---:|---:|---:|")
 
 
 def table_line(row: CorpusRow) -> str:
     r = row.result
     verdict = row.verdict.value + (f": {row.why}" if row.why and row.verdict is not Verdict.MATCH else "")
     depth = f"{r.depth} ({row.expected.get('stateDepth')})"
-    return (f"| {row.id} | {verdict.replace('|', '/')} | {r.distinct_states} | {r.generated_states} | {depth} | "
+    prop = "yes" if row.expected.get("has_property") else ""
+    return (f"| {row.id} | {prop} | {verdict.replace('|', '/')} | {r.distinct_states} | {r.generated_states} | {depth} | "
             f"{row.cpu_s:.1f} | {row.rate:,.0f} |")
 
 
@@ -226,6 +227,14 @@ def render_table(rows: list[CorpusRow], slowest: int = 10) -> str:
     lines.append("")
     lines.append("Slowest (CPU seconds): " + ", ".join(
         f"{r.id} {r.cpu_s:.0f}" for r in sorted(rows, key=lambda r: -r.cpu_s)[:slowest]) + ".")
+    over = [r.id for r in rows if r.verdict is Verdict.OVER_CPU_LIMIT]
+    if over:
+        lines.append("")
+        lines.append(f"Over the CPU budget ({len(over)}): " + ", ".join(over) + ".")
+    props = [r for r in rows if r.expected.get("has_property")]
+    lines.append("")
+    lines.append(f"With PROPERTY: {len(props)} models, {sum(r.ok for r in props)} match TLC; without: "
+                 f"{len(rows) - len(props)} models, {sum(r.ok for r in rows) - sum(r.ok for r in props)} match TLC.")
     lines.append("")
     lines.append(f"Totals: {t['models']} models; {t['match']} match TLC, {t['mismatch']} mismatch, "
                  f"{t['over the CPU limit']} over the CPU "
@@ -239,3 +248,41 @@ def depth_differences(rows: list[CorpusRow]) -> list[str]:
     return [f"{r.id}: depth {r.result.depth} (TLC recorded {r.expected['stateDepth']})" for r in rows
             if r.verdict is Verdict.MATCH and r.expected.get("stateDepth") is not None
             and r.result.depth != r.expected["stateDepth"]]
+
+
+# ----------------------------------------------------------------------------- the results file
+
+def row_record(row: CorpusRow, cpu_limit_s: float | None = None) -> dict[str, Any]:
+    """One model's figures as a JSON object (a line of the results file)."""
+    r = row.result
+    return {"id": row.id, "verdict": row.verdict.value, "why": row.why, "outcome": r.outcome.value,
+            "result": row.result_word, "distinct": r.distinct_states, "generated": r.generated_states,
+            "depth": r.depth, "complete": r.complete, "cpu_s": round(row.cpu_s, 3), "cpu_limit_s": cpu_limit_s,
+            "generated_per_cpu_s": round(row.rate, 1)}
+
+
+def row_from_record(rec: dict[str, Any], expected: dict[str, Any]) -> CorpusRow:
+    r = ModelCheckResult(engine="embedded", outcome=Outcome(rec["outcome"]), generated_states=rec["generated"],
+                         distinct_states=rec["distinct"], depth=rec["depth"], complete=rec["complete"],
+                         seconds=rec["cpu_s"])
+    return CorpusRow(rec["id"], expected, r, Verdict(rec["verdict"]), rec["why"], rec["cpu_s"])
+
+
+def append_record(path: Path, rec: dict[str, Any]) -> None:
+    """Append one line and flush it to disk, so an interrupted run keeps every finished model."""
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(rec) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_records(path: Path) -> dict[str, dict[str, Any]]:
+    """The models already in a results file (the last line of a model wins; a torn last line is ignored)."""
+    out: dict[str, dict[str, Any]] = {}
+    if not path.exists():
+        return out
+    for line in path.read_text(encoding="utf-8").splitlines():
+        with contextlib.suppress(ValueError, KeyError, TypeError):
+            rec = json.loads(line)
+            out[rec["id"]] = rec
+    return out

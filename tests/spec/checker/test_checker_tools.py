@@ -59,8 +59,8 @@ def test_bench_checker_reports_rates(tmp_path, monkeypatch):
     table = tmp_path / "table.md"
     res = CliRunner().invoke(bench_checker, ["--json", str(out), "--table", str(table)], standalone_mode=False)
     assert res.return_value == 0, res.output
-    assert "| Toggle | match |" in res.output and "Totals: 1 models; 1 match TLC" in res.output
-    assert table.read_text().startswith("| model | verdict vs TLC |")
+    assert "| Toggle |  | match |" in res.output and "Totals: 1 models; 1 match TLC" in res.output
+    assert table.read_text().startswith("| model | PROPERTY | verdict vs TLC |")
     d = json.loads(out.read_text())
     assert d["models"][0]["distinct"] == 2 and d["models"][0]["generated_per_cpu_s"] > 0
     assert d["totals"]["match"] == 1
@@ -95,3 +95,21 @@ def test_corpus_verdicts_by_name(tmp_path, monkeypatch):
     monkeypatch.setattr(corpus, "_child", lambda *a: os._exit(7))
     row = corpus.run_model(root, m, lib=[], cpu_limit_s=5)
     assert row.verdict is CV.CRASHED and "code 7" in row.why
+
+
+def test_bench_checker_results_file_resumes(tmp_path, monkeypatch):
+    """A model already in the results file is not run again; its row still makes the table."""
+    from kvexact.cli.bench import bench_checker
+    from kvexact.spec.checker import corpus
+    monkeypatch.setenv("KVEXACT_TLA_CORPUS", str(fake_corpus(tmp_path, 2)))
+    results = tmp_path / "rows.jsonl"
+    args = ["--results", str(results), "--cpu-limit", "30"]
+    res = CliRunner().invoke(bench_checker, args, standalone_mode=False)
+    assert res.return_value == 0, res.output
+    assert [json.loads(x)["id"] for x in results.read_text().splitlines()] == ["Toggle"]
+    calls = []
+    monkeypatch.setattr(corpus, "run_model", lambda *a, **k: calls.append(a))
+    results.write_text(results.read_text() + '{"id": "torn')  # an interrupted write leaves half a line
+    res = CliRunner().invoke(bench_checker, args, standalone_mode=False)
+    assert res.return_value == 0 and calls == [], res.output
+    assert "| Toggle |  | match | 2 | 3 |" in res.output and "1 models already in" in res.output
