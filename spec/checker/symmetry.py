@@ -4,7 +4,9 @@ permutations), on the fingerprint keys of values.canon.
 Invariant: every state of an orbit (states equal up to a permutation of the symmetry set) gets the same
 key, and states of different orbits get different keys: the key is the permuted state whose hash is
 least (ties between different keys broken by a total order on keys), so it depends only on the
-orbit. Permuting works on canon keys, remembering the permuted form of each shared sub-key.
+orbit. A sub-key's images under all the permutations are computed together, once, and remembered by
+value (a state's variables mostly repeat values seen before), so a state costs one look-up per
+variable, the candidate tuples (built by zip) and their hashes.
 """
 
 from __future__ import annotations
@@ -13,50 +15,68 @@ from typing import Any
 
 from kvexact.spec.checker.values import Fcn, ModelValue
 
-_MEMO_LIMIT = 300_000
+_MEMO_LIMIT = 100_000  # remembered sub-keys; the memo starts over beyond it (a cache, never a result)
 
 
 class Symmetry:
     def __init__(self, perms: list):
-        self.maps: list[dict] = []
+        maps: list[dict] = []
         for p in perms:
             pairs = p.d.items() if type(p) is Fcn else ()
             mp = {k: v for k, v in pairs if type(k) is ModelValue and k is not v}
             if mp:  # the identity permutation adds nothing: the state itself is always a candidate
-                self.maps.append(mp)
-        self.memos: list[dict] = [{} for _ in self.maps]
-        self.size = 0
+                maps.append(mp)
+        self.n = len(maps)
+        moved = {mv for mp in maps for mv in mp}
+        self.mv_images: dict[ModelValue, tuple] = {mv: tuple(mp.get(mv, mv) for mp in maps) for mv in moved}
+        self.memo: dict[Any, tuple | None] = {}
+        self.maps = maps
 
     def key(self, base: tuple) -> Any:
         """The canonical key of a state whose (unpermuted) key is ``base``."""
-        if self.size > _MEMO_LIMIT:
-            for m in self.memos:
-                m.clear()
-            self.size = 0
-        best, best_h = base, hash(base)
-        for mp, memo in zip(self.maps, self.memos, strict=True):
-            before = len(memo)
-            c = _permute(base, mp, memo)
-            self.size += len(memo) - before
-            h = hash(c)
-            if h < best_h or (h == best_h and c != best and _order(c) < _order(best)):
-                best, best_h = c, h
-        return best
+        if self.n == 0:
+            return base
+        memo, n = self.memo, self.n
+        if len(memo) > _MEMO_LIMIT:
+            memo.clear()
+        cols = []
+        for x in base:
+            try:
+                img = memo[x]
+            except KeyError:
+                img = memo[x] = self._images(x)
+            cols.append((x,) * n if img is None else img)
+        cands = list(zip(*cols))
+        hs = list(map(hash, cands))
+        best_h = min(hs)
+        base_h = hash(base)
+        if base_h < best_h:
+            return base
+        tied = {cands[i] for i, h in enumerate(hs) if h == best_h}
+        if base_h == best_h:
+            tied.add(base)
+        return next(iter(tied)) if len(tied) == 1 else min(tied, key=_order)
 
-
-def _permute(c: Any, mp: dict, memo: dict) -> Any:
-    t = type(c)
-    if t is ModelValue:
-        return mp.get(c, c)
-    if t is tuple or t is frozenset:
-        hit = memo.get(id(c))
-        if hit is not None:
-            return hit[1]
-        items = [_permute(x, mp, memo) for x in c]
-        out = tuple(items) if t is tuple else frozenset(items)
-        memo[id(c)] = (c, out)  # c is kept alive with its entry, so its id is not reused meanwhile
+    def _images(self, c: Any) -> tuple | None:
+        """The images of canon key ``c`` under the permutations, in order; None when all are ``c``."""
+        t = type(c)
+        if t is ModelValue:
+            return self.mv_images.get(c)
+        if t is not tuple and t is not frozenset:
+            return None
+        memo = self.memo
+        try:
+            return memo[c]
+        except KeyError:
+            pass
+        subs = [self._images(x) for x in c]
+        out: tuple | None = None
+        if any(s is not None for s in subs):
+            n = self.n
+            cols = [(x,) * n if s is None else s for x, s in zip(c, subs, strict=True)]
+            out = tuple(zip(*cols)) if t is tuple else tuple(map(frozenset, zip(*cols)))
+        memo[c] = out
         return out
-    return c
 
 
 def _order(c: Any) -> Any:
