@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import click
+
 from click.testing import CliRunner
 from test_checker_enum import NOLOCK, write_spec
 
@@ -113,3 +115,8 @@ def test_bench_checker_results_file_resumes(tmp_path, monkeypatch):
     res = CliRunner().invoke(bench_checker, args, standalone_mode=False)
     assert res.return_value == 0 and calls == [], res.output
     assert "| Toggle |  | match | 2 | 3 |" in res.output and "1 models already in" in res.output
+    res = CliRunner().invoke(bench_checker, ["--no-run"], standalone_mode=False)
+    assert isinstance(res.exception, click.UsageError) and "--results" in res.exception.message
+    results.write_text("")
+    res = CliRunner().invoke(bench_checker, ["--results", str(results), "--no-run"], standalone_mode=False)
+    assert res.return_value == 1 and calls == [] and "Not run yet (1): Toggle." in res.output
