@@ -46,7 +46,7 @@ class Symmetry:
             except KeyError:
                 img = memo[x] = self._images(x)
             cols.append((x,) * n if img is None else img)
-        cands = list(zip(*cols))
+        cands = list(zip(*cols, strict=True))
         hs = list(map(hash, cands))
         best_h = min(hs)
         base_h = hash(base)
@@ -74,7 +74,7 @@ class Symmetry:
         if any(s is not None for s in subs):
             n = self.n
             cols = [(x,) * n if s is None else s for x, s in zip(c, subs, strict=True)]
-            out = tuple(zip(*cols)) if t is tuple else tuple(map(frozenset, zip(*cols)))
+            out = tuple(zip(*cols, strict=True)) if t is tuple else tuple(map(frozenset, zip(*cols, strict=True)))
         memo[c] = out
         return out
 

@@ -445,3 +445,18 @@ def test_deeply_nested_binders_compile_once_per_level(tmp_path, monkeypatch):
                       f"Inv == {nest.replace('E', 'A')}x \\in {{0, 1}}", NOLOCK + "INVARIANT Inv\n")
     r = check_model(spec)
     assert (r.outcome, r.distinct_states, r.generated_states) == (Outcome.SUCCESS, 2, 3), r.violation
+
+
+def test_symmetry_24_permutations_with_memo_starting_over(tmp_path, monkeypatch):
+    """Four symmetric bits and a set of the processes whose bit is set: 16 states, 5 orbits (how many bits
+    are set). Most states are fixed by some permutations (tied candidates); the memo starts over at every state."""
+    from kvexact.spec.checker import symmetry
+    monkeypatch.setattr(symmetry, "_MEMO_LIMIT", 0)
+    body = ("CONSTANT P\nVARIABLES b, on\nInit == b = [p \\in P |-> 0] /\\ on = {}\n"
+            "Next == \\E p \\in P : b[p] = 0 /\\ b' = [b EXCEPT ![p] = 1] /\\ on' = on \\cup {p}\n"
+            "Sym == Permutations(P)")
+    cfg = NOLOCK + "CONSTANT P = {a, b, c, d}\n"
+    plain = check_model(write_spec(tmp_path, body, cfg, extends="Naturals, TLC"))
+    assert (plain.distinct_states, plain.generated_states) == (16, 1 + 4 + 12 + 12 + 4)
+    sym = check_model(write_spec(tmp_path, body, cfg + "SYMMETRY Sym\n", extends="Naturals, TLC"))
+    assert (sym.distinct_states, sym.generated_states, sym.depth) == (5, 1 + 4 + 3 + 2 + 1, 5)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import click
-
 from click.testing import CliRunner
 from test_checker_enum import NOLOCK, write_spec
 
