@@ -93,8 +93,8 @@ def enabled_fn(comp: Compiler, action: Any, subscript: Any, scope: Scope, where:
         else:
             v0 = fv(s, None, e)
 
-            def k(s2, n2):
-                if not tla_eq(fv(n2, None, e), v0):
+            def k(s2, n2):  # n2 is bound in place: a copy, so a per-state cache keyed on it stays right
+                if not tla_eq(fv(dict(n2), None, e), v0):
                     raise _Enabled()
         try:
             act(s, {}, e, k)
