@@ -260,3 +260,29 @@ def test_refinement_fairness_through_a_mapped_expression(tmp_path):
                                extra=abs_module))
     assert r.outcome is Outcome.LIVENESS and r.violation.kind == "temporal"
     assert r.violation.trace[-1].values["x"] < 4 and r.violation.loop == len(r.violation.trace)
+
+
+IDLE_FIRST = """\
+VARIABLES pc, r
+vars == <<pc, r>>
+Init == pc = "SENT" /\\ r = 0
+Receive == \\/ pc = "SENT" /\\ r = 0 /\\ r' = 1 /\\ UNCHANGED pc
+           \\/ pc = "SENT" /\\ r = 1 /\\ UNCHANGED vars
+Abort == pc = "SENT" /\\ r = 1 /\\ pc' = "ABORT" /\\ UNCHANGED r
+Next == Receive \\/ Abort
+Spec == Init /\\ [][Next]_vars /\\ WF_vars(Receive \\/ Abort)
+IdleOnly == Init /\\ [][Next]_vars /\\ WF_vars(Receive)
+Decides == [](pc # "BYZ") => <>(pc = "ABORT")
+"""
+
+
+def test_enabled_under_a_subscript_skips_a_stuttering_disjunct(tmp_path):
+    """nbacg_guer01's shape: at r = 1 the fair action's first successor is a stuttering one (Receive's
+    UNCHANGED vars), which does not make <<A>>_vars enabled, but Abort's does, so WF forces the abort
+    and TLC reports success. Only the stuttering Receive is fair in IdleOnly: <<Receive>>_vars is not
+    enabled at r = 1, so stopping there forever is fair and the property fails."""
+    r = check_model(write_spec(tmp_path, IDLE_FIRST, "SPECIFICATION Spec\nPROPERTY Decides\nCHECK_DEADLOCK FALSE\n"))
+    assert r.outcome is Outcome.SUCCESS and r.complete, r.violation
+    r = check_model(write_spec(tmp_path, IDLE_FIRST, "SPECIFICATION IdleOnly\nPROPERTY Decides\nCHECK_DEADLOCK FALSE\n"))
+    assert r.outcome is Outcome.LIVENESS and r.violation.trace[-1].values == {"pc": "SENT", "r": 1}
+    assert r.violation.loop == len(r.violation.trace)
