@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from click.testing import CliRunner
-from test_checker_enum import NOLOCK, write_spec
+from tla_snippets import NOLOCK, write_spec
 
 from kvexact.cli.check import check
 

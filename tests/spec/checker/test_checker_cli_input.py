@@ -4,7 +4,7 @@ with one line and the Rejection's name, never UnicodeDecodeError/IsADirectoryErr
 from __future__ import annotations
 
 import pytest
-from test_checker_enum import NOLOCK, write_spec
+from tla_snippets import NOLOCK, write_spec
 
 from kvexact.conformance.line_schemas import Rejection
 

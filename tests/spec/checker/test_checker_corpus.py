@@ -11,24 +11,14 @@ from kvexact.spec.checker.corpus import Verdict, find_corpus, run_corpus
 from kvexact.spec.checker.result import Outcome
 
 
-def corpus_root():
-    """The corpus folder; in CI (CI=true) a missing corpus fails instead of skipping."""
-    root = find_corpus()
-    if root is None:
-        if os.environ.get("CI"):
-            pytest.fail("tla-corpus not found in CI: shared/tla-corpus beside the checkout, or KVEXACT_TLA_CORPUS")
-        pytest.skip("tla-corpus not found: set KVEXACT_TLA_CORPUS")
-    return root
-
-
 def _counts_match(row) -> bool:
     """TLC's result and counts (temporal properties included)."""
     return row.verdict is Verdict.MATCH
 
 
 @pytest.mark.slow
-def test_corpus_matches_tlc():
-    root = corpus_root()
+def test_corpus_matches_tlc(corpus_root):
+    root = corpus_root
     rows = run_corpus(root, workers=1)
     assert len(rows) == 15
     bad = [f"{r.id}: {r.why}" for r in rows if not _counts_match(r)]
@@ -38,9 +28,9 @@ def test_corpus_matches_tlc():
     assert len(diehard.violation.trace) == 7
 
 
-def test_corpus_small_models_match_tlc():
+def test_corpus_small_models_match_tlc(corpus_root):
     """The quick part of the corpus, so a plain unit run also compares with TLC."""
-    root = corpus_root()
+    root = corpus_root
     quick = ["SpecifyingSystems__HourClock__HourClock", "CigaretteSmokers__CigaretteSmokers",
              "transaction_commit__TwoPhase", "chang_roberts__MCChangRoberts", "echo__MCEcho",
              "SpecifyingSystems__TLC__MCAlternatingBit", "Majority__MCMajority", "DieHard__DieHard"]

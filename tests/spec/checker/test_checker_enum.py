@@ -4,26 +4,11 @@ every successor of every explored state (duplicates included); distinct = states
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
-
 import pytest
+from tla_snippets import NOLOCK, write_spec
 
 from kvexact.spec.checker import check_model
 from kvexact.spec.checker.result import Outcome
-
-
-def write_spec(tmp_path: Path, body: str, cfg: str, name: str = "M", extra: dict | None = None) -> Path:
-    spec = tmp_path / f"{name}.tla"
-    spec.write_text(f"---- MODULE {name} ----\nEXTENDS Naturals, Sequences, FiniteSets, TLC\n"
-                    + textwrap.dedent(body) + "\n====\n")
-    (tmp_path / f"{name}.cfg").write_text(textwrap.dedent(cfg))
-    for fname, text in (extra or {}).items():
-        (tmp_path / fname).write_text(textwrap.dedent(text))
-    return spec
-
-
-NOLOCK = "INIT Init\nNEXT Next\nCHECK_DEADLOCK FALSE\n"
 
 CASES = {
     # x=0 -> two x=1 successors (duplicates count); x=1 -> two x=1. gen 1+2+2=5, distinct 2, depth 2
@@ -133,11 +118,9 @@ def test_properties_are_checked_not_passed_over(tmp_path):
     assert r.outcome is Outcome.LIVENESS and r.exit_code == 13 and r.violation.name == "Dead"
 
 
-def test_die_hard_shortest_trace():
+def test_die_hard_shortest_trace(corpus_root):
     """DieHard: the shortest behavior reaching big = 4 has 7 states (BFS)."""
-    from test_checker_corpus import corpus_root
-
-    r = check_model(corpus_root() / "DieHard__DieHard" / "DieHard.tla")
+    r = check_model(corpus_root / "DieHard__DieHard" / "DieHard.tla")
     assert r.outcome is Outcome.SAFETY and r.exit_code == 12
     assert r.violation.name == "NotSolved" and len(r.violation.trace) == 7
     assert r.violation.trace[-1].values["big"] == 4

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_checker_enum import NOLOCK, write_spec  # noqa: E402
+from tla_snippets import NOLOCK, write_spec  # noqa: E402
 
 from kvexact.spec.checker import check_model
 from kvexact.spec.checker.cfg import ConfigError, parse_cfg_text

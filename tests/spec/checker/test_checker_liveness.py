@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 
-from test_checker_enum import write_spec
+from tla_snippets import write_spec
 
 from kvexact.spec.checker import check_model
 from kvexact.spec.checker.report import summary_lines, write_itf, write_json

@@ -13,7 +13,7 @@ import sys
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_checker_enum import write_spec
+from tla_snippets import write_spec
 
 from kvexact.spec.checker import check_model
 from kvexact.spec.checker.result import Outcome

@@ -7,7 +7,7 @@ import json
 import textwrap
 
 import pytest
-from test_checker_enum import NOLOCK
+from tla_snippets import NOLOCK
 
 from kvexact.spec.checker import check_model, evaluate
 from kvexact.spec.checker.result import Outcome

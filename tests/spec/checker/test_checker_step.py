@@ -3,7 +3,7 @@ and if not, which conjunct failed."""
 
 from __future__ import annotations
 
-from test_checker_enum import write_spec
+from tla_snippets import write_spec
 
 from kvexact.spec.checker import ModelValue, load_model, to_python
 from kvexact.spec.checker.values import Fcn

@@ -6,7 +6,7 @@ import json
 
 import click
 from click.testing import CliRunner
-from test_checker_enum import NOLOCK, write_spec
+from tla_snippets import NOLOCK, write_spec
 
 from kvexact.gate.framework import GateContext, Verdict
 from kvexact.spec.checker import check_model, engine
