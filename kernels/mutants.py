@@ -35,7 +35,7 @@ class KernelMutantError(ValueError):
 @dataclass(frozen=True)
 class KernelMutant:
     """``original`` -> ``mutated`` in ``kernels/<module>.py``; ``gate_case`` is the quick
-    ``kernels-differential`` case that kills it (``decode N``, ``shared N`` or ``tree THRESHOLD``, or
+    ``kernels-differential`` case that kills it (``decode N``, ``cache 0``, ``merge 0``, ``shared N`` or ``tree THRESHOLD``, or
     ``int64`` for the overflow probe), ``test`` a kernel test node that kills it."""
 
     name: str
@@ -50,10 +50,10 @@ class KernelMutant:
 MUTANTS: tuple[KernelMutant, ...] = (
     KernelMutant("tile-mask-off-by-one", "paged", "        valid = pos < hi\n", "        valid = pos <= hi\n",
                  "the tile mask admits the token one past the end (a poisoned slot)", "decode 0",
-                 "tests/kernels/test_kernels_decode.py::test_empty_sequence_gives_zero_output_and_minus_inf_lse"),
+                 "tests/kernels/test_kernels_decode.py::test_decode_matches_float64_on_poisoned_pool"),
     KernelMutant("key-slot-offset", "paged", "row = blk * s_kcb + (pos % block_size) * s_kct",
                  "row = blk * s_kcb + ((pos + 1) % block_size) * s_kct",
-                 "the key row inside a block is off by one token (values stay right)", "decode 1",
+                 "the key row inside a block is off by one token (values stay right)", "shared 0",
                  "tests/kernels/test_kernels_shared.py::test_hydragen_with_empty_prefix_equals_paged_decode"),
     KernelMutant("block-id-int64-cast", "paged", "            blk = blk.to(tl.int64)\n",
                  "            blk = blk\n",
@@ -68,14 +68,14 @@ MUTANTS: tuple[KernelMutant, ...] = (
                  "tests/kernels/test_kernels_ops.py::test_merge_of_split_attention_equals_whole_attention"),
     KernelMutant("merge-empty-state", "paged", "    live = lse > float(\"-inf\")\n",
                  "    live = lse >= float(\"-inf\")\n",
-                 "an empty partial state's (garbage) output is read into the merge", "decode 2",
+                 "an empty partial state's (garbage) output is read into the merge", "merge 0",
                  "tests/kernels/test_kernels_ops.py::test_merge_attn_states_equals_float64_including_empty_sides"),
-    KernelMutant("cache-write-skip-mask", "paged", "keep = (slot >= 0) & (h < HEADS)", "keep = (h < HEADS)",
-                 "reshape_and_cache writes tokens whose slot is -1 (skip)", "tree 1",
+    KernelMutant("cache-write-slot-zero", "paged", "keep = (slot >= 0) & (h < HEADS)", "keep = (slot > 0) & (h < HEADS)",
+                 "reshape_and_cache skips the token addressed to slot 0 (the skip test is off by one)", "cache 0",
                  "tests/kernels/test_kernels_ops.py::test_reshape_and_cache_writes_only_addressed_slots"),
     KernelMutant("chunk-row-mask", "shared", "    rmask = seq < seq_end\n", "    rmask = seq <= seq_end\n",
                  "a chunk-first tile stores rows of the sequence after its last covered one", "shared 0",
-                 "tests/kernels/test_kernels_shared.py::test_hydragen_returns_merged_lse"),
+                 "tests/kernels/test_kernels_shared.py::test_shared_prefix_schedules_match_float64"),
 )
 BY_NAME = {m.name: m for m in MUTANTS}
 
