@@ -30,7 +30,7 @@ def test_default_modules_are_reference_and_kernel_host_code_without_the_failure_
     chosen = mu.select_modules(mu.DEFAULT_MODULES)
     assert "reference.prefix" in chosen and "kernels.paged" in chosen
     assert not [n for n in chosen if n.startswith("reference.labs.")]
-    assert "kernels.mutants" not in chosen
+    assert "kernels.mutants" not in chosen and "reference.bench" not in chosen
 
 
 def test_unknown_module_is_rejected_by_name():
