@@ -196,11 +196,11 @@ def load_equivalents(path: Path = EQUIVALENTS_FILE) -> dict[str, str]:
 
 
 def sample(mutants: list[Mutant], max_mutants: int | None, seed: int) -> list[Mutant]:
-    """A uniform sample of at most ``max_mutants`` (fixed by the seed), in file order."""
+    """A uniform sample of at most ``max_mutants``, in an order drawn from the seed, so that the first k of
+    an interrupted run are a uniform sample too; all of them, in file order, without a maximum."""
     if max_mutants is None or max_mutants >= len(mutants):
         return list(mutants)
-    picked = set(random.Random(seed).sample(range(len(mutants)), max_mutants))
-    return [m for i, m in enumerate(mutants) if i in picked]
+    return [mutants[i] for i in random.Random(seed).sample(range(len(mutants)), max_mutants)]
 
 
 # ----------------------------------------------------------------------------------------------------

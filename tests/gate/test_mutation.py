@@ -68,11 +68,11 @@ def test_triton_kernel_bodies_are_not_mutated_by_cosmic_ray():
     assert lines  # the host code is mutated
 
 
-def test_sample_is_fixed_by_the_seed_and_keeps_file_order():
+def test_sample_is_fixed_by_the_seed_and_drawn_in_random_order():
     mutants = [_mutant(line=i) for i in range(1, 200)]
     a, b, c = mu.sample(mutants, 20, 0), mu.sample(mutants, 20, 0), mu.sample(mutants, 20, 1)
-    assert a == b and a != c and len(a) == 20
-    assert [m.line for m in a] == sorted(m.line for m in a)
+    assert a == b and a != c and len(a) == 20 and len(set(a)) == 20
+    assert [m.line for m in a] != sorted(m.line for m in a)  # an interrupted run's first k are a sample too
     assert mu.sample(mutants, None, 0) == mutants
 
 
