@@ -174,6 +174,49 @@ def run_decode_case(case: dict, seed: int = 0) -> dict:
             "lse_ok": lse_ok, "passed": ok and finite and same and lse_ok}
 
 
+CACHE_SENTINEL = -7.25  # exactly representable in every dtype
+
+
+def run_cache_write_case(dtype=torch.float16, seed: int = 0) -> dict:
+    """``reshape_and_cache`` into a sentinel-filled pool (K and V views of one tensor) through slots that
+    include -1 (skip): exactly the addressed slots hold the written rows, every other slot its sentinel."""
+    nb, bs, hkv, d = 5, 4, 2, 8
+    kc, vc = make_caches(nb, bs, hkv, d, d, dtype, "combined_nb2", CACHE_SENTINEL)
+    gen = dev.generator(seed)
+    key, value = dev.randn((6, hkv, d), gen, dtype), dev.randn((6, hkv, d), gen, dtype)
+    slots = [17, -1, 0, 3, -1, 9]
+    want_k, want_v = kc.clone(), vc.clone()
+    for t, s in enumerate(slots):
+        if s >= 0:
+            want_k[s // bs, s % bs] = key[t]
+            want_v[s // bs, s % bs] = value[t]
+    paged.reshape_and_cache(key, value, kc, vc, dev.tensor(slots, torch.int64))
+    exact = bool(torch.equal(kc, want_k) and torch.equal(vc, want_v))
+    return {"exact": exact, "passed": exact}
+
+
+def run_merge_case(seed: int = 0) -> dict:
+    """``merge_attn_states`` of two fp32 partial states against the float64 merge, with one side empty, both
+    empty, and FlashAttention 2's +inf marker; an empty side's output is NaN and must never be read."""
+    t, h, d = 6, 3, 16
+    gen = dev.generator(seed)
+    po, so = dev.randn((t, h, d), gen, torch.float32), dev.randn((t, h, d), gen, torch.float32)
+    pl, sl = dev.randn((t, h), gen, torch.float32) * 3, dev.randn((t, h), gen, torch.float32) * 3
+    pl[0, :], sl[1, :] = -math.inf, -math.inf
+    pl[2, :], sl[2, :] = -math.inf, -math.inf
+    pl[3, 0], sl[3, 1] = math.inf, math.inf
+    po[0], so[1], po[2], so[2] = math.nan, math.nan, math.nan, math.nan
+    out, lse = paged.merge_attn_states(po, pl, so, sl, return_lse=True)
+    want, want_lse = ref.merge_f64(torch.stack([po.double(), so.double()]), torch.stack([pl.double(), sl.double()]))
+    atol, rtol = TOLERANCES[torch.float32]
+    finite = bool(torch.isfinite(out).all())
+    close = finite and bool(torch.allclose(out.double().cpu(), want.cpu(), atol=atol, rtol=rtol))
+    fin = torch.isfinite(want_lse)
+    lse_ok = bool(torch.equal(torch.isneginf(lse).cpu(), torch.isneginf(want_lse).cpu())) and bool(
+        torch.allclose(lse[fin].double().cpu(), want_lse[fin].cpu(), atol=1e-5, rtol=1e-5))
+    return {"finite": finite, "within_tolerance": close, "lse_ok": lse_ok, "passed": finite and close and lse_ok}
+
+
 SHARED_FACTORS: dict[str, tuple] = {
     "dtype": ("fp32", "fp16"),
     "block_size": (16, 1),

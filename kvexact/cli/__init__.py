@@ -35,6 +35,7 @@ BENCHES = {
     "reference": "kvexact.cli.bench:bench_reference",
     "kernels": "kvexact.cli.bench:bench_kernels",
     "events": "kvexact.cli.bench_events:bench_events",
+    "mutation": "kvexact.cli.bench_mutation:bench_mutation",
 }
 
 

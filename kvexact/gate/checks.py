@@ -3,11 +3,18 @@ the conformance layer (proofs, the negative registry, the machines and the adapt
 
 from __future__ import annotations
 
-from kvexact.gate import conformance_checks, corpus_check, kernel_checks, packaging, spec_checks
+from kvexact.gate import (
+    conformance_checks,
+    corpus_check,
+    formula_checks,
+    kernel_checks,
+    packaging,
+    spec_checks,
+)
 from kvexact.gate.framework import GateCheck
 
 CHECKS: tuple[GateCheck, ...] = (
-    *packaging.CHECKS, *corpus_check.CHECKS, *spec_checks.CHECKS, *kernel_checks.CHECKS,
+    *packaging.CHECKS, *corpus_check.CHECKS, *spec_checks.CHECKS, *kernel_checks.CHECKS, *formula_checks.CHECKS,
     *conformance_checks.CHECKS,
 )
 

@@ -2,8 +2,8 @@
 
 Invariant: ``kernels-differential`` passes only when every case is finite, within its dtype's tolerance of
 float64, and blind to the poison in unreferenced slots; it cannot run (rather than fail) when torch or
-triton is missing. ``quick`` runs one decode case per dtype, one shared-prefix case and one 0x0BE tree; ``full`` and ``deep`` the
-fixed set below.
+triton is missing. ``quick`` runs one decode case per dtype, one ``reshape_and_cache`` case with skipped (-1) slots, one
+``merge_attn_states`` case with empty (NaN) sides, one shared-prefix case and one 0x0BE tree; ``full`` and ``deep`` the fixed set below (with the same cache and merge cases).
 """
 
 from __future__ import annotations
@@ -29,37 +29,60 @@ def _import_kernels():
     return differential
 
 
-def kernels_differential(ctx: GateContext) -> CheckResult:
+def case_names(level: str) -> list[str]:
+    """The cases ``kernels-differential`` runs at a level, in order: ``decode N``, ``shared N``, ``tree T``."""
+    n_decode, n_shared, thresholds = CASES[level]
+    return [*(f"decode {i}" for i in range(n_decode)), "cache 0", "merge 0", *(f"shared {i}" for i in range(n_shared)),
+            *(f"tree {t}" for t in thresholds)]
+
+
+def run_case(name: str, seed: int = 0) -> tuple[bool, str, dict]:
+    """Run one named case: (passed, what failed, its figures)."""
     D = _import_kernels()
     import torch
 
+    kind, _, arg = name.partition(" ")
+    if kind == "decode":
+        case = D.pairwise_cases(D.DECODE_FACTORS)[int(arg)]
+        result = D.run_decode_case(case, seed=seed)
+        return result["passed"], f"decode {D.case_id(case)}: {result}", {"dtype": case["dtype"], **result}
+    if kind == "cache":
+        result = D.run_cache_write_case(seed=seed)
+        return result["passed"], f"reshape_and_cache with skipped slots: {result}", result
+    if kind == "merge":
+        result = D.run_merge_case(seed=seed)
+        return result["passed"], f"merge_attn_states with empty (NaN) sides: {result}", result
+    if kind == "shared":
+        case = D.pairwise_cases(D.SHARED_FACTORS)[int(arg)]
+        result = D.run_shared_case(case, seed=seed)
+        return result["passed"], f"shared {D.case_id(case)}: {result}", result
+    if kind == "tree":
+        result = D.run_seed_tree(torch.float32, 16, int(arg))
+        return result["within_tolerance"] and result["finite"], f"0x0BE tree, threshold {arg}: {result}", result
+    raise ValueError(f"unknown kernels-differential case {name!r}")
+
+
+def kernels_differential(ctx: GateContext) -> CheckResult:
+    _import_kernels()
     start = time.perf_counter()
     failed: list[str] = []
     worst: dict[str, float] = {}
+    names = case_names(ctx.level)
+    for name in names:
+        passed, detail, result = run_case(name, ctx.seed)
+        if "dtype" in result:
+            worst[result["dtype"]] = max(worst.get(result["dtype"], 0.0), result["max_abs_err"])
+        if not passed:
+            failed.append(detail)
     n_decode, n_shared, thresholds = CASES[ctx.level]
-    decode = D.pairwise_cases(D.DECODE_FACTORS)[:n_decode]
-    for case in decode:
-        result = D.run_decode_case(case, seed=ctx.seed)
-        worst[case["dtype"]] = max(worst.get(case["dtype"], 0.0), result["max_abs_err"])
-        if not result["passed"]:
-            failed.append(f"decode {D.case_id(case)}: {result}")
-    shared_cases = D.pairwise_cases(D.SHARED_FACTORS)[:n_shared]
-    for case in shared_cases:
-        result = D.run_shared_case(case, seed=ctx.seed)
-        if not result["passed"]:
-            failed.append(f"shared {D.case_id(case)}: {result}")
-    for threshold in thresholds:
-        result = D.run_seed_tree(torch.float32, 16, threshold)
-        if not (result["within_tolerance"] and result["finite"]):
-            failed.append(f"0x0BE tree, threshold {threshold}: {result}")
-    figures = {"decode_cases": len(decode), "shared_cases": len(shared_cases), "seed_tree_runs": len(thresholds),
+    figures = {"decode_cases": n_decode, "cache_write_cases": 1, "merge_cases": 1, "shared_cases": n_shared, "seed_tree_runs": len(thresholds),
                **{f"max_abs_err_{k}": float(f"{v:.3g}") for k, v in sorted(worst.items())},
                "seconds": round(time.perf_counter() - start, 2)}
-    cases = len(decode) + len(shared_cases) + len(thresholds)
     if failed:
-        return CheckResult(Verdict.FAILED, figures, "; ".join(failed), seeds={"seed": ctx.seed}, examples=cases)
+        return CheckResult(Verdict.FAILED, figures, "; ".join(failed), seeds={"seed": ctx.seed}, examples=len(names))
     return CheckResult(Verdict.PASSED, figures, "paged decode, shared-prefix schedules and the 0x0BE tree match "
-                                                "float64 on poisoned pools", seeds={"seed": ctx.seed}, examples=cases)
+                                                "float64 on poisoned pools", seeds={"seed": ctx.seed},
+                       examples=len(names))
 
 
 def kernels_int64(ctx: GateContext) -> CheckResult:

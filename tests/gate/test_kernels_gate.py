@@ -19,7 +19,7 @@ def test_differential_check_passes_with_figures():
     result = gate_checks.kernels_differential(GateContext(level="full"))
     assert result.verdict is Verdict.PASSED, result.detail
     assert result.figures["decode_cases"] == gate_checks.DECODE_CASES
-    assert result.examples == gate_checks.DECODE_CASES + gate_checks.SHARED_CASES + 2
+    assert result.examples == gate_checks.DECODE_CASES + 2 + gate_checks.SHARED_CASES + 2
     assert {"max_abs_err_fp32", "max_abs_err_fp16", "max_abs_err_bf16"} <= set(result.figures)
     assert result.figures["max_abs_err_fp32"] < 1e-5
 
@@ -27,7 +27,8 @@ def test_differential_check_passes_with_figures():
 def test_quick_differential_check_covers_every_dtype_with_fewer_cases():
     result = gate_checks.kernels_differential(GateContext(level="quick"))
     assert result.verdict is Verdict.PASSED, result.detail
-    assert (result.figures["decode_cases"], result.figures["shared_cases"], result.figures["seed_tree_runs"]) == (3, 1, 1)
+    assert (result.figures["decode_cases"], result.figures["cache_write_cases"], result.figures["merge_cases"],
+            result.figures["shared_cases"], result.figures["seed_tree_runs"]) == (3, 1, 1, 1, 1)
     assert {"max_abs_err_fp32", "max_abs_err_fp16", "max_abs_err_bf16"} <= set(result.figures)
 
 

@@ -1,0 +1,89 @@
+"""``kvexact bench mutation``: mutation testing of the gate's fast level over ``reference/`` and the kernels'
+host code (:mod:`kvexact.gate.mutation`), a benchmark, not a test.
+
+It mutates the source files in place one mutant at a time (cosmic-ray restores each), so nothing else may
+run from this checkout meanwhile. Exit 0 when it ran (survivors are figures, not failures), 2 on bad usage
+(an unknown module, an equivalent without a reason), 130 on Ctrl-C (the file being mutated is restored).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import click
+
+from kvexact.spec.files import write_atomic
+
+
+@click.command("mutation")
+@click.option("--module", "modules", multiple=True, metavar="PATTERN",
+              help="module(s) to mutate, e.g. reference.prefix or 'reference.*' (repeatable; default: reference.* "
+                   "but the failure lab, kernels.paged, kernels.shared, kernels.device)")
+@click.option("--max-mutants", type=int, default=None, help="run a uniform sample of this many (fixed by --seed)")
+@click.option("--seed", type=int, default=0, show_default=True, help="seed of the sample")
+@click.option("--list", "list_only", is_flag=True, help="count the mutants per module and exit")
+@click.option("--coverage-map", "map_path", type=click.Path(path_type=Path), default=None,
+              help="reuse (or write) the checks' line coverage here; remeasured when the sources changed")
+@click.option("--timeout-factor", type=float, default=4.0, show_default=True,
+              help="a probe may take 60 s + this times its checks' unmutated seconds (then it counts as killed)")
+@click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="write every result here")
+@click.option("--table", "table_path", type=click.Path(path_type=Path), default=None,
+              help="write the Markdown score table and the survivors here")
+def bench_mutation(modules: tuple[str, ...], max_mutants: int | None, seed: int, list_only: bool,
+                   map_path: Path | None, timeout_factor: float, json_path: Path | None,
+                   table_path: Path | None) -> int:
+    """Mutate reference/ and the kernels' host code; report the score per module and the survivors."""
+    from kvexact.gate import mutation as mu
+
+    if max_mutants is not None and max_mutants < 1:
+        raise click.UsageError(f"--max-mutants must be at least 1, got {max_mutants}")
+    try:
+        chosen = mu.select_modules(modules or mu.DEFAULT_MODULES)
+        equivalents = mu.load_equivalents()
+    except mu.MutationInputError as exc:
+        raise click.UsageError(str(exc)) from None
+    every = mu.enumerate_mutants(chosen)
+    if list_only:
+        for name in chosen:
+            click.echo(f"{name:36} {sum(m.module == name for m in every):6} mutants")
+        click.echo(f"{'total':36} {len(every):6} mutants")
+        return 0
+    picked = mu.sample(every, max_mutants, seed)
+    click.echo(f"bench mutation: {len(picked)} of {len(every)} mutants of {len(chosen)} modules"
+               + (f" (uniform sample, seed {seed})" if len(picked) < len(every) else ""), err=True)
+    coverage_map = None
+    if map_path is not None and map_path.exists():
+        coverage_map = json.loads(map_path.read_text(encoding="utf-8"))
+        if coverage_map.get("digest") != mu.sources_digest():
+            click.echo("bench mutation: the sources changed since the coverage map; measuring again", err=True)
+            coverage_map = None
+    if coverage_map is None:
+        coverage_map = mu.measure_coverage(lambda text: click.echo(text, err=True))
+        if map_path is not None:
+            write_atomic(map_path, json.dumps(coverage_map) + "\n")
+    started = time.monotonic()
+    meta = {"seed": seed, "sampled": len(picked), "of": len(every), "modules": list(chosen),
+            "fast_level": {"level": mu.FAST_CHECKS_LEVEL, "profile": "ci", "gate_seed": 0}}
+    done: list[mu.MutantResult] = []
+
+    def on_result(i: int, n: int, r: mu.MutantResult) -> None:
+        done.append(r)
+        if json_path is not None:  # after each mutant, so an interrupted run keeps its figures
+            write_atomic(json_path, json.dumps(mu.report(done, {**meta, "complete": False}), indent=1) + "\n")
+        m = r.mutant
+        by = f" by {r.killed_by}" if r.killed_by else ""
+        click.echo(f"[{i + 1}/{n}] {m.module}:{m.line} {m.operator.removeprefix('core/')} -> {r.outcome.value}{by} "
+                   f"({r.seconds:.1f} s; {time.monotonic() - started:.0f} s elapsed)", err=True)
+
+    results = mu.run_mutants(picked, coverage_map, equivalents, timeout_factor, on_result)
+    table = mu.render_table(mu.scores(results))
+    survivors = mu.survivors_text(results)
+    click.echo(table + ("\nSurvivors and equivalents:\n" + survivors if survivors else ""))
+    if table_path is not None:
+        write_atomic(table_path, table + ("\n" + survivors if survivors else ""))
+    if json_path is not None:
+        meta.update(complete=True, seconds=round(time.monotonic() - started, 1))
+        write_atomic(json_path, json.dumps(mu.report(results, meta), indent=1) + "\n")
+    return 0

@@ -1,0 +1,416 @@
+"""Mutation testing of the gate (``kvexact bench mutation``): cosmic-ray's operators mutate ``reference/``
+and the kernels' host code one mutant at a time, and the gate's fast level has to kill each mutant.
+
+The fast level: the gate's quick checks (fixed seed 0, the ``ci`` Hypothesis profile: a fixed, small,
+derandomized number of examples) whose line coverage, measured once per check by coverage.py on the
+unmutated code, executes a line of the mutant; they run cheapest first in one subprocess that stops at the
+first check that does not pass. A mutant on lines no quick check executes is not run: it survives as
+"not executed". Triton kernel bodies are left to the hand-written mutants of :mod:`kvexact.kernels.mutants`.
+
+Invariant: a mutant counts as killed only when a check did not pass (or the probe ran out of time) with the
+mutant in place; equivalent mutants are read from ``equivalent_mutants.toml`` (each with its reason) and are
+reported as such, never dropped; the score of a module is killed / (mutants - equivalent).
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import fnmatch
+import hashlib
+import json
+import random
+import sys
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+EQUIVALENTS_FILE = Path(__file__).with_name("equivalent_mutants.toml")
+ROOTS = ("reference", "kernels")
+DEFAULT_MODULES = ("reference.*", "kernels.paged", "kernels.shared", "kernels.device")
+# the failure lab's deliberately faulty variants, the timing harness of `kvexact bench reference`, and the
+# seed's worked numbers (oracles, not code)
+EXCLUDED = ("reference.labs.*", "reference.bench", "reference.formulas_golden")
+FAST_CHECKS_LEVEL = "quick"
+
+
+class MutationRejection(enum.Enum):
+    UNKNOWN_MODULE = "unknown module"
+    EQUIVALENT_WITHOUT_REASON = "equivalent mutant without a reason"
+    BAD_EQUIVALENTS_FILE = "unreadable equivalent-mutants file"
+
+
+class MutationInputError(ValueError):
+    def __init__(self, rejection: MutationRejection, detail: str):
+        super().__init__(f"{rejection.value}: {detail}")
+        self.rejection = rejection
+
+
+class Outcome(enum.Enum):
+    KILLED = "killed"
+    TIMEOUT = "killed (timeout)"
+    SURVIVED = "survived"
+    NOT_EXECUTED = "survived (no quick check executes it)"
+    EQUIVALENT = "equivalent"
+    INCOMPETENT = "incompetent"  # the mutation could not be applied or the probe could not start
+
+
+KILLED = (Outcome.KILLED, Outcome.TIMEOUT)
+SURVIVORS = (Outcome.SURVIVED, Outcome.NOT_EXECUTED)
+
+
+@attrs.frozen
+class Mutant:
+    """One cosmic-ray mutation of one module: ``key`` names it across edits that move lines."""
+
+    module: str
+    path: Path
+    operator: str
+    occurrence: int
+    line: int
+    end_line: int
+    before: str
+    after: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.module}|{self.operator}|{self.before.strip()} => {self.after.strip()}"
+
+
+@attrs.frozen
+class MutantResult:
+    mutant: Mutant
+    outcome: Outcome
+    checks: tuple[str, ...] = ()  # the checks the probe ran (cheapest first)
+    killed_by: str = ""
+    reason: str = ""  # the equivalence reason
+    seconds: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        m = self.mutant
+        return {"module": m.module, "line": m.line, "operator": m.operator, "occurrence": m.occurrence,
+                "before": m.before.strip(), "after": m.after.strip(), "outcome": self.outcome.value,
+                "checks": list(self.checks), "killed_by": self.killed_by, "reason": self.reason,
+                "seconds": round(self.seconds, 2)}
+
+
+def root_dirs() -> dict[str, Path]:
+    import kvexact.kernels
+    import kvexact.reference
+
+    return {"reference": Path(kvexact.reference.__file__).resolve().parent,
+            "kernels": Path(kvexact.kernels.__file__).resolve().parent}
+
+
+def all_modules() -> dict[str, Path]:
+    """Every mutable module: ``reference.x`` / ``kernels.x`` -> its file (package ``__init__`` files aside)."""
+    out = {}
+    for root, folder in root_dirs().items():
+        for path in sorted(folder.rglob("*.py")):
+            if path.name == "__init__.py" or "__pycache__" in path.parts:
+                continue
+            name = ".".join((root, *path.relative_to(folder).with_suffix("").parts))
+            if not any(fnmatch.fnmatchcase(name, pattern) for pattern in EXCLUDED):
+                out[name] = path
+    return out
+
+
+def select_modules(patterns: Iterable[str]) -> dict[str, Path]:
+    """The modules named by the patterns (fnmatch, e.g. ``reference.prefix`` or ``reference.*``)."""
+    known = all_modules()
+    chosen: dict[str, Path] = {}
+    for pattern in patterns:
+        hits = {n: p for n, p in known.items() if fnmatch.fnmatchcase(n, pattern)}
+        if not hits:
+            raise MutationInputError(MutationRejection.UNKNOWN_MODULE,
+                                     f"{pattern!r} names no module; known: reference.*, kernels.paged, ...")
+        chosen.update(hits)
+    return dict(sorted(chosen.items()))
+
+
+def jit_lines(source: str) -> set[int]:
+    """Lines inside ``@triton.jit`` functions (their bodies are mutated by hand, not by cosmic-ray)."""
+    lines: set[int] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.FunctionDef) and any(
+                "jit" in ast.unparse(d).split("(")[0].split(".")[-1] for d in node.decorator_list):
+            lines.update(range(node.lineno - len(node.decorator_list), (node.end_lineno or node.lineno) + 1))
+    return lines
+
+
+def enumerate_mutants(modules: dict[str, Path]) -> list[Mutant]:
+    """Every mutant cosmic-ray's argument-free operators make of the modules, outside Triton bodies (the
+    mutated line is filled in later by :func:`with_after`, for the mutants that are run)."""
+    import cosmic_ray.plugins
+    from cosmic_ray.ast import ast_nodes, get_ast_from_path
+
+    operators = [(n, cosmic_ray.plugins.get_operator(n)()) for n in cosmic_ray.plugins.operator_names()
+                 if not cosmic_ray.plugins.get_operator(n).arguments()]
+    out: list[Mutant] = []
+    for module, path in modules.items():
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        skip = jit_lines(source)
+        nodes = list(ast_nodes(get_ast_from_path(path)))
+        for name, operator in operators:
+            positions = [(s, e) for node in nodes for s, e in operator.mutation_positions(node)]
+            out.extend(Mutant(module, path, name, occurrence, start[0], end[0], lines[start[0] - 1], "")
+                       for occurrence, (start, end) in enumerate(positions) if start[0] not in skip)
+    return out
+
+
+def with_after(mutant: Mutant) -> Mutant | None:
+    """The mutant with its mutated line, or None when cosmic-ray makes no change there."""
+    import cosmic_ray.plugins
+    from cosmic_ray.mutating import mutate_code
+
+    mutated = mutate_code(mutant.path.read_text(encoding="utf-8"),
+                          cosmic_ray.plugins.get_operator(mutant.operator)(), mutant.occurrence)
+    if mutated is None:
+        return None
+    new_lines = mutated.splitlines()
+    return attrs.evolve(mutant, after=new_lines[mutant.line - 1] if mutant.line <= len(new_lines) else "")
+
+
+def load_equivalents(path: Path = EQUIVALENTS_FILE) -> dict[str, str]:
+    """``key -> reason`` from the TOML file: ``[[equivalent]]`` tables with ``key`` and ``reason``."""
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import toml as tomllib  # type: ignore[no-redef]
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise MutationInputError(MutationRejection.BAD_EQUIVALENTS_FILE, f"{path}: {exc}") from None
+    out = {}
+    for i, entry in enumerate(data.get("equivalent", [])):
+        key, reason = entry.get("key", ""), str(entry.get("reason", "")).strip()
+        if not key or not reason:
+            raise MutationInputError(MutationRejection.EQUIVALENT_WITHOUT_REASON,
+                                     f"{path}: entry {i + 1} ({key or 'no key'}) needs a key and a reason")
+        out[key] = reason
+    return out
+
+
+def sample(mutants: list[Mutant], max_mutants: int | None, seed: int) -> list[Mutant]:
+    """A uniform sample of at most ``max_mutants``, in an order drawn from the seed, so that the first k of
+    an interrupted run are a uniform sample too; all of them, in file order, without a maximum."""
+    if max_mutants is None or max_mutants >= len(mutants):
+        return list(mutants)
+    return [mutants[i] for i in random.Random(seed).sample(range(len(mutants)), max_mutants)]
+
+
+# ----------------------------------------------------------------------------------------------------
+# the coverage map: which reference/kernels lines each quick check executes
+
+
+def sources_digest() -> str:
+    """A digest of every mutable module's text: a coverage map is reused only for the same sources."""
+    h = hashlib.sha256()
+    for name, path in sorted(all_modules().items()):
+        h.update(name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def measure_check(name: str) -> dict[str, Any]:
+    """Run one quick gate check under coverage.py (in this fresh process, so import-time lines count):
+    ``{"seconds", "passed", "lines": {module: [line, ...]}}``."""
+    import coverage
+
+    cov = coverage.Coverage(data_file=None, source=[str(d) for d in root_dirs().values()])
+    cov.start()
+    try:
+        from kvexact.gate import framework
+        from kvexact.gate.checks import load_checks
+
+        check = {c.name: c for c in load_checks()}[name]
+        outcome = framework.run_check(check, framework.GateContext(level=FAST_CHECKS_LEVEL, profile="ci"))
+    finally:
+        cov.stop()
+    by_path = {str(p): n for n, p in all_modules().items()}
+    data = cov.get_data()
+    lines = {by_path[f]: sorted(data.lines(f) or ()) for f in data.measured_files() if f in by_path}
+    return {"seconds": round(outcome.seconds, 2), "passed": outcome.result.verdict is framework.Verdict.PASSED,
+            "lines": lines}
+
+
+def measure_coverage(status: Callable[[str], None] = lambda _t: None) -> dict[str, Any]:
+    """The coverage map: every quick gate check run once, each in its own process, under coverage.py:
+    ``{"digest", "checks": {name: measure_check(name)}}``."""
+    import subprocess
+    import tempfile
+
+    from kvexact.gate import framework
+    from kvexact.gate.checks import load_checks
+
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for check in framework.select_checks(load_checks(), level=FAST_CHECKS_LEVEL):
+            status(f"coverage of {check.name} ...")
+            target = Path(tmp) / f"{check.name}.json"
+            done = subprocess.run([sys.executable, "-m", "kvexact.gate.mutation", "--measure", check.name,
+                                   str(target)], capture_output=True, text=True)
+            if done.returncode != 0 or not target.exists():
+                out[check.name] = {"seconds": 0.0, "passed": False, "lines": {},
+                                   "error": (done.stdout + done.stderr)[-300:]}
+            else:
+                out[check.name] = json.loads(target.read_text(encoding="utf-8"))
+            c = out[check.name]
+            status(f"  {check.name}: {'passed' if c['passed'] else 'NOT PASSED'} in {c['seconds']} s, "
+                   f"{sum(map(len, c['lines'].values()))} lines")
+    return {"digest": sources_digest(), "checks": out}
+
+
+def checks_for(mutant: Mutant, coverage_map: dict[str, Any]) -> tuple[str, ...]:
+    """The passing quick checks that execute a line of the mutant, cheapest first."""
+    span = set(range(mutant.line, mutant.end_line + 1))
+    hits = [(c["seconds"], name) for name, c in coverage_map["checks"].items()
+            if c["passed"] and span & set(c["lines"].get(mutant.module, ()))]
+    return tuple(name for _s, name in sorted(hits))
+
+
+# ----------------------------------------------------------------------------------------------------
+# running
+
+
+def probe_command(checks: Iterable[str]) -> str:
+    return f"{sys.executable} -m kvexact.gate.mutation {','.join(checks)}"
+
+
+def run_mutant(mutant: Mutant, checks: tuple[str, ...], timeout: float) -> MutantResult:
+    """Apply the mutant on disk (cosmic-ray restores the file afterwards) and run the probe."""
+    from cosmic_ray.mutating import mutate_and_test
+    from cosmic_ray.work_item import MutationSpec, TestOutcome, WorkerOutcome
+
+    spec = MutationSpec(module_path=mutant.path, operator_name=mutant.operator, occurrence=mutant.occurrence,
+                        start_pos=(mutant.line, 0), end_pos=(mutant.line, 1))
+    start = time.perf_counter()
+    result = mutate_and_test([spec], probe_command(checks), timeout)
+    seconds = time.perf_counter() - start
+    if result.worker_outcome is not WorkerOutcome.NORMAL or result.test_outcome is TestOutcome.INCOMPETENT:
+        return MutantResult(mutant, Outcome.INCOMPETENT, checks, reason=(result.output or "")[-300:],
+                            seconds=seconds)
+    if result.test_outcome is TestOutcome.SURVIVED:
+        return MutantResult(mutant, Outcome.SURVIVED, checks, seconds=seconds)
+    if result.output == "timeout":
+        return MutantResult(mutant, Outcome.TIMEOUT, checks, killed_by="timeout", seconds=seconds)
+    marker = [ln for ln in (result.output or "").splitlines() if ln.startswith("killed-by: ")]
+    return MutantResult(mutant, Outcome.KILLED, checks, killed_by=marker[-1][11:] if marker else "?",
+                        seconds=seconds)
+
+
+def run_mutants(mutants: list[Mutant], coverage_map: dict[str, Any], equivalents: dict[str, str],
+                timeout_factor: float = 4.0, on_result: Callable[[int, int, MutantResult], None] | None = None,
+                runner: Callable[[Mutant, tuple[str, ...], float], MutantResult] = run_mutant) -> list[MutantResult]:
+    """Judge each mutant in order: equivalent (from the file), not executed, or run by ``runner``."""
+    results = []
+    for i, bare in enumerate(mutants):
+        mutant = with_after(bare) if not bare.after else bare
+        if mutant is None:
+            continue  # cosmic-ray offered a position it then does not change
+        checks = checks_for(mutant, coverage_map)
+        if mutant.key in equivalents:
+            result = MutantResult(mutant, Outcome.EQUIVALENT, checks, reason=equivalents[mutant.key])
+        elif not checks:
+            result = MutantResult(mutant, Outcome.NOT_EXECUTED)
+        else:
+            budget = sum(coverage_map["checks"][c]["seconds"] for c in checks)
+            result = runner(mutant, checks, 60.0 + timeout_factor * budget)
+        results.append(result)
+        if on_result is not None:
+            on_result(i, len(mutants), result)
+    return results
+
+
+@attrs.frozen
+class ModuleScore:
+    module: str
+    mutants: int
+    killed: int
+    survived: int
+    not_executed: int
+    equivalent: int
+    incompetent: int
+
+    @property
+    def score(self) -> float | None:
+        judged = self.mutants - self.equivalent - self.incompetent
+        return self.killed / judged if judged else None
+
+
+def scores(results: list[MutantResult]) -> list[ModuleScore]:
+    """Per module, then a ``total`` row."""
+    def row(name: str, rs: list[MutantResult]) -> ModuleScore:
+        n = {o: sum(r.outcome is o for r in rs) for o in Outcome}
+        return ModuleScore(name, len(rs), n[Outcome.KILLED] + n[Outcome.TIMEOUT], n[Outcome.SURVIVED],
+                           n[Outcome.NOT_EXECUTED], n[Outcome.EQUIVALENT], n[Outcome.INCOMPETENT])
+
+    modules = sorted({r.mutant.module for r in results})
+    return [*(row(m, [r for r in results if r.mutant.module == m]) for m in modules), row("total", results)]
+
+
+def render_table(rows: list[ModuleScore]) -> str:
+    lines = ["| module | mutants | killed | survived (run) | not executed | equivalent | incompetent | score |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        score = "n/a" if r.score is None else f"{100 * r.score:.0f}%"
+        lines.append(f"| {r.module} | {r.mutants} | {r.killed} | {r.survived} | {r.not_executed} | {r.equivalent} "
+                     f"| {r.incompetent} | {score} |")
+    return "\n".join(lines) + "\n"
+
+
+def survivors_text(results: list[MutantResult]) -> str:
+    lines = []
+    for r in results:
+        if r.outcome in SURVIVORS or r.outcome is Outcome.EQUIVALENT:
+            m = r.mutant
+            why = f" ({r.reason})" if r.reason else ""
+            lines.append(f"- {m.module}:{m.line} {m.operator.removeprefix('core/')}: `{m.before.strip()}` -> "
+                         f"`{m.after.strip()}` [{r.outcome.value}]{why}")
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def report(results: list[MutantResult], meta: dict[str, Any]) -> dict[str, Any]:
+    return {**meta, "scores": [{**attrs.asdict(r), "score": r.score} for r in scores(results)],
+            "mutants": [r.as_dict() for r in results]}
+
+
+# ----------------------------------------------------------------------------------------------------
+# the probe: ``python -m kvexact.gate.mutation CHECK[,CHECK...]`` (the per-mutant test command)
+
+
+def probe(names: list[str]) -> int:
+    """Run the named gate checks at the quick level, seed 0, ``ci`` profile; exit 1 at the first check that
+    does not pass (printing ``killed-by: NAME``), 0 when all pass."""
+    from kvexact.gate import framework
+    from kvexact.gate.checks import load_checks
+
+    checks = {c.name: c for c in load_checks()}
+    ctx = framework.GateContext(level=FAST_CHECKS_LEVEL, profile="ci")
+    for name in names:
+        outcome = framework.run_check(checks[name], ctx)
+        if outcome.result.verdict is not framework.Verdict.PASSED:
+            print(f"{name}: {outcome.result.verdict.value}: {outcome.result.detail[:500]}")
+            print(f"killed-by: {name}")
+            return 1
+    return 0
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    from kvexact.spec.files import write_atomic
+
+    write_atomic(path, json.dumps(data, indent=1) + "\n")
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--measure"]:
+        write_json(Path(argv[2]), measure_check(argv[1]))
+        return 0
+    return probe([n for arg in argv for n in arg.split(",") if n])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,142 @@
+"""The mutation bench's pieces (kvexact.gate.mutation): module choice, equivalents, sampling, the per-mutant
+check choice from the coverage map, the verdicts and scores, the probe, and the CLI's usage errors. The
+mutation runs themselves are benchmarks (``kvexact bench mutation``), not tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvexact.gate import mutation as mu
+
+
+def _mutant(module: str = "reference.handles", line: int = 10, before: str = "x = a < b", after: str = "x = a > b",
+            operator: str = "core/ReplaceComparisonOperator_Lt_Gt") -> mu.Mutant:
+    return mu.Mutant(module, Path("/nowhere.py"), operator, 0, line, line, before, after)
+
+
+COVERAGE = {"digest": "-", "checks": {
+    "slow": {"seconds": 50.0, "passed": True, "lines": {"reference.handles": [10, 11]}},
+    "fast": {"seconds": 2.0, "passed": True, "lines": {"reference.handles": [10]}},
+    "broken": {"seconds": 1.0, "passed": False, "lines": {"reference.handles": [10]}},
+    "other": {"seconds": 1.0, "passed": True, "lines": {"reference.prefix": [10]}},
+}}
+
+
+def test_default_modules_are_reference_and_kernel_host_code_without_the_failure_lab():
+    chosen = mu.select_modules(mu.DEFAULT_MODULES)
+    assert "reference.prefix" in chosen and "kernels.paged" in chosen
+    assert not [n for n in chosen if n.startswith("reference.labs.")]
+    assert "kernels.mutants" not in chosen and "reference.bench" not in chosen
+
+
+def test_unknown_module_is_rejected_by_name():
+    with pytest.raises(mu.MutationInputError) as err:
+        mu.select_modules(["reference.nope"])
+    assert err.value.rejection is mu.MutationRejection.UNKNOWN_MODULE
+
+
+def test_equivalent_without_a_reason_and_a_bad_file_are_rejected_by_name(tmp_path):
+    path = tmp_path / "eq.toml"
+    path.write_text('[[equivalent]]\nkey = "reference.handles|op|a => b"\nreason = " "\n', encoding="utf-8")
+    with pytest.raises(mu.MutationInputError) as err:
+        mu.load_equivalents(path)
+    assert err.value.rejection is mu.MutationRejection.EQUIVALENT_WITHOUT_REASON
+    path.write_text("[[equivalent]\n", encoding="utf-8")
+    with pytest.raises(mu.MutationInputError) as bad:
+        mu.load_equivalents(path)
+    assert bad.value.rejection is mu.MutationRejection.BAD_EQUIVALENTS_FILE
+
+
+def test_the_kept_equivalents_file_loads_and_every_entry_has_a_reason():
+    for key, reason in mu.load_equivalents().items():
+        module, operator, change = key.split("|", 2)
+        assert module.startswith(("reference.", "kernels.")) and operator.startswith("core/") and " => " in change
+        assert reason
+
+
+def test_triton_kernel_bodies_are_not_mutated_by_cosmic_ray():
+    path = mu.select_modules(["kernels.paged"])["kernels.paged"]
+    source = path.read_text(encoding="utf-8").splitlines()
+    in_kernel = next(i + 1 for i, ln in enumerate(source) if ln.strip() == "valid = pos < hi")
+    host = next(i + 1 for i, ln in enumerate(source) if ln.startswith("def paged_decode_attention("))
+    jit = mu.jit_lines("\n".join(source))
+    assert in_kernel in jit and host not in jit
+    lines = {m.line for m in mu.enumerate_mutants({"kernels.paged": path})}
+    assert in_kernel not in lines and not lines & jit
+    assert lines  # the host code is mutated
+
+
+def test_sample_is_fixed_by_the_seed_and_drawn_in_random_order():
+    mutants = [_mutant(line=i) for i in range(1, 200)]
+    a, b, c = mu.sample(mutants, 20, 0), mu.sample(mutants, 20, 0), mu.sample(mutants, 20, 1)
+    assert a == b and a != c and len(a) == 20 and len(set(a)) == 20
+    assert [m.line for m in a] != sorted(m.line for m in a)  # an interrupted run's first k are a sample too
+    assert mu.sample(mutants, None, 0) == mutants
+
+
+def test_checks_are_the_passing_ones_that_execute_the_line_cheapest_first():
+    assert mu.checks_for(_mutant(line=10), COVERAGE) == ("fast", "slow")
+    assert mu.checks_for(_mutant(line=11), COVERAGE) == ("slow",)
+    assert mu.checks_for(_mutant(line=12), COVERAGE) == ()
+
+
+def test_verdicts_and_scores():
+    calls = []
+
+    def runner(m, checks, timeout):
+        calls.append((m.line, checks))
+        outcome = mu.Outcome.KILLED if m.line == 10 else mu.Outcome.SURVIVED
+        return mu.MutantResult(m, outcome, checks, killed_by="fast" if m.line == 10 else "")
+
+    equivalent = _mutant(line=11, before="y = 1", after="y = 2")
+    mutants = [_mutant(line=10), _mutant(line=11), equivalent, _mutant(line=12)]
+    results = mu.run_mutants(mutants, COVERAGE, {equivalent.key: "y is never read"}, runner=runner)
+    assert [r.outcome for r in results] == [mu.Outcome.KILLED, mu.Outcome.SURVIVED, mu.Outcome.EQUIVALENT,
+                                            mu.Outcome.NOT_EXECUTED]
+    assert calls == [(10, ("fast", "slow")), (11, ("slow",))]  # neither the equivalent nor the unexecuted ran
+    assert results[2].reason == "y is never read"
+    total = mu.scores(results)[-1]
+    assert (total.mutants, total.killed, total.survived, total.not_executed, total.equivalent) == (4, 1, 1, 1, 1)
+    assert total.score == pytest.approx(1 / 3)
+    text = mu.survivors_text(results)
+    assert "survived" in text and "y is never read" in text and "[killed]" not in text
+
+
+def test_probe_exits_0_when_its_checks_pass():
+    ok = subprocess.run([sys.executable, "-m", "kvexact.gate.mutation", "packaging-selftest"], capture_output=True,
+                        text=True, timeout=300)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+def test_probe_reports_the_first_check_that_does_not_pass(monkeypatch, capsys):
+    from kvexact.gate import framework
+
+    def failing(ctx):
+        return framework.CheckResult(framework.Verdict.FAILED, detail="planted")
+
+    import kvexact.gate.checks as checks_mod
+
+    fake = [framework.GateCheck("a", "x", "", failing), framework.GateCheck("b", "x", "", failing)]
+    monkeypatch.setattr(checks_mod, "load_checks", lambda: fake)
+    assert mu.probe(["a", "b"]) == 1
+    out = capsys.readouterr().out
+    assert "killed-by: a" in out and "killed-by: b" not in out
+
+
+def test_cli_rejects_an_unknown_module_in_one_line():
+    done = subprocess.run([sys.executable, "-m", "kvexact.cli", "bench", "mutation", "--module", "reference.nope",
+                           "--list"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "unknown module" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_cli_lists_the_mutants_of_a_module():
+    done = subprocess.run([sys.executable, "-m", "kvexact.cli", "bench", "mutation", "--module", "reference.handles",
+                           "--list"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    count = int(done.stdout.split()[1])
+    assert count > 0 and "total" in done.stdout
