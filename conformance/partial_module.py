@@ -7,8 +7,8 @@ one internal step (one of the header's internal actions, leaving the silent vari
 ``tk`` is below the line's bound. ``TraceNotFinished`` (``tl <= Len``) is violated exactly when every line
 was explained, so a safety violation of it means "accepted" (:func:`kvexact.conformance.trace_module.accepted`).
 :func:`trace_spec` writes it for any list of :class:`Expect` steps whose checks have a TLA+ form (``tla``):
-action lines, and SGLang's event mapping (``sglang_events.write_event_module``); vLLM's event checks have none.
-"""
+action lines, and the event mappings of SGLang and vLLM (``sglang_events``/``vllm_events.write_event_module``,
+which write the module with :func:`write_generated`)."""
 
 from __future__ import annotations
 
@@ -94,6 +94,27 @@ def trace_spec(stem: str, title: str, model: Any, expects: Iterable[Expect], int
         "====",
         "",
     ])
+
+
+def write_generated(spec: Path, module: str, constants: dict[str, Any], fresh: tuple[str, ...], out_dir: Path,
+                    substitutions: tuple[str, ...] = (), view: str = "") -> Path:
+    """Write an event log's generated ``<Spec>Partial.tla`` and its cfg (``constants`` as checker values, the
+    ``fresh`` model values, ``substitutions`` such as ``"Prompts <- TracePrompts"``, a ``view`` the module
+    defines) next to a copy of ``spec`` into ``out_dir``; return the module path."""
+    import shutil
+
+    from kvexact.spec.checker.values import fmt
+
+    cfg = ["CONSTANTS", *(f"    {s}" for s in substitutions), *(f"    {k} = {fmt(v)}" for k, v in constants.items()),
+           *(f"    {m} = {m}" for m in fresh),
+           "INIT TraceInit", "NEXT TraceNext", *([f"VIEW {view}"] if view else []), f"INVARIANT {ACCEPT_INVARIANT}",
+           "CHECK_DEADLOCK FALSE", ""]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(spec, out_dir / spec.name)
+    target = out_dir / f"{spec.stem}Partial.tla"
+    target.write_text(module, encoding="utf-8")
+    target.with_suffix(".cfg").write_text("\n".join(cfg), encoding="utf-8")
+    return target
 
 
 def generate(pf: PartialFile, spec_path: Path) -> tuple[str, str]:
