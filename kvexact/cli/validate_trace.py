@@ -119,8 +119,7 @@ def _run_module(module: Path, engine: str, tlc_jar: Path | None):
 def _partial(spec_path: Path, trace_path: Path, engine: str, tlc_jar: Path | None, write_module: Path | None) -> int:
     """A partial trace: the constrained search (engine steps), or its generated trace spec (module, tlc)."""
     from kvexact.conformance.line_schemas import TraceInputError
-    from kvexact.conformance.partial_file import read_partial, validate_partial
-    from kvexact.conformance.partial_module import write_partial_module
+    from kvexact.conformance.partial_file import read_partial, validate_partial, write_partial_module
 
     try:
         pf = read_partial(trace_path)
