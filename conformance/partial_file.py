@@ -113,3 +113,39 @@ def validate_partial(pf: PartialFile, spec_path: Path, name: str = "trace") -> P
                                  f"of {spec_path.name}")
     init = {k: from_itf(v, mvs) for k, v in h.get("init", {}).items()}
     return search.run(file_expects(pf, mvs, mapping, name), init)
+
+
+def generate(pf: PartialFile, spec_path: Path) -> tuple[str, str]:
+    """(module text, cfg text) of ``<Spec>Partial`` for an action-line partial trace."""
+    from kvexact.conformance.partial_module import trace_spec
+    from kvexact.conformance.trace import Trace, trace_model
+    from kvexact.conformance.trace_module import declared_constants, tla_literal, trace_cfg
+
+    h = pf.header
+    if h.get("events"):
+        raise PartialFormatError("an event-mapped partial trace has no generated TLA+ module (use the "
+                                 "embedded search)")
+    mvs = frozenset(h.get("model_values", []))
+    trace = Trace(h["spec"], h.get("constants", {}), tuple(sorted(mvs)), {}, ())
+    model = trace_model(trace, spec_path)
+    init = tuple(f"{v} = {tla_literal(x, mvs)}" for v, x in h.get("init", {}).items())
+    declared = declared_constants(spec_path)
+    module = trace_spec(spec_path.stem, f"a partial trace of {h['spec']}", model,
+                        file_expects(pf, mvs, None, "trace"), tuple(h.get("internal", [])), tuple(h.get("silent", [])),
+                        init, fresh=tuple(sorted(mvs - declared)))
+    cfg_path = spec_path.with_suffix(".cfg")
+    cfg_text = cfg_path.read_text(encoding="utf-8") if cfg_path.is_file() else ""
+    return module, trace_cfg(trace, cfg_text, declared)
+
+
+def write_partial_module(pf: PartialFile, spec_path: Path, out_dir: Path) -> Path:
+    """Write ``<Spec>Partial.tla/.cfg`` and a copy of the spec into ``out_dir``; return the module path."""
+    import shutil
+
+    module, cfg = generate(pf, spec_path)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(spec_path, out_dir / spec_path.name)
+    target = out_dir / f"{spec_path.stem}Partial.tla"
+    target.write_text(module, encoding="utf-8")
+    target.with_suffix(".cfg").write_text(cfg, encoding="utf-8")
+    return target

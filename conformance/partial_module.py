@@ -7,8 +7,8 @@ one internal step (one of the header's internal actions, leaving the silent vari
 ``tk`` is below the line's bound. ``TraceNotFinished`` (``tl <= Len``) is violated exactly when every line
 was explained, so a safety violation of it means "accepted" (:func:`kvexact.conformance.trace_module.accepted`).
 :func:`trace_spec` writes it for any list of :class:`Expect` steps whose checks have a TLA+ form (``tla``):
-action lines, and SGLang's event mapping (``sglang_events.write_event_module``); vLLM's event checks have none.
-"""
+action lines (``partial_file.write_partial_module``), and the event mappings of SGLang and vLLM
+(``sglang_events``/``vllm_events.write_event_module``, which write the module with :func:`write_generated`)."""
 
 from __future__ import annotations
 
@@ -16,10 +16,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from kvexact.conformance.partial_file import PartialFile, PartialFormatError, file_expects
+from kvexact.conformance.line_schemas import PartialFormatError
 from kvexact.conformance.partial_trace import Expect
-from kvexact.conformance.trace import Trace, trace_model
-from kvexact.conformance.trace_module import ACCEPT_INVARIANT, declared_constants, tla_literal, trace_cfg
+from kvexact.conformance.trace_module import ACCEPT_INVARIANT
 
 
 def _calls(model: Any, names: list[str], given: dict[str, Any]) -> list[str]:
@@ -96,34 +95,22 @@ def trace_spec(stem: str, title: str, model: Any, expects: Iterable[Expect], int
     ])
 
 
-def generate(pf: PartialFile, spec_path: Path) -> tuple[str, str]:
-    """(module text, cfg text) of ``<Spec>Partial`` for an action-line partial trace."""
-
-    h = pf.header
-    if h.get("events"):
-        raise PartialFormatError("an event-mapped partial trace has no generated TLA+ module (use the "
-                                 "embedded search)")
-    mvs = frozenset(h.get("model_values", []))
-    trace = Trace(h["spec"], h.get("constants", {}), tuple(sorted(mvs)), {}, ())
-    model = trace_model(trace, spec_path)
-    init = tuple(f"{v} = {tla_literal(x, mvs)}" for v, x in h.get("init", {}).items())
-    declared = declared_constants(spec_path)
-    module = trace_spec(spec_path.stem, f"a partial trace of {h['spec']}", model,
-                        file_expects(pf, mvs, None, "trace"), tuple(h.get("internal", [])), tuple(h.get("silent", [])),
-                        init, fresh=tuple(sorted(mvs - declared)))
-    cfg_path = spec_path.with_suffix(".cfg")
-    cfg_text = cfg_path.read_text(encoding="utf-8") if cfg_path.is_file() else ""
-    return module, trace_cfg(trace, cfg_text, declared)
-
-
-def write_partial_module(pf: PartialFile, spec_path: Path, out_dir: Path) -> Path:
-    """Write ``<Spec>Partial.tla/.cfg`` and a copy of the spec into ``out_dir``; return the module path."""
+def write_generated(spec: Path, module: str, constants: dict[str, Any], fresh: tuple[str, ...], out_dir: Path,
+                    substitutions: tuple[str, ...] = (), view: str = "") -> Path:
+    """Write an event log's generated ``<Spec>Partial.tla`` and its cfg (``constants`` as checker values, the
+    ``fresh`` model values, ``substitutions`` such as ``"Prompts <- TracePrompts"``, a ``view`` the module
+    defines) next to a copy of ``spec`` into ``out_dir``; return the module path."""
     import shutil
 
-    module, cfg = generate(pf, spec_path)
+    from kvexact.spec.checker.values import fmt
+
+    cfg = ["CONSTANTS", *(f"    {s}" for s in substitutions), *(f"    {k} = {fmt(v)}" for k, v in constants.items()),
+           *(f"    {m} = {m}" for m in fresh),
+           "INIT TraceInit", "NEXT TraceNext", *([f"VIEW {view}"] if view else []), f"INVARIANT {ACCEPT_INVARIANT}",
+           "CHECK_DEADLOCK FALSE", ""]
     out_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(spec_path, out_dir / spec_path.name)
-    target = out_dir / f"{spec_path.stem}Partial.tla"
+    shutil.copy(spec, out_dir / spec.name)
+    target = out_dir / f"{spec.stem}Partial.tla"
     target.write_text(module, encoding="utf-8")
-    target.with_suffix(".cfg").write_text(cfg, encoding="utf-8")
+    target.with_suffix(".cfg").write_text("\n".join(cfg), encoding="utf-8")
     return target

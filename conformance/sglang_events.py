@@ -306,9 +306,7 @@ def write_event_module(raw_events: Iterable[tuple[str, Any]], out_dir: Path, req
     """Write ``RadixIndexPartial.tla/.cfg`` (``partial_module.trace_spec`` over the mapping's steps, each check
     in its TLA+ form) and a copy of the spec into ``out_dir``; return the module path. Raises
     :class:`Unmapped` for an event the mapping refuses (the search refuses it at the same event)."""
-    import shutil
-
-    from kvexact.conformance.partial_module import trace_spec
+    from kvexact.conformance.partial_module import trace_spec, write_generated
     from kvexact.spec import spec_dir
 
     events = list(normalize(raw_events))
@@ -320,18 +318,8 @@ def write_event_module(raw_events: Iterable[tuple[str, Any]], out_dir: Path, req
     # Prompts (a set of sequences) is a definition the cfg substitutes, which every TLC version reads
     module = trace_spec("RadixIndex", f"an SGLang event log ({len(events)} events)", radix_model(*args), steps,
                         STORE_STEPS, defs=(*TLA_DEFS, f"TracePrompts == {fmt(consts.pop('Prompts'))}"), fresh=fresh)
-    cfg = ["CONSTANTS", "    Prompts <- TracePrompts"]
-    for name, value in consts.items():
-        cfg.append(f"    {name} = {fmt(value)}")
-    cfg += [f"    {m} = {m}" for m in fresh]
-    cfg += ["INIT TraceInit", "NEXT TraceNext", "INVARIANT TraceNotFinished", "CHECK_DEADLOCK FALSE", ""]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    spec = spec_dir() / "RadixIndex.tla"
-    shutil.copy(spec, out_dir / spec.name)
-    target = out_dir / "RadixIndexPartial.tla"
-    target.write_text(module, encoding="utf-8")
-    target.with_suffix(".cfg").write_text("\n".join(cfg), encoding="utf-8")
-    return target
+    return write_generated(spec_dir() / "RadixIndex.tla", module, consts, fresh, out_dir,
+                           ("Prompts <- TracePrompts",))
 
 
 def validate_events(raw_events: Iterable[tuple[str, Any]], requests: int = 1, internal_max: int = 4,

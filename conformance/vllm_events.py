@@ -20,6 +20,11 @@ The candidate states are deduplicated by :func:`kv_view`, which forgets generati
 epoch, the history snapshot and the stale handle and names blocks and requests by their roles. None of the
 actions above reads those variables in a guard or copies them anywhere but into themselves, so two states
 with one view have the same futures (the view is a bisimulation for this action set).
+
+Every check also has a TLA+ form, so :func:`write_event_module` writes the log as a generated trace spec
+(``partial_module.trace_spec``) for the embedded engine or TLC. Its ``VIEW TraceView`` forgets the same
+variables (and each handle's generation) by the same argument, but cannot rename blocks or requests, so it
+explores every explanation with every choice of block: it is for short logs over small pools.
 """
 
 from __future__ import annotations
@@ -311,6 +316,19 @@ def _removes(j: int, name: str):
     return check
 
 
+# The checks' TLA+ forms, for the generated trace spec (``write_event_module``): ``Idents(id)`` is the set of
+# cached identities of group 0 (``idents``: a set, since ``CacheBlock`` keeps identities unique).
+TLA_DEFS = (f"Idents(id) == {{id[{GROUP}][b] : b \\in Blocks}} \\ {{0}}",
+            "TraceView == <<ref, ident, rows, reserved, len, txn, pool, tl, tk,"
+            " [r \\in Requests |-> [g \\in Groups |-> [i \\in DOMAIN tables[r][g] |-> tables[r][g][i].block]]]>>")
+IDLE_AND_EMPTY_TLA = f"Idents(ident') = {{}} /\\ \\A b \\in Blocks : ref'[{GROUP}][b] = 0"
+
+
+def _removes_tla(j: int) -> str:
+    """``_removes(j)``: identity j is cached before the step, and the step uncaches it and nothing else."""
+    return f"{j} \\in Idents(ident) /\\ Idents(ident') = Idents(ident) \\ {{{j}}}"
+
+
 def _idle_and_empty(s: dict, n: dict) -> str | None:
     left = idents(n)
     if left:
@@ -368,15 +386,16 @@ class VllmMapping:
                     continue  # another copy keeps the identity cached
                 yield Expect(where, ("Evict", "AppendReserve"), internal_max=self.internal_max,
                              check=_removes(j, str(h)), check_key=("removes", j), source=ev.index,
-                             describe=f"BlockRemoved hash {h} = identity {j}")
+                             tla=_removes_tla(j), describe=f"BlockRemoved hash {h} = identity {j}")
         else:
             for h in sorted((h for h, n in self.copies.items() if n), key=self.depth.__getitem__):
                 j = self.depth[h]
                 yield Expect(where, ("Evict",), check=_removes(j, str(h)), check_key=("removes", j),
-                             source=ev.index, describe=f"AllBlocksCleared: identity {j}")
+                             source=ev.index, tla=_removes_tla(j), describe=f"AllBlocksCleared: identity {j}")
             self.copies.clear()
             yield Expect(where, (), internal=("Release",), internal_max=self.requests, check=_idle_and_empty,
-                         check_key="idle", source=ev.index, describe="AllBlocksCleared: pool idle and empty")
+                         check_key="idle", source=ev.index, tla=IDLE_AND_EMPTY_TLA,
+                         describe="AllBlocksCleared: pool idle and empty")
 
     def _stored(self, ev: KVEvent, where: str) -> Iterator[Expect]:
         if self.block_size is None:
@@ -421,19 +440,48 @@ def max_depth(events: Iterable[tuple[str, KVEvent]]) -> int:
     return deepest
 
 
+# MaxGen, MaxEpoch and MaxVersion bound only StateBound, which the search and the generated trace spec never
+# use as a constraint: any value leaves them unbounded (this one is TLC's largest integer).
+UNBOUNDED = (1 << 31) - 1
+
+
+def kv_constants(blocks: int, requests: int, depth: int) -> dict[str, Any]:
+    """``KVAllocation``'s constants for the mapping (module doc)."""
+    from kvexact.spec.checker import ModelValue
+
+    return {"Groups": frozenset({GROUP}), "Blocks": frozenset(range(1, blocks + 1)),
+            "Requests": frozenset(ModelValue(f"r{i}") for i in range(1, requests + 1)),
+            "NoReq": ModelValue("NoReq"), "P": 1, "MaxTokens": depth, "MaxGen": UNBOUNDED,
+            "MaxEpoch": UNBOUNDED, "MaxVersion": UNBOUNDED}
+
+
 @functools.lru_cache(maxsize=8)
 def kv_model(blocks: int, requests: int, depth: int) -> Any:
     """``KVAllocation`` with the mapping's constants (module doc); loaded once per constants (it is never
     mutated: the search only reads it)."""
     from kvexact.spec import spec_dir
-    from kvexact.spec.checker import ModelValue, load_model
+    from kvexact.spec.checker import load_model
 
-    big = 1 << 62
-    consts = {"Groups": frozenset({GROUP}), "Blocks": frozenset(range(1, blocks + 1)),
-              "Requests": frozenset(ModelValue(f"r{i}") for i in range(1, requests + 1)),
-              "NoReq": ModelValue("NoReq"), "P": 1, "MaxTokens": depth, "MaxGen": big, "MaxEpoch": big,
-              "MaxVersion": big}
-    return load_model(spec_dir() / "KVAllocation.tla", None, consts)
+    return load_model(spec_dir() / "KVAllocation.tla", None, kv_constants(blocks, requests, depth))
+
+
+def write_event_module(raw_events: Iterable[tuple[str, Any]], out_dir: Path, blocks: int, requests: int = 2,
+                       internal_max: int = 5, view: bool = True) -> Path:
+    """Write ``KVAllocationPartial.tla/.cfg`` (``partial_module.trace_spec`` over the mapping's steps, each check
+    in its TLA+ form) and a copy of the spec into ``out_dir``; return the module path. Raises
+    :class:`Unmapped` for an event the mapping refuses (the search refuses it at the same event)."""
+    from kvexact.conformance.partial_module import trace_spec, write_generated
+    from kvexact.spec import spec_dir
+
+    events = list(normalize(raw_events))
+    depth = max_depth(events)
+    mapping = VllmMapping(depth, requests, internal_max)
+    steps = [step for where, ev in events for step in mapping.expects(ev, where)]
+    fresh = tuple(f"r{i}" for i in range(1, requests + 1))
+    module = trace_spec("KVAllocation", f"a vLLM event log ({len(events)} events)",
+                        kv_model(blocks, requests, depth), steps, INTERNAL, SILENT, defs=TLA_DEFS, fresh=fresh)
+    return write_generated(spec_dir() / "KVAllocation.tla", module, kv_constants(blocks, requests, depth), fresh,
+                           out_dir, view="TraceView" if view else "")
 
 
 def validate_events(raw_events: Iterable[tuple[str, Any]], blocks: int, requests: int = 2,

@@ -16,7 +16,7 @@ import click
 @click.option("--engine", type=click.Choice(["steps", "module", "tlc"]), default="steps", show_default=True,
               help="steps: the embedded step API, step by step (names the failing step); module: the "
                    "embedded engine over a generated trace module; tlc: TLC over that module (needs a jar). "
-                   "With --events: sglang only.")
+                   "With --events: the log's generated trace spec (every explanation; keep logs short).")
 @click.option("--tlc-jar", type=click.Path(path_type=Path), default=None, help="tla2tools.jar (or TLA2TOOLS_JAR).")
 @click.option("--write-module", type=click.Path(path_type=Path), default=None,
               help="Also write the generated <Spec>Trace.tla/.cfg into this folder.")
@@ -49,11 +49,8 @@ def validate_trace(args: tuple[str, ...], cfg: Path | None, engine: str, tlc_jar
         if len(args) != (0 if live else 1):
             raise click.UsageError(f"--events {events} takes one FILE, or none with --live ENDPOINT")
         if engine != "steps":
-            if events != "sglang":
-                raise click.UsageError(f"--engine {engine} with --events {events}: vLLM's event checks have no "
-                                       "TLA+ form, so there is no generated trace spec (use --engine steps)")
-            return _sglang_module(args[0] if args else None, live, engine, tlc_jar, write_module,
-                                  requests or 1, internal_max, idle_s, max_batches)
+            return _events_module(events, args[0] if args else None, live, engine, tlc_jar, write_module, blocks,
+                                  requests or (1 if events == "sglang" else 2), internal_max, idle_s, max_batches)
         if events == "sglang":
             from kvexact.conformance import sglang_events
 
@@ -122,8 +119,7 @@ def _run_module(module: Path, engine: str, tlc_jar: Path | None):
 def _partial(spec_path: Path, trace_path: Path, engine: str, tlc_jar: Path | None, write_module: Path | None) -> int:
     """A partial trace: the constrained search (engine steps), or its generated trace spec (module, tlc)."""
     from kvexact.conformance.line_schemas import TraceInputError
-    from kvexact.conformance.partial_file import read_partial, validate_partial
-    from kvexact.conformance.partial_module import write_partial_module
+    from kvexact.conformance.partial_file import read_partial, validate_partial, write_partial_module
 
     try:
         pf = read_partial(trace_path)
@@ -153,32 +149,41 @@ def _module_verdict(mc, what: str, engine: str, size: str) -> int:
     return 0 if ok else 1
 
 
-def _sglang_module(source: str | None, live: str | None, engine: str, tlc_jar: Path | None,
-                   write_module: Path | None, requests: int, internal_max: int, idle_s: float,
+def _events_module(events: str, source: str | None, live: str | None, engine: str, tlc_jar: Path | None,
+                   write_module: Path | None, blocks: int, requests: int, internal_max: int, idle_s: float,
                    max_batches: int | None) -> int:
-    """An SGLang event log through its generated trace spec (``RadixIndexPartial``) under ``engine``."""
+    """A runtime's event log through its generated trace spec (``KVAllocationPartial`` for vLLM,
+    ``RadixIndexPartial`` for SGLang) under ``engine``."""
     from kvexact.conformance import sglang_events as se
+    from kvexact.conformance import vllm_events as ve
     from kvexact.conformance.partial_trace import PartialRejection, Unmapped
 
     try:
-        raw = se.load_log(source, live, idle_s, max_batches)
-    except se.EventFormatError as exc:
+        raw = ve.load_log(source, live, idle_s, max_batches)
+    except ve.EventFormatError as exc:
         click.echo(f"validate-trace: {exc}", err=True)
         return 2
     if not raw:
         click.echo(f"validate-trace: no event batch arrived from {live} within {idle_s} s", err=True)
         return 3
-    with tempfile.TemporaryDirectory(prefix="kvexact-sglang-") as tmp:
+
+    def write(out: Path) -> Path:
+        if events == "vllm":
+            return ve.write_event_module(raw, out, blocks, requests, internal_max)
+        return se.write_event_module(raw, out, requests, internal_max)
+
+    with tempfile.TemporaryDirectory(prefix=f"kvexact-{events}-") as tmp:
         try:
             for out in [write_module, Path(tmp)] if write_module is not None else [Path(tmp)]:
-                module = se.write_event_module(raw, out, requests, internal_max)
+                module = write(out)
         except Unmapped as exc:
             click.echo(f"rejected at {exc.where}: {PartialRejection.EVENT_NOT_MAPPED.name}: {exc.reason}")
             return 1
         if write_module is not None:
             click.echo(f"validate-trace: wrote {write_module / module.name} and {module.with_suffix('.cfg').name}")
         mc = _run_module(module, engine, tlc_jar)
-    return _module_verdict(mc, "SGLang event log", engine, f"{len(raw)} events")
+    name = "vLLM" if events == "vllm" else "SGLang"
+    return _module_verdict(mc, f"{name} event log", engine, f"{len(raw)} events")
 
 
 def _is_partial(path: Path) -> bool:

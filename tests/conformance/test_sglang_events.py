@@ -302,12 +302,6 @@ def test_an_event_the_mapping_refuses_is_refused_before_the_generated_spec(tmp_p
     assert code == 1 and "batch 1, event 2: EVENT_NOT_MAPPED: UNKNOWN_PARENT" in out
 
 
-def test_vllm_events_have_no_generated_trace_spec(tmp_path, capsys):
-    code, out = run_cli(["validate-trace", "--events", "vllm", str(batches_file(tmp_path, worked())), "--engine",
-                         "module"], capsys)
-    assert code == 2 and "no TLA+ form" in out
-
-
 def test_the_generated_trace_spec_under_tlc(tmp_path, capsys, monkeypatch):
     import os
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 
 import msgspec
@@ -294,3 +295,96 @@ def test_each_mapping_rejection_is_named_at_its_event(events, name, depth):
     assert not result.ok and result.failure.index == len(events)
     assert result.failure.rejection is PartialRejection.EVENT_NOT_MAPPED
     assert result.failure.reason.startswith(name.name)
+
+
+# ------------------------------------------------------------------------------- the generated trace spec
+# The generated spec explores every explanation of every event (no view renames blocks), so these logs are
+# short and the pool small: 3 blocks (measured: a 5-event profile log explores 1,035 states with 3 blocks,
+# 30,430 with 8).
+
+SMALL = 3
+
+
+def reuse_log(*drop_or_dup: tuple[str, int]) -> list[tuple[str, object]]:
+    """101 102 stored, 102 evicted, 102 stored again under 101, 102 evicted; ``("drop", i)`` / ``("dup", i)``
+    drops or repeats event i (0-based)."""
+    events = [{"type": "BlockStored", "block_hashes": [101, 102], "parent_block_hash": None, "token_ids": [7, 8],
+               "block_size": 1},
+              {"type": "BlockRemoved", "block_hashes": [102]},
+              {"type": "BlockStored", "block_hashes": [102], "parent_block_hash": 101, "token_ids": [8],
+               "block_size": 1},
+              {"type": "BlockRemoved", "block_hashes": [102]},
+              {"type": "AllBlocksCleared"}]
+    for how, i in drop_or_dup:
+        events = events[:i] + [events[i]] * (2 if how == "dup" else 0) + events[i + 1:]
+    return [(f"e{i}", e) for i, e in enumerate(events, start=1)]
+
+
+def module_verdict(tmp_path, capsys, events, engine="module", *more):
+    path = tmp_path / "vllm-events.json"
+    path.write_text(json.dumps([[0.0, [e for _w, e in events], 0]]))
+    return run_cli(["validate-trace", "--events", "vllm", str(path), "--blocks", str(SMALL), "--engine", engine,
+                    *more], capsys)
+
+
+@pytest.mark.parametrize("events, form", [
+    (log(1, 6), "Idents(ident') = {} /\\ \\A b \\in Blocks : ref'[0][b] = 0"),  # resets, then stores
+    (reuse_log(), "Idents(ident') = Idents(ident) \\ {2}"),  # the removals of identity 2
+], ids=["profile-1", "reuse"])
+def test_the_generated_trace_spec_accepts_what_the_search_accepts(tmp_path, capsys, events, form):
+    assert validate(events, blocks=SMALL).ok
+    code, out = module_verdict(tmp_path, capsys, events, "module", "--write-module", str(tmp_path / "out"))
+    assert code == 0 and "vLLM event log accepted by the module engine" in out, out
+    text = (tmp_path / "out" / "KVAllocationPartial.tla").read_text()
+    assert "EXTENDS KVAllocation" in text and form in text
+    assert "VIEW TraceView" in (tmp_path / "out" / "KVAllocationPartial.cfg").read_text()
+
+
+@pytest.mark.parametrize("mutation, at", [
+    (("dup", 1), 3),  # the removal of 102 repeated: 102 is no longer cached
+    (("drop", 2), 3),  # the second store of 102 dropped: its removal finds it uncached
+])
+def test_the_generated_trace_spec_rejects_what_the_search_rejects(tmp_path, capsys, mutation, at):
+    events = reuse_log(mutation)
+    result = validate(events, blocks=SMALL)
+    assert not result.ok and result.failure.index == at
+    assert result.failure.rejection is PartialRejection.UNEXPLAINED
+    assert "is not cached before the step" in result.failure.nearest.reason
+    code, out = module_verdict(tmp_path, capsys, events)
+    assert code == 1 and "vLLM event log rejected by the module engine" in out, out
+
+
+def test_an_event_the_mapping_refuses_is_refused_before_the_generated_spec(tmp_path, capsys):
+    events = reuse_log(("drop", 0))  # 101 never stored: the removal of 102 names an unknown hash
+    result = validate(events, blocks=SMALL)
+    code, out = module_verdict(tmp_path, capsys, events)
+    assert not result.ok and result.failure.index == 1 and result.failure.reason.startswith("UNKNOWN_HASH")
+    assert code == 1 and "e1" not in out and "event 1: EVENT_NOT_MAPPED: UNKNOWN_HASH" in out, out
+
+
+def test_the_generated_trace_spec_under_tlc(tmp_path, capsys, monkeypatch):
+    import os
+
+    jar = os.environ.get("TLA2TOOLS_JAR")
+    if not jar:
+        monkeypatch.delenv("TLA2TOOLS_JAR", raising=False)
+        code, out = module_verdict(tmp_path, capsys, reuse_log(), "tlc")
+        assert code == 3 and "TLA2TOOLS_JAR" in out
+        pytest.skip("TLC itself is not installed: set TLA2TOOLS_JAR=/path/to/tla2tools.jar to run this test")
+    for events, want in ((reuse_log(), 0), (reuse_log(("dup", 1)), 1)):
+        code, out = module_verdict(tmp_path, capsys, events, "tlc", "--tlc-jar", jar)
+        assert code == want, out
+
+
+@pytest.mark.parametrize("events", [reuse_log(), reuse_log(("dup", 1))], ids=["accepted", "rejected"])
+def test_the_generated_view_changes_no_verdict(tmp_path, events):
+    """``TraceView`` forgets generations, versions, the epoch, the history and the stale handle (no action of
+    the mapping reads them in a guard): the module without it reaches the same verdict."""
+    from kvexact.conformance.trace_module import accepted
+    from kvexact.spec.checker import check_model
+
+    verdicts = []
+    for view in (True, False):
+        module = ve.write_event_module(events, tmp_path / str(view), SMALL, view=view)
+        verdicts.append(accepted(check_model(module, module.with_suffix(".cfg"))))
+    assert verdicts[0] == verdicts[1] == validate(events, blocks=SMALL).ok
