@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_conformance_trace import kv_trace, run_cli
+from trace_helpers import kv_trace, run_cli
 
 from kvexact.conformance import partial_file as pf
 from kvexact.conformance.partial_trace import PartialRejection

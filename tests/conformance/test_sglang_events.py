@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_conformance_trace import run_cli
+from trace_helpers import run_cli
 
 from kvexact.conformance import sglang_events as se
 from kvexact.conformance.partial_trace import PartialRejection

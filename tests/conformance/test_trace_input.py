@@ -8,7 +8,7 @@ import json
 import os
 
 import pytest
-from test_conformance_trace import kv_trace
+from trace_helpers import kv_trace
 
 from kvexact.conformance import trace as tr
 from kvexact.conformance.line_schemas import Rejection, TraceInputError

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_conformance_trace import kv_trace
+from trace_helpers import kv_trace
 
 from kvexact.conformance import partial_file as pf
 from kvexact.conformance import trace as tr

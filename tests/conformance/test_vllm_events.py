@@ -7,7 +7,7 @@ import threading
 
 import msgspec
 import pytest
-from test_conformance_trace import run_cli
+from trace_helpers import run_cli
 
 from kvexact.conformance import vllm_events as ve
 from kvexact.conformance.partial_trace import PartialRejection

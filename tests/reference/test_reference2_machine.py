@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
-from test_reference2_trace import validate
+from step_validation import validate
 
 from kvexact.reference import lifecycle
 from kvexact.reference.allocator import Allocator

@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize
-from test_vllm_differential import BS, ROOMY, Normative, VllmVsNormative
+from vllm_normative import BS, ROOMY, Normative, VllmVsNormative
 
 from kvexact.reference import prefix
 from kvexact.reference.keys import KeyInputs, hash_full_blocks  # noqa: E402
