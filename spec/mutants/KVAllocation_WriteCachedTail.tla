@@ -223,7 +223,7 @@ AppendInPlace(r) ==
 \* every group a block d[g] leaves the free pool (a new owner: its generation advances, a cached
 \* identity it held is evicted), receives the o visible rows and the new row, and replaces the tail;
 \* the old tail loses r's reference and keeps its identity.  Blocks were reserved: the epoch advances.
-CowAppend(r, d) ==
+AppendCopy(r, d) ==
     /\ TxnIdle
     /\ len[r] % P # 0
     /\ len[r] < MaxTokens
@@ -344,7 +344,7 @@ Next ==
           \/ AppendRollback(r)
           \/ AppendInPlace(r)
           \/ Release(r)
-    \/ \E r \in Requests, d \in [Groups -> Blocks] : CowAppend(r, d)
+    \/ \E r \in Requests, d \in [Groups -> Blocks] : AppendCopy(r, d)
     \/ \E r \in Requests, j \in 1..MaxBlocks : CacheBlock(r, j) \/ PrefixHit(r, j)
     \/ \E r \in Requests, n \in 0..(MaxTokens - 1) : Truncate(r, n)
     \/ \E g \in Groups, b \in Blocks : Evict(g, b)
