@@ -30,6 +30,8 @@ def test_reference_machine_passes_and_exercises_the_paths(spec):
         assert stats.get("append_with_failure:ROLLED_BACK", 0) > 0
     else:
         assert stats.get("rule:cache", 0) > 0 and stats.get("truncate:ok", 0) > 0
+        # truncation to a partial last block, and an append onto a cached tail that only its request maps
+        assert stats.get("truncate:partial_tail", 0) > 0 and stats.get("append:copy_because_cached", 0) > 0, stats
         # prefix hits admitted through reference/prefix.py, read back through the kernels
         assert any(k.startswith("hit_tokens=") and k != "hit_tokens=0" for k in stats), stats
         assert stats.get("rule:lookup_under_foreign_scopes", 0) > 0
