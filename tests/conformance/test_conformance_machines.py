@@ -147,6 +147,8 @@ def test_radix_and_revocation_machines(name):
         assert run.stats.get("write_before_await:MAPPING_NOT_READY", 0) > 0
     else:
         assert run.stats.get("RevokeComplete", 0) > 0
+        # a namespace revoked while a request holds a prefix hit from it (found, leased or executing)
+        assert sum(run.stats.get(f"revoke_mid_hit:{ph}", 0) for ph in ("hit", "leased", "executing")) > 0, run.stats
 
 
 @pytest.mark.parametrize("page", [2, 3])
