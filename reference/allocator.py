@@ -824,6 +824,26 @@ class Allocator:
         txn = self._txn(txn_id)
         if set(txn.plan) == {"new"}:
             return self.append_boundary(txn_id, tokens, since_mark)
+        if "cow" in txn.plan:
+            return self.append_copy(txn_id, tokens)
+        return self._fill_steps(txn_id, tokens)
+
+    @step
+    def append_copy(self, txn_id: str, tokens: tuple[int, ...]) -> AllocationTxn:
+        """An append onto a partial tail that is shared or cached (0x04E, 0x05C, 0x07D) as one step: ``cow_begin``,
+        then ``cow_reserve``, ``cow_copy`` and ``cow_write`` per group, ``cow_validate``, ``cow_publish`` and
+        ``cow_release_sources``. A fault injected inside it propagates (the caller rolls back with
+        ``cow_rollback``). Returns the transaction as it stood before publication."""
+        closing = self._fill_steps(txn_id, tokens)
+        assert closing is not None
+        dest = {g: self._destination(closing, g) for g in range(len(self.groups))}
+        self.emit({"r": closing.request_id, "d": {g: h.block_id for g, h in dest.items() if h is not None}},
+                  wrote=tuple((g, h.block_id) for g, h in dest.items() if h is not None), composite=True)
+        return closing
+
+    def _fill_steps(self, txn_id: str, tokens: tuple[int, ...]) -> AllocationTxn | None:
+        """The steps of an allocation, an in-place append or a copy-on-write append, up to its close."""
+        txn = self._txn(txn_id)
         cow = "cow" in txn.plan
         if cow:
             self.cow_begin(txn_id)

@@ -76,7 +76,8 @@ def fork(alloc: Allocator, parent_id: str, child_id: str, expected_generation: i
 @step
 def truncate(alloc: Allocator, request_id: str, keep_tokens: int, expected_generation: int | None = None,
              expected_table_version: int | None = None) -> ReleaseResult:
-    """Keep the first ``keep_tokens`` rows; whole suffix blocks beyond them lose this request's reference."""
+    """Keep the first ``keep_tokens`` rows: ceil(keep_tokens / P_g) blocks per group (a partial last block stays
+    mapped, its rows past the new length dead); the suffix blocks beyond them lose this request's reference."""
 
     def run() -> ReleaseResult:
         alloc._require_no_txn()
@@ -93,8 +94,7 @@ def truncate(alloc: Allocator, request_id: str, keep_tokens: int, expected_gener
         freed, evictable = _drop(alloc, dropped)
         alloc.requests[request_id] = attrs.evolve(rec, table_version=rec.table_version + 1,
                                                   context_tokens=keep_tokens, tables=tuple(kept))
-        alloc.emit({"r": request_id, "k": keep_tokens // alloc.groups[0].block_tokens,
-                                "keep_tokens": keep_tokens})
+        alloc.emit({"r": request_id, "n": keep_tokens})
         return ReleaseResult(request_id, "truncate", before, alloc.digest(), tuple(dropped), freed, evictable,
                              alloc.epoch, rec.table_version + 1)
 

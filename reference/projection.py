@@ -110,8 +110,10 @@ def _request_vars(alloc: Allocator, requests: list[str]) -> tuple[Fn, Fn, Fn]:
 
 
 def project_kv_allocation(alloc: Allocator, requests: Sequence[str] | None = None,
-                          ident_of: Callable[[str], int] = default_ident) -> dict[str, Any]:
-    """The KVAllocation variables (history variables at their idle values)."""
+                          ident_of: Callable[[str], int] = default_ident,
+                          wrote: Iterable[tuple[int, int]] = ()) -> dict[str, Any]:
+    """The KVAllocation variables (history variables at their idle values; ``wroteCached`` from the blocks
+    the step wrote, ``wrote``)."""
     reqs = _requests(alloc, requests)
     other = _other_refs(alloc)
     gen, ref, ident, rows, reserved, queued = Fn(), Fn(), Fn(), Fn(), Fn(), Fn()
@@ -149,6 +151,7 @@ def project_kv_allocation(alloc: Allocator, requests: Sequence[str] | None = Non
              "len": lens, "tver": tvers, "rgen": rgen, "epoch": alloc.epoch, "txn": txn, "pool": queued}
     state["hist"] = init_snapshot(state)
     state["stale"] = no_stale(groups)
+    state["wroteCached"] = {(g, b) for g, b in wrote if ident[g][b] != 0}
     return state
 
 
@@ -264,7 +267,7 @@ class TraceRecorder:
 
     def snapshot(self, alloc: Allocator, wrote: Iterable[tuple[int, int]]) -> dict[str, Any]:
         if self.spec == "KVAllocation":
-            return project_kv_allocation(alloc, self.requests, self.ident_of)
+            return project_kv_allocation(alloc, self.requests, self.ident_of, wrote)
         return project_cow_publication(alloc, self.requests, self.readers, wrote)
 
     def record(self, path: tuple[str, ...], params: dict[str, Any], state: dict[str, Any],
@@ -300,10 +303,15 @@ class TraceRecorder:
         if action == "stale_write_rejected":
             state["txn"] = prev["txn"]
             stale = no_stale(state["gen"])
-        if action == "truncate":  # the delayed writer keeps the first group's old tail if it is freed
+        if action not in self.actions:  # a stuttering step keeps the history variables as they were
+            state["hist"] = prev["hist"]
+            if prev["txn"]["phase"] == "rolled_back" and state["txn"]["phase"] == "idle":
+                state["txn"] = prev["txn"]
+        if action == "truncate":  # the delayed writer keeps the first group's old tail if it is dropped and freed
             g = min(state["gen"])
-            b = prev["tables"][params["r"]][g][-1]["block"]
-            if prev["ref"][g][b] == 1 and prev["ident"][g][b] == 0:
+            old, kept = prev["tables"][params["r"]][g], state["tables"][params["r"]][g]
+            b = old[-1]["block"]
+            if len(kept) < len(old) and prev["ref"][g][b] == 1 and prev["ident"][g][b] == 0:
                 stale = {"grp": g, "block": b, "gen": prev["gen"][g][b]}
         state["stale"] = stale
         return state

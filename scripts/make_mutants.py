@@ -47,9 +47,16 @@ MUTANTS = {
 """, "")]),
  ("LengthBeforeRow", "VisibleWithinRows",
   "an in-place append publishes the new length before the row is written (valid rows not advanced)",
-  [("""    /\\ rows' = [g \\in Groups |-> [rows[g] EXCEPT ![TailBlock(r, g)] = @ + 1]]
+  [("""    /\\ rows' = [g \\in Groups |-> [rows[g] EXCEPT ![TailBlock(r, g)] = len[r] % P + 1]]
     /\\ len' = [len EXCEPT ![r] = @ + 1]""", """    /\\ UNCHANGED rows
     /\\ len' = [len EXCEPT ![r] = @ + 1]""")]),
+ ("TruncateRoundsDown", "NoHalfBundle",
+  "truncate to a token count inside a block rounds the kept block count down: the partial last block is dropped",
+  [(r"""    /\ LET k == NumBlocks(n) IN""", r"""    /\ LET k == n \div P IN""")]),
+ ("WriteCachedTail", "CachedBlocksImmutable",
+  "the in-place append checks only the refcount of the tail: a partial tail published in the prefix cache is written",
+  [(r"""    /\ \A g \in Groups : ~SharedTail(r, g)""",
+    r"""    /\ \A g \in Groups : ref[g][TailBlock(r, g)] = 1""")]),
 ],
 "CowPublication": [
  ("WriteSharedTail", "SharedNeverWritten",

@@ -41,6 +41,7 @@ SCOPES = {"home": LookupScope(), "salted": LookupScope(cache_salt="s1"), "lora":
                   "other-namespace": LookupScope("t1", "other"), "unauthorized": LookupScope("t1", "home")}
 # rules that only one spec's machine runs (their preconditions say so); every other rule runs in both
 SPEC_ONLY = {"fork": "CowPublication", "fork_then_append": "CowPublication", "truncate": "KVAllocation",
+             "append_onto_cached_tail": "KVAllocation",
              "cache": "KVAllocation", "evict": "KVAllocation", "stale_writer": "KVAllocation",
              "lookup_under_foreign_scopes": "KVAllocation", "start_on_cached_prefix": "KVAllocation"}
 BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, lifted for traces
@@ -245,7 +246,7 @@ class AllocatorMachine(RuleBasedStateMachine):
             self.histories[child] = list(self.histories[parent])
 
     def _truncatable(self) -> list[str]:
-        return sorted(r for r, h in self.histories.items() if len(h) > self.config.block_tokens)
+        return sorted(r for r, h in self.histories.items() if len(h) > 1)
 
     @precondition(lambda self: self.spec == "CowPublication" and bool(self._growable())
                   and len(self.histories) < len(REQUEST_IDS))
@@ -269,17 +270,59 @@ class AllocatorMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     @counted_rule
     def truncate(self, data: st.DataObject) -> None:
-        """Keep a whole-block, non-empty prefix (the spec's Truncate keeps whole blocks of a live request)."""
+        """Keep a non-empty prefix of any token count: a count inside a block keeps that block, partial
+        (the spec's Truncate(r, n) rounds the kept block count up)."""
         rid = data.draw(st.sampled_from(self._truncatable()), label="request")
-        p = self.config.block_tokens
-        keep = p * data.draw(st.integers(1, (len(self.histories[rid]) - 1) // p), label="keep_blocks")
-        if not self._supports("truncate"):
-            return
+        keep = data.draw(st.integers(1, len(self.histories[rid]) - 1), label="keep_tokens")
+        if self._supports("truncate"):
+            self._truncate(rid, keep)
+
+    def _truncate(self, rid: str, keep: int) -> bool:
         writer_before, sut_tail = self.ref.delayed_writer, self._sut_tail_handle(rid)
-        if self._both("truncate", rid, keep).accepted:
-            del self.histories[rid][keep:]
-            if self.ref.delayed_writer is not None and self.ref.delayed_writer != writer_before:
-                self.sut_delayed_writer = sut_tail  # the SUT's handle to the same freed tail block
+        if not self._both("truncate", rid, keep).accepted:
+            return False
+        del self.histories[rid][keep:]
+        if keep % self.config.block_tokens:
+            self._count("truncate:partial_tail")
+        if self.ref.delayed_writer is not None and self.ref.delayed_writer != writer_before:
+            self.sut_delayed_writer = sut_tail  # the SUT's handle to the same freed tail block
+        return True
+
+    def _cached_blocks(self, rid: str) -> list[int]:
+        """The logical blocks (0-based) of ``rid`` that are published in the reference's prefix cache."""
+        rec = self.ref.alloc.requests.get(rid)
+        if rec is None:
+            return []
+        pool = self.ref.alloc.pools[0]
+        return [j for j, h in enumerate(rec.tables[0]) if pool.blocks[h.block_id].cache_key is not None
+                and (j + 1) * self.config.block_tokens <= rec.context_tokens]
+
+    @precondition(lambda self: self.spec == "KVAllocation" and self.config.block_tokens > 1
+                  and any(self._cached_blocks(r) for r in self.histories))
+    @rule(data=st.data(), token=st.sampled_from((0, *ALPHABET)))
+    @counted_rule
+    def append_onto_cached_tail(self, data: st.DataObject, token: int) -> None:
+        """Truncate a request into one of its blocks published in the prefix cache, then append: the tail is
+        cached, so the append must copy on write even when no other request maps it (0x07D), and the
+        cached block keeps its rows for the next hit."""
+        rid = data.draw(st.sampled_from(sorted(r for r in self.histories if self._cached_blocks(r))), label="request")
+        j = data.draw(st.sampled_from(self._cached_blocks(rid)), label="cached_block")
+        p = self.config.block_tokens
+        keep = j * p + data.draw(st.integers(1, p - 1), label="rows_kept")
+        if not (self._supports("truncate") and self._truncate(rid, keep)):
+            return
+        pool, tail = self.ref.alloc.pools[0], self.ref.alloc.request(rid).tables[0][-1]
+        alone = pool.refcount(tail.block_id) == 1
+        token = token or STREAM[keep]
+        result = self._both("append", rid, token)
+        if not result.accepted:
+            return
+        self.histories[rid].append(token)
+        mirror_step(self.device, result.copies, self._tables(rid), self.histories[rid], keep)
+        if self.sut is None and not result.copies:
+            raise ConformanceFailure(f"append_onto_cached_tail: {rid} appended in place onto its cached tail "
+                                     f"{tail}: a block published in the prefix cache must be copied on write")
+        self._count("append:copy_because_cached" if alone else "append:copy_because_shared")
 
     def _sut_tail_handle(self, rid: str) -> tuple[int, int, int] | None:
         """The SUT's handle (group 0, block, generation) to the request's last block, when it has one."""

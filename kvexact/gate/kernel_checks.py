@@ -93,7 +93,8 @@ def kernels_int64(ctx: GateContext) -> CheckResult:
         raise CheckCouldNotRun(f"could not reserve a >2^31-element pool: {done.stdout.strip()[:200]}")
     figures = {"returncode": done.returncode, "pool_elements_over": "2^31"}
     if done.returncode == 0 and done.stdout.strip() == "OK":
-        return CheckResult(Verdict.PASSED, figures, "decode read the last block of a >2^31-element pool")
+        return CheckResult(Verdict.PASSED, figures, "paged decode read the last block of a >2^31-element pool "
+                                                    "through its int64-cast block ids")
     return CheckResult(Verdict.FAILED, figures, f"probe rc {done.returncode}: {(done.stdout + done.stderr)[-500:]}")
 
 

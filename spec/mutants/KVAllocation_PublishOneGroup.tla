@@ -58,9 +58,11 @@ VARIABLES
     hist,     \* history variable: the committed snapshot taken when the transaction began
     stale,    \* [grp: Groups, block: Blocks \cup {0}, gen: Nat]: the handle a delayed writer of a
               \*  truncated request still holds (0x05E, 0x05F); block 0 means none
-    pool      \* [Groups -> SUBSET Blocks]: the free queue (0x04B, 0x05E): free and evictable blocks
+    pool,     \* [Groups -> SUBSET Blocks]: the free queue (0x04B, 0x05E): free and evictable blocks
+    wroteCached \* history variable: the <<g, b>> blocks the last step wrote rows into that carry a
+              \*  cached identity after it (0x07D: a cached identity is immutable, so always {})
 
-vars == <<gen, ref, ident, rows, reserved, tables, len, tver, epoch, txn, hist, stale, pool>>
+vars == <<gen, ref, ident, rows, reserved, tables, len, tver, epoch, txn, hist, stale, pool, wroteCached>>
 
 MaxBlocks == (MaxTokens + P - 1) \div P
 NumBlocks(n) == (n + P - 1) \div P
@@ -69,6 +71,12 @@ HandleSet == [block : Blocks, gen : Nat]
 NoStale == [grp |-> CHOOSE g \in Groups : \A h \in Groups : g <= h, block |-> 0, gen |-> 0]
 Range(s) == {s[i] : i \in DOMAIN s}
 TailBlock(r, g) == tables[r][g][Len(tables[r][g])].block
+\* 0x04E, 0x07D: r's partial tail in group g may not be written in place: another request maps it, or
+\* it is published in the prefix cache (its rows are an immutable identity).
+SharedTail(r, g) == ref[g][TailBlock(r, g)] > 1 \/ ident[g][TailBlock(r, g)] # 0
+\* The step writes rows into the blocks W (a set of <<g, b>>): those still cached after it are recorded.
+Wrote(W) == wroteCached' = {w \in W : ident'[w[1]][w[2]] # 0}
+NoWrite == wroteCached' = {}
 
 \* Block states of the pool (0x04A, 0x04B, 0x0CF); the four are meant to partition it.
 IsReserved(g, b) == b \in reserved[g]
@@ -113,6 +121,7 @@ Init ==
     /\ hist = InitSnapshot
     /\ stale = NoStale
     /\ pool = [g \in Groups |-> Blocks]
+    /\ wroteCached = {}
 
 \* Drop one reference to each block in Drop[g] (a set per group): a block whose count reaches 0
 \* joins the free queue; without a cached identity it becomes free (rows reset) (0x05E).
@@ -147,6 +156,7 @@ AppendReserve(r, g, b) ==
     /\ reserved' = [reserved EXCEPT ![g] = @ \cup {b}]
     /\ txn' = [phase |-> "reserved", req |-> r,
                dest |-> [txn.dest EXCEPT ![g] = b], prev |-> [txn.prev EXCEPT ![g] = ident[g][b]]]
+    /\ NoWrite
     /\ UNCHANGED <<ref, tables, len, tver, epoch, stale>>
 
 \* 0x04E and 0x05C steps 6-7: once every group holds a destination, write row 0 into each and
@@ -158,6 +168,7 @@ AppendWrite(r) ==
     /\ rows' = [g \in Groups |-> [rows[g] EXCEPT ![txn.dest[g]] = 1]]
     /\ txn' = [txn EXCEPT !.phase = "ready"]
     /\ UNCHANGED <<gen, ref, ident, reserved, tables, len, tver, epoch, hist, stale, pool>>
+    /\ Wrote({<<g, txn.dest[g]>> : g \in Groups})
 
 \* 0x04E, 0x05C step 8: publish one new table entry per group together, with the refcount deltas,
 \* the new length and table version; the allocator epoch advances (Counters).
@@ -172,6 +183,7 @@ AppendPublish(r) ==
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ epoch' = epoch + 1
     /\ ClearTxn
+    /\ NoWrite
     /\ UNCHANGED <<gen, ident, rows, stale, pool>>
 
 \* 0x04F: a failure injected before publication (between group reservations, or after the write)
@@ -189,26 +201,59 @@ AppendRollback(r) ==
     /\ reserved' = NoReserved
     /\ pool' = [g \in Groups |-> pool[g] \cup ({txn.dest[g]} \ {0})]
     /\ txn' = [IdleTxn EXCEPT !.phase = "rolled_back"]
+    /\ NoWrite
     /\ UNCHANGED <<ref, tables, len, tver, epoch, hist, stale>>
 
-\* 0x04E (o > 0, one strong owner): write row o of the tail in every group and publish
-\* valid_rows = o + 1; no block is reserved, so the epoch stays (0x05B: A 33 -> 34, version 5 -> 6).
+\* 0x04E (o > 0, one strong owner, no cached identity): write row o of the tail in every group and
+\* publish valid_rows = o + 1 (rows past o, left by a truncate, are dead); no block is reserved, so
+\* the epoch stays (0x05B: A 33 -> 34, version 5 -> 6).
 AppendInPlace(r) ==
     /\ TxnIdle
     /\ len[r] % P # 0
     /\ len[r] < MaxTokens
-    /\ \A g \in Groups : ref[g][TailBlock(r, g)] = 1
-    /\ rows' = [g \in Groups |-> [rows[g] EXCEPT ![TailBlock(r, g)] = @ + 1]]
+    /\ \A g \in Groups : ~SharedTail(r, g)
+    /\ rows' = [g \in Groups |-> [rows[g] EXCEPT ![TailBlock(r, g)] = len[r] % P + 1]]
     /\ len' = [len EXCEPT ![r] = @ + 1]
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ ClearTxn
     /\ UNCHANGED <<gen, ref, ident, reserved, tables, epoch, stale, pool>>
+    /\ Wrote({<<g, TailBlock(r, g)>> : g \in Groups})
+
+\* 0x04E (o > 0), 0x05C, 0x07D: an append onto a partial tail that is shared in some group (another
+\* request maps it, or it is published in the prefix cache) copies on write, as one transaction: in
+\* every group a block d[g] leaves the free pool (a new owner: its generation advances, a cached
+\* identity it held is evicted), receives the o visible rows and the new row, and replaces the tail;
+\* the old tail loses r's reference and keeps its identity.  Blocks were reserved: the epoch advances.
+AppendCopy(r, d) ==
+    /\ TxnIdle
+    /\ len[r] % P # 0
+    /\ len[r] < MaxTokens
+    /\ \E g \in Groups : SharedTail(r, g)
+    /\ \A g \in Groups : d[g] \in pool[g]
+    /\ LET old(g) == TailBlock(r, g)
+           newRef == [g \in Groups |-> [b \in Blocks |->
+                        IF b = d[g] THEN 1 ELSE IF b = old(g) THEN ref[g][b] - 1 ELSE ref[g][b]]]
+       IN /\ ref' = newRef
+          /\ rows' = [g \in Groups |-> [b \in Blocks |->
+                        IF b = d[g] THEN len[r] % P + 1
+                        ELSE IF b = old(g) /\ newRef[g][b] = 0 /\ ident[g][b] = 0 THEN 0 ELSE rows[g][b]]]
+          /\ pool' = [g \in Groups |-> (pool[g] \ {d[g]}) \cup {b \in {old(g)} : newRef[g][b] = 0}]
+    /\ gen' = [g \in Groups |-> [gen[g] EXCEPT ![d[g]] = @ + 1]]
+    /\ ident' = [g \in Groups |-> [ident[g] EXCEPT ![d[g]] = 0]]
+    /\ tables' = [tables EXCEPT ![r] = [g \in Groups |->
+                     [tables[r][g] EXCEPT ![Len(tables[r][g])] = [block |-> d[g], gen |-> gen[g][d[g]] + 1]]]]
+    /\ len' = [len EXCEPT ![r] = @ + 1]
+    /\ tver' = [tver EXCEPT ![r] = @ + 1]
+    /\ epoch' = epoch + 1
+    /\ ClearTxn
+    /\ UNCHANGED <<reserved, stale>>
+    /\ Wrote({<<g, d[g]>> : g \in Groups})
 
 \* 0x04C cache publication, 0x07C: publish the identity of r's full logical block j in every
 \* group at once; an identity names at most one block per group.
 CacheBlock(r, j) ==
     /\ TxnIdle
-    /\ j <= Len(tables[r][CHOOSE g \in Groups : TRUE])
+    /\ j * P <= len[r]
     /\ \A g \in Groups :
           LET b == tables[r][g][j].block IN
           /\ rows[g][b] = P
@@ -216,6 +261,7 @@ CacheBlock(r, j) ==
           /\ \A c \in Blocks : ident[g][c] # j
     /\ ident' = [g \in Groups |-> [ident[g] EXCEPT ![tables[r][g][j].block] = j]]
     /\ ClearTxn
+    /\ NoWrite
     /\ UNCHANGED <<gen, ref, rows, reserved, tables, len, tver, epoch, stale, pool>>
 
 \* 0x07C, 0x05E touch: an empty request r maps the cached prefix of k full blocks, which must be
@@ -233,6 +279,7 @@ PrefixHit(r, k) ==
     /\ len' = [len EXCEPT ![r] = k * P]
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ ClearTxn
+    /\ NoWrite
     /\ UNCHANGED <<gen, ident, rows, reserved, epoch, stale>>
 
 \* 0x05E release: r's strong references go; full cached blocks become EVICTABLE, others free.
@@ -245,25 +292,29 @@ Release(r) ==
     /\ len' = [len EXCEPT ![r] = 0]
     /\ tver' = [tver EXCEPT ![r] = 0]
     /\ ClearTxn
+    /\ NoWrite
     /\ UNCHANGED <<gen, ident, reserved, epoch, stale>>
 
-\* 0x05E truncate: keep r's first k logical blocks and drop the suffix bundle in every group
-\* (only a suffix: an interior block cannot be removed); dropped blocks lose one reference.  When
-\* the old tail of the first group goes back to the free pool, a delayed writer of r keeps its
-\* handle (0x05E: the stale D writer holding 1003@12).
-Truncate(r, k) ==
+\* 0x05E truncate: keep r's first n tokens, i.e. its first NumBlocks(n) logical blocks (rounded up:
+\* a partial last block stays mapped, its rows past n dead but not cleared), and drop the suffix
+\* bundle in every group (only a suffix: an interior block cannot be removed); dropped blocks lose
+\* one reference.  When the old tail of the first group is dropped and goes back to the free pool, a
+\* delayed writer of r keeps its handle (0x05E: the stale D writer holding 1003@12).
+Truncate(r, n) ==
     /\ TxnIdle
-    /\ k < NumBlocks(len[r])
-    /\ DropRefs([g \in Groups |-> {tables[r][g][i].block : i \in (k + 1)..Len(tables[r][g])}])
-    /\ stale' = LET g == NoStale.grp
-                    b == TailBlock(r, g)
-                IN IF ref[g][b] = 1 /\ ident[g][b] = 0
-                   THEN [grp |-> g, block |-> b, gen |-> gen[g][b]]
-                   ELSE stale
-    /\ tables' = [tables EXCEPT ![r] = [g \in Groups |-> SubSeq(tables[r][g], 1, k)]]
-    /\ len' = [len EXCEPT ![r] = k * P]
+    /\ n < len[r]
+    /\ LET k == NumBlocks(n) IN
+       /\ DropRefs([g \in Groups |-> {tables[r][g][i].block : i \in (k + 1)..Len(tables[r][g])}])
+       /\ stale' = LET g == NoStale.grp
+                       b == TailBlock(r, g)
+                   IN IF k < Len(tables[r][g]) /\ ref[g][b] = 1 /\ ident[g][b] = 0
+                      THEN [grp |-> g, block |-> b, gen |-> gen[g][b]]
+                      ELSE stale
+       /\ tables' = [tables EXCEPT ![r] = [g \in Groups |-> SubSeq(tables[r][g], 1, k)]]
+    /\ len' = [len EXCEPT ![r] = n]
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ ClearTxn
+    /\ NoWrite
     /\ UNCHANGED <<gen, ident, reserved, epoch>>
 
 \* 0x05E evict: drop the weak cached identity of block b in group g; a live mapping stays, a
@@ -274,6 +325,7 @@ Evict(g, b) ==
     /\ ident' = [ident EXCEPT ![g][b] = 0]
     /\ rows' = [rows EXCEPT ![g][b] = IF ref[g][b] = 0 THEN 0 ELSE @]
     /\ ClearTxn
+    /\ NoWrite
     /\ UNCHANGED <<gen, ref, reserved, tables, len, tver, epoch, stale, pool>>
 
 \* 0x05E, 0x05F: the delayed writer presents its handle; the pool rejects it because its
@@ -282,6 +334,7 @@ StaleWriteRejected ==
     /\ stale.block # 0
     /\ stale.gen # gen[stale.grp][stale.block] \/ Pooled(stale.grp, stale.block)
     /\ stale' = NoStale
+    /\ NoWrite
     /\ UNCHANGED <<gen, ref, ident, rows, reserved, tables, len, tver, epoch, txn, hist, pool>>
 
 Next ==
@@ -292,8 +345,9 @@ Next ==
           \/ AppendRollback(r)
           \/ AppendInPlace(r)
           \/ Release(r)
+    \/ \E r \in Requests, d \in [Groups -> Blocks] : AppendCopy(r, d)
     \/ \E r \in Requests, j \in 1..MaxBlocks : CacheBlock(r, j) \/ PrefixHit(r, j)
-    \/ \E r \in Requests, k \in 0..(MaxBlocks - 1) : Truncate(r, k)
+    \/ \E r \in Requests, n \in 0..(MaxTokens - 1) : Truncate(r, n)
     \/ \E g \in Groups, b \in Blocks : Evict(g, b)
     \/ StaleWriteRejected
 
@@ -330,6 +384,7 @@ TypeOK ==
     /\ txn.dest \in [Groups -> Blocks \cup {0}]
     /\ stale.grp \in Groups /\ stale.block \in Blocks \cup {0} /\ stale.gen \in Nat
     /\ pool \in [Groups -> SUBSET Blocks]
+    /\ wroteCached \subseteq Groups \X Blocks
 
 \* 0x04B: the recorded refcount equals the references derived from reachability (request maps;
 \* this model has no leases).
@@ -389,6 +444,10 @@ RollbackRestoresPredecessor == txn.phase = "rolled_back" => Snapshot = hist
 StaleHandleFenced ==
     (stale.block # 0 /\ stale.gen = gen[stale.grp][stale.block]) => Pooled(stale.grp, stale.block)
 
+\* 0x04E, 0x07D: a block published in the prefix cache is immutable: no step writes rows into a block
+\* that carries a cached identity (an append onto a cached partial tail copies on write instead).
+CachedBlocksImmutable == wroteCached = {}
+
 -----------------------------------------------------------------------------
 (* Liveness (KVAllocation.liveness.cfg, under LiveSpec).                   *)
 
@@ -399,5 +458,15 @@ TxnEventuallyEnds == (txn.phase \in {"reserved", "ready"}) ~> (txn.phase \in {"i
 \* Witness (spec/witnesses/, non-vacuity): negated; a model check must find it violated: a
 \* transaction reserved a cached (evictable) block, evicting its identity, and wrote it (0x05E).
 WitnessNoEvictThenReuse == ~(txn.phase = "ready" /\ \E g \in Groups : txn.prev[g] # 0)
+
+\* Witness: a truncate kept a partial last block: a request sees fewer rows of its tail than the
+\* block holds (the rows past its length are dead until the next append overwrites them).
+WitnessNoPartialTail == ~(\E r \in Requests, g \in Groups :
+                             len[r] % P # 0 /\ rows[g][TailBlock(r, g)] > len[r] % P)
+
+\* Witness: a request's partial tail is a block published in the prefix cache and mapped by it alone,
+\* so its next append must copy on write because the tail is cached (not because it is shared).
+WitnessNoCachedPartialTail == ~(\E r \in Requests, g \in Groups :
+                                   len[r] % P # 0 /\ ident[g][TailBlock(r, g)] # 0 /\ ref[g][TailBlock(r, g)] = 1)
 
 =============================================================================

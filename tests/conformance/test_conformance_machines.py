@@ -30,6 +30,8 @@ def test_reference_machine_passes_and_exercises_the_paths(spec):
         assert stats.get("append_with_failure:ROLLED_BACK", 0) > 0
     else:
         assert stats.get("rule:cache", 0) > 0 and stats.get("truncate:ok", 0) > 0
+        # truncation to a partial last block, and an append onto a cached tail that only its request maps
+        assert stats.get("truncate:partial_tail", 0) > 0 and stats.get("append:copy_because_cached", 0) > 0, stats
         # prefix hits admitted through reference/prefix.py, read back through the kernels
         assert any(k.startswith("hit_tokens=") and k != "hit_tokens=0" for k in stats), stats
         assert stats.get("rule:lookup_under_foreign_scopes", 0) > 0
@@ -145,6 +147,8 @@ def test_radix_and_revocation_machines(name):
         assert run.stats.get("write_before_await:MAPPING_NOT_READY", 0) > 0
     else:
         assert run.stats.get("RevokeComplete", 0) > 0
+        # a namespace revoked while a request holds a prefix hit from it (found, leased or executing)
+        assert sum(run.stats.get(f"revoke_mid_hit:{ph}", 0) for ph in ("hit", "leased", "executing")) > 0, run.stats
 
 
 @pytest.mark.parametrize("page", [2, 3])

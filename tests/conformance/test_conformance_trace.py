@@ -124,3 +124,48 @@ def test_validate_trace_with_tlc(tmp_path, kvexact_cli, monkeypatch):
     tr.write_ndjson(kv_trace(), path)
     code, out = kvexact_cli(["validate-trace", "KVAllocation", str(path), "--engine", "tlc", "--tlc-jar", jar]).code_and_text
     assert code == 0 and "accepted" in out
+
+
+def cached_tail_trace(monkeypatch: pytest.MonkeyPatch | None = None) -> tr.Trace:
+    """Truncate into a block published in the prefix cache, append (copy on write because cached: the
+    block has one reference), then truncate the private copy and append in place over its dead row."""
+    alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 4)], [[1, 2], [1, 2]], check_every_op=True)
+    rec = TraceRecorder("KVAllocation", requests=["r1", "r2"]).attach(alloc)
+    alloc.append("r1", 7)
+    alloc.append("r1", 8)
+    lifecycle.cache_block(alloc, "r1", 0, "1")
+    if monkeypatch is not None:  # the planted bug: the COW decision looks at the refcount only
+
+        def refcount_only(self: Allocator, r) -> tuple[str, ...]:
+            boundary = [self.tail_rows(r, g) in (0, 2) for g in range(len(self.groups))]
+            shared = any(not b and self.pools[g].refcount(r.tables[g][-1].block_id) != 1
+                         for g, b in enumerate(boundary))
+            return tuple("new" if b else ("cow" if shared else "unique") for b in boundary)
+
+        monkeypatch.setattr(Allocator, "append_plan", refcount_only)
+    lifecycle.truncate(alloc, "r1", 1)
+    receipt = alloc.append("r1", 5)
+    if monkeypatch is None:
+        assert receipt.paths == ("cow", "cow") and receipt.copied_rows == 1
+        lifecycle.truncate(alloc, "r1", 1)
+        assert alloc.append("r1", 6).paths == ("unique", "unique")
+    return tr.trace_from_recorder(rec, CONSTANTS, MODEL_VALUES)
+
+
+def test_truncate_to_a_partial_tail_and_copy_on_write_because_cached():
+    trace = cached_tail_trace()
+    result = tr.validate(trace, spec_dir() / "KVAllocation.tla", spec_dir() / "KVAllocation.cfg")
+    assert result.ok, result.summary()
+    assert result.actions["truncate"] == 2 and result.actions["append_copy"] == 1
+    assert result.actions["append_in_place"] == 2
+    copy = next(r for r in trace.records if r["action"] == "append_copy")
+    assert copy["params"]["r"] == "r1"
+
+
+def test_an_in_place_write_onto_a_cached_tail_is_not_a_step(monkeypatch):
+    trace = cached_tail_trace(monkeypatch)
+    assert [r["action"] for r in trace.records][-2:] == ["truncate", "append_in_place"]
+    result = tr.validate(trace, spec_dir() / "KVAllocation.tla", spec_dir() / "KVAllocation.cfg")
+    assert not result.ok
+    assert result.failure is not None and result.failure.action == "append_in_place"
+    assert "invariant CachedBlocksImmutable does not hold" in result.summary()

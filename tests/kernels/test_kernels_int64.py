@@ -1,4 +1,5 @@
-"""int64 addressing: a pool of more than 2^31 elements, in a subprocess (a wrap can kill the process)."""
+"""int64 addressing of paged decode: a pool of more than 2^31 elements read through a block table whose
+second page is the pool's last block, in a subprocess (a wrap can kill the process)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def test_decode_reads_the_last_block_of_a_pool_beyond_2_31_elements():
     assert done.stdout.strip() == "OK"
 
 
-def test_the_same_probe_fails_without_the_int64_cast():
+def test_the_same_probe_fails_without_the_decode_kernels_int64_cast():
+    """Only the decode's cast of loaded block ids is off (the rows are written by the shipped write kernel):
+    the probe exercises that cast, so removing it fails the gate's int64 check."""
     done = _probe("0")
     assert done.returncode != 0, done.stdout  # SIGSEGV (-11) or WRONG (1): the cast is what makes it pass
     assert "OK" not in done.stdout

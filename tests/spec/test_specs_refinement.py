@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from kvexact.spec import spec_dir
+from kvexact.spec import CI_STATE_BUDGET, spec_dir
 from kvexact.spec.checker import check_model
 from kvexact.spec.checker.result import Outcome
 
@@ -19,7 +19,7 @@ from kvexact.spec.checker.result import Outcome
 def test_allocator_spec_refines_exact_history(model):
     r = check_model(spec_dir() / f"{model}.tla", spec_dir() / f"{model}.cfg", coverage=False)
     assert r.outcome is Outcome.SUCCESS and r.exit_code == 0 and r.complete, (model, r.violation)
-    assert r.distinct_states <= 20_000, f"{model}.cfg has {r.distinct_states} states: keep it small"
+    assert r.distinct_states <= CI_STATE_BUDGET, f"{model}.cfg has {r.distinct_states} states: keep it small"
 
 
 def test_a_shrinking_step_the_abstract_spec_lacks_fails_the_refinement(tmp_path):

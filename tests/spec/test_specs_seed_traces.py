@@ -109,10 +109,10 @@ def _idle_txn() -> dict:
             "copied": frozenset(), "written": frozenset()}
 
 
-def _step(model, action: str, s: dict, n: dict, **params):
-    verdict = model.check_step(action, s, n, params or None)
+def _step(model, action: str, s: dict, successor: dict, **params):
+    verdict = model.check_step(action, s, successor, params or None)
     assert verdict.ok, f"{action}: not a step: {verdict.failed} at {verdict.location}"
-    return n
+    return successor
 
 
 def test_0x05B_two_group_cow_trace(cow_model):
@@ -225,7 +225,8 @@ def _kv_after_cow() -> dict:
               F: {0: (), 1: ()}, G: {0: (), 1: ()}}
     return {"gen": gen, "ref": ref, "ident": ident, "rows": rows, "reserved": {0: frozenset(), 1: frozenset()},
             "tables": tables, "len": {A: 34, D: 35, F: 0, G: 0}, "tver": {A: 6, D: 2, F: 0, G: 0}, "epoch": 44,
-            "txn": _kv_idle_txn(), "hist": _kv_init_snapshot(), "stale": NO_STALE, "pool": _queued(gen, ref, {})}
+            "txn": _kv_idle_txn(), "hist": _kv_init_snapshot(), "stale": NO_STALE, "pool": _queued(gen, ref, {}),
+            "wroteCached": frozenset()}
 
 
 def _queued(gen: dict, ref: dict, reserved: dict) -> dict:
@@ -276,7 +277,7 @@ def test_0x05E_truncate_reuse_stale_writer_release_touch_evict(kv_model):
     s1 = _kv_evolve(s0, ("tables", D, {0: s0["tables"][D][0][:2], 1: s0["tables"][D][1][:2]}), ("len", D, 32),
                  ("tver", D, 3), ("ref", 0, 1003, 0), ("ref", 1, 2003, 0), ("rows", 0, 1003, 0),
                  ("rows", 1, 2003, 0), ("ref", 0, 1000, 2), ("stale", {"grp": 0, "block": 1003, "gen": 12}))
-    _step(m, "Truncate", s0, s1, r=D, k=2)
+    _step(m, "Truncate", s0, s1, r=D, n=32)
     # allocate(F): reuses those block ids with generations 1003@13 and 2003@7.
     s2 = _kv_evolve(s1, ("hist", _snapshot(s1)), ("gen", 0, 1003, 13), ("reserved", 0, frozenset({1003})),
                  ("txn", {"phase": "reserved", "req": F, "dest": {0: 1003, 1: 0}, "prev": {0: 0, 1: 0}}))
