@@ -398,4 +398,27 @@ FreedBlockEventuallyReusable ==
 \* transaction published its successor tables (0x05B, 0x05C step 8).
 WitnessNoCowPublication == txn.phase # "published"
 
+
+-----------------------------------------------------------------------------
+(* Refinement (PROPERTY RefinesExactHistory of CowPublication.cfg): a      *)
+(* request's ExactHistory history is its logical tokens; a row is visible  *)
+(* when every group's table shows the same token there (RowAt: current     *)
+(* handle, validated and written).  The mapping is a state function: no    *)
+(* history variable is added, so the model keeps its states.               *)
+
+\* 0x05C step 8: row i of r, when all groups agree on it (0 otherwise).
+ShownRow(r, i) ==
+    LET j == (i - 1) \div P + 1
+        g0 == CHOOSE g \in Groups : \A h \in Groups : g <= h
+    IN IF \A g \in Groups : j <= Len(tables[r][g]) /\ RowAt(tables[r], g, i) = RowAt(tables[r], g0, i)
+       THEN RowAt(tables[r], g0, i) ELSE 0
+
+EH == INSTANCE ExactHistory WITH
+          history <- tokens,
+          view <- [r \in Requests |-> [i \in 1..len[r] |-> ShownRow(r, i)]]
+
+\* 0x05, 0x05B-0x05D: every CowPublication behaviour is an ExactHistory behaviour (its Init, then
+\* [][Next]_vars on every step); it implies that every visible row is the history (VisibleIsHistory).
+RefinesExactHistory == EH!Spec
+
 =============================================================================

@@ -399,4 +399,30 @@ TxnEventuallyEnds == (txn.phase \in {"reserved", "ready"}) ~> (txn.phase \in {"i
 \* transaction reserved a cached (evictable) block, evicting its identity, and wrote it (0x05E).
 WitnessNoEvictThenReuse == ~(txn.phase = "ready" /\ \E g \in Groups : txn.prev[g] # 0)
 
+
+-----------------------------------------------------------------------------
+(* Refinement (PROPERTY RefinesExactHistory of KVAllocation.cfg).  Every   *)
+(* request replays one shared token stream, so its ExactHistory history is *)
+(* the positions 1..len; a position is visible when every group's mapped   *)
+(* block holds its row under a current handle.  The mapping is a state     *)
+(* function: no history variable is added, so the model keeps its states. *)
+
+\* 0x03C, 0x05F: row i of r as every group's table shows it (0: missing, stale or not yet written).
+ShownRow(r, i) ==
+    LET j == (i - 1) \div P + 1
+        o == (i - 1) % P + 1
+    IN IF \A g \in Groups : /\ j <= Len(tables[r][g])
+                            /\ tables[r][g][j].gen = gen[g][tables[r][g][j].block]
+                            /\ o <= rows[g][tables[r][g][j].block]
+       THEN i ELSE 0
+
+EH == INSTANCE ExactHistory WITH
+          Tokens <- 1..MaxTokens,
+          history <- [r \in Requests |-> [i \in 1..len[r] |-> i]],
+          view <- [r \in Requests |-> [i \in 1..len[r] |-> ShownRow(r, i)]]
+
+\* 0x04-0x05, 0x07C: every KVAllocation behaviour is an ExactHistory behaviour (its Init, then
+\* [][Next]_vars on every step); it implies that every visible row is the history (VisibleIsHistory).
+RefinesExactHistory == EH!Spec
+
 =============================================================================
