@@ -15,6 +15,7 @@ CI_STATE_BUDGET = 25_000
 # Files the distribution must ship (relative to spec_dir()); each spec issue appends its models.
 _SPECS = ("KVAllocation", "CowPublication", "NamespaceRevocation", "RadixIndex", "VirtualMapping")
 _MUTANTS = (
+    "CowPublication_ForkMovesTables",
     "CowPublication_ForkWithoutRefs",
     "CowPublication_NoSourceLease",
     "CowPublication_PublishStaysValidated",
@@ -35,6 +36,7 @@ _MUTANTS = (
     "KVAllocation_RollbackOnlyWhenReady",
     "KVAllocation_TouchKeepsQueued",
     "KVAllocation_TruncateKeepsRefs",
+    "KVAllocation_PrefixHitEveryEmptyRequest",
     "NamespaceRevocation_CompleteWithLiveLease",
     "NamespaceRevocation_CancelKeepsReceipt",
     "NamespaceRevocation_CrossNamespaceHit",

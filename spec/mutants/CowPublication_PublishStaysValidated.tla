@@ -107,6 +107,20 @@ DropRefs(Drop) ==
        /\ valid' = [g \in Groups |-> [b \in Blocks |-> IF freed(g, b) THEN 0 ELSE valid[g][b]]]
        /\ bundle' = [g \in Groups |-> [b \in Blocks |-> IF freed(g, b) THEN 0 ELSE bundle[g][b]]]
 
+\* Types of every variable.
+TypeOK ==
+    /\ \A g \in Groups, b \in Blocks :
+          /\ Len(data[g][b]) <= P
+          /\ \A i \in DOMAIN data[g][b] : data[g][b][i] \in Tokens
+    /\ valid \in [Groups -> [Blocks -> 0..P]]
+    /\ ref \in [Groups -> [Blocks -> Nat]]
+    /\ gen \in [Groups -> [Blocks -> Nat]]
+    /\ \A r \in Requests, g \in Groups : \A i \in DOMAIN tables[r][g] : tables[r][g][i] \in HandleSet
+    /\ len \in [Requests -> 0..MaxTokens]
+    /\ txn.phase \in {"idle", "begun", "validated", "published"}
+    /\ txn.dest \in [Groups -> Blocks \cup {0}]
+    /\ txn.src \in [Groups -> Blocks \cup {0}]
+
 Init ==
     /\ data = [g \in Groups |-> [b \in Blocks |-> <<>>]]
     /\ valid = [g \in Groups |-> [b \in Blocks |-> 0]]
@@ -346,20 +360,6 @@ StateBound ==
 -----------------------------------------------------------------------------
 (* Invariants.                                                             *)
 
-\* Types of every variable.
-TypeOK ==
-    /\ \A g \in Groups, b \in Blocks :
-          /\ Len(data[g][b]) <= P
-          /\ \A i \in DOMAIN data[g][b] : data[g][b][i] \in Tokens
-    /\ valid \in [Groups -> [Blocks -> 0..P]]
-    /\ ref \in [Groups -> [Blocks -> Nat]]
-    /\ gen \in [Groups -> [Blocks -> Nat]]
-    /\ \A r \in Requests, g \in Groups : \A i \in DOMAIN tables[r][g] : tables[r][g][i] \in HandleSet
-    /\ len \in [Requests -> 0..MaxTokens]
-    /\ txn.phase \in {"idle", "begun", "validated", "published"}
-    /\ txn.dest \in [Groups -> Blocks \cup {0}]
-    /\ txn.src \in [Groups -> Blocks \cup {0}]
-
 \* 0x05, 0x09C exactness: every request's visible rows, read through its tables, equal its
 \* logical token history.
 RequestsExact == \A r \in Requests : Exact(tables[r], len[r], tokens[r])
@@ -390,6 +390,15 @@ RefcountDerived ==
 \* 0x04A: an unpublished destination is never reachable from a request map or a snapshot.
 ReservedUnreachable ==
     \A g \in Groups, b \in Blocks : Reserved(g, b) => MapRefs(g, b) + SnapRefs(g, b) = 0
+
+THEOREM Spec => []TypeOK
+THEOREM Spec => []RequestsExact
+THEOREM Spec => []SnapshotsExact
+THEOREM Spec => []SharedNeverWritten
+THEOREM Spec => []NoMixedGroups
+THEOREM Spec => []ValidWithinWritten
+THEOREM Spec => []RefcountDerived
+THEOREM Spec => []ReservedUnreachable
 
 -----------------------------------------------------------------------------
 (* Liveness (CowPublication.liveness.cfg, under LiveSpec).                 *)
@@ -425,5 +434,7 @@ EH == INSTANCE ExactHistory WITH
 \* 0x05, 0x05B-0x05D: every CowPublication behaviour is an ExactHistory behaviour (its Init, then
 \* [][Next]_vars on every step); it implies that every visible row is the history (VisibleIsHistory).
 RefinesExactHistory == EH!Spec
+
+THEOREM Spec => RefinesExactHistory
 
 =============================================================================

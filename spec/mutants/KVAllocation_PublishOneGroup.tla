@@ -99,6 +99,25 @@ InitSnapshot == [gen |-> ZeroBlocks, ref |-> ZeroBlocks, ident |-> ZeroBlocks, r
 \* A committed step outside a transaction forgets the finished transaction.
 ClearTxn == txn' = IdleTxn /\ hist' = InitSnapshot
 
+\* Types of every variable.
+TypeOK ==
+    /\ gen \in [Groups -> [Blocks -> Nat]]
+    /\ ref \in [Groups -> [Blocks -> Nat]]
+    /\ ident \in [Groups -> [Blocks -> 0..MaxBlocks]]
+    /\ rows \in [Groups -> [Blocks -> 0..P]]
+    /\ reserved \in [Groups -> SUBSET Blocks]
+    /\ \A r \in Requests, g \in Groups :
+          /\ Len(tables[r][g]) <= MaxBlocks
+          /\ \A i \in DOMAIN tables[r][g] : tables[r][g][i] \in HandleSet
+    /\ len \in [Requests -> 0..MaxTokens]
+    /\ tver \in [Requests -> Nat]
+    /\ epoch \in Nat
+    /\ txn.phase \in {"idle", "reserved", "ready", "rolled_back"}
+    /\ txn.req \in Requests \cup {NoReq}
+    /\ txn.dest \in [Groups -> Blocks \cup {0}]
+    /\ stale.grp \in Groups /\ stale.block \in Blocks \cup {0} /\ stale.gen \in Nat
+    /\ pool \in [Groups -> SUBSET Blocks]
+
 Init ==
     /\ gen = ZeroBlocks
     /\ ref = ZeroBlocks
@@ -312,25 +331,6 @@ StateBound ==
 -----------------------------------------------------------------------------
 (* Invariants.                                                             *)
 
-\* Types of every variable.
-TypeOK ==
-    /\ gen \in [Groups -> [Blocks -> Nat]]
-    /\ ref \in [Groups -> [Blocks -> Nat]]
-    /\ ident \in [Groups -> [Blocks -> 0..MaxBlocks]]
-    /\ rows \in [Groups -> [Blocks -> 0..P]]
-    /\ reserved \in [Groups -> SUBSET Blocks]
-    /\ \A r \in Requests, g \in Groups :
-          /\ Len(tables[r][g]) <= MaxBlocks
-          /\ \A i \in DOMAIN tables[r][g] : tables[r][g][i] \in HandleSet
-    /\ len \in [Requests -> 0..MaxTokens]
-    /\ tver \in [Requests -> Nat]
-    /\ epoch \in Nat
-    /\ txn.phase \in {"idle", "reserved", "ready", "rolled_back"}
-    /\ txn.req \in Requests \cup {NoReq}
-    /\ txn.dest \in [Groups -> Blocks \cup {0}]
-    /\ stale.grp \in Groups /\ stale.block \in Blocks \cup {0} /\ stale.gen \in Nat
-    /\ pool \in [Groups -> SUBSET Blocks]
-
 \* 0x04B: the recorded refcount equals the references derived from reachability (request maps;
 \* this model has no leases).
 RefcountDerived == \A g \in Groups, b \in Blocks : ref[g][b] = MapRefs(g, b)
@@ -389,6 +389,18 @@ RollbackRestoresPredecessor == txn.phase = "rolled_back" => Snapshot = hist
 StaleHandleFenced ==
     (stale.block # 0 /\ stale.gen = gen[stale.grp][stale.block]) => Pooled(stale.grp, stale.block)
 
+THEOREM Spec => []TypeOK
+THEOREM Spec => []RefcountDerived
+THEOREM Spec => []NoHalfBundle
+THEOREM Spec => []PoolPartition
+THEOREM Spec => []HandlesCurrent
+THEOREM Spec => []ReservedUnreachable
+THEOREM Spec => []UniqueIdentity
+THEOREM Spec => []VisibleWithinRows
+THEOREM Spec => []RollbackRestoresPredecessor
+THEOREM Spec => []StaleHandleFenced
+THEOREM Spec => []ZeroRefIffPooled
+
 -----------------------------------------------------------------------------
 (* Liveness (KVAllocation.liveness.cfg, under LiveSpec).                   *)
 
@@ -425,5 +437,7 @@ EH == INSTANCE ExactHistory WITH
 \* 0x04-0x05, 0x07C: every KVAllocation behaviour is an ExactHistory behaviour (its Init, then
 \* [][Next]_vars on every step); it implies that every visible row is the history (VisibleIsHistory).
 RefinesExactHistory == EH!Spec
+
+THEOREM Spec => RefinesExactHistory
 
 =============================================================================
