@@ -230,45 +230,44 @@ REFINEMENT_MUTANTS = {
 
 
 def _properties(lines: list[str]) -> list[str]:
-    """The names under a CI model's PROPERTY line (up to its INVARIANTS line)."""
+    """The names under a model's PROPERTY line (up to the next section header or the end)."""
     if "PROPERTY" not in lines:
         return []
-    i = lines.index("PROPERTY")
-    return [ln.strip() for ln in lines[i + 1:lines.index("INVARIANTS")]]
+    names = []
+    for ln in lines[lines.index("PROPERTY") + 1:]:
+        if not ln.startswith(" "):
+            break
+        names.append(ln.strip())
+    return names
+
+
+def _whole_model_mutants(table: dict, suffix: str, head: str) -> dict[Path, str]:
+    """Mutants that break a PROPERTY of the model ``<Spec><suffix>``, whose cfg is that model whole;
+    ``head`` words their first comment (``{name}``, ``{prop}``, ``{model}``)."""
+    files: dict[Path, str] = {}
+    for spec, mutants in table.items():
+        model = f"{spec}{suffix}"
+        cfg = (SPEC / model).read_text()
+        for bug, prop, why, edits in mutants:
+            name = f"{spec}_{bug}"
+            if prop not in _properties(cfg.splitlines()):
+                raise ValueError(f"{name}: {prop} is not a PROPERTY of {model}")
+            files[OUT / f"{name}.tla"] = _mutant_text(spec, name, prop, why, edits)
+            body = [ln for ln in cfg.splitlines() if not ln.startswith("\\*")]
+            files[OUT / f"{name}.cfg"] = "\n".join([head.format(name=name, prop=prop, model=model)] + body) + "\n"
+    return files
 
 
 def render_refinement() -> dict[Path, str]:
     """Every refinement mutant (path -> text): the spec with one edit, and the spec's CI model whole."""
-    files: dict[Path, str] = {}
-    for spec, mutants in REFINEMENT_MUTANTS.items():
-        cfg = (SPEC / f"{spec}.cfg").read_text()
-        for bug, prop, why, edits in mutants:
-            name = f"{spec}_{bug}"
-            if prop not in _properties(cfg.splitlines()):
-                raise ValueError(f"{name}: {prop} is not a PROPERTY of {spec}.cfg")
-            files[OUT / f"{name}.tla"] = _mutant_text(spec, name, prop, why, edits)
-            body = [ln for ln in cfg.splitlines() if not ln.startswith("\\*")]
-            files[OUT / f"{name}.cfg"] = "\n".join(
-                [f"\\* Mutant model: {name} must violate the refinement {prop} (an action property) and no "
-                 f"invariant; the CI model {spec}.cfg."] + body) + "\n"
-    return files
+    return _whole_model_mutants(REFINEMENT_MUTANTS, ".cfg", "\\* Mutant model: {name} must violate the refinement "
+                                "{prop} (an action property) and no invariant; the CI model {model}.")
 
 
 def render_liveness() -> dict[Path, str]:
     """Every liveness mutant (path -> text): the spec with one edit, and the spec's liveness model."""
-    files: dict[Path, str] = {}
-    for spec, mutants in LIVENESS_MUTANTS.items():
-        cfg = (SPEC / f"{spec}.liveness.cfg").read_text()
-        for bug, prop, why, edits in mutants:
-            name = f"{spec}_{bug}"
-            if prop not in cfg.split("PROPERTY", 1)[1].split():
-                raise ValueError(f"{name}: {prop} is not a PROPERTY of {spec}.liveness.cfg")
-            files[OUT / f"{name}.tla"] = _mutant_text(spec, name, prop, why, edits)
-            body = [ln for ln in cfg.splitlines() if not ln.startswith("\\*")]
-            files[OUT / f"{name}.cfg"] = "\n".join(
-                [f"\\* Mutant model: {name} must violate the temporal property {prop}; the liveness model "
-                 f"{spec}.liveness.cfg."] + body) + "\n"
-    return files
+    return _whole_model_mutants(LIVENESS_MUTANTS, ".liveness.cfg", "\\* Mutant model: {name} must violate the "
+                                "temporal property {prop}; the liveness model {model}.")
 
 
 # Mutants of the radix index and virtual mapping specs, and those that give every CI invariant a mutant
