@@ -410,7 +410,6 @@ TxnEventuallyEnds == (txn.phase \in {"reserved", "ready"}) ~> (txn.phase \in {"i
 \* transaction reserved a cached (evictable) block, evicting its identity, and wrote it (0x05E).
 WitnessNoEvictThenReuse == ~(txn.phase = "ready" /\ \E g \in Groups : txn.prev[g] # 0)
 
-
 -----------------------------------------------------------------------------
 (* Refinement (PROPERTY RefinesExactHistory of KVAllocation.cfg).  Every   *)
 (* request replays one shared token stream, so its ExactHistory history is *)

@@ -414,7 +414,6 @@ FreedBlockEventuallyReusable ==
 \* transaction published its successor tables (0x05B, 0x05C step 8).
 WitnessNoCowPublication == txn.phase # "published"
 
-
 -----------------------------------------------------------------------------
 (* Refinement (PROPERTY RefinesExactHistory of CowPublication.cfg): a      *)
 (* request's ExactHistory history is its logical tokens; a row is visible  *)
