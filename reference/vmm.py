@@ -11,13 +11,16 @@ Invariants every committed state keeps (re-derived by :func:`check_state`):
 * a slot handed to a new request advances its generation and starts with zero valid rows: retained
   mappings reuse capacity, never prefix identity (0x06E);
 * each public transition returns ``(successor, receipt)`` and advances ``version``; a rejected one
-  raises :class:`~kvexact.reference.rejections.Rejected` and leaves its input unchanged.
+  raises :class:`~kvexact.reference.rejections.Rejected` and leaves its input unchanged. Each committed
+  step is named after its action of ``spec/VirtualMapping.tla`` (snake_case) and reported to the
+  callbacks registered with :func:`observe` (the state machine validates them step by step).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -276,9 +279,31 @@ def check_state(state: VmmState) -> Ledgers:
     return led
 
 
+Observer = Callable[[str, VmmState, VmmState, Any], None]
+_OBSERVERS: list[weakref.WeakMethod] = []
+
+
+def observe(callback: Observer) -> None:
+    """Call the bound method ``callback(op, before, after, detail)`` on every committed step (and every
+    accepted ``require_use``) until :func:`unobserve` or until its object is gone (held weakly)."""
+    _OBSERVERS.append(weakref.WeakMethod(callback))  # type: ignore[arg-type]
+
+
+def unobserve(callback: Observer) -> None:
+    _OBSERVERS[:] = [w for w in _OBSERVERS if w() is not None and w() != callback]
+
+
+def _report(op: str, before: VmmState, after: VmmState, detail: Any) -> None:
+    for ref in list(_OBSERVERS):
+        callback = ref()
+        if callback is not None:
+            callback(op, before, after, detail)
+
+
 def _commit(op: str, state: VmmState, after: VmmState, **kw: Any) -> tuple[VmmState, VmmReceipt]:
     after = attrs.evolve(after, version=state.version + 1)
     check_state(after)
+    _report(op, state, after, kw.get("detail"))
     return after, VmmReceipt(op, after.version, **kw)
 
 
@@ -370,7 +395,8 @@ def await_mapping(state: VmmState, slot: int) -> tuple[VmmState, MappedFrontierR
     s = _live(state, slot)
     if s.ready_pages == len(s.pages):
         raise _reject(VmmRejection.NOTHING_PENDING, f"slot {slot}")
-    after, _ = _commit("await_mapping", state, _with_slot(state, attrs.evolve(s, ready_pages=len(s.pages))))
+    after, _ = _commit("await_mapping", state, _with_slot(state, attrs.evolve(s, ready_pages=len(s.pages))),
+                       detail={"slot": slot})
     return after, frontier_receipt(after, slot)
 
 
@@ -407,6 +433,7 @@ def require_use(state: VmmState, slot: int, generation: int, tokens: int) -> Map
     receipt = frontier_receipt(state, slot)
     if not receipt.covers(generation, tokens):
         raise _reject(VmmRejection.FRONTIER_NOT_COVERED, f"slot {slot}")
+    _report("require_use", state, state, {"slot": slot, "tokens": tokens})
     return receipt
 
 
@@ -426,11 +453,15 @@ def free_reqid(state: VmmState, slot: int, unmap: bool = False) -> tuple[VmmStat
     freed = {h for p in s.pages for h in p} if unmap else set()
     after = attrs.evolve(_with_slot(state, new), free_handles=state.free_handles | freed)
     return _commit("free_reqid", state, after, unmaps=len(s.pages) if unmap else 0,
-                   detail={"slot": slot, "retained_pages": len(pages)})
+                   detail={"slot": slot, "retained_pages": len(pages), "unmap": unmap})
 
 
 def unmap_bundle(state: VmmState, slot: int) -> tuple[VmmState, VmmReceipt]:
     """Unmap the slot's highest page; it must not back valid rows of a live request."""
+    return _unmap_top(state, slot, "unmap_bundle")
+
+
+def _unmap_top(state: VmmState, slot: int, op: str) -> tuple[VmmState, VmmReceipt]:
     s = state.slot(slot)
     if not s.pages:
         raise _reject(VmmRejection.NOTHING_TO_RECLAIM, f"slot {slot}")
@@ -439,8 +470,7 @@ def unmap_bundle(state: VmmState, slot: int) -> tuple[VmmState, VmmReceipt]:
         raise _reject(VmmRejection.UNMAP_LIVE_ROWS, f"slot {slot} page {top} backs row {s.valid_tokens - 1}")
     new = attrs.evolve(s, pages=s.pages[:top], ready_pages=min(s.ready_pages, top))
     after = attrs.evolve(_with_slot(state, new), free_handles=state.free_handles | set(s.pages[top]))
-    return _commit("unmap_bundle", state, after, unmaps=1, detail={"slot": slot, "page": top,
-                                                                   "handles": s.pages[top]})
+    return _commit(op, state, after, unmaps=1, detail={"slot": slot, "page": top, "handles": s.pages[top]})
 
 
 def reclaim_inactive(state: VmmState, slot: int) -> tuple[VmmState, VmmReceipt]:
@@ -448,8 +478,7 @@ def reclaim_inactive(state: VmmState, slot: int) -> tuple[VmmState, VmmReceipt]:
     s = state.slot(slot)
     if s.active:
         raise _reject(VmmRejection.RECLAIM_ACTIVE_SLOT, f"slot {slot} holds {s.request_id}@{s.generation}")
-    after, receipt = unmap_bundle(state, slot)
-    return after, attrs.evolve(receipt, operation="reclaim_inactive")
+    return _unmap_top(state, slot, "reclaim_inactive")
 
 
 def release_handles(state: VmmState) -> tuple[VmmState, VmmReceipt]:

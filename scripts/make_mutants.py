@@ -3,7 +3,9 @@
 Each mutant is its spec with one realistic protocol bug seeded; its cfg is the spec's CI model (the same
 invariants in the same order, so the mutant must not die of another one first). A liveness mutant
 (LIVENESS_MUTANTS) breaks a PROPERTY instead, and its cfg is the spec's liveness model
-(<Spec>.liveness.cfg, whole). tests/spec/test_specs_mutants.py checks the files are current.
+(<Spec>.liveness.cfg, whole); a refinement mutant (REFINEMENT_MUTANTS) breaks PROPERTY RefinesExactHistory
+of the CI model and no invariant, and its cfg is the CI model whole. An invariant mutant's cfg leaves the
+CI model's PROPERTY out. tests/spec/test_specs_mutants.py checks the files are current.
 """
 from pathlib import Path
 
@@ -196,21 +198,83 @@ def _mutant_text(spec: str, name: str, violates: str, why: str, edits: list) -> 
             f"\\* VIOLATES: {violates}. Mutant of {spec}.tla (seeded bug, kept on purpose): {why}.\n{rest}")
 
 
-def render_liveness() -> dict[Path, str]:
-    """Every liveness mutant (path -> text): the spec with one edit, and the spec's liveness model."""
+# Bugs that only the refinement catches (PROPERTY RefinesExactHistory of the CI model): every state still
+# satisfies every invariant, but a step is no ExactHistory step. The cfg is the spec's CI model, whole.
+REFINEMENT_MUTANTS = {
+"KVAllocation": [
+ ("PrefixHitEveryEmptyRequest", "RefinesExactHistory",
+  "a prefix hit is published into every empty request at once: one step changes two requests' histories",
+  [(r"""       /\ tables' = [tables EXCEPT ![r] = [g \in Groups |-> [i \in 1..k |-> Handle(g, at(g, i))]]]
+       /\ ref' = [g \in Groups |-> [b \in Blocks |->
+                     IF ident[g][b] \in 1..k THEN ref[g][b] + 1 ELSE ref[g][b]]]
+    /\ pool' = [g \in Groups |-> {b \in pool[g] : ident[g][b] \notin 1..k}]
+    /\ len' = [len EXCEPT ![r] = k * P]
+    /\ tver' = [tver EXCEPT ![r] = @ + 1]""",
+    r"""       /\ tables' = [q \in Requests |-> IF len[q] = 0
+                     THEN [g \in Groups |-> [i \in 1..k |-> Handle(g, at(g, i))]] ELSE tables[q]]
+       /\ ref' = [g \in Groups |-> [b \in Blocks |->
+                     IF ident[g][b] \in 1..k THEN ref[g][b] + Cardinality({q \in Requests : len[q] = 0})
+                     ELSE ref[g][b]]]
+    /\ pool' = [g \in Groups |-> {b \in pool[g] : ident[g][b] \notin 1..k}]
+    /\ len' = [q \in Requests |-> IF len[q] = 0 THEN k * P ELSE len[q]]
+    /\ tver' = [q \in Requests |-> IF len[q] = 0 THEN tver[q] + 1 ELSE tver[q]]""")]),
+],
+"CowPublication": [
+ ("ForkMovesTables", "RefinesExactHistory",
+  "fork moves the parent's tables to the child instead of sharing them: the parent's history vanishes in "
+  "the same step, without a release",
+  [(r"""    /\ tables' = [tables EXCEPT ![c] = tables[r]]
+    /\ ref' = [g \in Groups |-> [b \in Blocks |->
+                  ref[g][b] + Cardinality({i \in DOMAIN tables[r][g] : tables[r][g][i].block = b})]]
+    /\ len' = [len EXCEPT ![c] = len[r]]
+    /\ tokens' = [tokens EXCEPT ![c] = tokens[r]]""",
+    r"""    /\ tables' = [tables EXCEPT ![c] = tables[r], ![r] = [g \in Groups |-> <<>>]]
+    /\ ref' = ref
+    /\ len' = [len EXCEPT ![c] = len[r], ![r] = 0]
+    /\ tokens' = [tokens EXCEPT ![c] = tokens[r], ![r] = <<>>]""")]),
+],
+}
+
+
+def _properties(lines: list[str]) -> list[str]:
+    """The names under a model's PROPERTY line (up to the next section header or the end)."""
+    if "PROPERTY" not in lines:
+        return []
+    names = []
+    for ln in lines[lines.index("PROPERTY") + 1:]:
+        if not ln.startswith(" "):
+            break
+        names.append(ln.strip())
+    return names
+
+
+def _whole_model_mutants(table: dict, suffix: str, head: str) -> dict[Path, str]:
+    """Mutants that break a PROPERTY of the model ``<Spec><suffix>``, whose cfg is that model whole;
+    ``head`` words their first comment (``{name}``, ``{prop}``, ``{model}``)."""
     files: dict[Path, str] = {}
-    for spec, mutants in LIVENESS_MUTANTS.items():
-        cfg = (SPEC / f"{spec}.liveness.cfg").read_text()
+    for spec, mutants in table.items():
+        model = f"{spec}{suffix}"
+        cfg = (SPEC / model).read_text()
         for bug, prop, why, edits in mutants:
             name = f"{spec}_{bug}"
-            if prop not in cfg.split("PROPERTY", 1)[1].split():
-                raise ValueError(f"{name}: {prop} is not a PROPERTY of {spec}.liveness.cfg")
+            if prop not in _properties(cfg.splitlines()):
+                raise ValueError(f"{name}: {prop} is not a PROPERTY of {model}")
             files[OUT / f"{name}.tla"] = _mutant_text(spec, name, prop, why, edits)
             body = [ln for ln in cfg.splitlines() if not ln.startswith("\\*")]
-            files[OUT / f"{name}.cfg"] = "\n".join(
-                [f"\\* Mutant model: {name} must violate the temporal property {prop}; the liveness model "
-                 f"{spec}.liveness.cfg."] + body) + "\n"
+            files[OUT / f"{name}.cfg"] = "\n".join([head.format(name=name, prop=prop, model=model)] + body) + "\n"
     return files
+
+
+def render_refinement() -> dict[Path, str]:
+    """Every refinement mutant (path -> text): the spec with one edit, and the spec's CI model whole."""
+    return _whole_model_mutants(REFINEMENT_MUTANTS, ".cfg", "\\* Mutant model: {name} must violate the refinement "
+                                "{prop} (an action property) and no invariant; the CI model {model}.")
+
+
+def render_liveness() -> dict[Path, str]:
+    """Every liveness mutant (path -> text): the spec with one edit, and the spec's liveness model."""
+    return _whole_model_mutants(LIVENESS_MUTANTS, ".liveness.cfg", "\\* Mutant model: {name} must violate the "
+                                "temporal property {prop}; the liveness model {model}.")
 
 
 # Mutants of the radix index and virtual mapping specs, and those that give every CI invariant a mutant
@@ -340,11 +404,12 @@ def render() -> dict[Path, str]:
             lines = cfg.splitlines()
             i = lines.index("INVARIANTS")
             invs = [ln.strip() for ln in lines[i + 1:] if ln.strip()]
+            props = _properties(lines)
             if inv not in invs:
                 raise ValueError(f"{name}: {inv} is not an invariant of {spec}.cfg")
             head_cfg = [f"\\* Mutant model: {name} must violate {inv}; the invariants of {spec}.cfg in "
                         f"their order, and its constants."]
-            head_cfg += lines[1:i]
+            head_cfg += [ln for ln in lines[1:i] if ln != "PROPERTY" and ln.strip() not in props]
             if spec == "CowPublication":  # one token value keeps every COW mutant's search short
                 head_cfg = [ln.replace("Tokens = {1, 2}", "Tokens = {1}") for ln in head_cfg]
             for old, new in CONSTANTS_II.get(name, ()):  # a bug that needs a bigger pool than the CI model's
@@ -352,6 +417,7 @@ def render() -> dict[Path, str]:
             files[OUT / f"{name}.cfg"] = "\n".join(
                 head_cfg + ["INVARIANTS"] + [f"    {x}" for x in invs]) + "\n"
     files.update(render_liveness())
+    files.update(render_refinement())
     return files
 
 

@@ -6,8 +6,8 @@
 (* history.  Publication is atomic: the visible rows change only together  *)
 (* with the history, by one whole operation (append one token, truncate to *)
 (* a prefix, release, fork a copy, adopt a cached prefix).  KVAllocation   *)
-(* and CowPublication refine it (KVAllocationExact.tla, CowPublicationExact *)
-(* .tla): their block tables, valid rows and data map onto view.           *)
+(* and CowPublication refine it (RefinesExactHistory, a PROPERTY of their  *)
+(* CI models): their block tables, valid rows and data map onto view.      *)
 (***************************************************************************)
 EXTENDS Naturals, Sequences
 

@@ -102,13 +102,15 @@ def discover_witnesses(folder: Path | None = None) -> list[ExpectedViolation]:
 _CHILD = """
 import json, sys
 from pathlib import Path
+from kvexact.spec import spec_dir
 engine, spec, cfg, jar = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]), sys.argv[4] or None
+lib = [spec_dir()]  # a mutant in spec/mutants/ instantiates ExactHistory from spec/
 if engine == "tlc":
     from kvexact.spec.tlc import run_tlc
-    r = run_tlc(spec, cfg, jar)
+    r = run_tlc(spec, cfg, jar, lib=lib)
 else:
     from kvexact.spec.checker import check_model
-    r = check_model(spec, cfg, coverage=False, max_states=int(sys.argv[5]))
+    r = check_model(spec, cfg, coverage=False, max_states=int(sys.argv[5]), lib=lib)
 v = r.violation
 print(json.dumps({"exit": r.exit_code, "kind": v.kind if v else None, "name": v.name if v else None,
                   "message": (v.message if v else "")[:300], "seconds": r.seconds, "depth": r.depth,

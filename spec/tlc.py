@@ -108,8 +108,10 @@ def run_java_main(jar: str, main_class: str, args: list[str], *, cwd: Path | Non
 
 def run_tlc(spec_path: Path, cfg_path: Path | None, jar: str | None, workers: int = 1,
             max_states: int | None = None, max_depth: int | None = None,
-            timeout_s: float | None = None, main_class: str = "tlc2.TLC") -> ModelCheckResult:
-    """Check one model with TLC in a child process, hermetically, and parse its ``-tool`` output."""
+            timeout_s: float | None = None, main_class: str = "tlc2.TLC",
+            lib: list | tuple = ()) -> ModelCheckResult:
+    """Check one model with TLC in a child process, hermetically, and parse its ``-tool`` output; the
+    modules of the spec's folder, then of each ``lib`` folder not already there, are its modules."""
     if max_states is not None or max_depth is not None:
         raise ValueError("the TLC engine has no --max-states/--max-depth (TLC offers no such bound); "
                          "use the embedded engine or a CONSTRAINT")
@@ -119,8 +121,9 @@ def run_tlc(spec_path: Path, cfg_path: Path | None, jar: str | None, workers: in
     with tempfile.TemporaryDirectory(prefix="kvexact-tlc-") as tmp:
         work = Path(tmp) / "model"
         work.mkdir()
-        for module in spec_path.parent.glob("*.tla"):  # EXTENDS/INSTANCE resolve from the folder
-            shutil.copy2(module, work / module.name)
+        for folder in (*lib, spec_path.parent):  # EXTENDS/INSTANCE resolve from the folder, then lib
+            for module in Path(folder).glob("*.tla"):
+                shutil.copy2(module, work / module.name)
         shutil.copy2(spec_path, work / spec_path.name)
         shutil.copy2(cfg_path, work / "MC_kvexact.cfg")
         args = ["-tool", "-workers", str(workers), "-metadir", str(Path(tmp) / "meta"), "-cleanup",

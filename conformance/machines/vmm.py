@@ -31,7 +31,9 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, ClassVar
 
 import attrs
@@ -39,6 +41,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from kvexact.conformance.machines import ConformanceFailure, counted_rule
+from kvexact.conformance.machines.vmm_trace import VmmTraceRecorder
 from kvexact.conformance.mirror import HEAD_DIM, NUM_KV_HEADS, NUM_Q_HEADS, kv_row, query_row
 from kvexact.kernels import device as policy
 from kvexact.reference import vmm
@@ -74,11 +77,15 @@ class Request:
 class VmmMachine(RuleBasedStateMachine):
     stats: ClassVar[dict[str, int]] = {}
     check_kernels: ClassVar[bool] = True  # False: read-back checks only, no attention through the kernel
+    validate_trace: ClassVar[bool] = True  # every reference step validated against spec/VirtualMapping.tla
 
     def __init__(self) -> None:
 
         super().__init__()
         self.state = vmm.VmmState.initial(CONFIG)
+        self.trace = VmmTraceRecorder(CONFIG) if self.validate_trace else None
+        if self.trace is not None:
+            self.trace.attach(self.state)
         self.state, _ = vmm.reserve_virtual(self.state)
         self.state, _ = vmm.create_handles(self.state)
         self.row_of = {h: i for i, h in enumerate(sorted(self.state.free_handles))}  # handle id -> memory row
@@ -96,9 +103,12 @@ class VmmMachine(RuleBasedStateMachine):
     def _try(self, name: str, op: Any, *args: Any, **kw: Any) -> Any:
         """Apply a reference transition; poison every handle it took back (freed, or reclaimed and remapped)."""
         before = self._owners()
+        mark = self.trace.mark() if self.trace is not None else None
         try:
             self.state, receipt = op(self.state, *args, **kw)
         except Rejected as exc:
+            if self.trace is not None and mark is not None:
+                self.trace.rollback(mark)  # the inner steps a rejected composite committed are void
             self._count(f"{name}:{exc.reason.name}")
             return None
         after = self._owners()
@@ -280,5 +290,24 @@ class VmmMachine(RuleBasedStateMachine):
         vmm.check_state(self.state)
 
     def teardown(self) -> None:
-        self.verify_reads()
-        self.verify_attention()
+        try:
+            self.verify_reads()
+            self.verify_attention()
+        finally:
+            self.validate_steps()
+
+    def validate_steps(self) -> None:
+        """Every reference step so far is a step of its VirtualMapping action (KVEXACT_TRACE_DIR: the trace
+        is written there when it fails)."""
+        if self.trace is None:
+            return
+        self.trace.detach()
+        if self.trace.error is not None:
+            raise ConformanceFailure(f"VirtualMapping projection: {self.trace.error}")
+        out = os.environ.get("KVEXACT_TRACE_DIR")
+        result = self.trace.validate()
+        self._count("trace_steps", result.steps)
+        if not result.ok:
+            if out:
+                self.trace.validate(Path(out))
+            raise ConformanceFailure(f"VirtualMapping: {result.summary()}")

@@ -107,6 +107,20 @@ DropRefs(Drop) ==
        /\ valid' = [g \in Groups |-> [b \in Blocks |-> IF freed(g, b) THEN 0 ELSE valid[g][b]]]
        /\ bundle' = [g \in Groups |-> [b \in Blocks |-> IF freed(g, b) THEN 0 ELSE bundle[g][b]]]
 
+\* Types of every variable.
+TypeOK ==
+    /\ \A g \in Groups, b \in Blocks :
+          /\ Len(data[g][b]) <= P
+          /\ \A i \in DOMAIN data[g][b] : data[g][b][i] \in Tokens
+    /\ valid \in [Groups -> [Blocks -> 0..P]]
+    /\ ref \in [Groups -> [Blocks -> Nat]]
+    /\ gen \in [Groups -> [Blocks -> Nat]]
+    /\ \A r \in Requests, g \in Groups : \A i \in DOMAIN tables[r][g] : tables[r][g][i] \in HandleSet
+    /\ len \in [Requests -> 0..MaxTokens]
+    /\ txn.phase \in {"idle", "begun", "validated", "published"}
+    /\ txn.dest \in [Groups -> Blocks \cup {0}]
+    /\ txn.src \in [Groups -> Blocks \cup {0}]
+
 Init ==
     /\ data = [g \in Groups |-> [b \in Blocks |-> <<>>]]
     /\ valid = [g \in Groups |-> [b \in Blocks |-> 0]]
@@ -345,20 +359,6 @@ StateBound ==
 -----------------------------------------------------------------------------
 (* Invariants.                                                             *)
 
-\* Types of every variable.
-TypeOK ==
-    /\ \A g \in Groups, b \in Blocks :
-          /\ Len(data[g][b]) <= P
-          /\ \A i \in DOMAIN data[g][b] : data[g][b][i] \in Tokens
-    /\ valid \in [Groups -> [Blocks -> 0..P]]
-    /\ ref \in [Groups -> [Blocks -> Nat]]
-    /\ gen \in [Groups -> [Blocks -> Nat]]
-    /\ \A r \in Requests, g \in Groups : \A i \in DOMAIN tables[r][g] : tables[r][g][i] \in HandleSet
-    /\ len \in [Requests -> 0..MaxTokens]
-    /\ txn.phase \in {"idle", "begun", "validated", "published"}
-    /\ txn.dest \in [Groups -> Blocks \cup {0}]
-    /\ txn.src \in [Groups -> Blocks \cup {0}]
-
 \* 0x05, 0x09C exactness: every request's visible rows, read through its tables, equal its
 \* logical token history.
 RequestsExact == \A r \in Requests : Exact(tables[r], len[r], tokens[r])
@@ -390,6 +390,15 @@ RefcountDerived ==
 ReservedUnreachable ==
     \A g \in Groups, b \in Blocks : Reserved(g, b) => MapRefs(g, b) + SnapRefs(g, b) = 0
 
+THEOREM Spec => []TypeOK
+THEOREM Spec => []RequestsExact
+THEOREM Spec => []SnapshotsExact
+THEOREM Spec => []SharedNeverWritten
+THEOREM Spec => []NoMixedGroups
+THEOREM Spec => []ValidWithinWritten
+THEOREM Spec => []RefcountDerived
+THEOREM Spec => []ReservedUnreachable
+
 -----------------------------------------------------------------------------
 (* Liveness (CowPublication.liveness.cfg, under LiveSpec).                 *)
 
@@ -401,5 +410,29 @@ FreedBlockEventuallyReusable ==
 \* Witness (spec/witnesses/, non-vacuity): negated; a model check must find it violated: a COW
 \* transaction published its successor tables (0x05B, 0x05C step 8).
 WitnessNoCowPublication == txn.phase # "published"
+
+-----------------------------------------------------------------------------
+(* Refinement (PROPERTY RefinesExactHistory of CowPublication.cfg): a      *)
+(* request's ExactHistory history is its logical tokens; a row is visible  *)
+(* when every group's table shows the same token there (RowAt: current     *)
+(* handle, validated and written).  The mapping is a state function: no    *)
+(* history variable is added, so the model keeps its states.               *)
+
+\* 0x05C step 8: row i of r, when all groups agree on it (0 otherwise).
+ShownRow(r, i) ==
+    LET j == (i - 1) \div P + 1
+        g0 == CHOOSE g \in Groups : \A h \in Groups : g <= h
+    IN IF \A g \in Groups : j <= Len(tables[r][g]) /\ RowAt(tables[r], g, i) = RowAt(tables[r], g0, i)
+       THEN RowAt(tables[r], g0, i) ELSE 0
+
+EH == INSTANCE ExactHistory WITH
+          history <- tokens,
+          view <- [r \in Requests |-> [i \in 1..len[r] |-> ShownRow(r, i)]]
+
+\* 0x05, 0x05B-0x05D: every CowPublication behaviour is an ExactHistory behaviour (its Init, then
+\* [][Next]_vars on every step); it implies that every visible row is the history (VisibleIsHistory).
+RefinesExactHistory == EH!Spec
+
+THEOREM Spec => RefinesExactHistory
 
 =============================================================================

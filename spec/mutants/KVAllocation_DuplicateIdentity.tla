@@ -107,6 +107,26 @@ InitSnapshot == [gen |-> ZeroBlocks, ref |-> ZeroBlocks, ident |-> ZeroBlocks, r
 \* A committed step outside a transaction forgets the finished transaction.
 ClearTxn == txn' = IdleTxn /\ hist' = InitSnapshot
 
+\* Types of every variable.
+TypeOK ==
+    /\ gen \in [Groups -> [Blocks -> Nat]]
+    /\ ref \in [Groups -> [Blocks -> Nat]]
+    /\ ident \in [Groups -> [Blocks -> 0..MaxBlocks]]
+    /\ rows \in [Groups -> [Blocks -> 0..P]]
+    /\ reserved \in [Groups -> SUBSET Blocks]
+    /\ \A r \in Requests, g \in Groups :
+          /\ Len(tables[r][g]) <= MaxBlocks
+          /\ \A i \in DOMAIN tables[r][g] : tables[r][g][i] \in HandleSet
+    /\ len \in [Requests -> 0..MaxTokens]
+    /\ tver \in [Requests -> Nat]
+    /\ epoch \in Nat
+    /\ txn.phase \in {"idle", "reserved", "ready", "rolled_back"}
+    /\ txn.req \in Requests \cup {NoReq}
+    /\ txn.dest \in [Groups -> Blocks \cup {0}]
+    /\ stale.grp \in Groups /\ stale.block \in Blocks \cup {0} /\ stale.gen \in Nat
+    /\ pool \in [Groups -> SUBSET Blocks]
+    /\ wroteCached \subseteq Groups \X Blocks
+
 Init ==
     /\ gen = ZeroBlocks
     /\ ref = ZeroBlocks
@@ -364,26 +384,6 @@ StateBound ==
 -----------------------------------------------------------------------------
 (* Invariants.                                                             *)
 
-\* Types of every variable.
-TypeOK ==
-    /\ gen \in [Groups -> [Blocks -> Nat]]
-    /\ ref \in [Groups -> [Blocks -> Nat]]
-    /\ ident \in [Groups -> [Blocks -> 0..MaxBlocks]]
-    /\ rows \in [Groups -> [Blocks -> 0..P]]
-    /\ reserved \in [Groups -> SUBSET Blocks]
-    /\ \A r \in Requests, g \in Groups :
-          /\ Len(tables[r][g]) <= MaxBlocks
-          /\ \A i \in DOMAIN tables[r][g] : tables[r][g][i] \in HandleSet
-    /\ len \in [Requests -> 0..MaxTokens]
-    /\ tver \in [Requests -> Nat]
-    /\ epoch \in Nat
-    /\ txn.phase \in {"idle", "reserved", "ready", "rolled_back"}
-    /\ txn.req \in Requests \cup {NoReq}
-    /\ txn.dest \in [Groups -> Blocks \cup {0}]
-    /\ stale.grp \in Groups /\ stale.block \in Blocks \cup {0} /\ stale.gen \in Nat
-    /\ pool \in [Groups -> SUBSET Blocks]
-    /\ wroteCached \subseteq Groups \X Blocks
-
 \* 0x04B: the recorded refcount equals the references derived from reachability (request maps;
 \* this model has no leases).
 RefcountDerived == \A g \in Groups, b \in Blocks : ref[g][b] = MapRefs(g, b)
@@ -446,6 +446,19 @@ StaleHandleFenced ==
 \* that carries a cached identity (an append onto a cached partial tail copies on write instead).
 CachedBlocksImmutable == wroteCached = {}
 
+THEOREM Spec => []TypeOK
+THEOREM Spec => []RefcountDerived
+THEOREM Spec => []NoHalfBundle
+THEOREM Spec => []PoolPartition
+THEOREM Spec => []HandlesCurrent
+THEOREM Spec => []ReservedUnreachable
+THEOREM Spec => []UniqueIdentity
+THEOREM Spec => []VisibleWithinRows
+THEOREM Spec => []RollbackRestoresPredecessor
+THEOREM Spec => []StaleHandleFenced
+THEOREM Spec => []ZeroRefIffPooled
+THEOREM Spec => []CachedBlocksImmutable
+
 -----------------------------------------------------------------------------
 (* Liveness (KVAllocation.liveness.cfg, under LiveSpec).                   *)
 
@@ -466,5 +479,32 @@ WitnessNoPartialTail == ~(\E r \in Requests, g \in Groups :
 \* so its next append must copy on write because the tail is cached (not because it is shared).
 WitnessNoCachedPartialTail == ~(\E r \in Requests, g \in Groups :
                                    len[r] % P # 0 /\ ident[g][TailBlock(r, g)] # 0 /\ ref[g][TailBlock(r, g)] = 1)
+
+-----------------------------------------------------------------------------
+(* Refinement (PROPERTY RefinesExactHistory of KVAllocation.cfg).  Every   *)
+(* request replays one shared token stream, so its ExactHistory history is *)
+(* the positions 1..len; a position is visible when every group's mapped   *)
+(* block holds its row under a current handle.  The mapping is a state     *)
+(* function: no history variable is added, so the model keeps its states. *)
+
+\* 0x03C, 0x05F: row i of r as every group's table shows it (0: missing, stale or not yet written).
+ShownRow(r, i) ==
+    LET j == (i - 1) \div P + 1
+        o == (i - 1) % P + 1
+    IN IF \A g \in Groups : /\ j <= Len(tables[r][g])
+                            /\ tables[r][g][j].gen = gen[g][tables[r][g][j].block]
+                            /\ o <= rows[g][tables[r][g][j].block]
+       THEN i ELSE 0
+
+EH == INSTANCE ExactHistory WITH
+          Tokens <- 1..MaxTokens,
+          history <- [r \in Requests |-> [i \in 1..len[r] |-> i]],
+          view <- [r \in Requests |-> [i \in 1..len[r] |-> ShownRow(r, i)]]
+
+\* 0x04-0x05, 0x07C: every KVAllocation behaviour is an ExactHistory behaviour (its Init, then
+\* [][Next]_vars on every step); it implies that every visible row is the history (VisibleIsHistory).
+RefinesExactHistory == EH!Spec
+
+THEOREM Spec => RefinesExactHistory
 
 =============================================================================

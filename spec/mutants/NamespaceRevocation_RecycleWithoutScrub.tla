@@ -50,6 +50,25 @@ Lease(p) == [p |-> p, ns |-> req[p].ns, gen |-> req[p].gen, block |-> req[p].blo
 Current(p) == req[p].gen = nsGen[req[p].ns]
 BlockBusy(b) == \E l \in leases : l.block = b
 
+Tagged == [ns : Tenants, gen : Nat, block : Blocks]
+Held == [p : Tenants, ns : Tenants, gen : Nat, block : Blocks]
+\* Types of every variable.
+TypeOK ==
+    /\ nsGen \in [Tenants -> Nat]
+    /\ rev \in [Tenants -> {"none", "stopped", "advanced", "invalidated", "drained", "released", "purged"}]
+    /\ done \in [Tenants -> Nat]
+    /\ \A p \in Tenants :
+          /\ req[p].phase \in Phases
+          /\ req[p].ns \in Tenants \cup {NoTenant}
+          /\ req[p].block \in Blocks \cup {0}
+          /\ req[p].authorized \in BOOLEAN
+    /\ index \subseteq Tagged
+    /\ owner \in [Blocks -> [ns : Tenants \cup {NoTenant}, gen : Nat]]
+    /\ bytes \in [Blocks -> Tenants \cup {NoTenant}]
+    /\ leases \subseteq Held
+    /\ receipts \subseteq Held
+    /\ external \subseteq [ns : Tenants, gen : Nat]
+
 Init ==
     /\ nsGen = [t \in Tenants |-> 0]
     /\ rev = [t \in Tenants |-> "none"]
@@ -288,25 +307,6 @@ LiveSpec == Spec /\ \A n \in Tenants : WF_vars(RevokeStep(n))
 -----------------------------------------------------------------------------
 (* Invariants.                                                             *)
 
-Tagged == [ns : Tenants, gen : Nat, block : Blocks]
-Held == [p : Tenants, ns : Tenants, gen : Nat, block : Blocks]
-
-\* Types of every variable.
-TypeOK ==
-    /\ nsGen \in [Tenants -> Nat]
-    /\ rev \in [Tenants -> {"none", "stopped", "advanced", "invalidated", "drained", "released", "purged"}]
-    /\ done \in [Tenants -> Nat]
-    /\ \A p \in Tenants :
-          /\ req[p].phase \in Phases
-          /\ req[p].ns \in Tenants \cup {NoTenant}
-          /\ req[p].block \in Blocks \cup {0}
-          /\ req[p].authorized \in BOOLEAN
-    /\ index \subseteq Tagged
-    /\ owner \in [Blocks -> [ns : Tenants \cup {NoTenant}, gen : Nat]]
-    /\ bytes \in [Blocks -> Tenants \cup {NoTenant}]
-    /\ leases \subseteq Held
-    /\ receipts \subseteq Held
-    /\ external \subseteq [ns : Tenants, gen : Nat]
 
 \* 0x0CE "Authorization Before Lookup", 0x01A, 0x0CD step 1: no lookup (not even a miss) happens
 \* before the request is authorized for its namespace.
@@ -341,6 +341,14 @@ NoStaleBytes == \A b \in Blocks : owner[b] # NoOwner => bytes[b] \in {NoTenant, 
 
 \* 0x0CD: every receipt is backed by a lease of the same request.
 ReceiptsLeased == receipts \subseteq leases
+
+THEOREM Spec => []TypeOK
+THEOREM Spec => []NoLookupBeforeAuth
+THEOREM Spec => []NoCrossNamespaceHit
+THEOREM Spec => []NoReceiptAfterRevocation
+THEOREM Spec => []RevocationComplete
+THEOREM Spec => []NoStaleBytes
+THEOREM Spec => []ReceiptsLeased
 
 -----------------------------------------------------------------------------
 (* Liveness (NamespaceRevocation.liveness.cfg, under LiveSpec).            *)

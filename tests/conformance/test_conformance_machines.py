@@ -145,6 +145,7 @@ def test_radix_and_revocation_machines(name):
         assert run.stats["read_checks"] > 0 and run.stats.get("await_mapping:ok", 0) > 0
         assert run.stats["attention_checks"] > 0 and run.stats.get("free_reqid:poisoned_handles", 0) > 0
         assert run.stats.get("write_before_await:MAPPING_NOT_READY", 0) > 0
+        assert run.stats.get("trace_steps", 0) > 0  # every reference step validated against VirtualMapping.tla
     else:
         assert run.stats.get("RevokeComplete", 0) > 0
         # a namespace revoked while a request holds a prefix hit from it (found, leased or executing)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import pytest
 
 from kvexact.conformance.machines import ConformanceFailure
 from kvexact.conformance.machines.vmm import CONFIG, VmmMachine
+from kvexact.reference import vmm
 
 MISMATCH = "attention over the virtual buffer differs from float64"
 
@@ -116,3 +118,61 @@ def test_vmm_poisons_handles_taken_back_by_unmap_and_async_reclaim():
     m.free_slot(1, unmap=True)
     assert bool(m.memory[[m.row_of[6], m.row_of[7]]].isnan().all())
     assert not bool(m.memory[m.row_of[0]].isnan().any())  # slot 0's retained pages 0..2 are untouched
+
+
+# ---- step validation against spec/VirtualMapping.tla ------------------------------------------------
+
+
+def _exercise(m: VmmMachine) -> None:
+    """Every kind of reference step: sync and async maps (one rejected half way), writes, reads, frees
+    with and without unmap, a retained page reused by a new generation, a reclaim."""
+    m.alloc_slot(0)
+    m.grow_slot(0, 3, asynchronous=False, tokens=[1, 2, 3])
+    m.alloc_slot(1)
+    m.grow_slot(1, 5, asynchronous=True, tokens=[1, 2, 3, 1, 2])  # two bundles left: rejected, rolled back
+    m.grow_slot(1, 3, asynchronous=True, tokens=[1, 2, 3])
+    m.check_reads()
+    m.free_slot(0, False)
+    m.free_slot(1, True)
+    m.alloc_slot(0)  # retained pages: capacity, not K/V
+    m.grow_slot(0, 2, asynchronous=False, tokens=[2, 2])
+    m.free_slot(0, False)
+    m._try("reclaim_inactive", vmm.reclaim_inactive, 0)
+
+
+def test_every_reference_step_is_a_step_of_its_virtual_mapping_action():
+    m = _fresh()
+    _exercise(m)
+    result = m.trace.validate()
+    assert result.ok, result.summary()
+    assert {"reserve_virtual", "create_handles", "alloc_reqid", "map_bundle", "await_mapping", "write_rows",
+            "require_use", "free_reqid", "reclaim_inactive"} <= set(result.actions), result.actions
+    m.teardown()
+    assert m.stats["trace_steps"] == result.steps
+
+
+def test_reference_step_names_are_the_spec_actions():
+    from kvexact.spec.actions import snake_case, spec_actions
+
+    m = _fresh()
+    _exercise(m)
+    steps = {r["action"] for r in m.trace.records}
+    assert steps <= {snake_case(a) for a in spec_actions("VirtualMapping")}, steps
+
+
+def test_a_planted_wrong_reference_step_is_caught_by_the_step_validation(monkeypatch):
+    """alloc_reqid that reuses the slot's generation (0x06E: a new request must get a new one): the
+    reference's own ledgers and the read-back checks pass, the spec's AllocReqid step does not."""
+
+    def same_generation(state, slot, request_id):  # the reference's alloc_reqid without "generation + 1"
+        s = state.slot(slot)
+        new = attrs.evolve(s, request_id=request_id, active=True, valid_tokens=0)
+        return vmm._commit("alloc_reqid", state, vmm._with_slot(state, new), detail={"slot": slot})
+
+    monkeypatch.setattr(vmm, "alloc_reqid", same_generation)
+    m = _fresh()
+    m.alloc_slot(0)
+    m.grow_slot(0, 2, asynchronous=False, tokens=[1, 2])
+    m.check_reads()
+    with pytest.raises(ConformanceFailure, match=r"VirtualMapping: trace leaves the spec at step 3 \(alloc_reqid"):
+        m.teardown()

@@ -8,6 +8,7 @@ from kvexact.gate.spec_checks import LIVENESS_MODELS, SPECS, action_firings
 from kvexact.spec import CI_STATE_BUDGET, SHIPPED_MODELS, spec_dir
 from kvexact.spec.actions import snake_case, spec_actions
 from kvexact.spec.checker import check_model
+from kvexact.spec.checker.cfg import parse_cfg
 from kvexact.spec.checker.result import Outcome
 
 
@@ -47,6 +48,21 @@ def test_every_invariant_and_action_names_its_seed_section():
             m = re.search(rf"((?:\\\*[^\n]*\n)+){name}(\(| ==)", text)
             assert m, f"{spec}: {name} has no comment block right above its definition"
             assert re.search(r"0x0[0-9A-F]{1,2}", m.group(1)), f"{spec}: {name}'s comment names no seed section"
+
+
+def test_house_style_type_ok_after_the_variables_and_a_theorem_per_invariant():
+    """TypeOK comes right after the variables and their helpers (before Init), and every invariant of the CI
+    model is stated as THEOREM Spec => []Inv (the refinement as THEOREM Spec => RefinesExactHistory)."""
+    import re
+
+    for spec in SPECS:
+        text = (spec_dir() / f"{spec}.tla").read_text()
+        assert text.index("\nVARIABLES") < text.index("\nTypeOK ==") < text.index("\nInit =="), spec
+        invariants = (spec_dir() / f"{spec}.cfg").read_text().split("INVARIANTS", 1)[1].split()
+        missing = [i for i in invariants if not re.search(rf"^THEOREM Spec => \[\]{i}$", text, re.M)]
+        assert missing == [], (spec, missing)
+        for prop in parse_cfg(spec_dir() / f"{spec}.cfg").properties:
+            assert re.search(rf"^THEOREM Spec => {prop}$", text, re.M), (spec, prop)
 
 
 def test_counters_rule_is_stated_at_the_top_of_each_allocation_spec():

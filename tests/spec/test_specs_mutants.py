@@ -20,6 +20,7 @@ from kvexact.spec.mutants import (
 )
 
 MUTANTS = discover_mutants()
+REFINEMENT = "RefinesExactHistory"  # the PROPERTY of the KVAllocation and CowPublication CI models
 WITNESSES = discover_witnesses()
 
 
@@ -64,11 +65,30 @@ def test_a_kill_beyond_the_bound_is_not_a_kill(mutant_verdicts):
     assert not v.killed and v.outcome == "not-within-bound", (v.outcome, v.detail)
 
 
+def _liveness_model(m) -> bool:
+    """A liveness mutant's cfg is its spec's liveness model (a refinement mutant's is the CI model)."""
+    return m.is_property and m.invariant != REFINEMENT
+
+
 def test_each_spec_has_a_liveness_mutant_killed_by_a_lasso(mutant_verdicts):
-    live = {m.name.split("_", 1)[0]: m.name for m in MUTANTS if m.is_property}
+    live = {m.name.split("_", 1)[0]: m.name for m in MUTANTS if _liveness_model(m)}
     assert set(live) == {"KVAllocation", "CowPublication", "NamespaceRevocation"}
     for name in live.values():
         assert "temporal property" in mutant_verdicts[name].detail, mutant_verdicts[name].detail
+
+
+def test_each_allocator_spec_has_a_refinement_mutant_killed_by_the_ci_property(mutant_verdicts):
+    """A refinement mutant keeps every invariant but takes a step that is no ExactHistory step: only the CI
+    model's PROPERTY RefinesExactHistory (an action property, exit 13) catches it."""
+    from kvexact.spec.checker.cfg import parse_cfg
+
+    refining = {m.name.split("_", 1)[0]: m for m in MUTANTS if m.invariant == REFINEMENT}
+    assert set(refining) == {"KVAllocation", "CowPublication"}
+    for spec, m in refining.items():
+        assert parse_cfg(spec_dir() / f"{spec}.cfg").properties == [REFINEMENT]
+        assert m.cfg.read_text().split("\n", 1)[1] == (spec_dir() / f"{spec}.cfg").read_text().split("\n", 1)[1]
+        v = mutant_verdicts[m.name]
+        assert v.killed and "action-property property RefinesExactHistory" in v.detail, v.detail
 
 
 @pytest.mark.parametrize("name", [w.name for w in WITNESSES])
@@ -91,10 +111,14 @@ def test_named_invariant_is_checked_with_all_the_ci_invariants_in_their_order():
     for m in MUTANTS:
         spec = m.name.split("_", 1)[0]
         assert re.search(rf"^{m.invariant} ==", (spec_dir() / f"{spec}.tla").read_text(), re.M)
-        model = spec_dir() / (f"{spec}.liveness.cfg" if m.is_property else f"{spec}.cfg")
+        model = spec_dir() / (f"{spec}.liveness.cfg" if _liveness_model(m) else f"{spec}.cfg")
         invariants = m.cfg.read_text().split("INVARIANTS", 1)[1].split()
         assert invariants == model.read_text().split("INVARIANTS", 1)[1].split()
-        assert m.invariant in invariants
+        if m.is_property:
+            from kvexact.spec.checker.cfg import parse_cfg
+            assert m.invariant in parse_cfg(m.cfg).properties
+        else:
+            assert m.invariant in invariants
 
 
 def test_mutant_files_are_current_with_the_specs(make_mutants):
