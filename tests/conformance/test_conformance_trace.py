@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from trace_helpers import kv_trace
+from trace_helpers import CONSTANTS, MODEL_VALUES, kv_trace
 
 from kvexact.conformance import trace as tr
+from kvexact.reference import lifecycle
+from kvexact.reference.allocator import Allocator
+from kvexact.reference.pool import GroupConfig
+from kvexact.reference.projection import TraceRecorder
 from kvexact.spec import spec_dir
 
 
