@@ -18,7 +18,7 @@ from typing import Any
 
 from kvexact.conformance.line_schemas import PartialFormatError
 from kvexact.conformance.partial_trace import Expect
-from kvexact.conformance.trace_module import ACCEPT_INVARIANT
+from kvexact.conformance.trace_module import ACCEPT_INVARIANT, copy_spec
 
 
 def _calls(model: Any, names: list[str], given: dict[str, Any]) -> list[str]:
@@ -100,8 +100,6 @@ def write_generated(spec: Path, module: str, constants: dict[str, Any], fresh: t
     """Write an event log's generated ``<Spec>Partial.tla`` and its cfg (``constants`` as checker values, the
     ``fresh`` model values, ``substitutions`` such as ``"Prompts <- TracePrompts"``, a ``view`` the module
     defines) next to a copy of ``spec`` into ``out_dir``; return the module path."""
-    import shutil
-
     from kvexact.spec.checker.values import fmt
 
     cfg = ["CONSTANTS", *(f"    {s}" for s in substitutions), *(f"    {k} = {fmt(v)}" for k, v in constants.items()),
@@ -109,7 +107,7 @@ def write_generated(spec: Path, module: str, constants: dict[str, Any], fresh: t
            "INIT TraceInit", "NEXT TraceNext", *([f"VIEW {view}"] if view else []), f"INVARIANT {ACCEPT_INVARIANT}",
            "CHECK_DEADLOCK FALSE", ""]
     out_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(spec, out_dir / spec.name)
+    copy_spec(spec, out_dir)
     target = out_dir / f"{spec.stem}Partial.tla"
     target.write_text(module, encoding="utf-8")
     target.with_suffix(".cfg").write_text("\n".join(cfg), encoding="utf-8")

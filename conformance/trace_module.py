@@ -54,12 +54,35 @@ def _variables(spec_text: str) -> list[str]:
 
 def declared_constants(spec_path: Path) -> set[str]:
     """The constants the spec (and the modules it EXTENDS) declares, as the embedded checker's parser reads
-    them: the only names a generated cfg may assign besides the spec cfg's own."""
+    them: the only names a generated cfg may assign besides the spec cfg's own. The spec's own cfg (beside
+    it), when there is one, gives the values an ``INSTANCE ... WITH`` substitution needs while loading."""
+    from kvexact.spec.checker.cfg import parse_cfg
     from kvexact.spec.checker.compiler import Compiler
 
-    comp = Compiler(Path(spec_path).parent)
+    cfg_path = Path(spec_path).with_suffix(".cfg")
+    constants = dict(parse_cfg(cfg_path).constants) if cfg_path.is_file() else {}
+    comp = Compiler(Path(spec_path).parent, constants, value_overrides=dict(constants))
     comp.load_root(Path(spec_path))
     return set(comp.declared_constants)
+
+
+def copy_spec(spec_path: Path, out_dir: Path) -> None:
+    """Copy the spec into ``out_dir`` with the modules of its folder it EXTENDS or INSTANCEs (transitively),
+    so a generated module beside the copy loads as the spec does (KVAllocation instances ExactHistory)."""
+    import shutil
+
+    folder, todo, done = Path(spec_path).parent, [Path(spec_path).stem], set()
+    while todo:
+        name = todo.pop()
+        source = folder / f"{name}.tla"
+        if name in done or not source.is_file():
+            continue
+        done.add(name)
+        shutil.copy(source, out_dir / source.name)
+        text = source.read_text(encoding="utf-8")
+        for m in re.finditer(r"^EXTENDS\s+([\w,\s]+?)$", text, flags=re.M):
+            todo += [n.strip() for n in m.group(1).split(",") if n.strip()]
+        todo += re.findall(r"\bINSTANCE\s+(\w+)", text)
 
 
 def _other_constants(cfg_text: str, overridden: Iterable[str]) -> list[str]:
@@ -151,11 +174,9 @@ def trace_cfg(trace: Trace, cfg_text: str, declared: set[str]) -> str:
 
 def write_trace_module(trace: Trace, spec_path: Path, out_dir: Path, cfg_path: Path | None = None) -> Path:
     """Write ``<Spec>Trace.tla/.cfg`` plus a copy of the spec into ``out_dir``; return the module path."""
-    import shutil
-
     module, cfg = generate(trace, spec_path, cfg_path)
     out_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(spec_path, out_dir / Path(spec_path).name)
+    copy_spec(spec_path, out_dir)
     target = out_dir / f"{Path(spec_path).stem}Trace.tla"
     target.write_text(module, encoding="utf-8")
     target.with_suffix(".cfg").write_text(cfg, encoding="utf-8")
