@@ -246,7 +246,8 @@ class AllocatorMachine(RuleBasedStateMachine):
             self.histories[child] = list(self.histories[parent])
 
     def _truncatable(self) -> list[str]:
-        return sorted(r for r, h in self.histories.items() if len(h) > 1)
+        """Requests with more than one block's tokens: a truncate can free a whole tail block."""
+        return sorted(r for r, h in self.histories.items() if len(h) > self.config.block_tokens)
 
     @precondition(lambda self: self.spec == "CowPublication" and bool(self._growable())
                   and len(self.histories) < len(REQUEST_IDS))
@@ -270,10 +271,13 @@ class AllocatorMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     @counted_rule
     def truncate(self, data: st.DataObject) -> None:
-        """Keep a non-empty prefix of any token count: a count inside a block keeps that block, partial
-        (the spec's Truncate(r, n) rounds the kept block count up)."""
+        """Keep a non-empty prefix of any token count: at least one whole block goes (a freed tail block, so a
+        delayed writer), and a count inside the last kept block keeps it partial (the spec's Truncate(r, n)
+        rounds the kept block count up)."""
         rid = data.draw(st.sampled_from(self._truncatable()), label="request")
-        keep = data.draw(st.integers(1, len(self.histories[rid]) - 1), label="keep_tokens")
+        p = self.config.block_tokens
+        keep = p * data.draw(st.integers(1, (len(self.histories[rid]) - 1) // p), label="keep_blocks")
+        keep -= data.draw(st.integers(0, p - 1), label="rows_dropped_from_the_last_kept_block")
         if self._supports("truncate"):
             self._truncate(rid, keep)
 
