@@ -140,12 +140,7 @@ def generate(pf: PartialFile, spec_path: Path) -> tuple[str, str]:
 
 def write_partial_module(pf: PartialFile, spec_path: Path, out_dir: Path) -> Path:
     """Write ``<Spec>Partial.tla/.cfg`` and a copy of the spec into ``out_dir``; return the module path."""
-    from kvexact.conformance.trace_module import copy_spec
+    from kvexact.conformance.trace_module import write_beside_spec
 
     module, cfg = generate(pf, spec_path)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    copy_spec(spec_path, out_dir)
-    target = out_dir / f"{spec_path.stem}Partial.tla"
-    target.write_text(module, encoding="utf-8")
-    target.with_suffix(".cfg").write_text(cfg, encoding="utf-8")
-    return target
+    return write_beside_spec(spec_path, out_dir, f"{spec_path.stem}Partial", module, cfg)

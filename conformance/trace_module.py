@@ -175,9 +175,15 @@ def trace_cfg(trace: Trace, cfg_text: str, declared: set[str]) -> str:
 def write_trace_module(trace: Trace, spec_path: Path, out_dir: Path, cfg_path: Path | None = None) -> Path:
     """Write ``<Spec>Trace.tla/.cfg`` plus a copy of the spec into ``out_dir``; return the module path."""
     module, cfg = generate(trace, spec_path, cfg_path)
+    return write_beside_spec(spec_path, out_dir, f"{Path(spec_path).stem}Trace", module, cfg)
+
+
+def write_beside_spec(spec_path: Path, out_dir: Path, name: str, module: str, cfg: str) -> Path:
+    """Write the generated ``name``.tla/.cfg into ``out_dir`` next to a copy of the spec (and the modules it
+    uses); return the module path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     copy_spec(spec_path, out_dir)
-    target = out_dir / f"{Path(spec_path).stem}Trace.tla"
+    target = out_dir / f"{name}.tla"
     target.write_text(module, encoding="utf-8")
     target.with_suffix(".cfg").write_text(cfg, encoding="utf-8")
     return target
