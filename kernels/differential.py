@@ -285,8 +285,9 @@ def seed_tree_inputs(dtype, block_size: int, seed: int | None = None):
     Returns (query, key_cache, value_cache, kernel chunks, float64 monolithic rows over the rounded values).
     """
     from kvexact.reference import shared_prefix as sp
+    from kvexact.reference.labs.shared_prefix import seed_fixture
 
-    fx = sp.draw_fixture() if seed is None else sp.draw_fixture(seed=seed)
+    fx = seed_fixture() if seed is None else seed_fixture(seed)
     need = [-(-c.rows // block_size) for c in fx.tree]
     num_blocks = sum(need) + 2
     kc = dev.full((num_blocks, block_size, 1, fx.d_qk), math.nan, dtype)

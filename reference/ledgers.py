@@ -491,12 +491,6 @@ def reconcile(f: LedgerFixture, claimed: Mapping[str, int]) -> Ledger:
     return ledger
 
 
-# ---------------------------------------------------------------- the 0x0D worked fixture
-
-WORKED_RECORD_SIZES = MetadataRecordSizes(map_entry_bytes=4, descriptor_bytes=32, hash_entry_bytes=24,
-                                          tail_record_bytes=2, free_entry_bytes=4, fixed_bytes=128)
-
-
 # ---------------------------------------------------------------- fragmentation and tail waste (0x02F, 0x02G)
 
 
@@ -544,13 +538,12 @@ class BlockSizeCost:
     partial_hit_tokens_capped: int
 
 
-def block_size_cost(block_tokens: int, lengths_tokens: Sequence[int] = (33, 25, 16), row_bytes: int = 64 * KIB,
-                    pool_slots: int = 128, record_sizes: MetadataRecordSizes = WORKED_RECORD_SIZES,
-                    ) -> BlockSizeCost:
-    """Cost vector of the nested exact-prefix fixture of 0x09B at allocator block size ``block_tokens``.
+def block_size_cost(block_tokens: int, lengths_tokens: Sequence[int], row_bytes: int, pool_slots: int,
+                    record_sizes: MetadataRecordSizes) -> BlockSizeCost:
+    """Cost vector of a nested exact-prefix workload (0x09B) at allocator block size ``block_tokens``.
 
     The longest request materializes the shared path first; hits count the other (consumer) requests.
-    Reconstruction: the fixture's record sizes are those of 0x0D (they reproduce its 482 bytes at P=16).
+    The seed's workload is :func:`kvexact.reference.labs.ledgers.nested_prefix_cost`.
     """
     _check_positive(block_tokens, "block_tokens", LedgerRejection.NON_POSITIVE_BLOCK_SIZE)
     for t in lengths_tokens:

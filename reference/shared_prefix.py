@@ -8,7 +8,8 @@ Invariant: every sequence's path covers its legal keys exactly once, so all thre
 an empty partition is a two-sided identity of the merge, never a state with m = -inf.
 
 The seed does not give 0x0BE's Q/K/V values, so :func:`draw_fixture` draws them from a seeded generator
-(DESIGN.md, "Seed fixtures that the seed only summarizes"); the tree, widths and ledgers are the seed's.
+(DESIGN.md, "Seed fixtures that the seed only summarizes"); the seed's tree and widths are fixtures in
+:mod:`kvexact.reference.labs.shared_prefix`.
 """
 
 from __future__ import annotations
@@ -59,24 +60,6 @@ class TreeChunk:
         return self.seq_end - self.seq_begin
 
 
-SEED_TREE: tuple[TreeChunk, ...] = (
-    TreeChunk("C0_global", 2, 0, 4),
-    TreeChunk("C1_left_shared", 1, 0, 2),
-    TreeChunk("C2_right_shared", 2, 2, 4),
-    TreeChunk("C3_private_S0", 2, 0, 1),
-    TreeChunk("C4_private_S1", 1, 1, 2),
-    TreeChunk("C5_private_S2", 1, 2, 3),
-    TreeChunk("C6_private_S3", 1, 3, 4),
-)
-"""0x0BB's tree, parents before children (the order every schedule walks it)."""
-SEED_NUM_SEQS = 4
-SEED_D_QK = 2
-SEED_D_V = 3
-SEED_FIXTURE_SEED = 1
-"""The draw used as 0x0BE's fixture: the first seed whose schedules meet the seed's 2.3e-16 bound (seed 0
-misses it by one ulp at 4.4e-16; any draw agrees to a few ulps, which the tests check separately)."""
-
-
 def check_tree(tree: Sequence[TreeChunk], num_seqs: int) -> None:
     """Rejects a range outside the batch, ranges that overlap without nesting, or an uncovered sequence."""
     for i, c in enumerate(tree):
@@ -114,8 +97,7 @@ class Fixture:
         return 1.0 / math.sqrt(self.d_qk)
 
 
-def draw_fixture(tree: Sequence[TreeChunk] = SEED_TREE, num_seqs: int = SEED_NUM_SEQS, d_qk: int = SEED_D_QK,
-                 d_v: int = SEED_D_V, seed: int = SEED_FIXTURE_SEED) -> Fixture:
+def draw_fixture(tree: Sequence[TreeChunk], num_seqs: int, d_qk: int, d_v: int, seed: int) -> Fixture:
     """Standard-normal Q/K/V for ``tree`` from ``random.Random(seed)`` (the seed leaves them unstated)."""
     check_tree(tree, num_seqs)
     if d_qk < 0 or d_v < 0:

@@ -139,10 +139,6 @@ class VmmConfig:
         return 2 * layer + TENSOR_KINDS.index(kind)
 
 
-SEED_CONFIG = VmmConfig(layers=2, request_slots=3, max_tokens=12, kv_heads=2, head_dim=4, elem_bytes=2,
-                        page_bytes=64, handles=12)
-
-
 @attrs.frozen
 class Address:
     """A_VA and its page split: q = floor(u / G), delta = u mod G."""
@@ -194,7 +190,7 @@ class VmmState:
     version: int = 0
 
     @classmethod
-    def initial(cls, config: VmmConfig = SEED_CONFIG) -> VmmState:
+    def initial(cls, config: VmmConfig) -> VmmState:
         return cls(config, slots=tuple(SlotState(r) for r in range(config.request_slots)))
 
     def slot(self, r: int) -> SlotState:

@@ -302,6 +302,7 @@ def ledger_fixture_from(alloc: Allocator, reserved_rows_tokens: dict[str, int], 
     Rectangular reservations are not allocator state, so they are given per request.
     """
     from kvexact.reference import ledgers
+    from kvexact.reference.labs.ledgers import WORKED_RECORD_SIZES
 
     pool = alloc.pools[0]
     views = [ledgers.RequestView(rid, rec.context_tokens, reserved_rows_tokens[rid],
@@ -314,4 +315,4 @@ def ledger_fixture_from(alloc: Allocator, reserved_rows_tokens: dict[str, int], 
         pool_block_ids=tuple(sorted(pool.blocks.data)),
         cached_hash_block_ids=tuple(sorted(h.block_id for (g, _k), h in alloc.index.items() if g == 0)),
         free_queue_block_ids=tuple(pool.queue_order()),
-        record_sizes=record_sizes or ledgers.WORKED_RECORD_SIZES)
+        record_sizes=record_sizes or WORKED_RECORD_SIZES)

@@ -2,7 +2,27 @@
 
 from __future__ import annotations
 
-from kvexact.reference.ledgers import WORKED_RECORD_SIZES, LedgerFixture, RequestView, group_row_bytes
+from collections.abc import Sequence
+
+from kvexact.reference.ledgers import (
+    KIB,
+    BlockSizeCost,
+    LedgerFixture,
+    MetadataRecordSizes,
+    RequestView,
+    block_size_cost,
+    group_row_bytes,
+)
+
+WORKED_RECORD_SIZES = MetadataRecordSizes(map_entry_bytes=4, descriptor_bytes=32, hash_entry_bytes=24,
+                                          tail_record_bytes=2, free_entry_bytes=4, fixed_bytes=128)
+"""0x0D's metadata record sizes (reconstructed: they reproduce its 482 bytes at P=16)."""
+
+
+def nested_prefix_cost(block_tokens: int, lengths_tokens: Sequence[int] = (33, 25, 16),
+                       pool_slots: int = 128) -> BlockSizeCost:
+    """0x09B's nested exact-prefix fixture (64 KiB rows, 0x0D's record sizes) at block size ``block_tokens``."""
+    return block_size_cost(block_tokens, lengths_tokens, 64 * KIB, pool_slots, WORKED_RECORD_SIZES)
 
 
 def worked_layout_row_bytes() -> int:

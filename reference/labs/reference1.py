@@ -17,13 +17,12 @@ import attrs
 from kvexact.reference.blockmap import BlockMapRejection, expand_block_table
 from kvexact.reference.handles import BlockHandle
 from kvexact.reference.keys import KeyInputs, KeyRejection, MultimodalFeature, partial_tail_key
-from kvexact.reference.labs.ledgers import worked_fixture
+from kvexact.reference.labs.ledgers import nested_prefix_cost, worked_fixture
 from kvexact.reference.labs.translate import loop4_layout, loop4_snapshot, loop4_successor_snapshot
 from kvexact.reference.ledgers import (
     LedgerFixture,
     LedgerRejection,
     RequestView,
-    block_size_cost,
     compute_ledger,
     reconcile,
 )
@@ -384,7 +383,7 @@ _case("0x0BN", TV.SUFFIX_COUNT_MISMATCH, "seven suffixes for eight queries",
 _case("0x0BN", TV.PAGE_GROUP_NOT_MULTIPLE, "page group of 3,000 bytes over 2,048-byte rows",
       lambda: page_group_row(3000, 1024))
 _case("0x0BN", TV.NON_POSITIVE_SIZE, "page group of 0 bytes", lambda: page_group_row(0, 1024))
-_case("0x0BN", LR.POOL_NOT_WHOLE_BLOCKS, "128 pool slots with 48-token blocks", lambda: block_size_cost(48))
-_case("0x0BN", LR.NEGATIVE_LENGTH, "empty prompt under the logits cap", lambda: block_size_cost(16, (33, 25, 0)))
+_case("0x0BN", LR.POOL_NOT_WHOLE_BLOCKS, "128 pool slots with 48-token blocks", lambda: nested_prefix_cost(48))
+_case("0x0BN", LR.NEGATIVE_LENGTH, "empty prompt under the logits cap", lambda: nested_prefix_cost(16, (33, 25, 0)))
 
 __all__ = ["SECTIONS", "SEED_MINIMUM", "producer_manifest", "GroupPool", "PoolDescriptor", "RequestView"]

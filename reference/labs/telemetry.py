@@ -11,6 +11,8 @@ import attrs
 
 from kvexact.reference import reuse_gate as gate
 from kvexact.reference.labs import reuse_gate as gate_fixtures
+from kvexact.reference.labs.ledgers import nested_prefix_cost
+from kvexact.reference.labs.vmm import SEED_CONFIG
 from kvexact.reference.rejections import NegativeCase, register_negative
 from kvexact.reference.telemetry import (
     Funnel,
@@ -78,12 +80,12 @@ def granularity_counters() -> GranularityCounters:
     c.observe_dispatch(T.dispatch_kernel_block(12))
     fixture = worked_fixture()
     c.observe_ledger(fixture, L.compute_ledger(fixture))
-    cost = L.block_size_cost(16)
+    cost = nested_prefix_cost(16)
     c.observe_prefix_hit(cost.full_hit_tokens_capped, cost.recompute_tokens_capped)
     c.observe_cow(L.cow_cost(16))
     c.observe_table(T.ragged_table_ledger([64, 63, 17, 1], 16))
     c.observe_chunks(T.chunk_ledger(16), group_size=8)
-    s = V.VmmState.initial()
+    s = V.VmmState.initial(SEED_CONFIG)
     s, _ = V.reserve_virtual(s)
     s, _ = V.create_handles(s)
     s, _ = V.alloc_reqid(s, 0, "A")

@@ -10,7 +10,6 @@ import attrs
 
 from kvexact.reference.rejections import NegativeCase, register_negative
 from kvexact.reference.vmm import (
-    SEED_CONFIG,
     VmmConfig,
     VmmRejection,
     VmmState,
@@ -32,6 +31,10 @@ from kvexact.reference.vmm import (
     virtual_address,
     write_rows,
 )
+
+SEED_CONFIG = VmmConfig(layers=2, request_slots=3, max_tokens=12, kv_heads=2, head_dim=4, elem_bytes=2,
+                        page_bytes=64, handles=12)
+"""The 0x06F geometry: the seed trace, the failure lab and the reference tests run on it."""
 
 
 # the seed's 0x06F trace -------------------------------------------------------------------------
@@ -126,7 +129,9 @@ def _pending() -> VmmState:
 
 def _cases() -> list[tuple[VmmRejection, str, Callable[[], Any]]]:
     R = VmmRejection
-    fresh = VmmState.initial
+    def fresh() -> VmmState:
+        return VmmState.initial(SEED_CONFIG)
+
     cfg = attrs.asdict(SEED_CONFIG)
     return [
         (R.NON_POSITIVE_GEOMETRY, "geometry with zero layers", lambda: VmmConfig(**{**cfg, "layers": 0})),

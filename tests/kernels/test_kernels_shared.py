@@ -13,6 +13,7 @@ from kvexact.kernels import paged, shared
 from kvexact.kernels import reference as ref
 from kvexact.kernels.errors import KernelInputError, KernelRejection
 from kvexact.reference import shared_prefix as sp
+from kvexact.reference.labs import shared_prefix as sp_lab
 
 
 def pytest_generate_tests(metafunc):
@@ -34,14 +35,14 @@ def test_shared_prefix_schedules_match_float64(case):
 def test_seed_tree_0x0BE_through_the_kernels(dtype, block_size, threshold):
     result = D.run_seed_tree(dtype, block_size, threshold)
     assert result["finite"] and result["within_tolerance"], result
-    led = sp.ledger(sp.SEED_TREE, 4, 2, 3, threshold=threshold)
+    led = sp.ledger(sp_lab.SEED_TREE, 4, 2, 3, threshold=threshold)
     assert result["partial_rows"] == led.partial_rows == (8 if threshold == 1 else 4 + 2 + 2 + 1 + 1 + 1 + 1)
 
 
 def test_seed_tree_fp32_kernel_agrees_with_the_binary64_reference_schedules():
     query, kc, vc, chunks, _ = D.seed_tree_inputs(torch.float32, 16)
     out = shared.chunked_shared_attention(query, kc, vc, chunks, threshold=1)
-    mono = torch.tensor(sp.monolithic(sp.draw_fixture()), dtype=torch.float64)
+    mono = torch.tensor(sp.monolithic(sp_lab.seed_fixture()), dtype=torch.float64)
     assert torch.allclose(out[:, 0].double(), mono, atol=1e-5, rtol=1e-5)
 
 

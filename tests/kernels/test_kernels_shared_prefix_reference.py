@@ -11,14 +11,14 @@ from kvexact.reference.rejections import Rejected, rejection_of
 
 
 def test_seed_tree_paths_and_coverage():
-    assert [c.name for c in S.SEED_TREE] == ["C0_global", "C1_left_shared", "C2_right_shared", "C3_private_S0",
+    assert [c.name for c in S_lab.SEED_TREE] == ["C0_global", "C1_left_shared", "C2_right_shared", "C3_private_S0",
                                              "C4_private_S1", "C5_private_S2", "C6_private_S3"]
-    names = [[S.SEED_TREE[c].name[:2] for c in S.path_of(S.SEED_TREE, s)] for s in range(4)]
+    names = [[S_lab.SEED_TREE[c].name[:2] for c in S.path_of(S_lab.SEED_TREE, s)] for s in range(4)]
     assert names == [["C0", "C1", "C3"], ["C0", "C1", "C4"], ["C0", "C2", "C5"], ["C0", "C2", "C6"]]
 
 
 def test_both_partitioned_schedules_equal_monolithic_within_seed_bound():
-    fx = S.draw_fixture()
+    fx = S_lab.seed_fixture()
     mono = S.monolithic(fx)
     hyd = S.hydragen(fx)
     chunk, partial = S.chunk_attention(fx, threshold=1)
@@ -29,7 +29,7 @@ def test_both_partitioned_schedules_equal_monolithic_within_seed_bound():
 
 @pytest.mark.parametrize("seed", range(40))
 def test_schedules_agree_to_a_few_ulps_on_any_draw(seed):
-    fx = S.draw_fixture(seed=seed)
+    fx = S_lab.seed_fixture(seed)
     mono = S.monolithic(fx)
     bound = 4 * 2.220446049250313e-16 * max(1.0, max(abs(x) for row in mono for x in row))
     assert S.max_abs_difference(mono, S.hydragen(fx)) <= bound
@@ -37,7 +37,7 @@ def test_schedules_agree_to_a_few_ulps_on_any_draw(seed):
 
 
 def test_an_average_of_normalized_outputs_is_not_the_row():
-    fx = S.draw_fixture()
+    fx = S_lab.seed_fixture()
     mono = S.monolithic(fx)
     s = 0
     parts = [S.partition_state(fx.q[s], fx.k[c], fx.v[c], fx.scale, fx.d_v).lse_output()[1]
@@ -47,7 +47,7 @@ def test_an_average_of_normalized_outputs_is_not_the_row():
 
 
 def test_empty_partition_is_a_two_sided_identity():
-    fx = S.draw_fixture()
+    fx = S_lab.seed_fixture()
     state = S.partition_state(fx.q[0], fx.k[0], fx.v[0], fx.scale, fx.d_v)
     empty = S.partition_state(fx.q[0], [], [], fx.scale, fx.d_v)
     assert not empty.valid
@@ -59,14 +59,14 @@ def test_empty_partition_is_a_two_sided_identity():
 
 
 def test_seed_ledger_0x0BE():
-    led = S.ledger(S.SEED_TREE, 4, d_qk=2, d_v=3)
+    led = S.ledger(S_lab.SEED_TREE, 4, d_qk=2, d_v=3)
     assert (led.logical_pairs, led.unique_rows, led.saved_reads) == (19, 10, 9)
     assert (led.kv_row_bytes, led.baseline_kv_bytes, led.shared_kv_bytes) == (10, 190, 100)
     assert (led.partial_rows, led.partial_row_bytes, led.partial_buffer_bytes) == (8, 14, 112)
 
 
 def test_chunk_first_metadata_of_seed_tree():
-    meta = S.chunk_first_metadata(S.SEED_TREE, threshold=1)
+    meta = S.chunk_first_metadata(S_lab.SEED_TREE, threshold=1)
     assert meta.chunks == (0, 1, 2)
     assert (meta.begins, meta.ends, meta.offsets, meta.partial_rows) == ((0, 0, 2), (4, 2, 4), (0, 4, 6), 8)
 
@@ -92,7 +92,7 @@ def test_regular_prefix_ledger_0x0BI():
 ])
 def test_bad_trees_are_rejected_by_name(tree, reason):
     with pytest.raises(Rejected) as exc:
-        S.draw_fixture(tree, num_seqs=4)
+        S.draw_fixture(tree, num_seqs=4, d_qk=2, d_v=3, seed=1)
     assert exc.value.reason is reason
 
 
@@ -112,7 +112,7 @@ def test_failure_lab_0x0BH_case_is_rejected_by_name(case):
 
 
 def test_rebuilt_metadata_after_a_reorder_is_accepted():
-    fx = S.draw_fixture()
+    fx = S_lab.seed_fixture()
     moved = S_lab._reordered(fx)
     with pytest.raises(Rejected) as exc:
         S.chunk_attention(moved, 1, S.bind_chunk_first(fx, 1))
@@ -128,7 +128,7 @@ def test_deep_trees_all_schedules_equal_monolithic_at_every_threshold(depth):
     from kvexact.kernels.differential import random_chunk_tree
 
     tree = tuple(S.TreeChunk(f"c{i}", n, lo, hi) for i, (n, lo, hi) in enumerate(random_chunk_tree(depth, 6, depth, 3)))
-    fx = S.draw_fixture(tree, num_seqs=6, seed=depth)
+    fx = S.draw_fixture(tree, num_seqs=6, d_qk=2, d_v=3, seed=depth)
     assert {len(S.path_of(tree, s)) for s in range(6)} == {depth}
     mono = S.monolithic(fx)
     assert S.max_abs_difference(S.hydragen(fx), mono) < 1e-14

@@ -4,14 +4,13 @@ from fractions import Fraction
 
 import pytest
 
-from kvexact.reference.labs.ledgers import worked_fixture, worked_layout_row_bytes
+from kvexact.reference.labs.ledgers import nested_prefix_cost, worked_fixture, worked_layout_row_bytes
 from kvexact.reference.ledgers import (
     KIB,
     MIB,
     NOT_APPLICABLE,
     LedgerRejection,
     block_pool_fit,
-    block_size_cost,
     compute_ledger,
     contiguous_fit,
     cow_cost,
@@ -101,20 +100,20 @@ def test_0x02G_expected_tail():
 
 @pytest.mark.parametrize("P, hit, recompute", [(4, 36, 5), (8, 32, 9), (16, 16, 25), (32, 0, 41), (64, 0, 41)])
 def test_0x09B_capped_full_block_hits(P, hit, recompute):
-    c = block_size_cost(P)
+    c = nested_prefix_cost(P)
     assert (c.full_hit_tokens_capped, c.recompute_tokens_capped) == (hit, recompute)
     assert c.partial_hit_tokens_capped == 39  # 24 for B, 15 for C
 
 
 def test_0x09B_storage_and_metadata():
-    p4, p16, p32 = block_size_cost(4), block_size_cost(16), block_size_cost(32)
+    p4, p16, p32 = nested_prefix_cost(4), nested_prefix_cost(16), nested_prefix_cost(32)
     assert p4.unique_tail_bytes == 3 * 64 * KIB == 192 * KIB
     assert p4.pool_descriptors == 32 and p4.map_entries == 20
     assert p32.unique_tail_bytes == 31 * 64 * KIB and p32.unique_tail_bytes * 10000 == 19375 * MIB
     assert p32.request_view_tail_bytes > p32.unique_tail_bytes
     assert p16.metadata_bytes == 482 and p32.metadata_bytes < p16.metadata_bytes < p4.metadata_bytes
     # uncapped staircase across B + C
-    assert [block_size_cost(p).full_hit_tokens for p in (4, 8, 16, 32, 64)] == [40, 40, 32, 0, 0]
+    assert [nested_prefix_cost(p).full_hit_tokens for p in (4, 8, 16, 32, 64)] == [40, 40, 32, 0, 0]
     # C is the one-block edge at P = 16: cap 15 aligns down to 0
     assert full_hit_tokens_gen(rows_tokens=16, block_tokens=16) == 0
     assert full_hit_tokens(rows_tokens=16, block_tokens=16) == 16

@@ -4,9 +4,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvexact.reference.keys import KeyInputs, hash_full_blocks, matching_full_blocks
-from kvexact.reference.labs.ledgers import worked_fixture
+from kvexact.reference.labs.ledgers import nested_prefix_cost, worked_fixture
 from kvexact.reference.labs.translate import loop4_snapshot
-from kvexact.reference.ledgers import LedgerFixture, RequestView, block_size_cost, compute_ledger
+from kvexact.reference.ledgers import LedgerFixture, RequestView, compute_ledger
 from kvexact.reference.namespaces import InvalidationReason
 from kvexact.reference.translate import resolve_kv_address
 
@@ -46,7 +46,7 @@ def test_ledger_identities_hold_for_every_nested_family(fixture):
 
 @given(st.sampled_from([1, 2, 4, 8, 16, 32, 64, 128]), st.lists(st.integers(1, 200), min_size=2, max_size=5))
 def test_cost_vector_bounds(P, lengths):
-    c = block_size_cost(P, lengths, pool_slots=P * 64)
+    c = nested_prefix_cost(P, lengths, pool_slots=P * 64)
     consumers = sum(lengths) - max(lengths)
     assert 0 <= c.full_hit_tokens_capped <= c.partial_hit_tokens_capped <= consumers
     assert c.full_hit_tokens_capped <= c.full_hit_tokens

@@ -12,7 +12,7 @@ from kvexact.reference import labs, vmm
 from kvexact.reference.labs import vmm as vmm_lab
 from kvexact.reference.rejections import Rejected, rejection_of
 
-C = vmm.SEED_CONFIG
+C = vmm_lab.SEED_CONFIG
 TRACE = vmm_lab.seed_trace_0x06F()
 AT = {t.label: t for t in TRACE}
 
