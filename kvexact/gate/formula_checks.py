@@ -1,7 +1,7 @@
 """The gate's check of the formula registry against the seed's worked numbers (``formulas-golden``).
 
 Invariant: it passes only when every registered formula with a case in
-:mod:`kvexact.reference.formulas_golden` gives the case's value over the integers; each mismatch is named.
+:mod:`kvexact.reference.labs.formulas_golden` gives the case's value over the integers; each mismatch is named.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from kvexact.gate.framework import CheckResult, GateCheck, GateContext, Verdict
 def formulas_golden(ctx: GateContext) -> CheckResult:
     from kvexact.reference.formulas import INT_OPS, evaluate
     from kvexact.reference.formulas_all import load_all
-    from kvexact.reference.formulas_golden import DERIVED, GOLDEN
+    from kvexact.reference.labs.formulas_golden import DERIVED, GOLDEN
 
     load_all()
     cases = [(fid, kwargs, expected) for table in (GOLDEN, DERIVED) for fid, rows in table.items()

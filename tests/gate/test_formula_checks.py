@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvexact.gate import formula_checks
 from kvexact.gate.framework import GateContext, Verdict
-from kvexact.reference import formulas_golden
+from kvexact.reference.labs import formulas_golden
 
 
 def test_every_formula_gives_the_seeds_numbers():

@@ -7,7 +7,7 @@ import pytest
 from kvexact.reference import formulas
 from kvexact.reference.formulas import INT_OPS, REGISTRY, Z3Ops, evaluate, formula
 from kvexact.reference.formulas_all import load_all
-from kvexact.reference.formulas_golden import DERIVED, GOLDEN
+from kvexact.reference.labs.formulas_golden import DERIVED, GOLDEN
 
 load_all()
 
