@@ -10,12 +10,23 @@ import pytest
 from kvexact.spec.checker.corpus import find_corpus
 
 
-@pytest.fixture(scope="session")
-def corpus_root() -> Path:
-    """The tla-corpus folder; in CI (CI=true) a missing corpus fails instead of skipping."""
-    root = find_corpus()
+def _corpus(name: str, variable: str) -> Path:
+    """The corpus folder ``name``; in CI (CI set) a missing corpus fails instead of skipping."""
+    root = find_corpus(name)
     if root is None:
         if os.environ.get("CI"):
-            pytest.fail("tla-corpus not found in CI: shared/tla-corpus beside the checkout, or KVEXACT_TLA_CORPUS")
-        pytest.skip("tla-corpus not found: set KVEXACT_TLA_CORPUS")
+            pytest.fail(f"{name} not found in CI: shared/{name} beside the checkout, or {variable}")
+        pytest.skip(f"{name} not found: set {variable}")
     return root
+
+
+@pytest.fixture(scope="session")
+def corpus_root() -> Path:
+    """The tla-corpus folder (missing: a skip here, a failure in CI)."""
+    return _corpus("tla-corpus", "KVEXACT_TLA_CORPUS")
+
+
+@pytest.fixture(scope="session")
+def examples_root() -> Path:
+    """The tla-examples folder (tlaplus/Examples with TLC's results; missing: a skip here, a failure in CI)."""
+    return _corpus("tla-examples", "KVEXACT_TLA_EXAMPLES")

@@ -3,11 +3,9 @@ and generated counts (depth is only reported). Slow: 30-130 s on the shared 2-co
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
-from kvexact.spec.checker.corpus import Verdict, find_corpus, run_corpus
+from kvexact.spec.checker.corpus import Verdict, run_corpus
 from kvexact.spec.checker.result import Outcome
 
 
@@ -56,12 +54,7 @@ EXAMPLES_SAMPLE = [
 ]
 
 
-def test_tla_examples_sample_matches_tlc():
-    root = find_corpus("tla-examples")
-    if root is None:
-        if os.environ.get("CI"):
-            pytest.fail("tla-examples not found in CI: shared/tla-examples beside the checkout")
-        pytest.skip("tla-examples not found beside the checkout")
-    rows = run_corpus(root, only=EXAMPLES_SAMPLE)
+def test_tla_examples_sample_matches_tlc(examples_root):
+    rows = run_corpus(examples_root, only=EXAMPLES_SAMPLE)
     assert len(rows) == len(EXAMPLES_SAMPLE)
     assert [f"{r.id}: {r.verdict.value} {r.why}" for r in rows if not _counts_match(r)] == []

@@ -5,11 +5,7 @@ and generated counts. The whole list (70 models, some of them minutes long) runs
 
 from __future__ import annotations
 
-import os
-
-import pytest
-
-from kvexact.spec.checker.corpus import find_corpus, run_corpus
+from kvexact.spec.checker.corpus import run_corpus
 
 # Liveness under WF/SF, leads-to, []<>, <>[], refinement through INSTANCE (with fairness), a lasso
 # that TLC reports (MCRealTimeHourClock) and a safety failure found before the temporal check.
@@ -22,17 +18,8 @@ QUICK = ["SpecifyingSystems__Liveness__LiveHourClock", "SpecifyingSystems__RealT
          "SpecifyingSystems__TLC__MCAlternatingBit"]
 
 
-def examples_root():
-    root = find_corpus("tla-examples")
-    if root is None:
-        if os.environ.get("CI"):
-            pytest.fail("tla-examples not found in CI: shared/tla-examples beside the checkout, or KVEXACT_TLA_EXAMPLES")
-        pytest.skip("tla-examples not found: set KVEXACT_TLA_EXAMPLES")
-    return root
-
-
-def test_small_property_models_give_tlcs_result():
-    rows = run_corpus(examples_root(), only=QUICK)
+def test_small_property_models_give_tlcs_result(examples_root):
+    rows = run_corpus(examples_root, only=QUICK)
     assert len(rows) == len(QUICK)
     assert all(r.expected["has_property"] for r in rows)
     assert [f"{r.id}: {r.why}" for r in rows if not r.ok] == []
@@ -47,8 +34,8 @@ FORMER_DISAGREEMENTS = ["MultiCarElevator__ElevatorSafetySmall", "SDP_Verificati
                         "YoYo__MCYoYoPruning"]  # in corpus.json's order
 
 
-def test_former_disagreements_give_tlcs_result():
-    rows = run_corpus(examples_root(), only=FORMER_DISAGREEMENTS)
+def test_former_disagreements_give_tlcs_result(examples_root):
+    rows = run_corpus(examples_root, only=FORMER_DISAGREEMENTS)
     assert [r.id for r in rows] == FORMER_DISAGREEMENTS
     assert [f"{r.id}: {r.why}" for r in rows if not r.ok] == []
     assert [r.result_word for r in rows] == ["success", "safety failure", "success"]
