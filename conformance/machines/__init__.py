@@ -24,11 +24,12 @@ def counted_rule(fn: Callable[..., None]) -> Callable[..., None]:
     found the system under test lacking the optional method it needs (:func:`lacks`) does not count."""
 
     @functools.wraps(fn)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> None:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         self._lacking = None
-        fn(self, *args, **kwargs)
+        result = fn(self, *args, **kwargs)
         if self._lacking is None:
             self._count(f"rule:{fn.__name__}")
+        return result  # what a rule with a ``target`` bundle adds to it
 
     return wrapper
 

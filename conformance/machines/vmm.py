@@ -23,7 +23,10 @@ the virtual buffers, not the physical handles, are what the kernel sees.
 
 Requests grow synchronously or asynchronously (an asynchronous map must be awaited before rows cross the
 old frontier), are freed with their mappings retained or unmapped, and an inactive slot's retained
-bundle is reclaimed under pressure. Retained mappings must never count as valid K/V for a new generation
+bundle is reclaimed under pressure. Slots a rule made travel in Hypothesis bundles: ``alloc`` returns the
+slot of the new generation into ``live`` (``grow`` draws from it, ``free`` consumes it) and ``free`` returns a
+slot whose pages it retained into ``retained`` (``reclaim`` consumes it; a slot given to a new generation
+since is counted as ``reclaim:slot_reused`` and left alone). ``alloc`` draws an inactive slot from the state. Retained mappings must never count as valid K/V for a new generation
 (``require_use`` must refuse them), and the ledgers must reconcile after every step (``check_state``).
 """
 
@@ -38,7 +41,15 @@ from typing import Any, ClassVar
 
 import attrs
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+)
 
 from kvexact.conformance.machines import ConformanceFailure, counted_rule
 from kvexact.conformance.machines.vmm_trace import VmmTraceRecorder
@@ -75,6 +86,8 @@ class Request:
 
 
 class VmmMachine(RuleBasedStateMachine):
+    live = Bundle("live")  # slots a request generation holds, from its alloc to its free
+    retained = Bundle("retained")  # slots freed with their pages mapped, until reclaimed
     stats: ClassVar[dict[str, int]] = {}
     check_kernels: ClassVar[bool] = True  # False: read-back checks only, no attention through the kernel
     validate_trace: ClassVar[bool] = True  # every reference step validated against spec/VirtualMapping.tla
@@ -122,9 +135,6 @@ class VmmMachine(RuleBasedStateMachine):
     def _inactive(self) -> list[int]:
         return [s.slot for s in self.state.slots if not s.active]
 
-    def _active(self) -> list[int]:
-        return [s.slot for s in self.state.slots if s.active]
-
     def _has_rows(self) -> bool:
         return any(s.active and s.valid_tokens for s in self.state.slots)
 
@@ -133,10 +143,13 @@ class VmmMachine(RuleBasedStateMachine):
         return self.row_of[handle], delta_bytes // CONFIG.elem_bytes
 
     @precondition(lambda self: bool(self._inactive()))
-    @rule(data=st.data())
+    @rule(target=live, data=st.data())
     @counted_rule
-    def alloc(self, data: st.DataObject) -> None:
-        self.alloc_slot(data.draw(st.sampled_from(self._inactive()), label="slot"))
+    def alloc(self, data: st.DataObject) -> Any:
+        """A new request generation on an inactive slot; the slot joins ``live`` when the reference takes it."""
+        slot = data.draw(st.sampled_from(self._inactive()), label="slot")
+        self.alloc_slot(slot)
+        return slot if self.state.slot(slot).active else multiple()
 
     def alloc_slot(self, slot: int) -> None:
         rid = f"req{self.next_id}"
@@ -152,13 +165,11 @@ class VmmMachine(RuleBasedStateMachine):
             else:
                 raise ConformanceFailure(f"slot {slot}: a retained page was accepted as valid K/V")
 
-    @precondition(lambda self: bool(self._active()))
-    @rule(data=st.data(), tokens=st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=3),
+    @rule(slot=live, tokens=st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=3),
           asynchronous=st.sampled_from((True, False)))
     @counted_rule
-    def grow(self, data: st.DataObject, tokens: list[int], asynchronous: bool) -> None:
+    def grow(self, slot: int, tokens: list[int], asynchronous: bool) -> None:
         """Map before use, then write one row per drawn token through translation (awaiting an async map)."""
-        slot = data.draw(st.sampled_from(self._active()), label="slot")
         self.grow_slot(slot, len(tokens), asynchronous, tokens)
 
     def grow_slot(self, slot: int, rows: int, asynchronous: bool, tokens: Sequence[int] | None = None) -> None:
@@ -187,21 +198,24 @@ class VmmMachine(RuleBasedStateMachine):
                     for d in range(CONFIG.head_dim):
                         self.memory[self._element(kind, slot, t, h, d)] = row[h, d]
 
-    @precondition(lambda self: bool(self._active()))
-    @rule(data=st.data(), unmap=st.booleans())
+    @rule(target=retained, slot=consumes(live), unmap=st.booleans())
     @counted_rule
-    def free(self, data: st.DataObject, unmap: bool) -> None:
-        self.free_slot(data.draw(st.sampled_from(self._active()), label="slot"), unmap)
+    def free(self, slot: int, unmap: bool) -> Any:
+        """End the slot's generation (the reference never refuses a live slot); retained pages go to ``retained``."""
+        self.free_slot(slot, unmap)
+        return slot if self.state.slot(slot).pages else multiple()
 
     def free_slot(self, slot: int, unmap: bool) -> None:
         if self._try("free_reqid", vmm.free_reqid, slot, unmap=unmap) is not None:
             self.requests.pop(slot, None)
 
-    @precondition(lambda self: any(s.pages for s in self.state.slots if not s.active))
-    @rule(data=st.data())
+    @rule(slot=consumes(retained))
     @counted_rule
-    def reclaim(self, data: st.DataObject) -> None:
-        slot = data.draw(st.sampled_from([s.slot for s in self.state.slots if not s.active and s.pages]))
+    def reclaim(self, slot: int) -> None:
+        s = self.state.slot(slot)
+        if s.active or not s.pages:
+            self._count("reclaim:slot_reused")
+            return
         self._try("reclaim_inactive", vmm.reclaim_inactive, slot)
 
     @precondition(lambda self: self._has_rows())
