@@ -19,7 +19,7 @@ class ConformanceFailure(AssertionError):
     """The system under test and the reference disagree, a pool check failed, or a trace left the spec."""
 
 
-def counted_rule(fn: Callable[..., None]) -> Callable[..., None]:
+def counted_rule(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Count each call of a rule in the machine's stats (``rule:<name>``), for rule coverage. A call that
     found the system under test lacking the optional method it needs (:func:`lacks`) does not count."""
 
