@@ -1,7 +1,10 @@
 """The state machine of namespace revocation: random enabled steps of the reference twin of
 ``spec/NamespaceRevocation.tla`` (revocations mid-flight included), and revocations of a namespace while a
 request holds a prefix hit from it (``revoke_during_hit``); each step must be a step of the spec's action of
-the same name, and each of the spec's invariants must hold after every step.
+the same name, and each of the spec's invariants must hold after every step. A ``Lookup`` step that leaves its
+request holding a hit returns the request into the Hypothesis bundle ``holders``; ``revoke_during_hit``
+consumes one (a holder that has left its hit since, or whose namespace is no longer revocable, is counted as
+``revoke_during_hit:stale`` and left alone).
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, multiple, rule
 
 from kvexact.conformance.machines import ConformanceFailure, counted_rule
 from kvexact.reference.rejections import Rejected
@@ -35,6 +38,7 @@ def _spec_invariant(name: str, counts_steps: bool = False) -> Any:
 class RevocationMachine(RuleBasedStateMachine):
     """Random enabled steps of the revocation twin, each checked as a step of its spec action."""
 
+    holders = Bundle("holders")  # requests a Lookup left holding a prefix hit
     stats: ClassVar[dict[str, int]] = {}
     _model: ClassVar[Any] = None
 
@@ -63,14 +67,17 @@ class RevocationMachine(RuleBasedStateMachine):
                 "MaxGen": init.max_gen, "NoTenant": ModelValue(rv.NO_TENANT)})
         return cls._model
 
-    @rule(choice=st.integers(0, 10_000))
+    @rule(target=holders, choice=st.integers(0, 10_000))
     @counted_rule
-    def step(self, choice: int) -> None:
+    def step(self, choice: int) -> Any:
+        """One enabled step of the twin; a request that a Lookup left holding a hit joins ``holders``."""
         options = self.rv.enabled_steps(self.state)
         if not options:
-            return
+            return multiple()
         name, params, take = options[choice % len(options)]
         self._take(name, params, take)
+        p = params.get("p")
+        return p if name == "Lookup" and p in self._hit_holders() else multiple()
 
     def _take(self, name: str, params: dict[str, Any], take: Any) -> None:
         """Take one step of the twin and check it as a step of the spec's action ``name``."""
@@ -93,17 +100,18 @@ class RevocationMachine(RuleBasedStateMachine):
         return sorted(p for p, r in s.req.items()
                       if r.phase in HIT_PHASES and s.rev[r.ns] == "none" and s.ns_gen[r.ns] < s.max_gen)
 
-    @precondition(lambda self: bool(self._hit_holders()))
-    @rule(data=st.data())
+    @rule(p=consumes(holders), advance=st.sampled_from((2, 1, 0)))
     @counted_rule
-    def revoke_during_hit(self, data: st.DataObject) -> None:
+    def revoke_during_hit(self, p: str, advance: int) -> None:
         """Revoke the namespace of a request that holds a prefix hit from it (0x0CE in the middle of 0x0CD),
         every step checked against the spec: once the generation advances, an unleased hit can no longer be
         leased (STALE_GENERATION) and is rejected as stale; a lease or receipt is cancelled; the revocation
         then completes with the holder idle."""
         rv = self.rv
-        p = data.draw(st.sampled_from(self._hit_holders()), label="holder")
-        for _ in range(data.draw(st.sampled_from((2, 1, 0)), label="advance")):  # lease the hit, execute on it
+        if p not in self._hit_holders():
+            self._count("revoke_during_hit:stale")
+            return
+        for _ in range(advance):  # lease the hit, execute on it
             take = {"hit": rv.acquire_lease, "leased": rv.execute}.get(self.state.req[p].phase)
             if take is None:
                 break
