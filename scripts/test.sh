@@ -12,4 +12,4 @@ echo "test: mypy"
 echo "test: runtime environment (scripts/runtime-env.sh; built once, then cached)"
 bash scripts/runtime-env.sh >/dev/null
 echo "test: pytest (profile $KVEXACT_PROFILE)"
-exec "$VENV/bin/pytest" -n "${KVEXACT_TEST_WORKERS:-2}" --durations=25 --timeout=900 "$@"
+exec "$VENV/bin/pytest" -n "${KVEXACT_TEST_WORKERS:-2}" --dist loadgroup --durations=25 --timeout=900 "$@"

@@ -21,8 +21,14 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(config, items):
-    """``gpu`` tests need CUDA: without it they are skipped, with the reason (everything else runs on the
+    """Long work first: ``slow`` tests and the xdist groups (modules whose fixtures check whole models) start
+    before the short tests, so with ``-n 2 --dist loadgroup`` no long test is left to run alone at the end
+    (a stable sort: the order is otherwise the collection's, the same on every worker).
+
+    ``gpu`` tests need CUDA: without it they are skipped, with the reason (everything else runs on the
     device policy's device, whichever is present)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None and
+               item.get_closest_marker("xdist_group") is None)
     if not any("gpu" in item.keywords for item in items):
         return
     from kvexact.kernels.device import cuda_available

@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
-from kvexact.spec.checker.codegen import ACTION_HELPERS, HELPERS
+from kvexact.spec.checker.codegen import ACTION_HELPERS, HELPERS, run_generated
 from kvexact.spec.checker.compiler import ALIASES, loc_of
 from kvexact.spec.checker.junctions import _flat_step, _strip, conj_items, disj_items
 from kvexact.spec.checker.values import EvalError, LazyFcn, fmt, member, ordered_elements
@@ -74,11 +74,9 @@ class ActGen:
             return None
         src = "\n".join(["def _act(s, n, e, k):", *_indent(body or ["pass"])]) + "\n"
         try:
-            code = compile(src, f"<{where}>", "exec")
+            return run_generated(src, self.ns, "_act")
         except (SyntaxError, RecursionError, MemoryError):  # past Python's nesting limits: the closures
             return None
-        exec(code, self.ns)
-        return self.ns["_act"]
 
     def _name(self, prefix: str, value: Any = None) -> str:
         name = f"_{prefix}{next(_COUNTER)}"

@@ -12,7 +12,9 @@ other freely.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -166,6 +168,29 @@ HELPERS: dict[str, Any] = {
 }
 
 
+# Generated names (constants, temporaries, local functions) carry a process-wide counter, so the code of
+# one expression split over many parameter values differs only in those names: renamed in order of first
+# use, equal code compiles once (compiling was most of a model's load time).
+_NAME = re.compile(r"(?<![\w.'\"])_[A-Za-z]+\d+\b")
+
+
+@functools.lru_cache(maxsize=8192)
+def _code_of(canonical: str) -> Any:
+    return compile(canonical, "<kvexact generated>", "exec")
+
+
+def run_generated(src: str, ns: dict[str, Any], name: str) -> Callable:
+    """Execute generated ``src`` in ``ns`` (its names renamed canonically) and return the function ``name``
+    it defines; a SyntaxError of the source propagates."""
+    renamed: dict[str, str] = {}
+    canonical = _NAME.sub(lambda m: renamed.setdefault(m.group(0), f"_Q{len(renamed)}"), src)
+    for old, new in renamed.items():
+        if old in ns:
+            ns[new] = ns[old]
+    exec(_code_of(canonical), ns)
+    return ns[renamed.get(name, name)]
+
+
 def _indent(text: str, n: int) -> str:
     return "\n".join(" " * n + line for line in text.split("\n"))
 
@@ -243,8 +268,7 @@ class FastGen:
             ns["_slow"] = slow
             src = ("def _fast(s, n, e):\n    try:\n        return " + code +
                    "\n    except Exception:\n        return _slow(s, n, e)\n")
-            exec(compile(src, f"<{where}>", "exec"), ns)
-            return ns["_fast"]
+            return run_generated(src, ns, "_fast")
         except (_NoFast, SyntaxError, RecursionError, MemoryError):  # no fast code, or past Python's limits
             return None
         finally:
@@ -296,8 +320,7 @@ class FastGen:
                         "\n    finally:\n        for var in bound:\n            del n[var]\n")
         else:
             src_text = "def _act(s, n, e, k):\n" + _indent(inner, 4) + "\n"
-        exec(compile(src_text, f"<{where}>", "exec"), ns)
-        return ns["_act"]
+        return run_generated(src_text, ns, "_act")
 
     # -------------------------------------------------------------- nodes
 

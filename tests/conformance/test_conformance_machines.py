@@ -109,7 +109,9 @@ def test_conform_command(kvexact_cli, tmp_path):
 @pytest.mark.slow
 def test_fuzz_failure_leaves_a_reproduction_that_fails_again(tmp_path):
     out = tmp_path / "failures"
-    r = subprocess.run([sys.executable, "-m", "kvexact.cli", "fuzz", "--minutes", "5", "--spec",
+    # fuzz stops at the first failure (here: in round 1, seeded); the budget is only a guard, large enough
+    # that a busy machine still reaches that example
+    r = subprocess.run([sys.executable, "-m", "kvexact.cli", "fuzz", "--minutes", "60", "--spec",
                         "CowPublication", "--adapter", "kvexact.conformance.simple_runtime:faulty_no_cow",
                         "--out", str(out), "--examples-per-round", "40", "--steps", "20", "--no-shrink"],
                        capture_output=True, text=True, timeout=900, cwd=tmp_path)

@@ -160,7 +160,9 @@ def test_conform_with_an_index_adapter(kvexact_cli):
 @pytest.mark.slow
 def test_fuzz_of_the_radix_machine_leaves_a_reproduction_that_fails_again(tmp_path):
     out = tmp_path / "failures"
-    r = subprocess.run([sys.executable, "-m", "kvexact.cli", "fuzz", "--minutes", "5",
+    # fuzz stops at the first failure (here: in round 1, seeded); the budget is only a guard, large enough
+    # that a busy machine still reaches that example
+    r = subprocess.run([sys.executable, "-m", "kvexact.cli", "fuzz", "--minutes", "60",
                         "--adapter", FAULTY, "--out", str(out), "--examples-per-round", "60", "--steps", "30",
                         "--no-shrink"], capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr

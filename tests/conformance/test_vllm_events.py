@@ -245,7 +245,8 @@ def test_cli_reads_a_live_publisher(capsys):
     thread = threading.Thread(target=publish)
     thread.start()
     try:
-        code, out = run_cli(["validate-trace", "--events", "vllm", "--live", publisher.endpoint, "--idle", "3",
+        # the read ends at --max-batches; --idle is only a guard (a busy machine may stall the publisher)
+        code, out = run_cli(["validate-trace", "--events", "vllm", "--live", publisher.endpoint, "--idle", "60",
                              "--max-batches", str(len(batches))], capsys)
     finally:
         stop.set()

@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from kvexact.gate import checks
+from kvexact.gate import checks, spec_checks
 from kvexact.gate import framework as gate
 
 QUICK = {"packaging-selftest", "spec-KVAllocation", "spec-CowPublication", "spec-NamespaceRevocation",
@@ -60,6 +60,14 @@ def test_gate_passes_with_complete_reports(tmp_path):
     assert all(c["verdict"] == "passed" for c in doc["checks"])
     kv = next(c for c in doc["checks"] if c["name"] == "spec-KVAllocation")
     assert kv["states"] == kv["figures"]["distinct_states"] > 0
+    # quick searches the first states of a large model and says so (tests/gate/test_spec_gate.py has the
+    # small model; these two checks are asserted here, where the gate runs them anyway)
+    assert kv["figures"]["complete"] is False and "first" in kv["detail"] and "--level full" in kv["detail"]
+    assert spec_checks.QUICK_STATES <= kv["states"] < 2 * spec_checks.QUICK_STATES
+    # quick samples one mutant per spec, every one killed within the bound
+    mutants = next(c for c in doc["checks"] if c["name"] == "spec-mutants")["figures"]
+    assert mutants["models"] == len(spec_checks.SPECS) and mutants["kill_rate"] == 1.0
+    assert 0 < mutants["most_states"] <= mutants["state_limit"]
     assert next(c for c in doc["checks"] if c["name"] == "machines")["examples"] > 0
     machines = next(c for c in doc["checks"] if c["name"] == "machines")
     assert machines["figures"]["KVAllocation.examples"] > 0 and machines["figures"]["CowPublication.steps"] > 0

@@ -20,6 +20,7 @@ def _small(examples: int, steps: int = 30) -> settings:
     return settings(machine_settings("ci", shrink=False), max_examples=examples, stateful_step_count=steps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("machine", ["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation"])
 def test_every_rule_of_every_machine_fires(machine):
     result = measure_machine(machine, None, _small(15), check_kernels=False)

@@ -11,6 +11,9 @@ from kvexact.spec.checker import check_model
 from kvexact.spec.checker.cfg import parse_cfg
 from kvexact.spec.checker.result import Outcome
 
+# Each CI model is checked once per worker that runs its tests: one xdist worker runs them all.
+pytestmark = pytest.mark.xdist_group("spec-models")
+
 
 @pytest.fixture(scope="module", params=SPECS)
 def ci_result(request):

@@ -22,6 +22,9 @@ G0_BLOCKS, G1_BLOCKS = (1000, 1001, 1002, 1003), (2000, 2001, 2002, 2003)
 BLOCKS = G0_BLOCKS + G1_BLOCKS
 P = 16
 
+# The module's two models take most of its time to load: one xdist worker runs all its tests.
+pytestmark = pytest.mark.xdist_group("spec-seed-traces")
+
 
 def _cfg(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "seed.cfg"
