@@ -88,7 +88,7 @@ class RadixTraceRecorder:
             tree[v] = {"ns": NS if live else "NoNs", "path": list(state.path_tokens(node.node_id)) if live else [],
                        "slots": [self.slot_of[s] for s in node.slot_ids] if live else []}
             lock[v] = node.lock_ref if live else 0
-        priv = {r: [] for r in self.requests}
+        priv: dict[str, list[int]] = {r: [] for r in self.requests}
         for rid, slots in state.private_slot_ids.items():
             priv[self.req_of[rid]] = [self.slot_of[s] for s in slots]
         req = {}
