@@ -270,7 +270,7 @@ def radix_constants(requests: int, tokens: int, slots: int, max_nodes: int, max_
     return {"Namespaces": frozenset({ModelValue("n1")}), "NoNs": ModelValue("NoNs"),
             "Requests": frozenset(ModelValue(f"r{i}") for i in range(1, requests + 1)),
             "Tokens": frozenset(range(1, tokens + 1)), "Slots": frozenset(range(1, slots + 1)),
-            "MaxNodes": max_nodes, "MaxLen": max_len, "Prompts": prompts}
+            "MaxNodes": max_nodes, "MaxLen": max_len, "Prompts": prompts, "PageSize": 1}
 
 
 @functools.lru_cache(maxsize=8)

@@ -546,6 +546,17 @@ def reserve(state: RadixState, request_id: str, slot_ids: Sequence[int]
     return _committed("reserve", state, d, detail=slots)
 
 
+def decode(state: RadixState, request_id: str, token: int, slot_id: int
+           ) -> tuple[RadixState, RadixMutationReceipt]:
+    """A running request appends one generated ``token``: its row goes to the free slot ``slot_id``, which
+    joins the request's private tail (never a slot of the tree: cached rows are shared and immutable)."""
+    (tok,) = _ints("token", (token,))
+    if request_id not in state.requests:
+        raise _reject(RadixRejection.UNKNOWN_REQUEST, f"{request_id!r} holds no lease")
+    after, receipt = reserve(state, request_id, (slot_id,))
+    return after, attrs.evolve(receipt, operation="decode", detail={"token": tok, "slot": slot_id})
+
+
 def insert(state: RadixState, tokens: Sequence[int], slot_ids: Sequence[int], request_id: str | None = None,
            expected_version: int | None = None) -> tuple[RadixState, InsertReceipt]:
     """Publish private slots under ``tokens``; returns the cached prefix length so the caller can release
@@ -765,7 +776,7 @@ def verify_handoff(state: RadixState, receipt: RadixSchedulerHandoffReceipt) -> 
 __all__ = [
     "ROOT", "RadixRejection", "RadixNode", "selector", "RadixState", "RequestEntry", "PartitionReport", "MatchReceipt",
     "InsertReceipt", "EvictReceipt", "RadixMutationReceipt", "RadixSchedulerHandoffReceipt", "state_sha256",
-    "handoff_fields_sha256", "check_state", "match", "reserve", "insert", "release", "lock", "unlock", "lru",
+    "handoff_fields_sha256", "check_state", "match", "reserve", "decode", "insert", "release", "lock", "unlock", "lru",
     "fifo", "evict", "evict_node", "publish_unfinished", "cache_finished", "release_request", "match_and_lock",
     "verify_handoff", "PrefillEstimate", "prefill_estimate",
 ]

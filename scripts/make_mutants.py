@@ -335,9 +335,9 @@ MUTANTS_II = {
         below == {v \in Nodes : Alive(nd, v) /\ IsPrefix(s, nd[v].path)}""")]),
  ("InsertWithoutSplit", "ChildSelectorsDistinct",
   "publication hangs the new suffix under the last whole node instead of splitting the edge it diverges in",
-  [(r"""           w == NodeAt(tree, lock, n, SubSeq(q, 1, p))
-           u == Fresh(w.tree)""", r"""           w == [tree |-> tree, lock |-> lock, node |-> 0]
-           u == Fresh(w.tree)""")]),
+  [(r"""        w == NodeAt(tree, lock, n, SubSeq(q, 1, p))
+        u == Fresh(w.tree)""", r"""        w == [tree |-> tree, lock |-> lock, node |-> 0]
+        u == Fresh(w.tree)""")]),
  ("SplitDropsLock", "LockCountsDerived",
   "an edge split does not copy the old child's lock count onto the new shared parent",
   [(r"""             lock |-> [lk EXCEPT ![u] = lk[c]],""", r"""             lock |-> [lk EXCEPT ![u] = 0],""")]),
@@ -348,7 +348,7 @@ MUTANTS_II = {
     r"""       ELSE [tree |-> [nd EXCEPT ![u] = [ns |-> n, path |-> s, slots |-> <<>>]],""")]),
  ("KeepDuplicateSlots", "SlotsHeldOnce",
   "publication drops the request's duplicate copies of tokens another request cached first without freeing them",
-  [(r"""          /\ free' = free \cup Range(SubSeq(priv[r], 1, p - m))""", r"""          /\ UNCHANGED free""")]),
+  [(r"""        dup |-> Range(SubSeq(priv[r], 1, p - m)),""", r"""        dup |-> {},""")]),
  ("UnlockMiscounted", "EvictableSizeDerived",
   "dec_lock_ref credits the evictable size with the nodes already at zero instead of those reaching zero",
   [(r"""BecameUnlocked(nd, lk, t) == Cardinality(SlotsOf(nd, {v \in PathIn(nd, t) : lk[v] = 1}))""",

@@ -27,7 +27,9 @@ calls, its answers, rows and free slots after each, beside the normative index's
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
@@ -35,6 +37,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from kvexact.conformance.adapter_trace import INDEX_FIELDS, finish_trace, start_trace
 from kvexact.conformance.machines import ConformanceFailure, counted_rule, failure_in_flight
+from kvexact.conformance.machines.radix_trace import RadixTraceRecorder
 from kvexact.conformance.mirror import DevicePool, expected_attention, max_error, query_row
 from kvexact.kernels import device as policy
 from kvexact.reference import radix
@@ -53,11 +56,13 @@ class RadixMachine(RuleBasedStateMachine):
     sut_factory: ClassVar[Callable[[IndexConfig], Any] | None] = None
     check_kernels: ClassVar[bool] = True  # False: no device pool, no attention checks (ledgers only)
     page_size: ClassVar[int] = 1  # the normative index's page size (runs with an adapter stay at 1)
+    validate_trace: ClassVar[bool] = True  # every reference step validated against spec/RadixIndex.tla
 
     def __init__(self) -> None:
         super().__init__()
         page = 1 if self.sut_factory is not None else self.page_size
         self.state = radix.RadixState.empty(POOL_SLOTS, first_slot_id=FIRST_SLOT, page_size=page)
+        self.trace = RadixTraceRecorder(self.state, MAX_LIVE, POOL_SLOTS) if self.validate_trace else None
         self.sut: Any = None
         if self.sut_factory is not None:
             self.sut = type(self).sut_factory(IndexConfig(POOL_SLOTS))  # type: ignore[misc]
@@ -74,9 +79,13 @@ class RadixMachine(RuleBasedStateMachine):
         self.stats[name] = self.stats.get(name, 0) + n
 
     def _apply(self, op: Any, *args: Any) -> Any:
-        """Apply a radix transition; poison every slot it returned to the free set."""
+        """Apply a radix transition (recorded for step validation); poison every slot it returned to the
+        free set."""
+        before = self.state
         free_before = set(self.state.free_slot_ids)
         self.state, receipt = op(self.state, *args)
+        if self.trace is not None:
+            self.trace.step(op.__name__, before, self.state, args, receipt)
         newly_free = sorted(set(self.state.free_slot_ids) - free_before)
         if newly_free:
             self._write(newly_free, None)
@@ -101,18 +110,15 @@ class RadixMachine(RuleBasedStateMachine):
         for slot, prefix in zip(slots, prefixes, strict=True):
             self.device.write(0, slot, 0, prefix)
 
-    def _take(self, rid: str, n: int) -> list[int] | None:
-        """n free slots for rid (evicting unlocked leaves when short), or None when the pool cannot."""
+    def _free_slots(self, n: int) -> list[int] | None:
+        """The n lowest free slots (evicting unlocked leaves when short), or None when the pool cannot."""
         short = n - len(self.state.free_slot_ids)
         if short > 0:
             receipt = self._apply(radix.evict, short)
             self._count("evicted_slots", receipt.released_tokens)
         if len(self.state.free_slot_ids) < n:
             return None
-        slots = sorted(self.state.free_slot_ids)[:n]
-        if slots:
-            self._apply(radix.reserve, rid, slots)
-        return slots
+        return sorted(self.state.free_slot_ids)[:n]
 
     # ---- the system under test's choices, judged by the reference ---------------------------------
     def _call(self, op: str, *args: Any) -> Any:
@@ -164,7 +170,7 @@ class RadixMachine(RuleBasedStateMachine):
                 continue
             if len(n.slot_ids) > len(run):
                 keep = len(n.slot_ids) - len(run)
-                self.state, _ = radix.match(self.state, self.state.path_tokens(n.parent_id) + n.token_ids[:keep])
+                self._apply(radix.match, self.state.path_tokens(n.parent_id) + n.token_ids[:keep])
                 self._count("edges_split_to_follow")
                 return self._node_holding(run)
             return n.node_id
@@ -179,8 +185,7 @@ class RadixMachine(RuleBasedStateMachine):
 
     def _admission_need(self, prompt: list[int]) -> int:
         """Slots a refused admission needed (the reference matches too, as the SUT's lookup did)."""
-        self.state, m = radix.match(self.state, prompt)
-        return len(prompt) - m.matched_tokens
+        return len(prompt) - self._apply(radix.match, prompt).matched_tokens
 
     def _sut_admit(self, rid: str, prompt: list[int]) -> tuple[int, list[int]] | None:
         """(matched tokens, row) of an admission the SUT made (evicting once when short), or None."""
@@ -201,8 +206,7 @@ class RadixMachine(RuleBasedStateMachine):
                                      f"reference matched {receipt.matched_tokens} at {list(receipt.prefix_slot_ids)}")
         if len(row) != len(prompt):
             raise ConformanceFailure(f"{self.sut.name}: row of {rid} has {len(row)} slots for {len(prompt)} tokens")
-        if row[matched:]:
-            self._follow(f"reserving slots {row[matched:]} for {rid}", radix.reserve, rid, row[matched:])
+        self._follow(f"reserving slots {row[matched:]} for {rid}", radix.reserve, rid, row[matched:])
         return matched, row
 
     def _sut_extend(self, rid: str, token: int) -> int | None:
@@ -217,7 +221,7 @@ class RadixMachine(RuleBasedStateMachine):
         row = [int(s) for s in self.sut.slot_ids(rid)]
         if row[:-1] != slots or len(row) != len(slots) + 1:
             raise ConformanceFailure(f"{self.sut.name}: decoding one token of {rid} turned row {slots} into {row}")
-        self._follow(f"reserving slot {row[-1]} for {rid}", radix.reserve, rid, row[-1:])
+        self._follow(f"decoding {token} of {rid} into slot {row[-1]}", radix.decode, rid, token, row[-1])
         return row[-1]
 
     # ---- rules ------------------------------------------------------------------------------------
@@ -247,11 +251,12 @@ class RadixMachine(RuleBasedStateMachine):
         prefix = list(receipt.prefix_slot_ids)
         if receipt.matched_tokens != len(prefix) or receipt.matched_tokens > len(prompt):
             raise ConformanceFailure(f"handoff receipt: {receipt.matched_tokens} tokens but slots {prefix}")
-        new = self._take(rid, len(prompt) - receipt.matched_tokens)
+        new = self._free_slots(len(prompt) - receipt.matched_tokens)
         if new is None:
             self._apply(radix.release_request, rid)
             self._count("admit:pool_exhausted")
             return
+        self._apply(radix.reserve, rid, new)
         if new:
             self._write(new, [prompt[: i + 1] for i in range(receipt.matched_tokens, len(prompt))])
         self.live[rid] = (list(prompt), prefix + new)
@@ -269,7 +274,9 @@ class RadixMachine(RuleBasedStateMachine):
             slot = self._sut_extend(rid, token)
             new = None if slot is None else [slot]
         else:
-            new = self._take(rid, 1)
+            new = self._free_slots(1)
+            if new is not None:
+                self._apply(radix.decode, rid, token, new[0])
         if new is None:
             self._count("decode:pool_exhausted")
             return
@@ -415,6 +422,20 @@ class RadixMachine(RuleBasedStateMachine):
             raise
         finally:
             finish_trace(self.adapter_trace, failed, self._observe)
+            self.validate_steps()
+
+    def validate_steps(self) -> None:
+        """Every reference step so far is a step of its RadixIndex action (KVEXACT_TRACE_DIR: the trace is
+        written there when it fails)."""
+        if self.trace is None:
+            return
+        result = self.trace.validate()
+        self._count("trace_steps", result.steps)
+        if not result.ok:
+            out = os.environ.get("KVEXACT_TRACE_DIR")
+            if out:
+                self.trace.validate(Path(out))
+            raise ConformanceFailure(f"RadixIndex: {result.summary()}")
 
 
 def _unlocked_leaves(state: radix.RadixState) -> list[int]:

@@ -2,13 +2,16 @@
 \* VIOLATES: MatchInOwnNamespace. Mutant of RadixIndex.tla (seeded bug, kept on purpose): the prefix lookup ignores the namespace: a request can match another tenant's cached tokens.
 (***************************************************************************)
 (* The RadixAttention prefix index (seed 0x08-0x08F): a tree of compressed *)
-(* token edges, each owning the K/V slots of its tokens (page size 1, as   *)
-(* in the seed's teaching trace).  Running requests match the longest      *)
-(* cached prefix of their prompt and lock its path; they reserve private   *)
-(* slots for the rest, publish their suffix (releasing the slots of tokens *)
+(* token edges, each owning the K/V slots of its tokens.  Running         *)
+(* requests match the longest cached prefix of their prompt and lock its   *)
+(* path; they reserve private slots for the rest, decode a token at a time *)
+(* into private slots, publish their suffix (releasing the slots of tokens *)
 (* another request cached first) and release their lease.  Unlocked leaves *)
 (* are evicted whole-edge, leaf first.  Every namespace has its own        *)
-(* subtree: a match never crosses namespaces (0x01A isolation).            *)
+(* subtree: a match never crosses namespaces (0x01A isolation).  With      *)
+(* PageSize P > 1 (SGLang's page size) matches, splits and published edges *)
+(* are whole pages and an unaligned tail stays private; P = 1 is the       *)
+(* seed's teaching granularity.                                            *)
 (*                                                                         *)
 (* Representation (no recursion): a node is identified by its full path    *)
 (* key from the root; its parent is the longest proper prefix among the    *)
@@ -25,7 +28,8 @@ CONSTANTS
     MaxNodes,   \* node ids are 1..MaxNodes; 0 is the root
     MaxLen,     \* longest prompt, in tokens
     Prompts,    \* the prompts requests arrive with (non-empty token sequences of at most MaxLen)
-    NoNs        \* model value: the namespace of an unused node id
+    NoNs,       \* model value: the namespace of an unused node id
+    PageSize    \* tokens per page (a positive integer)
 
 VARIABLES
     tree,      \* [1..MaxNodes -> [ns: Namespaces \cup {NoNs}, path: Seq(Tokens), slots: Seq(Slots)]]
@@ -40,19 +44,21 @@ vars == <<tree, lock, free, priv, req, evictable>>
 
 Nodes == 1..MaxNodes
 Range(s) == {s[i] : i \in DOMAIN s}
-AllPrompts == UNION {[1..k -> Tokens] : k \in 1..MaxLen}
-\* The CI model's prompts (cfg: Prompts <- CIPrompts): two chats sharing their first token (0x08C).
-CIPrompts == {<<1, 1>>, <<1, 2>>}
+\* The CI model's prompts (cfg: Prompts <- CIPrompts): a one-token prompt that decodes into a chat, and
+\* a two-token chat sharing its first token (0x08C).
+CIPrompts == {<<1>>, <<1, 2>>}
 \* The deep model's prompts (cfg: Prompts <- DeepPrompts): the two chats and their shared prefix.
 DeepPrompts == {<<1>>, <<1, 1>>, <<1, 2>>}
 Phases == {"idle", "matched", "reserved", "running"}
-ASSUME Prompts \subseteq AllPrompts
+ASSUME \A q \in Prompts : q \in Seq(Tokens) /\ Len(q) \in 1..MaxLen
+ASSUME PageSize \in Nat \ {0}
 
 TypeOK ==
     /\ \A v \in Nodes :
           /\ tree[v].ns \in Namespaces \cup {NoNs}
           /\ Len(tree[v].path) <= MaxLen /\ Range(tree[v].path) \subseteq Tokens
           /\ Range(tree[v].slots) \subseteq Slots
+          /\ Len(tree[v].path) % PageSize = 0
     /\ lock \in [Nodes -> Nat]
     /\ free \subseteq Slots
     /\ \A r \in Requests : Len(priv[r]) <= MaxLen /\ Range(priv[r]) \subseteq Slots
@@ -69,6 +75,7 @@ Idle == [phase |-> "idle", ns |-> NoNs, q |-> <<>>, node |-> 0, m |-> 0]
 IsPrefix(a, b) == Len(a) <= Len(b) /\ SubSeq(b, 1, Len(a)) = a
 Alive(nd, v) == nd[v].ns # NoNs
 Max(S) == CHOOSE x \in S : \A y \in S : y <= x
+Whole(k) == k - (k % PageSize)
 
 \* The nodes on the path root -> t (t included; the root 0 is not a node), in tree nd.
 PathIn(nd, t) ==
@@ -82,11 +89,13 @@ IsLeaf(nd, v) == \A u \in Nodes \ {v} : ~(Alive(nd, u) /\ nd[u].ns = nd[v].ns /\
 \* The slots of a set of nodes (each slot is held by one node, SlotsHeldOnce).
 SlotsOf(nd, S) == UNION {Range(nd[v].slots) : v \in S}
 Fresh(nd) == CHOOSE v \in Nodes : ~Alive(nd, v)
+\* The k lowest slots of S in increasing order (which free slots a request takes is policy).
+Lowest(S, k) == [i \in 1..k |-> CHOOSE x \in S : Cardinality({y \in S : y < x}) = i - 1]
 HasFresh(nd) == \E v \in Nodes : ~Alive(nd, v)
 
-\* 0x08B: the longest prefix of q cached in namespace n (edges compared token by token).
+\* 0x08B: the longest prefix of q's whole pages cached in namespace n (edges compared token by token).
 Cached(nd, n, q) ==
-    Max({0} \cup {k \in 1..Len(q) : \E v \in Nodes : Alive(nd, v) /\ Len(nd[v].path) >= k
+    Max({0} \cup {k \in 1..Whole(Len(q)) : k % PageSize = 0 /\ \E v \in Nodes : Alive(nd, v) /\ Len(nd[v].path) >= k
                                             /\ SubSeq(nd[v].path, 1, k) = SubSeq(q, 1, k)})
 
 \* 0x08B: make the cached prefix s of namespace n a node.  When s ends inside the edge of node c,
@@ -144,41 +153,93 @@ Reserve(r) ==
     /\ req[r].phase = "matched"
     /\ LET need == Len(req[r].q) - req[r].m IN
        /\ Cardinality(free) >= need
-       /\ LET s == CHOOSE f \in [1..need -> free] : \A i, j \in 1..need : i # j => f[i] # f[j] IN
+       /\ LET s == Lowest(free, need) IN
           /\ priv' = [priv EXCEPT ![r] = s]
           /\ free' = free \ Range(s)
     /\ req' = [req EXCEPT ![r].phase = "reserved"]
     /\ UNCHANGED <<tree, lock, evictable>>
 
-\* 0x08C publish_unfinished (r05, r07): insert the request's prompt; p tokens are cached by now
-\* (at least its own match: its path is locked), so the private slots of tokens m+1..p are
-\* duplicates and return to the pool, the rest become a new leaf edge (splitting an edge when p
-\* ends inside one), and the lock moves from the old terminal node to the new one.
+\* 0x08C insert (r05, r07): the request's prompt q, whole pages a == Whole(Len(q)), into tree nd
+\* with locks lk: p tokens are cached by now (at least its own match: its path is locked), so the
+\* private slots of tokens m+1..p are duplicates, tokens p+1..a become a new leaf edge with their
+\* private slots (splitting an edge when p ends inside one), and an unaligned tail a+1.. stays
+\* private.  Returns the tree, the locks (the new leaf unlocked), the terminal node of q's whole
+\* pages, the slots returned (duplicates) and kept (tail), and the tokens that joined the tree.
+Insert(r) ==
+    LET n == req[r].ns
+        q == req[r].q
+        m == req[r].m
+        a == Whole(Len(q))
+        p == Cached(tree, n, q)
+        w == NodeAt(tree, lock, n, SubSeq(q, 1, p))
+        u == Fresh(w.tree)
+        grow == p < a
+    IN [tree |-> IF grow THEN [w.tree EXCEPT ![u] = [ns |-> n, path |-> SubSeq(q, 1, a),
+                                                     slots |-> SubSeq(priv[r], p - m + 1, a - m)]]
+                 ELSE w.tree,
+        lock |-> IF grow THEN [w.lock EXCEPT ![u] = 0] ELSE w.lock,
+        node |-> IF grow THEN u ELSE w.node,
+        dup |-> Range(SubSeq(priv[r], 1, p - m)),
+        tail |-> SubSeq(priv[r], a - m + 1, Len(priv[r])),
+        joined |-> a - p,
+        a |-> a]
+\* Insert(r) has a node id for everything it creates.
+CanInsert(r) ==
+    LET p == Cached(tree, req[r].ns, req[r].q)
+    IN /\ CanPlace(tree, req[r].ns, SubSeq(req[r].q, 1, p))
+       /\ p < Whole(Len(req[r].q)) => HasFresh(NodeAt(tree, lock, req[r].ns, SubSeq(req[r].q, 1, p)).tree)
+
+\* 0x08C publish_unfinished (r05, r07): a running request inserts its prompt (Insert: duplicates
+\* return to the pool) and its lock moves from the old terminal node to the new one.
 PublishUnfinished(r) ==
     /\ req[r].phase = "reserved"
-    /\ LET n == req[r].ns
-           q == req[r].q
-           m == req[r].m
-           p == Cached(tree, n, q)
-           w == NodeAt(tree, lock, n, SubSeq(q, 1, p))
-           u == Fresh(w.tree)
-           grow == p < Len(q)
-           nd == IF grow THEN [w.tree EXCEPT ![u] = [ns |-> n, path |-> q,
-                                                     slots |-> SubSeq(priv[r], p - m + 1, Len(priv[r]))]]
-                 ELSE w.tree
-           lk1 == IF grow THEN [w.lock EXCEPT ![u] = 0] ELSE w.lock
-           t == IF grow THEN u ELSE w.node
-           lk2 == LockPath(nd, lk1, t, 1)
-           lk3 == LockPath(nd, lk2, req[r].node, -1)
-       IN /\ CanPlace(tree, n, SubSeq(q, 1, p))
-          /\ grow => HasFresh(w.tree)
-          /\ tree' = nd
-          /\ lock' = lk3
-          /\ evictable' = evictable + (Len(q) - p) - BecameLocked(nd, lk1, t)
-                          + BecameUnlocked(nd, lk2, req[r].node)
-          /\ free' = free \cup Range(SubSeq(priv[r], 1, p - m))
-          /\ priv' = [priv EXCEPT ![r] = <<>>]
-          /\ req' = [req EXCEPT ![r].phase = "running", ![r].node = t, ![r].m = Len(q)]
+    /\ CanInsert(r)
+    /\ LET x == Insert(r)
+           lk2 == LockPath(x.tree, x.lock, x.node, 1)
+       IN /\ tree' = x.tree
+          /\ lock' = LockPath(x.tree, lk2, req[r].node, -1)
+          /\ evictable' = evictable + x.joined - BecameLocked(x.tree, x.lock, x.node)
+                          + BecameUnlocked(x.tree, lk2, req[r].node)
+          /\ free' = free \cup x.dup
+          /\ priv' = [priv EXCEPT ![r] = x.tail]
+          /\ req' = [req EXCEPT ![r].phase = "running", ![r].node = x.node, ![r].m = x.a]
+
+\* 0x08C decode: a reserved or running request appends one generated token t; its K/V row goes to a
+\* free slot that joins the request's private tail (never a slot of the tree: cached rows are
+\* shared and immutable).  Which free slot is the allocator's policy.
+Decode(r, t) ==
+    /\ req[r].phase \in {"reserved", "running"}
+    /\ Len(req[r].q) < MaxLen
+    /\ free # {}
+    /\ LET s == CHOOSE x \in free : \A y \in free : x <= y IN
+       /\ priv' = [priv EXCEPT ![r] = Append(@, s)]
+       /\ free' = free \ {s}
+    /\ req' = [req EXCEPT ![r].q = Append(@, t), ![r].phase = "reserved"]
+    /\ UNCHANGED <<tree, lock, evictable>>
+
+\* 0x08C cache_finished (r08): a finished request inserts its tokens (Insert) and ends in the same
+\* step: the duplicates and the unaligned tail return to the pool and its lock is dropped.
+CacheFinished(r) ==
+    /\ req[r].phase \in {"reserved", "running"}
+    /\ CanInsert(r)
+    /\ LET x == Insert(r) IN
+       /\ tree' = x.tree
+       /\ lock' = LockPath(x.tree, x.lock, req[r].node, -1)
+       /\ evictable' = evictable + x.joined + BecameUnlocked(x.tree, x.lock, req[r].node)
+       /\ free' = free \cup x.dup \cup Range(x.tail)
+       /\ priv' = [priv EXCEPT ![r] = <<>>]
+       /\ req' = [req EXCEPT ![r] = Idle]
+
+\* 0x08B: a lookup (match_prefix) without a lease that ends inside an edge splits it, which changes
+\* no cached content, lock or slot (a lookup that ends at a node changes nothing: a stutter).
+Match(n, q) ==
+    /\ LET s == SubSeq(q, 1, Cached(tree, n, q))
+           w == NodeAt(tree, lock, n, s)
+       IN /\ CanPlace(tree, n, s)
+          /\ w.tree # tree
+          /\ tree' = w.tree
+          /\ lock' = w.lock
+    /\ UNCHANGED <<free, priv, req, evictable>>
 
 \* 0x08C, 0x08G: the request ends (finished, cancelled or rejected by the scheduler): it drops
 \* its lock and returns its private slots.
@@ -204,7 +265,9 @@ EvictNode(v) ==
 
 Next ==
     \/ \E r \in Requests, n \in Namespaces, q \in Prompts : MatchAndLock(r, n, q)
-    \/ \E r \in Requests : Reserve(r) \/ PublishUnfinished(r) \/ ReleaseRequest(r)
+    \/ \E r \in Requests : Reserve(r) \/ PublishUnfinished(r) \/ CacheFinished(r) \/ ReleaseRequest(r)
+    \/ \E r \in Requests, t \in Tokens : Decode(r, t)
+    \/ \E n \in Namespaces, q \in Prompts : Match(n, q)
     \/ \E v \in Nodes : EvictNode(v)
 
 Spec == Init /\ [][Next]_vars
@@ -224,14 +287,15 @@ MatchInOwnNamespace ==
         /\ tree[req[r].node].ns = req[r].ns
         /\ tree[req[r].node].path = SubSeq(req[r].q, 1, req[r].m)
 
-\* 0x08B child selector: two children of one node start with different tokens (the tree is
-\* compressed: a common prefix of two edges is a node).
+\* 0x08B child selector: two children of one node start with different pages (tokens at page size
+\* 1; the tree is compressed: a common prefix of two edges is a node).
 ChildSelectorsDistinct ==
     \A u, v \in Nodes :
         (u # v /\ Alive(tree, u) /\ Alive(tree, v) /\ tree[u].ns = tree[v].ns
          /\ ParentLen(tree, u) = ParentLen(tree, v)
          /\ SubSeq(tree[u].path, 1, ParentLen(tree, u)) = SubSeq(tree[v].path, 1, ParentLen(tree, v)))
-        => tree[u].path[ParentLen(tree, u) + 1] # tree[v].path[ParentLen(tree, v) + 1]
+        => SubSeq(tree[u].path, ParentLen(tree, u) + 1, ParentLen(tree, u) + PageSize)
+           # SubSeq(tree[v].path, ParentLen(tree, v) + 1, ParentLen(tree, v) + PageSize)
 
 \* 0x08D: lock(v) is derived: the number of leases whose path root -> terminal contains v.
 LockCountsDerived ==

@@ -143,6 +143,7 @@ def test_radix_and_revocation_machines(name):
         assert run.stats["attention_checks"] > 0 and run.stats.get("evicted_slots", 0) > 0
         assert any(k.startswith("admit:hit=") and k != "admit:hit=0" for k in run.stats), run.stats
         assert run.stats.get("admit:split_inside_edge", 0) > 0  # a match that ends inside an edge
+        assert run.stats.get("trace_steps", 0) > 0  # every reference step validated against RadixIndex.tla
     elif name == "Vmm":
         assert run.stats["read_checks"] > 0 and run.stats.get("await_mapping:ok", 0) > 0
         assert run.stats["attention_checks"] > 0 and run.stats.get("free_reqid:poisoned_handles", 0) > 0
@@ -166,6 +167,7 @@ def test_radix_machine_with_pages(page):
     stats = machine.stats
     assert stats.get("admit:paged_hit", 0) > 0 and stats["attention_checks"] > 0, stats
     assert stats.get("rule:finish", 0) > 0, stats
+    assert stats.get("trace_steps", 0) > 0, stats  # validated against RadixIndex.tla with PageSize = page
     assert not any(k.startswith("admit:hit=") and int(k.split("=")[1]) % page for k in stats), stats
 
 
@@ -236,3 +238,78 @@ def test_the_projection_is_checked_against_the_specs_invariants_after_every_step
     trace = trace_from_recorder(m.ref.recorder, spec_constants("KVAllocation", m.config), m._model_values())
     result = validate(trace, spec_dir() / "KVAllocation.tla", spec_dir() / "KVAllocation.cfg")
     assert not result.ok and "invariant TypeOK does not hold after the step" in result.summary()
+
+
+def test_radix_reference_step_names_are_the_spec_actions():
+    """Every step the Radix machine records is named after a RadixIndex action (snake_case)."""
+    from kvexact.conformance.machines.radix import RadixMachine
+    from kvexact.spec.actions import snake_case, spec_actions
+
+    m = type("R", (RadixMachine,), {"stats": {}, "check_kernels": False})()
+    m.admit([1, 2, 3])
+    m.admit([1, 2, 1])
+    m.decode(_Draws(m, "q0"), 3)
+    m.finish_request("q0")
+    m.cancel_request("q1")
+    m.evict(6)
+    steps = {r["action"] for r in m.trace.records}
+    assert steps == {"match_and_lock", "reserve", "decode", "cache_finished", "release_request", "evict_node"}
+    assert steps <= {snake_case(a) for a in spec_actions("RadixIndex")}
+    m.teardown()
+    assert m.stats["trace_steps"] == len(m.trace.records)
+
+
+class _Draws:
+    """A stand-in for Hypothesis' ``data`` that draws the request ``rid``."""
+
+    def __init__(self, machine, rid):
+        self.rid = rid
+
+    def draw(self, strategy, label=None):
+        return self.rid
+
+
+def _cache_finished_keeping_the_lock(state, request_id, tokens, slot_ids):
+    """cache_finished without dropping the request's lock: the reference's own checks pass (the lock count
+    still matches a holder), the spec's CacheFinished step does not."""
+    from kvexact.reference import radix
+
+    d = radix._draft(state)
+    ins = d.insert(tuple(tokens), tuple(slot_ids), request_id)
+    d.release_private(request_id, d.private.get(request_id, ()))
+    d.requests.pop(request_id, None)
+    return radix._committed("cache_finished", state, d, splits=ins.splits, duplicate_slot_ids=ins.duplicate_slot_ids)
+
+
+def _decode_into_anothers_tail(state, request_id, token, slot_id):
+    """decode that files the new slot under another request's private tail: the pool partition holds, the
+    spec's Decode step (the slot joins the decoding request's tail) does not."""
+    from kvexact.reference import radix
+
+    other = next(r for r in sorted(state.private_slot_ids) if r != request_id)
+    after, receipt = radix.reserve(state, other, (slot_id,))
+    return after, receipt
+
+
+@pytest.mark.parametrize(("step", "bug", "at"), [("cache_finished", _cache_finished_keeping_the_lock, 6),
+                                                 ("decode", _decode_into_anothers_tail, 5)])
+def test_a_planted_wrong_radix_step_is_caught_at_its_step(monkeypatch, step, bug, at):
+    """A wrong normative index step that its own checks accept is caught by the step validation, at that step
+    (the steps before it are right, even the buggy finish of a lease on the root)."""
+    from kvexact.conformance.machines.radix import RadixMachine
+    from kvexact.reference import radix
+
+    monkeypatch.setattr(bug, "__name__", step)  # the machine records a step by its function's name
+    monkeypatch.setattr(radix, step, bug)
+    m = type("R", (RadixMachine,), {"stats": {}, "check_kernels": False})()
+    m.admit([1, 2, 3])  # steps 1-2: match_and_lock, reserve
+    if step == "decode":
+        m.admit([2, 2])  # steps 3-4
+        m.decode(_Draws(m, "q1"), 3)  # step 5: the slot is filed under q0
+    else:
+        m.finish_request("q0")  # step 3 (a lease on the root holds no lock to keep)
+        m.admit([1, 2])  # steps 4-5: a hit of two tokens (a split), locked, nothing to reserve
+        m.finish_request("q1")  # step 6: keeps the lock on the node of [1, 2]
+    m.index_partition_holds()  # the reference's own checks pass
+    with pytest.raises(ConformanceFailure, match=rf"RadixIndex: trace leaves the spec at step {at} \({step}"):
+        m.teardown()

@@ -10,8 +10,8 @@ from kvexact.gate.framework import GateContext, Verdict
 
 
 def test_a_model_smaller_than_the_quick_bound_is_checked_whole_with_its_coverage():
-    quick = spec_checks._model_check("RadixIndex")(GateContext(level="quick"))
-    full = spec_checks._model_check("RadixIndex")(GateContext(level="full"))
+    quick = spec_checks._model_check("VirtualMapping")(GateContext(level="quick"))
+    full = spec_checks._model_check("VirtualMapping")(GateContext(level="full"))
     assert quick.verdict is full.verdict is Verdict.PASSED
     assert quick.figures["complete"] and quick.states == full.states < spec_checks.QUICK_STATES
     assert "every action fired" in quick.detail
