@@ -9,13 +9,14 @@ from kvexact.gate import (
     formula_checks,
     kernel_checks,
     packaging,
+    seed_checks,
     spec_checks,
 )
 from kvexact.gate.framework import GateCheck
 
 CHECKS: tuple[GateCheck, ...] = (
     *packaging.CHECKS, *corpus_check.CHECKS, *spec_checks.CHECKS, *kernel_checks.CHECKS, *formula_checks.CHECKS,
-    *conformance_checks.CHECKS,
+    *seed_checks.CHECKS, *conformance_checks.CHECKS,
 )
 
 

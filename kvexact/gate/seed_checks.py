@@ -1,0 +1,217 @@
+"""The gate's quick checks of the reference objects on the seed's worked traces (``reference-seed``) and of the
+peer profiles' event logs against the specs (``peer-event-logs``).
+
+Invariant: ``reference-seed`` passes only when every case gives the seed's numbers (the expected values below are
+the seed's, or follow from them by the arithmetic written beside them); ``peer-event-logs`` passes only when the
+vLLM profile reproduces the measured scenario of ``notes/vllm.md`` and one event log of each profile, from a fixed
+seed, is accepted by the normative spec. Each mismatch is named by its case.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from kvexact.gate.framework import CheckResult, GateCheck, GateContext, Verdict
+
+Case = Callable[[], list[tuple[str, Any, Any]]]  # (what, got, expected)
+MIB, KIB = 1024 * 1024, 1024
+
+
+def radix_0x08F() -> list[tuple[str, Any, Any]]:
+    """0x08F: the 18-operation trace's final reconciliation and its totals."""
+    from kvexact.reference import radix as rx
+    from kvexact.reference.labs import radix as rx_lab
+
+    trace = rx_lab.seed_trace_0x08F()
+    r = rx.check_state(trace[-1].state)
+    evictions = [t.receipt for t in trace if isinstance(t.receipt, rx.EvictReceipt)]
+    dups = [s for t in trace if isinstance(t.receipt, rx.RadixMutationReceipt) for s in t.receipt.duplicate_slot_ids]
+    return [("pool/tree/free/private slots", (r.pool_slots, r.tree_owned_slots, r.free_slots, r.private_slots),
+             (24, 6, 18, 0)),
+            ("protected/evictable tree tokens", (r.protected_tokens, r.evictable_tokens), (6, 0)),
+            ("duplicate input slots released", len(dups), 6),
+            ("eviction calls/edges/slots", (len(evictions), sum(len(e.evicted_node_ids) for e in evictions),
+                                            sum(e.released_tokens for e in evictions)), (3, 5, 8))]
+
+
+def translate_0x03F() -> list[tuple[str, Any, Any]]:
+    """0x03F: A's K row (layer 24, token 16, head 1, lane 5); 0x03H: C's token 16 in g0's physical slot 0 is the
+    first element of g0's K tensor (coordinate all zeros), so its address is the tensor's base."""
+    from kvexact.reference.labs.translate import loop4_snapshot, loop4_successor_snapshot
+    from kvexact.reference.translate import consume_successor, resolve_kv_address
+
+    s = loop4_snapshot()
+    a = resolve_kv_address(s, "A", 16, 24, "K", 1, 5)
+    s2 = consume_successor(s, loop4_successor_snapshot(), "C")
+    first = resolve_kv_address(s2, "C", 16, 0, "K", 0, 0)
+    return [("A slot, element offset, byte offset", (a.slot_id, a.element_offset, a.byte_offset), (96, 49_285, 98_570)),
+            ("A byte address", a.byte_address, 4_311_744_512 + 98_570),
+            ("C token 16 in g0: slot, coordinate", (first.slot_id, first.coordinate), (0, (0, 0, 0, 0, 0))),
+            ("first element of g0's K tensor is at its base", first.byte_address, s2.pool(0).k_base_address)]
+
+
+def ledger_0x0D() -> list[tuple[str, Any, Any]]:
+    """0x0D's worked ledger (P = 16 tokens, 64 KiB rows): 3 unique blocks give 3 x 16 = 48 slots, 3 MiB."""
+    from kvexact.reference.labs.ledgers import worked_fixture
+    from kvexact.reference.ledgers import compute_ledger
+
+    led = compute_ledger(worked_fixture())
+    return [("logical/reserved rows", (led.logical_rows_tokens, led.reserved_rows_tokens), (74, 144)),
+            ("request refs, view slots, view tail slots", (led.ref_blocks, led.request_view_slots,
+                                                           led.request_view_tail_slots), (6, 6 * 16, 6 * 16 - 74)),
+            ("unique blocks, materialized rows, slots", (led.unique_blocks, led.unique_materialized_rows,
+                                                         led.unique_slots), (3, 33, 3 * 16)),
+            ("unique capacity, tail slots", (led.unique_capacity_bytes, led.unique_tail_slots), (3 * MIB, 3 * 16 - 33)),
+            ("pool blocks, pool idle bytes, metadata bytes", (led.pool_blocks, led.pool_idle_bytes, led.metadata_bytes),
+             (8, 5 * MIB, 482))]
+
+
+def prefix_0x07() -> list[tuple[str, Any, Any]]:
+    """0x07B (a change at token 37: S_sem 37, hit 32), 0x07E (the prompt-cap edge at 48 and 50 tokens), a
+    different cache salt or namespace generation sees no hit (0x07A: both are key/scope inputs), 0x09C's
+    full-block staircase at P = 8 (B 25 and C 16 tokens over A's 33: 16 + 16 capped hits, 24 + 16 without
+    the logits cap; 24 + 15 with immutable partial tails)."""
+    import attrs
+
+    from kvexact.reference.keys import KeyInputs
+    from kvexact.reference.labs import prefix as px_lab
+    from kvexact.reference.prefix import PrefixPolicy
+
+    s = px_lab.STREAM
+    cache = px_lab.cache_with(s[:50])
+    changed = list(s[:50])
+    changed[37] = 7
+    b = cache.lookup(px_lab.request("B", changed))
+    out = [("0x07B S_sem, hit", (b.semantic_match_tokens, b.runtime_hit_tokens), (37, 32))]
+    cache48 = px_lab.cache_with(s[:48])
+    for prompt, hit, recompute in ((48, 32, 16), (50, 48, 2)):
+        r = cache48.lookup(px_lab.request("B", s[:prompt]))
+        out.append((f"0x07E {prompt} tokens: cap, hit, recompute", (r.cap_tokens, r.runtime_hit_tokens,
+                                                                    r.prompt_rows_recomputed), (prompt - 1, hit, recompute)))
+    salted = attrs.evolve(px_lab.request("B", s[:50]), inputs=KeyInputs(tuple(s[:50]), cache_salt="other"))
+    out.append(("another cache salt: hit", cache.lookup(salted).runtime_hit_tokens, 0))
+    staircase = px_lab.cache_with(s[:33], block_tokens=8)
+    pol = PrefixPolicy(block_tokens=8)
+    hits = [staircase.lookup(px_lab.request(n, s[:t]), pol) for n, t in (("B", 25), ("C", 16))]
+    out.append(("0x09C P=8: hit, recompute", (sum(r.runtime_hit_tokens for r in hits),
+                                              sum(r.prompt_rows_recomputed for r in hits)), (16 + 16, 41 - 32)))
+    free = [staircase.lookup(px_lab.request(n, s[:t], requires_logits=False), pol) for n, t in (("B", 25), ("C", 16))]
+    out.append(("0x09C P=8 without logits: hit", sum(r.runtime_hit_tokens for r in free), 24 + 16))
+    tail = PrefixPolicy(partial_tail=True)
+    partial = px_lab.cache_with(s[:33], tail)
+    out.append(("0x09C partial tail, P=16: B, C hits", tuple(partial.lookup(px_lab.request(n, s[:t]), tail)
+                                                            .runtime_hit_tokens for n, t in (("B", 25), ("C", 16))),
+                (24, 15)))
+    return out
+
+
+def telemetry_0x0CF() -> list[tuple[str, Any, Any]]:
+    """0x0CF: the funnel of twelve attempts, the 12-block pool (3 + 2 + 5 + 2, refs 9 - 9 = 0), and its
+    joint-predicate alerts: free = evictable = 0 with failures rising is allocator exhaustion, free = 0 alone
+    is no alert."""
+    import attrs
+
+    from kvexact.reference import telemetry as tm
+    from kvexact.reference.labs import telemetry as tm_lab
+
+    f = tm_lab.run_funnel_fixture()
+    g = tm.reconcile_pool(tm_lab.POOL_FIXTURE)
+    base = tm.TelemetrySample(at_s=0, free_blocks=3, evictable_blocks=2, allocation_failures=0,
+                              locked_eviction_rejects=0, refcount_recorded=9, refcount_derived=9,
+                              refcount_mismatch_age_s=0, required_frontier_tokens=32, ready_frontier_tokens=32,
+                              map_wait_age_s=0, candidate_matches=9, compatible_matches=7, generation_rejects=1,
+                              cross_namespace_rejects=0, stale_namespace_rejects=0)
+    exhausted = attrs.evolve(base, at_s=10, free_blocks=0, evictable_blocks=0, allocation_failures=3)
+    counters = tm_lab.granularity_counters()
+    return [("funnel", [f.counts[s] for s in tm.FUNNEL_STAGES], [12, 11, 9, 7, 6, 6, 5, 4, 4]),
+            ("pool by state", g.blocks_by_state, {"free": 3, "evictable": 2, "live": 5, "reserved_or_copying": 2}),
+            ("refs recorded/derived/delta, map lag", (g.refcount_recorded, g.refcount_derived, g.refcount_delta,
+                                                      g.mapping_lag_tokens), (9, 9, 0, 0)),
+            ("alerts, exhausted", tm.evaluate_alerts(base, exhausted, 0.2, 30), ("allocator_exhaustion",)),
+            ("alerts, free 0 only", tm.evaluate_alerts(base, attrs.evolve(base, at_s=10, free_blocks=0), 0.2, 30), ()),
+            ("0x0BL ledger counters", {k: counters.ledger[k] for k in ("request_refs", "unique_blocks",
+                                                                        "unique_tail_slots", "metadata_bytes")},
+             {"request_refs": 6, "unique_blocks": 3, "unique_tail_slots": 15, "metadata_bytes": 482})]
+
+
+SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": translate_0x03F, "ledger 0x0D": ledger_0x0D,
+                               "prefix 0x07": prefix_0x07, "telemetry 0x0CF": telemetry_0x0CF}
+
+
+def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
+    """notes/vllm.md scenario 1 (measured on vLLM 0.33.0): 55 tokens admitted into 11 blocks, then 53 tokens
+    hit the 3 cached full blocks (48 tokens) and take one new block; refs 2, 2, 2, 1, 1; 5 blocks free."""
+    from kvexact.reference.peers.vllm import VllmConfig, VllmKVCacheManager
+
+    m = VllmKVCacheManager.create(VllmConfig(11, 16))
+    c48 = [0] * 16 + [1] * 16 + [2] * 16
+    got = []
+    for rid, tokens in (("r0", c48 + [3] * 7), ("r1", c48 + [3] * 5)):
+        req = m.make_request(rid, tokens)
+        hit = m.get_computed_blocks(req)
+        m, receipt = m.allocate_slots(req, req.num_tokens - hit.num_computed_tokens, hit.num_computed_tokens,
+                                      hit.block_ids)
+        m.check()
+        got.append((hit.num_computed_tokens, hit.block_ids, receipt.block_ids))
+    return [("r0 hit, new blocks", got[0], (0, (), (1, 2, 3, 4))), ("r1 hit, new blocks", got[1], (48, (1, 2, 3), (5,))),
+            ("refs of blocks 1..5, free blocks", ([m.pool.ref_cnt[b] for b in range(1, 6)], m.pool.num_free_blocks),
+             ([2, 2, 2, 1, 1], 5))]
+
+
+def vllm_event_log() -> list[tuple[str, Any, Any]]:
+    """One event log of the vLLM profile under a random stream (seed 1, 20 operations: stores, removals, clears), over the wire format,
+    accepted by KVAllocation through the event mapping."""
+    from kvexact.conformance import vllm_events as ve
+    from kvexact.reference.peers import vllm_wire as wire
+
+    data = b"".join(wire.encode_batch(b, ts=0.0) for b in wire.random_stream_log(1, 20))
+    events = list(ve.events_from_batches(ve.batches_from_bytes(data, "log")))
+    result = ve.validate_events(events, blocks=8, requests=2)
+    return [("vLLM profile log accepted by KVAllocation", result.ok or result.summary(), True)]
+
+
+def sglang_event_log() -> list[tuple[str, Any, Any]]:
+    """One event log of the SGLang profile under a random stream (seed 0, 30 operations), accepted by
+    RadixIndex through the event mapping."""
+    from kvexact.conformance import sglang_events as se
+    from kvexact.reference.peers.sglang_stream import random_event_log
+
+    events = [(f"event {i}", e) for i, e in enumerate(random_event_log(0, 30), start=1)]
+    result = se.validate_events(events)
+    return [("SGLang profile log accepted by RadixIndex", result.ok or result.summary(), True)]
+
+
+PEER_CASES: dict[str, Case] = {"vllm s01": vllm_scenario_s01, "vllm event log": vllm_event_log,
+                               "sglang event log": sglang_event_log}
+
+
+def run_cases(cases: dict[str, Case]) -> CheckResult:
+    """Every case's comparisons; a case that raises is a mismatch named by the case."""
+    wrong, compared = [], 0
+    for name, case in cases.items():
+        try:
+            rows = case()
+        except Exception as exc:  # a crash inside a case is that case's failure
+            wrong.append(f"{name}: {type(exc).__name__}: {exc}")
+            continue
+        compared += len(rows)
+        wrong += [f"{name}: {what} = {got!r}, expected {expected!r}" for what, got, expected in rows if got != expected]
+    figures = {"cases": len(cases), "comparisons": compared}
+    if wrong:
+        return CheckResult(Verdict.FAILED, figures, "; ".join(wrong[:5]), examples=len(cases))
+    return CheckResult(Verdict.PASSED, figures, "every case gives its expected numbers", examples=len(cases))
+
+
+def reference_seed(ctx: GateContext) -> CheckResult:
+    return run_cases(SEED_CASES)
+
+
+def peer_event_logs(ctx: GateContext) -> CheckResult:
+    return run_cases(PEER_CASES)
+
+
+CHECKS = [GateCheck("reference-seed", "reference", "radix, translation, ledger, prefix and telemetry give the "
+                    "seed's worked numbers", reference_seed),
+          GateCheck("peer-event-logs", "reference", "the vLLM profile gives the measured scenario; each profile's "
+                    "event log is accepted by its spec", peer_event_logs)]

@@ -1,0 +1,114 @@
+"""The quick checks reference-seed and peer-event-logs: they pass on the reference, and each fails, naming its
+case, on the mutants that survived the quick gate before them (cosmic-ray's mutated line, applied to a copy of
+the module) and on planted peer bugs."""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+import pytest
+
+from kvexact.gate import seed_checks
+from kvexact.gate.framework import GateContext, Verdict
+from kvexact.reference import formulas, ledgers, prefix, radix, translate
+
+
+def mutant_module(monkeypatch, module: types.ModuleType, before: str, after: str) -> types.ModuleType:
+    """A copy of ``module`` with the one line ``before`` replaced by ``after`` (as cosmic-ray writes it); the
+    copy registers its formulas in a registry of its own."""
+    source = inspect.getsource(module)
+    assert source.count(before) == 1, f"{before!r} is not one line of {module.__name__}"
+    copy = types.ModuleType(module.__name__ + "_mutant")
+    copy.__file__ = module.__file__
+    with monkeypatch.context() as m:
+        m.setattr(formulas, "REGISTRY", {})
+        exec(compile(source.replace(before, after), module.__file__, "exec"), copy.__dict__)
+    return copy
+
+
+def test_both_checks_pass_on_the_reference():
+    for run in (seed_checks.reference_seed, seed_checks.peer_event_logs):
+        result = run(GateContext())
+        assert result.verdict is Verdict.PASSED, result.detail
+        assert result.figures["comparisons"] >= result.figures["cases"] >= 3
+
+
+# The three survivors of the first mutation sample (README, mutation testing) and the capped-hit branch of the
+# prefix cache that no quick check executed.
+SURVIVORS = [
+    (radix, "check_state", "edges = [n for n in nodes.values() if n.node_id != ROOT]",
+     "edges = [n for n in nodes.values() if n.node_id == ROOT]", "radix 0x08F: protected/evictable"),
+    (radix, "check_state", "edges = [n for n in nodes.values() if n.node_id != ROOT]",
+     "edges = [n for n in nodes.values() if n.node_id <= ROOT]", "radix 0x08F: protected/evictable"),
+    (translate, "resolve_kv_address", "if not base <= address < end:", "if not base < address < end:",
+     "translate 0x03F"),
+    (ledgers, "compute_ledger", "unique_slots=len(unique_ids) * P,", "unique_slots=len(unique_ids) + P,",
+     "ledger 0x0D: unique blocks, materialized rows, slots"),
+    (ledgers, "compute_ledger", "unique_slots=len(unique_ids) * P,", "unique_slots=len(unique_ids) // P,",
+     "ledger 0x0D: unique blocks, materialized rows, slots"),
+]
+
+
+@pytest.mark.parametrize("module, name, before, after, case", SURVIVORS, ids=lambda v: getattr(v, "__name__", None))
+def test_a_former_survivor_fails_reference_seed_by_case(monkeypatch, module, name, before, after, case):
+    monkeypatch.setattr(module, name, getattr(mutant_module(monkeypatch, module, before, after), name))
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED
+    assert case in result.detail, result.detail
+
+
+def test_the_prefix_caps_hit_branch_mutant_fails_reference_seed(monkeypatch):
+    copy = mutant_module(monkeypatch, prefix, "        if req.requires_logits:\n            runtime = full_hit_tokens_capped",
+                         "        if not req.requires_logits:\n            runtime = full_hit_tokens_capped")
+    monkeypatch.setattr(prefix.PrefixCache, "lookup", copy.PrefixCache.lookup)
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED and "prefix 0x07: 0x09C P=8 without logits" in result.detail, result.detail
+
+
+def test_a_cache_salt_ignored_by_the_key_fails_reference_seed(monkeypatch):
+    from kvexact.reference import keys
+
+    real = keys.hash_full_blocks
+    monkeypatch.setattr(prefix, "hash_full_blocks",
+                        lambda inputs, *a, **k: real(keys.KeyInputs(inputs.tokens), *a, **k))
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED and "another cache salt" in result.detail, result.detail
+
+
+def test_an_alert_on_one_condition_fails_reference_seed(monkeypatch):
+    from kvexact.reference import telemetry
+
+    monkeypatch.setattr(telemetry, "evaluate_alerts", lambda *a, **k: ("allocator_exhaustion",))
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED and "telemetry 0x0CF: alerts, free 0 only" in result.detail
+
+
+def _drop_first(kind: str, events: list) -> list:
+    i = next(i for i, e in enumerate(events) if e["type"] == kind)
+    return events[:i] + events[i + 1:]
+
+
+def test_an_sglang_log_missing_a_store_fails_peer_event_logs(monkeypatch):
+    from kvexact.reference.peers import sglang_stream
+
+    real = sglang_stream.random_event_log
+    monkeypatch.setattr(sglang_stream, "random_event_log", lambda *a, **k: _drop_first("BlockStored", real(*a, **k)))
+    result = seed_checks.peer_event_logs(GateContext())
+    assert result.verdict is Verdict.FAILED and "sglang event log" in result.detail, result.detail
+
+
+def test_a_vllm_log_missing_a_store_fails_peer_event_logs(monkeypatch):
+    from kvexact.reference.peers import vllm_pool, vllm_wire
+
+    real = vllm_wire.random_stream_log
+
+    def dropped(*a, **k):  # the log without its first BlockStored
+        batches = [list(batch) for batch in real(*a, **k)]
+        i, j = next((i, j) for i, b in enumerate(batches) for j, e in enumerate(b) if isinstance(e, vllm_pool.BlockStored))
+        del batches[i][j]
+        return [tuple(b) for b in batches]
+
+    monkeypatch.setattr(vllm_wire, "random_stream_log", dropped)
+    result = seed_checks.peer_event_logs(GateContext())
+    assert result.verdict is Verdict.FAILED and "vllm event log" in result.detail, result.detail
