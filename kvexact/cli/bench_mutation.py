@@ -28,11 +28,14 @@ from kvexact.spec.files import write_atomic
               help="reuse (or write) the checks' line coverage here; remeasured when the sources changed")
 @click.option("--timeout-factor", type=float, default=4.0, show_default=True,
               help="a probe may take 60 s + this times its checks' unmutated seconds (then it counts as killed)")
+@click.option("--checks", "only", default="", metavar="NAME,...",
+              help="restrict the fast level to these quick checks (a lower bound of the quick level's score: a "
+                   "mutant only other checks execute counts as not executed)")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="write every result here")
 @click.option("--table", "table_path", type=click.Path(path_type=Path), default=None,
               help="write the Markdown score table and the survivors here")
 def bench_mutation(modules: tuple[str, ...], max_mutants: int | None, seed: int, list_only: bool,
-                   map_path: Path | None, timeout_factor: float, json_path: Path | None,
+                   map_path: Path | None, timeout_factor: float, only: str, json_path: Path | None,
                    table_path: Path | None) -> int:
     """Mutate reference/ and the kernels' host code; report the score per module and the survivors."""
     from kvexact.gate import mutation as mu
@@ -42,6 +45,7 @@ def bench_mutation(modules: tuple[str, ...], max_mutants: int | None, seed: int,
     try:
         chosen = mu.select_modules(modules or mu.DEFAULT_MODULES)
         equivalents = mu.load_equivalents()
+        checks = mu.fast_checks(n for n in only.split(",") if n)
     except mu.MutationInputError as exc:
         raise click.UsageError(str(exc)) from None
     every = mu.enumerate_mutants(chosen)
@@ -56,16 +60,17 @@ def bench_mutation(modules: tuple[str, ...], max_mutants: int | None, seed: int,
     coverage_map = None
     if map_path is not None and map_path.exists():
         coverage_map = json.loads(map_path.read_text(encoding="utf-8"))
-        if coverage_map.get("digest") != mu.sources_digest():
-            click.echo("bench mutation: the sources changed since the coverage map; measuring again", err=True)
+        if coverage_map.get("digest") != mu.sources_digest() or sorted(coverage_map["checks"]) != sorted(checks):
+            click.echo("bench mutation: the sources or the checks changed since the coverage map; measuring again",
+                       err=True)
             coverage_map = None
     if coverage_map is None:
-        coverage_map = mu.measure_coverage(lambda text: click.echo(text, err=True))
+        coverage_map = mu.measure_coverage(lambda text: click.echo(text, err=True), checks)
         if map_path is not None:
             write_atomic(map_path, json.dumps(coverage_map) + "\n")
     started = time.monotonic()
     meta = {"seed": seed, "sampled": len(picked), "of": len(every), "modules": list(chosen),
-            "fast_level": {"level": mu.FAST_CHECKS_LEVEL, "profile": "ci", "gate_seed": 0}}
+            "fast_level": {"level": mu.FAST_CHECKS_LEVEL, "profile": "ci", "gate_seed": 0, "checks": checks}}
     done: list[mu.MutantResult] = []
 
     def on_result(i: int, n: int, r: mu.MutantResult) -> None:

@@ -41,6 +41,7 @@ class MutationRejection(enum.Enum):
     UNKNOWN_MODULE = "unknown module"
     EQUIVALENT_WITHOUT_REASON = "equivalent mutant without a reason"
     BAD_EQUIVALENTS_FILE = "unreadable equivalent-mutants file"
+    UNKNOWN_CHECK = "not a quick gate check"
 
 
 class MutationInputError(ValueError):
@@ -237,29 +238,41 @@ def measure_check(name: str) -> dict[str, Any]:
             "lines": lines}
 
 
-def measure_coverage(status: Callable[[str], None] = lambda _t: None) -> dict[str, Any]:
-    """The coverage map: every quick gate check run once, each in its own process, under coverage.py:
-    ``{"digest", "checks": {name: measure_check(name)}}``."""
-    import subprocess
-    import tempfile
-
+def fast_checks(only: Iterable[str] = ()) -> list[str]:
+    """The quick checks of the fast level, or the named ones among them (a restricted fast level: its score is
+    a lower bound of the quick level's, since a mutant only the other checks execute is not run)."""
     from kvexact.gate import framework
     from kvexact.gate.checks import load_checks
 
+    quick = [c.name for c in framework.select_checks(load_checks(), level=FAST_CHECKS_LEVEL)]
+    only = list(only)
+    unknown = [n for n in only if n not in quick]
+    if unknown:
+        raise MutationInputError(MutationRejection.UNKNOWN_CHECK,
+                                 f"{', '.join(unknown)}; the quick checks are {', '.join(quick)}")
+    return [n for n in quick if not only or n in only]
+
+
+def measure_coverage(status: Callable[[str], None] = lambda _t: None, only: Iterable[str] = ()) -> dict[str, Any]:
+    """The coverage map: every quick gate check (or the ``only`` ones) run once, each in its own process, under
+    coverage.py: ``{"digest", "checks": {name: measure_check(name)}}``."""
+    import subprocess
+    import tempfile
+
     out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for check in framework.select_checks(load_checks(), level=FAST_CHECKS_LEVEL):
-            status(f"coverage of {check.name} ...")
-            target = Path(tmp) / f"{check.name}.json"
-            done = subprocess.run([sys.executable, "-m", "kvexact.gate.mutation", "--measure", check.name,
+        for name in fast_checks(only):
+            status(f"coverage of {name} ...")
+            target = Path(tmp) / f"{name}.json"
+            done = subprocess.run([sys.executable, "-m", "kvexact.gate.mutation", "--measure", name,
                                    str(target)], capture_output=True, text=True)
             if done.returncode != 0 or not target.exists():
-                out[check.name] = {"seconds": 0.0, "passed": False, "lines": {},
-                                   "error": (done.stdout + done.stderr)[-300:]}
+                out[name] = {"seconds": 0.0, "passed": False, "lines": {},
+                             "error": (done.stdout + done.stderr)[-300:]}
             else:
-                out[check.name] = json.loads(target.read_text(encoding="utf-8"))
-            c = out[check.name]
-            status(f"  {check.name}: {'passed' if c['passed'] else 'NOT PASSED'} in {c['seconds']} s, "
+                out[name] = json.loads(target.read_text(encoding="utf-8"))
+            c = out[name]
+            status(f"  {name}: {'passed' if c['passed'] else 'NOT PASSED'} in {c['seconds']} s, "
                    f"{sum(map(len, c['lines'].values()))} lines")
     return {"digest": sources_digest(), "checks": out}
 

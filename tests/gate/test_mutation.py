@@ -51,6 +51,15 @@ def test_equivalent_without_a_reason_and_a_bad_file_are_rejected_by_name(tmp_pat
     assert bad.value.rejection is mu.MutationRejection.BAD_EQUIVALENTS_FILE
 
 
+def test_the_fast_level_may_be_restricted_to_named_quick_checks_only():
+    assert mu.fast_checks(["negative-registry", "reference-seed"]) == ["reference-seed", "negative-registry"]
+    assert "machines" in mu.fast_checks() and "spec-witnesses" not in mu.fast_checks()
+    for bad in (["spec-witnesses"], ["nope"]):  # a full-level check is not part of the fast level
+        with pytest.raises(mu.MutationInputError) as err:
+            mu.fast_checks(bad)
+        assert err.value.rejection is mu.MutationRejection.UNKNOWN_CHECK
+
+
 def test_the_kept_equivalents_file_loads_and_every_entry_has_a_reason():
     for key, reason in mu.load_equivalents().items():
         module, operator, change = key.split("|", 2)
