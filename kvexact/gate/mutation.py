@@ -142,6 +142,30 @@ def jit_lines(source: str) -> set[int]:
     return lines
 
 
+ANNOTATION_REASON = ("an operator inside a function's annotation under `from __future__ import annotations`: a "
+                     "string, never evaluated at run time")
+
+
+def annotation_only_lines(source: str) -> set[int]:
+    """Lines whose every ``|`` sits in a function's parameter or return annotation, in a module that postpones
+    annotations (PEP 563): a ``|`` mutated there changes a string nothing evaluates."""
+    tree = ast.parse(source)
+    if not any(isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations"
+                                                                                  for a in n.names)
+               for n in tree.body):
+        return set()
+    inside: set[tuple[int, int]] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            args = node.args
+            annotations = [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs,
+                                                  *filter(None, (args.vararg, args.kwarg))) if a.annotation]
+            for ann in (*annotations, *filter(None, [node.returns])):
+                inside.update((n.lineno, n.col_offset) for n in ast.walk(ann) if isinstance(n, ast.BinOp))
+    ors = [(n.lineno, n.col_offset) for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitOr)]
+    return {line for line, _c in inside} - {line for line, col in ors if (line, col) not in inside}
+
+
 def enumerate_mutants(modules: dict[str, Path]) -> list[Mutant]:
     """Every mutant cosmic-ray's argument-free operators make of the modules, outside Triton bodies (the
     mutated line is filled in later by :func:`with_after`, for the mutants that are run)."""
@@ -327,6 +351,9 @@ def run_mutants(mutants: list[Mutant], coverage_map: dict[str, Any], equivalents
         checks = checks_for(mutant, coverage_map)
         if mutant.key in equivalents:
             result = MutantResult(mutant, Outcome.EQUIVALENT, checks, reason=equivalents[mutant.key])
+        elif mutant.operator.startswith("core/ReplaceBinaryOperator_BitOr_") and mutant.line in annotation_only_lines(
+                mutant.path.read_text(encoding="utf-8")):
+            result = MutantResult(mutant, Outcome.EQUIVALENT, checks, reason=ANNOTATION_REASON)
         elif not checks:
             result = MutantResult(mutant, Outcome.NOT_EXECUTED)
         else:

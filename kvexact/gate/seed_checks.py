@@ -15,7 +15,7 @@ from typing import Any
 from kvexact.gate.framework import CheckResult, GateCheck, GateContext, Verdict
 
 Case = Callable[[], list[tuple[str, Any, Any]]]  # (what, got, expected)
-MIB, KIB = 1024 * 1024, 1024
+MIB = 1024 * 1024
 
 
 def radix_0x08F() -> list[tuple[str, Any, Any]]:

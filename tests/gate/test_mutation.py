@@ -115,6 +115,26 @@ def test_verdicts_and_scores():
     assert "survived" in text and "y is never read" in text and "[killed]" not in text
 
 
+SIGNATURES = """from __future__ import annotations
+def f(x: int | None, y: int = 1 | 2) -> list[int] | None:
+    return x | y
+def g(x: int | None = None) -> int | None:
+    return x
+"""
+
+
+def test_an_or_inside_postponed_function_annotations_only_is_equivalent(tmp_path):
+    assert mu.annotation_only_lines(SIGNATURES) == {4}  # line 2 also has a real | in a default value
+    assert mu.annotation_only_lines(SIGNATURES.split("\n", 1)[1]) == set()  # evaluated annotations
+    path = tmp_path / "m.py"
+    path.write_text(SIGNATURES, encoding="utf-8")
+    at = [mu.Mutant("reference.m", path, "core/ReplaceBinaryOperator_BitOr_Add", 0, line, line, "before", "after")
+          for line in (2, 4)]
+    results = mu.run_mutants(at, COVERAGE, {}, runner=lambda m, c, t: mu.MutantResult(m, mu.Outcome.SURVIVED))
+    assert [r.outcome for r in results] == [mu.Outcome.NOT_EXECUTED, mu.Outcome.EQUIVALENT]
+    assert results[1].reason == mu.ANNOTATION_REASON
+
+
 def test_probe_exits_0_when_its_checks_pass():
     ok = subprocess.run([sys.executable, "-m", "kvexact.gate.mutation", "packaging-selftest"], capture_output=True,
                         text=True, timeout=300)
