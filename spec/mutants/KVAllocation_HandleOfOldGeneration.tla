@@ -376,11 +376,19 @@ Spec == Init /\ [][Next]_vars
 \* publishing and rolling back a transaction are weakly fair (writers and reservations are not).
 LiveSpec == Spec /\ \A r \in Requests : WF_vars(AppendPublish(r)) /\ WF_vars(AppendRollback(r))
 
-\* State bound of the finite models (a CONSTRAINT, so bounded states are not deadlocks).
+\* State bound of the finite models (a CONSTRAINT, so bounded states are not deadlocks).  A request
+\* may go one table version past MaxVersion when it holds MaxTokens tokens and every other request is
+\* at version 0: a copy on write (AppendCopy) needs a cached partial tail, which a request reaches at
+\* version MaxVersion at the earliest (prefix hit, then truncate), so the states after a copy onto
+\* the last token are explored too.
 StateBound ==
     /\ \A g \in Groups, b \in Blocks : gen[g][b] <= MaxGen
     /\ epoch <= MaxEpoch
-    /\ \A r \in Requests : tver[r] <= MaxVersion
+    /\ \A r \in Requests :
+          \/ tver[r] <= MaxVersion
+          \/ /\ tver[r] = MaxVersion + 1
+             /\ len[r] = MaxTokens
+             /\ \A s \in Requests \ {r} : tver[s] = 0
 
 -----------------------------------------------------------------------------
 (* Invariants.                                                             *)

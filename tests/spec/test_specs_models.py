@@ -30,12 +30,25 @@ def test_ci_model_has_no_error_and_completes(ci_result):
         "(move the larger model to a .deep.cfg)")
 
 
+# CI models where every action also adds a new state within the CONSTRAINT, so the search goes on after it
+# (a successor beyond the bound is checked but never explored). KVAllocation's AppendCopy needs its allowance in
+# StateBound for that: a cached partial tail is reached at table version MaxVersion at the earliest.
+EXPLORED_AFTER_EVERY_ACTION = ("KVAllocation",)
+
+
 def test_every_action_of_the_ci_model_fires(ci_result):
     spec, r = ci_result
     fired = action_firings(r.coverage)
     assert set(fired) == set(spec_actions(spec)), "coverage and the checker's action list disagree"
     never = [a for a in spec_actions(spec) if fired[a] == 0]
     assert never == [], f"{spec}.cfg: actions that never fire: {never}"
+    if spec in EXPLORED_AFTER_EVERY_ACTION:
+        new: dict[str, int] = {}
+        for label, counts in r.coverage.items():
+            op = label.split("(", 1)[0].strip()
+            new[op] = new.get(op, 0) + int(counts.get("new", 0))
+        unexplored = [a for a in spec_actions(spec) if new[a] == 0]
+        assert unexplored == [], f"{spec}.cfg: every successor of {unexplored} lies beyond the bound or was known"
 
 
 def test_every_invariant_and_action_names_its_seed_section():
