@@ -83,7 +83,7 @@ def prefix_0x07() -> list[tuple[str, Any, Any]]:
     changed = list(s[:50])
     changed[37] = 7
     b = cache.lookup(px_lab.request("B", changed))
-    out = [("0x07B S_sem, hit", (b.semantic_match_tokens, b.runtime_hit_tokens), (37, 32))]
+    out: list[tuple[str, Any, Any]] = [("0x07B S_sem, hit", (b.semantic_match_tokens, b.runtime_hit_tokens), (37, 32))]
     cache48 = px_lab.cache_with(s[:48])
     for prompt, hit, recompute in ((48, 32, 16), (50, 48, 2)):
         r = cache48.lookup(px_lab.request("B", s[:prompt]))
