@@ -31,6 +31,8 @@ from kvexact.spec.checker.values import (
     min_value,
     mk_fcn,
     ordered_elements,
+    same_kind,
+    seq_length,
     tla_eq,
 )
 
@@ -75,6 +77,13 @@ def _eq(a: Any, b: Any) -> bool:
 
 
 def _in(x: Any, S: Any) -> bool:
+    if type(S) is frozenset:  # member() inlined for the common case
+        if x in S:
+            tx = type(x)
+            if tx is bool or (tx is int and (x == 0 or x == 1)):
+                same_kind(x, S)
+            return True
+        return False
     return member(x, S)
 
 
@@ -83,8 +92,10 @@ def _els(S: Any) -> frozenset:
 
 
 def _quant1(s, n, e, S, name, body, is_all):
+    if type(S) is not frozenset:
+        S = as_set(S)
     e2 = dict(e)
-    for x in _els(S):
+    for x in S:
         e2[name] = x
         v = body(s, n, e2)
         if v is not is_all:
@@ -95,20 +106,24 @@ def _quant1(s, n, e, S, name, body, is_all):
 
 
 def _setof1(s, n, e, S, name, body):
+    if type(S) is not frozenset:
+        S = as_set(S)
     e2 = dict(e)
     out = []
-    for x in _els(S):
+    for x in S:
         e2[name] = x
         out.append(body(s, n, e2))
     return frozenset(out)
 
 
 def _filter1(s, n, e, S, name, body):
-    if is_infinite(S):
-        _nb()  # a lazy set: the closure builds it
+    if type(S) is not frozenset:
+        if is_infinite(S):
+            _nb()  # a lazy set: the closure builds it
+        S = as_set(S)
     e2 = dict(e)
     out = []
-    for x in _els(S):
+    for x in S:
         e2[name] = x
         if body(s, n, e2) is True:
             out.append(x)
@@ -116,12 +131,20 @@ def _filter1(s, n, e, S, name, body):
 
 
 def _fcn1(s, n, e, S, name, body):
+    S = _els(S)
     e2 = dict(e)
+    k = seq_length(S)
+    if k > 0:  # the domain is 1..k: a tuple, built in order
+        out = []
+        for x in range(1, k + 1):
+            e2[name] = x
+            out.append(body(s, n, e2))
+        return tuple(out)
     d = {}
-    for x in _els(S):
+    for x in S:
         e2[name] = x
         d[x] = body(s, n, e2)
-    return mk_fcn(d)
+    return Fcn(d) if d else ()
 
 
 def _choose1(s, n, e, S, name, body):
@@ -144,6 +167,20 @@ def _combos(e: dict, binds: list):
 
 
 def _quantn(s, n, e, binds, body, is_all):
+    if len(binds) == 2:  # two binders: nested loops (the common case), same order as _combos
+        (set_a, A), (set_b, B) = binds
+        A, B = _els(A), _els(B)
+        e2 = dict(e)
+        for x in A:
+            set_a(e2, x)
+            for y in B:
+                set_b(e2, y)
+                v = body(s, n, e2)
+                if v is not is_all:
+                    if type(v) is not bool:
+                        _nb()
+                    return not is_all
+        return is_all
     for _, e2 in _combos(e, binds):
         v = body(s, n, e2)
         if v is not is_all:

@@ -81,9 +81,26 @@ def mk_fcn(d: dict) -> Any:
     n = len(d)
     if n == 0:
         return ()
+    if 1 not in d or n not in d:  # neither 1 nor TRUE (== 1) is a key, or n is not: not 1..n
+        return Fcn(d)
     if all(type(k) is int for k in d) and all(i in d for i in range(1, n + 1)):
         return tuple(d[i] for i in range(1, n + 1))
     return Fcn(d)
+
+
+_SEQ_LEN: dict[frozenset, int] = {}
+
+
+def seq_length(S: frozenset) -> int:
+    """n when the set S is 1..n with n >= 1 (so a function on S is a tuple), else -1; remembered per set."""
+    n = _SEQ_LEN.get(S)
+    if n is None:
+        k = len(S)
+        n = k if k and all(type(x) is int for x in S) and min(S) == 1 and max(S) == k else -1
+        if len(_SEQ_LEN) > 10_000:
+            _SEQ_LEN.clear()
+        _SEQ_LEN[S] = n
+    return n
 
 
 class LazySet:
@@ -215,7 +232,7 @@ class PowerSet(LazySet):
             if v and base:
                 x = next(iter(v))
                 if (type(x) is bool) != (type(next(iter(base))) is bool):
-                    _same_kind(x, base)
+                    same_kind(x, base)
             return True
         return all(member(x, base) for x in v)
 
@@ -267,7 +284,7 @@ class FcnSet(LazySet):
                 if x not in rng:
                     return False
                 if type(x) is bool or (type(x) is int and (x == 0 or x == 1)):
-                    _same_kind(x, rng)
+                    same_kind(x, rng)
             return True
         for x in vals:
             if not member(x, rng):
@@ -408,7 +425,7 @@ def member(x: Any, s: Any) -> bool:
         if x in s:
             tx = type(x)
             if tx is bool or (tx is int and (x == 0 or x == 1)):
-                _same_kind(x, s)  # Python's 1 == TRUE: the set must hold x's kind
+                same_kind(x, s)  # Python's 1 == TRUE: the set must hold x's kind
             return True
         return False
     if isinstance(s, LazySet):
@@ -416,7 +433,7 @@ def member(x: Any, s: Any) -> bool:
     raise EvalError(f"\\in applied to {fmt(s)}, which is not a set")
 
 
-def _same_kind(x: Any, s: frozenset) -> None:
+def same_kind(x: Any, s: frozenset) -> None:
     """``x in s`` found an equal element: raise as TLC does when it is a boolean and x an integer (or
     the reverse); TLC's sets hold one kind of value, so one element tells."""
     y = next(iter(s))
