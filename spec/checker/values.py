@@ -88,19 +88,16 @@ def mk_fcn(d: dict) -> Any:
     return Fcn(d)
 
 
-_SEQ_LEN: dict[frozenset, int] = {}
-
-
 def seq_length(S: frozenset) -> int:
-    """n when the set S is 1..n with n >= 1 (so a function on S is a tuple), else -1; remembered per set."""
-    n = _SEQ_LEN.get(S)
-    if n is None:
-        k = len(S)
-        n = k if k and all(type(x) is int for x in S) and min(S) == 1 and max(S) == k else -1
-        if len(_SEQ_LEN) > 10_000:
-            _SEQ_LEN.clear()
-        _SEQ_LEN[S] = n
-    return n
+    """n when the set S is 1..n with n >= 1 (so a function on S is a tuple), else -1. One pass, no memo:
+    a memo keyed by the set would confuse {TRUE} with {1}, which Python holds equal."""
+    k = len(S)
+    if k == 0 or 1 not in S or k not in S:
+        return -1
+    for x in S:
+        if type(x) is not int or x < 1 or x > k:
+            return -1
+    return k
 
 
 class LazySet:

@@ -12,6 +12,7 @@ from kvexact.spec.checker.values import (
     fmt,
     mk_fcn,
     ordered_elements,
+    seq_length,
     tla_eq,
 )
 
@@ -46,3 +47,44 @@ def test_printing_and_order():
     assert fmt(Fcn({5: 1})) == "(5 :> 1)"
     # TLC's order: sets by size first
     assert ordered_elements(frozenset({frozenset({1, 2}), frozenset({3})})) == [frozenset({3}), frozenset({1, 2})]
+
+
+def test_seq_length_is_n_only_for_one_to_n():
+    assert seq_length(frozenset({1, 2, 3})) == 3 and seq_length(frozenset({1})) == 1
+    for s in ({2, 3}, {1, 3}, {0, 1}, {True}, {True, 2}, {"a"}, set()):
+        assert seq_length(frozenset(s)) == -1, s
+
+
+def test_generated_function_builder_gives_tuples_only_on_one_to_n():
+    from kvexact.spec.checker.binders import _bind
+    from kvexact.spec.checker.codegen import _fcn1, _quantn
+
+    double = lambda s, n, e: e["i"] * 2  # noqa: E731
+    assert _fcn1(None, None, {}, frozenset({1, 2, 3}), "i", double) == (2, 4, 6)
+    assert _fcn1(None, None, {}, frozenset(), "i", double) == ()
+    f = _fcn1(None, None, {}, frozenset({2, 3}), "i", double)
+    assert type(f) is Fcn and f.d == {2: 4, 3: 6}
+    g = _fcn1(None, None, {}, frozenset({True}), "i", lambda s, n, e: 7)
+    assert type(g) is Fcn and list(g.d) == [True]
+    seen = []
+
+    def body(s, n, e):
+        seen.append((e["x"], e["y"]))
+        return e["x"] < e["y"]
+    binds = [(_bind("x"), frozenset({1, 2})), (_bind("y"), frozenset({3}))]
+    assert _quantn(None, None, {}, binds, body, True) is True and sorted(seen) == [(1, 3), (2, 3)]
+    assert _quantn(None, None, {}, binds, lambda s, n, e: e["x"] == 2, False) is True
+    assert _quantn(None, None, {}, binds, lambda s, n, e: e["x"] == 9, False) is False
+    with pytest.raises(TypeError):  # a non-boolean body leaves the fast path (the closure reports it)
+        _quantn(None, None, {}, binds, lambda s, n, e: 1, True)
+
+
+def test_functions_and_two_binder_quantifiers_evaluate_as_tla():
+    from kvexact.spec.checker import evaluate
+    assert evaluate("[i \\in {1, 2, 3} |-> i * 2] = <<2, 4, 6>>") is True
+    assert evaluate("DOMAIN [i \\in {2, 3} |-> i] = {2, 3}") is True
+    assert evaluate("[b \\in {TRUE} |-> 7][TRUE]") == 7
+    assert evaluate("\\A x \\in {1, 2}, y \\in {3, 4} : x < y") is True
+    assert evaluate("\\E x \\in {1, 2}, y \\in {1, 2} : x + y = 4") is True
+    with pytest.raises(EvalError, match="non-boolean|boolean"):
+        evaluate("\\A x \\in {1}, y \\in {2} : x")
