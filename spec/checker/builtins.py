@@ -274,6 +274,7 @@ def _sortseq(s, lt):
 # TLC's registers and the level of the state being evaluated (set by the engine)
 TLC_CONTEXT: dict = {"level": 0, "registers": {}}
 IMPURE = {"TLCGet", "TLCSet", "RandomElement", "JavaTime"}  # never cached as constants
+RANDOM = {"RandomElement"}  # a draw: cached only as a constant definition (TLC evaluates those once)
 
 
 def _tlcget(i):

@@ -254,6 +254,7 @@ class Compiler:
         self.trees: dict[str, tuple[Any, str]] = {}
         self.messages: list[str] = []
         self._memo: dict[tuple[int, int], tuple] = {}  # (id(node), id(scope)) -> (node, scope, fn, deps)
+        self._drawn: dict[int, tuple] = {}  # id(definition) -> (definition, its value cached once): random draws
         self.fast: FastGen | None = FastGen(self) if fast else None
         self.scoped_values: dict[tuple[str, str], Any] = {}  # cfg C = [M] v
         self.scoped_overrides: dict[tuple[str, str], str] = {}  # cfg C <- [M] Def
@@ -1180,7 +1181,9 @@ class Compiler:
 
     def _builtin(self, name, args, node, scope, spec: tuple):
         fn, deps = self._builtin_call(name, args, node, scope, spec)
-        if name in B.IMPURE:
+        if name in B.RANDOM:  # a draw: never cached, except in a constant definition (evaluated once)
+            deps = deps | {"$random"}
+        elif name in B.IMPURE:
             deps = deps | {"$impure"}  # its value is not a function of its arguments: never cached
         return fn, deps
 
@@ -1428,13 +1431,18 @@ class Compiler:
             return fref, deps
         if d.arity == 0:
             if d.is_let:
-                if bdeps and not (bdeps & {STATE, PRIME, "$lambda", "@", "$impure"}):
+                if bdeps and not (bdeps & {STATE, PRIME, "$lambda", "@", "$impure", "$random"}):
                     return self._let_memo(d, body, bdeps), bdeps
                 return body, bdeps
             if not bdeps:
                 return _cached_const(body), NODEPS
             if bdeps == frozenset({STATE}):
                 return _per_state(body), bdeps
+            if bdeps == frozenset({"$random"}):  # TLC evaluates a constant definition once, at startup,
+                hit = self._drawn.get(id(d))     # so a RandomElement in it is drawn once per run
+                if hit is None:
+                    hit = self._drawn[id(d)] = (d, _cached_const(body))
+                return hit[1], NODEPS
             return body, bdeps
         params = [p[0] for p in d.params]
         parts = [self._arg(a, ar, scope) for a, (_, ar) in zip(args, d.params, strict=False)]
