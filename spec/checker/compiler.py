@@ -518,9 +518,15 @@ class Compiler:
                 raise SpecError(f"cfg override {name} <- {self.overrides[name]}: no definition "
                                 f"{self.overrides[name]}")
             return target
-        if name in self.value_overrides and (b is None or b[0] in ("def", "const")):
+        if name in self.value_overrides and (b is None or b[0] == "const" or (b[0] == "def" and self._root_name(name, b))):
             return ("value", self.value_overrides[name])
         return b
+
+    def _root_name(self, name: str, b: tuple) -> bool:
+        """Is definition b what the root module calls ``name``? The cfg's ``name = v`` replaces only that
+        one, as in TLC: an INSTANCEd module's own definition of the same name keeps its body."""
+        r = self.root.lookup(name) if self.root is not None else None
+        return r is None or r is b or (r[0] == "def" and r[1] is b[1])
 
     # ---------------------------------------------------------------- expressions
 

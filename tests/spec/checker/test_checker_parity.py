@@ -143,6 +143,20 @@ def test_instance_with_uses_cfg_constants(tmp_path):
     assert check_model(spec).outcome is Outcome.SUCCESS
 
 
+def test_cfg_constant_leaves_an_instanced_definition_of_the_same_name(tmp_path):
+    """The cfg's Node = {...} assigns the root's CONSTANT Node; the INSTANCEd module's own definition
+    Node == 0..2 keeps its body, also in a substitution compiled while the modules load (EWD998ChanID
+    instances EWD998Chan, which instances EWD998 WITH a token built from its Node)."""
+    spec = write_spec(tmp_path, "CONSTANT Node\nVARIABLE x\nI == INSTANCE Inner\n"
+                      "Init == x = I!J!Count\nNext == UNCHANGED x\nInv == x = 3 /\\ Cardinality(Node) = 2",
+                      NOLOCK + "INVARIANT Inv\nCONSTANT Node = {a, b}\n",
+                      extra={"Inner.tla": "---- MODULE Inner ----\nEXTENDS Naturals\n"
+                                          "Node == 0..2\nJ == INSTANCE Inner2 WITH Z <- Node\n====\n",
+                             "Inner2.tla": "---- MODULE Inner2 ----\nEXTENDS FiniteSets\nCONSTANT Z\n"
+                                           "Count == Cardinality(Z)\n====\n"})
+    assert check_model(spec).outcome is Outcome.SUCCESS
+
+
 def test_cfg_module_scoped_value(tmp_path):
     """C = [M] v replaces the definition C of module M (here an unbounded CHOOSE TLC cannot evaluate)."""
     spec = write_spec(tmp_path, "CONSTANT NH\nVARIABLE x\nN == INSTANCE Nano\nInit == x = N!NoHash\n"
