@@ -26,7 +26,6 @@ from kvexact.spec.checker.values import (
     apply_fcn,
     as_set,
     fcn_update,
-    is_infinite,
     member,
     min_value,
     mk_fcn,
@@ -118,9 +117,7 @@ def _setof1(s, n, e, S, name, body):
 
 def _filter1(s, n, e, S, name, body):
     if type(S) is not frozenset:
-        if is_infinite(S):
-            _nb()  # a lazy set: the closure builds it
-        S = as_set(S)
+        _nb()  # a lazy set (or not a set): the closure builds it (or reports it)
     e2 = dict(e)
     out = []
     for x in S:

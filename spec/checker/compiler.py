@@ -39,7 +39,6 @@ from kvexact.spec.checker.values import (
     as_set,
     fcn_update,
     fmt,
-    is_infinite,
     member,
     min_value,
     mk_fcn,
@@ -860,7 +859,7 @@ class Compiler:
             e2 = dict(e)
             out = []
             S = fs(s, n, e)
-            if is_infinite(S):  # membership only, as TLC's SetPredValue
+            if isinstance(S, LazySet):  # lazy, as TLC's SetPredValue: membership needs no enumeration
                 def test(x, e2=e2):
                     setter(e2, x)
                     return fp(s, n, e2) is True

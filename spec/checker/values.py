@@ -174,18 +174,27 @@ class UnionSet(LazySet):
 
 
 class FilterSet(LazySet):
-    """{x \\in S : P(x)} over an infinite S: membership is S's and P's."""
+    """{x \\in S : P(x)} over a lazy S (infinite, or large such as SUBSET SUBSET T), as TLC's SetPredValue:
+    membership is S's and P's, without enumerating S; enumerated (once) only when its elements are needed."""
 
     def __init__(self, base: LazySet, test: Callable[[Any], bool]):
         self.base = base
         self.test = test
         self.name = f"{{x \\in {base.name} : ...}}"
+        self._els: frozenset | None = None
 
     def contains(self, v: Any) -> bool:
         return self.base.contains(v) and self.test(v)
 
     def finite(self) -> bool:
-        return False
+        return self.base.finite()
+
+    def elements(self) -> frozenset:
+        if self._els is None:
+            if not self.base.finite():
+                raise EvalError(f"cannot enumerate the infinite set {self.name}")
+            self._els = frozenset([x for x in ordered_elements(self.base) if self.test(x)])
+        return self._els
 
     def key(self) -> Any:
         return ("Filter", id(self))  # equal only to itself: TLC cannot compare such sets either

@@ -127,3 +127,18 @@ def test_except_outside_the_domain_leaves_the_function_unchanged():
     """TLA+: [f EXCEPT ![x] = e] = f when x \\notin DOMAIN f (e and @ are never evaluated)."""
     assert evaluate("[<<1, 2>> EXCEPT ![5] = @ + 1]") == (1, 2)
     assert to_python(evaluate("[[a |-> 1] EXCEPT !.b = 2]")) == {"a": 1}
+
+
+def test_membership_in_a_filtered_lazy_set_tests_only_the_element():
+    """x \\in {y \\in S : P(y)} over a lazy S (SUBSET ..., [S -> T]) is S's membership and P(x), as TLC's
+    SetPredValue: P is never evaluated at other elements (LoopInvariance's DomainPartitions filters
+    SUBSET SUBSET 1..n on every state). Enumerating it still gives every element."""
+    guarded = "{D \\in SUBSET SUBSET (1..3) : D = {{1}} \\/ Assert(FALSE, \"enumerated\")}"
+    assert evaluate("{{1}} \\in " + guarded) is True
+    with pytest.raises(EvalError, match="enumerated"):
+        evaluate("Cardinality(" + guarded + ")")
+    assert evaluate("{{1, 2}, {3}} \\in {D \\in SUBSET SUBSET (1..3) : UNION D = 1..3}") is True
+    assert evaluate("{{1, 2}} \\in {D \\in SUBSET SUBSET (1..3) : UNION D = 1..3}") is False
+    assert evaluate("Cardinality({D \\in SUBSET (1..4) : 1 \\in D})") == 8
+    assert evaluate("{D \\in SUBSET (1..2) : 1 \\in D} = {{1}, {1, 2}}") is True
+    assert evaluate("[x \\in {1} |-> 2] \\in {f \\in [{1} -> 1..3] : f[1] > 1}") is True
