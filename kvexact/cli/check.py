@@ -16,6 +16,7 @@ from pathlib import Path
 import click
 
 from kvexact.spec.checker.result import ModelCheckResult, Outcome
+from kvexact.spec.interrupts import sigint_seen
 
 ENGINES = ("embedded", "tlc", "both")
 
@@ -158,19 +159,23 @@ def check(spec: Path | None, cfg: Path | None, engine: str, tlc_jar: str | None,
     if simulate and engine != "embedded":
         raise click.UsageError("--simulate runs with the embedded engine only")
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
-    if mutants:
-        if engine == "both":
-            raise click.UsageError("--mutants runs one engine: embedded or tlc")
-        from kvexact.spec.mutants import run_mutants
-        return run_mutants(engine=engine, tlc_jar=tlc_jar, workers=max(workers, 2), echo=click.echo)
-    if spec is None:
+    if mutants and engine == "both":
+        raise click.UsageError("--mutants runs one engine: embedded or tlc")
+    if not mutants and spec is None:
         raise click.UsageError("missing argument SPEC (or --mutants)")
-    _readable(spec, "a TLA+ spec is a .tla text file")
-    if cfg is not None:
-        _readable(cfg, "a model config is a .cfg text file")
-    return run_check(spec, cfg, engine=engine, tlc_jar=tlc_jar, workers=workers, max_states=max_states,
-                     max_depth=max_depth, coverage=coverage, simulate=simulate, depth=depth, num=num,
-                     seed=seed, json_path=json_path, itf_path=itf_path, lib=lib)
+    # Ctrl-C stops a check even where the shell started it with SIGINT ignored (a background job), as it
+    # stops conform, fuzz and gate
+    with sigint_seen():
+        if mutants:
+            from kvexact.spec.mutants import run_mutants
+            return run_mutants(engine=engine, tlc_jar=tlc_jar, workers=max(workers, 2), echo=click.echo)
+        assert spec is not None
+        _readable(spec, "a TLA+ spec is a .tla text file")
+        if cfg is not None:
+            _readable(cfg, "a model config is a .cfg text file")
+        return run_check(spec, cfg, engine=engine, tlc_jar=tlc_jar, workers=workers, max_states=max_states,
+                         max_depth=max_depth, coverage=coverage, simulate=simulate, depth=depth, num=num,
+                         seed=seed, json_path=json_path, itf_path=itf_path, lib=lib)
 
 
 def _readable(path: Path, what: str) -> None:

@@ -2,7 +2,9 @@
 what was done, and no half-written or stale report.
 
 Each command runs in its own session; once it has printed a given line (so it is known to be at work),
-SIGINT goes to its whole process group, as a terminal's Ctrl-C does. No test waits a fixed time.
+SIGINT goes to its whole process group, as a terminal's Ctrl-C does. No test waits a fixed time. Each
+command starts with SIGINT ignored, as a shell starts a background job, so the command must install its
+own handler: the result is the same whether the test suite itself runs in the foreground or not.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ def interrupt_after(command: list[str], ready: str, cwd: Path) -> tuple[int, str
     its exit code and its whole output (stdout and stderr, interleaved)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd,
-                            env=env, start_new_session=True)
+                            env=env, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert proc.stdout is not None
     seen: list[str] = []
     for line in proc.stdout:
