@@ -52,9 +52,13 @@ def translate_0x03F() -> list[tuple[str, Any, Any]]:
 
 
 def ledger_0x0D() -> list[tuple[str, Any, Any]]:
-    """0x0D's worked ledger (P = 16 tokens, 64 KiB rows): 3 unique blocks give 3 x 16 = 48 slots, 3 MiB."""
+    """0x0D's worked ledger (P = 16 tokens, 64 KiB rows): 3 unique blocks give 3 x 16 = 48 slots, 3 MiB; the free
+    queue must be exactly the pool minus the reachable blocks (0x0D), so one idle block missing from it is refused."""
+    import attrs
+
     from kvexact.reference.labs.ledgers import worked_fixture
-    from kvexact.reference.ledgers import compute_ledger
+    from kvexact.reference.ledgers import LedgerRejection, compute_ledger
+    from kvexact.reference.rejections import rejection_of
 
     led = compute_ledger(worked_fixture())
     return [("logical/reserved rows", (led.logical_rows_tokens, led.reserved_rows_tokens), (74, 144)),
@@ -64,13 +68,16 @@ def ledger_0x0D() -> list[tuple[str, Any, Any]]:
                                                          led.unique_slots), (3, 33, 3 * 16)),
             ("unique capacity, tail slots", (led.unique_capacity_bytes, led.unique_tail_slots), (3 * MIB, 3 * 16 - 33)),
             ("pool blocks, pool idle bytes, metadata bytes", (led.pool_blocks, led.pool_idle_bytes, led.metadata_bytes),
-             (8, 5 * MIB, 482))]
+             (8, 5 * MIB, 482)),
+            ("free queue without idle block 107 (a leak) rejected as", rejection_of(lambda: compute_ledger(
+                attrs.evolve(worked_fixture(), free_queue_block_ids=(103, 104, 105, 106)))),
+             LedgerRejection.FREE_QUEUE_MISMATCH)]
 
 
 def prefix_0x07() -> list[tuple[str, Any, Any]]:
-    """0x07B (a change at token 37: S_sem 37, hit 32), 0x07E (the prompt-cap edge at 48 and 50 tokens), a
-    different cache salt or namespace generation sees no hit (0x07A: both are key/scope inputs), 0x09C's
-    full-block staircase at P = 8 (B 25 and C 16 tokens over A's 33: 16 + 16 capped hits, 24 + 16 without
+    """0x07B (a change at token 37: S_sem 37, hit 32), a given semantic match of 0 or 20 tokens caps the hit at 0
+    or 16 (0x07A), 0x07E (the prompt-cap edge at 48 and 50 tokens), a different cache salt or namespace
+    generation sees no hit (0x07A: both are key/scope inputs), 0x09C's full-block staircase at P = 8 (B 25 and C 16 tokens over A's 33: 16 + 16 capped hits, 24 + 16 without
     the logits cap; 24 + 15 with immutable partial tails)."""
     import attrs
 
@@ -84,6 +91,9 @@ def prefix_0x07() -> list[tuple[str, Any, Any]]:
     changed[37] = 7
     b = cache.lookup(px_lab.request("B", changed))
     out: list[tuple[str, Any, Any]] = [("0x07B S_sem, hit", (b.semantic_match_tokens, b.runtime_hit_tokens), (37, 32))]
+    for s_sem, hit in ((0, 0), (20, 16)):  # 0x07A: P floor(min(S_sem, S_indexed, S_prompt - 1) / P), S_sem in [0, S_prompt]
+        r = cache.lookup(px_lab.request("B", s[:50], semantic_match_tokens=s_sem))
+        out.append((f"0x07A given S_sem {s_sem}: hit", r.runtime_hit_tokens, hit))
     cache48 = px_lab.cache_with(s[:48])
     for prompt, hit, recompute in ((48, 32, 16), (50, 48, 2)):
         r = cache48.lookup(px_lab.request("B", s[:prompt]))
@@ -135,8 +145,67 @@ def telemetry_0x0CF() -> list[tuple[str, Any, Any]]:
              {"request_refs": 6, "unique_blocks": 3, "unique_tail_slots": 15, "metadata_bytes": 482})]
 
 
+def keys_0x09B() -> list[tuple[str, Any, Any]]:
+    """0x09B: H^full = P floor(T / P); at P = 1 every token is a full block, so 3 tokens hash as 3 blocks."""
+    from kvexact.reference.keys import KeyInputs, hash_full_blocks
+
+    return [("P=1: full blocks of 3 tokens", len(hash_full_blocks(KeyInputs((1, 2, 3)), 1)), 3)]
+
+
+def traversal_0x0A() -> list[tuple[str, Any, Any]]:
+    """0x0A: decoding B (25 tokens, g1 blocks 2000, 2001 at P = 16) told T = 24 reads ceil(24/16) = 2 tiles, the
+    last 24 mod 16 = 8 rows; 0x0BI's chunk ledger: 8 x 64 + 96 = 608 logical rows, 160 unique, 448 saved, at 512 B
+    a row 304, 80 and 224 KiB; at 16-token chunks 40 ordinary and 12 shared chunks, 32 partial states."""
+    from kvexact.reference.labs.translate import loop4_snapshot
+    from kvexact.reference.traversal import chunk_ledger, decode_traversal
+
+    steps = decode_traversal(loop4_snapshot(), "B", 1, context_tokens=24)
+    c = chunk_ledger(16)
+    kib = 1024
+    return [("B told 24 tokens: blocks, rows", [(st.handle.block_id, st.rows_read) for st in steps], [(2000, 16), (2001, 8)]),
+            ("0x0BI rows logical/unique/saved", (c.logical_rows, c.unique_rows, c.saved_rows), (608, 160, 448)),
+            ("0x0BI bytes logical/unique/saved", (c.logical_bytes, c.unique_bytes, c.saved_bytes),
+             (304 * kib, 80 * kib, 224 * kib)),
+            ("0x0BI chunks ordinary/shared, partial states", (c.ordinary_chunks, c.shared_chunks, c.partial_states),
+             (40, 12, 32))]
+
+
+def vmm_0x06F() -> list[tuple[str, Any, Any]]:
+    """0x06F: after D's row 8 commits (v23), D holds 9 valid tokens in three mapped bundles; a row is 2 heads x 4
+    dims x 2 B = 16 B over 4 tensors (K0, V0, K1, V1), so valid 9 x 16 x 4 = 576 B of 3 x 256 = 768 mapped."""
+    from kvexact.reference import vmm
+    from kvexact.reference.labs.vmm import seed_trace_0x06F
+
+    at = {t.label: t for t in seed_trace_0x06F()}
+    led = vmm.check_state(at["v23"].state)
+    return [("v23 mapped, active valid, active slack bytes", (led.mapped_bytes, led.active_valid_bytes,
+                                                              led.active_slack_bytes), (768, 576, 768 - 576)),
+            ("v23 pool bytes", (led.pool_bytes, led.free_handle_bytes), (768, 0))]
+
+
+def shared_prefix_0x0BA() -> list[tuple[str, Any, Any]]:
+    """0x0BA: merging the states of two disjoint key partitions gives the state of their union (same max, mass,
+    output, key count), in either order; the empty state is the identity."""
+    from kvexact.reference import shared_prefix as sp
+
+    q = (0.5, -1.0)
+    keys = ((1.0, 0.0), (0.0, 1.0), (2.0, -1.0), (-1.0, 0.5))
+    values = ((1.0, 2.0, 0.0), (0.0, 1.0, 3.0), (-2.0, 0.5, 1.0), (4.0, 0.0, -1.0))
+    a, b = sp.partition_state(q, keys[:1], values[:1], 1.0, 3), sp.partition_state(q, keys[1:], values[1:], 1.0, 3)
+    whole = sp.partition_state(q, keys, values, 1.0, 3)
+
+    def rounded(st: sp.PartitionState) -> tuple[Any, ...]:
+        return st.valid, round(st.m, 9), round(st.l, 9), tuple(round(x, 9) for x in st.u), st.c
+
+    return [("merge(a, b) = state of the union", rounded(sp.merge_states(a, b)), rounded(whole)),
+            ("merge(b, a) = state of the union", rounded(sp.merge_states(b, a)), rounded(whole)),
+            ("merge with the empty state", rounded(sp.merge_states(sp.empty_state(3), a)), rounded(a))]
+
+
 SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": translate_0x03F, "ledger 0x0D": ledger_0x0D,
-                               "prefix 0x07": prefix_0x07, "telemetry 0x0CF": telemetry_0x0CF}
+                               "prefix 0x07": prefix_0x07, "telemetry 0x0CF": telemetry_0x0CF,
+                               "keys 0x09B": keys_0x09B, "traversal 0x0A": traversal_0x0A, "vmm 0x06F": vmm_0x06F,
+                               "shared prefix 0x0BA": shared_prefix_0x0BA}
 
 
 def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:

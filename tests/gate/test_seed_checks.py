@@ -11,7 +11,7 @@ import pytest
 
 from kvexact.gate import seed_checks
 from kvexact.gate.framework import GateContext, Verdict
-from kvexact.reference import formulas, ledgers, prefix, radix, translate
+from kvexact.reference import formulas, keys, ledgers, prefix, radix, shared_prefix, translate, traversal, vmm
 
 
 def mutant_module(monkeypatch, module: types.ModuleType, before: str, after: str) -> types.ModuleType:
@@ -50,9 +50,31 @@ SURVIVORS = [
 ]
 
 
+# Survivors of the second sample (seed 1, 150 mutants, six checks; README, mutation testing).
+SURVIVORS += [
+    (keys, "_check_block_size", "block_size_tokens <= 0:", "block_size_tokens <= 1:", "keys 0x09B"),
+    (traversal, "decode_traversal", "if T > request.context_length_tokens:",
+     "if T is not request.context_length_tokens:", "traversal 0x0A: Rejected: TraversalRejection.READ_PAST_VISIBLE"),
+    (traversal, "chunk_ledger", "logical_bytes=logical * row_bytes,", "logical_bytes=logical // row_bytes,",
+     "traversal 0x0A: 0x0BI bytes"),
+    (prefix, "PrefixCache.lookup", "not 0 <= req.semantic_match_tokens <= s_prompt",
+     "not 0 != req.semantic_match_tokens <= s_prompt", "prefix 0x07: Rejected: PrefixRejection.SEMANTIC_MATCH_OUT_OF_RANGE"),
+    (ledgers, "validate_fixture", "set(free) != pool - reachable", "set(free) > pool - reachable",
+     "ledger 0x0D: free queue without idle block 107"),
+    (vmm, "ledgers", "if s.active) * c.row_bytes * c.tensors", "if s.active) >> c.row_bytes * c.tensors",
+     "vmm 0x06F: v23 mapped, active valid"),
+    (shared_prefix, "merge_states", "math.exp(a.m - m), math.exp(b.m - m)", "math.exp(a.m + m), math.exp(b.m - m)",
+     "shared prefix 0x0BA: merge(a, b)"),
+    (shared_prefix, "merge_states", "a.l * ea + b.l * eb", "a.l - ea + b.l * eb", "shared prefix 0x0BA: merge(a, b)"),
+]
+
+
 @pytest.mark.parametrize("module, name, before, after, case", SURVIVORS, ids=lambda v: getattr(v, "__name__", None))
 def test_a_former_survivor_fails_reference_seed_by_case(monkeypatch, module, name, before, after, case):
-    monkeypatch.setattr(module, name, getattr(mutant_module(monkeypatch, module, before, after), name))
+    owner, _, attr = name.rpartition(".")
+    target = getattr(module, owner) if owner else module  # a method: patched on its class
+    copy = mutant_module(monkeypatch, module, before, after)
+    monkeypatch.setattr(target, attr, getattr(getattr(copy, owner) if owner else copy, attr))
     result = seed_checks.reference_seed(GateContext())
     assert result.verdict is Verdict.FAILED
     assert case in result.detail, result.detail
