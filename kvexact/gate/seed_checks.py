@@ -152,6 +152,36 @@ def keys_0x09B() -> list[tuple[str, Any, Any]]:
     return [("P=1: full blocks of 3 tokens", len(hash_full_blocks(KeyInputs((1, 2, 3)), 1)), 3)]
 
 
+def allocator_0x05E() -> list[tuple[str, Any, Any]]:
+    """0x05B/0x05E: D's COW append publishes 1003@12 and 2003@6 at context 35, table version 2, epoch 43 -> 44;
+    truncate(D, 32) drops that suffix bundle, returns 1003@12 and 2003@6 to the free queues and publishes D's
+    next table version (each published table is version + 1, as A's 5 -> 6); F's 16 tokens reuse them at @13
+    and @7; a weak identity for a block past D's two-block table is refused."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import AllocRejection
+    from kvexact.reference.labs import allocator as fx
+    from kvexact.reference.rejections import rejection_of
+
+    alloc = fx.fixture_0x05b_forked()
+    lifecycle.cow_append(alloc, "D", 900, expected_generation=1, expected_table_version=alloc.request("D").table_version)
+    d = alloc.request("D")
+    out: list[tuple[str, Any, Any]] = [
+        ("COW append: D's tails, context, version, epoch",
+         ((d.tables[0][-1].block_id, d.tables[0][-1].generation), (d.tables[1][-1].block_id, d.tables[1][-1].generation),
+          d.context_tokens, d.table_version, alloc.epoch), ((1003, 12), (2003, 6), 35, 2, 44))]
+    lifecycle.truncate(alloc, "D", 32)
+    d = alloc.request("D")
+    out.append(("truncate(D, 32): blocks per group, version, free queues",
+                ([len(t) for t in d.tables], d.table_version, [alloc.pools[g].queue_order() for g in (0, 1)]),
+                ([2, 2], 3, [[1003], [2003]])))
+    f = alloc.allocate("F", list(range(500, 516)))
+    out.append(("allocate(F, 16) reuses", [(t[0].block_id, t[0].generation) for t in f.published_tables],
+                [(1003, 13), (2003, 7)]))
+    out.append(("cache block 3 of D's two-block table rejected as",
+                rejection_of(lambda: lifecycle.cache_block(alloc, "D", 3, "D/3")), AllocRejection.BAD_LOGICAL_BLOCK))
+    return out
+
+
 def traversal_0x0A() -> list[tuple[str, Any, Any]]:
     """0x0A: decoding B (25 tokens, g1 blocks 2000, 2001 at P = 16) told T = 24 reads ceil(24/16) = 2 tiles, the
     last 24 mod 16 = 8 rows; 0x0BI's chunk ledger: 8 x 64 + 96 = 608 logical rows, 160 unique, 448 saved, at 512 B
@@ -204,7 +234,7 @@ def shared_prefix_0x0BA() -> list[tuple[str, Any, Any]]:
 
 SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": translate_0x03F, "ledger 0x0D": ledger_0x0D,
                                "prefix 0x07": prefix_0x07, "telemetry 0x0CF": telemetry_0x0CF,
-                               "keys 0x09B": keys_0x09B, "traversal 0x0A": traversal_0x0A, "vmm 0x06F": vmm_0x06F,
+                               "allocator 0x05E": allocator_0x05E, "keys 0x09B": keys_0x09B, "traversal 0x0A": traversal_0x0A, "vmm 0x06F": vmm_0x06F,
                                "shared prefix 0x0BA": shared_prefix_0x0BA}
 
 

@@ -157,7 +157,8 @@ DERIVED = {
                            (dict(parts=[[0, 1], [3, 4]], keys=range(5)), False)],
     "attn.score": [(dict(query=[1.0, 2.0], key=[3.0, 4.0], head_dim=4), 5.5)],
     "attn.lse": [(dict(running_max=2.0, denominator=1.0), 2.0)],
-    "attn.partition_output": [(dict(numerator=[2.0, 4.0], denominator=2.0), (1.0, 2.0))],
+    "attn.partition_output": [(dict(numerator=[2.0, 4.0], denominator=2.0), (1.0, 2.0)),
+                              (dict(numerator=[1.0, 3.0], denominator=2.0), (0.5, 1.5))],
     "prompt.module_tokens": [(dict(token_ids=[7, 8, 9], position_ids=[10, 11, 12]), 3)],
     # 0x0CB: the same module text at other positions is not a hit
     "prompt.module_hit": [(dict(stored=dict(tokens=[7, 8], positions=[0, 1], schema="s1", abi="a"),

@@ -11,7 +11,9 @@ import pytest
 
 from kvexact.gate import seed_checks
 from kvexact.gate.framework import GateContext, Verdict
-from kvexact.reference import formulas, keys, ledgers, prefix, radix, shared_prefix, translate, traversal, vmm
+from kvexact.gate.formula_checks import formulas_golden
+from kvexact.reference import (formulas, formulas_seed, keys, ledgers, lifecycle, prefix, radix, shared_prefix,
+                               translate, traversal, vmm)
 
 
 def mutant_module(monkeypatch, module: types.ModuleType, before: str, after: str) -> types.ModuleType:
@@ -66,6 +68,10 @@ SURVIVORS += [
     (shared_prefix, "merge_states", "math.exp(a.m - m), math.exp(b.m - m)", "math.exp(a.m + m), math.exp(b.m - m)",
      "shared prefix 0x0BA: merge(a, b)"),
     (shared_prefix, "merge_states", "a.l * ea + b.l * eb", "a.l - ea + b.l * eb", "shared prefix 0x0BA: merge(a, b)"),
+    (lifecycle, "truncate", "table_version=rec.table_version + 1,", "table_version=rec.table_version ** 1,",
+     "allocator 0x05E: truncate(D, 32)"),
+    (lifecycle, "cache_block", "if not 0 <= logical_block < len(table):", "if not 0 <= logical_block != len(table):",
+     "allocator 0x05E: IndexError"),
 ]
 
 
@@ -134,3 +140,12 @@ def test_a_vllm_log_missing_a_store_fails_peer_event_logs(monkeypatch):
     monkeypatch.setattr(vllm_wire, "random_stream_log", dropped)
     result = seed_checks.peer_event_logs(GateContext())
     assert result.verdict is Verdict.FAILED and "vllm event log" in result.detail, result.detail
+
+
+def test_a_floor_division_in_partition_output_fails_formulas_golden(monkeypatch):
+    """Survivor formulas_seed (O_p = u_p / l_p with // ): the golden case 1.0 / 2.0 = 0.5 kills it."""
+    copy = mutant_module(monkeypatch, formulas_seed, "return tuple(u / denominator for u in numerator)",
+                         "return tuple(u // denominator for u in numerator)")
+    monkeypatch.setitem(formulas.REGISTRY, "attn.partition_output", copy.partition_output)
+    result = formulas_golden(GateContext())
+    assert result.verdict is Verdict.FAILED and "attn.partition_output" in result.detail, result.detail
