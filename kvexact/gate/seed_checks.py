@@ -281,8 +281,48 @@ def sglang_event_log() -> list[tuple[str, Any, Any]]:
     return [("SGLang profile log accepted by RadixIndex", result.ok or result.summary(), True)]
 
 
+def vllm_units() -> list[tuple[str, Any, Any]]:
+    """notes/vllm.md: the prefix-cache key is the block hash + the group id as 4 big-endian bytes (an id that
+    does not fit is refused); ``allocate_slots`` with no new and no computed tokens is refused (vLLM raises)."""
+    from kvexact.reference.peers import vllm_hashing as vh
+    from kvexact.reference.peers.vllm import ManagerRejection, VllmConfig, VllmKVCacheManager
+    from kvexact.reference.rejections import rejection_of
+
+    h = bytes(32)
+    m = VllmKVCacheManager.create(VllmConfig(11, 16))
+    req = m.make_request("r0", [1] * 20)
+    return [("key of group 258", vh.key_with_group(h, 258), h + b"\x00\x00\x01\x02"),
+            ("group id 2**32 rejected as", rejection_of(lambda: vh.key_with_group(h, 2 ** 32)),
+             vh.HashRejection.BAD_GROUP_ID),
+            ("allocate_slots(0 new, 0 computed) rejected as", rejection_of(lambda: m.allocate_slots(req, 0, 0)),
+             ManagerRejection.NO_TOKENS_TO_SCHEDULE)]
+
+
+def sglang_units() -> list[tuple[str, Any, Any]]:
+    """notes/sglang.md: 0.5.23's ``match_kv_cache`` matches the whole key but caps ``num_matched_prefix_tokens``
+    at input_len - 1 (8 cached tokens: 7 for an 8-token input, 8 for a 9-token one); ``inc_lock_ref`` moves a
+    node's tokens from evictable to protected when its lock goes 0 -> 1, ``dec_lock_ref`` back on 1 -> 0, and
+    evictable + protected = total (I1)."""
+    from kvexact.reference.peers.sglang import RadixCache, Req, match_kv_cache
+
+    c = RadixCache()
+    c.insert([1, 2, 3, 4, 5, 6, 7, 8])
+    got = []
+    for n in (8, 9):
+        r = Req(f"r{n}", list(range(1, n + 1)))
+        res = match_kv_cache(c, r)
+        got.append((res.device_prefix_len, r.num_matched_prefix_tokens))
+    node = c.match_prefix([1, 2, 3]).last_device_node  # splits the 8-token edge at 3
+    locked = (c.inc_lock_ref(node).delta, c.sizes())
+    unlocked = (c.dec_lock_ref(node).delta, c.sizes())
+    return [("match of 8 and 9 tokens: prefix, capped match", got, [(8, 7), (8, 8)]),
+            ("lock of the 3-token node: delta, (total, evictable, protected)", locked, (-3, (8, 5, 3))),
+            ("unlock: delta, sizes", unlocked, (3, (8, 8, 0)))]
+
+
 PEER_CASES: dict[str, Case] = {"vllm s01": vllm_scenario_s01, "vllm event log": vllm_event_log,
-                               "sglang event log": sglang_event_log}
+                               "sglang event log": sglang_event_log, "vllm units": vllm_units,
+                               "sglang units": sglang_units}
 
 
 def run_cases(cases: dict[str, Case]) -> CheckResult:

@@ -10,10 +10,21 @@ import types
 import pytest
 
 from kvexact.gate import seed_checks
-from kvexact.gate.framework import GateContext, Verdict
 from kvexact.gate.formula_checks import formulas_golden
-from kvexact.reference import (formulas, formulas_seed, keys, ledgers, lifecycle, prefix, radix, shared_prefix,
-                               translate, traversal, vmm)
+from kvexact.gate.framework import GateContext, Verdict
+from kvexact.reference import (
+    formulas,
+    formulas_seed,
+    keys,
+    ledgers,
+    lifecycle,
+    prefix,
+    radix,
+    shared_prefix,
+    translate,
+    traversal,
+    vmm,
+)
 
 
 def mutant_module(monkeypatch, module: types.ModuleType, before: str, after: str) -> types.ModuleType:
@@ -149,3 +160,29 @@ def test_a_floor_division_in_partition_output_fails_formulas_golden(monkeypatch)
     monkeypatch.setitem(formulas.REGISTRY, "attn.partition_output", copy.partition_output)
     result = formulas_golden(GateContext())
     assert result.verdict is Verdict.FAILED and "attn.partition_output" in result.detail, result.detail
+
+
+# Peer-profile survivors of the seed-1 sample, each killed by a case of peer-event-logs (run alone: a failed case
+# fails the whole check).
+PEER_SURVIVORS = [
+    ("sglang", "match_kv_cache", "cap = len(req.tokens()) - 1", "cap = len(req.tokens()) - 2", "sglang units"),
+    ("sglang", "RadixCache._lock_walk", "if step > 0 and cur.lock_ref == 0:", "if step > 0 and cur.lock_ref == 1:",
+     "sglang units"),
+    ("vllm_hashing", "key_with_group", "not isinstance(group_id, int) or not 0 <= group_id",
+     "not isinstance(group_id, int) and not 0 <= group_id", "vllm units"),
+    ("vllm", "VllmKVCacheManager.allocate_slots", "if num_new_tokens == 0 and num_new_computed_tokens == 0:",
+     "if num_new_tokens == -1 and num_new_computed_tokens == 0:", "vllm units"),
+]
+
+
+@pytest.mark.parametrize("peer, name, before, after, case", PEER_SURVIVORS)
+def test_a_former_peer_survivor_fails_its_peer_case(monkeypatch, peer, name, before, after, case):
+    import importlib
+
+    module = importlib.import_module(f"kvexact.reference.peers.{peer}")
+    owner, _, attr = name.rpartition(".")
+    copy = mutant_module(monkeypatch, module, before, after)
+    monkeypatch.setattr(getattr(module, owner) if owner else module, attr,
+                        getattr(getattr(copy, owner) if owner else copy, attr))
+    result = seed_checks.run_cases({case: seed_checks.PEER_CASES[case]})
+    assert result.verdict is Verdict.FAILED and case in result.detail, result.detail
