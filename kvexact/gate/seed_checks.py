@@ -2,7 +2,8 @@
 peer profiles' event logs against the specs (``peer-event-logs``).
 
 Invariant: ``reference-seed`` passes only when every case gives the seed's numbers (the expected values below are
-the seed's, or follow from them by the arithmetic written beside them); ``peer-event-logs`` passes only when the
+the seed's, or follow from them by the arithmetic written beside them) and the reference adapter meets the
+adapter protocol's names and arities; ``peer-event-logs`` passes only when the
 vLLM profile reproduces the measured scenario of ``notes/vllm.md`` and one event log of each profile, from a fixed
 seed, is accepted by the normative spec. Each mismatch is named by its case.
 """
@@ -156,16 +157,22 @@ def allocator_0x05E() -> list[tuple[str, Any, Any]]:
     """0x05B/0x05E: D's COW append publishes 1003@12 and 2003@6 at context 35, table version 2, epoch 43 -> 44;
     truncate(D, 32) drops that suffix bundle, returns 1003@12 and 2003@6 to the free queues and publishes D's
     next table version (each published table is version + 1, as A's 5 -> 6); F's 16 tokens reuse them at @13
-    and @7; a weak identity for a block past D's two-block table is refused."""
+    and @7; a weak identity for a block past D's two-block table is refused, and so is releasing the leased COW
+    sources (0x05C step 9) while the copy is in flight, before the publication (step 8)."""
     from kvexact.reference import lifecycle
     from kvexact.reference.allocator import AllocRejection
     from kvexact.reference.labs import allocator as fx
     from kvexact.reference.rejections import rejection_of
 
     alloc = fx.fixture_0x05b_forked()
+    txn = alloc.begin("append", "D", ("cow", "cow"), (900,), 1, alloc.request("D").table_version)
+    alloc.cow_begin(txn)  # sources leased (0x05C steps 2, 4); releasing them is step 9, after the publication
+    early = rejection_of(lambda: alloc.cow_release_sources(txn))
+    alloc = fx.fixture_0x05b_forked()
     lifecycle.cow_append(alloc, "D", 900, expected_generation=1, expected_table_version=alloc.request("D").table_version)
     d = alloc.request("D")
     out: list[tuple[str, Any, Any]] = [
+        ("COW sources released while the copy is in flight rejected as", early, AllocRejection.STEP_OUT_OF_ORDER),
         ("COW append: D's tails, context, version, epoch",
          ((d.tables[0][-1].block_id, d.tables[0][-1].generation), (d.tables[1][-1].block_id, d.tables[1][-1].generation),
           d.context_tokens, d.table_version, alloc.epoch), ((1003, 12), (2003, 6), 35, 2, 44))]
@@ -232,10 +239,32 @@ def shared_prefix_0x0BA() -> list[tuple[str, Any, Any]]:
             ("merge with the empty state", rounded(sp.merge_states(sp.empty_state(3), a)), rounded(a))]
 
 
+def adapter_protocol() -> list[tuple[str, Any, Any]]:
+    """The adapter protocol the machines call (``reference/adapters.py``): the reference adapter (without its
+    spec recorder) passes the name and arity check; an adapter whose ``append`` takes the request only (the
+    machines pass request, token) is refused as a bad signature."""
+    from kvexact.reference import adapters as ad
+
+    class OneArgumentAppend(ad.ReferenceAdapter):
+        def append(self, request: str) -> None:  # type: ignore[override]  # the planted bad signature
+            return None
+
+    def problem(adapter: Any) -> Any:
+        try:
+            ad.check_adapter(adapter)
+        except ad.AdapterError as exc:
+            return exc.problem
+        return None
+
+    config = ad.AdapterConfig()
+    return [("reference adapter: problem", problem(ad.ReferenceAdapter(config, spec=None)), None),
+            ("append(request) only: problem", problem(OneArgumentAppend(config, spec=None)), ad.AdapterProblem.METHOD_SIGNATURE)]
+
+
 SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": translate_0x03F, "ledger 0x0D": ledger_0x0D,
                                "prefix 0x07": prefix_0x07, "telemetry 0x0CF": telemetry_0x0CF,
                                "allocator 0x05E": allocator_0x05E, "keys 0x09B": keys_0x09B, "traversal 0x0A": traversal_0x0A, "vmm 0x06F": vmm_0x06F,
-                               "shared prefix 0x0BA": shared_prefix_0x0BA}
+                               "shared prefix 0x0BA": shared_prefix_0x0BA, "adapter protocol": adapter_protocol}
 
 
 def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:

@@ -186,3 +186,28 @@ def test_a_former_peer_survivor_fails_its_peer_case(monkeypatch, peer, name, bef
                         getattr(getattr(copy, owner) if owner else copy, attr))
     result = seed_checks.run_cases({case: seed_checks.PEER_CASES[case]})
     assert result.verdict is Verdict.FAILED and case in result.detail, result.detail
+
+
+def test_an_adapter_append_arity_of_one_fails_reference_seed(monkeypatch):
+    """Survivor adapters (REQUIRED_METHODS append 2 -> 1): the reference adapter is then refused."""
+    from kvexact.reference import adapters
+
+    monkeypatch.setitem(adapters.REQUIRED_METHODS, "append", 1)
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED and "adapter protocol: reference adapter" in result.detail, result.detail
+
+
+@pytest.mark.parametrize("after, verdict", [('if txn.publication_state != "PUBLISHED":', Verdict.PASSED),
+                                            ('if txn.publication_state > "PUBLISHED":', Verdict.FAILED)])
+def test_releasing_cow_sources_before_publication_fails_reference_seed(monkeypatch, after, verdict):
+    """Survivor allocator (cow_release_sources' `!= "PUBLISHED"` -> `>`: a BEGUN transaction passes); the
+    unchanged copy is the control (the copy's names resolve to the real rejection enum)."""
+    from kvexact.reference import allocator
+
+    copy = mutant_module(monkeypatch, allocator, 'if txn.publication_state != "PUBLISHED":', after)
+    copy.AllocRejection = allocator.AllocRejection
+    monkeypatch.setattr(allocator.Allocator, "cow_release_sources", copy.Allocator.cow_release_sources)
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is verdict, result.detail
+    if verdict is Verdict.FAILED:
+        assert "allocator 0x05E: COW sources released while the copy is in flight" in result.detail, result.detail
