@@ -222,8 +222,10 @@ def vmm_0x06F() -> list[tuple[str, Any, Any]]:
 
 def shared_prefix_0x0BA() -> list[tuple[str, Any, Any]]:
     """0x0BA: merging the states of two disjoint key partitions gives the state of their union (same max, mass,
-    output, key count), in either order; the empty state is the identity."""
+    output, key count), in either order; the empty state is the identity; a negative value width is refused."""
     from kvexact.reference import shared_prefix as sp
+    from kvexact.reference.labs import shared_prefix as sp_lab
+    from kvexact.reference.rejections import rejection_of
 
     q = (0.5, -1.0)
     keys = ((1.0, 0.0), (0.0, 1.0), (2.0, -1.0), (-1.0, 0.5))
@@ -234,7 +236,11 @@ def shared_prefix_0x0BA() -> list[tuple[str, Any, Any]]:
     def rounded(st: sp.PartitionState) -> tuple[Any, ...]:
         return st.valid, round(st.m, 9), round(st.l, 9), tuple(round(x, 9) for x in st.u), st.c
 
-    return [("merge(a, b) = state of the union", rounded(sp.merge_states(a, b)), rounded(whole)),
+    tree = sp_lab.SEED_TREE
+    return [("a value width of -1 rejected as", rejection_of(lambda: sp.draw_fixture(tree, sp_lab.SEED_NUM_SEQS,
+                                                                                 sp_lab.SEED_D_QK, -1, 0)),
+             sp.SharedPrefixRejection.NEGATIVE_SIZE),
+            ("merge(a, b) = state of the union", rounded(sp.merge_states(a, b)), rounded(whole)),
             ("merge(b, a) = state of the union", rounded(sp.merge_states(b, a)), rounded(whole)),
             ("merge with the empty state", rounded(sp.merge_states(sp.empty_state(3), a)), rounded(a))]
 

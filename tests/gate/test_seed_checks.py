@@ -79,6 +79,8 @@ SURVIVORS += [
     (shared_prefix, "merge_states", "math.exp(a.m - m), math.exp(b.m - m)", "math.exp(a.m + m), math.exp(b.m - m)",
      "shared prefix 0x0BA: merge(a, b)"),
     (shared_prefix, "merge_states", "a.l * ea + b.l * eb", "a.l - ea + b.l * eb", "shared prefix 0x0BA: merge(a, b)"),
+    (shared_prefix, "draw_fixture", "if d_qk < 0 or d_v < 0:", "if d_qk < 0 or d_v < -1:",
+     "shared prefix 0x0BA: a value width of -1"),
     (lifecycle, "truncate", "table_version=rec.table_version + 1,", "table_version=rec.table_version ** 1,",
      "allocator 0x05E: truncate(D, 32)"),
     (lifecycle, "cache_block", "if not 0 <= logical_block < len(table):", "if not 0 <= logical_block != len(table):",
