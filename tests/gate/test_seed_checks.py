@@ -88,12 +88,17 @@ SURVIVORS += [
 ]
 
 
+def patch_mutant(monkeypatch, module: types.ModuleType, name: str, before: str, after: str) -> None:
+    """Replace ``module.name`` (a function, or ``Class.method`` patched on its class) by its mutated copy."""
+    owner, _, attr = name.rpartition(".")
+    copy = mutant_module(monkeypatch, module, before, after)
+    monkeypatch.setattr(getattr(module, owner) if owner else module, attr,
+                        getattr(getattr(copy, owner) if owner else copy, attr))
+
+
 @pytest.mark.parametrize("module, name, before, after, case", SURVIVORS, ids=lambda v: getattr(v, "__name__", None))
 def test_a_former_survivor_fails_reference_seed_by_case(monkeypatch, module, name, before, after, case):
-    owner, _, attr = name.rpartition(".")
-    target = getattr(module, owner) if owner else module  # a method: patched on its class
-    copy = mutant_module(monkeypatch, module, before, after)
-    monkeypatch.setattr(target, attr, getattr(getattr(copy, owner) if owner else copy, attr))
+    patch_mutant(monkeypatch, module, name, before, after)
     result = seed_checks.reference_seed(GateContext())
     assert result.verdict is Verdict.FAILED
     assert case in result.detail, result.detail
@@ -181,11 +186,7 @@ PEER_SURVIVORS = [
 def test_a_former_peer_survivor_fails_its_peer_case(monkeypatch, peer, name, before, after, case):
     import importlib
 
-    module = importlib.import_module(f"kvexact.reference.peers.{peer}")
-    owner, _, attr = name.rpartition(".")
-    copy = mutant_module(monkeypatch, module, before, after)
-    monkeypatch.setattr(getattr(module, owner) if owner else module, attr,
-                        getattr(getattr(copy, owner) if owner else copy, attr))
+    patch_mutant(monkeypatch, importlib.import_module(f"kvexact.reference.peers.{peer}"), name, before, after)
     result = seed_checks.run_cases({case: seed_checks.PEER_CASES[case]})
     assert result.verdict is Verdict.FAILED and case in result.detail, result.detail
 
