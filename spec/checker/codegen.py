@@ -104,6 +104,12 @@ def _quant1(s, n, e, S, name, body, is_all):
     return is_all
 
 
+def _hset(cell: list, v: Any) -> Any:
+    """Store the value of a hoisted expression in its cell (see FastGen._hoist)."""
+    cell.append(v)
+    return v
+
+
 def _setof1(s, n, e, S, name, body):
     if type(S) is not frozenset:
         S = as_set(S)
@@ -199,7 +205,12 @@ HELPERS: dict[str, Any] = {
     "_nb": _nb, "_field": _field, "_app": _app, "_eq": _eq, "_in": _in, "Fcn": Fcn, "frozenset": frozenset,
     "_upd": fcn_update, "_quant1": _quant1, "_setof1": _setof1, "_filter1": _filter1, "_fcn1": _fcn1,
     "_choose1": _choose1, "_quantn": _quantn, "_setofn": _setofn, "_fcnn": _fcnn, "_min": min_value,
+    "_hset": _hset,
 }
+# A hoisted expression may not depend on these: a primed variable ("$p", compiler.PRIME: the next state
+# is filled in while an action runs), @ (changes per EXCEPT path), an operator argument, or a value that
+# is not a function of its inputs.
+_NO_HOIST = frozenset({"$p", "@", "$lambda", "$impure", "$random"})
 
 
 # Generated names (constants, temporaries, local functions) carry a process-wide counter, so the code of
@@ -267,12 +278,15 @@ class FastGen:
         self.top: tuple = (None, None, None)
         self.at: str | None = None  # the code of @ inside an EXCEPT value
         self.lets: dict[int, str] = {}  # id(LET definition) -> the code that stands for its value
+        # the binders enclosing the code being generated, outermost first: (bound names, cells to create
+        # just outside that binder's loop)
+        self.loops: list[tuple[frozenset, list[str]]] = []
 
     def _state(self) -> tuple:
-        return (self.ns, self.ops, self.top, self.at, self.lets)
+        return (self.ns, self.ops, self.top, self.at, self.lets, self.loops)
 
     def _restore(self, saved: tuple) -> None:
-        self.ns, self.ops, self.top, self.at, self.lets = saved
+        self.ns, self.ops, self.top, self.at, self.lets, self.loops = saved
 
     def _const(self, v: Any) -> str:
         name = f"_k{next(_COUNTER)}"
@@ -294,6 +308,7 @@ class FastGen:
     def compile(self, node: Any, scope: Any, slow: Callable, where: str) -> Callable | None:
         saved = self._state()
         self.ns, self.ops, self.top, self.at, self.lets = dict(HELPERS), 0, (node, scope, slow), None, {}
+        self.loops = []
         try:
             code = self.code(node, scope)
             if self.ops == 0:  # a literal, a name or one call: the closure is as fast
@@ -312,6 +327,7 @@ class FastGen:
         """The fast code of an expression, its constants added to ``ns``; None when it has none."""
         saved = self._state()
         self.ns, self.ops, self.top, self.at, self.lets = ns, 0, (None, None, None), None, {}
+        self.loops = []
         try:
             return self.code(node, scope)
         except _NoFast:
@@ -365,14 +381,55 @@ class FastGen:
             raise _NoFast()
         kind = type(node).__name__
         if kind in _OPS or (kind == "OperatorApplication" and node.arguments):
-            if not (node is self.top[0] and scope is self.top[1]) and not self.c.expr(node, scope)[1]:
-                return self._call(node, scope)  # constant-level: its compiled function caches the value
+            if not (node is self.top[0] and scope is self.top[1]):
+                deps = self.c.expr(node, scope)[1]
+                if not deps:
+                    return self._call(node, scope)  # constant-level: its compiled function caches the value
+                if self.loops and not (deps & _NO_HOIST):
+                    level = self._hoist_level(deps)
+                    if level < len(self.loops):
+                        return self._hoist(level, node, scope)
         if kind in _OPS:
             self.ops += 1
         method = getattr(self, "_g_" + kind, None)
         if method is not None:
             return method(node, scope)
         return self._call(node, scope)
+
+    def _hoist_level(self, deps: frozenset) -> int:
+        """The index of the outermost enclosing binder whose loop does not change an expression with
+        ``deps``: len(self.loops) when the innermost binder binds one of them."""
+        level = len(self.loops)
+        while level > 0 and not (self.loops[level - 1][0] & deps):
+            level -= 1
+        return level
+
+    def _hoist(self, level: int, node: Any, scope: Any) -> str:
+        """Loop-invariant code: the expression keeps its place, but its value is kept in a cell created
+        just outside the loop of binder ``level``, so it is computed at most once per run of that loop
+        (lazily: never when no iteration reaches it, as without the cell)."""
+        saved = self.loops
+        self.loops = saved[:level]
+        try:
+            code = self.code(node, scope)
+        finally:
+            self.loops = saved
+        cell = f"_c{next(_COUNTER)}"
+        saved[level][1].append(cell)
+        return f"({cell}[0] if {cell} else _hset({cell}, {code}))"
+
+    def _loop(self, names: Any, make: Callable[[], str]) -> str:
+        """The code of a binder's loop built by ``make`` with ``names`` bound inside it, preceded by the
+        cells of the expressions hoisted out of it."""
+        cells: list[str] = []
+        self.loops.append((frozenset(names), cells))
+        try:
+            code = make()
+        finally:
+            self.loops.pop()
+        if not cells:
+            return code
+        return "(" + "".join(f"({c} := []), " for c in cells) + code + ")[-1]"
 
     def _g_Parentheses(self, node, scope):
         return self.code(node.expression, scope)
@@ -478,12 +535,14 @@ class FastGen:
     # binders: the body is a lambda over (s, n, e) with the bound names in e, as the closures have them
 
     def _binders(self, decls, scope):
-        """(single name or None, [(setter constant, set code)], inner scope) for bounded binders."""
+        """(single name or None, [(setter constant, set code)], inner scope, bound names) for bounded
+        binders."""
         from kvexact.spec.checker.binders import _bind, _binder_names, _bounds
         bounds = _bounds(decls)
         if any(sset is None for _, sset in bounds):
             raise _NoFast()
-        inner = scope.bound(decls, [nm for b, _ in bounds for nm in _binder_names(b)])
+        names = [nm for b, _ in bounds for nm in _binder_names(b)]
+        inner = scope.bound(decls, names)
         binds = []
         for b, sset in bounds:
             binds.append((self._const(_bind(b)), self.code(sset, scope)))
@@ -491,61 +550,67 @@ class FastGen:
         if len(bounds) == 1 and type(bounds[0][0]).__name__ != "Tuple":
             from kvexact.spec.checker.binders import _name_of
             single = _name_of(bounds[0][0])
-        return single, binds, inner
+        return single, binds, inner, names
 
     def _lambda(self, node, inner) -> str:
         return f"(lambda s, n, e: {self.code(node, inner)})"
 
+    def _bound_loop(self, decls, scope, body_node, one: str, many: str, extra: str = "",
+                    tuple_ok: bool = True) -> str:
+        """``one(s, n, e, S, name, body{extra})`` for one plain binder, else ``many(s, n, e, [(setter, S),
+        ...], body{extra})`` (not for one tuple binder unless ``tuple_ok``), with loop-invariant parts of
+        the body hoisted out of the loop."""
+        single, binds, inner, names = self._binders(decls, scope)
+        if single is None and len(binds) == 1 and not tuple_ok:
+            raise _NoFast()
+
+        def make() -> str:
+            body = self._lambda(body_node, inner)
+            if single is not None:
+                return f"{one}(s, n, e, {binds[0][1]}, {single!r}, {body}{extra})"
+            return f"{many}(s, n, e, [{', '.join(f'({a}, {b})' for a, b in binds)}], {body}{extra})"
+        return self._loop(names, make)
+
     def _g_Quantification(self, node, scope):
         if node.quantifier not in ("\\A", "\\E"):
             raise _NoFast()
-        single, binds, inner = self._binders(node.declarations, scope)
-        is_all = node.quantifier == "\\A"
-        body = self._lambda(node.predicate, inner)
-        if single is not None:
-            return f"_quant1(s, n, e, {binds[0][1]}, {single!r}, {body}, {is_all})"
-        return f"_quantn(s, n, e, [{', '.join(f'({a}, {b})' for a, b in binds)}], {body}, {is_all})"
+        extra = ", True" if node.quantifier == "\\A" else ", False"
+        return self._bound_loop(node.declarations, scope, node.predicate, "_quant1", "_quantn", extra)
 
     def _g_SetComprehension(self, node, scope):
-        single, binds, inner = self._binders(node.declarations, scope)
-        body = self._lambda(node.item, inner)
-        if single is not None:
-            return f"_setof1(s, n, e, {binds[0][1]}, {single!r}, {body})"
-        return f"_setofn(s, n, e, [{', '.join(f'({a}, {b})' for a, b in binds)}], {body})"
+        return self._bound_loop(node.declarations, scope, node.item, "_setof1", "_setofn")
 
     def _g_Function(self, node, scope):
-        single, binds, inner = self._binders(node.declaration, scope)
-        body = self._lambda(node.value, inner)
-        if single is not None:
-            return f"_fcn1(s, n, e, {binds[0][1]}, {single!r}, {body})"
-        if len(binds) == 1:
-            raise _NoFast()  # one tuple binder: keyed by the element itself (the closure's way)
-        return f"_fcnn(s, n, e, [{', '.join(f'({a}, {b})' for a, b in binds)}], {body})"
+        # one tuple binder: keyed by the element itself (the closure's way)
+        return self._bound_loop(node.declaration, scope, node.value, "_fcn1", "_fcnn", tuple_ok=False)
 
-    def _g_SetSlice(self, node, scope):
-        b, sset = node.declaration.arguments
-        if type(b).__name__ == "Tuple":
-            raise _NoFast()
-        from kvexact.spec.checker.binders import _name_of
-        name = _name_of(b)
-        inner = scope.child()
-        inner.names[name] = ("bound", name)
-        return f"_filter1(s, n, e, {self.code(sset, scope)}, {name!r}, {self._lambda(node.predicate, inner)})"
-
-    def _g_Choose(self, node, scope):
-        binder = node.declaration
-        if not (type(binder).__name__ == "OperatorApplication" and binder.operator == "\\in" and binder.arguments):
-            raise _NoFast()
+    def _one_binder(self, binder, scope) -> tuple[str, Any, str]:
+        """(name, inner scope, set code) of a binder ``x \\in S`` (no tuple)."""
         b, sset = binder.arguments
         if type(b).__name__ == "Tuple":
             raise _NoFast()
         from kvexact.spec.checker.binders import _name_of
         name = _name_of(b)
-        if type(node.predicate).__name__ == "BooleanLiteral" and node.predicate.value == "TRUE":
-            return f"_min({self.code(sset, scope)})"
         inner = scope.child()
         inner.names[name] = ("bound", name)
-        return f"_choose1(s, n, e, {self.code(sset, scope)}, {name!r}, {self._lambda(node.predicate, inner)})"
+        return name, inner, self.code(sset, scope)
+
+    def _g_SetSlice(self, node, scope):
+        name, inner, sset = self._one_binder(node.declaration, scope)
+        return self._loop([name], lambda: f"_filter1(s, n, e, {sset}, {name!r}, "
+                                          f"{self._lambda(node.predicate, inner)})")
+
+    def _g_Choose(self, node, scope):
+        binder = node.declaration
+        if not (type(binder).__name__ == "OperatorApplication" and binder.operator == "\\in" and binder.arguments):
+            raise _NoFast()
+        if type(node.predicate).__name__ == "BooleanLiteral" and node.predicate.value == "TRUE":
+            if type(binder.arguments[0]).__name__ == "Tuple":
+                raise _NoFast()
+            return f"_min({self.code(binder.arguments[1], scope)})"
+        name, inner, sset = self._one_binder(binder, scope)
+        return self._loop([name], lambda: f"_choose1(s, n, e, {sset}, {name!r}, "
+                                          f"{self._lambda(node.predicate, inner)})")
 
     # operators
 
