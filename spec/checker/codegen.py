@@ -104,12 +104,6 @@ def _quant1(s, n, e, S, name, body, is_all):
     return is_all
 
 
-def _hset(cell: list, v: Any) -> Any:
-    """Store the value of a hoisted expression in its cell (see FastGen._hoist)."""
-    cell.append(v)
-    return v
-
-
 def _setof1(s, n, e, S, name, body):
     if type(S) is not frozenset:
         S = as_set(S)
@@ -193,6 +187,22 @@ def _quantn(s, n, e, binds, body, is_all):
     return is_all
 
 
+def _quant2(s, n, e, A, a, B, b, body, is_all):
+    """Two plain binders ``a \\in A, b \\in B``: nested loops in _combos's order, names set directly."""
+    A, B = _els(A), _els(B)
+    e2 = dict(e)
+    for x in A:
+        e2[a] = x
+        for y in B:
+            e2[b] = y
+            v = body(s, n, e2)
+            if v is not is_all:
+                if type(v) is not bool:
+                    _nb()
+                return not is_all
+    return is_all
+
+
 def _setofn(s, n, e, binds, body):
     return frozenset([body(s, n, e2) for _, e2 in _combos(e, binds)])
 
@@ -204,13 +214,14 @@ def _fcnn(s, n, e, binds, body):
 HELPERS: dict[str, Any] = {
     "_nb": _nb, "_field": _field, "_app": _app, "_eq": _eq, "_in": _in, "Fcn": Fcn, "frozenset": frozenset,
     "_upd": fcn_update, "_quant1": _quant1, "_setof1": _setof1, "_filter1": _filter1, "_fcn1": _fcn1,
-    "_choose1": _choose1, "_quantn": _quantn, "_setofn": _setofn, "_fcnn": _fcnn, "_min": min_value,
-    "_hset": _hset,
+    "_choose1": _choose1, "_quantn": _quantn, "_quant2": _quant2, "_setofn": _setofn, "_fcnn": _fcnn, "_min": min_value,
 }
 # A hoisted expression may not depend on these: a primed variable ("$p", compiler.PRIME: the next state
 # is filled in while an action runs), @ (changes per EXCEPT path), an operator argument, or a value that
 # is not a function of its inputs.
 _NO_HOIST = frozenset({"$p", "@", "$lambda", "$impure", "$random"})
+_BINDER_FORMS = frozenset({"Quantification", "SetComprehension", "SetSlice", "Function", "Choose"})
+_INLINE_OPS = frozenset({"/\\", "\\/", "~", "=>", "<=>", "=", "/=", "\\in", "\\notin", "'", *_INT_OPS})
 
 
 # Generated names (constants, temporaries, local functions) carry a process-wide counter, so the code of
@@ -385,7 +396,7 @@ class FastGen:
                 deps = self.c.expr(node, scope)[1]
                 if not deps:
                     return self._call(node, scope)  # constant-level: its compiled function caches the value
-                if self.loops and not (deps & _NO_HOIST):
+                if self.loops and not (deps & _NO_HOIST) and self._worth_hoisting(kind, node):
                     level = self._hoist_level(deps)
                     if level < len(self.loops):
                         return self._hoist(level, node, scope)
@@ -395,6 +406,14 @@ class FastGen:
         if method is not None:
             return method(node, scope)
         return self._call(node, scope)
+
+    @staticmethod
+    def _worth_hoisting(kind: str, node: Any) -> bool:
+        """Binder forms and operator calls (not the inline ones: a cell costs about as much as those)."""
+        if kind in _BINDER_FORMS:
+            return True
+        from kvexact.spec.checker.binders import ALIASES
+        return kind == "OperatorApplication" and ALIASES.get(node.operator, node.operator) not in _INLINE_OPS
 
     def _hoist_level(self, deps: frozenset) -> int:
         """The index of the outermost enclosing binder whose loop does not change an expression with
@@ -416,7 +435,7 @@ class FastGen:
             self.loops = saved
         cell = f"_c{next(_COUNTER)}"
         saved[level][1].append(cell)
-        return f"({cell}[0] if {cell} else _hset({cell}, {code}))"
+        return f"({cell}[0] if {cell} else ({cell}.append({code}) or {cell}[0]))"
 
     def _loop(self, names: Any, make: Callable[[], str]) -> str:
         """The code of a binder's loop built by ``make`` with ``names`` bound inside it, preceded by the
@@ -563,11 +582,15 @@ class FastGen:
         single, binds, inner, names = self._binders(decls, scope)
         if single is None and len(binds) == 1 and not tuple_ok:
             raise _NoFast()
+        pair = one == "_quant1" and len(binds) == 2 and len(names) == 2
 
         def make() -> str:
             body = self._lambda(body_node, inner)
             if single is not None:
                 return f"{one}(s, n, e, {binds[0][1]}, {single!r}, {body}{extra})"
+            if pair:  # two plain names (a tuple binder binds more names than it has sets)
+                (_, sa), (_, sb) = binds
+                return f"_quant2(s, n, e, {sa}, {names[0]!r}, {sb}, {names[1]!r}, {body}{extra})"
             return f"{many}(s, n, e, [{', '.join(f'({a}, {b})' for a, b in binds)}], {body}{extra})"
         return self._loop(names, make)
 

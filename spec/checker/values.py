@@ -11,7 +11,7 @@ fingerprint never confuses ``TRUE`` with ``1``.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 
@@ -447,10 +447,14 @@ def same_kind(x: Any, s: frozenset) -> None:
         raise EvalError(f"attempted to compare {kind(x)} {fmt(x)} with {kind(y)} {fmt(y)}")
 
 
-def ordered_elements(s: Any) -> list:
-    """A set's elements in TLC's deterministic order (used for \\E branches, CHOOSE, x' \\in S)."""
+def ordered_elements(s: Any) -> Sequence:
+    """A set's elements in TLC's deterministic order (used for \\E branches, CHOOSE, x' \\in S); a lazy
+    set (immutable, as every value) keeps its order once computed."""
     if isinstance(s, (FcnSet, RecordSet, ProductSet, PowerSet)):
-        return s.ordered()
+        order = s.__dict__.get("_order")
+        if order is None:
+            order = s._order = tuple(s.ordered())
+        return order
     return sorted_values(as_set(s))
 
 
