@@ -218,7 +218,7 @@ HELPERS: dict[str, Any] = {
 }
 # A hoisted expression may not depend on these: a primed variable ("$p", compiler.PRIME: the next state
 # is filled in while an action runs), @ (changes per EXCEPT path), an operator argument, or a value that
-# is not a function of its inputs.
+# is not a function of its inputs; nor on a call of a definition still being compiled ("$rec...").
 _NO_HOIST = frozenset({"$p", "@", "$lambda", "$impure", "$random"})
 _BINDER_FORMS = frozenset({"Quantification", "SetComprehension", "SetSlice", "Function", "Choose"})
 _INLINE_OPS = frozenset({"/\\", "\\/", "~", "=>", "<=>", "=", "/=", "\\in", "\\notin", "'", *_INT_OPS})
@@ -396,7 +396,8 @@ class FastGen:
                 deps = self.c.expr(node, scope)[1]
                 if not deps:
                     return self._call(node, scope)  # constant-level: its compiled function caches the value
-                if self.loops and not (deps & _NO_HOIST) and self._worth_hoisting(kind, node):
+                if (self.loops and not (deps & _NO_HOIST) and self._worth_hoisting(kind, node)
+                        and not any(x.startswith("$rec") for x in deps)):
                     level = self._hoist_level(deps)
                     if level < len(self.loops):
                         return self._hoist(level, node, scope)

@@ -49,6 +49,31 @@ from kvexact.spec.checker.values import (
 STATE = "$s"
 PRIME = "$p"
 NODEPS: frozenset = frozenset()
+REC = "$rec"  # prefix of the dependency a recursive call has while its definition is being compiled
+
+
+def _rec_mark(d: Any) -> str:
+    return f"{REC}{id(d)}"
+
+
+def in_recursion(deps: frozenset) -> bool:
+    """Whether ``deps`` include a call of a definition still being compiled (its dependencies unknown
+    yet: never cached, memoized or hoisted on them)."""
+    return any(x.startswith(REC) for x in deps)
+
+
+def _settle_recursion(d: Any, deps: frozenset) -> frozenset:
+    """The dependencies of ``d``'s body once compiled: its calls of itself depend on what the body
+    does (their arguments are counted at the call), so a self-recursive definition without state is a
+    function of its arguments, memoized as any other; a call of another definition still being compiled
+    (mutual recursion) is conservatively state- and action-level."""
+    marks = frozenset(x for x in deps if x.startswith(REC))
+    if not marks:
+        return deps
+    deps = deps - marks
+    if marks - {_rec_mark(d)}:
+        deps = deps | {STATE, PRIME}
+    return deps
 
 
 
@@ -1262,7 +1287,7 @@ class Compiler:
         if d.compiling:
             def later(s, n, e):
                 return d.fn(s, n, e)  # type: ignore[misc]
-            return later, frozenset({STATE, PRIME})
+            return later, frozenset({_rec_mark(d)})
         d.compiling = True
         inner = d.scope.child()
         for p, ar in d.params:
@@ -1274,6 +1299,7 @@ class Compiler:
             fn, deps = self._expr(body, inner)
             if self.fast is not None and not isinstance(body, str):
                 fn = self.fast.compile(body, inner, fn, loc_of(body, inner.mod)) or fn
+        deps = _settle_recursion(d, deps)
         d.fn, d.deps = fn, deps
         d.compiling = False
         return fn, deps
@@ -1436,7 +1462,8 @@ class Compiler:
             return fref, deps
         if d.arity == 0:
             if d.is_let:
-                if bdeps and not (bdeps & {STATE, PRIME, "$lambda", "@", "$impure", "$random"}):
+                if bdeps and not (bdeps & {STATE, PRIME, "$lambda", "@", "$impure", "$random"}) \
+                        and not in_recursion(bdeps):
                     return self._let_memo(d, body, bdeps), bdeps
                 return body, bdeps
             if not bdeps:

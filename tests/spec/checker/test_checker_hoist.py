@@ -71,6 +71,17 @@ def test_each_call_of_an_operator_gets_a_fresh_value():
     assert calls == [1, 2, 3]  # once per call of G: invariant in both loops, never in G's argument
 
 
+def test_a_self_recursive_operator_without_state_is_memoized_by_its_arguments():
+    defs = "RECURSIVE R(_)\nR(k) == IF k = 0 THEN Count(k) ELSE R(k - 1) + 1"
+    value, calls = run("\\A x \\in 1..3 : R(3 + x - x) = 3", defs)  # the argument names x: not hoisted
+    assert value is True and calls == [0]  # the second and third R(3) are the first one's value
+    value, calls = run("<<R(2), R(1)>>", defs)
+    assert value == (2, 1)
+    mutual = "RECURSIVE A(_), B(_)\nA(k) == IF k = 0 THEN Count(k) ELSE B(k - 1)\nB(k) == A(k)"
+    value, calls = run("\\A x \\in 1..3 : A(2 + x - x) = 0", mutual)
+    assert value is True and len(calls) == 3  # mutual recursion: never memoized (as before)
+
+
 def test_a_filter_over_a_product_set_keeps_its_order_and_value():
     value, _ = run("<<Cardinality({rj \\in {1, 2} \\X (1..3) : rj[2] > 1}), "
                    "Cardinality({rj \\in {1, 2} \\X (1..3) : rj[2] > 2})>>")
@@ -101,8 +112,9 @@ def test_two_plain_binders_loop_as_the_general_case():
 
 
 def test_hoisted_values_are_not_reused_across_states(tmp_path):
-    """x counts 0..5; AddX's value depends on x (a state variable), Dbl's on its argument only: both sit
-    in loops they are invariant in. Each invariant fails first in the state with x = 4."""
+    """x counts 0..5; AddX's and the recursive S's values depend on x (a state variable), Dbl's on its
+    argument only: each sits in loops it is invariant in. Each invariant fails first in the state with
+    x = 4."""
     body = """
     VARIABLE x
     Init == x = 0
@@ -111,9 +123,12 @@ def test_hoisted_values_are_not_reused_across_states(tmp_path):
     Dbl(v) == v * 2
     InvA == \\A i \\in {1} : \\A j \\in 1..2 : AddX(i) # 5
     InvB == \\A i \\in 1..2 : \\E j \\in 1..3 : Dbl(x) # 8 /\\ j > 0
+    RECURSIVE S(_)
+    S(k) == IF k = 0 THEN x ELSE S(k - 1)
+    InvC == \\A i \\in 1..2 : S(2) # 4
     Ok == \\A i \\in 1..2 : \\A j \\in 1..2 : AddX(i) + Dbl(x) < 100
     """
-    for inv in ("InvA", "InvB"):
+    for inv in ("InvA", "InvB", "InvC"):
         spec = write_spec(tmp_path, body, f"INIT Init\nNEXT Next\nINVARIANT {inv}\nCHECK_DEADLOCK FALSE\n")
         r = check_model(spec, spec.with_suffix(".cfg"))
         assert r.outcome is Outcome.SAFETY, inv
