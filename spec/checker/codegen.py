@@ -203,6 +203,29 @@ def _quant2(s, n, e, A, a, B, b, body, is_all):
     return is_all
 
 
+def _memo_miss(memo: dict, body: Callable, params: list) -> Callable:
+    """The miss path of a memoized call of a definition whose body reads only its parameters: the body
+    on the argument value (one parameter) or tuple of values, stored in ``memo``."""
+    if len(params) == 1:
+        p0 = params[0]
+
+        def miss1(s, n, x):
+            v = body(s, n, {p0: x})
+            if len(memo) > 200_000:
+                memo.clear()
+            memo[x] = v
+            return v
+        return miss1
+
+    def missn(s, n, key):
+        v = body(s, n, dict(zip(params, key, strict=True)))
+        if len(memo) > 200_000:
+            memo.clear()
+        memo[key] = v
+        return v
+    return missn
+
+
 def _setofn(s, n, e, binds, body):
     return frozenset([body(s, n, e2) for _, e2 in _combos(e, binds)])
 
@@ -725,9 +748,18 @@ class FastGen:
         body, bdeps = self.c.def_fn(d)
         params = [p for p, _ in d.params]
         if not (bdeps - frozenset(params)):
-            return self._call(node, scope)  # memoized by argument values in its closure
+            if any("$lambda" in self.c.expr(a, scope)[1] for a in args):
+                return self._call(node, scope)
+            # a function of its arguments: memoized by their values, as the closure does (its own memo)
+            memo, k = self._const({}), self._tmp()
+            miss = self._const(_memo_miss(self.ns[memo], body, params))
+            key = self.code(args[0], scope) if len(args) == 1 else self._g_args(args, scope)
+            return f"({memo}[{k}] if ({k} := {key}) in {memo} else {miss}(s, n, {k}))"
         items = ", ".join(f"{p!r}: {self.code(a, scope)}" for p, a in zip(params, args, strict=True))
         return f"{self._const(body)}(s, n, {{{items}}})"
+
+    def _g_args(self, args, scope) -> str:
+        return "(" + "".join(self.code(a, scope) + ", " for a in args) + ")"
 
     def _junction(self, codes: list[str], is_and: bool) -> str:
         """a1 /\\ ... /\\ an (or \\/): left to right, each operand a boolean, short-circuiting."""

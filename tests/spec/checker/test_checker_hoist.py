@@ -82,6 +82,14 @@ def test_a_self_recursive_operator_without_state_is_memoized_by_its_arguments():
     assert value is True and len(calls) == 3  # mutual recursion: never memoized (as before)
 
 
+def test_an_operator_of_its_arguments_only_is_memoized_by_their_values():
+    defs = "M(v) == Count(v) * 2\nP(a, b) == Count(a) - b"
+    value, calls = run("{M(x + y) : x \\in 1..3, y \\in 0..1}", defs)
+    assert value == frozenset({2, 4, 6, 8}) and sorted(calls) == [1, 2, 3, 4]  # 6 calls, 4 values
+    value, calls = run("{P(x, y) : x \\in 1..2, y \\in 1..2} \\cup {P(x, 1) : x \\in 1..2}", defs)
+    assert value == frozenset({-1, 0, 1}) and len(calls) == 4 + 2  # each call site has its own memo
+
+
 def test_a_filter_over_a_product_set_keeps_its_order_and_value():
     value, _ = run("<<Cardinality({rj \\in {1, 2} \\X (1..3) : rj[2] > 1}), "
                    "Cardinality({rj \\in {1, 2} \\X (1..3) : rj[2] > 2})>>")
