@@ -104,6 +104,7 @@ class LazySet:
     """A set given by a membership test; ``elements()`` enumerates it when it is finite."""
 
     name = "set"
+    _order: tuple | None = None  # ordered_elements, once computed
 
     def contains(self, v: Any) -> bool:
         raise NotImplementedError
@@ -451,7 +452,7 @@ def ordered_elements(s: Any) -> Sequence:
     """A set's elements in TLC's deterministic order (used for \\E branches, CHOOSE, x' \\in S); a lazy
     set (immutable, as every value) keeps its order once computed."""
     if isinstance(s, (FcnSet, RecordSet, ProductSet, PowerSet)):
-        order = s.__dict__.get("_order")
+        order = s._order
         if order is None:
             order = s._order = tuple(s.ordered())
         return order
