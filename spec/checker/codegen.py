@@ -164,20 +164,7 @@ def _combos(e: dict, binds: list):
 
 
 def _quantn(s, n, e, binds, body, is_all):
-    if len(binds) == 2:  # two binders: nested loops (the common case), same order as _combos
-        (set_a, A), (set_b, B) = binds
-        A, B = _els(A), _els(B)
-        e2 = dict(e)
-        for x in A:
-            set_a(e2, x)
-            for y in B:
-                set_b(e2, y)
-                v = body(s, n, e2)
-                if v is not is_all:
-                    if type(v) is not bool:
-                        _nb()
-                    return not is_all
-        return is_all
+    """Several binders, some of them tuples (two plain names loop in _quant2)."""
     for _, e2 in _combos(e, binds):
         v = body(s, n, e2)
         if v is not is_all:
