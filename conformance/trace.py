@@ -278,8 +278,9 @@ _MODELS: dict[tuple, Any] = {}  # loaded models by (spec, cfg, constants): loadi
 
 
 def trace_model(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> Any:
-    """The checker's model of the spec with the trace's constants (loaded once per spec, cfg, constants); a
-    constant the spec cannot evaluate raises :class:`TraceFormatError` (BAD_VALUE)."""
+    """The checker's model of the spec with the trace's constants (loaded once per spec, cfg, constants; its
+    split actions compiled on first use: a step names its action, so most are never run); a constant the
+    spec cannot evaluate raises :class:`TraceFormatError` (BAD_VALUE)."""
     from kvexact.spec.checker.model import load_model
 
     mvs = frozenset(trace.model_values)
@@ -289,7 +290,8 @@ def trace_model(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> 
         from kvexact.spec.checker.values import EvalError
 
         try:
-            model = _MODELS[cache_key] = load_model(spec_path, cfg_path, constant_overrides(trace))
+            model = _MODELS[cache_key] = load_model(spec_path, cfg_path, constant_overrides(trace),
+                                                    lazy_actions=True)
         except EvalError as exc:  # a constant of the wrong kind (a sequence where the spec needs a set)
             raise TraceFormatError(f"field constants: {Path(spec_path).name} cannot use the trace's constants: "
                                    f"{exc}", Rejection.BAD_VALUE) from None

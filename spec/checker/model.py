@@ -7,6 +7,7 @@ Invariant: a Model never mutates a state dict; ``successors`` returns every succ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,25 @@ class StepVerdict:
     location: str
 
 
-@attrs.define
+@attrs.define(slots=False)
 class SplitAction:
+    """One action of TLC's split of Next: ``act`` run with ``env`` (the split's parameter values). Built
+    lazily, ``act`` is compiled from ``build`` on its first read (then it is a plain attribute)."""
+
     label: str
     location: str
-    act: Any
     env: dict
     where: str = ""  # file:line:col
+    build: Callable[[], Any] | None = attrs.field(default=None, repr=False, eq=False)
+    act: Any = attrs.field(init=False, repr=False, eq=False)  # unset until built (see __getattr__)
+
+    def __getattr__(self, name: str) -> Any:  # only reached while ``act`` is not yet set
+        build = self.__dict__.get("build")
+        if name != "act" or build is None:
+            raise AttributeError(name)
+        self.act = build()
+        self.build = None
+        return self.act
 
 
 def _kind(node: Any) -> str:
@@ -55,8 +68,9 @@ class Model:
     """The spec + cfg, compiled. Build with :func:`load_model`."""
 
     def __init__(self, spec_path: Path, cfg: Config, constant_overrides: dict[str, Any] | None = None,
-                 lib_dirs: list[Path] | None = None):
+                 lib_dirs: list[Path] | None = None, lazy_actions: bool = False):
         self.spec_path = Path(spec_path)
+        self.lazy_actions = lazy_actions  # compile each split action of Next on its first use (trace validation)
         self.cfg = cfg
         py_values = {name: (from_python(v) if not callable(v) else v) for name, v in (constant_overrides or {}).items()}
         # every value the cfg gives is known before loading: INSTANCE ... WITH substitutions, compiled
@@ -326,8 +340,12 @@ class Model:
                         self._split(d.body, inner, e2, d.name, tlc_loc(d.node, d.scope.mod),
                                     loc_of(d.node, d.scope.mod))
                         return
-        act = self.next_comp.compiled(node, scope, where or location)
-        self.actions.append(SplitAction(label, location, act, env, where))
+        split = SplitAction(label, location, env, where,
+                            build=lambda: self.next_comp.compiled(node, scope, where or location))
+        if not self.lazy_actions:
+            split.act = split.build()
+            split.build = None
+        self.actions.append(split)
 
     # ------------------------------------------------------------------ states
 
@@ -504,10 +522,11 @@ def _standard_names() -> set:
 
 def load_model(spec_path: str | Path, cfg_path: str | Path | None = None,
                constant_overrides: dict[str, object] | None = None,
-               lib: list[str | Path] | tuple = ()) -> Model:
+               lib: list[str | Path] | tuple = (), lazy_actions: bool = False) -> Model:
     """Parse and compile a spec with its cfg (default: same stem .cfg); constants may be overridden with
     Python values (trace validation binds them to the finite sets seen in a trace). Modules are looked
-    up beside the spec, then in ``lib`` and $KVEXACT_TLA_LIB (library.py)."""
+    up beside the spec, then in ``lib`` and $KVEXACT_TLA_LIB (library.py). With ``lazy_actions`` each
+    split action of Next is compiled on its first use (the step API compiles the named definition)."""
     spec_path = Path(spec_path)
     if not spec_path.exists():
         raise SpecError(f"{spec_path}: spec file not found")
@@ -522,10 +541,11 @@ def load_model(spec_path: str | Path, cfg_path: str | Path | None = None,
     if not cfg_path.exists():
         if default_cfg and constant_overrides is not None:
             # trace validation without a cfg: INIT Init, NEXT Next, constants from the overrides
-            return Model(spec_path, Config(path=str(cfg_path), init="Init", next="Next"), constant_overrides, dirs)
+            return Model(spec_path, Config(path=str(cfg_path), init="Init", next="Next"), constant_overrides, dirs,
+                         lazy_actions)
         raise ConfigError(f"{cfg_path}: cfg file not found")
     cfg = parse_cfg(cfg_path)
-    return Model(spec_path, cfg, constant_overrides, dirs)
+    return Model(spec_path, cfg, constant_overrides, dirs, lazy_actions)
 
 
 _unused = (as_set,)
