@@ -282,7 +282,7 @@ def radix_model(*args: Any) -> Any:
     with tempfile.TemporaryDirectory(prefix="kvexact-sglang-") as tmp:
         cfg = Path(tmp) / "RadixEvents.cfg"
         cfg.write_text("INIT Init\nNEXT Next\n")
-        return load_model(spec_dir() / "RadixIndex.tla", cfg, radix_constants(*args))
+        return load_model(spec_dir() / "RadixIndex.tla", cfg, radix_constants(*args), lazy_actions=True)
 
 
 def _model_args(events: list[tuple[str, KVEvent]], requests: int) -> tuple:

@@ -458,11 +458,12 @@ def kv_constants(blocks: int, requests: int, depth: int) -> dict[str, Any]:
 @functools.lru_cache(maxsize=8)
 def kv_model(blocks: int, requests: int, depth: int) -> Any:
     """``KVAllocation`` with the mapping's constants (module doc); loaded once per constants (it is never
-    mutated: the search only reads it)."""
+    mutated: the search only reads it), each split action compiled when the search first takes it."""
     from kvexact.spec import spec_dir
     from kvexact.spec.checker import load_model
 
-    return load_model(spec_dir() / "KVAllocation.tla", None, kv_constants(blocks, requests, depth))
+    return load_model(spec_dir() / "KVAllocation.tla", None, kv_constants(blocks, requests, depth),
+                      lazy_actions=True)
 
 
 def write_event_module(raw_events: Iterable[tuple[str, Any]], out_dir: Path, blocks: int, requests: int = 2,

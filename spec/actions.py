@@ -35,7 +35,7 @@ def spec_actions(spec: str) -> dict[str, tuple[str, ...]]:
     """:func:`model_actions` of the shipped ``spec`` with its CI model."""
     from kvexact.spec.checker import load_model
 
-    return model_actions(load_model(spec_dir() / f"{spec}.tla", spec_dir() / f"{spec}.cfg"))
+    return model_actions(load_model(spec_dir() / f"{spec}.tla", spec_dir() / f"{spec}.cfg", lazy_actions=True))
 
 
 def find_action(actions: Iterable[str], step: str) -> str | None:

@@ -64,7 +64,7 @@ class RevocationMachine(RuleBasedStateMachine):
             tenants = frozenset(ModelValue(t) for t in init.tenants)
             cls._model = load_model(spec_dir() / "NamespaceRevocation.tla", None, {
                 "Tenants": tenants, "Revocable": tenants, "Blocks": frozenset(init.blocks),
-                "MaxGen": init.max_gen, "NoTenant": ModelValue(rv.NO_TENANT)})
+                "MaxGen": init.max_gen, "NoTenant": ModelValue(rv.NO_TENANT)}, lazy_actions=True)
         return cls._model
 
     @rule(target=holders, choice=st.integers(0, 10_000))

@@ -340,10 +340,11 @@ class Model:
                         self._split(d.body, inner, e2, d.name, tlc_loc(d.node, d.scope.mod),
                                     loc_of(d.node, d.scope.mod))
                         return
-        split = SplitAction(label, location, env, where,
-                            build=lambda: self.next_comp.compiled(node, scope, where or location))
+        def build() -> Any:
+            return self.next_comp.compiled(node, scope, where or location)
+        split = SplitAction(label, location, env, where, build=build)
         if not self.lazy_actions:
-            split.act = split.build()
+            split.act = build()
             split.build = None
         self.actions.append(split)
 
