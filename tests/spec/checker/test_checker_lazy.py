@@ -5,6 +5,7 @@ compiled on first use, generates exactly the successors of the eagerly compiled 
 from __future__ import annotations
 
 import pytest
+from test_checker_step import BODY  # Acquire(r) \/ Release(r) over R
 from tla_snippets import write_spec
 
 from kvexact.spec import spec_dir
@@ -56,20 +57,6 @@ def test_lazy_split_actions_give_the_eager_successors_on_the_kvallocation_ci_mod
     assert len(lazy.actions) > 30 and _compiled(lazy) == 0 and _compiled(eager) == len(eager.actions)
     assert _compare(eager, lazy) == STATES
     assert _compiled(lazy) == len(lazy.actions)
-
-
-BODY = """\
-CONSTANT R
-VARIABLES held, free
-Init == held = {} /\\ free = R
-Acquire(r) == /\\ r \\in free
-              /\\ free' = free \\ {r}
-              /\\ held' = held \\cup {r}
-Release(r) == /\\ r \\in held
-              /\\ held' = held \\ {r}
-              /\\ free' = free \\cup {r}
-Next == \\E r \\in R : Acquire(r) \\/ Release(r)
-"""
 
 
 def test_the_step_api_compiles_no_split_action(tmp_path):
