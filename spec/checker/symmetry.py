@@ -1,5 +1,8 @@
-"""SYMMETRY: one canonical fingerprint per state, as TLC computes it (the least fingerprint over the
-permutations), on the fingerprint keys of values.canon.
+"""SYMMETRY: one canonical fingerprint per state, on the fingerprint keys of values.canon.
+
+TLC checks the group that the SYMMETRY set generates, not the set (``MVPerm.permutationSubgroup``
+composes the given permutations until no new one appears), so ``Permutations(A) \\union
+Permutations(B)`` also permutes A and B together; :class:`Symmetry` closes the set the same way.
 
 Invariant: every state of an orbit (states equal up to a permutation of the symmetry set) gets the same
 key, and states of different orbits get different keys: the key is the permuted state whose hash is
@@ -16,6 +19,7 @@ from typing import Any
 from kvexact.spec.checker.values import Fcn, ModelValue
 
 _MEMO_LIMIT = 100_000  # remembered sub-keys; the memo starts over beyond it (a cache, never a result)
+_IMAGE_LIMIT = 2_000_000  # ... or beyond this many remembered images (sub-keys x permutations)
 
 
 class Symmetry:
@@ -26,6 +30,7 @@ class Symmetry:
             mp = {k: v for k, v in pairs if type(k) is ModelValue and k is not v}
             if mp:  # the identity permutation adds nothing: the state itself is always a candidate
                 maps.append(mp)
+        maps = closure(maps)
         self.n = len(maps)
         moved = {mv for mp in maps for mv in mp}
         self.mv_images: dict[ModelValue, tuple] = {mv: tuple(mp.get(mv, mv) for mp in maps) for mv in moved}
@@ -37,7 +42,7 @@ class Symmetry:
         if self.n == 0:
             return base
         memo, n = self.memo, self.n
-        if len(memo) > _MEMO_LIMIT:
+        if len(memo) > min(_MEMO_LIMIT, _IMAGE_LIMIT // n):
             memo.clear()
         cols = []
         for x in base:
@@ -77,6 +82,30 @@ class Symmetry:
             out = tuple(zip(*cols, strict=True)) if t is tuple else tuple(map(frozenset, zip(*cols, strict=True)))
         memo[c] = out
         return out
+
+
+def closure(maps: list[dict]) -> list[dict]:
+    """The group the permutations (maps of the moved model values) generate, without the identity. Each
+    given permutation not yet in the group becomes a generator, and the group so far is multiplied by
+    the generators until nothing new appears: |group| x |generators| compositions (a set that is
+    already a group, like Permutations(S), needs few generators)."""
+    seen: set[frozenset] = {frozenset()}
+    gens: list[dict] = []
+    for mp in maps:
+        g = frozenset(mp.items())
+        if g in seen:
+            continue
+        gens.append(dict(g))
+        todo = list(seen)
+        while todo:
+            x = dict(todo.pop())
+            for h in gens:
+                moved = x.keys() | h.keys()
+                y = frozenset((v, w) for v in moved if (w := x.get(h.get(v, v), h.get(v, v))) is not v)
+                if y not in seen:
+                    seen.add(y)
+                    todo.append(y)
+    return [dict(p) for p in seen if p]
 
 
 def _order(c: Any) -> Any:
