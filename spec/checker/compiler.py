@@ -50,6 +50,7 @@ STATE = "$s"
 PRIME = "$p"
 NODEPS: frozenset = frozenset()
 REC = "$rec"  # prefix of the dependency a recursive call has while its definition is being compiled
+REC_FN = REC + "fn "  # + f: f inside its own ``f[x \\in S] == ...``, the lazy function bound in e
 
 
 def _rec_mark(d: Any) -> str:
@@ -67,7 +68,7 @@ def _settle_recursion(d: Any, deps: frozenset) -> frozenset:
     does (their arguments are counted at the call), so a self-recursive definition without state is a
     function of its arguments, memoized as any other; a call of another definition still being compiled
     (mutual recursion) is conservatively state- and action-level."""
-    marks = frozenset(x for x in deps if x.startswith(REC))
+    marks = frozenset(x for x in deps if x.startswith(REC) and not x.startswith(REC_FN))
     if not marks:
         return deps
     deps = deps - marks
@@ -1331,8 +1332,17 @@ class Compiler:
             lf = LazyFcn(dom, compute)  # lazy: entries are computed when applied (TLC's FcnLambdaValue)
             e_body[fname] = lf
             return lf
-        deps = ds | (dv - names - {fname})
+        deps = ds | (dv - names - {fname, REC_FN + fname})
         return build, deps
+
+    @staticmethod
+    def _self_ref(fname: str):
+        """``f`` inside the body of ``f[x \\in S] == ...``: the lazy function being defined, bound in e.
+        Its dependencies are its name and ``REC_FN + f`` (no LET memo may hash a function still being
+        computed, and a LET inside the body stays state-free); the definition drops both."""
+        def selfref(s, n, e):
+            return e[fname]
+        return selfref, frozenset({fname, REC_FN + fname})
 
     def primed_params(self, d: Def) -> set:
         """Parameters that the body primes or UNCHANGEs: they are passed by name (substituted)."""
@@ -1444,6 +1454,8 @@ class Compiler:
             return inlined, deps_i | {STATE, PRIME}
         if len(args) != d.arity:
             raise SpecError(f"{d.name} takes {d.arity} argument(s), given {len(args)}", where)
+        if d.compiling and d.node is not None and d.node.function:
+            return self._self_ref(d.name)
         body, bdeps = self.def_fn(d)
         if d.node is not None and d.node.function:
             # reference to a function definition; inside its own body it is bound in e

@@ -483,3 +483,24 @@ def test_random_element_in_a_constant_definition_is_drawn_once(tmp_path):
                       extends="Naturals, TLC")
     r = check_model(spec)
     assert r.outcome is Outcome.SUCCESS and (r.distinct_states, r.generated_states) == (1, 2)
+
+
+def test_a_recursive_function_over_constants_is_a_constant(tmp_path):
+    """`f[i \\in S] == ... f[i-1] ...` reads only constants: its self-reference is the function being
+    defined, not a state, so the definition is a constant (evaluated once, as TLC does at startup;
+    EWD998ChanID's nat2node re-ran a CHOOSE over [Node -> Node] on every use). A LET inside the body
+    that reads f (IsSimpleCycle's `seq == F[i-1]`) still evaluates."""
+    from kvexact.spec.checker.model import load_model
+    spec = write_spec(tmp_path, "f[i \\in 0..3] == IF i = 0 THEN 1 ELSE 2 * f[i-1]\n"
+                      "Last(S) == LET F[i \\in 1..Cardinality(S)] == IF i = 1 THEN <<0>>\n"
+                      "                 ELSE LET seq == F[i-1] IN <<Head(seq) + 1>> \\o seq\n"
+                      "           IN F[Cardinality(S)]\n"
+                      "VARIABLE x\nInit == x = f[3]\nNext == UNCHANGED x\nInv == Last({7, 8, 9}) = <<2, 1, 0>>",
+                      NOLOCK + "INVARIANT Inv\n", extends="Naturals, Sequences, FiniteSets")
+    m = load_model(spec)
+    b = m.comp.resolve("f", m.comp.root)
+    fn, deps = m.comp.def_fn(b[1])
+    assert deps == frozenset()
+    r = check_model(spec)
+    assert (r.outcome, r.distinct_states) == (Outcome.SUCCESS, 1), r.violation
+    assert m.comp.def_fn(m.comp.resolve("Last", m.comp.root)[1])[1] == frozenset({"S"})  # no state read
