@@ -153,6 +153,7 @@ class _Search:
         leaves = values.leaves
         self.state_lits = [[lit for lit in nd[0] if not leaves[lit[0]].action] for nd in tab.nodes]
         self.action_lits = [[lit for lit in nd[0] if leaves[lit[0]].action] for nd in tab.nodes]
+        self.ok = bytearray(self.n * self.T)  # node_ok per product node: 0 not yet known, 1 no, 2 yes
         if tab.size == 1 and not tab.nodes[0][0] and tab.succ[0] == [0]:  # no tableau: the graph itself
             self.succ = graph.successors  # type: ignore[method-assign,assignment]
 
@@ -167,7 +168,15 @@ class _Search:
         return any(self.ev(y, s, t) for y in x[1])
 
     def node_ok(self, j: int, s: int) -> bool:
-        return all(self.value(leaf, s, s) == pos for leaf, pos in self.state_lits[j])
+        """Whether state s satisfies the state literals of tableau node j (remembered per node)."""
+        lits = self.state_lits[j]
+        if not lits:
+            return True
+        i = s * self.T + j
+        v = self.ok[i]
+        if v == 0:
+            v = self.ok[i] = 2 if all(self.value(leaf, s, s) == pos for leaf, pos in lits) else 1
+        return v == 2
 
     # ------------------------------------------------------------ the product graph
 
@@ -250,8 +259,11 @@ class _Search:
     def accepting(self, comp: list[int], restr: tuple):
         """(members, restr, witness edges, Büchi nodes) of a fair cycle inside ``comp``, or None."""
         members = set(comp)
-        if len(comp) == 1 and comp[0] not in self.inner(comp[0], members, restr):
-            return None
+        single = len(comp) == 1
+        if single:  # one node: its only possible cycle is its self-loop (a stuttering step)
+            loop = [comp[0]] if self._self_loop(comp[0], restr) else []
+            if not loop:
+                return None
         tab = self.tab
         buchi = []
         for acc in tab.accept:
@@ -263,7 +275,7 @@ class _Search:
         ea_all = [[True] * len(c.ea) for c in self.conds]
         for p in comp:
             s = p // self.T
-            for q in self.inner(p, members, restr):
+            for q in (loop if single else self.inner(p, members, restr)):
                 t = q // self.T
                 for ci, c in enumerate(self.conds):
                     if wit[ci] is None and any(self.ev(x, s, t) for x in c.ae):
@@ -284,6 +296,17 @@ class _Search:
                 if found is not None:
                     return found
         return None
+
+    def _self_loop(self, p: int, restr: tuple) -> bool:
+        """Whether p steps to itself (what ``p in self.inner(p, {p}, restr)`` says, without listing
+        every successor): its state stutters, which every state may, and its tableau node has itself
+        as a successor whose literals hold on the stuttering step."""
+        s, j = divmod(p, self.T)
+        if j not in self.tab.succ[j]:
+            return False
+        if not all(self.value(leaf, s, s) == pos for leaf, pos in self.action_lits[j]):
+            return False
+        return all(self.ev(x, s, s) for x in restr)
 
     def reachable(self, roots: list[int]) -> list[int]:
         seen = bytearray(self.n * self.T)

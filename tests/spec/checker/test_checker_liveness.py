@@ -286,3 +286,21 @@ def test_enabled_under_a_subscript_skips_a_stuttering_disjunct(tmp_path):
     r = check_model(write_spec(tmp_path, IDLE_FIRST, "SPECIFICATION IdleOnly\nPROPERTY Decides\nCHECK_DEADLOCK FALSE\n"))
     assert r.outcome is Outcome.LIVENESS and r.violation.trace[-1].values == {"pc": "SENT", "r": 1}
     assert r.violation.loop == len(r.violation.trace)
+
+
+def test_each_product_node_lists_its_successors_once(tmp_path, monkeypatch):
+    """The counter under WF with <>(x = 3): every product node is its own component (x only grows), and
+    such a component's only cycle is its stuttering self-loop, which is decided without listing the
+    node's successors again: the SCC search lists each node's successors exactly once."""
+    from kvexact.spec.checker import liveness
+    calls: list[int] = []
+    real = liveness._Search.succ
+
+    def counted(self, p):
+        calls.append(p)
+        return real(self, p)
+    monkeypatch.setattr(liveness._Search, "succ", counted)
+    spec = write_spec(tmp_path, COUNTER, "SPECIFICATION FairSpec\nPROPERTY Reaches3\nCHECK_DEADLOCK FALSE\n")
+    r = check_model(spec)
+    assert r.outcome is Outcome.SUCCESS
+    assert calls and len(calls) == len(set(calls))
