@@ -41,6 +41,13 @@ def failure_in_flight() -> BaseException | None:
     return exc if isinstance(exc, Exception) and not isinstance(exc, HypothesisException) else None
 
 
+def not_applicable(machine: Any, why: str) -> None:
+    """The current rule found nothing to act on (a handle whose state moved on since it was drawn): counted
+    as ``why``, and the rule does not count as fired."""
+    machine._lacking = why
+    machine._count(why)
+
+
 def lacks(machine: Any, sut: Any, method: str) -> bool:
     """True (and counted as ``missing:<method>``, so the run reports it) when ``sut`` has no callable
     ``method``; the current rule then does not count as fired. False for the reference (``sut`` None)."""

@@ -8,6 +8,13 @@ always at teardown) compares paged decode for every live request with float64 at
 request's logical history. Every reference step is recorded and, at teardown, validated as a step of
 the spec (``KVAllocation`` or ``CowPublication``) by the embedded checker.
 
+Rules take their handles from Hypothesis bundles: ``start``, ``fork`` and ``start_on_cached_prefix`` put
+the new :class:`Request` into ``live`` (a new request takes the first free id), ``release`` consumes it,
+and every other request rule draws from it (``append`` only a request that can grow, ``truncate`` only one
+with more than a block); ``cache`` puts the prefixes it keyed into ``published``, which ``evict``,
+``start_on_cached_prefix`` and ``lookup_under_foreign_scopes`` draw from. No rule draws inside its body;
+where a count depends on the request (the blocks kept by a truncate), a drawn integer picks it modulo.
+
 Invariants checked after every step: the SUT's and the reference's self-checks (refcounts recomputed
 from reachability, queue membership, partition), and a rejected operation leaves the reference digest
 unchanged. Subclass :class:`AllocatorMachine` (set ``sut_factory``) to run it from a runtime's pytest.
@@ -20,11 +27,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+import attrs
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+)
 
 from kvexact.conformance.adapter_trace import finish_trace, start_trace
-from kvexact.conformance.machines import ConformanceFailure, counted_rule, failure_in_flight, lacks
+from kvexact.conformance.machines import (
+    ConformanceFailure,
+    counted_rule,
+    failure_in_flight,
+    lacks,
+    not_applicable,
+)
 from kvexact.conformance.mirror import DevicePool, mirror_step
 from kvexact.reference.adapters import AdapterConfig, LookupScope, OpResult, ReferenceAdapter, check_adapter
 from kvexact.reference.pool import QueuePolicy
@@ -44,6 +66,9 @@ SPEC_ONLY = {"fork": "CowPublication", "fork_then_append": "CowPublication", "tr
              "append_onto_cached_tail": "KVAllocation",
              "cache": "KVAllocation", "evict": "KVAllocation", "stale_writer": "KVAllocation",
              "lookup_under_foreign_scopes": "KVAllocation", "start_on_cached_prefix": "KVAllocation"}
+# a prompt: a prefix of the canonical stream (shared prefixes, hits) or any short token list
+PROMPTS = st.one_of(st.integers(1, 7).map(lambda n: list(STREAM[:n])),
+                    st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=5))
 BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, lifted for traces
 
 
@@ -60,8 +85,28 @@ def spec_constants(spec: str, config: AdapterConfig) -> dict[str, Any]:
     return consts
 
 
+@attrs.define(eq=False)
+class Request:
+    """A live request, the handle the ``live`` bundle holds: its id and its logical history (every token
+    the system under test accepted for it, in order)."""
+
+    rid: str
+    tokens: list[int]
+    block_tokens: int
+
+    def growable(self) -> bool:
+        return len(self.tokens) < MAX_TOKENS - 1
+
+    def truncatable(self) -> bool:
+        """More than one block's tokens: a truncate can free a whole tail block."""
+        return len(self.tokens) > self.block_tokens
+
+
 class AllocatorMachine(RuleBasedStateMachine):
     """Allocator + prefix cache (spec ``KVAllocation``) or fork + COW (spec ``CowPublication``)."""
+
+    live = Bundle("live")  # requests started or forked, until released
+    published = Bundle("published")  # prefixes the cache rule keyed (they stay: evicted ones test the refusal)
 
     spec: ClassVar[str] = "KVAllocation"
     sut_factory: ClassVar[Callable[[AdapterConfig], Any] | None] = None  # None: the reference is the SUT
@@ -83,12 +128,17 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.target = self.sut if self.sut is not None else self.ref
         self.adapter_trace = start_trace(self.spec, self.sut)  # the adapter's own steps, when traces are written
         self.device = DevicePool([self.target.block_ids(g) for g in range(cfg.num_groups)], cfg.block_tokens)
-        self.histories: dict[str, list[int]] = {}
+        self.requests: dict[str, Request] = {}  # the live requests by id (the ``live`` bundle's handles)
         self.sut_delayed_writer: tuple[int, int, int] | None = None  # (group, block, generation) in the SUT
         self._projection_model: Any = None  # the spec's checker model, for the per-step invariants
         self._count("examples")
 
     # ---- helpers -------------------------------------------------------------------------------------
+    @property
+    def histories(self) -> dict[str, list[int]]:
+        """Each live request's logical history."""
+        return {r: q.tokens for r, q in self.requests.items()}
+
     def _count(self, name: str) -> None:
         self.stats[name] = self.stats.get(name, 0) + 1
 
@@ -139,45 +189,47 @@ class AllocatorMachine(RuleBasedStateMachine):
         return not lacks(self, self.sut, op)
 
     # ---- rules ---------------------------------------------------------------------------------------
-    @precondition(lambda self: len(self.histories) < len(REQUEST_IDS))
-    @rule(data=st.data())
-    @counted_rule
-    def start(self, data: st.DataObject) -> None:
-        rid = data.draw(st.sampled_from([r for r in REQUEST_IDS if r not in self.histories]), label="request")
-        scope = "home"
-        if self.sut is None and self.ref.prefix is not None:
-            scope = data.draw(st.sampled_from(("home", "home", *SCOPES)), label="scope")
-        if scope in ("home", "unauthorized"):
-            prompt = data.draw(st.one_of(st.integers(1, 7).map(lambda n: list(STREAM[:n])),
-                                         st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=5)), label="prompt")
-        else:  # a foreign lookup of the stream, whose blocks the home scope publishes: it must miss them
-            prompt = list(STREAM[: data.draw(st.integers(3, 7), label="stream_tokens")])
-        self._start(rid, prompt, scope)
+    def _free_id(self) -> str:
+        """The first request id no live request holds (ids are interchangeable names)."""
+        return next(r for r in REQUEST_IDS if r not in self.requests)
 
-    @precondition(lambda self: self.spec == "KVAllocation" and len(self.histories) < len(REQUEST_IDS)
+    @precondition(lambda self: len(self.requests) < len(REQUEST_IDS))
+    @rule(target=live, scope=st.sampled_from(("home", "home", *SCOPES)), prompt=PROMPTS,
+          stream_tokens=st.integers(3, 7))
+    @counted_rule
+    def start(self, scope: str, prompt: list[int], stream_tokens: int) -> Any:
+        """Start a request (foreign scopes only on the reference with a prefix cache); it joins ``live``."""
+        if self.sut is not None or self.ref.prefix is None:
+            scope = "home"
+        if scope not in ("home", "unauthorized"):  # a foreign lookup of the stream the home scope publishes
+            prompt = list(STREAM[:stream_tokens])
+        return self._start(self._free_id(), prompt, scope)
+
+    @precondition(lambda self: self.spec == "KVAllocation" and len(self.requests) < len(REQUEST_IDS)
                   and bool(self.ref.cached_prefixes()))
-    @rule(data=st.data(), extra=st.integers(1, 2))
+    @rule(target=live, prefix=published, extra=st.integers(1, 2), scope=st.sampled_from(("home", "home", *SCOPES)))
     @counted_rule
-    def start_on_cached_prefix(self, data: st.DataObject, extra: int) -> None:
-        """Start a request whose prompt is a cached prefix plus ``extra`` stream tokens: a prefix hit,
-        admitted through the prefix cache (0x07C), its rows read through the kernels."""
-        rid = data.draw(st.sampled_from([r for r in REQUEST_IDS if r not in self.histories]), label="request")
-        cached = data.draw(st.sampled_from(self.ref.cached_prefixes()), label="prefix")
-        prompt = list(STREAM[: len(cached) + extra])
-        scope = "home"
-        if self.sut is None:
-            scope = data.draw(st.sampled_from(("home", "home", *SCOPES)), label="scope")
-        self._start(rid, prompt, scope)
+    def start_on_cached_prefix(self, prefix: tuple[int, ...], extra: int, scope: str) -> Any:
+        """Start a request whose prompt is a published prefix plus ``extra`` stream tokens: a prefix hit,
+        admitted through the prefix cache (0x07C), its rows read through the kernels. A prefix evicted since
+        it was published is counted (``start_on_cached_prefix:evicted_since``) and left alone."""
+        if prefix not in self.ref.cached_prefixes():
+            not_applicable(self, "start_on_cached_prefix:evicted_since")
+            return multiple()
+        return self._start(self._free_id(), list(STREAM[: len(prefix) + extra]),
+                           scope if self.sut is None else "home")
 
-    def _start(self, rid: str, prompt: list[int], scope: str) -> None:
+    def _start(self, rid: str, prompt: list[int], scope: str) -> Any:
         if scope == "home":
             result = self._both("start", rid, prompt)
         else:
             result = self._foreign_start(scope, rid, prompt)
-        if result.accepted:
-            mirror_step(self.device, result.copies, self._tables(rid), prompt, result.hit_tokens)
-            self.histories[rid] = list(prompt)
-            self._count(f"hit_tokens={result.hit_tokens}")
+        if not result.accepted:
+            return multiple()
+        self.requests[rid] = Request(rid, list(prompt), self.config.block_tokens)
+        mirror_step(self.device, result.copies, self._tables(rid), prompt, result.hit_tokens)
+        self._count(f"hit_tokens={result.hit_tokens}")
+        return self.requests[rid]
 
     def _foreign_start(self, scope: str, rid: str, prompt: list[int]) -> OpResult:
         """Start ``rid`` under a foreign scope: the home scope's cached blocks must stay invisible."""
@@ -193,99 +245,85 @@ class AllocatorMachine(RuleBasedStateMachine):
                                      f"tokens, but only the home scope published: cache isolation is broken (0x07B)")
         return result
 
-    def _growable(self) -> list[str]:
-        return sorted(r for r, h in self.histories.items() if len(h) < MAX_TOKENS - 1)
+    def _append(self, req: Request, token: int, op: str = "append") -> OpResult:
+        """Append ``token`` to ``req`` in lockstep and mirror the accepted step onto the device pool; a
+        refused (or rolled-back) append must leave the request's tables as they were."""
+        before, n = self._tables(req.rid), len(req.tokens)
+        result = self._both(op, req.rid, token)
+        if result.accepted:
+            req.tokens.append(token)
+            mirror_step(self.device, result.copies, self._tables(req.rid), req.tokens, n)
+        elif self._tables(req.rid) != before:
+            raise ConformanceFailure(f"{op}({req.rid}, {token}) was refused ({result.rejection}) but changed "
+                                     f"{req.rid}'s tables")
+        return result
 
-    @precondition(lambda self: bool(self._growable()))
-    @rule(data=st.data(), token=st.sampled_from((0, *ALPHABET)))
+    @rule(req=live.filter(Request.growable), token=st.sampled_from((0, *ALPHABET)))
     @counted_rule
-    def append(self, data: st.DataObject, token: int) -> None:
+    def append(self, req: Request, token: int) -> None:
         """Append one token (0 draws the canonical stream's next token, so prefixes keep being shared)."""
-        rid = data.draw(st.sampled_from(self._growable()), label="request")
-        token = token or STREAM[len(self.histories[rid])]
-        before, n = self._tables(rid), len(self.histories[rid])
-        result = self._both("append", rid, token)
-        if result.accepted:
-            self.histories[rid].append(token)
-            mirror_step(self.device, result.copies, self._tables(rid), self.histories[rid], n)
-        elif self._tables(rid) != before:
-            raise ConformanceFailure(f"rejected append changed {rid}'s tables")
+        self._append(req, token or STREAM[len(req.tokens)])
 
-    @precondition(lambda self: bool(self._growable()))
-    @rule(data=st.data(), token=st.sampled_from(ALPHABET))
+    @rule(req=live.filter(Request.growable), token=st.sampled_from(ALPHABET))
     @counted_rule
-    def append_with_injected_failure(self, data: st.DataObject, token: int) -> None:
+    def append_with_injected_failure(self, req: Request, token: int) -> None:
         """A fault between group reservations (0x04F): a reserving append rolls back exactly."""
-        if not self._supports("append_with_failure"):
-            return
-        rid = data.draw(st.sampled_from(self._growable()), label="request")
-        before, n = self._tables(rid), len(self.histories[rid])
-        result = self._both("append_with_failure", rid, token)
-        if result.accepted:  # an in-place append reserves nothing, so nothing could fail
-            self.histories[rid].append(token)
-            mirror_step(self.device, result.copies, self._tables(rid), self.histories[rid], n)
-        elif self._tables(rid) != before:
-            raise ConformanceFailure(f"rolled-back append changed {rid}'s tables")
+        if self._supports("append_with_failure"):  # an in-place append reserves nothing, so nothing could fail
+            self._append(req, token, "append_with_failure")
 
-    @precondition(lambda self: bool(self.histories))
-    @rule(data=st.data())
+    @rule(target=live, req=consumes(live))
     @counted_rule
-    def release(self, data: st.DataObject) -> None:
-        rid = data.draw(st.sampled_from(sorted(self.histories)), label="request")
-        if self._both("release", rid).accepted:
-            del self.histories[rid]
+    def release(self, req: Request) -> Any:
+        """Release the request; a refused release keeps it in ``live``."""
+        if not self._both("release", req.rid).accepted:
+            return req
+        del self.requests[req.rid]
+        return multiple()
 
-    @precondition(lambda self: self.spec == "CowPublication" and bool(self.histories)
-                  and len(self.histories) < len(REQUEST_IDS))
-    @rule(data=st.data())
+    def _fork(self, parent: Request) -> Request | None:
+        child = self._free_id()
+        if not (self._supports("fork") and self._both("fork", parent.rid, child).accepted):
+            return None
+        self.requests[child] = Request(child, list(parent.tokens), self.config.block_tokens)
+        return self.requests[child]
+
+    @precondition(lambda self: self.spec == "CowPublication" and len(self.requests) < len(REQUEST_IDS))
+    @rule(target=live, parent=live)
     @counted_rule
-    def fork(self, data: st.DataObject) -> None:
-        parent = data.draw(st.sampled_from(sorted(self.histories)), label="parent")
-        child = data.draw(st.sampled_from([r for r in REQUEST_IDS if r not in self.histories]), label="child")
-        if self._supports("fork") and self._both("fork", parent, child).accepted:
-            self.histories[child] = list(self.histories[parent])
+    def fork(self, parent: Request) -> Any:
+        child = self._fork(parent)
+        return multiple() if child is None else child
 
-    def _truncatable(self) -> list[str]:
-        """Requests with more than one block's tokens: a truncate can free a whole tail block."""
-        return sorted(r for r, h in self.histories.items() if len(h) > self.config.block_tokens)
-
-    @precondition(lambda self: self.spec == "CowPublication" and bool(self._growable())
-                  and len(self.histories) < len(REQUEST_IDS))
-    @rule(data=st.data(), token=st.sampled_from(ALPHABET), child_appends=st.booleans())
+    @precondition(lambda self: self.spec == "CowPublication" and len(self.requests) < len(REQUEST_IDS))
+    @rule(target=live, parent=live.filter(Request.growable), token=st.sampled_from(ALPHABET),
+          child_appends=st.booleans())
     @counted_rule
-    def fork_then_append(self, data: st.DataObject, token: int, child_appends: bool) -> None:
+    def fork_then_append(self, parent: Request, token: int, child_appends: bool) -> Any:
         """Fork, then append to one side at once: a partial shared tail must be copied on write (0x05C)."""
-        parent = data.draw(st.sampled_from(self._growable()), label="parent")
-        child = data.draw(st.sampled_from([r for r in REQUEST_IDS if r not in self.histories]), label="child")
-        if not (self._supports("fork") and self._both("fork", parent, child).accepted):
-            return
-        self.histories[child] = list(self.histories[parent])
-        rid = child if child_appends else parent
-        n = len(self.histories[rid])
-        result = self._both("append", rid, token)
-        if result.accepted:
-            self.histories[rid].append(token)
-            mirror_step(self.device, result.copies, self._tables(rid), self.histories[rid], n)
+        child = self._fork(parent)
+        if child is None:
+            return multiple()
+        self._append(child if child_appends else parent, token)
+        return child
 
-    @precondition(lambda self: self.spec == "KVAllocation" and bool(self._truncatable()))
-    @rule(data=st.data())
+    @precondition(lambda self: self.spec == "KVAllocation")
+    @rule(req=live.filter(Request.truncatable), keep_blocks=st.integers(0, MAX_TOKENS),
+          rows_dropped=st.integers(0, MAX_TOKENS))
     @counted_rule
-    def truncate(self, data: st.DataObject) -> None:
+    def truncate(self, req: Request, keep_blocks: int, rows_dropped: int) -> None:
         """Keep a non-empty prefix of any token count: at least one whole block goes (a freed tail block, so a
         delayed writer), and a count inside the last kept block keeps it partial (the spec's Truncate(r, n)
-        rounds the kept block count up)."""
-        rid = data.draw(st.sampled_from(self._truncatable()), label="request")
+        rounds the kept block count up). The two draws pick, modulo, among the counts the request allows."""
         p = self.config.block_tokens
-        keep = p * data.draw(st.integers(1, (len(self.histories[rid]) - 1) // p), label="keep_blocks")
-        keep -= data.draw(st.integers(0, p - 1), label="rows_dropped_from_the_last_kept_block")
+        keep = p * (1 + keep_blocks % ((len(req.tokens) - 1) // p)) - rows_dropped % p
         if self._supports("truncate"):
-            self._truncate(rid, keep)
+            self._truncate(req, keep)
 
-    def _truncate(self, rid: str, keep: int) -> bool:
-        writer_before, sut_tail = self.ref.delayed_writer, self._sut_tail_handle(rid)
-        if not self._both("truncate", rid, keep).accepted:
+    def _truncate(self, req: Request, keep: int) -> bool:
+        writer_before, sut_tail = self.ref.delayed_writer, self._sut_tail_handle(req.rid)
+        if not self._both("truncate", req.rid, keep).accepted:
             return False
-        del self.histories[rid][keep:]
+        del req.tokens[keep:]
         if keep % self.config.block_tokens:
             self._count("truncate:partial_tail")
         if self.ref.delayed_writer is not None and self.ref.delayed_writer != writer_before:
@@ -302,29 +340,30 @@ class AllocatorMachine(RuleBasedStateMachine):
                 and (j + 1) * self.config.block_tokens <= rec.context_tokens]
 
     @precondition(lambda self: self.spec == "KVAllocation" and self.config.block_tokens > 1
-                  and any(self._cached_blocks(r) for r in self.histories))
-    @rule(data=st.data(), token=st.sampled_from((0, *ALPHABET)))
+                  and any(self._cached_blocks(r) for r in self.requests))
+    @rule(req=live, block=st.integers(0, MAX_TOKENS), rows_kept=st.integers(0, MAX_TOKENS),
+          token=st.sampled_from((0, *ALPHABET)))
     @counted_rule
-    def append_onto_cached_tail(self, data: st.DataObject, token: int) -> None:
+    def append_onto_cached_tail(self, req: Request, block: int, rows_kept: int, token: int) -> None:
         """Truncate a request into one of its blocks published in the prefix cache, then append: the tail is
         cached, so the append must copy on write even when no other request maps it (0x07D), and the
-        cached block keeps its rows for the next hit."""
-        rid = data.draw(st.sampled_from(sorted(r for r in self.histories if self._cached_blocks(r))), label="request")
-        j = data.draw(st.sampled_from(self._cached_blocks(rid)), label="cached_block")
-        p = self.config.block_tokens
-        keep = j * p + data.draw(st.integers(1, p - 1), label="rows_kept")
-        if not (self._supports("truncate") and self._truncate(rid, keep)):
+        cached block keeps its rows for the next hit. The draws pick, modulo, the block and the rows kept;
+        a request with no cached block is counted (``append_onto_cached_tail:none_cached``) and left alone."""
+        cached = self._cached_blocks(req.rid)
+        if not cached:
+            not_applicable(self, "append_onto_cached_tail:none_cached")
             return
-        pool, tail = self.ref.alloc.pools[0], self.ref.alloc.request(rid).tables[0][-1]
+        p = self.config.block_tokens
+        keep = cached[block % len(cached)] * p + 1 + rows_kept % (p - 1)
+        if not (self._supports("truncate") and self._truncate(req, keep)):
+            return
+        pool, tail = self.ref.alloc.pools[0], self.ref.alloc.request(req.rid).tables[0][-1]
         alone = pool.refcount(tail.block_id) == 1
-        token = token or STREAM[keep]
-        result = self._both("append", rid, token)
+        result = self._append(req, token or STREAM[keep])
         if not result.accepted:
             return
-        self.histories[rid].append(token)
-        mirror_step(self.device, result.copies, self._tables(rid), self.histories[rid], keep)
         if self.sut is None and not result.copies:
-            raise ConformanceFailure(f"append_onto_cached_tail: {rid} appended in place onto its cached tail "
+            raise ConformanceFailure(f"append_onto_cached_tail: {req.rid} appended in place onto its cached tail "
                                      f"{tail}: a block published in the prefix cache must be copied on write")
         self._count("append:copy_because_cached" if alone else "append:copy_because_shared")
 
@@ -335,19 +374,21 @@ class AllocatorMachine(RuleBasedStateMachine):
         block = int(self.sut.table(rid, 0)[-1])
         return 0, block, int(self.sut.generation(0, block))
 
-    @precondition(lambda self: self.spec == "KVAllocation" and bool(self.histories))
-    @rule(data=st.data())
+    @precondition(lambda self: self.spec == "KVAllocation")
+    @rule(target=published, req=live)
     @counted_rule
-    def cache(self, data: st.DataObject) -> None:
-        rid = data.draw(st.sampled_from(sorted(self.histories)), label="request")
+    def cache(self, req: Request) -> Any:
+        """Publish the request's full blocks; the prefixes newly keyed join ``published``."""
+        before = set(self.ref.keys)
         if self._supports("cache"):
-            self._both("cache", rid)
+            self._both("cache", req.rid)
+        return multiple(*sorted(set(self.ref.keys) - before))
 
-    @precondition(lambda self: self.spec == "KVAllocation" and bool(self.ref.keys))
-    @rule(data=st.data())
+    @precondition(lambda self: self.spec == "KVAllocation")
+    @rule(prefix=published)
     @counted_rule
-    def evict(self, data: st.DataObject) -> None:
-        prefix = data.draw(st.sampled_from(sorted(self.ref.keys)), label="prefix")
+    def evict(self, prefix: tuple[int, ...]) -> None:
+        """Evict a published prefix (one evicted or reused since must be refused by name, changing nothing)."""
         if self._supports("evict"):
             self._both("evict", prefix)
 
@@ -387,16 +428,15 @@ class AllocatorMachine(RuleBasedStateMachine):
         if digest() != sut_before:
             raise ConformanceFailure(f"stale_writer: {self.sut.name} refused the stale handle but changed its state")
 
-    @precondition(lambda self: self.ref.prefix is not None and bool(self.ref.keys))
-    @rule(data=st.data())
+    @precondition(lambda self: self.ref.prefix is not None)
+    @rule(published=published)
     @counted_rule
-    def lookup_under_foreign_scopes(self, data: st.DataObject) -> None:
+    def lookup_under_foreign_scopes(self, published: tuple[int, ...]) -> None:
         """Look a published prefix (and one more token) up under every scope (0x07B, 0x07F): another salt,
         LoRA or namespace must miss what the home scope hits; a foreign tenant is refused before any probe.
         An adapter answers through its optional ``lookup(prompt, scope)`` (a :class:`LookupScope`)."""
         if not self._supports("lookup"):
             return
-        published = data.draw(st.sampled_from(self.ref.cached_prefixes() or sorted(self.ref.keys)), label="prefix")
         prompt = [*published, STREAM[len(published)]]
         home = self.target.lookup(prompt, SCOPES["home"])
         self._count(f"lookup:home_hit={home.hit_tokens}")
