@@ -33,7 +33,7 @@ from kvexact.conformance.line_schemas import (
     shape_problem,
 )
 from kvexact.spec import itf
-from kvexact.spec.actions import find_action, model_actions
+from kvexact.spec.checker.model import find_action, model_actions
 from kvexact.spec.files import atomic_open, write_atomic
 
 

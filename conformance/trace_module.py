@@ -17,7 +17,7 @@ from typing import Any
 
 from kvexact.conformance.trace import Trace
 from kvexact.spec import itf
-from kvexact.spec.actions import find_action
+from kvexact.spec.checker.model import find_action
 from kvexact.spec.checker.values import fmt
 
 ACCEPT_INVARIANT = "TraceNotFinished"

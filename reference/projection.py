@@ -37,7 +37,7 @@ CowPublication:
   the predecessor's tail rows, ``src``/``dest`` per group, ``copied``/``written`` sets of groups).
 * ``snap[x]``: reader snapshots; ``wrote``: the ``<<g, b>>`` pairs the step wrote.
 
-Which records a spec keeps follows from its actions (the checker's list, :mod:`kvexact.spec.actions`)
+Which records a spec keeps follows from its actions (the checker's list, :mod:`kvexact.spec.checker.model`)
 and the nesting of the reference's steps, with no table: a step named for one of the spec's actions is
 recorded with that action's parameters, unless a step enclosing it is also one of them (CowPublication
 records ``append_boundary`` whole; KVAllocation records the ``append_reserve``, ``append_write`` and
@@ -54,7 +54,7 @@ from typing import Any
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import BlockState
 from kvexact.spec import itf
-from kvexact.spec.actions import snake_case, spec_actions
+from kvexact.spec.checker.model import snake_case, spec_actions
 from kvexact.spec.itf import Fn
 
 SPECS = ("KVAllocation", "CowPublication")

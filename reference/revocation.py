@@ -4,7 +4,7 @@ Every TLA+ action has a function of the same name in snake_case (``RevokeCancelL
 :func:`revoke_cancel_lease`), taking the same parameters. An action whose enabling condition is false is
 refused by name (:class:`RevocationRejection`) and changes nothing; an enabled one returns the successor
 state and a trace record ``{"action", "params", "state"}``: the spec's name of the action (from the
-checker's list, :mod:`kvexact.spec.actions`), and :func:`project_state`, the spec's ten variables encoded
+checker's list, :mod:`kvexact.spec.checker.model`), and :func:`project_state`, the spec's ten variables encoded
 by :mod:`kvexact.spec.itf` (tenants and ``NoTenant`` are model values). The invariants of the spec have
 Python twins (:data:`INVARIANTS`) evaluated on reference states. Lookup resolves the spec's ``CHOOSE`` to
 the hit with the smallest block id.
@@ -20,7 +20,7 @@ import attrs
 
 from kvexact.reference.rejections import Rejected
 from kvexact.spec import itf
-from kvexact.spec.actions import action_of
+from kvexact.spec.checker.model import action_of
 
 SPEC = "NamespaceRevocation"
 NO_TENANT = "NoTenant"

@@ -90,7 +90,7 @@ class RevocationMachine(RuleBasedStateMachine):
         self._count(name)
 
     def _apply(self, step: Any, params: dict[str, Any]) -> None:
-        from kvexact.spec.actions import action_of
+        from kvexact.spec.checker.model import action_of
 
         self._take(action_of(self.rv.SPEC, step.__name__), params, lambda: step(self.state, *params.values()))
 

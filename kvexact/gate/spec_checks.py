@@ -2,7 +2,7 @@
 
 Invariant: at ``full`` and ``deep`` a CI-model check passes only when the embedded engine finishes the
 whole model without a violation and every action of the spec's Next
-(:func:`kvexact.spec.actions.spec_actions`) fired at least once (per-action coverage); with a TLC jar it
+(:func:`kvexact.spec.checker.model.spec_actions`) fired at least once (per-action coverage); with a TLC jar it
 also requires TLC to agree on the result, distinct states and states generated. At ``quick`` it searches
 the first :data:`QUICK_STATES` distinct states breadth-first and passes when they hold no violation. A
 liveness check (``full`` and ``deep``) passes only when the spec's liveness model (its temporal property
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
 from kvexact.spec import spec_dir
-from kvexact.spec.actions import spec_actions
+from kvexact.spec.checker.model import spec_actions
 from kvexact.spec.mutants import MUTANT_KILL_MAX
 
 SPECS = ("KVAllocation", "CowPublication", "NamespaceRevocation", "RadixIndex", "VirtualMapping")

@@ -44,7 +44,7 @@ from kvexact.reference.peers.vllm import (
 from kvexact.reference.peers.vllm_hashing import NO_EXTRAS, RequestExtras, external_hash, key_with_group
 from kvexact.reference.rejections import Rejected
 from kvexact.spec import itf
-from kvexact.spec.actions import action_of
+from kvexact.spec.checker.model import action_of
 from kvexact.spec.itf import Fn
 
 

@@ -243,7 +243,7 @@ def test_the_projection_is_checked_against_the_specs_invariants_after_every_step
 def test_radix_reference_step_names_are_the_spec_actions():
     """Every step the Radix machine records is named after a RadixIndex action (snake_case)."""
     from kvexact.conformance.machines.radix import RadixMachine
-    from kvexact.spec.actions import snake_case, spec_actions
+    from kvexact.spec.checker.model import snake_case, spec_actions
 
     m = type("R", (RadixMachine,), {"stats": {}, "check_kernels": False})()
     m.admit([1, 2, 3])

@@ -10,7 +10,7 @@ from trace_helpers import kv_trace, run_cli
 from kvexact.conformance import partial_file as pf
 from kvexact.conformance.partial_trace import PartialRejection
 from kvexact.spec import spec_dir
-from kvexact.spec.actions import action_of
+from kvexact.spec.checker.model import action_of
 
 SPEC = spec_dir() / "KVAllocation.tla"
 

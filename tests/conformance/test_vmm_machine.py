@@ -152,7 +152,7 @@ def test_every_reference_step_is_a_step_of_its_virtual_mapping_action():
 
 
 def test_reference_step_names_are_the_spec_actions():
-    from kvexact.spec.actions import snake_case, spec_actions
+    from kvexact.spec.checker.model import snake_case, spec_actions
 
     m = _fresh()
     _exercise(m)

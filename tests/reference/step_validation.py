@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from kvexact.reference.projection import TraceRecorder
-from kvexact.spec.actions import action_of
+from kvexact.spec.checker.model import action_of
 from kvexact.spec.itf import decode
 
 SPEC = Path(__file__).resolve().parents[2] / "spec"

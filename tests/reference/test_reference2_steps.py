@@ -9,7 +9,7 @@ import pytest
 
 from kvexact.reference import lifecycle
 from kvexact.reference.allocator import Allocator
-from kvexact.spec.actions import snake_case, spec_actions
+from kvexact.spec.checker.model import snake_case, spec_actions
 
 
 def _steps() -> dict[str, object]:

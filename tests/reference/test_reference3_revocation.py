@@ -30,7 +30,7 @@ def model():
 def test_action_names_match_the_spec():
     """One step function per action of the spec's Next, named for it (snake_case); records carry the
     spec's name."""
-    from kvexact.spec.actions import snake_case, spec_actions
+    from kvexact.spec.checker.model import snake_case, spec_actions
 
     actions = spec_actions("NamespaceRevocation")
     assert {snake_case(a) for a in actions} == {fn.__name__ for fn in rv.STEPS}

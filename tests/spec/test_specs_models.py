@@ -6,9 +6,9 @@ import pytest
 
 from kvexact.gate.spec_checks import LIVENESS_MODELS, SPECS, action_firings
 from kvexact.spec import CI_STATE_BUDGET, SHIPPED_MODELS, spec_dir
-from kvexact.spec.actions import snake_case, spec_actions
 from kvexact.spec.checker import check_model
 from kvexact.spec.checker.cfg import parse_cfg
+from kvexact.spec.checker.model import snake_case, spec_actions
 from kvexact.spec.checker.result import Outcome
 
 # Each CI model is checked once per worker that runs its tests: one xdist worker runs them all.
