@@ -101,6 +101,10 @@ class Request:
         """More than one block's tokens: a truncate can free a whole tail block."""
         return len(self.tokens) > self.block_tokens
 
+    def on_stream(self) -> bool:
+        """A full block or more, all of it the canonical stream: ``cache`` publishes its full blocks."""
+        return len(self.tokens) >= self.block_tokens and self.tokens == list(STREAM[: len(self.tokens)])
+
 
 class AllocatorMachine(RuleBasedStateMachine):
     """Allocator + prefix cache (spec ``KVAllocation``) or fork + COW (spec ``CowPublication``)."""
@@ -258,12 +262,18 @@ class AllocatorMachine(RuleBasedStateMachine):
                                      f"{req.rid}'s tables")
         return result
 
+    def _any(self, has: Callable[[Request], bool]) -> bool:
+        """Some live request passes ``has`` (a filtered draw from ``live`` needs one)."""
+        return any(has(q) for q in self.requests.values())
+
+    @precondition(lambda self: self._any(Request.growable))
     @rule(req=live.filter(Request.growable), token=st.sampled_from((0, *ALPHABET)))
     @counted_rule
     def append(self, req: Request, token: int) -> None:
         """Append one token (0 draws the canonical stream's next token, so prefixes keep being shared)."""
         self._append(req, token or STREAM[len(req.tokens)])
 
+    @precondition(lambda self: self._any(Request.growable))
     @rule(req=live.filter(Request.growable), token=st.sampled_from(ALPHABET))
     @counted_rule
     def append_with_injected_failure(self, req: Request, token: int) -> None:
@@ -294,7 +304,8 @@ class AllocatorMachine(RuleBasedStateMachine):
         child = self._fork(parent)
         return multiple() if child is None else child
 
-    @precondition(lambda self: self.spec == "CowPublication" and len(self.requests) < len(REQUEST_IDS))
+    @precondition(lambda self: self.spec == "CowPublication" and len(self.requests) < len(REQUEST_IDS)
+                  and self._any(Request.growable))
     @rule(target=live, parent=live.filter(Request.growable), token=st.sampled_from(ALPHABET),
           child_appends=st.booleans())
     @counted_rule
@@ -306,7 +317,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         self._append(child if child_appends else parent, token)
         return child
 
-    @precondition(lambda self: self.spec == "KVAllocation")
+    @precondition(lambda self: self.spec == "KVAllocation" and self._any(Request.truncatable))
     @rule(req=live.filter(Request.truncatable), keep_blocks=st.integers(0, MAX_TOKENS),
           rows_dropped=st.integers(0, MAX_TOKENS))
     @counted_rule
@@ -340,32 +351,38 @@ class AllocatorMachine(RuleBasedStateMachine):
                 and (j + 1) * self.config.block_tokens <= rec.context_tokens]
 
     @precondition(lambda self: self.spec == "KVAllocation" and self.config.block_tokens > 1
-                  and any(self._cached_blocks(r) for r in self.requests))
-    @rule(req=live, block=st.integers(0, MAX_TOKENS), rows_kept=st.integers(0, MAX_TOKENS),
-          token=st.sampled_from((0, *ALPHABET)))
+                  and self._any(Request.on_stream))
+    @rule(target=published, req=live.filter(Request.on_stream), block=st.integers(0, MAX_TOKENS),
+          rows_kept=st.integers(0, MAX_TOKENS), token=st.sampled_from((0, *ALPHABET)))
     @counted_rule
-    def append_onto_cached_tail(self, req: Request, block: int, rows_kept: int, token: int) -> None:
-        """Truncate a request into one of its blocks published in the prefix cache, then append: the tail is
-        cached, so the append must copy on write even when no other request maps it (0x07D), and the
-        cached block keeps its rows for the next hit. The draws pick, modulo, the block and the rows kept;
-        a request with no cached block is counted (``append_onto_cached_tail:none_cached``) and left alone."""
+    def append_onto_cached_tail(self, req: Request, block: int, rows_kept: int, token: int) -> Any:
+        """Publish a request's full blocks (its history follows the stream, so they have cache keys), truncate
+        it into one of them, then append: the tail is cached, so the append must copy on write even when no
+        other request maps it (0x07D), and the cached block keeps its rows for the next hit. The draws pick,
+        modulo, the block and the rows kept. The prefixes newly keyed join ``published``."""
+        if not self._supports("cache"):
+            return multiple()
+        keyed = set(self.ref.keys)
+        self._both("cache", req.rid)
+        new = multiple(*sorted(set(self.ref.keys) - keyed))
         cached = self._cached_blocks(req.rid)
         if not cached:
             not_applicable(self, "append_onto_cached_tail:none_cached")
-            return
+            return new
         p = self.config.block_tokens
         keep = cached[block % len(cached)] * p + 1 + rows_kept % (p - 1)
         if not (self._supports("truncate") and self._truncate(req, keep)):
-            return
+            return new
         pool, tail = self.ref.alloc.pools[0], self.ref.alloc.request(req.rid).tables[0][-1]
         alone = pool.refcount(tail.block_id) == 1
         result = self._append(req, token or STREAM[keep])
         if not result.accepted:
-            return
+            return new
         if self.sut is None and not result.copies:
             raise ConformanceFailure(f"append_onto_cached_tail: {req.rid} appended in place onto its cached tail "
                                      f"{tail}: a block published in the prefix cache must be copied on write")
         self._count("append:copy_because_cached" if alone else "append:copy_because_shared")
+        return new
 
     def _sut_tail_handle(self, rid: str) -> tuple[int, int, int] | None:
         """The SUT's handle (group 0, block, generation) to the request's last block, when it has one."""

@@ -38,6 +38,28 @@ def test_reference_machine_passes_and_exercises_the_paths(spec):
         assert stats.get("start:unauthorized:UNAUTHORIZED_TENANT", 0) > 0
 
 
+def test_allocator_rules_take_their_handles_from_bundles():
+    """No rule of the allocator machine draws inside its body (no ``st.data()`` argument); every request
+    and published prefix a rule acts on comes from a bundle, and the rules that make them fill it."""
+    from hypothesis.stateful import Bundle
+
+    from kvexact.conformance.machines.allocator import AllocatorMachine
+
+    rules = {n: getattr(AllocatorMachine, n).hypothesis_stateful_rule for n in dir(AllocatorMachine)
+             if hasattr(getattr(AllocatorMachine, n, None), "hypothesis_stateful_rule")}
+    assert len(rules) == 15, sorted(rules)
+    assert not [(n, a) for n, r in rules.items() for a, s in r.arguments.items() if repr(s) == "data()"]
+    drawn = {(n, a, s.name) for n, r in rules.items() for a, s in r.arguments.items() if isinstance(s, Bundle)}
+    assert drawn == {("append", "req", "live"), ("append_with_injected_failure", "req", "live"),
+                     ("release", "req", "live"), ("fork", "parent", "live"), ("fork_then_append", "parent", "live"),
+                     ("truncate", "req", "live"), ("append_onto_cached_tail", "req", "live"),
+                     ("cache", "req", "live"), ("start_on_cached_prefix", "prefix", "published"),
+                     ("evict", "prefix", "published"), ("lookup_under_foreign_scopes", "published", "published")}
+    filled = {(n, t) for n, r in rules.items() for t in r.targets}
+    assert filled == {("start", "live"), ("start_on_cached_prefix", "live"), ("release", "live"), ("fork", "live"),
+                      ("fork_then_append", "live"), ("cache", "published"), ("append_onto_cached_tail", "published")}
+
+
 def test_faulty_adapter_is_caught():
     machine = machine_class("CowPublication", sut_factory=faulty_no_cow)
     with pytest.raises(ConformanceFailure):
