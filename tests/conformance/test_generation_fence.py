@@ -35,7 +35,7 @@ def test_the_faulty_adapter_really_reuses_a_generation():
 
 def test_conform_catches_a_reuse_without_generation_bump(kvexact_cli, tmp_path):
     """The ABA case needs a freed tail block to come round the pool to a new owner before the delayed writer
-    presents its handle; at the ci profile (derandomized) the machine first meets it at example 85 (of 150)."""
+    presents its handle; at the ci profile (derandomized) the machine first meets it at example 34 (of 150)."""
     code, out = kvexact_cli(["conform", "--spec", "KVAllocation", "--adapter", FAULTY, "--examples", "150",
                              "--steps", "30", "--no-kernels", "--no-shrink",
                              "--out", str(tmp_path / "failures")]).code_and_text
