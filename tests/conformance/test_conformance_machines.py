@@ -47,7 +47,7 @@ def test_allocator_rules_take_their_handles_from_bundles():
 
     rules = {n: getattr(AllocatorMachine, n).hypothesis_stateful_rule for n in dir(AllocatorMachine)
              if hasattr(getattr(AllocatorMachine, n, None), "hypothesis_stateful_rule")}
-    assert len(rules) == 15, sorted(rules)
+    assert len(rules) == 14, sorted(rules)
     assert not [(n, a) for n, r in rules.items() for a, s in r.arguments.items() if repr(s) == "data()"]
     drawn = {(n, a, s.name) for n, r in rules.items() for a, s in r.arguments.items() if isinstance(s, Bundle)}
     assert drawn == {("append", "req", "live"), ("append_with_injected_failure", "req", "live"),
