@@ -11,7 +11,8 @@ the spec (``KVAllocation`` or ``CowPublication``) by the embedded checker.
 Rules take their handles from Hypothesis bundles: ``start``, ``fork`` and ``start_on_cached_prefix`` put
 the new :class:`Request` into ``live`` (a new request takes the first free id), ``release`` consumes it,
 and every other request rule draws from it (``append`` only a request that can grow, ``truncate`` only one
-with more than a block); ``cache`` puts the prefixes it keyed into ``published``, which ``evict``,
+with more than a block); ``cache`` (and ``append_onto_cached_tail``, which publishes first) puts the
+prefixes it keyed into ``published``, which ``evict``,
 ``start_on_cached_prefix`` and ``lookup_under_foreign_scopes`` draw from. No rule draws inside its body;
 where a count depends on the request (the blocks kept by a truncate), a drawn integer picks it modulo.
 
