@@ -220,13 +220,15 @@ def _shrink_budget(seconds: float) -> Iterator[list[bool]]:
 
 
 def _falsifying_steps(notes: str, machine: Any) -> str:
-    """The rule calls and draws of Hypothesis' failing-example notes (invariant checks left out)."""
+    """The rule calls and draws of Hypothesis' failing-example notes (invariant checks left out; a call
+    whose result joins a bundle is kept with its assignment)."""
     invariants = {n for n in dir(machine) if hasattr(getattr(machine, n, None), "hypothesis_stateful_invariant")}
     keep = []
     for line in notes.splitlines():
-        name = line.removeprefix("state.").split("(", 1)[0]
+        call = line.split(" = ", 1)[-1]  # a rule that fills a bundle is printed as ``live_0 = state.rule(...)``
+        name = call.removeprefix("state.").split("(", 1)[0]
         if line.startswith("state = ") or line.startswith("Draw ") or (
-                line.startswith("state.") and name not in invariants and name != "teardown"):
+                call.startswith("state.") and name not in invariants and name != "teardown"):
             keep.append("  " + line)
     return "\n".join(keep)
 
