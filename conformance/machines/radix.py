@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, multiple, precondition, rule
 
 from kvexact.conformance.adapter_trace import INDEX_FIELDS, finish_trace, start_trace
 from kvexact.conformance.machines import ConformanceFailure, counted_rule, failure_in_flight
@@ -52,6 +52,7 @@ TOLERANCE = 2e-4
 
 
 class RadixMachine(RuleBasedStateMachine):
+    requests = Bundle("requests")  # ids of live requests, from their admit to their finish or cancel
     stats: ClassVar[dict[str, int]] = {}
     sut_factory: ClassVar[Callable[[IndexConfig], Any] | None] = None
     check_kernels: ClassVar[bool] = True  # False: no device pool, no attention checks (ledgers only)
@@ -226,24 +227,26 @@ class RadixMachine(RuleBasedStateMachine):
 
     # ---- rules ------------------------------------------------------------------------------------
     @precondition(lambda self: len(self.live) < MAX_LIVE)
-    @rule(prompt=st.one_of(st.integers(1, 6).map(lambda n: [ALPHABET[i % 3] for i in range(n)]),
+    @rule(target=requests, prompt=st.one_of(st.integers(1, 6).map(lambda n: [ALPHABET[i % 3] for i in range(n)]),
                            st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=6)))
     @counted_rule
-    def admit(self, prompt: list[int]) -> None:
+    def admit(self, prompt: list[int]) -> Any:
+        """Match and lock the prompt's cached prefix, reserve and write the rest; the admitted request's id
+        joins ``requests`` (none when the pool cannot hold it)."""
         rid = f"q{self.next_id}"
         self.next_id += 1
         if self.sut is not None:
             admitted = self._sut_admit(rid, prompt)
             if admitted is None:
                 self._count("admit:pool_exhausted")
-                return
+                return multiple()
             matched, row = admitted
             if row[matched:]:
                 self._write(row[matched:], [prompt[: i + 1] for i in range(matched, len(prompt))])
             self.live[rid] = (list(prompt), row)
             self._admitting = None
             self._count(f"admit:hit={matched}")
-            return
+            return rid
         nodes_before = len(self.state.nodes)
         receipt = self._apply(radix.match_and_lock, rid, 0, prompt)
         if len(self.state.nodes) > nodes_before:  # the match ended inside an edge, which it split (0x08B)
@@ -255,7 +258,7 @@ class RadixMachine(RuleBasedStateMachine):
         if new is None:
             self._apply(radix.release_request, rid)
             self._count("admit:pool_exhausted")
-            return
+            return multiple()
         self._apply(radix.reserve, rid, new)
         if new:
             self._write(new, [prompt[: i + 1] for i in range(receipt.matched_tokens, len(prompt))])
@@ -263,12 +266,12 @@ class RadixMachine(RuleBasedStateMachine):
         self._count(f"admit:hit={receipt.matched_tokens}")
         if receipt.matched_tokens and self.state.page_size > 1:
             self._count("admit:paged_hit")
+        return rid
 
     @precondition(lambda self: bool(self.live))
-    @rule(data=st.data(), token=st.sampled_from(ALPHABET))
+    @rule(rid=requests, token=st.sampled_from(ALPHABET))
     @counted_rule
-    def decode(self, data: st.DataObject, token: int) -> None:
-        rid = data.draw(st.sampled_from(sorted(self.live)), label="request")
+    def decode(self, rid: str, token: int) -> None:
         tokens, slots = self.live[rid]
         if self.sut is not None:
             slot = self._sut_extend(rid, token)
@@ -286,10 +289,10 @@ class RadixMachine(RuleBasedStateMachine):
         self._count("decode:ok")
 
     @precondition(lambda self: bool(self.live))
-    @rule(data=st.data())
+    @rule(rid=consumes(requests))
     @counted_rule
-    def finish(self, data: st.DataObject) -> None:
-        self.finish_request(data.draw(st.sampled_from(sorted(self.live)), label="request"))
+    def finish(self, rid: str) -> None:
+        self.finish_request(rid)
 
     def finish_request(self, rid: str) -> None:
         """Cache the live request's path (duplicates freed, lock dropped), on the SUT and the reference."""
@@ -303,10 +306,10 @@ class RadixMachine(RuleBasedStateMachine):
         self._count("finish:duplicates_released", len(receipt.duplicate_slot_ids))
 
     @precondition(lambda self: bool(self.live))
-    @rule(data=st.data())
+    @rule(rid=consumes(requests))
     @counted_rule
-    def cancel(self, data: st.DataObject) -> None:
-        self.cancel_request(data.draw(st.sampled_from(sorted(self.live)), label="request"))
+    def cancel(self, rid: str) -> None:
+        self.cancel_request(rid)
 
     def cancel_request(self, rid: str) -> None:
         """Drop the live request without caching: private slots freed, lock dropped."""

@@ -38,26 +38,75 @@ def test_reference_machine_passes_and_exercises_the_paths(spec):
         assert stats.get("start:unauthorized:UNAUTHORIZED_TENANT", 0) > 0
 
 
-def test_allocator_rules_take_their_handles_from_bundles():
-    """No rule of the allocator machine draws inside its body (no ``st.data()`` argument); every request
-    and published prefix a rule acts on comes from a bundle, and the rules that make them fill it."""
+def _machine_classes():
+    """Every state machine of ``conformance/machines/`` (found by walking the package, so a new one is covered)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    from hypothesis.stateful import RuleBasedStateMachine
+
+    from kvexact.conformance import machines
+
+    found = {}
+    for info in pkgutil.iter_modules(machines.__path__):
+        module = importlib.import_module(f"{machines.__name__}.{info.name}")
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if issubclass(cls, RuleBasedStateMachine) and cls.__module__ == module.__name__:
+                found[name] = cls
+    return found
+
+
+def _rules(cls):
+    return {n: getattr(cls, n).hypothesis_stateful_rule for n in dir(cls)
+            if hasattr(getattr(cls, n, None), "hypothesis_stateful_rule")}
+
+
+def _bundle_use(cls):
+    """(rule, argument, bundle) for every argument drawn from a bundle, and (rule, bundle) for every target."""
     from hypothesis.stateful import Bundle
 
+    rules = _rules(cls)
+    drawn = {(n, a, s.name) for n, r in rules.items() for a, s in r.arguments.items() if isinstance(s, Bundle)}
+    return drawn, {(n, t) for n, r in rules.items() for t in r.targets}
+
+
+def test_no_rule_of_any_machine_draws_inside_its_body():
+    """No rule of any machine takes ``st.data()``: every handle comes from a bundle or a rule argument."""
+    classes = _machine_classes()
+    assert set(classes) == {"AllocatorMachine", "RadixMachine", "VmmMachine", "RevocationMachine"}, sorted(classes)
+    drawing = sorted((c, n, a) for c, cls in classes.items() for n, r in _rules(cls).items()
+                     for a, s in r.arguments.items() if repr(s) == "data()")
+    assert not drawing
+
+
+def test_allocator_rules_take_their_handles_from_bundles():
+    """Every request and published prefix a rule of the allocator machine acts on comes from a bundle, and
+    the rules that make them fill it."""
     from kvexact.conformance.machines.allocator import AllocatorMachine
 
-    rules = {n: getattr(AllocatorMachine, n).hypothesis_stateful_rule for n in dir(AllocatorMachine)
-             if hasattr(getattr(AllocatorMachine, n, None), "hypothesis_stateful_rule")}
-    assert len(rules) == 14, sorted(rules)
-    assert not [(n, a) for n, r in rules.items() for a, s in r.arguments.items() if repr(s) == "data()"]
-    drawn = {(n, a, s.name) for n, r in rules.items() for a, s in r.arguments.items() if isinstance(s, Bundle)}
+    assert len(_rules(AllocatorMachine)) == 14, sorted(_rules(AllocatorMachine))
+    drawn, filled = _bundle_use(AllocatorMachine)
     assert drawn == {("append", "req", "live"), ("append_with_injected_failure", "req", "live"),
                      ("release", "req", "live"), ("fork", "parent", "live"), ("fork_then_append", "parent", "live"),
                      ("truncate", "req", "live"), ("append_onto_cached_tail", "req", "live"),
                      ("cache", "req", "live"), ("start_on_cached_prefix", "prefix", "published"),
                      ("evict", "prefix", "published"), ("lookup_under_foreign_scopes", "published", "published")}
-    filled = {(n, t) for n, r in rules.items() for t in r.targets}
     assert filled == {("start", "live"), ("start_on_cached_prefix", "live"), ("release", "live"), ("fork", "live"),
                       ("fork_then_append", "live"), ("cache", "published"), ("append_onto_cached_tail", "published")}
+
+
+def test_radix_and_vmm_rules_take_their_handles_from_bundles():
+    """The radix machine's admitted requests and the Vmm machine's slots travel in bundles; the Vmm ``alloc``
+    picks its inactive slot by a rule argument."""
+    from kvexact.conformance.machines.radix import RadixMachine
+    from kvexact.conformance.machines.vmm import VmmMachine
+
+    assert _bundle_use(RadixMachine) == ({("decode", "rid", "requests"), ("finish", "rid", "requests"),
+                                          ("cancel", "rid", "requests")}, {("admit", "requests")})
+    assert _bundle_use(VmmMachine) == ({("grow", "slot", "live"), ("free", "slot", "live"),
+                                        ("reclaim", "slot", "retained")}, {("alloc", "live"), ("free", "retained")})
+    assert set(_rules(VmmMachine)["alloc"].arguments) == {"pick"}
 
 
 def test_faulty_adapter_is_caught():
@@ -270,7 +319,7 @@ def test_radix_reference_step_names_are_the_spec_actions():
     m = type("R", (RadixMachine,), {"stats": {}, "check_kernels": False})()
     m.admit([1, 2, 3])
     m.admit([1, 2, 1])
-    m.decode(_Draws(m, "q0"), 3)
+    m.decode("q0", 3)
     m.finish_request("q0")
     m.cancel_request("q1")
     m.evict(6)
@@ -279,16 +328,6 @@ def test_radix_reference_step_names_are_the_spec_actions():
     assert steps <= {snake_case(a) for a in spec_actions("RadixIndex")}
     m.teardown()
     assert m.stats["trace_steps"] == len(m.trace.records)
-
-
-class _Draws:
-    """A stand-in for Hypothesis' ``data`` that draws the request ``rid``."""
-
-    def __init__(self, machine, rid):
-        self.rid = rid
-
-    def draw(self, strategy, label=None):
-        return self.rid
 
 
 def _cache_finished_keeping_the_lock(state, request_id, tokens, slot_ids):
@@ -327,7 +366,7 @@ def test_a_planted_wrong_radix_step_is_caught_at_its_step(monkeypatch, step, bug
     m.admit([1, 2, 3])  # steps 1-2: match_and_lock, reserve
     if step == "decode":
         m.admit([2, 2])  # steps 3-4
-        m.decode(_Draws(m, "q1"), 3)  # step 5: the slot is filed under q0
+        m.decode("q1", 3)  # step 5: the slot is filed under q0
     else:
         m.finish_request("q0")  # step 3 (a lease on the root holds no lock to keep)
         m.admit([1, 2])  # steps 4-5: a hit of two tokens (a split), locked, nothing to reserve
