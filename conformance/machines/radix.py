@@ -33,7 +33,15 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, multiple, precondition, rule
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    invariant,
+    multiple,
+    precondition,
+    rule,
+)
 
 from kvexact.conformance.adapter_trace import INDEX_FIELDS, finish_trace, start_trace
 from kvexact.conformance.machines import ConformanceFailure, counted_rule, failure_in_flight
