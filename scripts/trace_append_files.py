@@ -80,8 +80,8 @@ def trace_append() -> dict[str, list[str]]:
     reached: dict[str, list[str]] = {}
 
     def profile(frame: FrameType, event: str, _arg: Any) -> None:
-        if event != "call":
-            return
+        if event != "call" or frame.f_code.co_qualname == "<module>":
+            return  # a module imported on the way runs its body once per process: not a call of the append
         path = _relative(frame.f_code.co_filename)
         if path is not None:
             names = reached.setdefault(path, [])
@@ -101,7 +101,7 @@ def trace_append() -> dict[str, list[str]]:
     for suffix in (".tla", ".cfg"):  # the spec and its model, read by the check (files, not functions)
         spec_file = _relative(str(spec_dir() / f"{SPEC}{suffix}"))
         assert spec_file is not None
-        reached.setdefault(spec_file, ["(read by load_model)"])
+        reached.setdefault(spec_file, ["(the spec and its model, read by load_model)"])
     return reached
 
 
