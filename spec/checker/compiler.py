@@ -1003,17 +1003,23 @@ class Compiler:
 
     def positional(self, node, scope) -> tuple[Any, Scope] | None:
         """``Def!2!1``: the operand selected by position in a definition without arguments (the n-th
-        conjunct of a conjunction list, the n-th argument of an operator); None for ``I!Op``."""
+        conjunct of a conjunction list, the n-th argument of an operator); ``Name!:`` is the body of
+        the definition, the assertion of a named THEOREM or ASSUME; None for ``I!Op``."""
         items = list(node.items)
         first = items[0]
         b = self.resolve(_name_of(first), scope)
-        if b is None or b[0] != "def" or not all(isinstance(i, str) and i.isdigit() for i in items[1:]):
+        steps = items[1:]
+        while steps and steps[0] == ":":  # the body itself: the definition's own expression
+            steps = steps[1:]
+        if b is None or b[0] != "def" or not all(isinstance(i, str) and i.isdigit() for i in steps):
+            if b is not None and b[0] == "def" and ":" in steps:
+                raise UnsupportedError(f"{b[1].name}!...!: selecting a body below the top", loc_of(node, scope.mod))
             return None
         d = b[1]
         if d.arity:
             raise UnsupportedError(f"{d.name}!... with arguments", loc_of(node, scope.mod))
         target = d.body
-        for i in items[1:]:
+        for i in steps:
             while type(target).__name__ == "Parentheses":
                 target = target.expression
             k = int(i)
