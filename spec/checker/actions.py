@@ -111,6 +111,20 @@ class ActionCompiler:
                 return r
         return self._pred(node_s, scope)
 
+    def _compose(self, first: Act, second: Act, where: str) -> Act:
+        """``A \\cdot B`` (TLC's action composition): B taken from each complete successor of A; the
+        step goes from the current state to B's successor, one step per path of A then B."""
+        nvars = self.nvars
+
+        def compose(s, n, e, k):
+            mids: list[dict] = []
+            first(s, {}, e, lambda s2, n2: mids.append(dict(n2)))
+            for m in mids:
+                if len(m) != nvars:
+                    raise EvalError("the first action of \\cdot leaves a variable without a value", where)
+                second(m, n, e, lambda s3, n3: k(s, n3))
+        return compose
+
     def _pred(self, node: Any, scope: Scope) -> Act:
         f, _ = self.c.expr(node, scope)
         where = loc_of(node, scope.mod)
@@ -390,6 +404,8 @@ class ActionCompiler:
             return implies
         if op == "::" and args:
             return self.act(args[1], scope)
+        if op == "\\cdot" and args and not self.init:
+            return self._compose(self.act(args[0], scope), self.act(args[1], scope), loc_of(node, scope.mod))
         b = self.c.resolve(op, scope)
         if b is not None and b[0] == "def":
             return self._call_def(b[1], args or [], node, scope)

@@ -277,6 +277,10 @@ IMPURE = {"TLCGet", "TLCSet", "RandomElement", "JavaTime"}  # never cached as co
 RANDOM = {"RandomElement"}  # a draw: cached only as a constant definition (TLC evaluates those once)
 
 
+# the -D settings a spec may ask TLC about: action composition (\cdot) is always on in this engine
+ENGINE_PROPERTIES = {"-Dtlc2.tool.impl.Tool.cdot": "true"}
+
+
 def _tlcget(i):
     if i == "level":
         return TLC_CONTEXT["level"]
@@ -284,6 +288,8 @@ def _tlcget(i):
         return Fcn({"mode": "bfs", "depth": -1, "deadlock": TLC_CONTEXT.get("deadlock", True), "worker": 1,
                     "seed": 0, "fingerprint": 0, "spec": TLC_CONTEXT.get("spec", ""),
                     "config": TLC_CONTEXT.get("config", ""), "install": "", "traces": -1})
+    if i in ENGINE_PROPERTIES:  # TLCGet("-Dprop"): TLC's Java system property; here the engine's own setting
+        return ENGINE_PROPERTIES[i]
     regs = TLC_CONTEXT["registers"]
     if type(i) is int and i in regs:
         return regs[i]
@@ -411,7 +417,6 @@ OPERATORS: dict[str, tuple] = {
 UNSUPPORTED = {
     "Any": "TLC module",
     "Real": "Reals module", "Infinity": "Reals module", "/": "Reals module",
-    "\\cdot": "action composition",
 }
 
 _ARITH = ["+", "-", "*", "\\div", "%", "^", "<", ">", "<=", ">=", "..", "Nat"]

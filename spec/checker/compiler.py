@@ -1095,12 +1095,21 @@ class Compiler:
         if b is None:
             if op in B.OPERATORS:
                 b = ("builtin", op)
+            elif op == "\\cdot":  # an action (actions.py lays it out); never a value of its own
+                return self._composition_value(node, scope)
             elif op in B.UNSUPPORTED:
                 raise UnsupportedError(f"{op} ({B.UNSUPPORTED[op]}) is not supported by the embedded checker",
                                        loc_of(node, scope.mod))
             else:
                 raise UndefinedError(f"undefined operator {op}", loc_of(node, scope.mod))
         return self._apply_binding(b, op, args, node, scope)
+
+    def _composition_value(self, node, scope):
+        where = loc_of(node, scope.mod)
+
+        def composition(s, n, e):
+            raise EvalError("A \\cdot B is an action: it is taken as a step, not evaluated as a value", where)
+        return composition, frozenset()
 
     def _name(self, name, node, scope):
         b = self.resolve(name, scope)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tla_snippets import NOLOCK
 
-from kvexact.spec.checker import check_model
+from kvexact.spec.checker import check_model, evaluate
 from kvexact.spec.checker.result import Outcome
 
 
@@ -30,3 +30,18 @@ def test_theorem_body_selector_as_an_invariant(tmp_path):
             "Inv == /\\ Small!:\n       /\\ TRUE")
     r = check_model(_spec(tmp_path, body, NOLOCK + "INVARIANT Inv\n"))
     assert r.outcome is Outcome.SAFETY and r.violation.name == "Inv" and len(r.violation.trace) == 4
+
+
+def test_action_composition(tmp_path):
+    """``A \\cdot B``: B starts from A's successor, and A's successor is not a state of its own
+    (FiniteMonotonic MCReplicatedLog): from 1, (x' = x + 1) . (x' = 2 * x) goes to 4, 10, 22."""
+    body = "VARIABLE x\nInit == x = 1\nNext == x < 20 /\\ ((x' = x + 1) \\cdot (x' = 2 * x))\nInv == x # {k}"
+    never = check_model(_spec(tmp_path, body.format(k=2), NOLOCK + "INVARIANT Inv\n"))
+    assert never.outcome is Outcome.SUCCESS and never.distinct_states == 4
+    r = check_model(_spec(tmp_path, body.format(k=22), NOLOCK + "INVARIANT Inv\n"))
+    assert r.outcome is Outcome.SAFETY and [st.values["x"] for st in r.violation.trace] == [1, 4, 10, 22]
+
+
+def test_tlcget_of_the_composition_setting():
+    """A spec asserts that TLC runs with action composition on (-Dtlc2.tool.impl.Tool.cdot=true)."""
+    assert evaluate('TLCGet("-Dtlc2.tool.impl.Tool.cdot")', extends="TLC") == "true"
