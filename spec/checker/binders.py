@@ -50,6 +50,15 @@ def _bind(b: Any) -> Callable[[dict, Any], None]:
     """Return a setter that binds value v to binder b (a name or a tuple of names) in dict e."""
     if type(b).__name__ == "Tuple":
         names = [_name_of(x) for x in b.items]
+        if len(names) == 2:  # the common <<a, b>>: no loop
+            a, b2 = names
+
+            def set_pair(e: dict, v: Any) -> None:
+                if type(v) is not tuple or len(v) != 2:
+                    raise EvalError(f"cannot bind {fmt(v)} to <<{a}, {b2}>>")
+                e[a] = v[0]
+                e[b2] = v[1]
+            return set_pair
 
         def set_tuple(e: dict, v: Any) -> None:
             if type(v) is not tuple or len(v) != len(names):

@@ -156,6 +156,12 @@ def _choose1(s, n, e, S, name, body):
 def _combos(e: dict, binds: list):
     """Every binding of several binders (setter, set value): the same dict, updated in place."""
     e2 = dict(e)
+    if len(binds) == 1:  # one (tuple) binder: its set's order, without a product
+        setter = binds[0][0]
+        for x in _els(binds[0][1]):
+            setter(e2, x)
+            yield (x,), e2
+        return
     doms = [_els(S) for _, S in binds]
     for combo in itertools.product(*doms):
         for (setter, _), x in zip(binds, combo, strict=True):
@@ -214,6 +220,14 @@ def _memo_miss(memo: dict, body: Callable, params: list) -> Callable:
 
 
 def _setofn(s, n, e, binds, body):
+    if len(binds) == 1:  # one tuple binder: a plain loop
+        setter, S = binds[0]
+        e2 = dict(e)
+        out = []
+        for x in _els(S):
+            setter(e2, x)
+            out.append(body(s, n, e2))
+        return frozenset(out)
     return frozenset([body(s, n, e2) for _, e2 in _combos(e, binds)])
 
 
