@@ -54,12 +54,13 @@ class ModelValue:
 class Fcn:
     """A function (or record) whose domain is not 1..n; immutable, hashable."""
 
-    __slots__ = ("d", "_h", "_c")
+    __slots__ = ("d", "_h", "_c", "_o")
 
     def __init__(self, d: dict):
         self.d = d
         self._h: int | None = None
-        self._c: Any = None
+        self._c: Any = None  # canon key, once computed
+        self._o: Any = None  # order_key, once computed
 
     def __hash__(self) -> int:
         if self._h is None:
@@ -493,7 +494,10 @@ def order_key(v: Any) -> Any:
                 return (4, len(v), tuple(order_key(x) for x in v))
         return (4, len(v), v)
     if t is Fcn:
-        return (5, len(v.d), tuple(sorted((order_key(k), order_key(x)) for k, x in v.d.items())))
+        o = v._o
+        if o is None:
+            o = v._o = (5, len(v.d), tuple(sorted([(order_key(k), order_key(x)) for k, x in v.d.items()])))
+        return o
     if t is frozenset or isinstance(v, LazySet):
         els = as_set(v)
         return (6, len(els), tuple(sorted(order_key(x) for x in els)))
@@ -628,13 +632,17 @@ def fcn_update(f: Any, x: Any, v: Any) -> Any:
         d = dict(d)
         d[x] = v
         h = Fcn(d)
-        if f._c is not None:  # the fingerprint key follows the update
+        if f._c is not None and len(d) > _FOLLOW_MIN:  # the fingerprint key follows the update
             ck = canon(x)
             h._c = ("$F", (f._c[1] - {(ck, canon(old))}) | {(ck, canon(v))})
         return h
     raise EvalError(f"EXCEPT applied to {fmt(f)}, which is not a function")
 
 
+# A function's fingerprint key follows an EXCEPT only past this many entries: a small one's key is
+# rebuilt from its values' keys when a state needs it, which costs less than following every update (a
+# nested EXCEPT updates each level once per change, and replacing a pair compares nested keys deeply).
+_FOLLOW_MIN = 16
 _BTRUE = ("$B", True)
 _BFALSE = ("$B", False)
 

@@ -8,7 +8,7 @@ import pytest
 from kvexact.spec.checker.binders import _bind
 from kvexact.spec.checker.codegen import _setofn
 from kvexact.spec.checker.model import evaluate
-from kvexact.spec.checker.values import EvalError
+from kvexact.spec.checker.values import EvalError, Fcn, canon, fcn_update, order_key, sorted_values
 
 
 def test_a_pair_binder_binds_both_names_of_each_element():
@@ -48,3 +48,30 @@ class _Tuple:
 
 
 _Tuple.__name__ = "Tuple"
+
+
+@pytest.mark.parametrize("size", [3, 6, 40])
+def test_an_updated_function_has_the_key_of_the_same_function_built_directly(size):
+    """A small function's key is rebuilt when needed, a large one's follows the update: either way it
+    is the key of the new value, and TRUE and 1 stay apart."""
+    inner = Fcn({"status": "Empty", "voted": (1, 2)})
+    f = Fcn({f"k{i}": inner if i == 0 else i for i in range(size)})
+    canon(f)  # the state was fingerprinted before the update
+    g = fcn_update(f, "k1", True)
+    assert canon(g) == canon(Fcn({**f.d, "k1": True}))
+    assert canon(g) != canon(Fcn({**f.d, "k1": 1})) and canon(g) != canon(f)
+    nested = fcn_update(f, "k0", fcn_update(inner, "status", "Accepting"))
+    direct = Fcn({**f.d, "k0": Fcn({"status": "Accepting", "voted": (1, 2)})})
+    assert canon(nested) == canon(direct) and nested == direct
+
+
+def test_a_record_keeps_its_place_in_tlc_order_once_its_order_key_is_stored():
+    a = Fcn({"bal": 2, "type": "Prepare"})
+    b = Fcn({"bal": 1, "type": "Prepare"})
+    c = Fcn({"bal": 1, "type": "Accept"})
+    order_key(a)  # stored on a
+    # records compare field by field in name order, then by value: "Accept" < "Prepare", 1 < 2
+    assert sorted_values([a, b, c]) == [c, b, a]
+    assert sorted_values([a, b, c]) == sorted_values([c, a, b])
+    assert evaluate('CHOOSE m \\in {[bal |-> 2, t |-> "P"], [bal |-> 1, t |-> "P"]} : TRUE') == \
+        Fcn({"bal": 1, "t": "P"})
