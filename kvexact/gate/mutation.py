@@ -56,7 +56,7 @@ class Outcome(enum.Enum):
     SURVIVED = "survived"
     NOT_EXECUTED = "survived (no quick check executes it)"
     EQUIVALENT = "equivalent"
-    INCOMPETENT = "incompetent"  # the mutation could not be applied or the probe could not start
+    INCOMPETENT = "incompetent"  # the mutation could not be applied, does not compile, or the probe could not start
 
 
 KILLED = (Outcome.KILLED, Outcome.TIMEOUT)
@@ -75,6 +75,7 @@ class Mutant:
     end_line: int
     before: str
     after: str
+    compiles: bool = True  # False when the operator made a module Python cannot compile
 
     @property
     def key(self) -> str:
@@ -146,6 +147,9 @@ ANNOTATION_REASON = ("an operator inside a function's annotation under `from __f
                      "string, never evaluated at run time")
 
 
+NO_COMPILE_REASON = "the mutated module does not compile (e.g. `**` of a dict display replaced): not a program"
+
+
 def annotation_only_lines(source: str) -> set[int]:
     """Lines whose every ``|`` sits in a function's parameter or return annotation, in a module that postpones
     annotations (PEP 563): a ``|`` mutated there changes a string nothing evaluates."""
@@ -197,7 +201,13 @@ def with_after(mutant: Mutant) -> Mutant | None:
     if mutated is None:
         return None
     new_lines = mutated.splitlines()
-    return attrs.evolve(mutant, after=new_lines[mutant.line - 1] if mutant.line <= len(new_lines) else "")
+    try:
+        compile(mutated, str(mutant.path), "exec")
+        compiles = True
+    except SyntaxError:
+        compiles = False
+    return attrs.evolve(mutant, after=new_lines[mutant.line - 1] if mutant.line <= len(new_lines) else "",
+                        compiles=compiles)
 
 
 def load_equivalents(path: Path = EQUIVALENTS_FILE) -> dict[str, str]:
@@ -354,6 +364,8 @@ def run_mutants(mutants: list[Mutant], coverage_map: dict[str, Any], equivalents
         elif mutant.operator.startswith("core/ReplaceBinaryOperator_BitOr_") and mutant.line in annotation_only_lines(
                 mutant.path.read_text(encoding="utf-8")):
             result = MutantResult(mutant, Outcome.EQUIVALENT, checks, reason=ANNOTATION_REASON)
+        elif not mutant.compiles:
+            result = MutantResult(mutant, Outcome.INCOMPETENT, checks, reason=NO_COMPILE_REASON)
         elif not checks:
             result = MutantResult(mutant, Outcome.NOT_EXECUTED)
         else:

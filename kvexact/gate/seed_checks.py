@@ -16,16 +16,20 @@ from typing import Any
 from kvexact.gate.framework import CheckResult, GateCheck, GateContext, Verdict
 
 Case = Callable[[], list[tuple[str, Any, Any]]]  # (what, got, expected)
+KIB = 1024
 MIB = 1024 * 1024
 
 
 def radix_0x08F() -> list[tuple[str, Any, Any]]:
-    """0x08F: the 18-operation trace's final reconciliation and its totals."""
+    """0x08F: the 18-operation trace's final reconciliation and its totals; 0x08G: the req-handoff receipt and its
+    prefill estimate (S_prompt 7 - 6 matched = 1 token to compute; ceil(1 / P) = 1 new block)."""
     from kvexact.reference import radix as rx
     from kvexact.reference.labs import radix as rx_lab
 
     trace = rx_lab.seed_trace_0x08F()
     r = rx.check_state(trace[-1].state)
+    handoff = [t.receipt for t in trace if isinstance(t.receipt, rx.RadixSchedulerHandoffReceipt)][-1]
+    est = rx.prefill_estimate(handoff, row_bytes=16, block_tokens=4)
     evictions = [t.receipt for t in trace if isinstance(t.receipt, rx.EvictReceipt)]
     dups = [s for t in trace if isinstance(t.receipt, rx.RadixMutationReceipt) for s in t.receipt.duplicate_slot_ids]
     return [("pool/tree/free/private slots", (r.pool_slots, r.tree_owned_slots, r.free_slots, r.private_slots),
@@ -33,7 +37,14 @@ def radix_0x08F() -> list[tuple[str, Any, Any]]:
             ("protected/evictable tree tokens", (r.protected_tokens, r.evictable_tokens), (6, 0)),
             ("duplicate input slots released", len(dups), 6),
             ("eviction calls/edges/slots", (len(evictions), sum(len(e.evicted_node_ids) for e in evictions),
-                                            sum(e.released_tokens for e in evictions)), (3, 5, 8))]
+                                            sum(e.released_tokens for e in evictions)), (3, 5, 8)),
+            ("0x08G req-handoff: generation, tree version, matched, path, slots, suffix, lease",
+             (handoff.request_generation, handoff.tree_version, handoff.matched_tokens, handoff.path_node_ids,
+              handoff.prefix_slot_ids, handoff.suffix_interval, handoff.lock_lease_id),
+             (4, 18, 6, (2, 3, 4), (1, 2, 3, 4, 11, 12), (6, 7), "lease-req-handoff-v18")),
+            ("0x08G prefill at B_row 16, P 4: compute, useful bytes, blocks, capacity",
+             (est.prompt_tokens_to_compute, est.new_useful_kv_bytes, est.new_physical_blocks,
+              est.new_physical_capacity_bytes), (7 - 6, 1 * 16, 1, 1 * 4 * 16))]
 
 
 def translate_0x03F() -> list[tuple[str, Any, Any]]:
@@ -79,9 +90,11 @@ def prefix_0x07() -> list[tuple[str, Any, Any]]:
     """0x07B (a change at token 37: S_sem 37, hit 32), a given semantic match of 0 or 20 tokens caps the hit at 0
     or 16 (0x07A), 0x07E (the prompt-cap edge at 48 and 50 tokens), a different cache salt or namespace
     generation sees no hit (0x07A: both are key/scope inputs), 0x09C's full-block staircase at P = 8 (B 25 and C 16 tokens over A's 33: 16 + 16 capped hits, 24 + 16 without
-    the logits cap; 24 + 15 with immutable partial tails)."""
+    the logits cap; 24 + 15 with immutable partial tails); 0x07C: a published tail whose block was freed and reused
+    at the next generation is no longer current, so it is no hit (32 full-block tokens, no partial rows)."""
     import attrs
 
+    from kvexact.reference import lifecycle
     from kvexact.reference.keys import KeyInputs
     from kvexact.reference.labs import prefix as px_lab
     from kvexact.reference.prefix import PrefixPolicy
@@ -114,6 +127,12 @@ def prefix_0x07() -> list[tuple[str, Any, Any]]:
     out.append(("0x09C partial tail, P=16: B, C hits", tuple(partial.lookup(px_lab.request(n, s[:t]), tail)
                                                             .runtime_hit_tokens for n, t in (("B", 25), ("C", 16))),
                 (24, 15)))
+    stale = px_lab.cache_with(s[:33], tail)
+    lifecycle.release(stale.alloc, "A")
+    stale.alloc.allocate("Z", [9000 + i for i in range(22 * 16)])  # the 21 free blocks, then A's tail block 3
+    out.append(("0x07C A's tail block reused at the next generation: B's 40-token hit, partial rows",
+                (lambda r: (r.runtime_hit_tokens, r.copy_valid_partial_rows))(
+                    stale.lookup(px_lab.request("B", s[:40]), tail)), (32, 0)))
     return out
 
 
@@ -155,6 +174,8 @@ def keys_0x09B() -> list[tuple[str, Any, Any]]:
 
 def allocator_0x05E() -> list[tuple[str, Any, Any]]:
     """0x05B/0x05E: D's COW append publishes 1003@12 and 2003@6 at context 35, table version 2, epoch 43 -> 44;
+    0x05A: it copies r = 2 rows of a 64 KiB bundle row (128 KiB), writes one row (64 KiB): traffic 2 x 128 + 64 =
+    320 KiB, 1 MiB of new capacity across both groups;
     truncate(D, 32) drops that suffix bundle, returns 1003@12 and 2003@6 to the free queues and publishes D's
     next table version (each published table is version + 1, as A's 5 -> 6); F's 16 tokens reuse them at @13
     and @7; a weak identity for a block past D's two-block table is refused, and so is releasing the leased COW
@@ -169,10 +190,14 @@ def allocator_0x05E() -> list[tuple[str, Any, Any]]:
     alloc.cow_begin(txn)  # sources leased (0x05C steps 2, 4); releasing them is step 9, after the publication
     early = rejection_of(lambda: alloc.cow_release_sources(txn))
     alloc = fx.fixture_0x05b_forked()
-    lifecycle.cow_append(alloc, "D", 900, expected_generation=1, expected_table_version=alloc.request("D").table_version)
+    r = lifecycle.cow_append(alloc, "D", 900, expected_generation=1,
+                             expected_table_version=alloc.request("D").table_version)
     d = alloc.request("D")
     out: list[tuple[str, Any, Any]] = [
         ("COW sources released while the copy is in flight rejected as", early, AllocRejection.STEP_OUT_OF_ORDER),
+        ("0x05A COW cost: rows, payload, append write, traffic, new capacity",
+         (r.copied_rows, r.copy_payload_bytes, r.append_write_bytes, r.copy_traffic_bytes, r.new_capacity_bytes),
+         (2, 128 * KIB, 64 * KIB, 320 * KIB, MIB)),
         ("COW append: D's tails, context, version, epoch",
          ((d.tables[0][-1].block_id, d.tables[0][-1].generation), (d.tables[1][-1].block_id, d.tables[1][-1].generation),
           d.context_tokens, d.table_version, alloc.epoch), ((1003, 12), (2003, 6), 35, 2, 44))]
@@ -192,14 +217,21 @@ def allocator_0x05E() -> list[tuple[str, Any, Any]]:
 def traversal_0x0A() -> list[tuple[str, Any, Any]]:
     """0x0A: decoding B (25 tokens, g1 blocks 2000, 2001 at P = 16) told T = 24 reads ceil(24/16) = 2 tiles, the
     last 24 mod 16 = 8 rows; 0x0BI's chunk ledger: 8 x 64 + 96 = 608 logical rows, 160 unique, 448 saved, at 512 B
-    a row 304, 80 and 224 KiB; at 16-token chunks 40 ordinary and 12 shared chunks, 32 partial states."""
+    a row 304, 80 and 224 KiB; at 16-token chunks 40 ordinary and 12 shared chunks, 32 partial states; 0x0AB: lengths
+    [64, 63, 17, 1] at P_k = 16 need n_r = 4, 4, 2, 1 blocks: dense 4 x 4 = 16 cells, used 11, padded 5 (int32: 64,
+    44, 20 B)."""
     from kvexact.reference.labs.translate import loop4_snapshot
-    from kvexact.reference.traversal import chunk_ledger, decode_traversal
+    from kvexact.reference.traversal import chunk_ledger, decode_traversal, ragged_table_ledger
 
     steps = decode_traversal(loop4_snapshot(), "B", 1, context_tokens=24)
     c = chunk_ledger(16)
     kib = 1024
+    ragged = ragged_table_ledger([64, 63, 17, 1], 16)
     return [("B told 24 tokens: blocks, rows", [(st.handle.block_id, st.rows_read) for st in steps], [(2000, 16), (2001, 8)]),
+            ("0x0AB [64, 63, 17, 1] at P_k = 16: n_r, cells dense/used/padded", (ragged.blocks_per_request, (
+                ragged.dense_cells, ragged.used_cells, ragged.padded_cells)), ((4, 4, 2, 1), (16, 11, 5))),
+            ("0x0AB int32 bytes dense/used/padded", (ragged.dense_bytes, ragged.used_bytes, ragged.padded_bytes),
+             (64, 44, 20)),
             ("0x0BI rows logical/unique/saved", (c.logical_rows, c.unique_rows, c.saved_rows), (608, 160, 448)),
             ("0x0BI bytes logical/unique/saved", (c.logical_bytes, c.unique_bytes, c.saved_bytes),
              (304 * kib, 80 * kib, 224 * kib)),
@@ -245,6 +277,72 @@ def shared_prefix_0x0BA() -> list[tuple[str, Any, Any]]:
             ("merge with the empty state", rounded(sp.merge_states(sp.empty_state(3), a)), rounded(a))]
 
 
+def shared_prefix_0x0BE() -> list[tuple[str, Any, Any]]:
+    """0x0BE: on the four-sequence tree (d_qk 2, d_v 3, 2 B elements, 4 B state scalars) both partitioned schedules
+    match the monolithic rows within 2.3e-16; 19 logical pairs, 10 unique rows, 9 saved; a 10 B row, 190 B and
+    100 B of payload; 8 partial rows of 3 x 2 + 8 = 14 B, 112 B. 0x0BI's regular ledger (B 8, S 64, U_r 4 x 8 and
+    4 x 16, 512 B rows, d_v 128 FP16, FP32 state) at P_c = 16: 608 / 160 / 448 rows, 304 / 80 / 224 KiB, 40 ordinary
+    and 4 + 8 = 12 shared chunks, 8 x 4 = 32 partial rows of 128 x 2 + 8 = 264 B."""
+    from kvexact.reference import shared_prefix as sp
+    from kvexact.reference.labs import shared_prefix as sp_lab
+
+    fx = sp_lab.seed_fixture()
+    mono = sp.monolithic(fx)
+    led = sp.ledger(sp_lab.SEED_TREE, sp_lab.SEED_NUM_SEQS, sp_lab.SEED_D_QK, sp_lab.SEED_D_V, threshold=1)
+    reg = sp.regular_prefix_ledger(64, [8, 8, 8, 8, 16, 16, 16, 16], 512, 16, 128)
+    kib = 1024
+    return [("Hydragen and ChunkAttention within 2.3e-16 of the monolithic rows",
+             (sp.max_abs_difference(mono, sp.hydragen(fx)) <= 2.3e-16,
+              sp.max_abs_difference(mono, sp.chunk_attention(fx, threshold=1)[0]) <= 2.3e-16), (True, True)),
+            ("a row against itself plus one differs by 1", sp.max_abs_difference([[1.0, 2.0]], [[1.0, 3.0]]), 1.0),
+            ("0x0BE pairs logical/unique/saved, row bytes", (led.logical_pairs, led.unique_rows, led.saved_reads,
+                                                            led.kv_row_bytes), (19, 10, 9, 10)),
+            ("0x0BE payload baseline/shared", (led.baseline_kv_bytes, led.shared_kv_bytes), (190, 100)),
+            ("0x0BE partial rows, row bytes, buffer", (led.partial_rows, led.partial_row_bytes, led.partial_buffer_bytes),
+             (8, 14, 112)),
+            ("0x0BI rows logical/unique/saved", (reg.logical_rows, reg.unique_rows, reg.saved_rows), (608, 160, 448)),
+            ("0x0BI bytes baseline/shared/saved", (reg.baseline_bytes, reg.shared_bytes, reg.saved_bytes),
+             (304 * kib, 80 * kib, 224 * kib)),
+            ("0x0BI chunks ordinary/shared, partial rows, bytes", (reg.ordinary_chunks, reg.shared_chunks,
+                                                                  reg.partial_rows, reg.partial_bytes),
+             (40, 12, 32, 32 * 264))]
+
+
+def hybrid_0x07C() -> list[tuple[str, Any, Any]]:
+    """0x07C: with cache groups of 16- and 32-token blocks a hit is a multiple of lcm = 32 below the logits cap that
+    every group serves: a published 64-token prompt gives a 65-token query 64 tokens (a 64-token query, capped at 63,
+    32); once the 16-token group loses its first block, no group frontier is common and the hit is 0."""
+    from kvexact.reference.hybrid import CacheGroup, HybridIndex
+
+    prompt = list(range(100, 164))
+    index = HybridIndex.empty([CacheGroup(16), CacheGroup(32)]).publish(prompt)
+    query = [*prompt, 7]
+    return [("hits of a 65- and a 64-token query", (index.lookup(query), index.lookup(prompt)), (64, 32)),
+            ("hit after the 16-token group's block 0 is evicted", index.evict(0, prompt[:16]).lookup(query), 0)]
+
+
+def prompt_modules_0x0CB() -> list[tuple[str, Any, Any]]:
+    """0x0CB: the schema assigns each module its positions (laid out in order from 0, the members of a union at one
+    start, the union as long as its longest member), and assembly returns the segments in declared position order
+    whatever the prompt's item order (0x0CG's schema: system at 0..3, city at 6..8 after a 2-position gap, question
+    at 9..10)."""
+    from kvexact.reference import modules as pm
+    from kvexact.reference import prompt_cache as pc
+    from kvexact.reference.labs import modules as pm_lab
+
+    schema = pc.parse_schema('<schema name="s" generation="1"><module name="a">one two three</module><union>'
+                             '<module name="b">four five</module><module name="c">six</module></union></schema>')
+    items = [pm.PromptItem("question", (7, 8), cached=False), pm.PromptItem("city", (501, 502, 503), True, "p0"),
+             pm.PromptItem("system", (1, 2, 3, 4), cached=False)]
+    segments = pm.assemble_declared_prompt("alice", "travel-plan", 2, items, pm_lab.SCHEMA,
+                                           {("travel-plan", "city", "p0"): pm_lab.sample_receipt()}, pm_lab.NS,
+                                           "sem-1", "lay-1")
+    return [("module a, union members b and c: positions, end",
+             ([schema.modules[n].position_ids for n in "abc"], schema.end), ([(0, 1, 2), (3, 4), (3,)], 5)),
+            ("items question, city, system assemble as", [(g.module_id, g.source, g.position_ids) for g in segments],
+             [("system", "compute", (0, 1, 2, 3)), ("city", "cache", (6, 7, 8)), ("question", "compute", (9, 10))])]
+
+
 def adapter_protocol() -> list[tuple[str, Any, Any]]:
     """The adapter protocol the machines call (``reference/adapters.py``): the reference adapter (without its
     spec recorder) passes the name and arity check; an adapter whose ``append`` takes the request only (the
@@ -270,7 +368,9 @@ def adapter_protocol() -> list[tuple[str, Any, Any]]:
 SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": translate_0x03F, "ledger 0x0D": ledger_0x0D,
                                "prefix 0x07": prefix_0x07, "telemetry 0x0CF": telemetry_0x0CF,
                                "allocator 0x05E": allocator_0x05E, "keys 0x09B": keys_0x09B, "traversal 0x0A": traversal_0x0A, "vmm 0x06F": vmm_0x06F,
-                               "shared prefix 0x0BA": shared_prefix_0x0BA, "adapter protocol": adapter_protocol}
+                               "shared prefix 0x0BA": shared_prefix_0x0BA, "shared prefix 0x0BE": shared_prefix_0x0BE,
+                               "hybrid 0x07C": hybrid_0x07C, "prompt modules 0x0CB": prompt_modules_0x0CB,
+                               "adapter protocol": adapter_protocol}
 
 
 def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
@@ -355,9 +455,60 @@ def sglang_units() -> list[tuple[str, Any, Any]]:
             ("unlock: delta, sizes", unlocked, (3, (8, 8, 0)))]
 
 
+def sglang_paged() -> list[tuple[str, Any, Any]]:
+    """notes/sglang.md §7: the paged allocator (page size > 1) numbers pages from 1 and hands out whole pages;
+    ``free`` releases every page a freed slot touches; ``available_size`` = (free + staged pages) x page size. On
+    the adapter (8 slots in pages of 2): 4 reserved slots are pages 1, 2 = slots 2..5, the pool is slots 2..9, and a
+    tree slot holds the token path up to its token. §6: a queued request whose tokens an earlier queued request
+    shares for at least 32 tokens (the deprioritize threshold) is deprioritized; 31 shared tokens are not."""
+    from kvexact.reference.peers.sglang import RadixCache, Req
+    from kvexact.reference.peers.sglang_adapter import SGLangAdapter
+    from kvexact.reference.peers.sglang_pool import PagedTokenToKVPoolAllocator
+    from kvexact.reference.peers.sglang_sched import compute_prefix_matches
+
+    pool = PagedTokenToKVPoolAllocator(16, 4)
+    slots = pool.alloc(8)
+    taken = pool.available_size()
+    pool.free([slots[0], slots[4]])  # one slot of each of the two pages
+    sg = SGLangAdapter(8, page_size=2)
+    got = sg.reserve("a", 4)
+    sg.insert([1, 2, 3, 4], got or (), "a")
+    p = sg.partition()
+    base = list(range(1, 33))
+    queue = [Req("r0", [*base, 50, 51]), Req("r1", [*base, 60, 61]), Req("r2", [*base[:31], 70, 71])]
+    return [("paged alloc(8) of 16 slots in pages of 4: slots, available", (sorted(slots or ()), taken),
+             (list(range(4, 12)), 8)),
+            ("free of one slot in each page: available, free pages", (pool.available_size(),
+                                                                     sorted(pool.free_pages + pool.release_pages)),
+             (16, [1, 2, 3, 4])),
+            ("adapter in pages of 2: reserved 4, pool, tree, free slots",
+             (got, p.pool_slot_ids, p.tree_slot_ids, p.free_slot_ids),
+             ((2, 3, 4, 5), tuple(range(2, 10)), (2, 3, 4, 5), (6, 7, 8, 9))),
+            ("adapter: token path of each tree slot", sg.slot_tokens(),
+             {2: ((None, None), (1,)), 3: ((None, None), (1, 2)), 4: ((None, None), (1, 2, 3)),
+              5: ((None, None), (1, 2, 3, 4))}),
+            ("queued requests sharing 32 and 31 tokens: deprioritized",
+             sorted(compute_prefix_matches(RadixCache(), queue).deprioritized), [1])]
+
+
+def vllm_hybrid_s17() -> list[tuple[str, Any, Any]]:
+    """notes/vllm.md scenario 17 (FA + 2 x SWA window 32, block size 16): r0 = C48 + [3] * 7 stored, then
+    C48 + [3] * 5 looked up after removing keys (hash index, group): {(0,1),(0,2)} -> 3 blocks, {(0,0)} -> 0,
+    {(2,0)} -> 2, {(1,1)} -> 1 (16 tokens a block)."""
+    from kvexact.reference.peers.vllm_hybrid import GroupSpec, stored_then_lookup
+
+    specs = [GroupSpec(16), GroupSpec(16, 32), GroupSpec(16, 32)]
+    c48 = [0] * 16 + [1] * 16 + [2] * 16
+    stored, query = [c48 + [3] * 7], c48 + [3] * 5
+    removed = [[(0, 1, 0), (0, 2, 0)], [(0, 0, 0)], [(0, 0, 2)], [(0, 1, 1)]]
+    return [("hit tokens after each removal", [stored_then_lookup(specs, stored, r, query).hit_length for r in removed],
+             [48, 0, 32, 16])]
+
+
 PEER_CASES: dict[str, Case] = {"vllm s01": vllm_scenario_s01, "vllm event log": vllm_event_log,
                                "sglang event log": sglang_event_log, "vllm units": vllm_units,
-                               "sglang units": sglang_units}
+                               "sglang units": sglang_units, "sglang paged": sglang_paged,
+                               "vllm hybrid s17": vllm_hybrid_s17}
 
 
 def run_cases(cases: dict[str, Case]) -> CheckResult:

@@ -135,6 +135,19 @@ def test_an_or_inside_postponed_function_annotations_only_is_equivalent(tmp_path
     assert results[1].reason == mu.ANNOTATION_REASON
 
 
+def test_a_mutant_that_does_not_compile_is_incompetent_not_run(tmp_path):
+    """cosmic-ray's `**` -> `//` also hits a dict display's unpacking: `{//a}` is no program (seed-1 revocation)."""
+    path = tmp_path / "m.py"
+    path.write_text("def f(a):\n    return {**a, 'b': 2 ** 3}\n", encoding="utf-8")
+    bare = [m for m in mu.enumerate_mutants({"reference.m": path}) if m.operator.endswith("Pow_FloorDiv")]
+    results = mu.run_mutants(bare, {"digest": "-", "checks": {"c": {"seconds": 1.0, "passed": True,
+                                                                     "lines": {"reference.m": [2]}}}},
+                             {}, runner=lambda m, c, t: mu.MutantResult(m, mu.Outcome.SURVIVED, c))
+    assert sorted((r.mutant.after.strip(), r.outcome) for r in results) == [
+        ("return {**a, 'b': 2 // 3}", mu.Outcome.SURVIVED), ("return {//a, 'b': 2 ** 3}", mu.Outcome.INCOMPETENT)]
+    assert [r.reason for r in results if r.outcome is mu.Outcome.INCOMPETENT] == [mu.NO_COMPILE_REASON]
+
+
 def test_probe_exits_0_when_its_checks_pass():
     ok = subprocess.run([sys.executable, "-m", "kvexact.gate.mutation", "packaging-selftest"], capture_output=True,
                         text=True, timeout=300)

@@ -13,12 +13,16 @@ from kvexact.gate import seed_checks
 from kvexact.gate.formula_checks import formulas_golden
 from kvexact.gate.framework import GateContext, Verdict
 from kvexact.reference import (
+    allocator,
     formulas,
     formulas_seed,
+    hybrid,
     keys,
     ledgers,
     lifecycle,
+    modules,
     prefix,
+    prompt_cache,
     radix,
     shared_prefix,
     translate,
@@ -85,6 +89,39 @@ SURVIVORS += [
      "allocator 0x05E: truncate(D, 32)"),
     (lifecycle, "cache_block", "if not 0 <= logical_block < len(table):", "if not 0 <= logical_block != len(table):",
      "allocator 0x05E: IndexError"),
+]
+
+
+# Not executed by any quick check in the seed-1 sample (lines no quick case ran), now run by a case that fails.
+SURVIVORS += [
+    (traversal, "RaggedTableLedger.padded_bytes", "return self.padded_cells * self.entry_bytes",
+     "return self.padded_cells ** self.entry_bytes", "traversal 0x0A: 0x0AB int32 bytes"),
+    (allocator, "AllocationReceipt.copy_traffic_bytes", "return 2 * self.copy_payload_bytes + self.append_write_bytes",
+     "return 2 * self.copy_payload_bytes - self.append_write_bytes", "allocator 0x05E: 0x05A COW cost"),
+    (shared_prefix, "max_abs_difference", "abs(x - y)", "abs(x + y)", "shared prefix 0x0BE: Hydragen and ChunkAttention"),
+    (shared_prefix, "ledger", "row_bytes = (d_qk + d_v) * kv_elem_bytes", "row_bytes = (d_qk + d_v) & kv_elem_bytes",
+     "shared prefix 0x0BE: 0x0BE pairs"),
+    (shared_prefix, "regular_prefix_ledger", "logical = batch * shared_tokens + sum(suffix_tokens)",
+     "logical = batch / shared_tokens + sum(suffix_tokens)", "shared prefix 0x0BE: 0x0BI rows"),
+    (shared_prefix, "regular_prefix_ledger", "logical, unique, logical - unique, logical * row_bytes",
+     "logical, unique, logical // unique, logical * row_bytes", "shared prefix 0x0BE: 0x0BI rows"),
+    (shared_prefix, "regular_prefix_ledger", "(logical - unique) * row_bytes,", "(logical - unique) >> row_bytes,",
+     "shared prefix 0x0BE: 0x0BI bytes"),
+    (radix, "prefill_estimate", "compute = receipt.suffix_interval[1] - receipt.matched_tokens",
+     "compute = receipt.suffix_interval[0] - receipt.matched_tokens", "radix 0x08F: 0x08G prefill"),
+    (modules, "assemble_declared_prompt", "key=lambda s: s.position_ids[0] if s.position_ids else -1",
+     "key=lambda s: s.position_ids[0] if not s.position_ids else -1", "prompt modules 0x0CB: items question"),
+    (prompt_cache, "parse_schema", 'if c.tag == "union")):', 'if c.tag < "union")):',
+     "prompt modules 0x0CB: Rejected: MarkupRejection.STRAY_TEXT"),
+    (prompt_cache, "parse_schema", 'if child.tag == "module":', 'if child.tag != "module":',
+     "prompt modules 0x0CB: Rejected: MarkupRejection.UNKNOWN_ELEMENT"),
+    (prefix, "PrefixCache._tail_bundle", "self.alloc.pools[h.cache_group_id].blocks[h.block_id].generation !=",
+     "self.alloc.pools[h.cache_group_id].blocks[h.block_id].generation <",
+     "prefix 0x07: 0x07C A's tail block reused"),
+    (hybrid, "converged_hit", "range(cap - cap % a, 0, -a)", "range(cap - cap / a, 0, -a)",
+     "hybrid 0x07C: TypeError"),
+    (hybrid, "HybridIndex.evict", "if c.get(tuple(prefix), 0) > 0:", "if c.get(tuple(prefix), 0) > 1:",
+     "hybrid 0x07C: hit after the 16-token group's block 0 is evicted"),
 ]
 
 
@@ -179,6 +216,30 @@ PEER_SURVIVORS = [
      "not isinstance(group_id, int) and not 0 <= group_id", "vllm units"),
     ("vllm", "VllmKVCacheManager.allocate_slots", "if num_new_tokens == 0 and num_new_computed_tokens == 0:",
      "if num_new_tokens == -1 and num_new_computed_tokens == 0:", "vllm units"),
+]
+
+# Not executed by any quick check in the seed-1 sample, now run by a peer case that fails.
+PEER_SURVIVORS += [
+    ("sglang_pool", "PagedTokenToKVPoolAllocator._release_pages", "self.free_pages = pages + self.free_pages",
+     "self.free_pages = pages ^ self.free_pages", "sglang paged"),
+    ("sglang_pool", "PagedTokenToKVPoolAllocator.available_size",
+     "return (len(self.free_pages) + len(self.release_pages)) * self.page_size",
+     "return (len(self.free_pages) + len(self.release_pages)) - self.page_size", "sglang paged"),
+    ("sglang_pool", "PagedTokenToKVPoolAllocator.available_size",
+     "return (len(self.free_pages) + len(self.release_pages)) * self.page_size",
+     "return (len(self.free_pages) + len(self.release_pages)) + self.page_size", "sglang paged"),
+    ("sglang_adapter", "SGLangAdapter.partition", "universe = [p * ps + i for p",
+     "universe = [p * ps << i for p", "sglang paged"),
+    ("sglang_adapter", "SGLangAdapter.partition", "universe = [p * ps + i for p",
+     "universe = [p * ps % i for p", "sglang paged"),
+    ("sglang_adapter", "SGLangAdapter.slot_tokens", "for i, slot in enumerate(node.value or ()):",
+     "for i, slot in []:", "sglang paged"),
+    ("sglang_sched", "compute_prefix_matches", "IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD = 32",
+     "IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD = 33", "sglang paged"),
+    ("vllm_hybrid", "evict_block", "if index < len(view) else None", "if index is len(view) else None",
+     "vllm hybrid s17"),
+    ("vllm_hybrid", "stored_then_lookup", "new_pool(2 + sum(len(t) // h for t in stored) * len(specs))",
+     "new_pool(2 + sum(len(t) // h for t in stored) + len(specs))", "vllm hybrid s17"),
 ]
 
 
