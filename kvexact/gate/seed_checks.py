@@ -241,15 +241,22 @@ def traversal_0x0A() -> list[tuple[str, Any, Any]]:
 
 def vmm_0x06F() -> list[tuple[str, Any, Any]]:
     """0x06F: after D's row 8 commits (v23), D holds 9 valid tokens in three mapped bundles; a row is 2 heads x 4
-    dims x 2 B = 16 B over 4 tensors (K0, V0, K1, V1), so valid 9 x 16 x 4 = 576 B of 3 x 256 = 768 mapped."""
+    dims x 2 B = 16 B over 4 tensors (K0, V0, K1, V1), so valid 9 x 16 x 4 = 576 B of 3 x 256 = 768 mapped; a tensor
+    of a layer past the second, or of a kind other than K and V, does not exist."""
     from kvexact.reference import vmm
     from kvexact.reference.labs.vmm import seed_trace_0x06F
+    from kvexact.reference.rejections import rejection_of
 
     at = {t.label: t for t in seed_trace_0x06F()}
     led = vmm.check_state(at["v23"].state)
+    config = at["v23"].state.config
     return [("v23 mapped, active valid, active slack bytes", (led.mapped_bytes, led.active_valid_bytes,
                                                               led.active_slack_bytes), (768, 576, 768 - 576)),
-            ("v23 pool bytes", (led.pool_bytes, led.free_handle_bytes), (768, 0))]
+            ("v23 pool bytes", (led.pool_bytes, led.free_handle_bytes), (768, 0)),
+            ("tensor index of K0, V0, K1, V1", [config.tensor_index(k, n) for n in (0, 1) for k in "KV"], [0, 1, 2, 3]),
+            ("K2, K3 and X0 of a two-layer manifest rejected as",
+             [rejection_of(lambda k=k, n=n: config.tensor_index(k, n)) for k, n in (("K", 2), ("K", 3), ("X", 0))],
+             [vmm.VmmRejection.COORDINATE_OUT_OF_RANGE] * 3)]
 
 
 def shared_prefix_0x0BA() -> list[tuple[str, Any, Any]]:
@@ -393,6 +400,26 @@ def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
              ([2, 2, 2, 1, 1], 5))]
 
 
+def vllm_adapters_s01() -> list[tuple[str, Any, Any]]:
+    """notes/vllm.md scenario 1 through the profile's two adapters: the user-facing ``VllmAdapter`` (r0's table
+    1..4, r1 hits 48 tokens and holds 1, 2, 3 and the new 5) and the conformance protocol adapter with one group of
+    10 blocks (11 with the null block): r1's start reports the 48-token hit and its table is 1, 2, 3, 5."""
+    from kvexact.reference.adapters import AdapterConfig
+    from kvexact.reference.peers.vllm_adapter import VllmAdapter
+    from kvexact.reference.peers.vllm_protocol import VllmProtocolAdapter
+
+    c48 = [0] * 16 + [1] * 16 + [2] * 16
+    user = VllmAdapter(11, 16)
+    outcomes = [user.allocate(rid, c48 + [3] * n) for rid, n in (("r0", 7), ("r1", 5))]
+    proto = VllmProtocolAdapter(AdapterConfig(block_tokens=16, num_groups=1, blocks_per_group=10, row_bytes=(8,)))
+    starts = [proto.start(rid, c48 + [3] * n) for rid, n in (("r0", 7), ("r1", 5))]
+    return [("VllmAdapter r0, r1: hit, table", [(o.num_hit_tokens, o.block_ids) if o else None for o in outcomes],
+             [(0, (1, 2, 3, 4)), (48, (1, 2, 3, 5))]),
+            ("protocol adapter r0, r1: accepted, hit", [(r.accepted, r.hit_tokens) for r in starts],
+             [(True, 0), (True, 48)]),
+            ("protocol adapter r1's table", proto.table("r1", 0), [1, 2, 3, 5])]
+
+
 def vllm_event_log() -> list[tuple[str, Any, Any]]:
     """One event log of the vLLM profile under a random stream (seed 1, 20 operations: stores, removals, clears), over the wire format,
     accepted by KVAllocation through the event mapping."""
@@ -508,7 +535,7 @@ def vllm_hybrid_s17() -> list[tuple[str, Any, Any]]:
 PEER_CASES: dict[str, Case] = {"vllm s01": vllm_scenario_s01, "vllm event log": vllm_event_log,
                                "sglang event log": sglang_event_log, "vllm units": vllm_units,
                                "sglang units": sglang_units, "sglang paged": sglang_paged,
-                               "vllm hybrid s17": vllm_hybrid_s17}
+                               "vllm hybrid s17": vllm_hybrid_s17, "vllm adapters s01": vllm_adapters_s01}
 
 
 def run_cases(cases: dict[str, Case]) -> CheckResult:
