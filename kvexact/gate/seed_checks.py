@@ -350,10 +350,25 @@ def prompt_modules_0x0CB() -> list[tuple[str, Any, Any]]:
              [("system", "compute", (0, 1, 2, 3)), ("city", "cache", (6, 7, 8)), ("question", "compute", (9, 10))])]
 
 
+def revocation_0x0CE() -> list[tuple[str, Any, Any]]:
+    """0x0CE: t1 publishes and offloads an entry, a second t1 request executes on it (a receipt), then t1 is revoked
+    in seven steps with the live lease cancelled; every invariant of NamespaceRevocation holds in every state."""
+    from kvexact.reference import revocation as rv
+    from kvexact.reference.labs import revocation as rv_lab
+
+    plan = rv_lab.PUBLISH_T1 + [(rv.offload, (rv.Entry("t1", 0, 1),))] + rv_lab.LEASE_T1 + [
+        (rv.execute, ("t1",))] + rv_lab.REVOKE_T1
+    states = [rv.play(rv.RevState.init(), plan[:k])[0] for k in range(len(plan) + 1)]
+    broken = sorted({name for st in states for name, holds in rv.INVARIANTS.items() if not holds(st)})
+    return [("receipts issued", max(len(st.receipts) for st in states) > 0, True),
+            ("invariants broken in some state", broken, [])]
+
+
 def adapter_protocol() -> list[tuple[str, Any, Any]]:
     """The adapter protocol the machines call (``reference/adapters.py``): the reference adapter (without its
     spec recorder) passes the name and arity check; an adapter whose ``append`` takes the request only (the
-    machines pass request, token) is refused as a bad signature."""
+    machines pass request, token) is refused as a bad signature; a published request's full blocks are the cached
+    prefixes (with and without a token stream), and a later request with its prompt hits them."""
     from kvexact.reference import adapters as ad
 
     class OneArgumentAppend(ad.ReferenceAdapter):
@@ -367,9 +382,20 @@ def adapter_protocol() -> list[tuple[str, Any, Any]]:
             return exc.problem
         return None
 
-    config = ad.AdapterConfig()
+    def published(adapter: ad.ReferenceAdapter, prompt: list[int]) -> tuple[Any, ...]:
+        adapter.start("r", prompt)
+        adapter.cache("r")
+        return adapter.cached_prefixes(), adapter.start("s", prompt).hit_tokens
+
+    config = ad.AdapterConfig()  # 2-token blocks
+    stream = list(range(1, 13))
     return [("reference adapter: problem", problem(ad.ReferenceAdapter(config, spec=None)), None),
-            ("append(request) only: problem", problem(OneArgumentAppend(config, spec=None)), ad.AdapterProblem.METHOD_SIGNATURE)]
+            ("append(request) only: problem", problem(OneArgumentAppend(config, spec=None)), ad.AdapterProblem.METHOD_SIGNATURE),
+            ("7 stream tokens published: cached prefixes, a second request's hit",
+             published(ad.ReferenceAdapter(config, spec=None, stream=stream), stream[:7]),
+             ([tuple(stream[:2]), tuple(stream[:4]), tuple(stream[:6])], 6)),
+            ("5 tokens published without a stream: cached prefixes, hit",
+             published(ad.ReferenceAdapter(config, spec=None), [5, 6, 7, 8, 9]), ([(5, 6), (5, 6, 7, 8)], 4))]
 
 
 SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": translate_0x03F, "ledger 0x0D": ledger_0x0D,
@@ -377,6 +403,7 @@ SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": tr
                                "allocator 0x05E": allocator_0x05E, "keys 0x09B": keys_0x09B, "traversal 0x0A": traversal_0x0A, "vmm 0x06F": vmm_0x06F,
                                "shared prefix 0x0BA": shared_prefix_0x0BA, "shared prefix 0x0BE": shared_prefix_0x0BE,
                                "hybrid 0x07C": hybrid_0x07C, "prompt modules 0x0CB": prompt_modules_0x0CB,
+                               "revocation 0x0CE": revocation_0x0CE,
                                "adapter protocol": adapter_protocol}
 
 

@@ -13,6 +13,7 @@ from kvexact.gate import seed_checks
 from kvexact.gate.formula_checks import formulas_golden
 from kvexact.gate.framework import GateContext, Verdict
 from kvexact.reference import (
+    adapters,
     allocator,
     formulas,
     formulas_seed,
@@ -122,6 +123,8 @@ SURVIVORS += [
      "if kind not in TENSOR_KINDS and not 0 <= layer < self.layers:", "vmm 0x06F: ValueError"),  # X0 reaches .index
     (vmm, "VmmConfig.tensor_index", "if kind not in TENSOR_KINDS or not 0 <= layer < self.layers:",
      "if kind not in TENSOR_KINDS or not 0 <= layer is not self.layers:", "vmm 0x06F: K2, K3 and X0"),
+    (adapters, "ReferenceAdapter._publish", "self.keys[tokens[: (j + 1) * p]] = digest.hex()",
+     "self.keys[tokens[: (j & 1) * p]] = digest.hex()", "adapter protocol: 7 stream tokens published"),
     (hybrid, "converged_hit", "range(cap - cap % a, 0, -a)", "range(cap - cap / a, 0, -a)",
      "hybrid 0x07C: TypeError"),
     (hybrid, "HybridIndex.evict", "if c.get(tuple(prefix), 0) > 0:", "if c.get(tuple(prefix), 0) > 1:",
@@ -151,6 +154,18 @@ def test_the_prefix_caps_hit_branch_mutant_fails_reference_seed(monkeypatch):
     monkeypatch.setattr(prefix.PrefixCache, "lookup", copy.PrefixCache.lookup)
     result = seed_checks.reference_seed(GateContext())
     assert result.verdict is Verdict.FAILED and "prefix 0x07: 0x09C P=8 without logits" in result.detail, result.detail
+
+
+def test_a_receipt_invariant_inverted_fails_reference_seed(monkeypatch):
+    """Machine-line survivor revocation (NoReceiptAfterRevocation's `>=` -> `<`): the 0x0CE scenario's receipt."""
+    from kvexact.reference import revocation
+
+    copy = mutant_module(monkeypatch, revocation, "return all(x.gen >= s.done[x.ns] for x in s.receipts)",
+                         "return all(x.gen < s.done[x.ns] for x in s.receipts)")
+    monkeypatch.setitem(revocation.INVARIANTS, "NoReceiptAfterRevocation", copy.no_receipt_after_revocation)
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED, result.detail
+    assert "revocation 0x0CE: invariants broken in some state = ['NoReceiptAfterRevocation']" in result.detail
 
 
 def test_a_cache_salt_ignored_by_the_key_fails_reference_seed(monkeypatch):
