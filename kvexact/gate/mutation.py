@@ -143,16 +143,17 @@ def jit_lines(source: str) -> set[int]:
     return lines
 
 
-ANNOTATION_REASON = ("an operator inside a function's annotation under `from __future__ import annotations`: a "
-                     "string, never evaluated at run time")
+ANNOTATION_REASON = ("an operator inside an annotation (a function's, or a field's or variable's) under `from "
+                     "__future__ import annotations`: a string, never evaluated at run time")
 
 
 NO_COMPILE_REASON = "the mutated module does not compile (e.g. `**` of a dict display replaced): not a program"
 
 
 def annotation_only_lines(source: str) -> set[int]:
-    """Lines whose every ``|`` sits in a function's parameter or return annotation, in a module that postpones
-    annotations (PEP 563): a ``|`` mutated there changes a string nothing evaluates."""
+    """Lines whose every ``|`` sits in a function's parameter or return annotation or in an annotated assignment's
+    annotation (an attrs field), in a module that postpones annotations (PEP 563): a ``|`` mutated there changes a
+    string nothing evaluates (the project calls no ``get_type_hints``; attrs reads the names, not the types)."""
     tree = ast.parse(source)
     if not any(isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations"
                                                                                   for a in n.names)
@@ -166,6 +167,8 @@ def annotation_only_lines(source: str) -> set[int]:
                                                   *filter(None, (args.vararg, args.kwarg))) if a.annotation]
             for ann in (*annotations, *filter(None, [node.returns])):
                 inside.update((n.lineno, n.col_offset) for n in ast.walk(ann) if isinstance(n, ast.BinOp))
+        elif isinstance(node, ast.AnnAssign):
+            inside.update((n.lineno, n.col_offset) for n in ast.walk(node.annotation) if isinstance(n, ast.BinOp))
     ors = [(n.lineno, n.col_offset) for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.BitOr)]
     return {line for line, _c in inside} - {line for line, col in ors if (line, col) not in inside}
 

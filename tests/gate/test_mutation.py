@@ -120,11 +120,14 @@ def f(x: int | None, y: int = 1 | 2) -> list[int] | None:
     return x | y
 def g(x: int | None = None) -> int | None:
     return x
+class C:
+    field: tuple[int | None, ...]
+    other: int = 1 | 2
 """
 
 
 def test_an_or_inside_postponed_function_annotations_only_is_equivalent(tmp_path):
-    assert mu.annotation_only_lines(SIGNATURES) == {4}  # line 2 also has a real | in a default value
+    assert mu.annotation_only_lines(SIGNATURES) == {4, 7}  # lines 2 and 8 also have a real | in a value
     assert mu.annotation_only_lines(SIGNATURES.split("\n", 1)[1]) == set()  # evaluated annotations
     path = tmp_path / "m.py"
     path.write_text(SIGNATURES, encoding="utf-8")
