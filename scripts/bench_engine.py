@@ -24,11 +24,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT.parent / "shared" / "tla-examples"
 # (name, spec, cfg or None, distinct-state bound)
+# The project's own specs (relative names) are taken from the baseline commit, so that both engines check
+# the same text: the specs changed along with the engine (an INSTANCE WITH reading cfg constants, which an
+# engine older than issue 16 cannot load).
 MODELS = [
-    ("KVAllocation deep", ROOT / "spec/KVAllocation.tla", ROOT / "spec/KVAllocation.deep.cfg", 6000),
-    ("CowPublication CI", ROOT / "spec/CowPublication.tla", ROOT / "spec/CowPublication.cfg", 3000),
+    ("KVAllocation deep", "spec/KVAllocation.tla", "spec/KVAllocation.deep.cfg", 6000),
+    ("CowPublication CI", "spec/CowPublication.tla", "spec/CowPublication.cfg", 3000),
     ("TLCSailfish1", EXAMPLES / "dag-consensus__TLCSailfish1/TLCSailfish1.tla", None, 8000),
     ("MCVoting", EXAMPLES / "PaxosHowToWinATuringAward__MCVoting/MCVoting.tla", None, 3000),
+    ("PaxosCommit", EXAMPLES / "transaction_commit__PaxosCommit/PaxosCommit.tla", None, 6000),
     ("ReadersWriters", EXAMPLES / "ReadersWriters__MC/MC.tla", None, 20000),
 ]
 
@@ -53,27 +57,35 @@ class _Baseline(importlib.abc.MetaPathFinder):
 def child(baseline: str | None, spec: str, cfg: str | None, states: int) -> None:
     if baseline:
         sys.meta_path.insert(0, _Baseline(Path(baseline)))
-    from kvexact.spec.checker import check_model
-    from kvexact.spec.checker.corpus import corpus_lib_dirs
+    import inspect
+
+    from kvexact.spec.checker import check_model, corpus
     from kvexact.spec.checker.engine import check_loaded
     from kvexact.spec.checker.model import load_model
     sp = Path(spec)
     cf = Path(cfg) if cfg else sp.with_suffix(".cfg")
-    lib = corpus_lib_dirs(sp.resolve().parent.parent)
-    check_model(sp, cf, max_states=50, coverage=False, lib=lib)  # warm-up: parsing and code generation
-    model = load_model(sp, cf, lib=lib)
+    # an engine older than the library path (issue 16) has no lib parameter
+    kw = {}
+    if "lib" in inspect.signature(load_model).parameters:
+        kw["lib"] = corpus.corpus_lib_dirs(sp.resolve().parent.parent)
+    check_model(sp, cf, max_states=50, coverage=False, **kw)  # warm-up: parsing and code generation
+    model = load_model(sp, cf, **kw)
     t = time.process_time()
     r = check_loaded(model, max_states=states, coverage=False)
     cpu = time.process_time() - t
-    import kvexact.spec.checker.codegen as cg
+    import kvexact.spec.checker.engine as eng
     print(json.dumps({"generated": r.generated_states, "distinct": r.distinct_states, "cpu": cpu,
-                      "engine": str(Path(cg.__file__).parent)}))
+                      "outcome": str(r.outcome), "engine": str(Path(eng.__file__).parent)}))
 
 
 def run_one(baseline: str | None, spec: Path, cfg: Path | None, states: int) -> dict:
+    """One child's result, or {"error": its last line of output} when the engine cannot check the model."""
     cmd = [sys.executable, __file__, "--child", baseline or "", str(spec), str(cfg or ""), str(states)]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    lines = (p.stdout + p.stderr).strip().splitlines() or ["no output"]
+    if p.returncode != 0:
+        return {"error": lines[-1]}
+    return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
@@ -91,11 +103,17 @@ def main() -> None:
                           capture_output=True, check=True).stdout
     with tarfile.open(fileobj=BytesIO(blob)) as tar:
         tar.extractall(tmp, filter="data")
+    specs = subprocess.run(["git", "-C", str(ROOT), "archive", a.baseline, "spec"], capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=BytesIO(specs)) as tar:
+        tar.extractall(tmp / "specs", filter=lambda m, dest: m if m.name.endswith((".tla", ".cfg")) else None)
     base = str(tmp / "spec" / "checker")
+    print(f"baseline {a.baseline} = {_rev(a.baseline)}; the project's specs are the baseline's", flush=True)
     rows = []
-    for name, spec, cfg, states in MODELS:
+    for name, spec_name, cfg_name, states in MODELS:
         if a.only and not any(o.lower() in name.lower() for o in a.only):
             continue
+        spec = tmp / "specs" / spec_name if isinstance(spec_name, str) else spec_name
+        cfg = tmp / "specs" / cfg_name if isinstance(cfg_name, str) else cfg_name
         if not spec.exists():
             print(f"{name}: {spec} not found, skipped")
             continue
@@ -103,9 +121,18 @@ def main() -> None:
         for _ in range(a.rounds):
             for label, b in (("baseline", base), ("current", None)):
                 r = run_one(b, spec, cfg, states)
-                if label not in best or r["cpu"] < best[label]["cpu"]:
+                if "error" in r:
                     best[label] = r
+                elif label not in best or r["cpu"] < best[label]["cpu"]:
+                    best[label] = r
+            if "error" in best["baseline"] or "error" in best["current"]:
+                break
         old, new = best["baseline"], best["current"]
+        if "error" in old or "error" in new:
+            which = "baseline" if "error" in old else "current"
+            print(f"{name}: the {which} engine cannot check it: {(old if which == 'baseline' else new)['error']}",
+                  flush=True)
+            continue
         same = (old["generated"], old["distinct"]) == (new["generated"], new["distinct"])
         ratio = (new["generated"] / new["cpu"]) / (old["generated"] / old["cpu"])
         rows.append((name, states, old, new, ratio, same))
@@ -117,6 +144,11 @@ def main() -> None:
     for name, states, old, new, ratio, same in rows:
         print(f"| {name} | {states} | {new['generated']} | {old['generated'] / old['cpu']:.0f} | "
               f"{new['generated'] / new['cpu']:.0f} | {ratio:.2f}x{'' if same else ' (counts differ)'} |")
+
+
+def _rev(rev: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev], capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 if __name__ == "__main__":
