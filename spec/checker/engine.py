@@ -58,7 +58,7 @@ def _work(batch: list[tuple]) -> list | tuple:
                         succ.append((ai, None, key, True, None))
                         continue
                     try:
-                        ok = m.violated_invariant(n) is None
+                        ok = m.violated_invariant(n, s) is None
                     except EvalError:
                         ok = False
                     succ.append((ai, None if (ok and not inside) else m.state_tuple(n), key, inside, ok))
@@ -131,6 +131,7 @@ class Checker:
         self.implied_actions = plan.implied_actions if plan is not None else []
         self.graph: StateGraph | None = StateGraph() if plan is not None and plan.needs_graph else None
         self._last = -1  # store index of the successor last handled by _add/_add_pre (-1: outside the model)
+        self._parent_state: dict | None = None  # the state whose successors are being added
 
     # -------------------------------------------------------------- traces
 
@@ -161,8 +162,8 @@ class Checker:
     # -------------------------------------------------------------- search
 
     def _check_new(self, s: dict, parent: int, act: int) -> None:
-        try:
-            name = self.m.violated_invariant(s)
+        try:  # the expanded parent satisfies every invariant: conjuncts on unchanged variables hold
+            name = self.m.violated_invariant(s, self._parent_state if parent >= 0 else None)
         except EvalError as exc:
             tr = (self._trace_state(1, m_state(self.m, s), -1),) if parent < 0 else self.trace(parent, (s, act))
             raise _Found(Violation("evaluation", "EvalError", f"while checking invariants: {exc}", tr)) from None
@@ -196,7 +197,7 @@ class Checker:
         """Insert a generated state if it is in the model and new; check invariants as TLC does."""
         m = self.m
         if not m.in_model(s) or (parent >= 0 and m.action_constraints and
-                                 not m.action_ok(m.state_dict(self.store[parent][0]), s)):
+                                 not m.action_ok(self._parent_state, s)):
             self._check_new(s, parent, act)
             self._last = -1
             return False
@@ -250,7 +251,8 @@ class Checker:
         for idx in batch:
             self._cur = idx
             ctx["level"] = self.depths[idx]  # TLCGet("level") while the state's actions are evaluated
-            yield idx, [(ai, n, None, None, None) for ai, n in m.expand(m.state_dict(self.store[idx][0]))]
+            s = self._parent_state = m.state_dict(self.store[idx][0])
+            yield idx, [(ai, n, None, None, None) for ai, n in m.expand(s)]
 
     def _expand_parallel(self, batch: list[int], pool):
         chunk = max(64, len(batch) // (8 * self.workers))
@@ -263,7 +265,9 @@ class Checker:
                 exc = EvalError(msg)
                 exc.assert_failed = is_assert  # type: ignore[attr-defined]
                 raise exc
-            yield from zip(piece, res, strict=True)
+            for idx, succ in zip(piece, res, strict=True):
+                self._parent_state = self.m.state_dict(self.store[idx][0])
+                yield idx, succ
 
     def run(self) -> tuple[Violation | None, str]:
         m = self.m

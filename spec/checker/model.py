@@ -27,6 +27,7 @@ from kvexact.spec.checker.builtins import TLC_CONTEXT
 from kvexact.spec.checker.cfg import Config, ConfigError, parse_cfg
 from kvexact.spec.checker.compiler import ALIASES, Compiler, Def, Scope, _bounds, loc_of, tlc_loc
 from kvexact.spec.checker.errors import SpecError
+from kvexact.spec.checker.reads import conjuncts, state_reads
 from kvexact.spec.checker.symmetry import Symmetry
 from kvexact.spec.checker.temporal import compile_enabled
 from kvexact.spec.checker.values import (
@@ -131,6 +132,7 @@ class Model:
         self._check_assumptions()
         self._setup_spec()
         self.invariants = [(n, self._state_fn(n, "INVARIANT")) for n in cfg.invariants]
+        self.invariant_parts = [self._invariant_parts(n) for n in cfg.invariants]
         self.constraints = [(n, self._state_fn(n, "CONSTRAINT")) for n in cfg.constraints]
         self.action_constraints = [(n, self._state_fn(n, "ACTION_CONSTRAINT")) for n in cfg.action_constraints]
         self.view = self._state_fn(cfg.view, "VIEW") if cfg.view else None
@@ -180,6 +182,15 @@ class Model:
             raise ConfigError(f"{self.cfg.locations.get(name, self.cfg.path)}: {what} {name} takes arguments")
         fn, _ = self.comp.def_fn(d)
         return fn
+
+    def _invariant_parts(self, name: str) -> list[tuple[Callable, frozenset | None]]:
+        """An invariant's conjuncts, each compiled, with the variables it reads (None: unknown)."""
+        d = self._lookup_def(name, "INVARIANT")
+        parts = []
+        for node, scope in conjuncts(self.comp, d.body, d.scope):
+            fn, _ = self.comp.expr(node, scope)
+            parts.append((fn, state_reads(self.comp, node, scope)))
+        return parts
 
     def _check_assumptions(self) -> None:
         """TLC evaluates every ASSUME before exploring; the first false one stops the run (exit 10)."""
@@ -432,8 +443,18 @@ class Model:
                 return False
         return True
 
-    def violated_invariant(self, s: dict) -> str | None:
-        for name, fn in self.invariants:
+    def violated_invariant(self, s: dict, parent: dict | None = None) -> str | None:
+        """The first invariant (in cfg order) that s violates, or None. With ``parent``, a state whose
+        invariants all hold and from which s was generated, a conjunct whose read variables s left
+        unchanged (the same values) holds in s as in parent and is not evaluated; any other outcome
+        than TRUE for the conjuncts evaluated falls back to the whole invariant, so values and errors
+        are those of a full evaluation."""
+        changed = None
+        if parent is not None:
+            changed = {v for v, x in s.items() if parent.get(v) is not x}
+        for (name, fn), parts in zip(self.invariants, self.invariant_parts, strict=True):
+            if changed is not None and _holds_where_changed(parts, s, changed):
+                continue
             v = fn(s, None, {})
             if v is not True:
                 if v is not False:
@@ -523,6 +544,19 @@ class Model:
             if v is not True:
                 return f"conjunct at {loc_of(it, d.scope.mod)} is FALSE"
         return "every conjunct holds, but the step is not one the action generates"
+
+
+def _holds_where_changed(parts: list, s: dict, changed: set) -> bool:
+    """Every conjunct is TRUE in s, knowing that those reading none of ``changed`` held in the parent."""
+    try:
+        for fn, reads in parts:
+            if reads is not None and changed.isdisjoint(reads):
+                continue
+            if fn(s, None, {}) is not True:
+                return False
+    except Exception:  # the whole invariant is evaluated again and reports it as without the skip
+        return False
+    return True
 
 
 def _standard_names() -> set:
