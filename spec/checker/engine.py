@@ -9,6 +9,7 @@ every new state and on every out-of-constraint state; depth counts Init as 1. A 
 
 from __future__ import annotations
 
+import gc
 import random
 import time
 from collections import deque
@@ -32,6 +33,7 @@ class _Stop(Exception):
 
 PARALLEL_MIN_BATCH = 2000
 PROGRESS_EVERY_S = 2.0
+GC_YOUNG_THRESHOLD = 10_000
 _WORKER_MODEL: Model | None = None
 _WORKER_SEEN: dict | None = None
 
@@ -275,6 +277,14 @@ class Checker:
         started = last
         self._cur = -1
         pool = None
+        # The states found so far live until the run ends: frozen at each level, so that the cyclic
+        # collector scans only the objects made since, and its youngest generation is collected every
+        # 10,000 allocations instead of 700 (its passes took a fifth of the search on KVAllocation
+        # deep); garbage is collected later, never less.
+        gc.collect()
+        gc.freeze()
+        thresholds = gc.get_threshold()
+        gc.set_threshold(max(thresholds[0], GC_YOUNG_THRESHOLD), *thresholds[1:])
         try:
             def emit(s):
                 self.generated += 1
@@ -283,6 +293,7 @@ class Checker:
             while self.queue:
                 batch = list(self.queue)
                 self.queue.clear()
+                gc.freeze()
                 if self.max_depth is not None and self.depths[batch[0]] >= self.max_depth:
                     self.complete = False
                     self.queue.extend(batch)
@@ -342,6 +353,8 @@ class Checker:
             return Violation("evaluation", type(exc).__name__,
                              f"evaluation failed ({type(exc).__name__}: {exc})", tr), ""
         finally:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
             if pool is not None:
                 pool.terminate()
         return None, ""
