@@ -286,6 +286,8 @@ class Compiler:
         # ENABLED A's compiler (temporal.compile_enabled, a successor search), given by whoever builds
         # the model: the compiler below the action compiler cannot import it without a cycle
         self.enabled: Callable[..., tuple] | None = None
+        # the variables an expression reads (reads.state_reads, None: unknown), given the same way
+        self.state_reads: Callable[..., frozenset | None] | None = None
 
     # ---------------------------------------------------------------- loading
 
@@ -1740,9 +1742,29 @@ class Compiler:
         fa, da = self.expr(node.action, scope)
         fv, _ = self.expr(node.subscript, scope)
         box = node.operator == "["
+        reads = self.state_reads(self, node.subscript, scope) if self.state_reads is not None else None
+        keep = tuple(reads) if reads is not None else None  # a step that leaves these as they were: v' = v
+        # per side (successor, state): the read values (compared by identity) and v's value last computed
+        # without bound names; the state side repeats for every successor of one state
+        lasts: tuple[list, list] = ([None, None], [None, None])
+
+        def value(st, e, copy):
+            vals = None if keep is None or e else tuple([st.get(v) for v in keep])
+            if vals is not None and None not in vals:
+                last = lasts[copy]
+                hit = last[0]
+                if hit is not None and all(a is b for a, b in zip(hit, vals, strict=True)):
+                    return last[1]
+                r = fv(dict(st) if copy else st, None, e)
+                last[0], last[1] = vals, r
+                return r
+            return fv(dict(st) if copy else st, None, e)
 
         def sub(s, n, e):
-            same = tla_eq(fv(dict(n), None, e), fv(s, None, e))
+            if keep is not None and all(v in n and v in s and n[v] is s[v] for v in keep):
+                same = True
+            else:
+                same = tla_eq(value(n, e, True), value(s, e, False))
             if box:
                 return same or fa(s, n, e)
             return (not same) and fa(s, n, e)

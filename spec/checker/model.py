@@ -89,6 +89,7 @@ class Model:
         value_overrides: dict[str, Any] = dict(constants)
         self.comp = Compiler(self.spec_path.parent, constants, dict(cfg.overrides), value_overrides, lib_dirs)
         self.comp.enabled = compile_enabled
+        self.comp.state_reads = state_reads
         self.comp.scoped_values = dict(cfg.scoped_constants)
         self.comp.scoped_overrides = dict(cfg.scoped_overrides)
         root = self.comp.load_root(self.spec_path)

@@ -95,3 +95,25 @@ def test_read_sets(tmp_path, inv, reads):
             "Next == x' = x /\\ y' = y\nInv == " + inv)
     model = load_model(write_spec(tmp_path, body, NOLOCK + "INVARIANT Inv\n", extra={"Counter.tla": COUNTER}))
     assert [r if r is None else set(r) for _, r in model.invariant_parts[0]] == reads
+
+
+def test_an_action_property_on_a_step_that_keeps_its_subscript(tmp_path):
+    # [][A]_x: the y steps keep x (stuttering, A not evaluated); the x step from (2,0) to (3,0) is not A.
+    # Levels: (0,0) | (1,0) (0,1) | (2,0) ...: the violation is found expanding (2,0) at level 3.
+    body = ("VARIABLES x, y\nInit == x = 0 /\\ y = 0\nNext == \\/ x' = x + 1 /\\ y' = y /\\ x < 4\n"
+            "        \\/ y' = y + 1 /\\ x' = x /\\ y < 4\n"
+            "Prop == [][x' = x + 1 /\\ x < 2]_<<x>>")
+    r = check_loaded(load_model(write_spec(tmp_path, body, NOLOCK + "PROPERTY Prop\n")), coverage=False)
+    assert r.outcome is not Outcome.SUCCESS and r.violation is not None and r.violation.name == "Prop"
+    assert [(t.values["x"], t.values["y"]) for t in r.violation.trace] == [(0, 0), (1, 0), (2, 0), (3, 0)]
+
+
+def test_an_action_property_whose_subscript_changes_only_on_some_steps(tmp_path):
+    # v = x + y: the first step keeps the sum (stuttering for [FALSE]_v); the second, enabled at x = 2,
+    # changes it: (0,0) -> (1,-1) -> (2,-2) -> (2,-1) is the first step that violates the property.
+    body = ("VARIABLES x, y\nInit == x = 0 /\\ y = 0\nNext == \\/ x' = x + 1 /\\ y' = y - 1 /\\ x < 3\n"
+            "        \\/ x' = x /\\ y' = y + 1 /\\ x = 2 /\\ y < 5\n"
+            "Prop == [][FALSE]_<<x + y>>")
+    r = check_loaded(load_model(write_spec(tmp_path, body, NOLOCK + "PROPERTY Prop\n")), coverage=False)
+    assert r.outcome is not Outcome.SUCCESS and r.violation is not None and r.violation.name == "Prop"
+    assert [(t.values["x"], t.values["y"]) for t in r.violation.trace] == [(0, 0), (1, -1), (2, -2), (2, -1)]
