@@ -57,7 +57,7 @@ class _Scan:
         self.keep: list = []  # the nodes and scopes visited stay alive, so their ids stay theirs
 
     def visit(self, node: Any, scope: Scope) -> None:
-        if not (isinstance(node, tuple) and hasattr(node, "_fields")):
+        if not hasattr(node, "_fields"):  # a token, not a syntax node
             return
         key = (id(node), id(scope))
         if key in self.seen:
