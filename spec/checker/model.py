@@ -133,7 +133,9 @@ class Model:
         self._check_assumptions()
         self._setup_spec()
         self.invariants = [(n, self._state_fn(n, "INVARIANT")) for n in cfg.invariants]
-        self.invariant_parts = [self._invariant_parts(n) for n in cfg.invariants]
+        # name -> (the invariant's function, its conjuncts with their read variables); an invariant added
+        # later (a PROPERTY []P) or replaced is evaluated whole
+        self.invariant_parts = {n: (fn, self._invariant_parts(n)) for n, fn in self.invariants}
         self.constraints = [(n, self._state_fn(n, "CONSTRAINT")) for n in cfg.constraints]
         self.action_constraints = [(n, self._state_fn(n, "ACTION_CONSTRAINT")) for n in cfg.action_constraints]
         self.view = self._state_fn(cfg.view, "VIEW") if cfg.view else None
@@ -453,9 +455,11 @@ class Model:
         changed = None
         if parent is not None:
             changed = {v for v, x in s.items() if parent.get(v) is not x}
-        for (name, fn), parts in zip(self.invariants, self.invariant_parts, strict=True):
-            if changed is not None and _holds_where_changed(parts, s, changed):
-                continue
+        for name, fn in self.invariants:
+            if changed is not None:
+                parts = self.invariant_parts.get(name)
+                if parts is not None and parts[0] is fn and _holds_where_changed(parts[1], s, changed):
+                    continue
             v = fn(s, None, {})
             if v is not True:
                 if v is not False:

@@ -94,7 +94,7 @@ def test_read_sets(tmp_path, inv, reads):
     body = ("VARIABLES x, y\nC == INSTANCE Counter WITH c <- x\nLimit == y\nInit == x = 0 /\\ y = 0\n"
             "Next == x' = x /\\ y' = y\nInv == " + inv)
     model = load_model(write_spec(tmp_path, body, NOLOCK + "INVARIANT Inv\n", extra={"Counter.tla": COUNTER}))
-    assert [r if r is None else set(r) for _, r in model.invariant_parts[0]] == reads
+    assert [r if r is None else set(r) for _, r in model.invariant_parts["Inv"][1]] == reads
 
 
 def test_an_action_property_on_a_step_that_keeps_its_subscript(tmp_path):
