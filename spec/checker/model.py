@@ -189,8 +189,12 @@ class Model:
     def _invariant_parts(self, name: str) -> list[tuple[Callable, frozenset | None]]:
         """An invariant's conjuncts, each compiled, with the variables it reads (None: unknown)."""
         d = self._lookup_def(name, "INVARIANT")
+        whole, deps = self.comp.def_fn(d)
+        leaves = conjuncts(self.comp, d.body, d.scope)
+        if len(leaves) == 1:  # not a conjunction: the invariant's own function, not compiled again
+            return [(whole, state_reads(self.comp, leaves[0][0], leaves[0][1], deps))]
         parts = []
-        for node, scope in conjuncts(self.comp, d.body, d.scope):
+        for node, scope in leaves:
             fn, _ = self.comp.expr(node, scope)
             parts.append((fn, state_reads(self.comp, node, scope)))
         return parts

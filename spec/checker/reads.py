@@ -112,11 +112,13 @@ class _Scan:
             raise _Opaque
 
 
-def state_reads(comp: Compiler, node: Any, scope: Scope) -> frozenset[str] | None:
-    """The variables ``node`` can read, or None when unknown (see the module's invariant)."""
+def state_reads(comp: Compiler, node: Any, scope: Scope, deps: frozenset | None = None) -> frozenset[str] | None:
+    """The variables ``node`` can read, or None when unknown (see the module's invariant); ``deps``: its
+    compiled dependencies when known (else it is compiled here)."""
     scan = _Scan(comp)
     try:
-        _, deps = comp.expr(node, scope)
+        if deps is None:
+            _, deps = comp.expr(node, scope)
         if deps & _IMPURE_DEPS or in_recursion(deps):
             return None
         scan.visit(node, scope)
