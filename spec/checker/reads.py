@@ -16,6 +16,7 @@ from kvexact.spec.checker.binders import ALIASES, _name_of
 from kvexact.spec.checker.compiler import PRIME, STATE, Compiler, Scope, in_recursion
 from kvexact.spec.checker.errors import SpecError
 from kvexact.spec.checker.junctions import conj_items
+from kvexact.spec.checker.temporal import _children
 from kvexact.spec.checker.values import EvalError
 
 # operators whose value is not a function of the current state, or that act beyond returning a value
@@ -32,21 +33,6 @@ class _Opaque(Exception):
 
 def _opaque_name(op: str) -> bool:
     return op in _OPAQUE_OPS or op.startswith(("Random", "IO")) or "erialize" in op
-
-
-def _children(node: Any) -> list:
-    out: list = []
-    for f in node._fields:
-        if f in ("symbol", "start", "end"):
-            continue
-        stack = [getattr(node, f)]
-        while stack:
-            x = stack.pop()
-            if isinstance(x, tuple) and hasattr(x, "_fields"):
-                out.append(x)
-            elif isinstance(x, (list, tuple)):
-                stack.extend(x)
-    return out
 
 
 class _Scan:
