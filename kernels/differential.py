@@ -18,6 +18,7 @@ import torch
 from kvexact.kernels import device as dev
 from kvexact.kernels import paged, shared
 from kvexact.kernels import reference as ref
+from kvexact.kernels.errors import KernelInputError, KernelRejection
 
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float32: (1e-5, 1e-5),
@@ -215,6 +216,49 @@ def run_merge_case(seed: int = 0) -> dict:
     lse_ok = bool(torch.equal(torch.isneginf(lse).cpu(), torch.isneginf(want_lse).cpu())) and bool(
         torch.allclose(lse[fin].double().cpu(), want_lse[fin].cpu(), atol=1e-5, rtol=1e-5))
     return {"finite": finite, "within_tolerance": close, "lse_ok": lse_ok, "passed": finite and close and lse_ok}
+
+
+def run_reject_case(seed: int = 0) -> dict:
+    """Decode inputs that break the contract, given with the default ``validate=True``, must be refused by
+    name before any launch: an out-of-range referenced block id, a table row too short for its length, a
+    negative length (paged decode), and an out-of-range suffix block id (shared-prefix decode).
+
+    The pool and the table are views of larger tensors (two spare blocks of zeros, spare table columns
+    holding in-range ids), so a wrapper that launches anyway reads allocated memory and this case reports
+    the missing refusal instead of crashing."""
+    nb, bs, hkv, hq, d = 4, 4, 1, 2, 16
+    kc_all = dev.full((nb + 2, bs, hkv, d), 0.0, torch.float32)
+    vc_all = dev.full((nb + 2, bs, hkv, d), 0.0, torch.float32)
+    kc, vc = kc_all[:nb], vc_all[:nb]
+    query = dev.randn((1, hq, d), dev.generator(seed), torch.float32)
+
+    def table(row: list[int]) -> torch.Tensor:
+        return dev.tensor([row + [1, 2]], torch.int32)[:, : len(row)]
+
+    k = KernelRejection
+    cases = [
+        ("block id out of range", k.BLOCK_ID_OUT_OF_RANGE,
+         lambda: paged.paged_decode_attention(query, kc, vc, table([0, nb]), dev.tensor([bs + 1], torch.int32))),
+        ("table too short", k.BLOCK_TABLE_TOO_SHORT,
+         lambda: paged.paged_decode_attention(query, kc, vc, table([0, 3]), dev.tensor([2 * bs + 1], torch.int32))),
+        ("negative length", k.NEGATIVE_LENGTH,
+         lambda: paged.paged_decode_attention(query, kc, vc, table([0]), dev.tensor([-1], torch.int32))),
+        ("suffix block id out of range", k.BLOCK_ID_OUT_OF_RANGE,
+         lambda: shared.shared_prefix_attention(query, kc, vc, dev.tensor([2], torch.int32), bs, table([nb + 1]),
+                                                dev.tensor([1], torch.int32))),
+    ]
+    wrong = []
+    for name, want, call in cases:
+        try:
+            call()
+            got = "accepted"
+        except KernelInputError as exc:
+            got = exc.reason.name
+        except Exception as exc:  # a launch on bad input: reported, not raised
+            got = f"{type(exc).__name__}"
+        if got != want.name:
+            wrong.append(f"{name}: {got}, expected {want.name}")
+    return {"refused": len(cases) - len(wrong), "cases": len(cases), "wrong": wrong, "passed": not wrong}
 
 
 SHARED_FACTORS: dict[str, tuple] = {

@@ -1,9 +1,11 @@
 """Gate checks of the kernel layer: the differential tests at a small fixed set, and int64 addressing.
 
 Invariant: ``kernels-differential`` passes only when every case is finite, within its dtype's tolerance of
-float64, and blind to the poison in unreferenced slots; it cannot run (rather than fail) when torch or
+float64, and blind to the poison in unreferenced slots, and every contract-breaking decode input given with
+``validate=True`` is refused by name; it cannot run (rather than fail) when torch or
 triton is missing. ``quick`` runs one decode case per dtype, one ``reshape_and_cache`` case with skipped (-1) slots, one
-``merge_attn_states`` case with empty (NaN) sides, one shared-prefix case and one 0x0BE tree; ``full`` and ``deep`` the fixed set below (with the same cache and merge cases).
+``merge_attn_states`` case with empty (NaN) sides, one case of bad decode inputs (``reject 0``), one shared-prefix
+case and one 0x0BE tree; ``full`` and ``deep`` the fixed set below (with the same cache, merge and reject cases).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ def _import_kernels():
 def case_names(level: str) -> list[str]:
     """The cases ``kernels-differential`` runs at a level, in order: ``decode N``, ``shared N``, ``tree T``."""
     n_decode, n_shared, thresholds = CASES[level]
-    return [*(f"decode {i}" for i in range(n_decode)), "cache 0", "merge 0", *(f"shared {i}" for i in range(n_shared)),
+    return [*(f"decode {i}" for i in range(n_decode)), "cache 0", "merge 0", "reject 0",
+            *(f"shared {i}" for i in range(n_shared)),
             *(f"tree {t}" for t in thresholds)]
 
 
@@ -52,6 +55,9 @@ def run_case(name: str, seed: int = 0) -> tuple[bool, str, dict]:
     if kind == "merge":
         result = D.run_merge_case(seed=seed)
         return result["passed"], f"merge_attn_states with empty (NaN) sides: {result}", result
+    if kind == "reject":
+        result = D.run_reject_case(seed=seed)
+        return result["passed"], f"bad decode inputs with validate=True: {'; '.join(result['wrong'])}", result
     if kind == "shared":
         case = D.pairwise_cases(D.SHARED_FACTORS)[int(arg)]
         result = D.run_shared_case(case, seed=seed)
@@ -75,7 +81,8 @@ def kernels_differential(ctx: GateContext) -> CheckResult:
         if not passed:
             failed.append(detail)
     n_decode, n_shared, thresholds = CASES[ctx.level]
-    figures = {"decode_cases": n_decode, "cache_write_cases": 1, "merge_cases": 1, "shared_cases": n_shared, "seed_tree_runs": len(thresholds),
+    figures = {"decode_cases": n_decode, "cache_write_cases": 1, "merge_cases": 1, "reject_cases": 1,
+               "shared_cases": n_shared, "seed_tree_runs": len(thresholds),
                **{f"max_abs_err_{k}": float(f"{v:.3g}") for k, v in sorted(worst.items())},
                "seconds": round(time.perf_counter() - start, 2)}
     if failed:
