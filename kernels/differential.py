@@ -7,6 +7,7 @@ kernel output to be finite, within the dtype's tolerance of float64, and bit-ide
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import math
 import random
@@ -196,6 +197,23 @@ def run_cache_write_case(dtype=torch.float16, seed: int = 0) -> dict:
     return {"exact": exact, "passed": exact}
 
 
+def run_copy_case(dtype=torch.float16, seed: int = 0) -> dict:
+    """``copy_blocks`` (the copy-on-write copy) on a pool of distinct random rows (K and V views of one tensor):
+    each destination holds its source's rows afterwards, every other block is untouched."""
+    nb, bs, hkv, d = 6, 4, 2, 8
+    kc, vc = make_caches(nb, bs, hkv, d, d, dtype, "combined_nb2", CACHE_SENTINEL)
+    gen = dev.generator(seed)
+    kc.copy_(dev.randn((nb, bs, hkv, d), gen, dtype))
+    vc.copy_(dev.randn((nb, bs, hkv, d), gen, dtype))
+    want_k, want_v = kc.clone(), vc.clone()
+    pairs = [(1, 4), (2, 0), (3, 5)]
+    for src, dst in pairs:
+        want_k[dst], want_v[dst] = kc[src], vc[src]
+    paged.copy_blocks(kc, vc, dev.tensor(pairs, torch.int64))
+    exact = bool(torch.equal(kc, want_k) and torch.equal(vc, want_v))
+    return {"exact": exact, "passed": exact}
+
+
 def run_merge_case(seed: int = 0) -> dict:
     """``merge_attn_states`` of two fp32 partial states against the float64 merge, with one side empty, both
     empty, and FlashAttention 2's +inf marker; an empty side's output is NaN and must never be read."""
@@ -221,7 +239,9 @@ def run_merge_case(seed: int = 0) -> dict:
 def run_reject_case(seed: int = 0) -> dict:
     """Decode inputs that break the contract, given with the default ``validate=True``, must be refused by
     name before any launch: an out-of-range referenced block id, a table row too short for its length, a
-    negative length (paged decode), and an out-of-range suffix block id (shared-prefix decode).
+    negative length (paged decode), an out-of-range suffix block id (shared-prefix decode), a slot past the
+    pool (``reshape_and_cache``), a copy destination past the pool (``copy_blocks``) and a chunk of -1 tokens
+    (``chunked_shared_attention``). The host wrappers' options must be keyword-only (:data:`WRAPPER_POSITIONALS`).
 
     The pool and the table are views of larger tensors (two spare blocks of zeros, spare table columns
     holding in-range ids), so a wrapper that launches anyway reads allocated memory and this case reports
@@ -246,6 +266,12 @@ def run_reject_case(seed: int = 0) -> dict:
         ("suffix block id out of range", k.BLOCK_ID_OUT_OF_RANGE,
          lambda: shared.shared_prefix_attention(query, kc, vc, dev.tensor([2], torch.int32), bs, table([nb + 1]),
                                                 dev.tensor([1], torch.int32))),
+        ("slot out of range", k.SLOT_OUT_OF_RANGE,
+         lambda: paged.reshape_and_cache(kc_all[:1, 0], vc_all[:1, 0], kc, vc, dev.tensor([nb * bs], torch.int64))),
+        ("copy destination out of range", k.BLOCK_ID_OUT_OF_RANGE,
+         lambda: paged.copy_blocks(kc, vc, dev.tensor([[0, nb]], torch.int64))),
+        ("chunk length -1", k.NEGATIVE_LENGTH,
+         lambda: shared.chunked_shared_attention(query, kc, vc, [shared.Chunk((0,), -1, 0, 1)])),
     ]
     wrong = []
     for name, want, call in cases:
@@ -258,7 +284,27 @@ def run_reject_case(seed: int = 0) -> dict:
             got = f"{type(exc).__name__}"
         if got != want.name:
             wrong.append(f"{name}: {got}, expected {want.name}")
-    return {"refused": len(cases) - len(wrong), "cases": len(cases), "wrong": wrong, "passed": not wrong}
+    for module, fn, positional in WRAPPER_POSITIONALS:
+        params = inspect.signature(getattr(module, fn)).parameters.values()
+        got_pos = tuple(p.name for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY)
+        if got_pos != positional:
+            wrong.append(f"{fn}: positional parameters {got_pos}, expected {positional} (the rest keyword-only)")
+    return {"cases": len(cases), "signatures": len(WRAPPER_POSITIONALS), "wrong": wrong, "passed": not wrong}
+
+
+_KV = ("query", "key_cache", "value_cache")
+WRAPPER_POSITIONALS = (
+    (paged, "reshape_and_cache", ("key", "value", "key_cache", "value_cache", "slot_mapping")),
+    (paged, "copy_blocks", ("key_cache", "value_cache", "block_mapping")),
+    (paged, "merge_attn_states", ("prefix_output", "prefix_lse", "suffix_output", "suffix_lse")),
+    (paged, "decode_launcher", (*_KV, "block_table", "seq_lens", "num_splits")),
+    (paged, "paged_decode_attention", (*_KV, "block_table", "seq_lens")),
+    (shared, "chunked_shared_attention", (*_KV, "chunks")),
+    (shared, "shared_prefix_attention", (*_KV, "prefix_block_ids", "prefix_len", "suffix_block_table", "suffix_lens")),
+    (shared, "hydragen_launcher", (*_KV, "prefix_block_ids", "prefix_len", "suffix_block_table", "suffix_lens")),
+)
+"""The public host wrappers (module, name) and their positional parameters, as documented (vLLM's op order); every option
+after them is keyword-only, so a call cannot bind an option by position."""
 
 
 SHARED_FACTORS: dict[str, tuple] = {
@@ -271,7 +317,8 @@ SHARED_FACTORS: dict[str, tuple] = {
 
 def run_shared_case(case: dict, seed: int = 0, suffix_lens: Sequence[int] = (0, 1, 5, 17)) -> dict:
     """Hydragen-style prefix/suffix and ChunkAttention-style (prefix chunk + private suffix chunks) against
-    float64 over each sequence's concatenated history, on a NaN-poisoned pool."""
+    float64 over each sequence's concatenated history, on a NaN-poisoned pool; and Hydragen with an empty
+    prefix against float64 over each non-empty suffix alone."""
     dtype = DTYPES[case["dtype"]]
     bs, group = case["block_size"], case["group"]
     prefix_len = {"P": bs, "3P": 3 * bs, "3P+5": 3 * bs + 5}[case["prefix"]]
@@ -309,13 +356,19 @@ def run_shared_case(case: dict, seed: int = 0, suffix_lens: Sequence[int] = (0, 
     lens = dev.tensor(list(suffix_lens), torch.int32)
     hyd = shared.shared_prefix_attention(query, kc, vc, dev.tensor(prefix_ids, torch.int32), prefix_len,
                                          bt, lens, prefix_splits=2, suffix_splits=2)
+    no_prefix = shared.shared_prefix_attention(query, kc, vc, dev.tensor([], torch.int32), 0, bt, lens,
+                                               prefix_splits=2, suffix_splits=2)
+    live = [b for b, n in enumerate(suffix_lens) if n]  # the suffix alone (an empty history has no attention)
+    no_prefix_ref = torch.stack([ref.attention_f64(query[b], keys[b][prefix_len:], values[b][prefix_len:])[0]
+                                 for b in live])
     chunks = [shared.Chunk(tuple(prefix_ids), prefix_len, 0, batch)]
     chunks += [shared.Chunk(tuple(table[b][: need_s[b]]), n, b, b + 1) for b, n in enumerate(suffix_lens)]
     chk = shared.chunked_shared_attention(query, kc, vc, chunks, threshold=1, chunk_splits=2, private_splits=2)
     figures: dict = {}
     passed = True
-    for name, out in (("hydragen", hyd), ("chunked", chk)):
-        err, ok = _errors(out, out_ref, dtype)
+    for name, out, want in (("hydragen", hyd, out_ref), ("chunked", chk, out_ref),
+                            ("hydragen_empty_prefix", no_prefix[live], no_prefix_ref)):
+        err, ok = _errors(out, want, dtype)
         finite = bool(torch.isfinite(out).all())
         figures[f"{name}_max_abs_err"] = err
         passed = passed and ok and finite

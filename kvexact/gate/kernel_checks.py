@@ -4,8 +4,11 @@ Invariant: ``kernels-differential`` passes only when every case is finite, withi
 float64, and blind to the poison in unreferenced slots, and every contract-breaking decode input given with
 ``validate=True`` is refused by name; it cannot run (rather than fail) when torch or
 triton is missing. ``quick`` runs one decode case per dtype, one ``reshape_and_cache`` case with skipped (-1) slots, one
-``merge_attn_states`` case with empty (NaN) sides, one case of bad decode inputs (``reject 0``), one shared-prefix
-case and one 0x0BE tree; ``full`` and ``deep`` the fixed set below (with the same cache, merge and reject cases).
+``copy_blocks`` case, one ``merge_attn_states`` case with empty (NaN) sides, one case of bad decode inputs and the wrappers' keyword-only
+options (``reject 0``), two shared-prefix cases (the second with a three-page prefix cut into two splits), one
+random chunk tree (multi-page shared chunks in two splits, private paths in two levels) and one 0x0BE tree (its
+partial rows against the seed's count); ``full`` and ``deep`` the fixed set below (with the same cache, merge,
+reject and random-tree cases).
 """
 
 from __future__ import annotations
@@ -19,8 +22,14 @@ from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, Gat
 DECODE_CASES = 4  # the first cases of the pairwise-covering set (fp32, fp16, bf16; block sizes 1 and 16)
 SHARED_CASES = 2
 # (decode cases, shared-prefix cases, 0x0BE tree thresholds) per gate level
-CASES = {"quick": (3, 1, (1,)), "full": (DECODE_CASES, SHARED_CASES, (1, 0)),
+CASES = {"quick": (3, SHARED_CASES, (1,)), "full": (DECODE_CASES, SHARED_CASES, (1, 0)),
          "deep": (DECODE_CASES, SHARED_CASES, (1, 0))}
+# (tree seed, depth, block size, threshold) of each ``random N`` case, at every level: a random chunk tree whose
+# shared chunks span several pages (two chunk-first splits each) and whose private paths are cut into two levels
+RANDOM_TREES = ((0, 3, 4, 1),)
+# 0x0BE's materialized partial rows per threshold: the seed's sum of coverage(c) over chunks with coverage > tau
+# (seed: "partial rows = 4 + 2 + 2 = 8" at tau 1; at tau 0 every chunk: 4 + 2 + 2 + 1 + 1 + 1 + 1)
+SEED_PARTIAL_ROWS = {1: 8, 0: 12}
 
 
 def _import_kernels():
@@ -34,13 +43,26 @@ def _import_kernels():
 def case_names(level: str) -> list[str]:
     """The cases ``kernels-differential`` runs at a level, in order: ``decode N``, ``shared N``, ``tree T``."""
     n_decode, n_shared, thresholds = CASES[level]
-    return [*(f"decode {i}" for i in range(n_decode)), "cache 0", "merge 0", "reject 0",
-            *(f"shared {i}" for i in range(n_shared)),
+    return [*(f"decode {i}" for i in range(n_decode)), "cache 0", "copy 0", "merge 0", "reject 0",
+            *(f"shared {i}" for i in range(n_shared)), *(f"random {i}" for i in range(len(RANDOM_TREES))),
             *(f"tree {t}" for t in thresholds)]
 
 
+KINDS = ("decode", "cache", "copy", "merge", "reject", "shared", "random", "tree")
+
+
 def run_case(name: str, seed: int = 0) -> tuple[bool, str, dict]:
-    """Run one named case: (passed, what failed, its figures)."""
+    """Run one named case: (passed, what failed, its figures); a case that raises has failed, by its name."""
+    if name.partition(" ")[0] not in KINDS:
+        raise ValueError(f"unknown kernels-differential case {name!r}")
+    _import_kernels()
+    try:
+        return _run_case(name, seed)
+    except Exception as exc:  # a kernel or wrapper crash on the case's (valid) inputs
+        return False, f"{name}: raised {type(exc).__name__}: {str(exc)[:200]}", {}
+
+
+def _run_case(name: str, seed: int) -> tuple[bool, str, dict]:
     D = _import_kernels()
     import torch
 
@@ -52,6 +74,9 @@ def run_case(name: str, seed: int = 0) -> tuple[bool, str, dict]:
     if kind == "cache":
         result = D.run_cache_write_case(seed=seed)
         return result["passed"], f"reshape_and_cache with skipped slots: {result}", result
+    if kind == "copy":
+        result = D.run_copy_case(seed=seed)
+        return result["passed"], f"copy_blocks: {result}", result
     if kind == "merge":
         result = D.run_merge_case(seed=seed)
         return result["passed"], f"merge_attn_states with empty (NaN) sides: {result}", result
@@ -62,9 +87,15 @@ def run_case(name: str, seed: int = 0) -> tuple[bool, str, dict]:
         case = D.pairwise_cases(D.SHARED_FACTORS)[int(arg)]
         result = D.run_shared_case(case, seed=seed)
         return result["passed"], f"shared {D.case_id(case)}: {result}", result
+    if kind == "random":
+        tree_seed, depth, block_size, threshold = RANDOM_TREES[int(arg)]
+        result = D.run_tree_case(tree_seed, depth, block_size, threshold)
+        return result["within_tolerance"] and result["finite"], f"random chunk tree {arg}: {result}", result
     if kind == "tree":
         result = D.run_seed_tree(torch.float32, 16, int(arg))
-        return result["within_tolerance"] and result["finite"], f"0x0BE tree, threshold {arg}: {result}", result
+        rows_ok = result["partial_rows"] == SEED_PARTIAL_ROWS[int(arg)]
+        return (result["within_tolerance"] and result["finite"] and rows_ok,
+                f"0x0BE tree, threshold {arg}: {result} (seed partial rows {SEED_PARTIAL_ROWS[int(arg)]})", result)
     raise ValueError(f"unknown kernels-differential case {name!r}")
 
 
@@ -81,8 +112,8 @@ def kernels_differential(ctx: GateContext) -> CheckResult:
         if not passed:
             failed.append(detail)
     n_decode, n_shared, thresholds = CASES[ctx.level]
-    figures = {"decode_cases": n_decode, "cache_write_cases": 1, "merge_cases": 1, "reject_cases": 1,
-               "shared_cases": n_shared, "seed_tree_runs": len(thresholds),
+    figures = {"decode_cases": n_decode, "cache_write_cases": 1, "copy_cases": 1, "merge_cases": 1, "reject_cases": 1,
+               "shared_cases": n_shared, "random_tree_cases": len(RANDOM_TREES), "seed_tree_runs": len(thresholds),
                **{f"max_abs_err_{k}": float(f"{v:.3g}") for k, v in sorted(worst.items())},
                "seconds": round(time.perf_counter() - start, 2)}
     if failed:
