@@ -214,6 +214,23 @@ def run_copy_case(dtype=torch.float16, seed: int = 0) -> dict:
     return {"exact": exact, "passed": exact}
 
 
+def run_blockmap_case() -> dict:
+    """The host mappings from allocator tables to kernel inputs, against values worked by hand from their
+    formulas: allocator blocks of P_a = 32 tokens over kernel blocks of P_k = 16 (q = 2: block b is kernel
+    blocks 2b, 2b + 1), padded rows; slots ``table[t // P] * P + t % P``; natural-log LSE to base 2."""
+    got = {
+        "kernel_block_table": paged.kernel_block_table([[3, 7], [1]], 32, 16, pad_id=-1).tolist(),
+        "slots_for": paged.slots_for([6, 2], [0, 3, 4, 7], 4).tolist(),
+        "to_flashinfer_lse": paged.to_flashinfer_lse(dev.tensor([math.log(8.0), 0.0], torch.float64)).tolist(),
+    }
+    want = {"kernel_block_table": [[6, 7, 14, 15], [2, 3, -1, -1]], "slots_for": [24, 27, 8, 11],
+            "to_flashinfer_lse": [3.0, 0.0]}
+    wrong = [f"{k}: {got[k]}, expected {want[k]}" for k in want
+             if not (got[k] == want[k] or (k == "to_flashinfer_lse" and max(abs(a - b) for a, b in
+                                                                           zip(got[k], want[k], strict=True)) < 1e-12))]
+    return {"wrong": wrong, "passed": not wrong}
+
+
 def run_merge_case(seed: int = 0) -> dict:
     """``merge_attn_states`` of two fp32 partial states against the float64 merge, with one side empty, both
     empty, and FlashAttention 2's +inf marker; an empty side's output is NaN and must never be read."""

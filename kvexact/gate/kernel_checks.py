@@ -4,7 +4,7 @@ Invariant: ``kernels-differential`` passes only when every case is finite, withi
 float64, and blind to the poison in unreferenced slots, and every contract-breaking decode input given with
 ``validate=True`` is refused by name; it cannot run (rather than fail) when torch or
 triton is missing. ``quick`` runs one decode case per dtype, one ``reshape_and_cache`` case with skipped (-1) slots, one
-``copy_blocks`` case, one ``merge_attn_states`` case with empty (NaN) sides, one case of bad decode inputs and the wrappers' keyword-only
+``copy_blocks`` case, one case of the allocator-to-kernel mappings, one ``merge_attn_states`` case with empty (NaN) sides, one case of bad decode inputs and the wrappers' keyword-only
 options (``reject 0``), two shared-prefix cases (the second with a three-page prefix cut into two splits), one
 random chunk tree (multi-page shared chunks in two splits, private paths in two levels) and one 0x0BE tree (its
 partial rows against the seed's count); ``full`` and ``deep`` the fixed set below (with the same cache, merge,
@@ -43,12 +43,12 @@ def _import_kernels():
 def case_names(level: str) -> list[str]:
     """The cases ``kernels-differential`` runs at a level, in order: ``decode N``, ``shared N``, ``tree T``."""
     n_decode, n_shared, thresholds = CASES[level]
-    return [*(f"decode {i}" for i in range(n_decode)), "cache 0", "copy 0", "merge 0", "reject 0",
+    return [*(f"decode {i}" for i in range(n_decode)), "cache 0", "copy 0", "blockmap 0", "merge 0", "reject 0",
             *(f"shared {i}" for i in range(n_shared)), *(f"random {i}" for i in range(len(RANDOM_TREES))),
             *(f"tree {t}" for t in thresholds)]
 
 
-KINDS = ("decode", "cache", "copy", "merge", "reject", "shared", "random", "tree")
+KINDS = ("decode", "cache", "copy", "blockmap", "merge", "reject", "shared", "random", "tree")
 
 
 def run_case(name: str, seed: int = 0) -> tuple[bool, str, dict]:
@@ -77,6 +77,9 @@ def _run_case(name: str, seed: int) -> tuple[bool, str, dict]:
     if kind == "copy":
         result = D.run_copy_case(seed=seed)
         return result["passed"], f"copy_blocks: {result}", result
+    if kind == "blockmap":
+        result = D.run_blockmap_case()
+        return result["passed"], f"allocator-to-kernel mappings: {'; '.join(result['wrong'])}", result
     if kind == "merge":
         result = D.run_merge_case(seed=seed)
         return result["passed"], f"merge_attn_states with empty (NaN) sides: {result}", result
@@ -112,7 +115,7 @@ def kernels_differential(ctx: GateContext) -> CheckResult:
         if not passed:
             failed.append(detail)
     n_decode, n_shared, thresholds = CASES[ctx.level]
-    figures = {"decode_cases": n_decode, "cache_write_cases": 1, "copy_cases": 1, "merge_cases": 1, "reject_cases": 1,
+    figures = {"decode_cases": n_decode, "cache_write_cases": 1, "copy_cases": 1, "blockmap_cases": 1, "merge_cases": 1, "reject_cases": 1,
                "shared_cases": n_shared, "random_tree_cases": len(RANDOM_TREES), "seed_tree_runs": len(thresholds),
                **{f"max_abs_err_{k}": float(f"{v:.3g}") for k, v in sorted(worst.items())},
                "seconds": round(time.perf_counter() - start, 2)}

@@ -13,7 +13,7 @@ import pytest
 from kvexact.gate import kernel_checks
 from kvexact.kernels import paged, shared
 
-NEW_CASES = ["copy 0", "reject 0", "shared 1", "random 0", "tree 1"]
+NEW_CASES = ["copy 0", "blockmap 0", "reject 0", "shared 1", "random 0", "tree 1"]
 
 
 def patch_function(monkeypatch, module: types.ModuleType, name: str, before: str, after: str) -> None:
@@ -86,6 +86,12 @@ SPLIT_MUTANTS = [
     (paged, "copy_blocks", "if pairs == 0:", "if pairs != 0:", "copy 0"),
     (paged, "reshape_and_cache", "if not 0 <= slot < nb * bs:", "if not 0 <= slot < nb << bs:", "reject 0"),
     (shared, "plan_chunks", "if ch.length_tokens < 0:", "if ch.length_tokens < -1:", "reject 0"),
+    (paged, "kernel_block_table", "[r + [pad_id] * (width - len(r)) for r in rows]",
+     "[r + [pad_id] - (width - len(r)) for r in rows]", "blockmap 0"),
+    (paged, "slots_for", "slots.append(ids[t // block_size] * block_size + t % block_size)",
+     "slots.append(ids[t // block_size] ^ block_size + t % block_size)", "blockmap 0"),
+    (paged, "to_flashinfer_lse", "return lse * (1.0 / math.log(2.0))", "return lse & (1.0 / math.log(2.0))",
+     "blockmap 0"),
 ]
 
 
