@@ -19,7 +19,8 @@ def test_differential_check_passes_with_figures():
     result = gate_checks.kernels_differential(GateContext(level="full"))
     assert result.verdict is Verdict.PASSED, result.detail
     assert result.figures["decode_cases"] == gate_checks.DECODE_CASES
-    assert result.examples == gate_checks.DECODE_CASES + 2 + gate_checks.SHARED_CASES + 2
+    # cache, copy, blockmap, merge, reject; shared; the random tree; the 0x0BE tree at thresholds 1 and 0
+    assert result.examples == gate_checks.DECODE_CASES + 5 + gate_checks.SHARED_CASES + 1 + 2
     assert {"max_abs_err_fp32", "max_abs_err_fp16", "max_abs_err_bf16"} <= set(result.figures)
     assert result.figures["max_abs_err_fp32"] < 1e-5
 
@@ -27,8 +28,10 @@ def test_differential_check_passes_with_figures():
 def test_quick_differential_check_covers_every_dtype_with_fewer_cases():
     result = gate_checks.kernels_differential(GateContext(level="quick"))
     assert result.verdict is Verdict.PASSED, result.detail
-    assert (result.figures["decode_cases"], result.figures["cache_write_cases"], result.figures["merge_cases"],
-            result.figures["shared_cases"], result.figures["seed_tree_runs"]) == (3, 1, 1, 1, 1)
+    f = result.figures
+    assert (f["decode_cases"], f["cache_write_cases"], f["copy_cases"], f["blockmap_cases"], f["merge_cases"],
+            f["reject_cases"], f["shared_cases"], f["random_tree_cases"], f["seed_tree_runs"]) == (3, 1, 1, 1, 1, 1, 2, 1, 1)
+    assert result.examples == 3 + 5 + 2 + 1 + 1
     assert {"max_abs_err_fp32", "max_abs_err_fp16", "max_abs_err_bf16"} <= set(result.figures)
 
 
