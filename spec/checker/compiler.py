@@ -246,15 +246,96 @@ def _cached_const(fn: Callable) -> Callable:
     return g
 
 
+class Primed(dict):
+    """A snapshot of the next state, for an expression under a prime, that notes in ``read`` each variable
+    read from it (any other access reads them all): a definition evaluated on it is then memoized by the
+    values of the variables it read, as the same values give the same evaluation."""
+
+    __slots__ = ("read",)
+
+    def __init__(self, n: dict):
+        super().__init__(n)
+        self.read: set = set()
+
+    def __getitem__(self, k):
+        self.read.add(k)
+        return dict.__getitem__(self, k)
+
+    def _all(self) -> None:
+        self.read.update(dict.keys(self))
+
+    def get(self, k, d=None):
+        self._all()
+        return dict.get(self, k, d)
+
+    def __contains__(self, k):
+        self._all()
+        return dict.__contains__(self, k)
+
+    def __iter__(self):
+        self._all()
+        return dict.__iter__(self)
+
+    def keys(self):
+        self._all()
+        return dict.keys(self)
+
+    def items(self):
+        self._all()
+        return dict.items(self)
+
+    def values(self):
+        self._all()
+        return dict.values(self)
+
+    def copy(self):
+        self._all()
+        return dict(dict.items(self))
+
+
+_ABSENT = object()
+
+
 def _per_state(fn: Callable) -> Callable:
-    last: list = [None, None]
+    """fn once per state; on a Primed state, once per values of the variables it has read (``names``, the
+    union over evaluations: the memo starts over when it grows)."""
+    last: list = [None, None, ()]
+    memo: dict = {}
+    names: list = []
 
     def g(s, n, e):
         if last[0] is s:
+            if type(s) is Primed:
+                s.read.update(last[2])
             return last[1]
-        v = fn(s, n, e)
-        last[0] = s
-        last[1] = v
+        if type(s) is not Primed:
+            v = fn(s, n, e)
+            last[0], last[1], last[2] = s, v, ()
+            return v
+        try:
+            hit = memo.get(tuple([dict.get(s, k, _ABSENT) for k in names]), _ABSENT)
+        except TypeError:  # a value that cannot be hashed: evaluated as is
+            return fn(s, n, e)
+        if hit is not _ABSENT:
+            s.read.update(names)
+            last[0], last[1], last[2] = s, hit, tuple(names)
+            return hit
+        outer = s.read
+        s.read = set()
+        try:
+            v = fn(s, n, e)
+        finally:
+            read, s.read = s.read, outer | s.read
+        if not read <= set(names):
+            names[:] = sorted(set(names) | read)
+            memo.clear()
+        if len(memo) > 10_000:
+            memo.clear()
+        try:
+            memo[tuple([dict.get(s, k, _ABSENT) for k in names])] = v
+        except TypeError:
+            pass
+        last[0], last[1], last[2] = s, v, tuple(names)
         return v
     return g
 
@@ -1590,7 +1671,7 @@ class Compiler:
         def prime_expr(s, n, e):
             if n is None:
                 raise EvalError("a primed expression is used outside an action", where)
-            return fa(dict(n), None, e)
+            return fa(Primed(n), None, e)
         return prime_expr, frozenset({PRIME})
 
     def _op_and(self, node, args, scope):

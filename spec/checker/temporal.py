@@ -36,6 +36,29 @@ from kvexact.spec.checker.errors import SpecError, UnsupportedError
 from kvexact.spec.checker.values import EvalError, fmt, ordered_elements, tla_eq
 
 TRUE: tuple = ("and", ())  # the empty conjunction (no fairness)
+FALSE: tuple = ("or", ())  # the empty disjunction
+
+
+def simplify(f: tuple) -> tuple:
+    """``f`` with its constant parts folded away (TRUE/FALSE absorb or vanish, []c = <>c = c) and nested
+    conjunctions (disjunctions) flattened; the same behaviours satisfy it."""
+    tag = f[0]
+    if tag == "lit":
+        return f
+    if tag in ("box", "dia"):
+        g = simplify(f[1])
+        return g if g in (TRUE, FALSE) else (tag, g)
+    unit, absorb = (TRUE, FALSE) if tag == "and" else (FALSE, TRUE)
+    parts: list = []
+    for x in f[1]:
+        y = simplify(x)
+        if y == absorb:
+            return absorb
+        if y[0] == tag:  # the unit is the empty one of these
+            parts.extend(y[1])
+        else:
+            parts.append(y)
+    return parts[0] if len(parts) == 1 else (tag, tuple(parts))
 
 
 class _Enabled(Exception):
@@ -257,7 +280,15 @@ class FormulaReader:
     # ------------------------------------------------------------ leaves
 
     def leaf(self, node: Any, scope: Scope, env: dict, positive: bool) -> tuple:
-        fn, _ = self.c.expr(node, scope)
+        """A literal, or TRUE/FALSE for a constant-level formula: evaluated now, as TLC does when it
+        builds a tableau (so ``c => WF_v(A)`` with c false asks nothing of the behaviour)."""
+        fn, deps = self.c.expr(node, scope)
+        if deps <= set(env):
+            v = fn(None, None, env)
+            if type(v) is not bool:
+                raise EvalError(f"a temporal formula's predicate has the non-boolean value {fmt(v)}",
+                                loc_of(node, scope.mod))
+            return TRUE if v is positive else FALSE
         self.leaves.append(Leaf(fn, env, self.is_action(node, scope), loc_of(node, scope.mod)))
         return ("lit", len(self.leaves) - 1, positive)
 
@@ -295,6 +326,8 @@ class FormulaReader:
             return self.read(node.expression, self.c._let_scope(node, scope), env, neg)
         if k == "If":
             c = self.leaf(node.predicate, scope, env, True)
+            if c[0] != "lit":
+                return self.read(node.then if c == TRUE else node.else_, scope, env, neg)
             nc = ("lit", c[1], False)
             a, b = self.read(node.then, scope, env, neg), self.read(node.else_, scope, env, neg)
             return ("or", (("and", (c, a)), ("and", (nc, b))))
@@ -457,11 +490,11 @@ def plan_properties(model: Any) -> PropertyPlan:
         parts = []
         for node, scope in getattr(model, "spec_temporals", []):
             try:
-                parts.append(reader.read(node, scope, {}))
+                parts.append(simplify(reader.read(node, scope, {})))
             except (SpecError, EvalError) as exc:
                 raise UnsupportedError(f"the fairness of SPECIFICATION {model.cfg.specification} cannot be "
                                        f"read: {exc}") from None
-        plan.fairness = ("and", tuple(parts))
+        plan.fairness = simplify(("and", tuple(parts)))
     model.plan = plan
     return plan
 
@@ -502,4 +535,4 @@ def _classify(reader: FormulaReader, model: Any, plan: PropertyPlan, name: str, 
                                    loc_of(node, scope.mod))
         plan.implied_inits.append((name, comp.expr(node, scope)[0]))
         return
-    plan.temporal.append((name, reader.read(node, scope, {})))
+    plan.temporal.append((name, simplify(reader.read(node, scope, {}))))
