@@ -15,6 +15,7 @@ from kvexact.spec.checker.compiler import (
     ALIASES,
     Compiler,
     Def,
+    Primed,
     Scope,
     _binder_names,
     _bounds,
@@ -588,7 +589,7 @@ class ActionCompiler:
         f, _ = self.c.expr(arg, scope)
 
         def unchanged_expr(s, n, e, k):
-            if tla_eq(f(dict(n), None, e), f(s, None, e)):
+            if tla_eq(f(Primed(n), None, e), f(s, None, e)):
                 k(s, n)
         return unchanged_expr
 
@@ -604,7 +605,7 @@ class ActionCompiler:
 
         def angle(s, n, e, k):
             def k2(s2, n2):
-                if not tla_eq(fv(dict(n2), None, e), fv(s2, None, e)):
+                if not tla_eq(fv(Primed(n2), None, e), fv(s2, None, e)):
                     k(s2, n2)
             a(s, n, e, k2)
         return angle

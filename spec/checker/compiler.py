@@ -297,28 +297,20 @@ _ABSENT = object()
 
 
 def _per_state(fn: Callable) -> Callable:
-    """fn once per state; on a Primed state, once per values of the variables it has read (``names``, the
-    union over evaluations: the memo starts over when it grows)."""
-    last: list = [None, None, ()]
+    """fn once per state (the last one); on a Primed state, once per values of the variables it has read
+    (``names``, the union over evaluations: the memo starts over when it grows). The two are kept apart,
+    so evaluating under a prime does not evict the current state's value."""
+    last: list = [None, None]
     memo: dict = {}
     names: list = []
 
-    def g(s, n, e):
-        if last[0] is s:
-            if type(s) is Primed:
-                s.read.update(last[2])
-            return last[1]
-        if type(s) is not Primed:
-            v = fn(s, n, e)
-            last[0], last[1], last[2] = s, v, ()
-            return v
+    def primed(s, n, e):
         try:
             hit = memo.get(tuple([dict.get(s, k, _ABSENT) for k in names]), _ABSENT)
         except TypeError:  # a value that cannot be hashed: evaluated as is
             return fn(s, n, e)
         if hit is not _ABSENT:
             s.read.update(names)
-            last[0], last[1], last[2] = s, hit, tuple(names)
             return hit
         outer = s.read
         s.read = set()
@@ -335,7 +327,15 @@ def _per_state(fn: Callable) -> Callable:
             memo[tuple([dict.get(s, k, _ABSENT) for k in names])] = v
         except TypeError:
             pass
-        last[0], last[1], last[2] = s, v, tuple(names)
+        return v
+
+    def g(s, n, e):
+        if last[0] is s:
+            return last[1]
+        if type(s) is Primed:
+            return primed(s, n, e)
+        v = fn(s, n, e)
+        last[0], last[1] = s, v
         return v
     return g
 
@@ -1803,7 +1803,7 @@ class Compiler:
         def unchanged(s, n, e):
             if n is None:
                 raise EvalError("UNCHANGED is used outside an action", where)
-            return tla_eq(fa(dict(n), None, e), fa(s, None, e))
+            return tla_eq(fa(Primed(n), None, e), fa(s, None, e))
         return unchanged, frozenset({STATE, PRIME})
 
     def _op_label(self, node, args, scope):
@@ -1836,10 +1836,10 @@ class Compiler:
                 hit = last[0]
                 if hit is not None and all(a is b for a, b in zip(hit, vals, strict=True)):
                     return last[1]
-                r = fv(dict(st) if copy else st, None, e)
+                r = fv(Primed(st) if copy else st, None, e)
                 last[0], last[1] = vals, r
                 return r
-            return fv(dict(st) if copy else st, None, e)
+            return fv(Primed(st) if copy else st, None, e)
 
         def sub(s, n, e):
             if keep is not None and all(v in n and v in s and n[v] is s[v] for v in keep):

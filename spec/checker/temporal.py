@@ -26,6 +26,7 @@ from kvexact.spec.checker.compiler import (
     STATE,
     Compiler,
     Def,
+    Primed,
     Scope,
     _bind,
     _binder_names,
@@ -117,7 +118,7 @@ def enabled_fn(comp: Compiler, action: Any, subscript: Any, scope: Scope, where:
             v0 = fv(s, None, e)
 
             def k(s2, n2):  # n2 is bound in place: a copy, so a per-state cache keyed on it stays right
-                if not tla_eq(fv(dict(n2), None, e), v0):
+                if not tla_eq(fv(Primed(n2), None, e), v0):
                     raise _Enabled()
         try:
             act(s, {}, e, k)
