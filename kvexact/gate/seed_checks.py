@@ -167,9 +167,55 @@ def telemetry_0x0CF() -> list[tuple[str, Any, Any]]:
 
 def keys_0x09B() -> list[tuple[str, Any, Any]]:
     """0x09B: H^full = P floor(T / P); at P = 1 every token is a full block, so 3 tokens hash as 3 blocks."""
-    from kvexact.reference.keys import KeyInputs, hash_full_blocks
+    from kvexact.reference.keys import (
+        KeyInputs,
+        KeyRejection,
+        MultimodalFeature,
+        hash_full_blocks,
+        matching_full_blocks,
+    )
+    from kvexact.reference.rejections import rejection_of
 
-    return [("P=1: full blocks of 3 tokens", len(hash_full_blocks(KeyInputs((1, 2, 3)), 1)), 3)]
+    a, b, c, x = (bytes([i]) for i in range(4))
+    return [("P=1: full blocks of 3 tokens", len(hash_full_blocks(KeyInputs((1, 2, 3)), 1)), 3),
+            ("a feature over tokens [0, 2) of 3 rejected as",
+             rejection_of(lambda: KeyInputs((1, 2, 3), mm_features=(MultimodalFeature("img", 0, 2),))), None),
+            ("4 embedding rows for 3 tokens rejected as",
+             rejection_of(lambda: KeyInputs((1, 2, 3), prompt_embed_rows=(b"r",) * 4)),
+             KeyRejection.PROMPT_EMBEDS_LENGTH_MISMATCH),
+            ("blocks after the first difference: matching of a b c vs a x c", matching_full_blocks((a, b, c), (a, x, c)),
+             1)]
+
+
+def inputs_refused() -> list[tuple[str, Any, Any]]:
+    """Bad inputs refused by name, good ones kept: 0x0CG's session receipt must cover exactly [0, H) (one covering
+    140 of a 120-token history is refused; a refused resume prefills H + U = 120 + 16, a compatible one U = 16);
+    0x0CB's H_module wants the cached positions equal to the needed ones (7..9 for 6..8 refused); 0x06D's sync may
+    map up to T_max rows, not past them."""
+    import attrs
+
+    from kvexact.reference import modules as pm
+    from kvexact.reference import sessions, vmm
+    from kvexact.reference.labs import modules as pm_lab
+    from kvexact.reference.labs import sessions as ss_lab
+    from kvexact.reference.labs.vmm import seed_trace_0x06F
+    from kvexact.reference.rejections import rejection_of
+
+    longer = attrs.evolve(ss_lab.RECEIPT, covered_interval=(0, 140))
+    start = {t.label: t for t in seed_trace_0x06F()}["v03"].state  # slot 0 bound
+    tmax = start.config.max_tokens
+    return [("0x0CG receipt covering [0, 140) of 120 rejected as",
+             rejection_of(lambda: sessions.check_resume(longer, ss_lab.TURN)), sessions.SessionRejection.INTERVAL_MISMATCH),
+            ("0x0CG plans: refused, compatible", (sessions.plan_turn(longer, ss_lab.TURN),
+                                                   sessions.plan_turn(ss_lab.RECEIPT, ss_lab.TURN)),
+             (sessions.ResumePlan(False, 120 + 16, sessions.SessionRejection.INTERVAL_MISMATCH),
+              sessions.ResumePlan(True, 16))),
+            ("0x0CB module cached at 7..9, needed at 6..8, rejected as",
+             rejection_of(lambda: pm.check_module(pm_lab.sample_receipt(position_ids=(7, 8, 9)),
+                                                  pm_lab.sample_receipt())), pm.ModuleRejection.POSITION_MISMATCH),
+            ("0x06D sync to T_max, T_max + 1 rejected as",
+             (rejection_of(lambda: vmm.step_sync(start, 0, tmax)), rejection_of(lambda: vmm.step_sync(start, 0, tmax + 1))),
+             (None, vmm.VmmRejection.ROWS_BEYOND_TMAX))]
 
 
 def allocator_0x05E() -> list[tuple[str, Any, Any]]:
@@ -221,7 +267,12 @@ def traversal_0x0A() -> list[tuple[str, Any, Any]]:
     [64, 63, 17, 1] at P_k = 16 need n_r = 4, 4, 2, 1 blocks: dense 4 x 4 = 16 cells, used 11, padded 5 (int32: 64,
     44, 20 B)."""
     from kvexact.reference.labs.translate import loop4_snapshot
-    from kvexact.reference.traversal import chunk_ledger, decode_traversal, ragged_table_ledger
+    from kvexact.reference.traversal import (
+        chunk_ledger,
+        decode_traversal,
+        page_group_staircase,
+        ragged_table_ledger,
+    )
 
     steps = decode_traversal(loop4_snapshot(), "B", 1, context_tokens=24)
     c = chunk_ledger(16)
@@ -236,7 +287,13 @@ def traversal_0x0A() -> list[tuple[str, Any, Any]]:
             ("0x0BI bytes logical/unique/saved", (c.logical_bytes, c.unique_bytes, c.saved_bytes),
              (304 * kib, 80 * kib, 224 * kib)),
             ("0x0BI chunks ordinary/shared, partial states", (c.ordinary_chunks, c.shared_chunks, c.partial_states),
-             (40, 12, 32))]
+             (40, 12, 32)),
+            # 0x0BJ: vAttention's 64/128/256 KiB and 2 MiB page groups, 2,048 B rows: P_G = G / 2048 tokens,
+            # N_G = ceil(T / P_G), W_G = N_G G - 2048 T at T = 1,024 and 1,025
+            ("0x0BJ (G, T, P_G, N_G, W_G)", [(g.page_group_bytes, g.context_tokens, g.tokens_per_group, g.groups,
+                                              g.waste_bytes) for g in page_group_staircase()],
+             [(G, T, G // 2048, -(-T // (G // 2048)), -(-T // (G // 2048)) * G - 2048 * T)
+              for G in (64 * kib, 128 * kib, 256 * kib, 2048 * kib) for T in (1024, 1025)])]
 
 
 def vmm_0x06F() -> list[tuple[str, Any, Any]]:
@@ -404,7 +461,7 @@ SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": tr
                                "shared prefix 0x0BA": shared_prefix_0x0BA, "shared prefix 0x0BE": shared_prefix_0x0BE,
                                "hybrid 0x07C": hybrid_0x07C, "prompt modules 0x0CB": prompt_modules_0x0CB,
                                "revocation 0x0CE": revocation_0x0CE,
-                               "adapter protocol": adapter_protocol}
+                               "adapter protocol": adapter_protocol, "inputs refused": inputs_refused}
 
 
 def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
@@ -493,6 +550,8 @@ def sglang_units() -> list[tuple[str, Any, Any]]:
     node's tokens from evictable to protected when its lock goes 0 -> 1, ``dec_lock_ref`` back on 1 -> 0, and
     evictable + protected = total (I1)."""
     from kvexact.reference.peers.sglang import RadixCache, Req, match_kv_cache
+    from kvexact.reference.peers.sglang_key import RadixKey, SGLangRejection
+    from kvexact.reference.rejections import rejection_of
 
     c = RadixCache()
     c.insert([1, 2, 3, 4, 5, 6, 7, 8])
@@ -504,9 +563,15 @@ def sglang_units() -> list[tuple[str, Any, Any]]:
     node = c.match_prefix([1, 2, 3]).last_device_node  # splits the 8-token edge at 3
     locked = (c.inc_lock_ref(node).delta, c.sizes())
     unlocked = (c.dec_lock_ref(node).delta, c.sizes())
+    twice = [c.inc_lock_ref(node).delta, c.inc_lock_ref(node).delta, c.dec_lock_ref(node).delta]
+    held = c.sizes()  # locked twice, unlocked once: still 1, still protected
+    twice.append(c.dec_lock_ref(node).delta)
     return [("match of 8 and 9 tokens: prefix, capped match", got, [(8, 7), (8, 8)]),
             ("lock of the 3-token node: delta, (total, evictable, protected)", locked, (-3, (8, 5, 3))),
-            ("unlock: delta, sizes", unlocked, (3, (8, 8, 0)))]
+            ("unlock: delta, sizes", unlocked, (3, (8, 8, 0))),
+            ("lock, lock, unlock, unlock: deltas; sizes after the first unlock", (twice, held),
+             ([-3, 0, 0, 3], (8, 5, 3))),
+            ("a bool token rejected as", rejection_of(lambda: RadixKey.of([1, True])), SGLangRejection.BAD_TOKEN)]
 
 
 def sglang_paged() -> list[tuple[str, Any, Any]]:

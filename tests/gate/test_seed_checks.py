@@ -4,6 +4,7 @@ the module) and on planted peer bugs."""
 
 from __future__ import annotations
 
+import enum
 import inspect
 import types
 
@@ -25,6 +26,7 @@ from kvexact.reference import (
     prefix,
     prompt_cache,
     radix,
+    sessions,
     shared_prefix,
     translate,
     traversal,
@@ -42,6 +44,9 @@ def mutant_module(monkeypatch, module: types.ModuleType, before: str, after: str
     with monkeypatch.context() as m:
         m.setattr(formulas, "REGISTRY", {})
         exec(compile(source.replace(before, after), module.__file__, "exec"), copy.__dict__)
+    for name, value in list(vars(copy).items()):  # the copy raises the real rejection enums, not its own copies
+        if isinstance(value, type) and issubclass(value, enum.Enum) and isinstance(getattr(module, name, None), type):
+            setattr(copy, name, getattr(module, name))
     return copy
 
 
@@ -298,3 +303,42 @@ def test_releasing_cow_sources_before_publication_fails_reference_seed(monkeypat
     assert result.verdict is verdict, result.detail
     if verdict is Verdict.FAILED:
         assert "allocator 0x05E: COW sources released while the copy is in flight" in result.detail, result.detail
+
+
+# Survivors of the fresh seed-3 sample (README, mutation testing, fourth round): bad input no case fed, a constant
+# no case read, a line no quick case ran; each now fails reference-seed by case.
+SURVIVORS += [
+    (keys, "KeyInputs.__attrs_post_init__", "if f.start_token < 0 or f.length_tokens <= 0",
+     "if not f.start_token < 0 or f.length_tokens <= 0",
+     "keys 0x09B: a feature over tokens [0, 2) of 3 rejected as = <KeyRejection.FEATURE_OUT_OF_RANGE"),
+    (keys, "KeyInputs.__attrs_post_init__", "len(self.prompt_embed_rows) != n:", "len(self.prompt_embed_rows) < n:",
+     "keys 0x09B: 4 embedding rows for 3 tokens rejected as = None"),
+    (keys, "matching_full_blocks", "            break\n        n += 1", "            continue\n        n += 1",
+     "keys 0x09B: blocks after the first difference"),
+    (sessions, "check_resume", "if receipt.covered_interval != (0, turn.history_tokens):",
+     "if receipt.covered_interval < (0, turn.history_tokens):", "inputs refused: 0x0CG receipt covering [0, 140)"),
+    (sessions, "plan_turn", "return ResumePlan(False, turn.history_tokens + turn.new_tokens, exc.reason)",
+     "return ResumePlan(False, turn.history_tokens / turn.new_tokens, exc.reason)", "inputs refused: 0x0CG plans"),
+    (modules, "check_module", "if cached.position_ids != expected.position_ids:",
+     "if cached.position_ids < expected.position_ids:", "inputs refused: 0x0CB module cached at 7..9"),
+    (vmm, "step_sync", "ready before use.\"\"\"\n    if target_tokens > state.config.max_tokens:",
+     "ready before use.\"\"\"\n    if target_tokens >= state.config.max_tokens:",
+     "inputs refused: 0x06D sync to T_max"),
+]
+
+
+def test_a_vattention_page_group_off_by_a_kib_fails_reference_seed(monkeypatch):
+    """Survivor traversal (64 KiB -> 65 KiB in VATTENTION_PAGE_GROUPS_BYTES, a default argument): 0x0BJ's rows."""
+    copy = mutant_module(monkeypatch, traversal, "VATTENTION_PAGE_GROUPS_BYTES = (64 * KIB,",
+                         "VATTENTION_PAGE_GROUPS_BYTES = (65 * KIB,")
+    monkeypatch.setattr(traversal, "page_group_staircase", copy.page_group_staircase)
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED and "traversal 0x0A: Rejected: TraversalRejection.PAGE_GROUP_NOT_MULTIPLE" in result.detail
+
+
+PEER_SURVIVORS += [
+    ("sglang", "RadixCache._lock_walk", "if step < 0 and cur.lock_ref == 1:", "if step < 0 and cur.lock_ref >= 1:",
+     "sglang units"),
+    ("sglang_key", "_check_token", "if not isinstance(tok, int) or isinstance(tok, bool):",
+     "if not isinstance(tok, int) and isinstance(tok, bool):", "sglang units"),
+]
