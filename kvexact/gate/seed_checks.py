@@ -23,11 +23,14 @@ MIB = 1024 * 1024
 def radix_0x08F() -> list[tuple[str, Any, Any]]:
     """0x08F: the 18-operation trace's final reconciliation and its totals; 0x08G: the req-handoff receipt and its
     prefill estimate (S_prompt 7 - 6 matched = 1 token to compute; ceil(1 / P) = 1 new block)."""
+    import attrs
+
     from kvexact.reference import radix as rx
     from kvexact.reference.labs import radix as rx_lab
 
     trace = rx_lab.seed_trace_0x08F()
     r = rx.check_state(trace[-1].state)
+    paged = attrs.evolve(trace[-1].state, page_size=2)  # the same tree read as pages of 2: another committed state
     handoff = [t.receipt for t in trace if isinstance(t.receipt, rx.RadixSchedulerHandoffReceipt)][-1]
     est = rx.prefill_estimate(handoff, row_bytes=16, block_tokens=4)
     evictions = [t.receipt for t in trace if isinstance(t.receipt, rx.EvictReceipt)]
@@ -44,7 +47,9 @@ def radix_0x08F() -> list[tuple[str, Any, Any]]:
              (4, 18, 6, (2, 3, 4), (1, 2, 3, 4, 11, 12), (6, 7), "lease-req-handoff-v18")),
             ("0x08G prefill at B_row 16, P 4: compute, useful bytes, blocks, capacity",
              (est.prompt_tokens_to_compute, est.new_useful_kv_bytes, est.new_physical_blocks,
-              est.new_physical_capacity_bytes), (7 - 6, 1 * 16, 1, 1 * 4 * 16))]
+              est.new_physical_capacity_bytes), (7 - 6, 1 * 16, 1, 1 * 4 * 16)),
+            ("state digests at page size 1 and 2 differ", rx.state_sha256(trace[-1].state) != rx.state_sha256(paged),
+             True)]
 
 
 def translate_0x03F() -> list[tuple[str, Any, Any]]:
@@ -97,7 +102,8 @@ def prefix_0x07() -> list[tuple[str, Any, Any]]:
     from kvexact.reference import lifecycle
     from kvexact.reference.keys import KeyInputs
     from kvexact.reference.labs import prefix as px_lab
-    from kvexact.reference.prefix import PrefixPolicy
+    from kvexact.reference.prefix import PrefixPolicy, PrefixRejection, verify_receipt
+    from kvexact.reference.rejections import rejection_of
 
     s = px_lab.STREAM
     cache = px_lab.cache_with(s[:50])
@@ -127,6 +133,15 @@ def prefix_0x07() -> list[tuple[str, Any, Any]]:
     out.append(("0x09C partial tail, P=16: B, C hits", tuple(partial.lookup(px_lab.request(n, s[:t]), tail)
                                                             .runtime_hit_tokens for n, t in (("B", 25), ("C", 16))),
                 (24, 15)))
+    b_tail = partial.lookup(px_lab.request("B", s[:25]), tail)  # 24 = one full block of 16 + 8 rows of A's tail
+    out.append(("0x09C partial tail: B's matched bundles, partial rows", (len(b_tail.matched_group_handles),
+                                                                         b_tail.copy_valid_partial_rows), (2, 8)))
+    claimed = attrs.evolve(b_tail, copy_valid_partial_rows=7)  # 24 - 7 = 17 rows claimed as full blocks of 16
+    claimed = attrs.evolve(claimed, receipt_sha256=claimed.body_sha256())
+    groups = len(partial.alloc.groups)
+    out.append(("0x07 verify: B's receipt, one claiming 7 partial rows of 24", (
+        rejection_of(lambda: verify_receipt(b_tail, tail, groups)), rejection_of(lambda: verify_receipt(claimed, tail, groups))),
+        (None, PrefixRejection.HIT_NOT_BLOCK_ALIGNED)))
     stale = px_lab.cache_with(s[:33], tail)
     lifecycle.release(stale.alloc, "A")
     stale.alloc.allocate("Z", [9000 + i for i in range(22 * 16)])  # the 21 free blocks, then A's tail block 3
@@ -160,6 +175,12 @@ def telemetry_0x0CF() -> list[tuple[str, Any, Any]]:
                                                       g.mapping_lag_tokens), (9, 9, 0, 0)),
             ("alerts, exhausted", tm.evaluate_alerts(base, exhausted, 0.2, 30), ("allocator_exhaustion",)),
             ("alerts, free 0 only", tm.evaluate_alerts(base, attrs.evolve(base, at_s=10, free_blocks=0), 0.2, 30), ()),
+            ("alerts, refs 10 recorded vs 9 derived for 30 s", tm.evaluate_alerts(base, attrs.evolve(
+                base, at_s=30, refcount_recorded=10, refcount_mismatch_age_s=30), 0.2, 30), ("reference_leak",)),
+            ("0x0BL table and chunk totals (0x0AB cells 16/11/5, 64 B; 0x0BI 12 shared chunks, 32 partial rows)",
+             [counters.totals.get(k) for k in ("table_dense_cells", "table_used_cells", "table_padded_cells",
+                                               "table_transfer_bytes", "chunk_visits", "partial_rows")],
+             [16, 11, 5, 64, 12, 32]),
             ("0x0BL ledger counters", {k: counters.ledger[k] for k in ("request_refs", "unique_blocks",
                                                                         "unique_tail_slots", "metadata_bytes")},
              {"request_refs": 6, "unique_blocks": 3, "unique_tail_slots": 15, "metadata_bytes": 482})]
