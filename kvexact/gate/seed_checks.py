@@ -487,7 +487,8 @@ SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": tr
 
 def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
     """notes/vllm.md scenario 1 (measured on vLLM 0.33.0): 55 tokens admitted into 11 blocks, then 53 tokens
-    hit the 3 cached full blocks (48 tokens) and take one new block; refs 2, 2, 2, 1, 1; 5 blocks free."""
+    hit the 3 cached full blocks (48 tokens) and take one new block; refs 2, 2, 2, 1, 1; 5 blocks free; freeing r1
+    leaves r0 its blocks, and once both are freed the same 53 tokens hit 3 blocks of the free queue."""
     from kvexact.reference.peers.vllm import VllmConfig, VllmKVCacheManager
 
     m = VllmKVCacheManager.create(VllmConfig(11, 16))
@@ -500,9 +501,18 @@ def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
                                       hit.block_ids)
         m.check()
         got.append((hit.num_computed_tokens, hit.block_ids, receipt.block_ids))
+    refs = ([m.pool.ref_cnt[b] for b in range(1, 6)], m.pool.num_free_blocks)
+    m = m.free("r1")[0]  # r0 keeps its four blocks
+    r0_blocks = m.blocks_of("r0")
+    m = m.free("r0")[0]
+    r2 = m.make_request("r2", c48 + [3] * 5)
+    hit = m.get_computed_blocks(r2)  # notes step 5: cdiv(53, 16) - 3 hits = 1, plus the 3 hits with ref_cnt 0
     return [("r0 hit, new blocks", got[0], (0, (), (1, 2, 3, 4))), ("r1 hit, new blocks", got[1], (48, (1, 2, 3), (5,))),
-            ("refs of blocks 1..5, free blocks", ([m.pool.ref_cnt[b] for b in range(1, 6)], m.pool.num_free_blocks),
-             ([2, 2, 2, 1, 1], 5))]
+            ("refs of blocks 1..5, free blocks", refs, ([2, 2, 2, 1, 1], 5)),
+            ("r0's blocks after r1 is freed; free blocks after both", (r0_blocks, m.pool.num_free_blocks),
+             ((1, 2, 3, 4), 10)),
+            ("r2 (r1's tokens) after both freed: hits, blocks to allocate",
+             (hit.block_ids, m.num_blocks_to_allocate("r2", r2.num_tokens, hit.block_ids)), ((1, 2, 3), 1 + 3))]
 
 
 def vllm_adapters_s01() -> list[tuple[str, Any, Any]]:

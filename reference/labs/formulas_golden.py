@@ -87,7 +87,9 @@ GOLDEN = {
     "addr.byte_offset": [(dict(scalar_bytes=2, element_offset=49_285), 98_570)],  # 0x03F
     # 0x05B: after the fork A and D both map tail handle 1002 (refs=2); after D's COW publish, 2 -> 1
     "alloc.refcount": [(dict(handle=1002, request_maps=[[1002], [1002]], lease_handles=[]), 2),
-                       (dict(handle=1002, request_maps=[[1002], [1003]], lease_handles=[]), 1)],
+                       (dict(handle=1002, request_maps=[[1002], [1003]], lease_handles=[]), 1),
+                       # 0x04B counts active leases on h only: a lease on 1003 is no reference to 1002
+                       (dict(handle=1002, request_maps=[[1002]], lease_handles=[1003]), 1)],
     "alloc.bundle_bytes": [(dict(group_block_tokens=[16, 16], group_row_bytes=[48 * KIB, 16 * KIB]), MIB)],  # 0x03B
     "cow.copy_bytes": [(dict(tail_rows=2, group_row_bytes=[48 * KIB, 16 * KIB]), 128 * KIB)],  # 0x05A
     "cow.traffic_bytes": [(dict(copy_bytes=128 * KIB, group_row_bytes=[48 * KIB, 16 * KIB]), 320 * KIB)],

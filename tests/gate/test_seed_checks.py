@@ -28,6 +28,7 @@ from kvexact.reference import (
     radix,
     sessions,
     shared_prefix,
+    telemetry,
     translate,
     traversal,
     vmm,
@@ -341,4 +342,39 @@ PEER_SURVIVORS += [
      "sglang units"),
     ("sglang_key", "_check_token", "if not isinstance(tok, int) or isinstance(tok, bool):",
      "if not isinstance(tok, int) and isinstance(tok, bool):", "sglang units"),
+]
+
+
+# More seed-3 survivors: a receipt's kept bundles and its alignment test, an alert and the exported totals no case
+# read, the radix digest's page-size field.
+SURVIVORS += [
+    (prefix, "PrefixCache.lookup", "kept = full_blocks + (1 if partial_rows else 0)",
+     "kept = full_blocks - (1 if partial_rows else 0)", "prefix 0x07: 0x09C partial tail: B's matched bundles"),
+    (prefix, "verify_receipt", "if (run - partial) % p:", "if (run << partial) % p:",
+     "prefix 0x07: 0x07 verify: B's receipt, one claiming 7 partial rows"),
+    (telemetry, "evaluate_alerts", '"reference_leak": cur.refcount_recorded - cur.refcount_derived != 0',
+     '"reference_leak": cur.refcount_recorded >> cur.refcount_derived != 0',
+     "telemetry 0x0CF: alerts, refs 10 recorded vs 9 derived"),
+    (telemetry, "GranularityCounters._add", "self.totals[name] = self.totals.get(name, 0) + value",
+     "self.totals[name] = self.totals.get(name, 0) ** value", "telemetry 0x0CF: 0x0BL table and chunk totals"),
+    (radix, "state_sha256", 'paged = {"page_size": state.page_size} if state.page_size > 1 else {}',
+     'paged = {"page_size": state.page_size} if state.page_size < 1 else {}',
+     "radix 0x08F: state digests at page size 1 and 2 differ"),
+]
+
+
+def test_a_lease_on_another_handle_counted_fails_formulas_golden(monkeypatch):
+    """Seed-3 survivor formulas_seed (R(h)'s lease term `x == handle` -> `x > handle`): a lease on 1003 is no
+    reference to 1002."""
+    copy = mutant_module(monkeypatch, formulas_seed, "sum(1 for x in lease_handles if x == handle)",
+                         "sum(1 for x in lease_handles if x > handle)")
+    monkeypatch.setitem(formulas.REGISTRY, "alloc.refcount", copy.refcount)
+    result = formulas_golden(GateContext())
+    assert result.verdict is Verdict.FAILED and "alloc.refcount" in result.detail, result.detail
+
+PEER_SURVIVORS += [
+    ("vllm", "_pairs_del", "return tuple((k, v) for k, v in pairs if k != key)",
+     "return tuple((k, v) for k, v in pairs if k > key)", "vllm s01"),
+    ("vllm", "VllmKVCacheManager.num_blocks_to_allocate", "if b != bp.NULL_BLOCK_ID and self.pool.ref_cnt[b] == 0)",
+     "if b == bp.NULL_BLOCK_ID and self.pool.ref_cnt[b] == 0)", "vllm s01"),
 ]
