@@ -414,6 +414,7 @@ def prompt_modules_0x0CB() -> list[tuple[str, Any, Any]]:
     from kvexact.reference import modules as pm
     from kvexact.reference import prompt_cache as pc
     from kvexact.reference.labs import modules as pm_lab
+    from kvexact.reference.rejections import rejection_of
 
     schema = pc.parse_schema('<schema name="s" generation="1"><module name="a">one two three</module><union>'
                              '<module name="b">four five</module><module name="c">six</module></union></schema>')
@@ -425,7 +426,11 @@ def prompt_modules_0x0CB() -> list[tuple[str, Any, Any]]:
     return [("module a, union members b and c: positions, end",
              ([schema.modules[n].position_ids for n in "abc"], schema.end), ([(0, 1, 2), (3, 4), (3,)], 5)),
             ("items question, city, system assemble as", [(g.module_id, g.source, g.position_ids) for g in segments],
-             [("system", "compute", (0, 1, 2, 3)), ("city", "cache", (6, 7, 8)), ("question", "compute", (9, 10))])]
+             [("system", "compute", (0, 1, 2, 3)), ("city", "cache", (6, 7, 8)), ("question", "compute", (9, 10))]),
+            ("a parameter without its length (the positions it reserves) rejected as", rejection_of(
+                lambda: pc.parse_schema('<schema name="s" generation="1"><module name="a">one <param name="x"/> two'
+                                      '</module></schema>')),
+             pc.MarkupRejection.MISSING_ATTRIBUTE)]
 
 
 def revocation_0x0CE() -> list[tuple[str, Any, Any]]:

@@ -378,3 +378,8 @@ PEER_SURVIVORS += [
     ("vllm", "VllmKVCacheManager.num_blocks_to_allocate", "if b != bp.NULL_BLOCK_ID and self.pool.ref_cnt[b] == 0)",
      "if b == bp.NULL_BLOCK_ID and self.pool.ref_cnt[b] == 0)", "vllm s01"),
 ]
+
+SURVIVORS += [
+    (prompt_cache, "_number", "if default is not None and name not in node.attrs:",
+     "if default is None and name not in node.attrs:", "prompt modules 0x0CB: TypeError"),
+]
