@@ -73,12 +73,17 @@ def ledger_0x0D() -> list[tuple[str, Any, Any]]:
     queue must be exactly the pool minus the reachable blocks (0x0D), so one idle block missing from it is refused."""
     import attrs
 
-    from kvexact.reference.labs.ledgers import worked_fixture
+    from kvexact.reference.labs.ledgers import nested_prefix_cost, worked_fixture
     from kvexact.reference.ledgers import LedgerRejection, compute_ledger
     from kvexact.reference.rejections import rejection_of
 
     led = compute_ledger(worked_fixture())
+    cost = nested_prefix_cost(16)  # the same three requests through the block-size sweep of 0x09B
     return [("logical/reserved rows", (led.logical_rows_tokens, led.reserved_rows_tokens), (74, 144)),
+            ("identities that do not hold", [n for n, (lhs, rhs) in led.identities().items() if lhs != rhs], []),
+            ("0x09B at P=16: request-view tail bytes, unique tail bytes", (cost.request_view_tail_bytes,
+                                                                         cost.unique_tail_bytes),
+             ((6 * 16 - 74) * 64 * KIB, (3 * 16 - 33) * 64 * KIB)),
             ("request refs, view slots, view tail slots", (led.ref_blocks, led.request_view_slots,
                                                            led.request_view_tail_slots), (6, 6 * 16, 6 * 16 - 74)),
             ("unique blocks, materialized rows, slots", (led.unique_blocks, led.unique_materialized_rows,

@@ -383,3 +383,21 @@ SURVIVORS += [
     (prompt_cache, "_number", "if default is not None and name not in node.attrs:",
      "if default is None and name not in node.attrs:", "prompt modules 0x0CB: TypeError"),
 ]
+
+SURVIVORS += [
+    (ledgers, "Ledger.identities", "self.logical_bytes + self.request_view_tail_bytes),",
+     "self.logical_bytes * self.request_view_tail_bytes),", "ledger 0x0D: identities that do not hold"),
+]
+
+
+def test_a_request_view_tail_divided_by_the_row_fails_reference_seed(monkeypatch):
+    """Seed-3 survivor ledgers (block_size_cost's request-view tail `* row_bytes` -> `/`); the fixture module holds
+    its own reference to the function, so both are patched (cosmic-ray edits the file, which both read)."""
+    from kvexact.reference.labs import ledgers as ledgers_lab
+
+    copy = mutant_module(monkeypatch, ledgers, "for t in lengths_tokens) * row_bytes,",
+                         "for t in lengths_tokens) / row_bytes,")
+    monkeypatch.setattr(ledgers_lab, "block_size_cost", copy.block_size_cost)
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED
+    assert "ledger 0x0D: 0x09B at P=16: request-view tail bytes" in result.detail, result.detail
