@@ -114,16 +114,29 @@ class ActionCompiler:
 
     def _compose(self, first: Act, second: Act, where: str) -> Act:
         """``A \\cdot B`` (TLC's action composition): B taken from each complete successor of A; the
-        step goes from the current state to B's successor, one step per path of A then B."""
+        step goes from the current state to B's successor, one step per path of A then B. As TLC does,
+        the successors of A are counted as generated states, but only for a \\cdot that no other \\cdot
+        encloses while it runs (TLC adds them to the functor it was given, and an enclosing \\cdot's
+        functor drops the count: ChainedCdots, 9 generated)."""
         nvars = self.nvars
+        if self.c.composed is None:
+            self.c.composed = [0, 0]
+        cell = self.c.composed
 
         def compose(s, n, e, k):
+            top = cell[1] == 0
             mids: list[dict] = []
-            first(s, {}, e, lambda s2, n2: mids.append(dict(n2)))
-            for m in mids:
-                if len(m) != nvars:
-                    raise EvalError("the first action of \\cdot leaves a variable without a value", where)
-                second(m, n, e, lambda s3, n3: k(s, n3))
+            cell[1] += 1
+            try:
+                first(s, {}, e, lambda s2, n2: mids.append(dict(n2)))
+                if top:
+                    cell[0] += len(mids)
+                for m in mids:
+                    if len(m) != nvars:
+                        raise EvalError("the first action of \\cdot leaves a variable without a value", where)
+                    second(m, n, e, lambda s3, n3: k(s, n3))
+            finally:
+                cell[1] -= 1
         return compose
 
     def _pred(self, node: Any, scope: Scope) -> Act:

@@ -363,6 +363,9 @@ class Compiler:
         self._drawn: dict[int, tuple] = {}  # id(definition) -> (definition, its value cached once): random draws
         self.fast: FastGen | None = FastGen(self) if fast else None
         self.scoped_values: dict[tuple[str, str], Any] = {}  # cfg C = [M] v
+        # [intermediate states of a top-level A \cdot B since the engine last took them, \cdot nesting];
+        # None while the spec has no \cdot (actions.py)
+        self.composed: list[int] | None = None
         self.scoped_overrides: dict[tuple[str, str], str] = {}  # cfg C <- [M] Def
         # ENABLED A's compiler (temporal.compile_enabled, a successor search), given by whoever builds
         # the model: the compiler below the action compiler cannot import it without a cycle

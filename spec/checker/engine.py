@@ -45,10 +45,14 @@ def _work(batch: list[tuple]) -> list | tuple:
     m = _WORKER_MODEL
     seen = _WORKER_SEEN
     assert m is not None and seen is not None
-    res = []
+    res: list = []
+    extras: list[int] = []  # per state, the intermediate states of \cdot (counted as generated)
+    composes = m.comp.composed is not None
     for pos, vals in enumerate(batch):
         s = m.state_dict(vals)
         succ: list = []
+        if composes:
+            m.take_intermediates()
         try:
             for ai, a in enumerate(m.actions):
                 out: list = []
@@ -67,6 +71,10 @@ def _work(batch: list[tuple]) -> list | tuple:
         except EvalError as exc:
             return (pos, str(exc), bool(getattr(exc, "assert_failed", False)))
         res.append(succ)
+        if composes:
+            extras.append(m.take_intermediates())
+    if composes:
+        res.append(extras)
     return res
 
 
@@ -250,11 +258,17 @@ class Checker:
         """Successors of each state of the batch: yields (idx, [(action index, successor dict)...])."""
         m = self.m
         ctx = TLC_CONTEXT
+        composes = m.comp.composed is not None
         for idx in batch:
             self._cur = idx
             ctx["level"] = self.depths[idx]  # TLCGet("level") while the state's actions are evaluated
             s = self._parent_state = m.state_dict(self.store[idx][0])
-            yield idx, [(ai, n, None, None, None) for ai, n in m.expand(s)]
+            if composes:
+                m.take_intermediates()  # what an ENABLED or a property evaluated meanwhile is not counted
+            succ = [(ai, n, None, None, None) for ai, n in m.expand(s)]
+            if composes:
+                self.generated += m.take_intermediates()
+            yield idx, succ
 
     def _expand_parallel(self, batch: list[int], pool):
         chunk = max(64, len(batch) // (8 * self.workers))
@@ -267,8 +281,11 @@ class Checker:
                 exc = EvalError(msg)
                 exc.assert_failed = is_assert  # type: ignore[attr-defined]
                 raise exc
-            for idx, succ in zip(piece, res, strict=True):
+            extras = res.pop() if self.m.comp.composed is not None else None  # see _work
+            for j, (idx, succ) in enumerate(zip(piece, res, strict=True)):
                 self._parent_state = self.m.state_dict(self.store[idx][0])
+                if extras is not None:
+                    self.generated += extras[j]
                 yield idx, succ
 
     def run(self) -> tuple[Violation | None, str]:
@@ -494,7 +511,7 @@ def simulate(spec_path, cfg_path=None, *, depth: int = 100, num: int = 10, seed:
                     out: list = []
                     model.successors(s, a, out)
                     options += [(ai, n) for n in out]
-                generated += len(options)
+                generated += len(options) + model.take_intermediates()
                 if not options:
                     if model.cfg.check_deadlock:
                         return ModelCheckResult(engine="embedded", outcome=Outcome.DEADLOCK,

@@ -427,6 +427,15 @@ class Model:
             a.act(s, {}, a.env, k)
         return out
 
+    def take_intermediates(self) -> int:
+        """The intermediate states of top-level ``A \\cdot B`` steps taken since the last call, which TLC
+        counts as generated; 0 for a spec without \\cdot."""
+        cell = self.comp.composed
+        if cell is None:
+            return 0
+        n, cell[0] = cell[0], 0
+        return n
+
     def key(self, s: dict) -> Any:
         """The state's fingerprint key: its canon key (of the VIEW when there is one), made canonical
         over the SYMMETRY permutations."""
