@@ -31,6 +31,7 @@ from kvexact.spec.checker.reads import conjuncts, state_reads
 from kvexact.spec.checker.symmetry import Symmetry
 from kvexact.spec.checker.temporal import compile_enabled
 from kvexact.spec.checker.values import (
+    SELF_KEYED,
     EvalError,
     as_set,
     canon,
@@ -442,7 +443,7 @@ class Model:
         if self.view is not None:
             base = (canon(self.view(s, None, {})),)
         else:
-            base = tuple([canon(s[v]) for v in self.variables])
+            base = tuple([x if type(x) in SELF_KEYED else canon(x) for x in map(s.__getitem__, self.variables)])
         if self.symmetry is not None:
             return self.symmetry.key(base)
         return base

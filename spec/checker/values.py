@@ -649,6 +649,7 @@ _BFALSE = ("$B", False)
 
 _CANON: dict[int, tuple] = {}  # id(container) -> (container, canon): states share most sub-values
 _SIMPLE = (int, str, ModelValue)
+SELF_KEYED = frozenset(_SIMPLE)  # the types that are their own canon key: a container's elements skip the call
 
 
 def canon(v: Any) -> Any:
@@ -663,14 +664,15 @@ def canon(v: Any) -> Any:
     if t is Fcn:
         c = v._c
         if c is None:
-            c = v._c = ("$F", frozenset([(canon(k), canon(x)) for k, x in v.d.items()]))
+            c = v._c = ("$F", frozenset([(k if type(k) in SELF_KEYED else canon(k), x if type(x) in SELF_KEYED else canon(x))
+                                         for k, x in v.d.items()]))
         return c
     if t is tuple or t is frozenset:
         hit = _CANON.get(id(v))
         if hit is not None:
             return hit[1]
         if t is tuple:
-            c = ("$T",) + tuple([canon(x) for x in v])
+            c = ("$T",) + tuple([x if type(x) in SELF_KEYED else canon(x) for x in v])
         else:
             c = ("$S", v)
             for x in v:

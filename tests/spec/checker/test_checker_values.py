@@ -40,6 +40,15 @@ def test_canon_keeps_kinds_apart():
     assert canon(Fcn({"a": True})) != canon(Fcn({"a": 1}))
 
 
+def test_canon_of_containers_by_hand():
+    """The keys of sequences and functions, written out: plain elements (integers, strings, model
+    values) are their own keys, booleans are tagged at every depth, keys and values alike."""
+    m = ModelValue("m1")
+    assert canon((1, "s", m, True, (2, False))) == ("$T", 1, "s", m, ("$B", True), ("$T", 2, ("$B", False)))
+    assert canon(Fcn({True: 3, "k": (False,)})) == ("$F", frozenset({(("$B", True), 3), ("k", ("$T", ("$B", False)))}))
+    assert canon((True,)) != canon((1,)) and canon(Fcn({0: True})) != canon(Fcn({0: 1}))
+
+
 def test_printing_and_order():
     assert fmt(frozenset({3, 1, 2})) == "{1, 2, 3}"
     assert fmt(Fcn({"b": 1, "a": "s"})) == '[a |-> "s", b |-> 1]'
