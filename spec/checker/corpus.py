@@ -216,7 +216,7 @@ def totals(rows: list[CorpusRow]) -> dict[str, Any]:
     finished = [r for r in rows if r.verdict not in (Verdict.OVER_CPU_LIMIT, Verdict.CRASHED)]
     fin_gen, fin_cpu = sum(r.result.generated_states for r in finished), sum(r.cpu_s for r in finished)
     return {"models": len(rows), **counts, "generated": gen, "distinct": sum(r.result.distinct_states for r in rows),
-            "cpu_s": round(cpu, 1), "finished_cpu_s": round(fin_cpu, 1),
+            "cpu_s": round(cpu, 1), "finished_generated": fin_gen, "finished_cpu_s": round(fin_cpu, 1),
             "generated_per_cpu_s": round(fin_gen / fin_cpu, 1) if fin_cpu else 0.0}
 
 
@@ -239,7 +239,7 @@ def render_table(rows: list[CorpusRow], slowest: int = 10) -> str:
     lines.append(f"Totals: {t['models']} models; {t['match']} match TLC, {t['mismatch']} mismatch, "
                  f"{t['over the CPU limit']} over the CPU "
                  f"limit, {t['crashed']} crashed; {t['cpu_s']:,.0f} CPU-seconds in all; the finished models generated "
-                 f"{t['generated']:,} states in {t['finished_cpu_s']:,.0f} CPU-seconds ({t['generated_per_cpu_s']:,.0f} "
+                 f"{t['finished_generated']:,} states in {t['finished_cpu_s']:,.0f} CPU-seconds ({t['generated_per_cpu_s']:,.0f} "
                  f"generated states per CPU-second).")
     return "\n".join(lines)
 
