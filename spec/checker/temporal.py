@@ -34,7 +34,7 @@ from kvexact.spec.checker.compiler import (
     loc_of,
 )
 from kvexact.spec.checker.errors import SpecError, UnsupportedError
-from kvexact.spec.checker.values import EvalError, fmt, ordered_elements, tla_eq
+from kvexact.spec.checker.values import EvalError, canon, fmt, ordered_elements, tla_eq
 
 TRUE: tuple = ("and", ())  # the empty conjunction (no fairness)
 FALSE: tuple = ("or", ())  # the empty disjunction
@@ -149,6 +149,181 @@ def _twin(comp: Compiler, root: Scope):
         return a
     cache[id(root)] = (root, twin, extend, len(names))  # root kept alive: its id stays its own
     return twin, extend, len(names)
+
+
+def _root(scope: Scope) -> Scope:
+    while scope.parent is not None:
+        scope = scope.parent
+    return scope
+
+
+def _instance_root(reader: FormulaReader, arg: Any, scope: Scope) -> tuple | None:
+    """(the INSTANCE scope a ``[A]_v`` is wholly read in, A's text, A's scope): the instance it is
+    written in, or the one both ``Inst!A`` and ``Inst!v`` name (``[][Abs!Next]_Abs!vars`` written in
+    the instantiating module); None when neither."""
+    root = _root(scope)
+    if getattr(root, "instance_of", None) is not None:
+        return root, arg.action, scope
+    found = []
+    for part in (arg.action, arg.subscript):
+        part = _strip(part)
+        if type(part).__name__ != "SubexpressionReference":
+            return None
+        d = reader._instance_def(part, scope)
+        if d is None or d[1] or d[0].arity:
+            return None
+        found.append((_root(d[0].scope), d[0]))
+    if found[0][0] is found[1][0] and getattr(found[0][0], "instance_of", None) is not None:
+        return found[0][0], found[0][1].body, found[0][1].scope
+    return None
+
+
+def instance_step_memo(comp: Compiler, where: tuple | None, fn: Any) -> Any:
+    """``fn`` (an action ``[A]_v`` read wholly inside the INSTANCE scope ``root``) remembered per step of the instance.
+
+    A formula of an instanced module M reads nothing but M's declared names, each of which the INSTANCE
+    binds to an expression of the instantiating module; so its value on a step (s, t) is fixed by
+    those expressions' values at s and at t (its *abstract* step). A refinement's ``[][Abs!Next]_vars``
+    is then evaluated once per distinct abstract step instead of once per generated transition, and an
+    abstract step that changes no abstract value is a stuttering step, which ``[A]_v`` allows (v is an
+    expression of M). Returns ``fn`` itself outside an instance, or when a constant of M is bound to a
+    state-dependent expression, or when a binding reads a primed variable (then M's names are not
+    fixed by the two states alone). Invariant: the wrapper returns what ``fn(s, t, e)`` returns with
+    ``e`` empty (an action property has no bound names).
+
+    A step the memo has not seen is first looked up among the successors of its abstract source,
+    generated once per abstract state by A's successor search over M's own variables (ENABLED's
+    abstract twin): one found there satisfies A. Only a step not found there (or whose source's
+    search failed) is evaluated with ``fn``."""
+    if where is None:
+        return fn
+    root, action, ascope = where
+    inst = getattr(root, "instance_of", None)
+    if inst is None:
+        return fn
+    node = inst[0]
+    found = comp.load_tree(node.name)
+    if found is None:
+        return fn
+    proj = []
+    names = []
+    reads: set | None = set()  # the variables the bindings read (None: not known from the text)
+    variables = set(_module_variables(comp, node.name, set()))
+    for name, arity in comp._declared_names(found[0], set()).items():
+        b = root.lookup(name)
+        if b is None:
+            return fn
+        if b[0] in ("const", "value", "builtin") and name not in variables:
+            continue  # a constant of M bound to a constant
+        if arity or b[0] not in ("var", "subst", "def", "const", "value"):
+            return fn  # an operator constant, or a binding of a kind not read here: no memo
+        if b[0] == "def" and b[1].arity:
+            return fn
+        f, deps = comp._apply_binding(b, name, [], node, root)
+        if deps - {STATE}:
+            return fn  # reads a primed variable or a bound name: not a function of one state
+        if deps or name in variables:  # every variable of M, so that its successor search can be read
+            proj.append(f)
+            names.append(name)
+            r = _binding_reads(comp, b)
+            reads = None if r is None or reads is None else reads | r
+    ids: dict = {}
+    memo: dict[tuple[int, int], bool] = {}
+    last: list = [None, -1]
+    keep = sorted(reads) if reads is not None else None
+    by_reads: dict = {}  # the values of the variables read -> abstract state (states share most)
+
+    def abstract(st: dict) -> int:
+        if keep is not None:
+            try:
+                rk = tuple([canon(st[v]) for v in keep])
+            except KeyError:
+                rk = None
+            if rk is not None:
+                i = by_reads.get(rk)
+                if i is not None:
+                    return i
+        key = tuple([canon(f(st, None, _NO_ENV)) for f in proj])
+        i = ids.get(key)
+        if i is None:
+            i = ids[key] = len(ids)
+        if keep is not None and rk is not None:
+            by_reads[rk] = i
+        return i
+
+    gen = None
+    if set(names) >= variables:
+        try:
+            twin, extend, nvars = _twin(comp, root)
+            act = _Actions(comp, nvars).act(action, _rebase(ascope, root, twin))
+        except (SpecError, EvalError):
+            act = None
+        if act is not None:
+            fresh = [f"{node.name}!{v}" for v in names]
+
+            def gen(s: dict) -> set | None:
+                out: set = set()
+
+                def k(s2: dict, n2: dict) -> None:
+                    try:
+                        key = tuple([canon(n2[x]) for x in fresh])
+                    except KeyError:  # a variable A leaves unassigned: that step is evaluated instead
+                        return
+                    i = ids.get(key)
+                    if i is None:
+                        i = ids[key] = len(ids)
+                    out.add(i)
+                try:
+                    act(extend(s, _NO_ENV), {}, _NO_ENV, k)
+                except (EvalError, SpecError, RecursionError, TypeError, ValueError, KeyError):
+                    return None
+                return out
+    succs: dict[int, set | None] = {}
+
+    def step(s: dict, t: dict, e: dict) -> Any:
+        if e:
+            return fn(s, t, e)
+        if last[0] is s:
+            a = last[1]
+        else:
+            a = abstract(s)
+            last[0], last[1] = s, a
+        b = abstract(t)
+        if a == b:
+            return True  # the abstract step stutters: [A]_v holds
+        r = memo.get((a, b))
+        if r is None and gen is not None:
+            if a not in succs:
+                succs[a] = gen(s)
+            found = succs[a]
+            if found is not None and b in found:
+                memo[(a, b)] = r = True
+        if r is None:
+            r = fn(s, t, e)
+            if r is True:
+                memo[(a, b)] = True
+        return r
+    step.abstract_states = ids  # type: ignore[attr-defined]
+    return step
+
+
+_NO_ENV: dict = {}
+
+
+def _binding_reads(comp: Compiler, b: tuple) -> frozenset | None:
+    """The variables an INSTANCE binding's expression reads, or None when its text does not tell."""
+    if b[0] in ("const", "value"):
+        return frozenset()
+    if b[0] == "var":
+        return frozenset({b[1]})
+    if comp.state_reads is None:
+        return None
+    if b[0] == "def":
+        return comp.state_reads(comp, b[1].body, b[1].scope)
+    if b[0] == "subst" and len(b) > 5:
+        expr, outer = b[5]
+        return comp.state_reads(comp, expr, outer)
+    return None
 
 
 def _module_variables(comp: Compiler, name: str, seen: set) -> list[str]:
@@ -523,7 +698,7 @@ def _classify(reader: FormulaReader, model: Any, plan: PropertyPlan, name: str, 
         arg = _strip(node.arguments[0])
         if type(arg).__name__ == "SubscriptedAction" and arg.operator == "[":
             fn, _ = comp.expr(arg, scope)
-            plan.implied_actions.append((name, fn))
+            plan.implied_actions.append((name, instance_step_memo(comp, _instance_root(reader, arg, scope), fn)))
             return
         if not reader.is_temporal(arg, scope) and not reader.is_action(arg, scope):
             fn, _ = comp.expr(arg, scope)
