@@ -30,6 +30,7 @@ from kvexact.spec.checker.errors import ParseError, SpecError, UndefinedError, U
 from kvexact.spec.checker.library import expand_tabs, find_module_file, split_modules
 from kvexact.spec.checker.syntax import describe_syntax_error, regroup
 from kvexact.spec.checker.values import (
+    SELF_KEYED,
     EvalError,
     Fcn,
     FilterSet,
@@ -40,6 +41,8 @@ from kvexact.spec.checker.values import (
     fcn_update,
     fmt,
     member,
+    memo_key,
+    memo_keys,
     min_value,
     mk_fcn,
     ordered_elements,
@@ -1507,30 +1510,32 @@ class Compiler:
 
             def letref1(s, n, e):
                 x = e[nm]
+                if callable(x):
+                    return body(s, n, e)
                 try:
-                    return memo[x]
+                    key = x if type(x) in SELF_KEYED else memo_key(x)
+                    return memo[key]
                 except KeyError:
                     pass
                 except (TypeError, EvalError):
                     return body(s, n, e)
-                if callable(x):
-                    return body(s, n, e)
                 v = body(s, n, e)
                 if len(memo) > 100_000:
                     memo.clear()
-                memo[x] = v
+                memo[key] = v
                 return v
             return letref1
 
         def letref(s, n, e):
-            key = tuple([e[nm] for nm in names])
+            vals = [e[nm] for nm in names]
+            if any(callable(x) for x in vals):
+                return body(s, n, e)
             try:
+                key = memo_keys(vals)
                 return memo[key]
             except KeyError:
                 pass
             except (TypeError, EvalError):
-                return body(s, n, e)
-            if any(callable(x) for x in key):
                 return body(s, n, e)
             v = body(s, n, e)
             if len(memo) > 100_000:
@@ -1606,8 +1611,9 @@ class Compiler:
             if memo is not None:
                 def call1m(s, n, e):
                     x = f0(s, n, e)
+                    key = x if type(x) in SELF_KEYED else memo_key(x)  # F(TRUE) must not find F(1)
                     try:
-                        return memo[x]
+                        return memo[key]
                     except KeyError:
                         pass
                     except TypeError:
@@ -1615,7 +1621,7 @@ class Compiler:
                     v = body(s, n, {p0: x})
                     if len(memo) > 200_000:
                         memo.clear()
-                    memo[x] = v
+                    memo[key] = v
                     return v
                 return call1m, deps
 
@@ -1638,7 +1644,7 @@ class Compiler:
         def calln(s, n, e):
             vals = [f(s, n, e) for f in fns]
             if memo is not None:
-                key = tuple(vals)
+                key = memo_keys(vals)
                 try:
                     return memo[key]
                 except KeyError:

@@ -690,6 +690,20 @@ def canon(v: Any) -> Any:
     return v
 
 
+def memo_key(v: Any) -> Any:
+    """A memo's key for a value: equal only for equal TLA+ values, so TRUE and 1 (or <<TRUE>> and <<1>>),
+    which Python holds equal and hashes alike, get different entries."""
+    t = type(v)
+    if t is int or t is str or t is ModelValue:
+        return v
+    return canon(v)
+
+
+def memo_keys(vals: Iterable) -> tuple:
+    """memo_key of several argument values, as one key."""
+    return tuple([v if type(v) in SELF_KEYED else canon(v) for v in vals])
+
+
 def fmt(v: Any) -> str:
     """TLA+ text of a value, as TLC prints it."""
     t = type(v)
