@@ -340,6 +340,9 @@ class ActionCompiler:
                 rec(0, e)
             return exists
 
+        if getattr(body, "_pure", False):  # no assignment inside: one predicate, as TLC evaluates it
+            return self._pred(node, scope)
+
         def forall(s, n, e, k):
             envs: list = []
 

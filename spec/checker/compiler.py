@@ -538,7 +538,12 @@ class Compiler:
                 fn, deps = self._arg(w.expression, declared[w.name], outer)
                 explicit[w.name] = ("opsubst", fn, deps - {"$lambda"}, declared[w.name])
             else:  # the 6th item (expression, scope) lets temporal.py read the substitution's level from its text
-                explicit[w.name] = self._subst(w.expression, outer) + ((w.expression, outer),)
+                sub = self._subst(w.expression, outer)
+                if sub[2] == frozenset({STATE}) and sub[3] is None:
+                    # a state function (a refinement mapping such as view <- [r \in R |-> ...]): once
+                    # per state, as a definition of the state is, not once per use
+                    sub = (sub[0], _per_state(sub[1])) + sub[2:]
+                explicit[w.name] = sub + ((w.expression, outer),)
         # implicit substitution: every constant/variable of M not substituted is the same name outside
         subst: dict[str, tuple] = {}
         for name in declared:

@@ -457,7 +457,21 @@ def ordered_elements(s: Any) -> Sequence:
         if order is None:
             order = s._order = tuple(s.ordered())
         return order
+    if type(s) is frozenset:
+        if len(s) < 2:
+            return list(s)
+        hit = _ORDER.get(id(s))
+        if hit is not None:
+            return hit[1]
+        order = sorted_values(s)  # shared by every caller: read, never changed
+        if len(_ORDER) > 100_000:
+            _ORDER.clear()
+        _ORDER[id(s)] = (s, order)  # s kept alive with its entry, so its id is not reused meanwhile
+        return order
     return sorted_values(as_set(s))
+
+
+_ORDER: dict[int, tuple] = {}  # id(frozenset) -> (the set, its elements in TLC's order)
 
 
 def kind(v: Any) -> str:
