@@ -1310,6 +1310,13 @@ class Compiler:
             params = [p[0] for p in d.params]
             is_let = d.is_let
 
+            if len(params) == 1 and not is_let:  # SelectSeq(s, Test) and the like: one fresh dict per call
+                p0 = params[0]
+
+                def mk1(s, n, e):
+                    return lambda v: body(s, n, {p0: v})
+                return mk1, (deps - frozenset(params)) | {"$lambda"}
+
             def mk(s, n, e):
                 def op(*vals):
                     e2 = dict(e) if is_let else {}

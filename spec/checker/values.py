@@ -710,12 +710,17 @@ def memo_key(v: Any) -> Any:
     t = type(v)
     if t is int or t is str or t is ModelValue:
         return v
+    if t is tuple:  # often made for the call (F(SelectSeq(s, T))): its key is not remembered
+        hit = _CANON.get(id(v))
+        if hit is not None:
+            return hit[1]
+        return ("$T",) + tuple([x if type(x) in SELF_KEYED else canon(x) for x in v])
     return canon(v)
 
 
 def memo_keys(vals: Iterable) -> tuple:
     """memo_key of several argument values, as one key."""
-    return tuple([v if type(v) in SELF_KEYED else canon(v) for v in vals])
+    return tuple([v if type(v) in SELF_KEYED else memo_key(v) for v in vals])
 
 
 def fmt(v: Any) -> str:
