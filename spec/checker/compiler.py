@@ -363,6 +363,7 @@ class Compiler:
         self.trees: dict[str, tuple[Any, str]] = {}
         self.messages: list[str] = []
         self._memo: dict[tuple[int, int], tuple] = {}  # (id(node), id(scope)) -> (node, scope, fn, deps)
+        self._state_defs: dict[int, tuple] = {}  # id(definition) -> (definition, its per-state cache)
         self._drawn: dict[int, tuple] = {}  # id(definition) -> (definition, its value cached once): random draws
         self.fast: FastGen | None = FastGen(self) if fast else None
         self.scoped_values: dict[tuple[str, str], Any] = {}  # cfg C = [M] v
@@ -1397,6 +1398,15 @@ class Compiler:
                 raise EvalError(f"{name}: {exc}", where) from None
         return calln, deps
 
+    def _shared_per_state(self, d: Def, fn: Callable) -> Callable:
+        """One per-state cache for a state-level definition, shared by all its uses: a definition used
+        by several split actions (TryRead(1), TryRead(2), ...) is evaluated once per state, not once
+        per use."""
+        hit = self._state_defs.get(id(d))
+        if hit is None:
+            hit = self._state_defs[id(d)] = (d, _per_state(fn))  # d kept alive: its id is not reused
+        return hit[1]
+
     def def_fn(self, d: Def) -> tuple[Callable, frozenset]:
         """Compile a definition's body once (params bound); recursion gets a conservative dependency."""
         if d.fn is not None:
@@ -1588,7 +1598,7 @@ class Compiler:
             if not deps and not d.is_let:
                 return _cached_const(fref), NODEPS
             if deps == frozenset({STATE}) and not d.is_let:
-                return _per_state(fref), deps
+                return self._shared_per_state(d, fref), deps
             return fref, deps
         if d.arity == 0:
             if d.is_let:
@@ -1599,7 +1609,7 @@ class Compiler:
             if not bdeps:
                 return _cached_const(body), NODEPS
             if bdeps == frozenset({STATE}):
-                return _per_state(body), bdeps
+                return self._shared_per_state(d, body), bdeps
             if bdeps == frozenset({"$random"}):  # TLC evaluates a constant definition once, at startup,
                 hit = self._drawn.get(id(d))     # so a RandomElement in it is drawn once per run
                 if hit is None:
