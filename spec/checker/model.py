@@ -578,7 +578,8 @@ def _holds_where_changed(parts: list, s: dict, changed: set, memo: dict) -> bool
                     continue
                 held = memo.get(id(fn))
                 if held is None:
-                    held = memo[id(fn)] = (fn, sorted(reads), set())  # fn kept alive: its id stays its own
+                    seen: set[tuple] = set()
+                    held = memo[id(fn)] = (fn, sorted(reads), seen)  # fn kept alive: its id stays its own
                 key = tuple([canon(s[v]) for v in held[1]])
                 if key in held[2]:
                     continue

@@ -463,11 +463,11 @@ def ordered_elements(s: Any) -> Sequence:
         hit = _ORDER.get(id(s))
         if hit is not None:
             return hit[1]
-        order = sorted_values(s)  # shared by every caller: read, never changed
+        els = sorted_values(s)  # shared by every caller: read, never changed
         if len(_ORDER) > 100_000:
             _ORDER.clear()
-        _ORDER[id(s)] = (s, order)  # s kept alive with its entry, so its id is not reused meanwhile
-        return order
+        _ORDER[id(s)] = (s, els)  # s kept alive with its entry, so its id is not reused meanwhile
+        return els
     return sorted_values(as_set(s))
 
 
