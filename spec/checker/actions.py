@@ -326,40 +326,20 @@ class ActionCompiler:
                     e3[name] = x
                     body(s, n, e3, k)
             return exists1
+        # module-level helpers, not nested recursive closures: a closure that calls itself is a reference
+        # cycle, garbage only the cyclic collector frees (it was most of the collector's work)
         if node.quantifier == "\\E":
             def exists(s, n, e, k):
-                def rec(i, e2):
-                    if i == len(setters):
-                        body(s, n, e2, k)
-                        return
-                    fs, setter = setters[i]
-                    for x in ordered_elements(fs(s, n, e2)):
-                        e3 = dict(e2)
-                        setter(e3, x)
-                        rec(i + 1, e3)
-                rec(0, e)
+                _exists(setters, 0, s, n, e, body, k)
             return exists
+
+        if getattr(body, "_pure", False):  # no assignment inside: one predicate, as TLC evaluates it
+            return self._pred(node, scope)
 
         def forall(s, n, e, k):
             envs: list = []
-
-            def rec(i, e2):
-                if i == len(setters):
-                    envs.append(e2)
-                    return
-                fs, setter = setters[i]
-                for x in ordered_elements(fs(s, n, e2)):
-                    e3 = dict(e2)
-                    setter(e3, x)
-                    rec(i + 1, e3)
-            rec(0, e)
-
-            def chain(j, s2, n2):
-                if j == len(envs):
-                    k(s2, n2)
-                    return
-                body(s2, n2, envs[j], lambda s3, n3: chain(j + 1, s3, n3))
-            chain(0, s, n)
+            _bindings(setters, 0, s, n, e, envs)
+            _Chain(body, envs, k).step(0, s, n)
         return forall
 
     def _target_var(self, node, scope) -> str | None:
@@ -625,3 +605,44 @@ class ActionCompiler:
 
 
 __all__ = ["ActionCompiler", "conj_items", "disj_items", "_name_of"]
+
+
+def _bindings(setters: list, i: int, s: dict, n: dict, e: dict, out: list) -> None:
+    """Every binding of the quantifier's names, in TLC's order (each set evaluated with the names
+    before it bound), appended to ``out``."""
+    if i == len(setters):
+        out.append(e)
+        return
+    fs, setter = setters[i]
+    for x in ordered_elements(fs(s, n, e)):
+        e3 = dict(e)
+        setter(e3, x)
+        _bindings(setters, i + 1, s, n, e3, out)
+
+
+def _exists(setters: list, i: int, s: dict, n: dict, e: dict, body: Callable, k: Callable) -> None:
+    """\\E x \\in S, y \\in T(x) : A in an action: A for each binding, as soon as it is made (TLC's order)."""
+    if i == len(setters):
+        body(s, n, e, k)
+        return
+    fs, setter = setters[i]
+    for x in ordered_elements(fs(s, n, e)):
+        e3 = dict(e)
+        setter(e3, x)
+        _exists(setters, i + 1, s, n, e3, body, k)
+
+
+class _Chain:
+    """\\A x \\in S : A(x) in an action: A for each binding in turn, each one continuing from the
+    states the previous one reached."""
+
+    __slots__ = ("body", "envs", "k")
+
+    def __init__(self, body: Callable, envs: list, k: Callable):
+        self.body, self.envs, self.k = body, envs, k
+
+    def step(self, j: int, s: dict, n: dict) -> None:
+        if j == len(self.envs):
+            self.k(s, n)
+            return
+        self.body(s, n, self.envs[j], lambda s3, n3: self.step(j + 1, s3, n3))

@@ -20,6 +20,7 @@ from typing import Any
 
 from kvexact.spec.checker import builtins as B
 from kvexact.spec.checker.values import (
+    SELF_KEYED,
     Fcn,
     LazyFcn,
     ModelValue,
@@ -27,6 +28,8 @@ from kvexact.spec.checker.values import (
     as_set,
     fcn_update,
     member,
+    memo_key,
+    memo_keys,
     min_value,
     mk_fcn,
     ordered_elements,
@@ -198,20 +201,21 @@ def _quant2(s, n, e, A, a, B, b, body, is_all):
 
 def _memo_miss(memo: dict, body: Callable, params: list) -> Callable:
     """The miss path of a memoized call of a definition whose body reads only its parameters: the body
-    on the argument value (one parameter) or tuple of values, stored in ``memo``."""
+    on the argument value (one parameter) or tuple of values, stored in ``memo`` under ``key``, the
+    values' memo_key (so that F(TRUE) does not find F(1))."""
     if len(params) == 1:
         p0 = params[0]
 
-        def miss1(s, n, x):
+        def miss1(s, n, x, key):
             v = body(s, n, {p0: x})
             if len(memo) > 200_000:
                 memo.clear()
-            memo[x] = v
+            memo[key] = v
             return v
         return miss1
 
-    def missn(s, n, key):
-        v = body(s, n, dict(zip(params, key, strict=True)))
+    def missn(s, n, vals, key):
+        v = body(s, n, dict(zip(params, vals, strict=True)))
         if len(memo) > 200_000:
             memo.clear()
         memo[key] = v
@@ -752,10 +756,14 @@ class FastGen:
             if any("$lambda" in self.c.expr(a, scope)[1] for a in args):
                 return self._call(node, scope)
             # a function of its arguments: memoized by their values, as the closure does (its own memo)
-            memo, k = self._const({}), self._tmp()
+            memo, k, c = self._const({}), self._tmp(), self._tmp()
             miss = self._const(_memo_miss(self.ns[memo], body, params))
-            key = self.code(args[0], scope) if len(args) == 1 else self._g_args(args, scope)
-            return f"({memo}[{k}] if ({k} := {key}) in {memo} else {miss}(s, n, {k}))"
+            if len(args) == 1:
+                ck = (f"({k} if type({k} := {self.code(args[0], scope)}) in {self._const(SELF_KEYED)} "
+                      f"else {self._const(memo_key)}({k}))")
+            else:
+                ck = f"{self._const(memo_keys)}({k} := {self._g_args(args, scope)})"
+            return f"({memo}[{c}] if ({c} := {ck}) in {memo} else {miss}(s, n, {k}, {c}))"
         items = ", ".join(f"{p!r}: {self.code(a, scope)}" for p, a in zip(params, args, strict=True))
         return f"{self._const(body)}(s, n, {{{items}}})"
 

@@ -30,6 +30,7 @@ from kvexact.spec.checker.errors import ParseError, SpecError, UndefinedError, U
 from kvexact.spec.checker.library import expand_tabs, find_module_file, split_modules
 from kvexact.spec.checker.syntax import describe_syntax_error, regroup
 from kvexact.spec.checker.values import (
+    SELF_KEYED,
     EvalError,
     Fcn,
     FilterSet,
@@ -40,6 +41,8 @@ from kvexact.spec.checker.values import (
     fcn_update,
     fmt,
     member,
+    memo_key,
+    memo_keys,
     min_value,
     mk_fcn,
     ordered_elements,
@@ -360,6 +363,7 @@ class Compiler:
         self.trees: dict[str, tuple[Any, str]] = {}
         self.messages: list[str] = []
         self._memo: dict[tuple[int, int], tuple] = {}  # (id(node), id(scope)) -> (node, scope, fn, deps)
+        self._state_defs: dict[int, tuple] = {}  # id(definition) -> (definition, its per-state cache)
         self._drawn: dict[int, tuple] = {}  # id(definition) -> (definition, its value cached once): random draws
         self.fast: FastGen | None = FastGen(self) if fast else None
         self.scoped_values: dict[tuple[str, str], Any] = {}  # cfg C = [M] v
@@ -535,7 +539,12 @@ class Compiler:
                 fn, deps = self._arg(w.expression, declared[w.name], outer)
                 explicit[w.name] = ("opsubst", fn, deps - {"$lambda"}, declared[w.name])
             else:  # the 6th item (expression, scope) lets temporal.py read the substitution's level from its text
-                explicit[w.name] = self._subst(w.expression, outer) + ((w.expression, outer),)
+                sub = self._subst(w.expression, outer)
+                if sub[2] == frozenset({STATE}) and sub[3] is None:
+                    # a state function (a refinement mapping such as view <- [r \in R |-> ...]): once
+                    # per state, as a definition of the state is, not once per use
+                    sub = (sub[0], _per_state(sub[1])) + sub[2:]
+                explicit[w.name] = sub + ((w.expression, outer),)
         # implicit substitution: every constant/variable of M not substituted is the same name outside
         subst: dict[str, tuple] = {}
         for name in declared:
@@ -1302,6 +1311,13 @@ class Compiler:
             params = [p[0] for p in d.params]
             is_let = d.is_let
 
+            if len(params) == 1 and not is_let:  # SelectSeq(s, Test) and the like: one fresh dict per call
+                p0 = params[0]
+
+                def mk1(s, n, e):
+                    return lambda v: body(s, n, {p0: v})
+                return mk1, (deps - frozenset(params)) | {"$lambda"}
+
             def mk(s, n, e):
                 def op(*vals):
                     e2 = dict(e) if is_let else {}
@@ -1381,6 +1397,15 @@ class Compiler:
             except (TypeError, ValueError, ZeroDivisionError, IndexError) as exc:
                 raise EvalError(f"{name}: {exc}", where) from None
         return calln, deps
+
+    def _shared_per_state(self, d: Def, fn: Callable) -> Callable:
+        """One per-state cache for a state-level definition, shared by all its uses: a definition used
+        by several split actions (TryRead(1), TryRead(2), ...) is evaluated once per state, not once
+        per use."""
+        hit = self._state_defs.get(id(d))
+        if hit is None:
+            hit = self._state_defs[id(d)] = (d, _per_state(fn))  # d kept alive: its id is not reused
+        return hit[1]
 
     def def_fn(self, d: Def) -> tuple[Callable, frozenset]:
         """Compile a definition's body once (params bound); recursion gets a conservative dependency."""
@@ -1507,30 +1532,32 @@ class Compiler:
 
             def letref1(s, n, e):
                 x = e[nm]
+                if callable(x):
+                    return body(s, n, e)
                 try:
-                    return memo[x]
+                    key = x if type(x) in SELF_KEYED else memo_key(x)
+                    return memo[key]
                 except KeyError:
                     pass
                 except (TypeError, EvalError):
                     return body(s, n, e)
-                if callable(x):
-                    return body(s, n, e)
                 v = body(s, n, e)
                 if len(memo) > 100_000:
                     memo.clear()
-                memo[x] = v
+                memo[key] = v
                 return v
             return letref1
 
         def letref(s, n, e):
-            key = tuple([e[nm] for nm in names])
+            vals = [e[nm] for nm in names]
+            if any(callable(x) for x in vals):
+                return body(s, n, e)
             try:
+                key = memo_keys(vals)
                 return memo[key]
             except KeyError:
                 pass
             except (TypeError, EvalError):
-                return body(s, n, e)
-            if any(callable(x) for x in key):
                 return body(s, n, e)
             v = body(s, n, e)
             if len(memo) > 100_000:
@@ -1571,7 +1598,7 @@ class Compiler:
             if not deps and not d.is_let:
                 return _cached_const(fref), NODEPS
             if deps == frozenset({STATE}) and not d.is_let:
-                return _per_state(fref), deps
+                return self._shared_per_state(d, fref), deps
             return fref, deps
         if d.arity == 0:
             if d.is_let:
@@ -1582,7 +1609,7 @@ class Compiler:
             if not bdeps:
                 return _cached_const(body), NODEPS
             if bdeps == frozenset({STATE}):
-                return _per_state(body), bdeps
+                return self._shared_per_state(d, body), bdeps
             if bdeps == frozenset({"$random"}):  # TLC evaluates a constant definition once, at startup,
                 hit = self._drawn.get(id(d))     # so a RandomElement in it is drawn once per run
                 if hit is None:
@@ -1606,8 +1633,9 @@ class Compiler:
             if memo is not None:
                 def call1m(s, n, e):
                     x = f0(s, n, e)
+                    key = x if type(x) in SELF_KEYED else memo_key(x)  # F(TRUE) must not find F(1)
                     try:
-                        return memo[x]
+                        return memo[key]
                     except KeyError:
                         pass
                     except TypeError:
@@ -1615,7 +1643,7 @@ class Compiler:
                     v = body(s, n, {p0: x})
                     if len(memo) > 200_000:
                         memo.clear()
-                    memo[x] = v
+                    memo[key] = v
                     return v
                 return call1m, deps
 
@@ -1638,7 +1666,7 @@ class Compiler:
         def calln(s, n, e):
             vals = [f(s, n, e) for f in fns]
             if memo is not None:
-                key = tuple(vals)
+                key = memo_keys(vals)
                 try:
                     return memo[key]
                 except KeyError:

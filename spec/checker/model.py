@@ -137,6 +137,7 @@ class Model:
         # name -> (the invariant's function, its conjuncts with their read variables); an invariant added
         # later (a PROPERTY []P) or replaced is evaluated whole
         self.invariant_parts = {n: (fn, self._invariant_parts(n)) for n, fn in self.invariants}
+        self._held: dict[int, tuple] = {}  # id(conjunct) -> (conjunct, its reads, keys of values it held on)
         self.constraints = [(n, self._state_fn(n, "CONSTRAINT")) for n in cfg.constraints]
         self.action_constraints = [(n, self._state_fn(n, "ACTION_CONSTRAINT")) for n in cfg.action_constraints]
         self.view = self._state_fn(cfg.view, "VIEW") if cfg.view else None
@@ -472,7 +473,8 @@ class Model:
         for name, fn in self.invariants:
             if changed is not None:
                 parts = self.invariant_parts.get(name)
-                if parts is not None and parts[0] is fn and _holds_where_changed(parts[1], s, changed):
+                if parts is not None and parts[0] is fn and _holds_where_changed(parts[1], s, changed,
+                                                                                      self._held):
                     continue
             v = fn(s, None, {})
             if v is not True:
@@ -565,17 +567,34 @@ class Model:
         return "every conjunct holds, but the step is not one the action generates"
 
 
-def _holds_where_changed(parts: list, s: dict, changed: set) -> bool:
-    """Every conjunct is TRUE in s, knowing that those reading none of ``changed`` held in the parent."""
+def _holds_where_changed(parts: list, s: dict, changed: set, memo: dict) -> bool:
+    """Every conjunct is TRUE in s, knowing that those reading none of ``changed`` held in the parent,
+    and that one which held in a state with the same values of the variables it reads holds in s (its
+    value is a function of them: ``reads`` is None otherwise)."""
     try:
         for fn, reads in parts:
-            if reads is not None and changed.isdisjoint(reads):
+            if reads is not None:
+                if changed.isdisjoint(reads):
+                    continue
+                held = memo.get(id(fn))
+                if held is None:
+                    seen: set[tuple] = set()
+                    held = memo[id(fn)] = (fn, sorted(reads), seen)  # fn kept alive: its id stays its own
+                key = tuple([canon(s[v]) for v in held[1]])
+                if key in held[2]:
+                    continue
+                if fn(s, None, {}) is not True:
+                    return False
+                if len(held[2]) > 100_000:
+                    held[2].clear()
+                held[2].add(key)
                 continue
             if fn(s, None, {}) is not True:
                 return False
     except Exception:  # the whole invariant is evaluated again and reports it as without the skip
         return False
     return True
+
 
 
 def _standard_names() -> set:

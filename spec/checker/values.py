@@ -457,7 +457,21 @@ def ordered_elements(s: Any) -> Sequence:
         if order is None:
             order = s._order = tuple(s.ordered())
         return order
+    if type(s) is frozenset:
+        if len(s) < 2:
+            return list(s)
+        hit = _ORDER.get(id(s))
+        if hit is not None:
+            return hit[1]
+        els = sorted_values(s)  # shared by every caller: read, never changed
+        if len(_ORDER) > 100_000:
+            _ORDER.clear()
+        _ORDER[id(s)] = (s, els)  # s kept alive with its entry, so its id is not reused meanwhile
+        return els
     return sorted_values(as_set(s))
+
+
+_ORDER: dict[int, tuple] = {}  # id(frozenset) -> (the set, its elements in TLC's order)
 
 
 def kind(v: Any) -> str:
@@ -688,6 +702,25 @@ def canon(v: Any) -> Any:
     if isinstance(v, LazySet):
         return ("$S", frozenset(canon(x) for x in v.elements())) if v.finite() else ("$L", v.key())
     return v
+
+
+def memo_key(v: Any) -> Any:
+    """A memo's key for a value: equal only for equal TLA+ values, so TRUE and 1 (or <<TRUE>> and <<1>>),
+    which Python holds equal and hashes alike, get different entries."""
+    t = type(v)
+    if t is int or t is str or t is ModelValue:
+        return v
+    if t is tuple:  # often made for the call (F(SelectSeq(s, T))): its key is not remembered
+        hit = _CANON.get(id(v))
+        if hit is not None:
+            return hit[1]
+        return ("$T",) + tuple([x if type(x) in SELF_KEYED else canon(x) for x in v])
+    return canon(v)
+
+
+def memo_keys(vals: Iterable) -> tuple:
+    """memo_key of several argument values, as one key."""
+    return tuple([v if type(v) in SELF_KEYED else memo_key(v) for v in vals])
 
 
 def fmt(v: Any) -> str:
