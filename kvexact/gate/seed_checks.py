@@ -81,6 +81,8 @@ def ledger_0x0D() -> list[tuple[str, Any, Any]]:
     cost = nested_prefix_cost(16)  # the same three requests through the block-size sweep of 0x09B
     return [("logical/reserved rows", (led.logical_rows_tokens, led.reserved_rows_tokens), (74, 144)),
             ("identities that do not hold", [n for n, (lhs, rhs) in led.identities().items() if lhs != rhs], []),
+            # 0x0D: the longest request (33 tokens) has 2 full blocks, so 2 cached hashes; 0x0D's metadata 482 B
+            ("0x09B at P=16: cached hashes, metadata bytes", (cost.cached_hashes, cost.metadata_bytes), (2, 482)),
             ("0x09B at P=16: request-view tail bytes, unique tail bytes", (cost.request_view_tail_bytes,
                                                                          cost.unique_tail_bytes),
              ((6 * 16 - 74) * 64 * KIB, (3 * 16 - 33) * 64 * KIB)),
@@ -147,6 +149,13 @@ def prefix_0x07() -> list[tuple[str, Any, Any]]:
     out.append(("0x07 verify: B's receipt, one claiming 7 partial rows of 24", (
         rejection_of(lambda: verify_receipt(b_tail, tail, groups)), rejection_of(lambda: verify_receipt(claimed, tail, groups))),
         (None, PrefixRejection.HIT_NOT_BLOCK_ALIGNED)))
+    witness = PrefixPolicy(collision_witness=True)  # the witness equals the tokens on a true hit: same 0x07E hit
+    out.append(("0x07E 50 tokens over 48 cached, collision witness on: hit",
+                px_lab.cache_with(s[:48], witness).lookup(px_lab.request("B", s[:50]), witness).runtime_hit_tokens, 48))
+    differs = [*s[:16], 7, *s[17:25]]  # B's row 16 differs from A's: the common prefix past block 0 is 0 rows
+    out.append(("0x09C partial tail, B's row 16 differs: hit, partial rows",
+                (lambda r: (r.runtime_hit_tokens, r.copy_valid_partial_rows))(
+                    partial.lookup(px_lab.request("B", differs), tail)), (16, 0)))
     stale = px_lab.cache_with(s[:33], tail)
     lifecycle.release(stale.alloc, "A")
     stale.alloc.allocate("Z", [9000 + i for i in range(22 * 16)])  # the 21 free blocks, then A's tail block 3
@@ -163,7 +172,11 @@ def telemetry_0x0CF() -> list[tuple[str, Any, Any]]:
     import attrs
 
     from kvexact.reference import telemetry as tm
+    from kvexact.reference.formulas import INT_OPS, evaluate
+    from kvexact.reference.formulas_all import load_all
     from kvexact.reference.labs import telemetry as tm_lab
+
+    load_all()
 
     f = tm_lab.run_funnel_fixture()
     g = tm.reconcile_pool(tm_lab.POOL_FIXTURE)
@@ -178,6 +191,9 @@ def telemetry_0x0CF() -> list[tuple[str, Any, Any]]:
             ("pool by state", g.blocks_by_state, {"free": 3, "evictable": 2, "live": 5, "reserved_or_copying": 2}),
             ("refs recorded/derived/delta, map lag", (g.refcount_recorded, g.refcount_derived, g.refcount_delta,
                                                       g.mapping_lag_tokens), (9, 9, 0, 0)),
+            ("N_req >= N_auth >= ... holds for the funnel, not for 12, 11, 12",
+             [evaluate("telemetry.funnel_monotone", INT_OPS, stage_counts=c) for c in ([12, 11, 9, 7, 6, 6, 5, 4, 4],
+                                                                                      [12, 11, 12])], [True, False]),
             ("alerts, exhausted", tm.evaluate_alerts(base, exhausted, 0.2, 30), ("allocator_exhaustion",)),
             ("alerts, free 0 only", tm.evaluate_alerts(base, attrs.evolve(base, at_s=10, free_blocks=0), 0.2, 30), ()),
             ("alerts, refs 10 recorded vs 9 derived for 30 s", tm.evaluate_alerts(base, attrs.evolve(
@@ -188,7 +204,12 @@ def telemetry_0x0CF() -> list[tuple[str, Any, Any]]:
              [16, 11, 5, 64, 12, 32]),
             ("0x0BL ledger counters", {k: counters.ledger[k] for k in ("request_refs", "unique_blocks",
                                                                         "unique_tail_slots", "metadata_bytes")},
-             {"request_refs": 6, "unique_blocks": 3, "unique_tail_slots": 15, "metadata_bytes": 482})]
+             {"request_refs": 6, "unique_blocks": 3, "unique_tail_slots": 15, "metadata_bytes": 482}),
+            # 0x06F's geometry: a tensor's page group is 4 tokens of 16 B rows = 64 B, a bundle 4 tensors (256 B);
+            # 9 tokens mapped are 3 ready bundles = 12 page groups, a ready frontier of 3 x 4 tokens
+            ("0x0BL VMM gauges: page group bytes, mapped groups, ready frontier tokens",
+             tuple(counters.ledger[k] for k in ("vmm_page_group_bytes", "vmm_mapped_groups",
+                                                "vmm_ready_frontier_tokens")), (4 * 16, 3 * 4, 3 * 4))]
 
 
 def keys_0x09B() -> list[tuple[str, Any, Any]]:
@@ -283,6 +304,21 @@ def allocator_0x05E() -> list[tuple[str, Any, Any]]:
                 [(1003, 13), (2003, 7)]))
     out.append(("cache block 3 of D's two-block table rejected as",
                 rejection_of(lambda: lifecycle.cache_block(alloc, "D", 3, "D/3")), AllocRejection.BAD_LOGICAL_BLOCK))
+    # 0x05D/0x04F: a fault before publication rolls the COW append back: the receipt says ROLLED_BACK, publishes
+    # no row and no block, and the epoch stays 43
+    alloc = fx.fixture_0x05b_forked()
+    alloc.fault_after.add(("cow_reserve", 0))
+    rb = alloc.append("D", 900, expected_generation=1, expected_table_version=alloc.request("D").table_version)
+    out.append(("COW append rolled back: outcome, useful rows, new blocks, copied rows, epoch",
+                (rb.outcome, rb.useful_new_rows, rb.new_physical_blocks, rb.copied_rows, rb.allocator_epoch_after),
+                ("ROLLED_BACK", 0, 0, 0, 43)))
+    # a request id admitted again after it ended gets the next request generation each time (1, then 2, then 3)
+    lifecycle.cache_block(alloc, "D", 0, "D/0")
+    gens = []
+    for _ in range(2):
+        lifecycle.release(alloc, "D")
+        gens.append(lifecycle.prefix_hit(alloc, "D", ["D/0"]).request_generation)
+    out.append(("D re-admitted twice through a prefix hit: generations", gens, [2, 3]))
     return out
 
 
@@ -296,6 +332,7 @@ def traversal_0x0A() -> list[tuple[str, Any, Any]]:
     from kvexact.reference.traversal import (
         chunk_ledger,
         decode_traversal,
+        geometry_table,
         page_group_staircase,
         ragged_table_ledger,
     )
@@ -314,6 +351,12 @@ def traversal_0x0A() -> list[tuple[str, Any, Any]]:
              (304 * kib, 80 * kib, 224 * kib)),
             ("0x0BI chunks ordinary/shared, partial states", (c.ordinary_chunks, c.shared_chunks, c.partial_states),
              (40, 12, 32)),
+            # M_partial = N_partial (d_v b_O + 2 b_state): 128 FP16 values and two FP32 scalars a partial state
+            ("0x0BI partial state bytes", c.partial_state_bytes, 32 * (128 * 2 + 2 * 4)),
+            # 0x0AA: T = 2049, P_part = 512: all five listed rows have five partitions, each BLOCK_SIZE divides
+            # PARTITION_SIZE (num_blocks_per_partition = PARTITION_SIZE / BLOCK_SIZE)
+            ("0x0AA five rows: partitions, blocks per partition x block size",
+             [(g.partitions, g.blocks_per_partition * g.kernel_block_tokens) for g in geometry_table()], [(5, 512)] * 5),
             # 0x0BJ: vAttention's 64/128/256 KiB and 2 MiB page groups, 2,048 B rows: P_G = G / 2048 tokens,
             # N_G = ceil(T / P_G), W_G = N_G G - 2048 T at T = 1,024 and 1,025
             ("0x0BJ (G, T, P_G, N_G, W_G)", [(g.page_group_bytes, g.context_tokens, g.tokens_per_group, g.groups,
@@ -512,6 +555,7 @@ def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
         m.check()
         got.append((hit.num_computed_tokens, hit.block_ids, receipt.block_ids))
     refs = ([m.pool.ref_cnt[b] for b in range(1, 6)], m.pool.num_free_blocks)
+    usage = m.pool.usage()  # get_usage() = 1 - free / (num_blocks - 1) = 1 - 5 / 10
     m = m.free("r1")[0]  # r0 keeps its four blocks
     r0_blocks = m.blocks_of("r0")
     m = m.free("r0")[0]
@@ -519,6 +563,7 @@ def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
     hit = m.get_computed_blocks(r2)  # notes step 5: cdiv(53, 16) - 3 hits = 1, plus the 3 hits with ref_cnt 0
     return [("r0 hit, new blocks", got[0], (0, (), (1, 2, 3, 4))), ("r1 hit, new blocks", got[1], (48, (1, 2, 3), (5,))),
             ("refs of blocks 1..5, free blocks", refs, ([2, 2, 2, 1, 1], 5)),
+            ("usage with 5 of 10 usable blocks free", usage, 1 - 5 / 10),
             ("r0's blocks after r1 is freed; free blocks after both", (r0_blocks, m.pool.num_free_blocks),
              ((1, 2, 3, 4), 10)),
             ("r2 (r1's tokens) after both freed: hits, blocks to allocate",
@@ -665,10 +710,44 @@ def vllm_hybrid_s17() -> list[tuple[str, Any, Any]]:
              [48, 0, 32, 16])]
 
 
+def vllm_multimodal_s09() -> list[tuple[str, Any, Any]]:
+    """notes/vllm.md scenario 9 (block size 16): images (offset, length, id) (11, 10, aaa), (30, 18, bbb), (48, 7,
+    ccc) key block 0 with ("mm", "aaa", 11), block 1 with ("mm", "aaa", -5), ("mm", "bbb", 14), block 2 with
+    ("mm", "bbb", -2), and, once 5 output tokens complete block 3, block 3 with ("mm", "ccc", 0); the measured
+    example: an image at offset 0 keys block 0 with ("mm", id, 0) between the LoRA and the salt."""
+    from kvexact.reference.peers import vllm_hashing as vh
+
+    hasher = vh.BlockHasher(16)
+    mm = vh.RequestExtras(mm=(vh.MMFeature("aaa", 11, 10), vh.MMFeature("bbb", 30, 18), vh.MMFeature("ccc", 48, 7)))
+    prompt = [*range(10), *[-1] * 6, *[-1] * 4, *range(10, 20), *[-1] * 2, *[-1] * 16, *[-1] * 7, *[100] * 4]
+    hashes, keys = hasher.extend(prompt, mm, (), ())
+    _h, more = hasher.extend([*prompt, *[5] * 5], mm, hashes, keys)
+    first = vh.RequestExtras(lora=vh.LoraRef("name", "path"), mm=(vh.MMFeature("hash1", 0, 20),), cache_salt="salt")
+    return [("prompt of 59 tokens: extra keys of its 3 full blocks", list(keys),
+             [(("mm", "aaa", 11),), (("mm", "aaa", -5), ("mm", "bbb", 14)), (("mm", "bbb", -2),)]),
+            ("after 5 output tokens: block 3's extra keys", more[3], (("mm", "ccc", 0),)),
+            ("LoRA + image at offset 0 + salt: block 0's extra keys",
+             vh.block_extra_keys(first, 0, 16, 0)[0], (("lora", "name", "path"), ("mm", "hash1", 0),
+                                                        ("cache_salt", "salt")))]
+
+
+def sglang_pool_units() -> list[tuple[str, Any, Any]]:
+    """notes/sglang.md §7: ``TokenToKVPoolAllocator`` (page size 1) hands out slots 1..size from the front; by
+    default (no ``need_sort``) ``free`` appends to the back of ``free_pages``, so freed slots come back last."""
+    from kvexact.reference.peers.sglang_pool import TokenToKVPoolAllocator
+
+    pool = TokenToKVPoolAllocator(4)
+    first = pool.alloc(2)
+    pool.free([2, 1])
+    return [("alloc(2) of 4 slots", first, [1, 2]),
+            ("free [2, 1], then alloc(4)", pool.alloc(4), [3, 4, 2, 1])]
+
+
 PEER_CASES: dict[str, Case] = {"vllm s01": vllm_scenario_s01, "vllm event log": vllm_event_log,
                                "sglang event log": sglang_event_log, "vllm units": vllm_units,
                                "sglang units": sglang_units, "sglang paged": sglang_paged,
-                               "vllm hybrid s17": vllm_hybrid_s17, "vllm adapters s01": vllm_adapters_s01}
+                               "vllm hybrid s17": vllm_hybrid_s17, "vllm adapters s01": vllm_adapters_s01,
+                               "vllm multimodal s09": vllm_multimodal_s09, "sglang pool units": sglang_pool_units}
 
 
 def run_cases(cases: dict[str, Case]) -> CheckResult:
