@@ -246,9 +246,11 @@ def sample(mutants: list[Mutant], max_mutants: int | None, seed: int) -> list[Mu
 
 
 def sources_digest() -> str:
-    """A digest of every mutable module's text: a coverage map is reused only for the same sources."""
+    """A digest of every mutable module's text and of the gate's own modules (a new case executes new lines): a
+    coverage map is reused only for the same sources and checks."""
     h = hashlib.sha256()
-    for name, path in sorted(all_modules().items()):
+    gate = {f"kvexact.gate.{p.stem}": p for p in Path(__file__).parent.glob("*.py")}
+    for name, path in sorted({**all_modules(), **gate}.items()):
         h.update(name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 

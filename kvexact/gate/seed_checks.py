@@ -27,6 +27,7 @@ def radix_0x08F() -> list[tuple[str, Any, Any]]:
 
     from kvexact.reference import radix as rx
     from kvexact.reference.labs import radix as rx_lab
+    from kvexact.reference.rejections import rejection_of
 
     trace = rx_lab.seed_trace_0x08F()
     r = rx.check_state(trace[-1].state)
@@ -49,7 +50,10 @@ def radix_0x08F() -> list[tuple[str, Any, Any]]:
              (est.prompt_tokens_to_compute, est.new_useful_kv_bytes, est.new_physical_blocks,
               est.new_physical_capacity_bytes), (7 - 6, 1 * 16, 1, 1 * 4 * 16)),
             ("state digests at page size 1 and 2 differ", rx.state_sha256(trace[-1].state) != rx.state_sha256(paged),
-             True)]
+             True),
+            ("0x08G prefill at B_row 0 rejected as", rejection_of(lambda: rx.prefill_estimate(handoff, row_bytes=0,
+                                                                                        block_tokens=4)),
+             rx.RadixRejection.MALFORMED_INPUT)]
 
 
 def translate_0x03F() -> list[tuple[str, Any, Any]]:
@@ -198,6 +202,10 @@ def telemetry_0x0CF() -> list[tuple[str, Any, Any]]:
             ("alerts, free 0 only", tm.evaluate_alerts(base, attrs.evolve(base, at_s=10, free_blocks=0), 0.2, 30), ()),
             ("alerts, refs 10 recorded vs 9 derived for 30 s", tm.evaluate_alerts(base, attrs.evolve(
                 base, at_s=30, refcount_recorded=10, refcount_mismatch_age_s=30), 0.2, 30), ("reference_leak",)),
+            # Prometheus text format 0.0.4: a HELP text escapes a backslash as \\ and a line feed as \n
+            ("HELP line of a help text with a backslash and a line feed", tm.to_prometheus(
+                [tm.Metric("kvexact_reuse_rejections_total", "counter", "a\\b\nc", (({"bucket": "x"}, 1),))])
+             .splitlines()[0], "# HELP kvexact_reuse_rejections_total a\\\\b\\nc"),
             ("0x0BL table and chunk totals (0x0AB cells 16/11/5, 64 B; 0x0BI 12 shared chunks, 32 partial rows)",
              [counters.totals.get(k) for k in ("table_dense_cells", "table_used_cells", "table_padded_cells",
                                                "table_transfer_bytes", "chunk_visits", "partial_rows")],
@@ -319,6 +327,17 @@ def allocator_0x05E() -> list[tuple[str, Any, Any]]:
         lifecycle.release(alloc, "D")
         gens.append(lifecycle.prefix_hit(alloc, "D", ["D/0"]).request_generation)
     out.append(("D re-admitted twice through a prefix hit: generations", gens, [2, 3]))
+    # 0x04F: after publication history stays; compensation publishes a successor undoing the receipt's effect: an
+    # allocation is cancelled (the request is gone), an append truncated back (D's 34 tokens and 3 blocks a group)
+    alloc = fx.fixture_0x05b_forked()
+    made = alloc.allocate("F", list(range(500, 516)))
+    first = (lifecycle.compensate(alloc, made).outcome, "F" in alloc.requests)
+    grown = lifecycle.cow_append(alloc, "D", 900, expected_generation=1,
+                                 expected_table_version=alloc.request("D").table_version)
+    undone = (*first, lifecycle.compensate(alloc, grown).outcome, alloc.request("D").context_tokens,
+              [len(t) for t in alloc.request("D").tables])
+    out.append(("compensate F's allocation, then D's append: outcomes, F live, D's context and blocks", undone,
+                ("COMPENSATED", False, "COMPENSATED", 34, [3, 3])))
     return out
 
 
@@ -337,6 +356,8 @@ def traversal_0x0A() -> list[tuple[str, Any, Any]]:
         ragged_table_ledger,
     )
 
+    from kvexact.reference.blockmap import expand_block_table
+
     steps = decode_traversal(loop4_snapshot(), "B", 1, context_tokens=24)
     c = chunk_ledger(16)
     kib = 1024
@@ -353,6 +374,8 @@ def traversal_0x0A() -> list[tuple[str, Any, Any]]:
              (40, 12, 32)),
             # M_partial = N_partial (d_v b_O + 2 b_state): 128 FP16 values and two FP32 scalars a partial state
             ("0x0BI partial state bytes", c.partial_state_bytes, 32 * (128 * 2 + 2 * 4)),
+            # 0x0AC: P_a = 32, P_k = 16: allocator ids [3, 7] become kernel ids [6, 7, 14, 15]
+            ("0x0AC allocator [3, 7] at P_a 32, P_k 16: kernel ids", expand_block_table([3, 7], 32, 16), [6, 7, 14, 15]),
             # 0x0AA: T = 2049, P_part = 512: all five listed rows have five partitions, each BLOCK_SIZE divides
             # PARTITION_SIZE (num_blocks_per_partition = PARTITION_SIZE / BLOCK_SIZE)
             ("0x0AA five rows: partitions, blocks per partition x block size",
@@ -380,6 +403,10 @@ def vmm_0x06F() -> list[tuple[str, Any, Any]]:
                                                               led.active_slack_bytes), (768, 576, 768 - 576)),
             ("v23 pool bytes", (led.pool_bytes, led.free_handle_bytes), (768, 0)),
             ("tensor index of K0, V0, K1, V1", [config.tensor_index(k, n) for n in (0, 1) for k in "KV"], [0, 1, 2, 3]),
+            # A_VA = base(X, l) + r R: request slot r of K0 starts r R = r T_max H_kv d_h b = r 12 x 2 x 4 x 2 B in
+            ("K0's token 0 of request slots 0, 1, 2: A_VA", [vmm.virtual_address(config, "K", 0, r, 0, 0, 0)
+                                                            .virtual_address for r in range(3)],
+             [r * 12 * 2 * 4 * 2 for r in range(3)]),
             ("K2, K3 and X0 of a two-layer manifest rejected as",
              [rejection_of(lambda k=k, n=n: config.tensor_index(k, n)) for k, n in (("K", 2), ("K", 3), ("X", 0))],
              [vmm.VmmRejection.COORDINATE_OUT_OF_RANGE] * 3)]
@@ -491,8 +518,14 @@ def revocation_0x0CE() -> list[tuple[str, Any, Any]]:
         (rv.execute, ("t1",))] + rv_lab.REVOKE_T1
     states = [rv.play(rv.RevState.init(), plan[:k])[0] for k in range(len(plan) + 1)]
     broken = sorted({name for st in states for name, holds in rv.INVARIANTS.items() if not holds(st)})
+    import attrs
+
+    done = states[-1]  # t1 revoked: done[t1] = 1; a gen-0 lease or index entry of t1 left behind breaks completeness
     return [("receipts issued", max(len(st.receipts) for st in states) > 0, True),
-            ("invariants broken in some state", broken, [])]
+            ("invariants broken in some state", broken, []),
+            ("RevocationComplete with t1's gen-0 lease, with its gen-0 index entry left behind",
+             [rv.revocation_complete(attrs.evolve(done, leases=frozenset({rv.Held("t1", "t1", 0, 1)}))),
+              rv.revocation_complete(attrs.evolve(done, index=frozenset({rv.Entry("t1", 0, 1)})))], [False, False])]
 
 
 def adapter_protocol() -> list[tuple[str, Any, Any]]:
@@ -575,7 +608,7 @@ def vllm_adapters_s01() -> list[tuple[str, Any, Any]]:
     1..4, r1 hits 48 tokens and holds 1, 2, 3 and the new 5) and the conformance protocol adapter with one group of
     10 blocks (11 with the null block): r1's start reports the 48-token hit and its table is 1, 2, 3, 5."""
     from kvexact.reference.adapters import AdapterConfig
-    from kvexact.reference.peers.vllm_adapter import VllmAdapter
+    from kvexact.reference.peers.vllm_adapter import VllmAdapter, project_kv_allocation
     from kvexact.reference.peers.vllm_protocol import VllmProtocolAdapter
 
     c48 = [0] * 16 + [1] * 16 + [2] * 16
@@ -587,7 +620,10 @@ def vllm_adapters_s01() -> list[tuple[str, Any, Any]]:
              [(0, (1, 2, 3, 4)), (48, (1, 2, 3, 5))]),
             ("protocol adapter r0, r1: accepted, hit", [(r.accepted, r.hit_tokens) for r in starts],
              [(True, 0), (True, 48)]),
-            ("protocol adapter r1's table", proto.table("r1", 0), [1, 2, 3, 5])]
+            ("protocol adapter r1's table", proto.table("r1", 0), [1, 2, 3, 5]),
+            # the KVAllocation projection: the three cached blocks full, r0's tail 55 - 48 = 7 rows, r1's 53 - 48 = 5
+            ("projected rows of blocks 1..10", dict(project_kv_allocation(user.manager, {"r0": 55, "r1": 53})["rows"][0]),
+             {1: 16, 2: 16, 3: 16, 4: 7, 5: 5, **{b: 0 for b in range(6, 11)}})]
 
 
 def vllm_event_log() -> list[tuple[str, Any, Any]]:
@@ -743,11 +779,30 @@ def sglang_pool_units() -> list[tuple[str, Any, Any]]:
             ("free [2, 1], then alloc(4)", pool.alloc(4), [3, 4, 2, 1])]
 
 
+def vllm_cap_s16() -> list[tuple[str, Any, Any]]:
+    """notes/vllm.md scenario 16 (FA, block size 16): after caching C48, the identical 48-token prompt hits 32
+    tokens (blocks 1, 2: the num_tokens - 1 cap), the 49-token C48 + [5] hits 48, and max_cache_hit_length=48 gives
+    48."""
+    from kvexact.reference.peers.vllm import VllmConfig, VllmKVCacheManager
+
+    m = VllmKVCacheManager.create(VllmConfig(11, 16))
+    c48 = [0] * 16 + [1] * 16 + [2] * 16
+    r0 = m.make_request("r0", c48)
+    m, _receipt = m.allocate_slots(r0, 48, 0, ())
+    same = m.get_computed_blocks(m.make_request("r1", c48))
+    longer = m.get_computed_blocks(m.make_request("r2", [*c48, 5]))
+    capped = m.get_computed_blocks(m.make_request("r3", [*c48, 5]), max_cache_hit_length=48)
+    return [("identical 48 tokens: hit, blocks", (same.num_computed_tokens, same.block_ids), (32, (1, 2))),
+            ("49 tokens; max_cache_hit_length 48: hits", (longer.num_computed_tokens, capped.num_computed_tokens),
+             (48, 48))]
+
+
 PEER_CASES: dict[str, Case] = {"vllm s01": vllm_scenario_s01, "vllm event log": vllm_event_log,
                                "sglang event log": sglang_event_log, "vllm units": vllm_units,
                                "sglang units": sglang_units, "sglang paged": sglang_paged,
                                "vllm hybrid s17": vllm_hybrid_s17, "vllm adapters s01": vllm_adapters_s01,
-                               "vllm multimodal s09": vllm_multimodal_s09, "sglang pool units": sglang_pool_units}
+                               "vllm multimodal s09": vllm_multimodal_s09, "sglang pool units": sglang_pool_units,
+                               "vllm cap s16": vllm_cap_s16}
 
 
 def run_cases(cases: dict[str, Case]) -> CheckResult:

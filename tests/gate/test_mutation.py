@@ -237,3 +237,16 @@ def test_cli_rejects_a_rejudge_file_that_is_not_a_report(tmp_path):
                            "--rejudge", str(bad)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert "not a JSON report" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_sources_digest_covers_the_gate_checks_too(monkeypatch, tmp_path):
+    """A coverage map measured before a new gate case must not be reused after it."""
+    before = mu.sources_digest()
+    fake = tmp_path / "gate"
+    fake.mkdir()
+    for p in Path(mu.__file__).parent.glob("*.py"):
+        (fake / p.name).write_bytes(p.read_bytes())
+    monkeypatch.setattr(mu, "__file__", str(fake / "mutation.py"))
+    assert mu.sources_digest() == before
+    (fake / "seed_checks.py").write_text((fake / "seed_checks.py").read_text() + "\n# a new case\n")
+    assert mu.sources_digest() != before

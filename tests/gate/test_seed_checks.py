@@ -16,6 +16,7 @@ from kvexact.gate.framework import GateContext, Verdict
 from kvexact.reference import (
     adapters,
     allocator,
+    blockmap,
     formulas,
     formulas_seed,
     hybrid,
@@ -26,6 +27,7 @@ from kvexact.reference import (
     prefix,
     prompt_cache,
     radix,
+    revocation,
     sessions,
     shared_prefix,
     telemetry,
@@ -465,4 +467,37 @@ PEER_SURVIVORS += [
      "vllm s01"),
     ("sglang_pool", "TokenToKVPoolAllocator.__init__", "def __init__(self, size_slots: int, need_sort: bool = False):",
      "def __init__(self, size_slots: int, need_sort: bool = True):", "sglang pool units"),
+]
+
+SURVIVORS += [
+    (radix, "prefill_estimate", "if row_bytes <= 0 or block_tokens <= 0 or free_private_tail_slots < 0:",
+     "if row_bytes < 0 or block_tokens <= 0 or free_private_tail_slots < 0:", "radix 0x08F: 0x08G prefill at B_row 0"),
+    (blockmap, "expand_block_table", "out.extend(range(b * q, b * q + q))", "out.extend(range(b * q, b >> q + q))",
+     "traversal 0x0A: 0x0AC allocator [3, 7]"),
+    (lifecycle, "compensate", 'if receipt.operation == "allocate":', 'if receipt.operation != "allocate":',
+     "allocator 0x05E"),
+    (revocation, "revocation_complete", "for e in s.index) and all(x.gen >= s.done[x.ns] for x in s.leases)",
+     "for e in s.index) or all(x.gen >= s.done[x.ns] for x in s.leases)",
+     "revocation 0x0CE: RevocationComplete with t1's gen-0 lease"),
+]
+
+PEER_SURVIVORS += [
+    ("vllm", "VllmKVCacheManager.get_computed_blocks", "request.block_hashes[:cap // self.config.block_size]:",
+     "request.block_hashes[:cap | self.config.block_size]:", "vllm cap s16"),
+    ("vllm_hashing", "first_overlapping_item", "[item.offset + item.length for item in mm], start + 1)",
+     "[item.offset >> item.length for item in mm], start + 1)", "vllm multimodal s09"),
+]
+
+SURVIVORS += [
+    (vmm, "virtual_address", "if not (0 <= slot < config.request_slots and", "if not (0 is slot < config.request_slots and",
+     "vmm 0x06F: Rejected: VmmRejection.COORDINATE_OUT_OF_RANGE"),
+    (telemetry, "to_prometheus", ".replace(chr(10), chr(92) + 'n')}\")", ".replace(chr(10), chr(92) & 'n')}\")",
+     "telemetry 0x0CF: TypeError"),
+]
+
+PEER_SURVIVORS += [
+    ("vllm_hashing", "BlockHasher.extend", "keys, mm_idx = block_extra_keys(extras, start, start + size, mm_idx)",
+     "keys, mm_idx = block_extra_keys(extras, start, start & size, mm_idx)", "vllm multimodal s09"),
+    ("vllm_adapter", "project_kv_allocation", "rows[b] = max(rows[b], min(size, n - i * size))",
+     "rows[b] = max(rows[b], min(size, n - i | size))", "vllm adapters s01"),
 ]
