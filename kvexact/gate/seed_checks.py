@@ -347,6 +347,7 @@ def traversal_0x0A() -> list[tuple[str, Any, Any]]:
     a row 304, 80 and 224 KiB; at 16-token chunks 40 ordinary and 12 shared chunks, 32 partial states; 0x0AB: lengths
     [64, 63, 17, 1] at P_k = 16 need n_r = 4, 4, 2, 1 blocks: dense 4 x 4 = 16 cells, used 11, padded 5 (int32: 64,
     44, 20 B)."""
+    from kvexact.reference.blockmap import expand_block_table
     from kvexact.reference.labs.translate import loop4_snapshot
     from kvexact.reference.traversal import (
         chunk_ledger,
@@ -355,8 +356,6 @@ def traversal_0x0A() -> list[tuple[str, Any, Any]]:
         page_group_staircase,
         ragged_table_ledger,
     )
-
-    from kvexact.reference.blockmap import expand_block_table
 
     steps = decode_traversal(loop4_snapshot(), "B", 1, context_tokens=24)
     c = chunk_ledger(16)
