@@ -796,12 +796,27 @@ def vllm_cap_s16() -> list[tuple[str, Any, Any]]:
              (48, 48))]
 
 
+def vllm_hybrid_s18() -> list[tuple[str, Any, Any]]:
+    """notes/vllm.md scenario 18 (full attention in blocks of 32, a window of 32 over blocks of 16, hashes of 16):
+    r0's 112 of 160 distinct tokens published; the first 113 tokens hit 96 with group lengths [3, 6], 97 tokens hit
+    96; after the window group's keys of fine hashes 5 and 6 are removed, 113 tokens hit 64 with lengths [2, 4]."""
+    from kvexact.reference.peers.vllm_hybrid import GroupSpec, stored_then_lookup
+
+    specs = [GroupSpec(32), GroupSpec(16, 32)]
+    t = list(range(160))
+    got = [stored_then_lookup(specs, [t[:112]], removed, t[:n]) for removed, n in (([], 113), ([], 97),
+                                                                                   ([(0, 1, 5), (0, 1, 6)], 113))]
+    return [("hits of 113, 97, 113 after the removal", [h.hit_length for h in got], [96, 96, 64]),
+            ("group lengths of 113, and of 113 after the removal", [[len(b) for b in got[i].blocks_by_group]
+                                                                   for i in (0, 2)], [[3, 6], [2, 4]])]
+
+
 PEER_CASES: dict[str, Case] = {"vllm s01": vllm_scenario_s01, "vllm event log": vllm_event_log,
                                "sglang event log": sglang_event_log, "vllm units": vllm_units,
                                "sglang units": sglang_units, "sglang paged": sglang_paged,
                                "vllm hybrid s17": vllm_hybrid_s17, "vllm adapters s01": vllm_adapters_s01,
                                "vllm multimodal s09": vllm_multimodal_s09, "sglang pool units": sglang_pool_units,
-                               "vllm cap s16": vllm_cap_s16}
+                               "vllm cap s16": vllm_cap_s16, "vllm hybrid s18": vllm_hybrid_s18}
 
 
 def run_cases(cases: dict[str, Case]) -> CheckResult:

@@ -501,3 +501,8 @@ PEER_SURVIVORS += [
     ("vllm_adapter", "project_kv_allocation", "rows[b] = max(rows[b], min(size, n - i * size))",
      "rows[b] = max(rows[b], min(size, n - i | size))", "vllm adapters s01"),
 ]
+
+PEER_SURVIVORS += [
+    ("vllm_hybrid", "sliding_window_hit", "and (i + 1) * block_size % alignment_tokens:",
+     "and (i % 1) * block_size % alignment_tokens:", "vllm hybrid s18"),
+]
