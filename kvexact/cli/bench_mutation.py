@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -31,12 +32,19 @@ from kvexact.spec.files import write_atomic
 @click.option("--checks", "only", default="", metavar="NAME,...",
               help="restrict the fast level to these quick checks (a lower bound of the quick level's score: a "
                    "mutant only other checks execute counts as not executed)")
+@click.option("--rejudge", "rejudge_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="judge again the mutants a previous --json report left unkilled (found by key in today's sources) "
+                   "instead of a sample")
+@click.option("--then", "then", default="", metavar="NAME,...",
+              help="then probe every survivor on a line these quick checks execute with them (e.g. machines)")
+@click.option("--then-map", "then_map_path", type=click.Path(path_type=Path), default=None,
+              help="reuse (or write) the --then checks' line coverage here")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="write every result here")
 @click.option("--table", "table_path", type=click.Path(path_type=Path), default=None,
               help="write the Markdown score table and the survivors here")
 def bench_mutation(modules: tuple[str, ...], max_mutants: int | None, seed: int, list_only: bool,
-                   map_path: Path | None, timeout_factor: float, only: str, json_path: Path | None,
-                   table_path: Path | None) -> int:
+                   map_path: Path | None, timeout_factor: float, only: str, rejudge_path: Path | None, then: str,
+                   then_map_path: Path | None, json_path: Path | None, table_path: Path | None) -> int:
     """Mutate reference/ and the kernels' host code; report the score per module and the survivors."""
     from kvexact.gate import mutation as mu
 
@@ -46,6 +54,7 @@ def bench_mutation(modules: tuple[str, ...], max_mutants: int | None, seed: int,
         chosen = mu.select_modules(modules or mu.DEFAULT_MODULES)
         equivalents = mu.load_equivalents()
         checks = mu.fast_checks(n for n in only.split(",") if n)
+        then_checks = mu.fast_checks(n for n in then.split(",") if n) if then else []
     except mu.MutationInputError as exc:
         raise click.UsageError(str(exc)) from None
     every = mu.enumerate_mutants(chosen)
@@ -54,23 +63,25 @@ def bench_mutation(modules: tuple[str, ...], max_mutants: int | None, seed: int,
             click.echo(f"{name:36} {sum(m.module == name for m in every):6} mutants")
         click.echo(f"{'total':36} {len(every):6} mutants")
         return 0
-    picked = mu.sample(every, max_mutants, seed)
-    click.echo(f"bench mutation: {len(picked)} of {len(every)} mutants of {len(chosen)} modules"
-               + (f" (uniform sample, seed {seed})" if len(picked) < len(every) else ""), err=True)
-    coverage_map = None
-    if map_path is not None and map_path.exists():
-        coverage_map = json.loads(map_path.read_text(encoding="utf-8"))
-        if coverage_map.get("digest") != mu.sources_digest() or sorted(coverage_map["checks"]) != sorted(checks):
-            click.echo("bench mutation: the sources or the checks changed since the coverage map; measuring again",
-                       err=True)
-            coverage_map = None
-    if coverage_map is None:
-        coverage_map = mu.measure_coverage(lambda text: click.echo(text, err=True), checks)
-        if map_path is not None:
-            write_atomic(map_path, json.dumps(coverage_map) + "\n")
+    missing: list[str] = []
+    if rejudge_path is not None:
+        try:
+            previous = json.loads(rejudge_path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise click.UsageError(f"--rejudge {rejudge_path}: not a JSON report: {exc}") from None
+        picked, missing = mu.rejudge_list(previous, every)
+        click.echo(f"bench mutation: re-judging {len(picked)} unkilled mutants of {rejudge_path}"
+                   + (f"; {len(missing)} no longer found: " + "; ".join(missing) if missing else ""), err=True)
+    else:
+        picked = mu.sample(every, max_mutants, seed)
+        click.echo(f"bench mutation: {len(picked)} of {len(every)} mutants of {len(chosen)} modules"
+                   + (f" (uniform sample, seed {seed})" if len(picked) < len(every) else ""), err=True)
+    coverage_map = _coverage_map(map_path, checks)
     started = time.monotonic()
     meta = {"seed": seed, "sampled": len(picked), "of": len(every), "modules": list(chosen),
-            "fast_level": {"level": mu.FAST_CHECKS_LEVEL, "profile": "ci", "gate_seed": 0, "checks": checks}}
+            "rejudged": str(rejudge_path) if rejudge_path else None, "missing": missing,
+            "fast_level": {"level": mu.FAST_CHECKS_LEVEL, "profile": "ci", "gate_seed": 0, "checks": checks,
+                           "then": then_checks}}
     done: list[mu.MutantResult] = []
 
     def on_result(i: int, n: int, r: mu.MutantResult) -> None:
@@ -83,6 +94,21 @@ def bench_mutation(modules: tuple[str, ...], max_mutants: int | None, seed: int,
                    f"({r.seconds:.1f} s; {time.monotonic() - started:.0f} s elapsed)", err=True)
 
     results = mu.run_mutants(picked, coverage_map, equivalents, timeout_factor, on_result)
+    if then_checks:
+        then_map = _coverage_map(then_map_path, then_checks)
+        done[:] = results
+
+        def on_second(i: int, n: int, r: mu.MutantResult) -> None:
+            done[:] = [r if d.mutant == r.mutant else d for d in done]
+            if json_path is not None:
+                write_atomic(json_path, json.dumps(mu.report(done, {**meta, "complete": False}), indent=1) + "\n")
+            m = r.mutant
+            by = f" by {r.killed_by}" if r.killed_by else ""
+            click.echo(f"[then {i + 1}/{n}] {m.module}:{m.line} {m.operator.removeprefix('core/')} -> "
+                       f"{r.outcome.value}{by} ({r.seconds:.1f} s; {time.monotonic() - started:.0f} s elapsed)",
+                       err=True)
+
+        results = mu.second_stage(results, then_map, timeout_factor, on_second)
     table = mu.render_table(mu.scores(results))
     survivors = mu.survivors_text(results)
     click.echo(table + ("\nSurvivors and equivalents:\n" + survivors if survivors else ""))
@@ -92,3 +118,19 @@ def bench_mutation(modules: tuple[str, ...], max_mutants: int | None, seed: int,
         meta.update(complete=True, seconds=round(time.monotonic() - started, 1))
         write_atomic(json_path, json.dumps(mu.report(results, meta), indent=1) + "\n")
     return 0
+
+
+def _coverage_map(path: Path | None, checks: list[str]) -> dict[str, Any]:
+    """The checks' coverage map, read from ``path`` when it is for today's sources and these checks, else measured
+    (and written there)."""
+    from kvexact.gate import mutation as mu
+
+    if path is not None and path.exists():
+        cached = json.loads(path.read_text(encoding="utf-8"))
+        if cached.get("digest") == mu.sources_digest() and sorted(cached["checks"]) == sorted(checks):
+            return dict(cached)
+        click.echo(f"bench mutation: the sources or the checks changed since {path}; measuring again", err=True)
+    measured = mu.measure_coverage(lambda text: click.echo(text, err=True), checks)
+    if path is not None:
+        write_atomic(path, json.dumps(measured) + "\n")
+    return measured

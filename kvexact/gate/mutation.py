@@ -246,9 +246,11 @@ def sample(mutants: list[Mutant], max_mutants: int | None, seed: int) -> list[Mu
 
 
 def sources_digest() -> str:
-    """A digest of every mutable module's text: a coverage map is reused only for the same sources."""
+    """A digest of every mutable module's text and of the gate's own modules (a new case executes new lines): a
+    coverage map is reused only for the same sources and checks."""
     h = hashlib.sha256()
-    for name, path in sorted(all_modules().items()):
+    gate = {f"kvexact.gate.{p.stem}": p for p in Path(__file__).parent.glob("*.py")}
+    for name, path in sorted({**all_modules(), **gate}.items()):
         h.update(name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
@@ -378,6 +380,51 @@ def run_mutants(mutants: list[Mutant], coverage_map: dict[str, Any], equivalents
         if on_result is not None:
             on_result(i, len(mutants), result)
     return results
+
+
+def rejudge_list(previous: dict[str, Any], every: list[Mutant]) -> tuple[list[Mutant], list[str]]:
+    """The mutants a previous ``--json`` report left unkilled (survived or not executed), found by key in today's
+    sources (lines may have moved), in the report's order; and the keys no longer found (the line changed)."""
+    wanted = [m for m in previous.get("mutants", [])
+              if m.get("outcome") in {o.value for o in SURVIVORS}]
+    by_line: dict[tuple[str, str, str], list[Mutant]] = {}
+    for m in every:
+        by_line.setdefault((m.module, m.operator, m.before.strip()), []).append(m)
+    found: list[Mutant] = []
+    missing: list[str] = []
+    for entry in wanted:
+        key = f"{entry['module']}|{entry['operator']}|{entry['before']} => {entry['after']}"
+        hits = [full for m in by_line.get((entry["module"], entry["operator"], entry["before"]), [])
+                if (full := with_after(m)) is not None and full.key == key]
+        if hits:
+            # several occurrences can give the same line (two equal sub-expressions): the one nearest the old line
+            found.append(min(hits, key=lambda m: abs(m.line - int(entry.get("line", 0)))))
+        else:
+            missing.append(key)
+    return found, missing
+
+
+def second_stage(results: list[MutantResult], coverage_map: dict[str, Any], timeout_factor: float = 4.0,
+                 on_result: Callable[[int, int, MutantResult], None] | None = None,
+                 runner: Callable[[Mutant, tuple[str, ...], float], MutantResult] = run_mutant) -> list[MutantResult]:
+    """Probe each survivor (run or not executed) on a line that a check of ``coverage_map`` executes with those
+    checks (e.g. the costly ``machines`` check after the cheap ones); a kill replaces the survivor, a survivor
+    keeps "survived" with every check that ran. The others are returned unchanged, in the same order."""
+    todo = [i for i, r in enumerate(results) if r.outcome in SURVIVORS and checks_for(r.mutant, coverage_map)]
+    out = list(results)
+    for n, i in enumerate(todo):
+        r = results[i]
+        checks = checks_for(r.mutant, coverage_map)
+        budget = sum(coverage_map["checks"][c]["seconds"] for c in checks)
+        second = runner(r.mutant, checks, 60.0 + timeout_factor * budget)
+        if second.outcome is Outcome.INCOMPETENT:
+            second = r
+        elif second.outcome is Outcome.SURVIVED:
+            second = attrs.evolve(second, checks=(*r.checks, *checks), seconds=r.seconds + second.seconds)
+        out[i] = second
+        if on_result is not None:
+            on_result(n, len(todo), second)
+    return out
 
 
 @attrs.frozen

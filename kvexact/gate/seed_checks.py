@@ -27,6 +27,7 @@ def radix_0x08F() -> list[tuple[str, Any, Any]]:
 
     from kvexact.reference import radix as rx
     from kvexact.reference.labs import radix as rx_lab
+    from kvexact.reference.rejections import rejection_of
 
     trace = rx_lab.seed_trace_0x08F()
     r = rx.check_state(trace[-1].state)
@@ -49,7 +50,10 @@ def radix_0x08F() -> list[tuple[str, Any, Any]]:
              (est.prompt_tokens_to_compute, est.new_useful_kv_bytes, est.new_physical_blocks,
               est.new_physical_capacity_bytes), (7 - 6, 1 * 16, 1, 1 * 4 * 16)),
             ("state digests at page size 1 and 2 differ", rx.state_sha256(trace[-1].state) != rx.state_sha256(paged),
-             True)]
+             True),
+            ("0x08G prefill at B_row 0 rejected as", rejection_of(lambda: rx.prefill_estimate(handoff, row_bytes=0,
+                                                                                        block_tokens=4)),
+             rx.RadixRejection.MALFORMED_INPUT)]
 
 
 def translate_0x03F() -> list[tuple[str, Any, Any]]:
@@ -81,6 +85,8 @@ def ledger_0x0D() -> list[tuple[str, Any, Any]]:
     cost = nested_prefix_cost(16)  # the same three requests through the block-size sweep of 0x09B
     return [("logical/reserved rows", (led.logical_rows_tokens, led.reserved_rows_tokens), (74, 144)),
             ("identities that do not hold", [n for n, (lhs, rhs) in led.identities().items() if lhs != rhs], []),
+            # 0x0D: the longest request (33 tokens) has 2 full blocks, so 2 cached hashes; 0x0D's metadata 482 B
+            ("0x09B at P=16: cached hashes, metadata bytes", (cost.cached_hashes, cost.metadata_bytes), (2, 482)),
             ("0x09B at P=16: request-view tail bytes, unique tail bytes", (cost.request_view_tail_bytes,
                                                                          cost.unique_tail_bytes),
              ((6 * 16 - 74) * 64 * KIB, (3 * 16 - 33) * 64 * KIB)),
@@ -147,6 +153,13 @@ def prefix_0x07() -> list[tuple[str, Any, Any]]:
     out.append(("0x07 verify: B's receipt, one claiming 7 partial rows of 24", (
         rejection_of(lambda: verify_receipt(b_tail, tail, groups)), rejection_of(lambda: verify_receipt(claimed, tail, groups))),
         (None, PrefixRejection.HIT_NOT_BLOCK_ALIGNED)))
+    witness = PrefixPolicy(collision_witness=True)  # the witness equals the tokens on a true hit: same 0x07E hit
+    out.append(("0x07E 50 tokens over 48 cached, collision witness on: hit",
+                px_lab.cache_with(s[:48], witness).lookup(px_lab.request("B", s[:50]), witness).runtime_hit_tokens, 48))
+    differs = [*s[:16], 7, *s[17:25]]  # B's row 16 differs from A's: the common prefix past block 0 is 0 rows
+    out.append(("0x09C partial tail, B's row 16 differs: hit, partial rows",
+                (lambda r: (r.runtime_hit_tokens, r.copy_valid_partial_rows))(
+                    partial.lookup(px_lab.request("B", differs), tail)), (16, 0)))
     stale = px_lab.cache_with(s[:33], tail)
     lifecycle.release(stale.alloc, "A")
     stale.alloc.allocate("Z", [9000 + i for i in range(22 * 16)])  # the 21 free blocks, then A's tail block 3
@@ -163,7 +176,11 @@ def telemetry_0x0CF() -> list[tuple[str, Any, Any]]:
     import attrs
 
     from kvexact.reference import telemetry as tm
+    from kvexact.reference.formulas import INT_OPS, evaluate
+    from kvexact.reference.formulas_all import load_all
     from kvexact.reference.labs import telemetry as tm_lab
+
+    load_all()
 
     f = tm_lab.run_funnel_fixture()
     g = tm.reconcile_pool(tm_lab.POOL_FIXTURE)
@@ -178,17 +195,29 @@ def telemetry_0x0CF() -> list[tuple[str, Any, Any]]:
             ("pool by state", g.blocks_by_state, {"free": 3, "evictable": 2, "live": 5, "reserved_or_copying": 2}),
             ("refs recorded/derived/delta, map lag", (g.refcount_recorded, g.refcount_derived, g.refcount_delta,
                                                       g.mapping_lag_tokens), (9, 9, 0, 0)),
+            ("N_req >= N_auth >= ... holds for the funnel, not for 12, 11, 12",
+             [evaluate("telemetry.funnel_monotone", INT_OPS, stage_counts=c) for c in ([12, 11, 9, 7, 6, 6, 5, 4, 4],
+                                                                                      [12, 11, 12])], [True, False]),
             ("alerts, exhausted", tm.evaluate_alerts(base, exhausted, 0.2, 30), ("allocator_exhaustion",)),
             ("alerts, free 0 only", tm.evaluate_alerts(base, attrs.evolve(base, at_s=10, free_blocks=0), 0.2, 30), ()),
             ("alerts, refs 10 recorded vs 9 derived for 30 s", tm.evaluate_alerts(base, attrs.evolve(
                 base, at_s=30, refcount_recorded=10, refcount_mismatch_age_s=30), 0.2, 30), ("reference_leak",)),
+            # Prometheus text format 0.0.4: a HELP text escapes a backslash as \\ and a line feed as \n
+            ("HELP line of a help text with a backslash and a line feed", tm.to_prometheus(
+                [tm.Metric("kvexact_reuse_rejections_total", "counter", "a\\b\nc", (({"bucket": "x"}, 1),))])
+             .splitlines()[0], "# HELP kvexact_reuse_rejections_total a\\\\b\\nc"),
             ("0x0BL table and chunk totals (0x0AB cells 16/11/5, 64 B; 0x0BI 12 shared chunks, 32 partial rows)",
              [counters.totals.get(k) for k in ("table_dense_cells", "table_used_cells", "table_padded_cells",
                                                "table_transfer_bytes", "chunk_visits", "partial_rows")],
              [16, 11, 5, 64, 12, 32]),
             ("0x0BL ledger counters", {k: counters.ledger[k] for k in ("request_refs", "unique_blocks",
                                                                         "unique_tail_slots", "metadata_bytes")},
-             {"request_refs": 6, "unique_blocks": 3, "unique_tail_slots": 15, "metadata_bytes": 482})]
+             {"request_refs": 6, "unique_blocks": 3, "unique_tail_slots": 15, "metadata_bytes": 482}),
+            # 0x06F's geometry: a tensor's page group is 4 tokens of 16 B rows = 64 B, a bundle 4 tensors (256 B);
+            # 9 tokens mapped are 3 ready bundles = 12 page groups, a ready frontier of 3 x 4 tokens
+            ("0x0BL VMM gauges: page group bytes, mapped groups, ready frontier tokens",
+             tuple(counters.ledger[k] for k in ("vmm_page_group_bytes", "vmm_mapped_groups",
+                                                "vmm_ready_frontier_tokens")), (4 * 16, 3 * 4, 3 * 4))]
 
 
 def keys_0x09B() -> list[tuple[str, Any, Any]]:
@@ -283,6 +312,32 @@ def allocator_0x05E() -> list[tuple[str, Any, Any]]:
                 [(1003, 13), (2003, 7)]))
     out.append(("cache block 3 of D's two-block table rejected as",
                 rejection_of(lambda: lifecycle.cache_block(alloc, "D", 3, "D/3")), AllocRejection.BAD_LOGICAL_BLOCK))
+    # 0x05D/0x04F: a fault before publication rolls the COW append back: the receipt says ROLLED_BACK, publishes
+    # no row and no block, and the epoch stays 43
+    alloc = fx.fixture_0x05b_forked()
+    alloc.fault_after.add(("cow_reserve", 0))
+    rb = alloc.append("D", 900, expected_generation=1, expected_table_version=alloc.request("D").table_version)
+    out.append(("COW append rolled back: outcome, useful rows, new blocks, copied rows, epoch",
+                (rb.outcome, rb.useful_new_rows, rb.new_physical_blocks, rb.copied_rows, rb.allocator_epoch_after),
+                ("ROLLED_BACK", 0, 0, 0, 43)))
+    # a request id admitted again after it ended gets the next request generation each time (1, then 2, then 3)
+    lifecycle.cache_block(alloc, "D", 0, "D/0")
+    gens = []
+    for _ in range(2):
+        lifecycle.release(alloc, "D")
+        gens.append(lifecycle.prefix_hit(alloc, "D", ["D/0"]).request_generation)
+    out.append(("D re-admitted twice through a prefix hit: generations", gens, [2, 3]))
+    # 0x04F: after publication history stays; compensation publishes a successor undoing the receipt's effect: an
+    # allocation is cancelled (the request is gone), an append truncated back (D's 34 tokens and 3 blocks a group)
+    alloc = fx.fixture_0x05b_forked()
+    made = alloc.allocate("F", list(range(500, 516)))
+    first = (lifecycle.compensate(alloc, made).outcome, "F" in alloc.requests)
+    grown = lifecycle.cow_append(alloc, "D", 900, expected_generation=1,
+                                 expected_table_version=alloc.request("D").table_version)
+    undone = (*first, lifecycle.compensate(alloc, grown).outcome, alloc.request("D").context_tokens,
+              [len(t) for t in alloc.request("D").tables])
+    out.append(("compensate F's allocation, then D's append: outcomes, F live, D's context and blocks", undone,
+                ("COMPENSATED", False, "COMPENSATED", 34, [3, 3])))
     return out
 
 
@@ -292,10 +347,12 @@ def traversal_0x0A() -> list[tuple[str, Any, Any]]:
     a row 304, 80 and 224 KiB; at 16-token chunks 40 ordinary and 12 shared chunks, 32 partial states; 0x0AB: lengths
     [64, 63, 17, 1] at P_k = 16 need n_r = 4, 4, 2, 1 blocks: dense 4 x 4 = 16 cells, used 11, padded 5 (int32: 64,
     44, 20 B)."""
+    from kvexact.reference.blockmap import expand_block_table
     from kvexact.reference.labs.translate import loop4_snapshot
     from kvexact.reference.traversal import (
         chunk_ledger,
         decode_traversal,
+        geometry_table,
         page_group_staircase,
         ragged_table_ledger,
     )
@@ -314,6 +371,14 @@ def traversal_0x0A() -> list[tuple[str, Any, Any]]:
              (304 * kib, 80 * kib, 224 * kib)),
             ("0x0BI chunks ordinary/shared, partial states", (c.ordinary_chunks, c.shared_chunks, c.partial_states),
              (40, 12, 32)),
+            # M_partial = N_partial (d_v b_O + 2 b_state): 128 FP16 values and two FP32 scalars a partial state
+            ("0x0BI partial state bytes", c.partial_state_bytes, 32 * (128 * 2 + 2 * 4)),
+            # 0x0AC: P_a = 32, P_k = 16: allocator ids [3, 7] become kernel ids [6, 7, 14, 15]
+            ("0x0AC allocator [3, 7] at P_a 32, P_k 16: kernel ids", expand_block_table([3, 7], 32, 16), [6, 7, 14, 15]),
+            # 0x0AA: T = 2049, P_part = 512: all five listed rows have five partitions, each BLOCK_SIZE divides
+            # PARTITION_SIZE (num_blocks_per_partition = PARTITION_SIZE / BLOCK_SIZE)
+            ("0x0AA five rows: partitions, blocks per partition x block size",
+             [(g.partitions, g.blocks_per_partition * g.kernel_block_tokens) for g in geometry_table()], [(5, 512)] * 5),
             # 0x0BJ: vAttention's 64/128/256 KiB and 2 MiB page groups, 2,048 B rows: P_G = G / 2048 tokens,
             # N_G = ceil(T / P_G), W_G = N_G G - 2048 T at T = 1,024 and 1,025
             ("0x0BJ (G, T, P_G, N_G, W_G)", [(g.page_group_bytes, g.context_tokens, g.tokens_per_group, g.groups,
@@ -337,6 +402,10 @@ def vmm_0x06F() -> list[tuple[str, Any, Any]]:
                                                               led.active_slack_bytes), (768, 576, 768 - 576)),
             ("v23 pool bytes", (led.pool_bytes, led.free_handle_bytes), (768, 0)),
             ("tensor index of K0, V0, K1, V1", [config.tensor_index(k, n) for n in (0, 1) for k in "KV"], [0, 1, 2, 3]),
+            # A_VA = base(X, l) + r R: request slot r of K0 starts r R = r T_max H_kv d_h b = r 12 x 2 x 4 x 2 B in
+            ("K0's token 0 of request slots 0, 1, 2: A_VA", [vmm.virtual_address(config, "K", 0, r, 0, 0, 0)
+                                                            .virtual_address for r in range(3)],
+             [r * 12 * 2 * 4 * 2 for r in range(3)]),
             ("K2, K3 and X0 of a two-layer manifest rejected as",
              [rejection_of(lambda k=k, n=n: config.tensor_index(k, n)) for k, n in (("K", 2), ("K", 3), ("X", 0))],
              [vmm.VmmRejection.COORDINATE_OUT_OF_RANGE] * 3)]
@@ -448,8 +517,14 @@ def revocation_0x0CE() -> list[tuple[str, Any, Any]]:
         (rv.execute, ("t1",))] + rv_lab.REVOKE_T1
     states = [rv.play(rv.RevState.init(), plan[:k])[0] for k in range(len(plan) + 1)]
     broken = sorted({name for st in states for name, holds in rv.INVARIANTS.items() if not holds(st)})
+    import attrs
+
+    done = states[-1]  # t1 revoked: done[t1] = 1; a gen-0 lease or index entry of t1 left behind breaks completeness
     return [("receipts issued", max(len(st.receipts) for st in states) > 0, True),
-            ("invariants broken in some state", broken, [])]
+            ("invariants broken in some state", broken, []),
+            ("RevocationComplete with t1's gen-0 lease, with its gen-0 index entry left behind",
+             [rv.revocation_complete(attrs.evolve(done, leases=frozenset({rv.Held("t1", "t1", 0, 1)}))),
+              rv.revocation_complete(attrs.evolve(done, index=frozenset({rv.Entry("t1", 0, 1)})))], [False, False])]
 
 
 def adapter_protocol() -> list[tuple[str, Any, Any]]:
@@ -512,6 +587,7 @@ def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
         m.check()
         got.append((hit.num_computed_tokens, hit.block_ids, receipt.block_ids))
     refs = ([m.pool.ref_cnt[b] for b in range(1, 6)], m.pool.num_free_blocks)
+    usage = m.pool.usage()  # get_usage() = 1 - free / (num_blocks - 1) = 1 - 5 / 10
     m = m.free("r1")[0]  # r0 keeps its four blocks
     r0_blocks = m.blocks_of("r0")
     m = m.free("r0")[0]
@@ -519,6 +595,7 @@ def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
     hit = m.get_computed_blocks(r2)  # notes step 5: cdiv(53, 16) - 3 hits = 1, plus the 3 hits with ref_cnt 0
     return [("r0 hit, new blocks", got[0], (0, (), (1, 2, 3, 4))), ("r1 hit, new blocks", got[1], (48, (1, 2, 3), (5,))),
             ("refs of blocks 1..5, free blocks", refs, ([2, 2, 2, 1, 1], 5)),
+            ("usage with 5 of 10 usable blocks free", usage, 1 - 5 / 10),
             ("r0's blocks after r1 is freed; free blocks after both", (r0_blocks, m.pool.num_free_blocks),
              ((1, 2, 3, 4), 10)),
             ("r2 (r1's tokens) after both freed: hits, blocks to allocate",
@@ -530,7 +607,7 @@ def vllm_adapters_s01() -> list[tuple[str, Any, Any]]:
     1..4, r1 hits 48 tokens and holds 1, 2, 3 and the new 5) and the conformance protocol adapter with one group of
     10 blocks (11 with the null block): r1's start reports the 48-token hit and its table is 1, 2, 3, 5."""
     from kvexact.reference.adapters import AdapterConfig
-    from kvexact.reference.peers.vllm_adapter import VllmAdapter
+    from kvexact.reference.peers.vllm_adapter import VllmAdapter, project_kv_allocation
     from kvexact.reference.peers.vllm_protocol import VllmProtocolAdapter
 
     c48 = [0] * 16 + [1] * 16 + [2] * 16
@@ -542,7 +619,10 @@ def vllm_adapters_s01() -> list[tuple[str, Any, Any]]:
              [(0, (1, 2, 3, 4)), (48, (1, 2, 3, 5))]),
             ("protocol adapter r0, r1: accepted, hit", [(r.accepted, r.hit_tokens) for r in starts],
              [(True, 0), (True, 48)]),
-            ("protocol adapter r1's table", proto.table("r1", 0), [1, 2, 3, 5])]
+            ("protocol adapter r1's table", proto.table("r1", 0), [1, 2, 3, 5]),
+            # the KVAllocation projection: the three cached blocks full, r0's tail 55 - 48 = 7 rows, r1's 53 - 48 = 5
+            ("projected rows of blocks 1..10", dict(project_kv_allocation(user.manager, {"r0": 55, "r1": 53})["rows"][0]),
+             {1: 16, 2: 16, 3: 16, 4: 7, 5: 5, **{b: 0 for b in range(6, 11)}})]
 
 
 def vllm_event_log() -> list[tuple[str, Any, Any]]:
@@ -665,10 +745,78 @@ def vllm_hybrid_s17() -> list[tuple[str, Any, Any]]:
              [48, 0, 32, 16])]
 
 
+def vllm_multimodal_s09() -> list[tuple[str, Any, Any]]:
+    """notes/vllm.md scenario 9 (block size 16): images (offset, length, id) (11, 10, aaa), (30, 18, bbb), (48, 7,
+    ccc) key block 0 with ("mm", "aaa", 11), block 1 with ("mm", "aaa", -5), ("mm", "bbb", 14), block 2 with
+    ("mm", "bbb", -2), and, once 5 output tokens complete block 3, block 3 with ("mm", "ccc", 0); the measured
+    example: an image at offset 0 keys block 0 with ("mm", id, 0) between the LoRA and the salt."""
+    from kvexact.reference.peers import vllm_hashing as vh
+
+    hasher = vh.BlockHasher(16)
+    mm = vh.RequestExtras(mm=(vh.MMFeature("aaa", 11, 10), vh.MMFeature("bbb", 30, 18), vh.MMFeature("ccc", 48, 7)))
+    prompt = [*range(10), *[-1] * 6, *[-1] * 4, *range(10, 20), *[-1] * 2, *[-1] * 16, *[-1] * 7, *[100] * 4]
+    hashes, keys = hasher.extend(prompt, mm, (), ())
+    _h, more = hasher.extend([*prompt, *[5] * 5], mm, hashes, keys)
+    first = vh.RequestExtras(lora=vh.LoraRef("name", "path"), mm=(vh.MMFeature("hash1", 0, 20),), cache_salt="salt")
+    return [("prompt of 59 tokens: extra keys of its 3 full blocks", list(keys),
+             [(("mm", "aaa", 11),), (("mm", "aaa", -5), ("mm", "bbb", 14)), (("mm", "bbb", -2),)]),
+            ("after 5 output tokens: block 3's extra keys", more[3], (("mm", "ccc", 0),)),
+            ("LoRA + image at offset 0 + salt: block 0's extra keys",
+             vh.block_extra_keys(first, 0, 16, 0)[0], (("lora", "name", "path"), ("mm", "hash1", 0),
+                                                        ("cache_salt", "salt")))]
+
+
+def sglang_pool_units() -> list[tuple[str, Any, Any]]:
+    """notes/sglang.md §7: ``TokenToKVPoolAllocator`` (page size 1) hands out slots 1..size from the front; by
+    default (no ``need_sort``) ``free`` appends to the back of ``free_pages``, so freed slots come back last."""
+    from kvexact.reference.peers.sglang_pool import TokenToKVPoolAllocator
+
+    pool = TokenToKVPoolAllocator(4)
+    first = pool.alloc(2)
+    pool.free([2, 1])
+    return [("alloc(2) of 4 slots", first, [1, 2]),
+            ("free [2, 1], then alloc(4)", pool.alloc(4), [3, 4, 2, 1])]
+
+
+def vllm_cap_s16() -> list[tuple[str, Any, Any]]:
+    """notes/vllm.md scenario 16 (FA, block size 16): after caching C48, the identical 48-token prompt hits 32
+    tokens (blocks 1, 2: the num_tokens - 1 cap), the 49-token C48 + [5] hits 48, and max_cache_hit_length=48 gives
+    48."""
+    from kvexact.reference.peers.vllm import VllmConfig, VllmKVCacheManager
+
+    m = VllmKVCacheManager.create(VllmConfig(11, 16))
+    c48 = [0] * 16 + [1] * 16 + [2] * 16
+    r0 = m.make_request("r0", c48)
+    m, _receipt = m.allocate_slots(r0, 48, 0, ())
+    same = m.get_computed_blocks(m.make_request("r1", c48))
+    longer = m.get_computed_blocks(m.make_request("r2", [*c48, 5]))
+    capped = m.get_computed_blocks(m.make_request("r3", [*c48, 5]), max_cache_hit_length=48)
+    return [("identical 48 tokens: hit, blocks", (same.num_computed_tokens, same.block_ids), (32, (1, 2))),
+            ("49 tokens; max_cache_hit_length 48: hits", (longer.num_computed_tokens, capped.num_computed_tokens),
+             (48, 48))]
+
+
+def vllm_hybrid_s18() -> list[tuple[str, Any, Any]]:
+    """notes/vllm.md scenario 18 (full attention in blocks of 32, a window of 32 over blocks of 16, hashes of 16):
+    r0's 112 of 160 distinct tokens published; the first 113 tokens hit 96 with group lengths [3, 6], 97 tokens hit
+    96; after the window group's keys of fine hashes 5 and 6 are removed, 113 tokens hit 64 with lengths [2, 4]."""
+    from kvexact.reference.peers.vllm_hybrid import GroupSpec, stored_then_lookup
+
+    specs = [GroupSpec(32), GroupSpec(16, 32)]
+    t = list(range(160))
+    got = [stored_then_lookup(specs, [t[:112]], removed, t[:n]) for removed, n in (([], 113), ([], 97),
+                                                                                   ([(0, 1, 5), (0, 1, 6)], 113))]
+    return [("hits of 113, 97, 113 after the removal", [h.hit_length for h in got], [96, 96, 64]),
+            ("group lengths of 113, and of 113 after the removal", [[len(b) for b in got[i].blocks_by_group]
+                                                                   for i in (0, 2)], [[3, 6], [2, 4]])]
+
+
 PEER_CASES: dict[str, Case] = {"vllm s01": vllm_scenario_s01, "vllm event log": vllm_event_log,
                                "sglang event log": sglang_event_log, "vllm units": vllm_units,
                                "sglang units": sglang_units, "sglang paged": sglang_paged,
-                               "vllm hybrid s17": vllm_hybrid_s17, "vllm adapters s01": vllm_adapters_s01}
+                               "vllm hybrid s17": vllm_hybrid_s17, "vllm adapters s01": vllm_adapters_s01,
+                               "vllm multimodal s09": vllm_multimodal_s09, "sglang pool units": sglang_pool_units,
+                               "vllm cap s16": vllm_cap_s16, "vllm hybrid s18": vllm_hybrid_s18}
 
 
 def run_cases(cases: dict[str, Case]) -> CheckResult:

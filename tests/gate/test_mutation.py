@@ -185,3 +185,68 @@ def test_cli_lists_the_mutants_of_a_module():
     assert done.returncode == 0, done.stderr
     count = int(done.stdout.split()[1])
     assert count > 0 and "total" in done.stdout
+
+
+def test_rejudge_finds_the_unkilled_mutants_of_a_report_by_key_after_lines_moved(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text("def f(a, b):\n    return a + b\n\n\ndef g(a, b):\n    return a < b\n\n\nN = 3\n",
+                    encoding="utf-8")
+    module = {"reference.m": path}
+    old = [full for m in mu.enumerate_mutants(module) if (full := mu.with_after(m)) is not None]
+    plus = next(m for m in old if m.operator == "core/ReplaceBinaryOperator_Add_Sub")
+    less = next(m for m in old if m.operator == "core/ReplaceComparisonOperator_Lt_Gt")
+    gone = next(m for m in old if m.operator == "core/NumberReplacer")
+    report = {"mutants": [mu.MutantResult(plus, mu.Outcome.SURVIVED).as_dict(),
+                          mu.MutantResult(less, mu.Outcome.NOT_EXECUTED).as_dict(),
+                          mu.MutantResult(gone, mu.Outcome.SURVIVED).as_dict(),
+                          mu.MutantResult(old[0], mu.Outcome.KILLED).as_dict()]}
+    # today's source: two lines inserted above, and the number changed (that mutant's line no longer exists)
+    path.write_text("import os\n\n\ndef f(a, b):\n    return a + b\n\n\ndef g(a, b):\n    return a < b\n\n\n"
+                    "N = 4\n", encoding="utf-8")
+    found, missing = mu.rejudge_list(report, mu.enumerate_mutants(module))
+    assert [(m.key, m.line) for m in found] == [(plus.key, 5), (less.key, 9)]
+    assert missing == [gone.key]  # named, not dropped; the killed one is not judged again
+
+
+def test_second_stage_probes_only_survivors_on_its_checks_lines_and_keeps_the_rest():
+    then = {"digest": "-", "checks": {"machines": {"seconds": 100.0, "passed": True,
+                                                   "lines": {"reference.handles": [10, 11]}}}}
+    first = [mu.MutantResult(_mutant(line=10), mu.Outcome.SURVIVED, ("fast",)),
+             mu.MutantResult(_mutant(line=11), mu.Outcome.NOT_EXECUTED),
+             mu.MutantResult(_mutant(line=12), mu.Outcome.SURVIVED, ("fast",)),
+             mu.MutantResult(_mutant(line=11, before="y = 1"), mu.Outcome.KILLED, ("fast",), killed_by="fast")]
+    calls = []
+
+    def runner(m, checks, timeout):
+        calls.append((m.line, checks, timeout))
+        if m.line == 10:
+            return mu.MutantResult(m, mu.Outcome.KILLED, checks, killed_by="machines")
+        return mu.MutantResult(m, mu.Outcome.SURVIVED, checks)
+
+    out = mu.second_stage(first, then, 4.0, runner=runner)
+    assert calls == [(10, ("machines",), 460.0), (11, ("machines",), 460.0)]
+    assert [(r.outcome, r.killed_by, r.checks) for r in out] == [
+        (mu.Outcome.KILLED, "machines", ("machines",)), (mu.Outcome.SURVIVED, "", ("machines",)),
+        (mu.Outcome.SURVIVED, "", ("fast",)), (mu.Outcome.KILLED, "fast", ("fast",))]
+
+
+def test_cli_rejects_a_rejudge_file_that_is_not_a_report(tmp_path):
+    bad = tmp_path / "r.json"
+    bad.write_text("{not json", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "kvexact.cli", "bench", "mutation", "--module", "reference.handles",
+                           "--rejudge", str(bad)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert "not a JSON report" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_the_sources_digest_covers_the_gate_checks_too(monkeypatch, tmp_path):
+    """A coverage map measured before a new gate case must not be reused after it."""
+    before = mu.sources_digest()
+    fake = tmp_path / "gate"
+    fake.mkdir()
+    for p in Path(mu.__file__).parent.glob("*.py"):
+        (fake / p.name).write_bytes(p.read_bytes())
+    monkeypatch.setattr(mu, "__file__", str(fake / "mutation.py"))
+    assert mu.sources_digest() == before
+    (fake / "seed_checks.py").write_text((fake / "seed_checks.py").read_text() + "\n# a new case\n")
+    assert mu.sources_digest() != before

@@ -16,6 +16,7 @@ from kvexact.gate.framework import GateContext, Verdict
 from kvexact.reference import (
     adapters,
     allocator,
+    blockmap,
     formulas,
     formulas_seed,
     hybrid,
@@ -26,6 +27,7 @@ from kvexact.reference import (
     prefix,
     prompt_cache,
     radix,
+    revocation,
     sessions,
     shared_prefix,
     telemetry,
@@ -401,3 +403,106 @@ def test_a_request_view_tail_divided_by_the_row_fails_reference_seed(monkeypatch
     result = seed_checks.reference_seed(GateContext())
     assert result.verdict is Verdict.FAILED
     assert "ledger 0x0D: 0x09B at P=16: request-view tail bytes" in result.detail, result.detail
+
+# Seed-4 survivors (100 mutants, six checks; README, mutation testing): cosmic-ray's line, the case that now fails.
+SURVIVORS += [
+    (traversal, "chunk_ledger", "value_width: int = 128, output_scalar_bytes: int = 2, state_scalar_bytes: int = 4)",
+     "value_width: int = 128, output_scalar_bytes: int = 3, state_scalar_bytes: int = 4)",
+     "traversal 0x0A: 0x0BI partial state bytes"),
+    (telemetry, "GranularityCounters.observe_vmm", "sum(s.ready_pages * state.config.page_tokens",
+     "sum(s.ready_pages << state.config.page_tokens", "telemetry 0x0CF: 0x0BL VMM gauges"),
+    (prefix, "PrefixCache.lookup", "entry.witness != tokens[j * p:(j + 1) * p]:",
+     "entry.witness != tokens[j * p:(j + 1) // p]:", "prefix 0x07: Rejected: PrefixRejection.COLLISION_WITNESS_MISMATCH"),
+    (prefix, "PrefixCache.lookup", "            n = 0\n", "            n = 1\n",
+     "prefix 0x07: 0x09C partial tail, B's row 16 differs"),
+    (allocator, "Allocator._receipt", "successor_digest=self.digest(), useful_new_rows=0, new_physical_blocks=0,",
+     "successor_digest=self.digest(), useful_new_rows= 1, new_physical_blocks=0,",
+     "allocator 0x05E: COW append rolled back"),
+    (lifecycle, "prefix_hit", "request_generation=alloc.ended.get(request_id, 0) + 1, table_version=1,",
+     "request_generation=alloc.ended.get(request_id, 0) | 1, table_version=1,",
+     "allocator 0x05E: D re-admitted twice"),
+]
+
+
+def test_an_unlisted_kernel_block_size_fails_reference_seed(monkeypatch):
+    """Seed-4 survivor traversal (LISTED_KERNEL_BLOCK_SIZES 64 -> 63): 63 does not divide the 512-token partition."""
+    copy = mutant_module(monkeypatch, traversal, "LISTED_KERNEL_BLOCK_SIZES = (8, 16, 32, 64, 128)",
+                         "LISTED_KERNEL_BLOCK_SIZES = (8, 16, 32, 63, 128)")
+    monkeypatch.setattr(traversal, "geometry_table", copy.geometry_table)
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED and "traversal 0x0A" in result.detail, result.detail
+
+
+def test_cached_hashes_off_by_a_block_fails_reference_seed(monkeypatch):
+    """Seed-4 survivor ledgers (block_size_cost's cached hashes `// P` -> `- P`): 16 hashes instead of 2."""
+    from kvexact.reference.labs import ledgers as ledgers_lab
+
+    copy = mutant_module(monkeypatch, ledgers, "hashes = full_hit_tokens(rows_tokens=longest, block_tokens=P) // P",
+                         "hashes = full_hit_tokens(rows_tokens=longest, block_tokens=P) - P")
+    monkeypatch.setattr(ledgers_lab, "block_size_cost", copy.block_size_cost)
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED
+    assert "ledger 0x0D: 0x09B at P=16: cached hashes" in result.detail, result.detail
+
+
+def test_a_funnel_compared_with_itself_fails_reference_seed(monkeypatch):
+    """Seed-4 survivor formulas_seed (funnel_monotone's `stage_counts[1:]` -> `[0:]`: every funnel monotone)."""
+    copy = mutant_module(monkeypatch, formulas_seed, "zip(stage_counts, stage_counts[1:], strict=False)",
+                         "zip(stage_counts, stage_counts[ 0:], strict=False)")
+    monkeypatch.setitem(formulas.REGISTRY, "telemetry.funnel_monotone", copy.funnel_monotone)
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED and "telemetry 0x0CF: N_req >= N_auth" in result.detail, result.detail
+
+
+PEER_SURVIVORS += [
+    ("vllm_hashing", "MMFeature.__attrs_post_init__", "if self.offset < 0 or self.length <= 0:",
+     "if self.offset < 1 or self.length <= 0:", "vllm multimodal s09"),
+    ("vllm_hashing", "_mm_keys", "if last.offset + last.length <= start:", "if last.offset * last.length <= start:",
+     "vllm multimodal s09"),
+    ("vllm_hashing", "_mm_keys", "if start >= item.offset + item.length:", "if start >= item.offset - item.length:",
+     "vllm multimodal s09"),
+    ("vllm_hashing", "_mm_keys", "if start >= item.offset + item.length:", "if start < item.offset + item.length:",
+     "vllm multimodal s09"),
+    ("vllm_pool", "PoolState.usage", "return 0.0 if usable == 0 else", "return 0.0 if not usable == 0 else",
+     "vllm s01"),
+    ("sglang_pool", "TokenToKVPoolAllocator.__init__", "def __init__(self, size_slots: int, need_sort: bool = False):",
+     "def __init__(self, size_slots: int, need_sort: bool = True):", "sglang pool units"),
+]
+
+SURVIVORS += [
+    (radix, "prefill_estimate", "if row_bytes <= 0 or block_tokens <= 0 or free_private_tail_slots < 0:",
+     "if row_bytes < 0 or block_tokens <= 0 or free_private_tail_slots < 0:", "radix 0x08F: 0x08G prefill at B_row 0"),
+    (blockmap, "expand_block_table", "out.extend(range(b * q, b * q + q))", "out.extend(range(b * q, b >> q + q))",
+     "traversal 0x0A: 0x0AC allocator [3, 7]"),
+    (lifecycle, "compensate", 'if receipt.operation == "allocate":', 'if receipt.operation != "allocate":',
+     "allocator 0x05E"),
+    (revocation, "revocation_complete", "for e in s.index) and all(x.gen >= s.done[x.ns] for x in s.leases)",
+     "for e in s.index) or all(x.gen >= s.done[x.ns] for x in s.leases)",
+     "revocation 0x0CE: RevocationComplete with t1's gen-0 lease"),
+]
+
+PEER_SURVIVORS += [
+    ("vllm", "VllmKVCacheManager.get_computed_blocks", "request.block_hashes[:cap // self.config.block_size]:",
+     "request.block_hashes[:cap | self.config.block_size]:", "vllm cap s16"),
+    ("vllm_hashing", "first_overlapping_item", "[item.offset + item.length for item in mm], start + 1)",
+     "[item.offset >> item.length for item in mm], start + 1)", "vllm multimodal s09"),
+]
+
+SURVIVORS += [
+    (vmm, "virtual_address", "if not (0 <= slot < config.request_slots and", "if not (0 is slot < config.request_slots and",
+     "vmm 0x06F: Rejected: VmmRejection.COORDINATE_OUT_OF_RANGE"),
+    (telemetry, "to_prometheus", ".replace(chr(10), chr(92) + 'n')}\")", ".replace(chr(10), chr(92) & 'n')}\")",
+     "telemetry 0x0CF: TypeError"),
+]
+
+PEER_SURVIVORS += [
+    ("vllm_hashing", "BlockHasher.extend", "keys, mm_idx = block_extra_keys(extras, start, start + size, mm_idx)",
+     "keys, mm_idx = block_extra_keys(extras, start, start & size, mm_idx)", "vllm multimodal s09"),
+    ("vllm_adapter", "project_kv_allocation", "rows[b] = max(rows[b], min(size, n - i * size))",
+     "rows[b] = max(rows[b], min(size, n - i | size))", "vllm adapters s01"),
+]
+
+PEER_SURVIVORS += [
+    ("vllm_hybrid", "sliding_window_hit", "and (i + 1) * block_size % alignment_tokens:",
+     "and (i % 1) * block_size % alignment_tokens:", "vllm hybrid s18"),
+]
