@@ -1,9 +1,10 @@
 """Projection of the reference allocator onto the variables of ``spec/KVAllocation.tla`` and
-``spec/CowPublication.tla``, and a trace recorder that emits one ITF-style record per spec action.
+``spec/CowPublication.tla``, and a trace recorder that keeps one record per spec action.
 
-Values use the ITF conventions (Apalache's Informal Trace Format): TLA+ sets are ``{"#set": [...]}``,
-functions ``{"#map": [[k, v], ...]}``, tuples ``{"#tup": [...]}``, records plain dicts, sequences
-lists, integers JSON numbers, model values (request ids, reader ids, ``NoReq``) strings.
+A projection is built of Python values: sets, :class:`~kvexact.spec.itf.Fn` for a TLA+ function, dicts
+for records, lists for sequences, tuples, integers, and strings for model values (request ids, reader ids,
+``NoReq``). The recorder keeps the checker's value of each (:func:`checker_value`), which trace validation
+checks as it is; :func:`project_state` gives the ITF JSON of one state (Apalache's Informal Trace Format).
 
 KVAllocation, variable by variable (``g`` a cache group id, ``b`` a block id of that group's pool):
 
@@ -55,6 +56,7 @@ from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import BlockState
 from kvexact.spec import itf
 from kvexact.spec.checker.model import snake_case, spec_actions
+from kvexact.spec.checker.values import ModelValue, mk_fcn
 from kvexact.spec.itf import Fn
 
 SPECS = ("KVAllocation", "CowPublication")
@@ -65,6 +67,26 @@ NO_STALE_BLOCK = 0
 
 def default_ident(key: str) -> int:
     return int(key)
+
+
+def checker_value(value: Any, model_values: frozenset[str] | set[str]) -> Any:
+    """The checker's value of a projection value: :class:`Fn` and dicts become functions (records keep their
+    string keys), sets frozensets, lists and tuples sequences, a string named in ``model_values`` that model
+    value. Invariant: equal to ``itf.decode(itf.encode_plain(value), model_values)``, with no JSON between."""
+    t = type(value)
+    if t is str:
+        return ModelValue(value) if value in model_values else value
+    if t is int or t is bool:
+        return value
+    if isinstance(value, Fn):
+        return mk_fcn({checker_value(k, model_values): checker_value(v, model_values) for k, v in value.items()})
+    if isinstance(value, dict):
+        return mk_fcn({str(k): checker_value(v, model_values) for k, v in value.items()})
+    if isinstance(value, (set, frozenset)):
+        return frozenset(checker_value(v, model_values) for v in value)
+    if isinstance(value, (list, tuple)):
+        return tuple(checker_value(v, model_values) for v in value)
+    return value
 
 
 def _requests(alloc: Allocator, requests: Sequence[str] | None) -> list[str]:
@@ -236,7 +258,10 @@ class TraceRecorder:
     """Collects ``{"action", "params", "state"}`` records for one spec while attached to an allocator.
 
     ``requests`` and ``readers`` fix the domains of the per-request and per-reader functions (the spec's
-    ``Requests`` and ``Readers`` constants). History variables of KVAllocation are kept here.
+    ``Requests`` and ``Readers`` constants). History variables of KVAllocation are kept here. Parameters and
+    states are the checker's values (:func:`checker_value`; request ids, reader ids and ``NoReq`` are model
+    values), checked as they are; ITF JSON is written only with a trace file
+    (:func:`kvexact.conformance.trace.trace_from_recorder`).
     """
 
     def __init__(self, spec: str, requests: Sequence[str] | None = None, readers: Sequence[str] = (),
@@ -248,6 +273,7 @@ class TraceRecorder:
         self.requests = None if requests is None else list(requests)
         self.readers = list(readers)
         self.ident_of = ident_of
+        self.model_values = {*(self.requests or ()), *self.readers, NO_REQ}  # grows with the ids seen, unfixed
         self.records: list[dict[str, Any]] = []
         self.initial_state: dict[str, Any] | None = None
         self._last: dict[str, Any] | None = None
@@ -256,8 +282,11 @@ class TraceRecorder:
         """Record the current state as the trace's first state and start recording ``alloc``'s steps."""
         alloc.recorder = self
         self._last = self.snapshot(alloc, ())
-        self.initial_state = itf.encode_plain(self._last)
+        self.initial_state = self._values(self._last)
         return self
+
+    def _values(self, fields: dict[str, Any]) -> dict[str, Any]:
+        return {k: checker_value(v, self.model_values) for k, v in fields.items()}
 
     @property
     def stale(self) -> dict[str, int]:
@@ -266,6 +295,8 @@ class TraceRecorder:
         return dict(self._last["stale"])
 
     def snapshot(self, alloc: Allocator, wrote: Iterable[tuple[int, int]]) -> dict[str, Any]:
+        if self.requests is None:
+            self.model_values.update(_requests(alloc, None))
         if self.spec == "KVAllocation":
             return project_kv_allocation(alloc, self.requests, self.ident_of, wrote)
         return project_cow_publication(alloc, self.requests, self.readers, wrote)
@@ -283,11 +314,11 @@ class TraceRecorder:
         self._last = state
         entry: dict[str, Any]
         if action in self.actions:
-            entry = {"action": action, "params": {k: itf.encode_plain(_fn(params[k])) for k in self.actions[action]},
-                     "state": itf.encode_plain(state)}
+            entry = {"action": action, "params": self._values({k: _fn(params[k]) for k in self.actions[action]}),
+                     "state": self._values(state)}
         else:
-            entry = {"action": action, "params": {k: itf.encode_plain(_fn(v)) for k, v in params.items()},
-                     "state": itf.encode_plain(state), "in_spec": False}
+            entry = {"action": action, "params": self._values({k: _fn(v) for k, v in params.items()}),
+                     "state": self._values(state), "in_spec": False}
         self.records.append(entry)
 
     def _kv_history(self, action: str, params: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
