@@ -312,7 +312,7 @@ def spec_model(spec_path: Path, cfg_path: Path | None, constants: dict[str, Any]
 def recorder_model(recorder: Any, constants: dict[str, Any], spec_path: Path, cfg_path: Path | None = None) -> Any:
     """:func:`spec_model` for a reference ``TraceRecorder``'s records: ``constants`` are Python values (sets,
     integers, names of model values), converted with the recorder's model values."""
-    from kvexact.reference.projection import checker_value
+    from kvexact.reference.adapters import checker_value
 
     mvs = frozenset(recorder.model_values)
     return spec_model(spec_path, cfg_path, {k: checker_value(v, mvs) for k, v in constants.items()}, mvs)

@@ -9,9 +9,9 @@ from trace_helpers import CONSTANTS, MODEL_VALUES, kv_trace
 
 from kvexact.conformance import trace as tr
 from kvexact.reference import lifecycle
+from kvexact.reference.adapters import TraceRecorder
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import GroupConfig
-from kvexact.reference.projection import TraceRecorder
 from kvexact.spec import spec_dir
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kvexact.reference.projection import TraceRecorder
+from kvexact.reference.adapters import TraceRecorder
 from kvexact.spec.checker.model import action_of
 from kvexact.spec.itf import decode, plain
 

@@ -9,16 +9,16 @@ import pytest
 from step_validation import validate
 
 from kvexact.reference import lifecycle
-from kvexact.reference.allocator import Allocator
-from kvexact.reference.labs import allocator as fixtures
-from kvexact.reference.pool import GroupConfig, PoolRejection, QueuePolicy
-from kvexact.reference.projection import (
+from kvexact.reference.adapters import (
     TraceRecorder,
     checker_value,
     project_cow_publication,
     project_kv_allocation,
     project_state,
 )
+from kvexact.reference.allocator import Allocator
+from kvexact.reference.labs import allocator as fixtures
+from kvexact.reference.pool import GroupConfig, PoolRejection, QueuePolicy
 from kvexact.reference.rejections import Rejected
 from kvexact.spec import itf
 from kvexact.spec.checker.values import ModelValue, from_python, to_python
