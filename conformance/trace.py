@@ -16,7 +16,7 @@ and every record marked ``"in_spec": false`` leaves the projected state unchange
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +79,15 @@ class TraceValidation:
 
 
 def trace_from_recorder(recorder: Any, constants: dict[str, Any], model_values: Iterable[str]) -> Trace:
-    """A :class:`Trace` from a reference ``TraceRecorder`` (its spec, initial state and records)."""
+    """A :class:`Trace` (ITF JSON, as files hold it) from a recorder: its spec, initial state and records,
+    whether they hold checker values (the reference's ``TraceRecorder``) or plain JSON already."""
+    records = []
+    for r in recorder.records:
+        rec = {**r, "params": {k: itf.plain(v) for k, v in r.get("params", {}).items()},
+               "state": {k: itf.plain(v) for k, v in r["state"].items()}}
+        records.append(rec)
     return Trace(recorder.spec, _jsonable_constants(constants), tuple(sorted(set(model_values))),
-                 recorder.initial_state, tuple(recorder.records))
+                 {k: itf.plain(v) for k, v in recorder.initial_state.items()}, tuple(records))
 
 
 def _jsonable_constants(constants: dict[str, Any]) -> dict[str, Any]:
@@ -278,30 +284,44 @@ _MODELS: dict[tuple, Any] = {}  # loaded models by (spec, cfg, constants): loadi
 
 
 def trace_model(trace: Trace, spec_path: Path, cfg_path: Path | None = None) -> Any:
-    """The checker's model of the spec with the trace's constants (loaded once per spec, cfg, constants; its
-    split actions compiled on first use: a step names its action, so most are never run); a constant the
-    spec cannot evaluate raises :class:`TraceFormatError` (BAD_VALUE)."""
+    """The checker's model of the spec with the trace's constants (see :func:`spec_model`)."""
+    return spec_model(spec_path, cfg_path, constant_overrides(trace), trace.model_values)
+
+
+def spec_model(spec_path: Path, cfg_path: Path | None, constants: dict[str, Any],
+               model_values: Iterable[str]) -> Any:
+    """The checker's model of the spec with ``constants`` (checker values) bound, loaded once per spec, cfg,
+    constants and model values; its split actions compiled on first use (a step names its action, so most
+    are never run). A constant the spec cannot evaluate raises :class:`TraceFormatError` (BAD_VALUE)."""
     from kvexact.spec.checker.model import load_model
 
-    mvs = frozenset(trace.model_values)
-    cache_key = (str(spec_path), str(cfg_path), json.dumps(trace.constants, sort_keys=True), mvs)
+    cache_key = (str(spec_path), str(cfg_path), tuple(sorted(constants.items(), key=lambda kv: kv[0])),
+                 frozenset(model_values))
     model = _MODELS.get(cache_key)
     if model is None:
         from kvexact.spec.checker.values import EvalError
 
         try:
-            model = _MODELS[cache_key] = load_model(spec_path, cfg_path, constant_overrides(trace),
-                                                    lazy_actions=True)
+            model = _MODELS[cache_key] = load_model(spec_path, cfg_path, constants, lazy_actions=True)
         except EvalError as exc:  # a constant of the wrong kind (a sequence where the spec needs a set)
             raise TraceFormatError(f"field constants: {Path(spec_path).name} cannot use the trace's constants: "
                                    f"{exc}", Rejection.BAD_VALUE) from None
     return model
 
 
+def recorder_model(recorder: Any, constants: dict[str, Any], spec_path: Path, cfg_path: Path | None = None) -> Any:
+    """:func:`spec_model` for a reference ``TraceRecorder``'s records: ``constants`` are Python values (sets,
+    integers, names of model values), converted with the recorder's model values."""
+    from kvexact.reference.adapters import checker_value
+
+    mvs = frozenset(recorder.model_values)
+    return spec_model(spec_path, cfg_path, {k: checker_value(v, mvs) for k, v in constants.items()}, mvs)
+
+
 def check_fits(trace: Trace, model: Any, spec_path: Path, name: str = "trace") -> None:
     """Raise :class:`TraceFormatError` unless the trace's states have every variable of the spec (more are
     allowed: a projection may record more): WRONG_SPEC when the trace names another spec, else
-    MISSING_VARIABLE."""
+    MISSING_VARIABLE. A recorder (its ``spec`` and ``initial_state``) may stand for the trace."""
     spec = Path(spec_path).stem
     missing = sorted(set(model.variables) - set(trace.initial_state))
     if missing and trace.spec != spec:
@@ -319,48 +339,73 @@ def validate(trace: Trace, spec_path: Path, cfg_path: Path | None = None,
     ``invariants=False``) and every step is a step of its named action of the spec (module invariant).
     A trace whose variables are not the spec's raises :class:`TraceFormatError` (:func:`check_fits`); a
     state the spec cannot evaluate (values of the wrong type) fails at that step."""
-    from kvexact.spec.checker.values import EvalError
-
     model = trace_model(trace, spec_path, cfg_path)
     check_fits(trace, model, spec_path)
+    mvs = frozenset(trace.model_values)
+
+    def values(rec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        return ({k: itf.decode(v, mvs) for k, v in rec["state"].items()},
+                {k: itf.decode(v, mvs) for k, v in rec.get("params", {}).items()})
+
+    initial = {k: itf.decode(v, mvs) for k, v in trace.initial_state.items()}
+    return _checked(model, spec_path, initial, trace.records, values, lambda rec: rec.get("params", {}), invariants)
+
+
+def validate_recorded(recorder: Any, constants: dict[str, Any], spec_path: Path, cfg_path: Path | None = None,
+                      invariants: bool = True) -> TraceValidation:
+    """:func:`validate` of a reference ``TraceRecorder``'s records as they are (checker values, no JSON
+    between); ``constants`` as :func:`recorder_model` takes them. The verdict is the one :func:`validate`
+    gives the trace :func:`trace_from_recorder` makes of them."""
+    model = recorder_model(recorder, constants, spec_path, cfg_path)
+    check_fits(recorder, model, spec_path)
+    return _checked(model, spec_path, recorder.initial_state, recorder.records,
+                    lambda rec: (rec["state"], rec.get("params", {})),
+                    lambda rec: {k: itf.plain(v) for k, v in rec.get("params", {}).items()}, invariants)
+
+
+def _checked(model: Any, spec_path: Path, initial: dict[str, Any], records: Sequence[dict[str, Any]],
+             values: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]],
+             shown: Callable[[dict[str, Any]], dict[str, Any]], invariants: bool) -> TraceValidation:
+    """The checks of :func:`validate` over ``records`` (``values``: a record's state and parameters as checker
+    values; ``shown``: its parameters as JSON, for a failure)."""
+    from kvexact.spec.checker.values import EvalError
+
     counts: dict[str, int] = {}
     at = [0]  # the step being checked, for an evaluation error
     try:
-        return _validate_steps(trace, model, spec_path, invariants, counts, at)
+        return _validate_steps(model, spec_path, initial, records, values, shown, invariants, counts, at)
     except EvalError as exc:
         i = at[0]
-        action = trace.records[i - 1]["action"] if i else "Init"
+        action = records[i - 1]["action"] if i else "Init"
         return TraceValidation(False, max(i - 1, 0), counts, StepFailure(
-            i, action, trace.records[i - 1].get("params", {}) if i else {}, (),
+            i, action, shown(records[i - 1]) if i else {}, (),
             f"the spec cannot evaluate this state with the trace's values: {exc}"))
 
 
-def _validate_steps(trace: Trace, model: Any, spec_path: Path, invariants: bool,
+def _validate_steps(model: Any, spec_path: Path, prev: dict[str, Any], records: Sequence[dict[str, Any]],
+                    values: Callable[[dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]],
+                    shown: Callable[[dict[str, Any]], dict[str, Any]], invariants: bool,
                     counts: dict[str, int], at: list[int]) -> TraceValidation:
-    mvs = frozenset(trace.model_values)
     actions = model_actions(model)
-    prev_raw = trace.initial_state
-    prev = {k: itf.decode(v, mvs) for k, v in prev_raw.items()}
     broken = model.violated_invariant(prev) if invariants else None
     if broken:
         return TraceValidation(False, 0, {}, StepFailure(0, "Init", {}, (), f"invariant {broken} does not hold"))
-    for i, rec in enumerate(trace.records, start=1):
+    for i, rec in enumerate(records, start=1):
         at[0] = i
-        state = {k: itf.decode(v, mvs) for k, v in rec["state"].items()}
-        params = {k: itf.decode(v, mvs) for k, v in rec.get("params", {}).items()}
+        state, params = values(rec)
         changed = tuple(sorted(k for k in state if prev.get(k) != state[k]))
         action = rec["action"]
         broken = model.violated_invariant(state) if invariants else None
         if broken:
             return TraceValidation(False, i - 1, counts, StepFailure(
-                i, action, rec.get("params", {}), changed, f"invariant {broken} does not hold after the step"))
+                i, action, shown(rec), changed, f"invariant {broken} does not hold after the step"))
         if rec.get("in_spec") is False:
             if changed:
                 return TraceValidation(False, i - 1, counts, StepFailure(
-                    i, action, rec.get("params", {}), changed, "a step outside the spec changed spec variables"))
+                    i, action, shown(rec), changed, "a step outside the spec changed spec variables"))
         elif (spec_action := find_action(actions, action)) is None:
             return TraceValidation(False, i - 1, counts, StepFailure(
-                i, action, rec.get("params", {}), changed, f"{action} is not an action of {Path(spec_path).name}"))
+                i, action, shown(rec), changed, f"{action} is not an action of {Path(spec_path).name}"))
         else:
             if params and set(params) != set(actions[spec_action]):
                 raise TraceFormatError(f"trace state {i}: field params: {spec_action} takes "
@@ -369,8 +414,8 @@ def _validate_steps(trace: Trace, model: Any, spec_path: Path, invariants: bool,
             verdict = model.check_step(spec_action, prev, state, params or None)
             if not verdict.ok:
                 return TraceValidation(False, i - 1, counts, StepFailure(
-                    i, action, rec.get("params", {}), changed,
+                    i, action, shown(rec), changed,
                     f"{verdict.failed or 'not a step of the action'} ({verdict.location})"))
         counts[action] = counts.get(action, 0) + 1
         prev = state
-    return TraceValidation(True, len(trace.records), counts)
+    return TraceValidation(True, len(records), counts)

@@ -8,8 +8,8 @@ invariants on the recorded state) and the trace validation that runs at teardown
 called there names its file. Not followed: ``pool_gauges_reconcile`` (the telemetry gauges of 0x0CF, a
 check of their own formulas) and ``check_attention`` (a rule of its own, also run at teardown). A file counts when a reader must read it to know what the append
 does or how it is checked, with the spec the check reads; :data:`EXCLUDED` names the others, each with
-its reason (modules of types and helpers only, and the checker's engine below ``load_model`` and
-``check_step``). A file reached that is in neither list counts, so a new hop shows up.
+its reason (modules of types and helpers only, the device policy's tensor factories among them, and the
+checker's engine below ``load_model`` and ``check_step``). A file reached that is in neither list counts, so a new hop shows up.
 
     .venv/bin/python scripts/trace_append_files.py
 """
@@ -30,6 +30,8 @@ EXCLUDED = {
     "reference/handles.py": "types: the block handle record",
     "conformance/line_schemas.py": "helpers: the trace line schema",
     "spec/__init__.py": "helpers: where the specs lie (spec_dir)",
+    "kernels/device.py": "helpers: the device policy's tensor factories (the device the mirror's rows and index "
+                         "tensors are made on; which rows and which copy are in conformance/mirror.py)",
     "spec/CowPublication.cfg": "the model's configuration: its constants and invariant names",
 }
 FOLLOWED = ("reference_is_consistent", "projection_keeps_the_spec_invariants", "sut_is_consistent")

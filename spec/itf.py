@@ -6,9 +6,10 @@ Two encodings of values, both read back by :func:`decode`:
 * :func:`encode` writes a checker value the way Apalache does: integers ``{"#bigint": "n"}``, model values
   ``{"#unserializable": name}``, sequences and tuples as lists, sets ``{"#set": [...]}`` in TLC's order,
   records as objects, other functions ``{"#map": [[k, v], ...]}``.
-* :func:`encode_plain` writes a projection built of Python values (what the reference records): integers
-  and model values (by name) as plain JSON, tuples ``{"#tup": [...]}``, lists as sequences, sets sorted
-  by their JSON text, dicts as records, and :class:`Fn` (a TLA+ function) as ``#map``.
+* :func:`encode_plain` writes a projection built of Python values: integers and model values (by name)
+  as plain JSON, tuples ``{"#tup": [...]}``, lists as sequences, sets sorted by their JSON text, dicts as
+  records, and :class:`Fn` (a TLA+ function) as ``#map``; :func:`plain` writes a checker value (what the
+  reference's recorder keeps) in the same plain form, when a trace is written to a file.
 
 Invariant: ``decode(encode(v)) == v`` for every finite checker value, and ``decode`` of
 ``encode_plain(x)`` equals ``from_python`` of ``x`` with model values named in ``model_values``.
@@ -86,6 +87,29 @@ def encode_plain(value: Any) -> Any:
     if isinstance(value, list):
         return [encode_plain(v) for v in value]
     return value
+
+
+def plain(v: Any) -> Any:
+    """ITF JSON of a checker value in the plain form :func:`encode_plain` writes (integers as JSON numbers,
+    model values by name, sets sorted by their JSON text), with sequences and tuples as lists and functions
+    over strings as records. Already-plain JSON comes back equal, so a recorder's records may be either.
+    Invariant: ``decode(plain(v), names) == v`` where ``names`` holds the name of every model value in ``v``."""
+    t = type(v)
+    if t is int or t is bool or t is str:
+        return v
+    if t is ModelValue:
+        return v.name
+    if t is tuple or t is list:
+        return [plain(x) for x in v]
+    if t is frozenset or t is set:
+        return {"#set": sorted((plain(x) for x in v), key=lambda x: json.dumps(x, sort_keys=True))}
+    if t is Fcn:
+        if all(type(k) is str for k in v.d):
+            return {k: plain(x) for k, x in v.d.items()}
+        return {"#map": [[plain(k), plain(x)] for k, x in sorted(v.d.items(), key=lambda kv: order_key(kv[0]))]}
+    if isinstance(v, dict):
+        return {str(k): plain(x) for k, x in v.items()}
+    return v
 
 
 def decode(value: Any, model_values: frozenset[str] = frozenset()) -> Any:

@@ -517,16 +517,14 @@ class AllocatorMachine(RuleBasedStateMachine):
         recorder = self.ref.recorder
         if not self.validate_trace or recorder is None:
             return
-        from kvexact.conformance.trace import trace_from_recorder, trace_model
-        from kvexact.spec import itf, spec_dir
+        from kvexact.conformance.trace import recorder_model
+        from kvexact.spec import spec_dir
 
         if self._projection_model is None:
-            trace = trace_from_recorder(recorder, spec_constants(self.spec, self.config), self._model_values())
-            self._projection_model = trace_model(trace, spec_dir() / f"{self.spec}.tla",
-                                                 spec_dir() / f"{self.spec}.cfg")
+            self._projection_model = recorder_model(recorder, spec_constants(self.spec, self.config),
+                                                    spec_dir() / f"{self.spec}.tla", spec_dir() / f"{self.spec}.cfg")
         latest = recorder.records[-1] if recorder.records else {"action": "Init", "state": recorder.initial_state}
-        mvs = frozenset(self._model_values())
-        broken = self._projection_model.violated_invariant(itf.decode_state(latest["state"], mvs))
+        broken = self._projection_model.violated_invariant(latest["state"])  # the recorder keeps checker values
         if broken:
             raise ConformanceFailure(f"after {latest['action']} (step {len(recorder.records)}) the projection "
                                      f"breaks the spec's invariant {broken}")
@@ -568,17 +566,20 @@ class AllocatorMachine(RuleBasedStateMachine):
             raise first
 
     def _validate_trace(self) -> None:
-        from kvexact.conformance.trace import trace_from_recorder, validate, write_itf, write_ndjson
+        from kvexact.conformance.trace import trace_from_recorder, validate_recorded, write_itf, write_ndjson
         from kvexact.spec import spec_dir
 
         recorder = self.ref.recorder
         assert recorder is not None
-        trace = trace_from_recorder(recorder, spec_constants(self.spec, self.config), self._model_values())
-        # every state's invariants were checked after its step (_check_projection): only the steps remain
-        result = validate(trace, spec_dir() / f"{self.spec}.tla", spec_dir() / f"{self.spec}.cfg", invariants=False)
+        constants = spec_constants(self.spec, self.config)
+        # every state's invariants were checked after its step (projection_keeps_the_spec_invariants): only
+        # the steps remain; the records are checked as the recorder keeps them, ITF JSON only for a file
+        result = validate_recorded(recorder, constants, spec_dir() / f"{self.spec}.tla",
+                                   spec_dir() / f"{self.spec}.cfg", invariants=False)
         self.stats["trace_steps"] = self.stats.get("trace_steps", 0) + result.steps
         out = os.environ.get("KVEXACT_TRACE_DIR")
         if out and (not result.ok or os.environ.get("KVEXACT_TRACE_ALWAYS") == "1"):
+            trace = trace_from_recorder(recorder, constants, self._model_values())
             Path(out).mkdir(parents=True, exist_ok=True)
             write_itf(trace, Path(out) / f"{self.spec}.itf.json")
             write_ndjson(trace, Path(out) / f"{self.spec}.ndjson")

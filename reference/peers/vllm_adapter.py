@@ -14,7 +14,7 @@ scheduler does, one operation at a time, and answers with plain values (ints, tu
   and ``fork`` raises ``Rejected(AdapterRejection.FORK_UNSUPPORTED)``.
 
 Every mutating call appends trace records ``{"action", "params", "state"}`` in the shape of the normative
-reference's KVAllocation records (``kvexact.reference.projection``, ITF values) where the concepts
+reference's KVAllocation records (``kvexact.reference.adapters``, its TraceRecorder) where the concepts
 coincide: one record per sub-step, named like the spec action it matches (``prefix_hit(r, k)``,
 ``evict(g, b)``, ``cache_block(r, j)``, ``release(r)``); vLLM steps with no spec twin
 (``allocate_block(r, g, b)``, ``reset_prefix_cache``) carry ``"in_spec": false``. The state after each

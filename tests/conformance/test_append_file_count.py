@@ -8,7 +8,7 @@ import importlib.util
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CEILING = 12  # the count the README states; issue 15 asked for at most 9 (not reached, see the README)
+CEILING = 9  # issue 15 asked for at most 9 (about 19 before it); the README states the count
 
 
 def _script():
@@ -44,3 +44,4 @@ def test_the_count_excludes_only_named_files():
     assert script.excluded_reason("spec/checker/model.py") is None
     assert script.excluded_reason("spec/checker/values.py") is not None
     assert script.excluded_reason("reference/handles.py") is not None
+    assert script.excluded_reason("conformance/mirror.py") is None  # the mirror counts, its tensor factories not

@@ -298,12 +298,15 @@ def test_the_projection_is_checked_against_the_specs_invariants_after_every_step
     from kvexact.conformance.machines.allocator import spec_constants
     from kvexact.conformance.trace import trace_from_recorder, validate
     from kvexact.spec import spec_dir
+    from kvexact.spec.checker.values import from_python, to_python
 
     m = _started_machine()
     m.projection_keeps_the_spec_invariants()
     assert m.stats["projection_checks"] >= 1
-    rows = m.ref.recorder.records[-1]["state"]["rows"]["#map"][0][1]["#map"]
-    rows[0][1] = 99  # more valid rows than a block holds: outside TypeOK's 0..P
+    state = m.ref.recorder.records[-1]["state"]  # checker values: rows[g] is a sequence over Blocks 1..n
+    rows = to_python(state["rows"])
+    rows[0] = (99, *rows[0][1:])  # more valid rows than a block holds: outside TypeOK's 0..P
+    state["rows"] = from_python(rows)
     with pytest.raises(ConformanceFailure, match="breaks the spec's invariant TypeOK"):
         m.projection_keeps_the_spec_invariants()
     trace = trace_from_recorder(m.ref.recorder, spec_constants("KVAllocation", m.config), m._model_values())

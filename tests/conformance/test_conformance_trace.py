@@ -9,9 +9,9 @@ from trace_helpers import CONSTANTS, MODEL_VALUES, kv_trace
 
 from kvexact.conformance import trace as tr
 from kvexact.reference import lifecycle
+from kvexact.reference.adapters import TraceRecorder
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import GroupConfig
-from kvexact.reference.projection import TraceRecorder
 from kvexact.spec import spec_dir
 
 
@@ -134,6 +134,10 @@ def test_validate_trace_with_tlc(tmp_path, kvexact_cli, monkeypatch):
 
 
 def cached_tail_trace(monkeypatch: pytest.MonkeyPatch | None = None) -> tr.Trace:
+    return tr.trace_from_recorder(cached_tail_recorder(monkeypatch), CONSTANTS, MODEL_VALUES)
+
+
+def cached_tail_recorder(monkeypatch: pytest.MonkeyPatch | None = None) -> TraceRecorder:
     """Truncate into a block published in the prefix cache, append (copy on write because cached: the
     block has one reference), then truncate the private copy and append in place over its dead row."""
     alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 4)], [[1, 2], [1, 2]], check_every_op=True)
@@ -156,7 +160,21 @@ def cached_tail_trace(monkeypatch: pytest.MonkeyPatch | None = None) -> tr.Trace
         assert receipt.paths == ("cow", "cow") and receipt.copied_rows == 1
         lifecycle.truncate(alloc, "r1", 1)
         assert alloc.append("r1", 6).paths == ("unique", "unique")
-    return tr.trace_from_recorder(rec, CONSTANTS, MODEL_VALUES)
+    return rec
+
+
+@pytest.mark.parametrize("planted_bug", [False, True])
+def test_the_recorded_values_get_the_verdict_of_the_trace_file(planted_bug, monkeypatch, tmp_path):
+    """The machine validates the recorder's checker values as they are (validate_recorded); a trace file of
+    the same records (ITF JSON, read back) gets the same verdict, down to the failing step and its reason."""
+    rec = cached_tail_recorder(monkeypatch if planted_bug else None)
+    spec, cfg = spec_dir() / "KVAllocation.tla", spec_dir() / "KVAllocation.cfg"
+    direct = tr.validate_recorded(rec, CONSTANTS, spec, cfg)
+    tr.write_ndjson(tr.trace_from_recorder(rec, CONSTANTS, MODEL_VALUES), tmp_path / "t.ndjson")
+    from_file = tr.validate(tr.read_trace(tmp_path / "t.ndjson"), spec, cfg)
+    assert direct.ok is (not planted_bug)
+    assert direct.summary() == from_file.summary()
+    assert (direct.steps, direct.actions) == (from_file.steps, from_file.actions)
 
 
 def test_truncate_to_a_partial_tail_and_copy_on_write_because_cached():

@@ -155,9 +155,9 @@ def test_directory_and_missing_file(tmp_path, kvexact_cli):
 def cow_trace() -> tr.Trace:
     """A short CowPublication trace recorded by the reference (append, fork, release)."""
     from kvexact.reference import lifecycle
+    from kvexact.reference.adapters import TraceRecorder
     from kvexact.reference.allocator import Allocator
     from kvexact.reference.pool import GroupConfig, QueuePolicy
-    from kvexact.reference.projection import TraceRecorder
 
     alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 4)], [[1, 2, 3], [1, 2, 3]],
                       check_every_op=True, policy=QueuePolicy.LOWEST_ID)

@@ -6,9 +6,9 @@ import pytest
 
 from kvexact.conformance import trace as tr
 from kvexact.reference import lifecycle
+from kvexact.reference.adapters import TraceRecorder
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.pool import GroupConfig
-from kvexact.reference.projection import TraceRecorder
 
 CONSTANTS = {"Groups": {0, 1}, "Blocks": {1, 2}, "Requests": {"r1", "r2"}, "NoReq": "NoReq", "P": 2,
              "MaxTokens": 3}

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kvexact.reference.projection import TraceRecorder
+from kvexact.reference.adapters import TraceRecorder
 from kvexact.spec.checker.model import action_of
-from kvexact.spec.itf import decode
+from kvexact.spec.itf import decode, plain
 
 SPEC = Path(__file__).resolve().parents[2] / "spec"
 
@@ -35,18 +35,23 @@ def _model(spec: str, constants: dict):
 
 
 def validate(spec: str, rec: TraceRecorder, constants: dict, model_values: set[str]) -> list[str]:
+    """The actions of ``rec``'s records, each checked as a step of its action; ``model_values`` must be the
+    recorder's (its records hold checker values, with those names as model values), and each record must
+    survive ITF JSON and back unchanged (what a trace file holds)."""
     model = _model(spec, constants)
     missing = set(model.variables) - set(rec.initial_state)
     assert not missing, f"{spec}.tla has variables the projection lacks: {sorted(missing)}"
-    json.dumps(rec.records)  # plain JSON values only
-    prev = {k: decode(v, model_values) for k, v in rec.initial_state.items()}
+    assert rec.model_values == model_values
+    mvs = frozenset(model_values)
+    for r in rec.records:
+        text = json.loads(json.dumps({k: plain(v) for k, v in r["state"].items()}))
+        assert {k: decode(v, mvs) for k, v in text.items()} == r["state"], r["action"]
+    prev = rec.initial_state
     actions = []
     for r in rec.records:
         assert r.get("in_spec", True), r["action"]
-        state = {k: decode(v, model_values) for k, v in r["state"].items()}
-        params = {k: decode(v, model_values) for k, v in r["params"].items()}
-        verdict = model.check_step(action_of(spec, r["action"]), prev, state, params)
-        assert verdict.ok, (r["action"], params, verdict)
+        verdict = model.check_step(action_of(spec, r["action"]), prev, r["state"], r["params"])
+        assert verdict.ok, (r["action"], r["params"], verdict)
         actions.append(r["action"])
-        prev = state
+        prev = r["state"]
     return actions

@@ -8,10 +8,10 @@ from hypothesis.stateful import RuleBasedStateMachine, rule
 from step_validation import validate
 
 from kvexact.reference import lifecycle
+from kvexact.reference.adapters import TraceRecorder
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.handles import BlockHandle
 from kvexact.reference.pool import GroupConfig, PoolRejection, QueuePolicy
-from kvexact.reference.projection import TraceRecorder
 from kvexact.reference.rejections import Rejected
 
 GROUPS = [GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 4)]

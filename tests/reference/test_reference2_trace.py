@@ -9,11 +9,19 @@ import pytest
 from step_validation import validate
 
 from kvexact.reference import lifecycle
+from kvexact.reference.adapters import (
+    TraceRecorder,
+    checker_value,
+    project_cow_publication,
+    project_kv_allocation,
+    project_state,
+)
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.labs import allocator as fixtures
 from kvexact.reference.pool import GroupConfig, PoolRejection, QueuePolicy
-from kvexact.reference.projection import TraceRecorder, project_state
 from kvexact.reference.rejections import Rejected
+from kvexact.spec import itf
+from kvexact.spec.checker.values import ModelValue, from_python, to_python
 
 
 def test_cow_publication_trace_from_init():
@@ -86,6 +94,21 @@ def test_project_state_is_plain_json():
     assert dict((k, v) for k, v in s["tver"]["#map"]) == {"A": 6, "D": 1}
 
 
+def test_the_recorders_values_are_the_itf_round_trip_of_the_projection():
+    """checker_value (what the recorder keeps) equals decoding the projection's ITF JSON, variable by
+    variable, in both specs and with a COW transaction open, reader snapshots and model-value names."""
+    alloc = fixtures.fixture_0x05b_forked()
+    mvs = frozenset({"A", "D", "x", "NoReq"})
+    lifecycle.reader_snapshot(alloc, "x", "A")
+    alloc.fault_after.add(("cow_reserve", 1))
+    for state in (project_kv_allocation(alloc, ["A", "D"], wrote=[(0, 1000)]),
+                  project_cow_publication(alloc, ["A", "D"], ["x"], wrote=[(0, 1000)])):
+        for name, value in state.items():
+            assert checker_value(value, mvs) == itf.decode(itf.encode_plain(value), mvs), name
+    assert checker_value("A", mvs) == ModelValue("A") and checker_value("idle", mvs) == "idle"
+    assert checker_value({"req": "NoReq", "r": 1}, mvs) == from_python({"req": ModelValue("NoReq"), "r": 1})
+
+
 def test_0x05b_trace_is_a_cow_publication_behaviour():
     """The seed's trace from the installed fixture state (Tokens is bound small: the actions take the
     written token as a parameter, the constant only bounds Next, which the checker splits at load)."""
@@ -106,6 +129,7 @@ def test_0x05b_trace_is_a_cow_publication_behaviour():
     assert rec.records[3]["state"]["epoch"] == rec.records[4]["state"]["epoch"] == 43
     last = rec.records[-1]["state"]
     assert last["epoch"] == 44
-    assert dict((k, v) for k, v in last["tver"]["#map"]) == {"A": 6, "D": 2}
-    d_tables = dict((k, v) for k, v in last["tables"]["#map"])["D"]
-    assert [t[-1] for _g, t in d_tables["#map"]] == [{"block": 1003, "gen": 12}, {"block": 2003, "gen": 6}]
+    # the recorder keeps checker values: request ids are model values, tables functions of groups
+    assert to_python(last["tver"]) == {ModelValue("A"): 6, ModelValue("D"): 2}
+    d_tables = to_python(last["tables"])[ModelValue("D")]
+    assert [t[-1] for _g, t in sorted(d_tables.items())] == [{"block": 1003, "gen": 12}, {"block": 2003, "gen": 6}]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -52,3 +54,15 @@ def test_documents_round_trip_and_bad_ones_are_named():
         itf.read_document({"states": []})
     with pytest.raises(itf.ITFError, match="state 0"):
         itf.read_document({"states": [3]})
+
+
+def test_plain_writes_checker_values_as_the_plain_form_and_reads_back():
+    mvs = frozenset({"r1", "NoReq"})
+    value = from_python({"epoch": 3, "req": ModelValue("NoReq"), "wrote": {(0, 2), (1, 1)},
+                         "tables": {ModelValue("r1"): {0: (5, 6)}}, "ref": {0: {3: 1, 4: 0}}, "empty": ()})
+    text = itf.plain(value)
+    assert text["req"] == "NoReq" and text["epoch"] == 3 and text["empty"] == []
+    assert text["wrote"] == {"#set": [[0, 2], [1, 1]]}  # sets sorted by their JSON text, tuples as lists
+    assert text["tables"] == {"#map": [["r1", {"#map": [[0, [5, 6]]]}]]}
+    assert itf.decode(json.loads(json.dumps(text)), mvs) == value
+    assert itf.plain(text) == text  # plain JSON already: unchanged
