@@ -411,13 +411,22 @@ def merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, *, o
 # paged decode attention: host wrapper
 
 
-def default_num_splits(batch: int, num_kv_heads: int, max_pages: int, device) -> int:
-    """Splits that fill the device (about 2 programs per SM) with at least 4 pages each; 1 on a CPU."""
+def split_count(sms: int, batch: int, num_kv_heads: int, longest: int, block_size: int) -> int:
+    """The split count of a device with ``sms`` multiprocessors: about 2 programs per SM over the
+    ``batch * num_kv_heads`` (sequence, KV head) pairs, yet at least 4 pages of the longest sequence
+    (``longest`` tokens in pages of ``block_size``) per split, and at least 1."""
+    pages = -(-longest // block_size)
+    want = max(1, -(-2 * sms // max(1, batch * num_kv_heads)))
+    return max(1, min(want, -(-pages // 4)))
+
+
+def default_num_splits(batch: int, num_kv_heads: int, longest: int, block_size: int, device) -> int:
+    """:func:`split_count` with the CUDA device's multiprocessor count; 1 on a CPU (the interpreter runs
+    the programs one by one: splitting only adds a merge)."""
     if device.type != "cuda":
         return 1
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    want = max(1, -(-2 * sms // max(1, batch * num_kv_heads)))
-    return max(1, min(want, -(-max_pages // 4)))
+    return split_count(sms, batch, num_kv_heads, longest, block_size)
 
 
 def check_decode_inputs(query, key_cache, value_cache, block_table, seq_lens, validate: bool = True):
@@ -502,7 +511,7 @@ def paged_decode_attention(query, key_cache, value_cache, block_table, seq_lens,
         query, key_cache, value_cache, block_table, seq_lens, validate)
     if num_splits is None:
         longest = max(lens, default=0) if lens is not None else int(seq_lens.max().item()) if batch else 0
-        num_splits = default_num_splits(batch, hkv, -(-longest // bs), query.device)
+        num_splits = default_num_splits(batch, hkv, longest, bs, query.device)
     if int(num_splits) <= 0:
         _reject(KernelRejection.NON_POSITIVE_SPLITS, f"num_splits = {num_splits}")
     if output is not None:
