@@ -297,6 +297,18 @@ def run_reject_case(seed: int = 0) -> dict:
          lambda: paged.copy_blocks(kc, vc, dev.tensor([[0, nb]], torch.int64))),
         ("chunk length -1", k.NEGATIVE_LENGTH,
          lambda: shared.chunked_shared_attention(query, kc, vc, [shared.Chunk((0,), -1, 0, 1)])),
+        ("decode splits 0", k.NON_POSITIVE_SPLITS,
+         lambda: paged.paged_decode_attention(query, kc, vc, table([0]), dev.tensor([1], torch.int32), num_splits=0)),
+        ("prefix splits 0", k.NON_POSITIVE_SPLITS,
+         lambda: shared.shared_prefix_attention(query, kc, vc, dev.tensor([2], torch.int32), bs, table([0]),
+                                                dev.tensor([1], torch.int32), prefix_splits=0)),
+        ("suffix splits 0", k.NON_POSITIVE_SPLITS,
+         lambda: shared.shared_prefix_attention(query, kc, vc, dev.tensor([2], torch.int32), bs, table([0]),
+                                                dev.tensor([1], torch.int32), suffix_splits=0)),
+        ("chunk splits 0", k.NON_POSITIVE_SPLITS,
+         lambda: shared.chunked_shared_attention(query, kc, vc, [shared.Chunk((0,), 1, 0, 1)], chunk_splits=0)),
+        ("private splits 0", k.NON_POSITIVE_SPLITS,
+         lambda: shared.chunked_shared_attention(query, kc, vc, [shared.Chunk((0,), 1, 0, 1)], private_splits=0)),
     ]
     wrong = []
     for name, want, call in cases:
@@ -357,22 +369,57 @@ def run_plan_case() -> dict:
     """``plan_chunks`` (the host planner of the ChunkAttention schedule) with its defaults and with chunk splits,
     against plans worked by hand from its contract, and every wrapper's option defaults (:data:`WRAPPER_DEFAULTS`).
 
-    Two sequences over 4-token pages: chunk 0 (10 tokens, pages 0-2) covers both, chunks 1 and 2 one each.
+    Two sequences over 4-token pages: chunk 0 (10 tokens, pages 0-2) covers both, chunks 1 (3 tokens; two ids, the
+    second never read) and 2 one each.
     At the default threshold 1 only chunk 0 is shared. With one split it is one range, tokens [0, 10), slot 0;
     with ``chunk_splits=2`` its 3 pages are cut page-aligned into ceil(3 / 2) = 2 pages per range: tokens
     [0, 8) in slot 0 and [8, 10) in slot 1, whose two rows start at 1 x 2 sequences = 2. Both plans
     materialize 2 partial rows per range."""
-    chunks = [shared.Chunk((0, 1, 2), 10, 0, 2), shared.Chunk((3,), 3, 0, 1), shared.Chunk((4,), 2, 1, 2)]
+    chunks = [shared.Chunk((0, 1, 2), 10, 0, 2), shared.Chunk((3, 5), 3, 0, 1), shared.Chunk((4,), 2, 1, 2)]
     want = {
         "default": {"shared_chunks": (0,), "private_chunks": ((1,), (2,)), "work": ((0, 0, 10, 0, 2, 0),),
                     "shared_slots": 1, "partial_rows": 2},
         "chunk_splits=2": {"shared_chunks": (0,), "private_chunks": ((1,), (2,)),
                            "work": ((0, 0, 8, 0, 2, 0), (0, 8, 10, 0, 2, 2)), "shared_slots": 2, "partial_rows": 4},
     }
-    plans = {"default": shared.plan_chunks(chunks, 2, 4, 8),
-             "chunk_splits=2": shared.plan_chunks(chunks, 2, 4, 8, chunk_splits=2)}
-    wrong = [f"plan_chunks {name}: {field} {getattr(plans[name], field)}, expected {value}"
-             for name, fields in want.items() for field, value in fields.items() if getattr(plans[name], field) != value]
+    # at threshold 2 no chunk is shared: no work, no shared slot, every chunk on its sequence's private path
+    want["threshold=2"] = {"shared_chunks": (), "private_chunks": ((0, 1), (0, 2)), "work": (), "shared_slots": 0,
+                           "partial_rows": 0}
+    # a chain of 300 empty chunks over both sequences (the tree may have any depth): chunk c sits at depth c of
+    # both paths, in slot c, its rows from c x 2; deeper than CPython's cached small integers (up to 256)
+    deep = [shared.Chunk((), 0, 0, 2) for _ in range(300)]
+    want["300 deep"] = {"shared_chunks": tuple(range(300)), "private_chunks": ((), ()),
+                        "work": tuple((c, 0, 0, 0, 2, 2 * c) for c in range(300)), "shared_slots": 300,
+                        "partial_rows": 600}
+    plans: dict[str, object] = {}
+    for name, call in (("default", lambda: shared.plan_chunks(chunks, 2, 4, 8)),
+                       ("chunk_splits=2", lambda: shared.plan_chunks(chunks, 2, 4, 8, chunk_splits=2)),
+                       ("threshold=2", lambda: shared.plan_chunks(chunks, 2, 4, 8, threshold=2)),
+                       ("300 deep", lambda: shared.plan_chunks(deep, 2, 4, 8))):
+        try:
+            plans[name] = call()
+        except KernelInputError as exc:
+            plans[name] = exc.reason.name
+    wrong = [f"plan_chunks {name}: {plans[name]}, expected {fields}" for name, fields in want.items()
+             if isinstance(plans[name], str)]
+    wrong += [f"plan_chunks {name}: {field} {getattr(plans[name], field)}, expected {value}"
+              for name, fields in want.items() if not isinstance(plans[name], str)
+              for field, value in fields.items() if getattr(plans[name], field) != value]
+    # a chunk's table may be longer than its tokens need (chunk 1's second id is never read), never shorter
+    try:
+        shared.plan_chunks([shared.Chunk((0,), 5, 0, 2)], 2, 4, 8)
+        wrong.append("plan_chunks with 1 block id for 5 tokens of 4-token pages: accepted, expected BLOCK_TABLE_TOO_SHORT")
+    except KernelInputError as exc:
+        if exc.reason is not KernelRejection.BLOCK_TABLE_TOO_SHORT:
+            wrong.append(f"plan_chunks with 1 block id for 5 tokens: {exc.reason.name}, expected BLOCK_TABLE_TOO_SHORT")
+    # refusals by name: coverage [1, 0) runs backwards; an empty one [1, 1); one past the batch [1, 3)
+    for begin, end in ((1, 0), (1, 1), (1, 3)):
+        try:
+            shared.plan_chunks([shared.Chunk((0,), 4, begin, end)], 2, 4, 8)
+            wrong.append(f"plan_chunks with coverage [{begin}, {end}) of 2 sequences: accepted, expected BAD_COVERAGE")
+        except KernelInputError as exc:
+            if exc.reason is not KernelRejection.BAD_COVERAGE:
+                wrong.append(f"plan_chunks with coverage [{begin}, {end}): {exc.reason.name}, expected BAD_COVERAGE")
     modules = {fn: module for module, fn, _ in WRAPPER_POSITIONALS} | {"plan_chunks": shared}
     for fn, defaults in WRAPPER_DEFAULTS.items():
         params = inspect.signature(getattr(modules[fn], fn)).parameters
@@ -459,6 +506,20 @@ def run_policy_case() -> dict:
         dev._refuse_triton_built_for_other_mode(settled)
     except DeviceError as exc:
         wrong.append(f"the Triton this process built refused for {settled}: {exc.detail}")
+    interpreted = {name: dev.runs_interpreted(name) for name in dev.NAMES}
+    if interpreted != {"cpu": True, "cuda": False}:
+        wrong.append(f"runs under the interpreter: {interpreted}, expected only on the cpu")
+    # without torch there is no CUDA: ``import torch`` made to fail (a None entry in sys.modules), then restored
+    import sys
+
+    saved_torch = sys.modules["torch"]
+    sys.modules["torch"] = None  # type: ignore[assignment]
+    try:
+        without_torch = dev.cuda_available()
+    finally:
+        sys.modules["torch"] = saved_torch
+    if without_torch is not False:
+        wrong.append(f"cuda_available() without torch: {without_torch}, expected False")
     return {"wrong": wrong, "passed": not wrong}
 
 

@@ -34,7 +34,7 @@ def test_the_new_cases_are_quick_and_pass_on_the_kernels():
         passed, detail, _ = kernel_checks.run_case(case)
         assert passed, detail
     _, _, result = kernel_checks.run_case("reject 0")
-    assert (result["cases"], result["signatures"], result["wrong"]) == (7, 8, [])
+    assert (result["cases"], result["signatures"], result["wrong"]) == (12, 8, [])
 
 
 def test_a_copy_with_the_line_unchanged_passes(monkeypatch):
@@ -117,7 +117,7 @@ def test_the_host_cases_are_quick_and_pass_on_the_kernels():
         assert passed, detail
         assert result["wrong"] == []
     _, _, plan = kernel_checks.run_case("plan 0")
-    assert (plan["plans"], plan["defaults"]) == (2, 9)
+    assert (plan["plans"], plan["defaults"]) == (4, 9)
     _, _, splits = kernel_checks.run_case("splits 0")
     assert splits["split_counts"] == 6
 
@@ -152,6 +152,36 @@ HOST_MUTANTS = [
     # device:96 (seed 3): the refusal names the wrong mode
     (dev, "_refuse_triton_built_for_other_mode", 'mode = "interpreter" if name == "cpu" else "compiler"',
      'mode = "interpreter" if name != "cpu" else "compiler"', "policy 0"),
+    # seed 5's survivors (fresh sample, before these lines were written)
+    (paged, "paged_decode_attention", "if num_splits is None:", "if num_splits is not None:", "splits 0"),  # :503
+    (shared, "shared_prefix_attention", "if prefix_splits <= 0 or suffix_splits <= 0:",
+     "if prefix_splits < 0 or suffix_splits <= 0:", "reject 0"),  # :262
+    (dev, "runs_interpreted", 'return name == "cpu"', 'return name >= "cpu"', "policy 0"),  # :80, then in settle
+    (paged, "split_count", "return max(1, min(want, -(-pages // 4)))", "return max(0, min(want, -(-pages // 4)))",
+     "splits 0"),  # :420
+    (dev, "cuda_available", "        return False\n", "        return True\n", "policy 0"),  # :36
+    (shared, "shared_prefix_attention", "prefix_splits: int = 1, suffix_splits: int = 1, return_lse: bool = False,",
+     "prefix_splits: int = 1, suffix_splits: int = 2, return_lse: bool = False,", "plan 0"),  # :249
+    (paged, "split_count", "want = max(1, -(-2 * sms // max(1, batch * num_kv_heads)))",
+     "want = max(1, -(-2 * sms // max(1, batch ^ num_kv_heads)))", "splits 0"),  # :419
+    (paged, "split_count", "want = max(1, -(-2 * sms // max(1, batch * num_kv_heads)))",
+     "want = max(1, -(-2 / sms // max(1, batch * num_kv_heads)))", "splits 0"),  # :419
+    (paged, "split_count", "want = max(1, -(-2 * sms // max(1, batch * num_kv_heads)))",
+     "want = max(1, -(-2 * sms ^ max(1, batch * num_kv_heads)))", "splits 0"),  # :419
+    (paged, "split_count", "pages = -(-longest // block_size)", "pages = not (-longest // block_size)",
+     "splits 0"),  # :505, now in split_count
+    (paged, "split_count", "pages = -(-longest // block_size)", "pages = -(-longest * block_size)", "splits 0"),  # :505
+    (shared, "hydragen_launcher", "suffix_lens, *, prefix_splits: int = 1, suffix_splits: int = 1,",
+     "suffix_lens, *, prefix_splits: int = 0, suffix_splits: int = 1,", "plan 0"),  # :280
+    (shared, "plan_chunks", "    slots = 0\n", "    slots = -1\n", "plan 0"),  # :147
+    (shared, "plan_chunks", "if not 0 <= ch.seq_begin < ch.seq_end <= num_seqs:",
+     "if not 0 <= ch.seq_begin != ch.seq_end <= num_seqs:", "plan 0"),  # :122
+    (shared, "plan_chunks", "if depth.setdefault(c, d) != d:", "if depth.setdefault(c, d) is not d:", "plan 0"),  # :143
+    (shared, "plan_chunks", "for b in range(0, ch.length_tokens, per)] or [(0, 0)]",
+     "for b in range(0, ch.length_tokens, per)] or [(-1, 0)]", "plan 0"),  # :153
+    (paged, "slots_for", "needs entry {t // block_size} of a", "needs entry {t | block_size} of a", "blockmap 0"),  # :543
+    (shared, "plan_chunks", "if len(ch.block_ids) < need:", "if len(ch.block_ids) > need:", "plan 0"),  # :128
+    (shared, "chunked_shared_attention", "if private_splits <= 0:", "if private_splits < 0:", "reject 0"),  # new check
 ]
 
 
