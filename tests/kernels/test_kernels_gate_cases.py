@@ -179,6 +179,8 @@ HOST_MUTANTS = [
     (shared, "plan_chunks", "if depth.setdefault(c, d) != d:", "if depth.setdefault(c, d) is not d:", "plan 0"),  # :143
     (shared, "plan_chunks", "for b in range(0, ch.length_tokens, per)] or [(0, 0)]",
      "for b in range(0, ch.length_tokens, per)] or [(-1, 0)]", "plan 0"),  # :153
+    (shared, "plan_chunks", "for b in range(0, ch.length_tokens, per)] or [(0, 0)]",
+     "for b in range(0, ch.length_tokens, per)] or [(0, -1)]", "plan 0"),  # :153
     (paged, "slots_for", "needs entry {t // block_size} of a", "needs entry {t | block_size} of a", "blockmap 0"),  # :543
     (shared, "plan_chunks", "if len(ch.block_ids) < need:", "if len(ch.block_ids) > need:", "plan 0"),  # :128
     (shared, "chunked_shared_attention", "if private_splits <= 0:", "if private_splits < 0:", "reject 0"),  # new check
