@@ -307,6 +307,12 @@ def run_reject_case(seed: int = 0) -> dict:
                                                 dev.tensor([1], torch.int32), suffix_splits=0)),
         ("chunk splits 0", k.NON_POSITIVE_SPLITS,
          lambda: shared.chunked_shared_attention(query, kc, vc, [shared.Chunk((0,), 1, 0, 1)], chunk_splits=0)),
+        ("copy mapping of one column", k.WRONG_SHAPE,
+         lambda: paged.copy_blocks(kc, vc, dev.tensor([[0]], torch.int64))),
+        ("copy destination twice", k.DUPLICATE_DESTINATION,
+         lambda: paged.copy_blocks(kc, vc, dev.tensor([[0, 1], [2, 1]], torch.int64))),
+        ("copy destination also a source", k.DESTINATION_IS_SOURCE,
+         lambda: paged.copy_blocks(kc, vc, dev.tensor([[0, 1], [1, 2]], torch.int64))),
         ("private splits 0", k.NON_POSITIVE_SPLITS,
          lambda: shared.chunked_shared_attention(query, kc, vc, [shared.Chunk((0,), 1, 0, 1)], private_splits=0)),
     ]

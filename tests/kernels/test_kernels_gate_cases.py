@@ -34,7 +34,7 @@ def test_the_new_cases_are_quick_and_pass_on_the_kernels():
         passed, detail, _ = kernel_checks.run_case(case)
         assert passed, detail
     _, _, result = kernel_checks.run_case("reject 0")
-    assert (result["cases"], result["signatures"], result["wrong"]) == (12, 8, [])
+    assert (result["cases"], result["signatures"], result["wrong"]) == (15, 8, [])
 
 
 def test_a_copy_with_the_line_unchanged_passes(monkeypatch):
@@ -184,6 +184,9 @@ HOST_MUTANTS = [
     (paged, "slots_for", "needs entry {t // block_size} of a", "needs entry {t | block_size} of a", "blockmap 0"),  # :543
     (shared, "plan_chunks", "if len(ch.block_ids) < need:", "if len(ch.block_ids) > need:", "plan 0"),  # :128
     (shared, "chunked_shared_attention", "if private_splits <= 0:", "if private_splits < 0:", "reject 0"),  # new check
+    (paged, "copy_blocks", "if block_mapping.shape[1] != 2:", "if block_mapping.shape[1] > 2:", "reject 0"),  # :215
+    (paged, "copy_blocks", "if dst in dests:", "if dst not in dests:", "reject 0"),
+    (paged, "copy_blocks", "if dst in sources:", "if dst not in sources:", "reject 0"),
 ]
 
 
