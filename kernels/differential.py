@@ -307,6 +307,8 @@ def run_reject_case(seed: int = 0) -> dict:
                                                 dev.tensor([1], torch.int32), suffix_splits=0)),
         ("chunk splits 0", k.NON_POSITIVE_SPLITS,
          lambda: shared.chunked_shared_attention(query, kc, vc, [shared.Chunk((0,), 1, 0, 1)], chunk_splits=0)),
+        ("key head dim 0", k.WRONG_SHAPE,
+         lambda: paged.copy_blocks(kc_all[:nb, :, :, :0], vc, dev.tensor([[0, 1]], torch.int64))),
         ("copy mapping of one column", k.WRONG_SHAPE,
          lambda: paged.copy_blocks(kc, vc, dev.tensor([[0]], torch.int64))),
         ("copy destination twice", k.DUPLICATE_DESTINATION,
@@ -448,11 +450,25 @@ SPLIT_COUNTS = (
 )
 
 
+# (head dim, dtype) -> key rows per tile of a compiled kernel, worked by hand: rows of pow2(head dim, >= 16) x
+# itemsize bytes, 64 x 256 bytes a tile, at most 64 and at least 16 rows
+NATIVE_BLOCK_N = (
+    ((128, torch.bfloat16), 64),  # 256-byte rows
+    ((128, torch.float32), 32),  # 512-byte rows
+    ((256, torch.float32), 16),  # 1 KiB rows
+    ((512, torch.float32), 16),  # 2 KiB rows: 8, raised to 16
+    ((24, torch.float16), 64),  # padded to 32: 64-byte rows, 256 capped at 64
+)
+
+
 def run_splits_case(seed: int = 0) -> dict:
-    """The default split count: :func:`paged.split_count` against :data:`SPLIT_COUNTS`, 1 on a CPU device, and a
+    """The default split count: :func:`paged.split_count` against :data:`SPLIT_COUNTS`, 1 on a CPU device, the
+    compiled kernels' tile rows (:data:`NATIVE_BLOCK_N`), and a
     paged decode that leaves ``num_splits`` out (so takes the default) against float64 attention."""
     wrong = [f"split_count{args} = {paged.split_count(*args)}, expected {n}" for args, n in SPLIT_COUNTS
              if paged.split_count(*args) != n]
+    wrong += [f"native_block_n{args} = {paged.native_block_n(*args)}, expected {n}" for args, n in NATIVE_BLOCK_N
+              if paged.native_block_n(*args) != n]
     cpu = paged.default_num_splits(4, 8, 1600, 16, torch.device("cpu"))
     if cpu != 1:
         wrong.append(f"default_num_splits on a cpu device = {cpu}, expected 1")

@@ -36,11 +36,18 @@ def _pow2(n: int, floor: int = 1) -> int:
     return max(floor, triton.next_power_of_2(max(1, int(n))))
 
 
-def default_block_n(head_dim: int = 128, dtype: torch.dtype = torch.bfloat16) -> int:
-    """Key rows per tile: 16 under the interpreter (cheap, still a legal dot); natively 64 rows of up to
-    256 bytes, fewer for wider rows, so K and V tiles of a pipelined loop stay well inside shared memory."""
+def default_block_n(head_dim: int, dtype: torch.dtype) -> int:
+    """Key rows per tile: 16 under the interpreter (cheap, still a legal dot); natively
+    :func:`native_block_n`."""
     if _device.interpreted():
         return MIN_DOT
+    return native_block_n(head_dim, dtype)
+
+
+def native_block_n(head_dim: int, dtype: torch.dtype) -> int:
+    """Key rows per tile of a compiled kernel: 64 rows of up to 256 bytes (the head dim padded to a power of
+    two, at least 16), fewer for wider rows (64 x 256 bytes per tile), never below 16, so K and V tiles of a
+    pipelined loop stay well inside shared memory."""
     row_bytes = _pow2(head_dim, MIN_DOT) * dtype.itemsize
     return max(MIN_DOT, min(64, 64 * 256 // row_bytes))
 

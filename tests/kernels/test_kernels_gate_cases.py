@@ -34,7 +34,7 @@ def test_the_new_cases_are_quick_and_pass_on_the_kernels():
         passed, detail, _ = kernel_checks.run_case(case)
         assert passed, detail
     _, _, result = kernel_checks.run_case("reject 0")
-    assert (result["cases"], result["signatures"], result["wrong"]) == (15, 8, [])
+    assert (result["cases"], result["signatures"], result["wrong"]) == (16, 8, [])
 
 
 def test_a_copy_with_the_line_unchanged_passes(monkeypatch):
@@ -186,6 +186,12 @@ HOST_MUTANTS = [
     (shared, "chunked_shared_attention", "if private_splits <= 0:", "if private_splits < 0:", "reject 0"),  # new check
     (paged, "copy_blocks", "if block_mapping.shape[1] != 2:", "if block_mapping.shape[1] > 2:", "reject 0"),  # :215
     (paged, "copy_blocks", "if dst in dests:", "if dst not in dests:", "reject 0"),
+    (paged, "default_num_splits", 'if device.type != "cuda":', 'if device.type >= "cuda":', "splits 0"),  # :416
+    (paged, "native_block_n", "return max(MIN_DOT, min(64, 64 * 256 // row_bytes))",
+     "return max(MIN_DOT, min(64, 64 * 256 >> row_bytes))", "splits 0"),  # :45, then in default_block_n
+    (paged, "check_cache_pair", "if bs <= 0 or hkv <= 0 or dk <= 0 or value_cache.shape[3] <= 0:",
+     "if bs <= 0 or hkv <= 0 or dk < 0 or value_cache.shape[3] <= 0:", "reject 0"),  # :84
+    (paged, "slots_for", "needs entry {t // block_size} of a", "needs entry {t << block_size} of a", "blockmap 0"),  # :543
     (paged, "copy_blocks", "if dst in sources:", "if dst not in sources:", "reject 0"),
 ]
 
