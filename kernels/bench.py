@@ -262,7 +262,7 @@ def _section_decode(torch, device, dry: bool, rep_ms: float, bandwidth: float, b
             _emit(f"decode sweep: stopped before batch {batch}, context {ctx} (budget)")
             break
         q, kc, vc, table, lens, *_ = _paged_inputs(batch, ctx, hq, hkv, d, bs, dtype)
-        splits = paged.default_num_splits(batch, hkv, ctx // bs, device)
+        splits = paged.default_num_splits(batch, hkv, ctx, bs, device)
         paged.paged_decode_attention(q, kc, vc, table, lens, num_splits=splits)  # validated once, untimed
         launch, out, _ = paged.decode_launcher(q, kc, vc, table, lens, splits)
         us, how = time_us(launch, device, rep_ms)
@@ -309,8 +309,8 @@ def _section_shared(torch, device, dry: bool, rep_ms: float, budget: Budget, bud
             break
         q, kc, vc, table, lens, pref, stab, slens = _paged_inputs(batch, p + s, hq, hkv, d, bs, dtype,
                                                                   prefix_tokens=p)
-        splits = paged.default_num_splits(batch, hkv, (p + s) // bs, device)
-        psplits = paged.default_num_splits(1, hkv, p // bs, device)
+        splits = paged.default_num_splits(batch, hkv, p + s, bs, device)
+        psplits = paged.default_num_splits(1, hkv, p, bs, device)
         flat, flat_out, _ = paged.decode_launcher(q, kc, vc, table, lens, splits)
         hyd, hyd_out, _ = shared.hydragen_launcher(q, kc, vc, pref, p, stab, slens, prefix_splits=psplits)
         flat_us, _ = time_us(flat, device, rep_ms)

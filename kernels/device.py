@@ -77,13 +77,18 @@ def settle() -> str:
     global _settled
     if _settled is None:
         name = _chosen or default_name()
-        if name == "cpu":
+        if runs_interpreted(name):
             os.environ["TRITON_INTERPRET"] = "1"
         else:
             os.environ.pop("TRITON_INTERPRET", None)
         _refuse_triton_built_for_other_mode(name)
         _settled = name
     return _settled
+
+
+def runs_interpreted(name: str) -> bool:
+    """Whether kernels built for the device ``name`` run under Triton's interpreter: only on the cpu."""
+    return name == "cpu"
 
 
 def _refuse_triton_built_for_other_mode(name: str) -> None:

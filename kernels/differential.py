@@ -227,6 +227,15 @@ def run_blockmap_case() -> dict:
                              "to_flashinfer_lse": [3.0, 0.0]}
     got["to_flashinfer_lse"] = [round(x, 12) for x in got["to_flashinfer_lse"]]  # 1 / ln 2 in binary64
     wrong = [f"{k}: {got[k]}, expected {want[k]}" for k in want if got[k] != want[k]]
+    # position 9 of 4-token pages is token 1 of table entry 9 // 4 = 2: a 2-entry table is too short, by name
+    # and naming the entry it lacks
+    try:
+        paged.slots_for([6, 2], [9], 4)
+        wrong.append("slots_for([6, 2], [9], 4): accepted, expected BLOCK_TABLE_TOO_SHORT")
+    except KernelInputError as exc:
+        if exc.reason is not KernelRejection.BLOCK_TABLE_TOO_SHORT or "needs entry 2 of a 2-entry table" not in exc.detail:
+            wrong.append(f"slots_for([6, 2], [9], 4): {exc.reason.name} {exc.detail!r}, expected "
+                         "BLOCK_TABLE_TOO_SHORT naming entry 2 of a 2-entry table")
     return {"wrong": wrong, "passed": not wrong}
 
 
@@ -288,6 +297,26 @@ def run_reject_case(seed: int = 0) -> dict:
          lambda: paged.copy_blocks(kc, vc, dev.tensor([[0, nb]], torch.int64))),
         ("chunk length -1", k.NEGATIVE_LENGTH,
          lambda: shared.chunked_shared_attention(query, kc, vc, [shared.Chunk((0,), -1, 0, 1)])),
+        ("decode splits 0", k.NON_POSITIVE_SPLITS,
+         lambda: paged.paged_decode_attention(query, kc, vc, table([0]), dev.tensor([1], torch.int32), num_splits=0)),
+        ("prefix splits 0", k.NON_POSITIVE_SPLITS,
+         lambda: shared.shared_prefix_attention(query, kc, vc, dev.tensor([2], torch.int32), bs, table([0]),
+                                                dev.tensor([1], torch.int32), prefix_splits=0)),
+        ("suffix splits 0", k.NON_POSITIVE_SPLITS,
+         lambda: shared.shared_prefix_attention(query, kc, vc, dev.tensor([2], torch.int32), bs, table([0]),
+                                                dev.tensor([1], torch.int32), suffix_splits=0)),
+        ("chunk splits 0", k.NON_POSITIVE_SPLITS,
+         lambda: shared.chunked_shared_attention(query, kc, vc, [shared.Chunk((0,), 1, 0, 1)], chunk_splits=0)),
+        ("key head dim 0", k.WRONG_SHAPE,
+         lambda: paged.copy_blocks(kc_all[:nb, :, :, :0], vc, dev.tensor([[0, 1]], torch.int64))),
+        ("copy mapping of one column", k.WRONG_SHAPE,
+         lambda: paged.copy_blocks(kc, vc, dev.tensor([[0]], torch.int64))),
+        ("copy destination twice", k.DUPLICATE_DESTINATION,
+         lambda: paged.copy_blocks(kc, vc, dev.tensor([[0, 1], [2, 1]], torch.int64))),
+        ("copy destination also a source", k.DESTINATION_IS_SOURCE,
+         lambda: paged.copy_blocks(kc, vc, dev.tensor([[0, 1], [1, 2]], torch.int64))),
+        ("private splits 0", k.NON_POSITIVE_SPLITS,
+         lambda: shared.chunked_shared_attention(query, kc, vc, [shared.Chunk((0,), 1, 0, 1)], private_splits=0)),
     ]
     wrong = []
     for name, want, call in cases:
@@ -321,6 +350,199 @@ WRAPPER_POSITIONALS = (
 )
 """The public host wrappers (module, name) and their positional parameters, as documented (vLLM's op order); every option
 after them is keyword-only, so a call cannot bind an option by position."""
+
+
+WRAPPER_DEFAULTS: dict[str, dict[str, object]] = {
+    "reshape_and_cache": {"validate": True},
+    "copy_blocks": {"validate": True},
+    "merge_attn_states": {"output": None, "return_lse": False},
+    "decode_launcher": {"scale": None, "output": None, "return_lse": False, "block_n": None},
+    "paged_decode_attention": {"scale": None, "num_splits": None, "output": None, "return_lse": False,
+                               "validate": True, "block_n": None},
+    "chunked_shared_attention": {"threshold": 1, "scale": None, "chunk_splits": 1, "private_splits": 1,
+                                 "return_lse": False, "block_n": None},
+    "shared_prefix_attention": {"scale": None, "prefix_splits": 1, "suffix_splits": 1, "return_lse": False,
+                                "validate": True, "block_n": None},
+    "hydragen_launcher": {"prefix_splits": 1, "suffix_splits": 1, "scale": None, "return_lse": False,
+                          "block_n": None},
+    "plan_chunks": {"threshold": 1, "chunk_splits": 1},
+}
+"""The documented defaults of the wrappers' options (README, kernels): validation on, the scale 1/sqrt(Dk) when
+None, the split count of the device when None, one split of each kind, ChunkAttention's threshold 1 (a chunk is
+shared when it covers more than one sequence), no LSE returned, the block tile of the dtype when None. A caller
+that leaves an option out relies on these; a changed default changes what every such call computes."""
+
+
+def run_plan_case() -> dict:
+    """``plan_chunks`` (the host planner of the ChunkAttention schedule) with its defaults and with chunk splits,
+    against plans worked by hand from its contract, and every wrapper's option defaults (:data:`WRAPPER_DEFAULTS`).
+
+    Two sequences over 4-token pages: chunk 0 (10 tokens, pages 0-2) covers both, chunks 1 (3 tokens; two ids, the
+    second never read) and 2 one each.
+    At the default threshold 1 only chunk 0 is shared. With one split it is one range, tokens [0, 10), slot 0;
+    with ``chunk_splits=2`` its 3 pages are cut page-aligned into ceil(3 / 2) = 2 pages per range: tokens
+    [0, 8) in slot 0 and [8, 10) in slot 1, whose two rows start at 1 x 2 sequences = 2. Both plans
+    materialize 2 partial rows per range."""
+    chunks = [shared.Chunk((0, 1, 2), 10, 0, 2), shared.Chunk((3, 5), 3, 0, 1), shared.Chunk((4,), 2, 1, 2)]
+    want = {
+        "default": {"shared_chunks": (0,), "private_chunks": ((1,), (2,)), "work": ((0, 0, 10, 0, 2, 0),),
+                    "shared_slots": 1, "partial_rows": 2},
+        "chunk_splits=2": {"shared_chunks": (0,), "private_chunks": ((1,), (2,)),
+                           "work": ((0, 0, 8, 0, 2, 0), (0, 8, 10, 0, 2, 2)), "shared_slots": 2, "partial_rows": 4},
+    }
+    # at threshold 2 no chunk is shared: no work, no shared slot, every chunk on its sequence's private path
+    want["threshold=2"] = {"shared_chunks": (), "private_chunks": ((0, 1), (0, 2)), "work": (), "shared_slots": 0,
+                           "partial_rows": 0}
+    # a chain of 300 empty chunks over both sequences (the tree may have any depth): chunk c sits at depth c of
+    # both paths, in slot c, its rows from c x 2; deeper than CPython's cached small integers (up to 256)
+    deep = [shared.Chunk((), 0, 0, 2) for _ in range(300)]
+    want["300 deep"] = {"shared_chunks": tuple(range(300)), "private_chunks": ((), ()),
+                        "work": tuple((c, 0, 0, 0, 2, 2 * c) for c in range(300)), "shared_slots": 300,
+                        "partial_rows": 600}
+    plans: dict[str, object] = {}
+    for name, call in (("default", lambda: shared.plan_chunks(chunks, 2, 4, 8)),
+                       ("chunk_splits=2", lambda: shared.plan_chunks(chunks, 2, 4, 8, chunk_splits=2)),
+                       ("threshold=2", lambda: shared.plan_chunks(chunks, 2, 4, 8, threshold=2)),
+                       ("300 deep", lambda: shared.plan_chunks(deep, 2, 4, 8))):
+        try:
+            plans[name] = call()
+        except KernelInputError as exc:
+            plans[name] = exc.reason.name
+    wrong = [f"plan_chunks {name}: {plans[name]}, expected {fields}" for name, fields in want.items()
+             if isinstance(plans[name], str)]
+    wrong += [f"plan_chunks {name}: {field} {getattr(plans[name], field)}, expected {value}"
+              for name, fields in want.items() if not isinstance(plans[name], str)
+              for field, value in fields.items() if getattr(plans[name], field) != value]
+    # a chunk's table may be longer than its tokens need (chunk 1's second id is never read), never shorter
+    try:
+        shared.plan_chunks([shared.Chunk((0,), 5, 0, 2)], 2, 4, 8)
+        wrong.append("plan_chunks with 1 block id for 5 tokens of 4-token pages: accepted, expected BLOCK_TABLE_TOO_SHORT")
+    except KernelInputError as exc:
+        if exc.reason is not KernelRejection.BLOCK_TABLE_TOO_SHORT:
+            wrong.append(f"plan_chunks with 1 block id for 5 tokens: {exc.reason.name}, expected BLOCK_TABLE_TOO_SHORT")
+    # refusals by name: coverage [1, 0) runs backwards; an empty one [1, 1); one past the batch [1, 3)
+    for begin, end in ((1, 0), (1, 1), (1, 3)):
+        try:
+            shared.plan_chunks([shared.Chunk((0,), 4, begin, end)], 2, 4, 8)
+            wrong.append(f"plan_chunks with coverage [{begin}, {end}) of 2 sequences: accepted, expected BAD_COVERAGE")
+        except KernelInputError as exc:
+            if exc.reason is not KernelRejection.BAD_COVERAGE:
+                wrong.append(f"plan_chunks with coverage [{begin}, {end}): {exc.reason.name}, expected BAD_COVERAGE")
+    modules = {fn: module for module, fn, _ in WRAPPER_POSITIONALS} | {"plan_chunks": shared}
+    for fn, defaults in WRAPPER_DEFAULTS.items():
+        params = inspect.signature(getattr(modules[fn], fn)).parameters
+        got = {name: params[name].default if name in params else "missing" for name in defaults}
+        if got != defaults:
+            wrong.append(f"{fn}: defaults {got}, expected {defaults}")
+    return {"plans": len(plans), "defaults": len(WRAPPER_DEFAULTS), "wrong": wrong, "passed": not wrong}
+
+
+# (multiprocessors, batch, KV heads, longest tokens, block size) -> splits, worked by hand from split_count's rule:
+# want = ceil(2 sms / (batch x heads)), at least 1; pages = ceil(longest / block size); splits = max(1, min(want,
+# ceil(pages / 4)))
+SPLIT_COUNTS = (
+    ((132, 4, 8, 1600, 16), 9),  # want ceil(264 / 32) = 9; 100 pages allow 25
+    ((132, 4, 8, 161, 16), 3),  # 161 tokens are 11 pages: ceil(11 / 4) = 3 splits of at least 4 pages
+    ((132, 4, 8, 160, 16), 3),  # 10 pages: ceil(10 / 4) = 3
+    ((132, 64, 8, 4096, 16), 1),  # 512 pairs already give every SM its 2 programs
+    ((132, 4, 8, 0, 16), 1),  # an empty batch still gets 1
+    ((108, 1, 2, 1 << 20, 1), 108),  # want ceil(216 / 2) = 108 < 2^18 = 262144 four-page splits
+)
+
+
+# (head dim, dtype) -> key rows per tile of a compiled kernel, worked by hand: rows of pow2(head dim, >= 16) x
+# itemsize bytes, 64 x 256 bytes a tile, at most 64 and at least 16 rows
+NATIVE_BLOCK_N = (
+    ((128, torch.bfloat16), 64),  # 256-byte rows
+    ((128, torch.float32), 32),  # 512-byte rows
+    ((256, torch.float32), 16),  # 1 KiB rows
+    ((512, torch.float32), 16),  # 2 KiB rows: 8, raised to 16
+    ((24, torch.float16), 64),  # padded to 32: 64-byte rows, 256 capped at 64
+)
+
+
+def run_splits_case(seed: int = 0) -> dict:
+    """The default split count: :func:`paged.split_count` against :data:`SPLIT_COUNTS`, 1 on a CPU device, the
+    compiled kernels' tile rows (:data:`NATIVE_BLOCK_N`), and a
+    paged decode that leaves ``num_splits`` out (so takes the default) against float64 attention."""
+    wrong = [f"split_count{args} = {paged.split_count(*args)}, expected {n}" for args, n in SPLIT_COUNTS
+             if paged.split_count(*args) != n]
+    wrong += [f"native_block_n{args} = {paged.native_block_n(*args)}, expected {n}" for args, n in NATIVE_BLOCK_N
+              if paged.native_block_n(*args) != n]
+    cpu = paged.default_num_splits(4, 8, 1600, 16, torch.device("cpu"))
+    if cpu != 1:
+        wrong.append(f"default_num_splits on a cpu device = {cpu}, expected 1")
+    nb, bs, hkv, hq, d = 4, 4, 1, 2, 16
+    gen = dev.generator(seed)
+    kc, vc = dev.randn((nb, bs, hkv, d), gen), dev.randn((nb, bs, hkv, d), gen)
+    query = dev.randn((2, hq, d), gen)
+    rows, lens = [[2, 0], [3, 1]], [7, 5]
+    out = paged.paged_decode_attention(query, kc, vc, dev.tensor(rows, torch.int32), dev.tensor(lens, torch.int32))
+    for b, (row, n) in enumerate(zip(rows, lens, strict=True)):
+        keys = torch.cat([kc[i] for i in row])[:n].double()
+        values = torch.cat([vc[i] for i in row])[:n].double()
+        want, _lse = ref.attention_f64(query[b].double(), keys, values, 1.0 / math.sqrt(d))
+        if not torch.allclose(out[b].double().cpu(), want.cpu(), atol=1e-5, rtol=1e-5):
+            wrong.append(f"paged decode with the default split count: sequence {b} differs from float64")
+    return {"split_counts": len(SPLIT_COUNTS), "wrong": wrong, "passed": not wrong}
+
+
+def run_policy_case() -> dict:
+    """The device policy once settled: asking again for the settled device by a name read back from the
+    environment (an equal string, not the same object) is accepted, asking for the other one is refused
+    (ALREADY_SETTLED), and the refusal of a Triton built for the other mode names the mode the kernels need
+    (the interpreter for the cpu, the compiler for cuda). The policy's choice and ``KVEXACT_DEVICE`` are restored."""
+    import os
+
+    from kvexact.kernels.errors import DeviceError, DeviceRejection
+
+    settled = dev.settle()
+    other = "cuda" if settled == "cpu" else "cpu"
+    wrong = []
+    saved_choice, saved_env = dev._chosen, os.environ.get(dev.ENV)
+    try:
+        try:
+            dev.select(os.fsdecode(os.fsencode(settled)))
+        except DeviceError as exc:
+            wrong.append(f"select({settled!r}) after settling on {settled}: refused ({exc.reason.name})")
+        try:
+            dev.select(other)
+            wrong.append(f"select({other!r}) after settling on {settled}: accepted")
+        except DeviceError as exc:
+            if exc.reason not in (DeviceRejection.ALREADY_SETTLED, DeviceRejection.NO_CUDA):
+                wrong.append(f"select({other!r}) after settling on {settled}: {exc.reason.name}")
+    finally:
+        dev._chosen = saved_choice
+        if saved_env is None:
+            os.environ.pop(dev.ENV, None)
+        else:
+            os.environ[dev.ENV] = saved_env
+    mode = {"cpu": "interpreter", "cuda": "compiler"}
+    try:
+        dev._refuse_triton_built_for_other_mode(other)
+        wrong.append(f"a Triton built for the {mode[settled]} accepted for {other}")
+    except DeviceError as exc:
+        if exc.reason is not DeviceRejection.TRITON_IMPORTED_FIRST or f"not built for the {mode[other]}" not in exc.detail:
+            wrong.append(f"Triton built for the {mode[settled]}, asked for {other}: {exc.reason.name}: {exc.detail}")
+    try:
+        dev._refuse_triton_built_for_other_mode(settled)
+    except DeviceError as exc:
+        wrong.append(f"the Triton this process built refused for {settled}: {exc.detail}")
+    interpreted = {name: dev.runs_interpreted(name) for name in dev.NAMES}
+    if interpreted != {"cpu": True, "cuda": False}:
+        wrong.append(f"runs under the interpreter: {interpreted}, expected only on the cpu")
+    # without torch there is no CUDA: ``import torch`` made to fail (a None entry in sys.modules), then restored
+    import sys
+
+    saved_torch = sys.modules["torch"]
+    sys.modules["torch"] = None  # type: ignore[assignment]
+    try:
+        without_torch = dev.cuda_available()
+    finally:
+        sys.modules["torch"] = saved_torch
+    if without_torch is not False:
+        wrong.append(f"cuda_available() without torch: {without_torch}, expected False")
+    return {"wrong": wrong, "passed": not wrong}
 
 
 SHARED_FACTORS: dict[str, tuple] = {

@@ -36,11 +36,18 @@ def _pow2(n: int, floor: int = 1) -> int:
     return max(floor, triton.next_power_of_2(max(1, int(n))))
 
 
-def default_block_n(head_dim: int = 128, dtype: torch.dtype = torch.bfloat16) -> int:
-    """Key rows per tile: 16 under the interpreter (cheap, still a legal dot); natively 64 rows of up to
-    256 bytes, fewer for wider rows, so K and V tiles of a pipelined loop stay well inside shared memory."""
+def default_block_n(head_dim: int, dtype: torch.dtype) -> int:
+    """Key rows per tile: 16 under the interpreter (cheap, still a legal dot); natively
+    :func:`native_block_n`."""
     if _device.interpreted():
         return MIN_DOT
+    return native_block_n(head_dim, dtype)
+
+
+def native_block_n(head_dim: int, dtype: torch.dtype) -> int:
+    """Key rows per tile of a compiled kernel: 64 rows of up to 256 bytes (the head dim padded to a power of
+    two, at least 16), fewer for wider rows (64 x 256 bytes per tile), never below 16, so K and V tiles of a
+    pipelined loop stay well inside shared memory."""
     row_bytes = _pow2(head_dim, MIN_DOT) * dtype.itemsize
     return max(MIN_DOT, min(64, 64 * 256 // row_bytes))
 
@@ -411,13 +418,22 @@ def merge_attn_states(prefix_output, prefix_lse, suffix_output, suffix_lse, *, o
 # paged decode attention: host wrapper
 
 
-def default_num_splits(batch: int, num_kv_heads: int, max_pages: int, device) -> int:
-    """Splits that fill the device (about 2 programs per SM) with at least 4 pages each; 1 on a CPU."""
+def split_count(sms: int, batch: int, num_kv_heads: int, longest: int, block_size: int) -> int:
+    """The split count of a device with ``sms`` multiprocessors: about 2 programs per SM over the
+    ``batch * num_kv_heads`` (sequence, KV head) pairs, yet at least 4 pages of the longest sequence
+    (``longest`` tokens in pages of ``block_size``) per split, and at least 1."""
+    pages = -(-longest // block_size)
+    want = max(1, -(-2 * sms // max(1, batch * num_kv_heads)))
+    return max(1, min(want, -(-pages // 4)))
+
+
+def default_num_splits(batch: int, num_kv_heads: int, longest: int, block_size: int, device) -> int:
+    """:func:`split_count` with the CUDA device's multiprocessor count; 1 on a CPU (the interpreter runs
+    the programs one by one: splitting only adds a merge)."""
     if device.type != "cuda":
         return 1
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    want = max(1, -(-2 * sms // max(1, batch * num_kv_heads)))
-    return max(1, min(want, -(-max_pages // 4)))
+    return split_count(sms, batch, num_kv_heads, longest, block_size)
 
 
 def check_decode_inputs(query, key_cache, value_cache, block_table, seq_lens, validate: bool = True):
@@ -502,7 +518,7 @@ def paged_decode_attention(query, key_cache, value_cache, block_table, seq_lens,
         query, key_cache, value_cache, block_table, seq_lens, validate)
     if num_splits is None:
         longest = max(lens, default=0) if lens is not None else int(seq_lens.max().item()) if batch else 0
-        num_splits = default_num_splits(batch, hkv, -(-longest // bs), query.device)
+        num_splits = default_num_splits(batch, hkv, longest, bs, query.device)
     if int(num_splits) <= 0:
         _reject(KernelRejection.NON_POSITIVE_SPLITS, f"num_splits = {num_splits}")
     if output is not None:

@@ -230,6 +230,8 @@ def chunked_shared_attention(query, key_cache, value_cache, chunks: Sequence[Chu
     ``threshold=0`` materializes every chunk (the Hydragen coordinate of 0x0BE). Returns ``out [B, Hq, Dv]``.
     """
     nb, bs = _check_query(query, key_cache, value_cache)
+    if private_splits <= 0:
+        _reject(KernelRejection.NON_POSITIVE_SPLITS, f"private_splits = {private_splits}")
     batch = query.shape[0]
     plan = plan_chunks(chunks, batch, bs, nb, threshold, chunk_splits)
     tables = [(_table([ids for ids, _ in level], query.device),

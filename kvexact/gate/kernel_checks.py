@@ -5,7 +5,8 @@ float64, and blind to the poison in unreferenced slots, and every contract-break
 ``validate=True`` is refused by name; it cannot run (rather than fail) when torch or
 triton is missing. ``quick`` runs one decode case per dtype, one ``reshape_and_cache`` case with skipped (-1) slots, one
 ``copy_blocks`` case, one case of the allocator-to-kernel mappings, one ``merge_attn_states`` case with empty (NaN) sides, one case of bad decode inputs and the wrappers' keyword-only
-options (``reject 0``), two shared-prefix cases (the second with a three-page prefix cut into two splits), one
+options (``reject 0``), the host planner's chunk plans and the wrappers' option defaults (``plan 0``), the
+default split count (``splits 0``), the device policy once settled (``policy 0``), two shared-prefix cases (the second with a three-page prefix cut into two splits), one
 random chunk tree (multi-page shared chunks in two splits, private paths in two levels) and one 0x0BE tree (its
 partial rows against the seed's count); ``full`` and ``deep`` the fixed set below (with the same cache, merge,
 reject and random-tree cases).
@@ -44,11 +45,12 @@ def case_names(level: str) -> list[str]:
     """The cases ``kernels-differential`` runs at a level, in order: ``decode N``, ``shared N``, ``tree T``."""
     n_decode, n_shared, thresholds = CASES[level]
     return [*(f"decode {i}" for i in range(n_decode)), "cache 0", "copy 0", "blockmap 0", "merge 0", "reject 0",
-            *(f"shared {i}" for i in range(n_shared)), *(f"random {i}" for i in range(len(RANDOM_TREES))),
+            "plan 0", "splits 0", "policy 0", *(f"shared {i}" for i in range(n_shared)), *(f"random {i}" for i in range(len(RANDOM_TREES))),
             *(f"tree {t}" for t in thresholds)]
 
 
-KINDS = ("decode", "cache", "copy", "blockmap", "merge", "reject", "shared", "random", "tree")
+KINDS = ("decode", "cache", "copy", "blockmap", "merge", "reject", "plan", "splits", "policy", "shared", "random",
+         "tree")
 
 
 def run_case(name: str, seed: int = 0) -> tuple[bool, str, dict]:
@@ -86,6 +88,15 @@ def _run_case(name: str, seed: int) -> tuple[bool, str, dict]:
     if kind == "reject":
         result = D.run_reject_case(seed=seed)
         return result["passed"], f"bad decode inputs with validate=True: {'; '.join(result['wrong'])}", result
+    if kind == "plan":
+        result = D.run_plan_case()
+        return result["passed"], f"chunk plans and option defaults: {'; '.join(result['wrong'])}", result
+    if kind == "splits":
+        result = D.run_splits_case(seed=seed)
+        return result["passed"], f"default split count: {'; '.join(result['wrong'])}", result
+    if kind == "policy":
+        result = D.run_policy_case()
+        return result["passed"], f"device policy once settled: {'; '.join(result['wrong'])}", result
     if kind == "shared":
         case = D.pairwise_cases(D.SHARED_FACTORS)[int(arg)]
         result = D.run_shared_case(case, seed=seed)
@@ -116,6 +127,7 @@ def kernels_differential(ctx: GateContext) -> CheckResult:
             failed.append(detail)
     n_decode, n_shared, thresholds = CASES[ctx.level]
     figures = {"decode_cases": n_decode, "cache_write_cases": 1, "copy_cases": 1, "blockmap_cases": 1, "merge_cases": 1, "reject_cases": 1,
+               "plan_cases": 1, "split_cases": 1, "policy_cases": 1,
                "shared_cases": n_shared, "random_tree_cases": len(RANDOM_TREES), "seed_tree_runs": len(thresholds),
                **{f"max_abs_err_{k}": float(f"{v:.3g}") for k, v in sorted(worst.items())},
                "seconds": round(time.perf_counter() - start, 2)}

@@ -30,8 +30,9 @@ def test_quick_differential_check_covers_every_dtype_with_fewer_cases():
     assert result.verdict is Verdict.PASSED, result.detail
     f = result.figures
     assert (f["decode_cases"], f["cache_write_cases"], f["copy_cases"], f["blockmap_cases"], f["merge_cases"],
-            f["reject_cases"], f["shared_cases"], f["random_tree_cases"], f["seed_tree_runs"]) == (3, 1, 1, 1, 1, 1, 2, 1, 1)
-    assert result.examples == 3 + 5 + 2 + 1 + 1
+            f["reject_cases"], f["plan_cases"], f["split_cases"], f["policy_cases"], f["shared_cases"],
+            f["random_tree_cases"], f["seed_tree_runs"]) == (3, 1, 1, 1, 1, 1, 1, 1, 1, 2, 1, 1)
+    assert result.examples == 3 + 5 + 3 + 2 + 1 + 1
     assert {"max_abs_err_fp32", "max_abs_err_fp16", "max_abs_err_bf16"} <= set(result.figures)
 
 
