@@ -561,13 +561,31 @@ def adapter_protocol() -> list[tuple[str, Any, Any]]:
              published(ad.ReferenceAdapter(config, spec=None), [5, 6, 7, 8, 9]), ([(5, 6), (5, 6, 7, 8)], 4))]
 
 
+def fragmentation_0x02F() -> list[tuple[str, Any, Any]]:
+    """0x02F's synthetic arena: free extents [1 MiB, 2 MiB] give F_ext = 1 - 2/3 = 1/3; a 2.5 MiB contiguous
+    candidate is refused (no extent holds it) while a 2 MiB one fits; under a 1 MiB block pool the candidate needs
+    ceil(2.5) = 3 blocks, so 5 or 3 free blocks hold it and 2 do not; a full arena's ratio is not_applicable."""
+    from fractions import Fraction
+
+    from kvexact.reference.ledgers import NOT_APPLICABLE, block_pool_fit, contiguous_fit, external_fragmentation
+
+    free, cand = [1 * MIB, 2 * MIB], 5 * MIB // 2
+    return [("F_ext of [1, 2] MiB, of a full arena", (external_fragmentation(free), external_fragmentation([])),
+             (Fraction(1, 3), NOT_APPLICABLE)),
+            ("contiguous fit of 2.5 MiB, of 2 MiB", (contiguous_fit(free, cand), contiguous_fit(free, 2 * MIB)),
+             (False, True)),
+            ("block-pool fit of 2.5 MiB in 1 MiB blocks with 5, 3, 2 free",
+             [block_pool_fit(n, cand, MIB) for n in (5, 3, 2)], [True, True, False])]
+
+
 SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": translate_0x03F, "ledger 0x0D": ledger_0x0D,
                                "prefix 0x07": prefix_0x07, "telemetry 0x0CF": telemetry_0x0CF,
                                "allocator 0x05E": allocator_0x05E, "keys 0x09B": keys_0x09B, "traversal 0x0A": traversal_0x0A, "vmm 0x06F": vmm_0x06F,
                                "shared prefix 0x0BA": shared_prefix_0x0BA, "shared prefix 0x0BE": shared_prefix_0x0BE,
                                "hybrid 0x07C": hybrid_0x07C, "prompt modules 0x0CB": prompt_modules_0x0CB,
                                "revocation 0x0CE": revocation_0x0CE,
-                               "adapter protocol": adapter_protocol, "inputs refused": inputs_refused}
+                               "adapter protocol": adapter_protocol, "inputs refused": inputs_refused,
+                               "fragmentation 0x02F": fragmentation_0x02F}
 
 
 def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
@@ -692,7 +710,11 @@ def sglang_units() -> list[tuple[str, Any, Any]]:
             ("unlock: delta, sizes", unlocked, (3, (8, 8, 0))),
             ("lock, lock, unlock, unlock: deltas; sizes after the first unlock", (twice, held),
              ([-3, 0, 0, 3], (8, 5, 3))),
-            ("a bool token rejected as", rejection_of(lambda: RadixKey.of([1, True])), SGLangRejection.BAD_TOKEN)]
+            ("a bool token rejected as", rejection_of(lambda: RadixKey.of([1, True])), SGLangRejection.BAD_TOKEN),
+            # §1: match rounds the 7-unit common prefix down to a multiple of the page size: 6 at 2, 4 at 4
+            ("match of a 7-unit common prefix at page sizes 2, 4; page_aligned(4) length",
+             ([RadixKey.of([1, 2, 3, 4, 5, 6, 7, 8]).match(RadixKey.of([1, 2, 3, 4, 5, 6, 7, 9]), ps) for ps in (2, 4)],
+              len(RadixKey.of([1, 2, 3, 4, 5, 6, 7]).page_aligned(4))), ([6, 4], 4))]
 
 
 def sglang_paged() -> list[tuple[str, Any, Any]]:

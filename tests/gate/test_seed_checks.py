@@ -506,3 +506,17 @@ PEER_SURVIVORS += [
     ("vllm_hybrid", "sliding_window_hit", "and (i + 1) * block_size % alignment_tokens:",
      "and (i % 1) * block_size % alignment_tokens:", "vllm hybrid s18"),
 ]
+
+
+# Survivors of the fresh seed-5 sample (README, mutation testing, sixth round), each failing a case written for it.
+SURVIVORS += [
+    (ledgers, "contiguous_fit", "return any(e >= candidate_bytes for e in free_extents_bytes)",
+     "return any(e < candidate_bytes for e in free_extents_bytes)", "fragmentation 0x02F: contiguous fit"),
+    (ledgers, "block_pool_fit", "block_bytes=block_bytes) <= free_blocks",
+     "block_bytes=block_bytes) is not free_blocks", "fragmentation 0x02F: block-pool fit"),
+]
+
+PEER_SURVIVORS += [
+    ("sglang_key", "RadixKey.match", "return n // page_size * page_size", "return n // page_size | page_size",
+     "sglang units"),
+]
