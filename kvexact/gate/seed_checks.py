@@ -331,7 +331,12 @@ def allocator_0x05E() -> list[tuple[str, Any, Any]]:
     # allocation is cancelled (the request is gone), an append truncated back (D's 34 tokens and 3 blocks a group)
     alloc = fx.fixture_0x05b_forked()
     made = alloc.allocate("F", list(range(500, 516)))
-    first = (lifecycle.compensate(alloc, made).outcome, "F" in alloc.requests)
+    comp = lifecycle.compensate(alloc, made)
+    first = (comp.outcome, "F" in alloc.requests)
+    # the successor writes no row and takes no block; its reference deltas are the allocation's, negated
+    out.append(("compensation of F's allocation: useful rows, new blocks, refcount deltas",
+                (comp.useful_new_rows, comp.new_physical_blocks, comp.refcount_deltas),
+                (0, 0, tuple((h, -d) for h, d in made.refcount_deltas))))
     grown = lifecycle.cow_append(alloc, "D", 900, expected_generation=1,
                                  expected_table_version=alloc.request("D").table_version)
     undone = (*first, lifecycle.compensate(alloc, grown).outcome, alloc.request("D").context_tokens,

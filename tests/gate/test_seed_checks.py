@@ -520,3 +520,8 @@ PEER_SURVIVORS += [
     ("sglang_key", "RadixKey.match", "return n // page_size * page_size", "return n // page_size | page_size",
      "sglang units"),
 ]
+
+SURVIVORS += [
+    (lifecycle, "compensate", "successor_digest=alloc.digest(), useful_new_rows=0,",
+     "successor_digest=alloc.digest(), useful_new_rows=1,", "allocator 0x05E: compensation of F's allocation"),
+]
