@@ -572,7 +572,12 @@ def fragmentation_0x02F() -> list[tuple[str, Any, Any]]:
     ceil(2.5) = 3 blocks, so 5 or 3 free blocks hold it and 2 do not; a full arena's ratio is not_applicable."""
     from fractions import Fraction
 
-    from kvexact.reference.ledgers import NOT_APPLICABLE, block_pool_fit, contiguous_fit, external_fragmentation
+    from kvexact.reference.ledgers import (
+        NOT_APPLICABLE,
+        block_pool_fit,
+        contiguous_fit,
+        external_fragmentation,
+    )
 
     free, cand = [1 * MIB, 2 * MIB], 5 * MIB // 2
     return [("F_ext of [1, 2] MiB, of a full arena", (external_fragmentation(free), external_fragmentation([])),
