@@ -331,6 +331,13 @@ def allocator_0x05E() -> list[tuple[str, Any, Any]]:
     # allocation is cancelled (the request is gone), an append truncated back (D's 34 tokens and 3 blocks a group)
     alloc = fx.fixture_0x05b_forked()
     made = alloc.allocate("F", list(range(500, 516)))
+    # 0x05E: only a suffix may go; D's last logical block (2 of 3, P = 16) drops to 32 tokens, block 1 is interior
+    dropped = fx.fixture_0x05b_forked()
+    lifecycle.drop_logical_block(dropped, "D", 2)
+    out.append(("D's context after dropping its last logical block; its interior block 1 rejected as",
+                (dropped.request("D").context_tokens,
+                 rejection_of(lambda: lifecycle.drop_logical_block(fx.fixture_0x05b_forked(), "D", 1))),
+                (2 * 16, AllocRejection.INTERIOR_BLOCK_REMOVAL)))
     comp = lifecycle.compensate(alloc, made)
     first = (comp.outcome, "F" in alloc.requests)
     # the successor writes no row and takes no block; its reference deltas are the allocation's, negated
@@ -689,6 +696,8 @@ def vllm_units() -> list[tuple[str, Any, Any]]:
     return [("key of group 258", vh.key_with_group(h, 258), h + b"\x00\x00\x01\x02"),
             ("group id 2**32 rejected as", rejection_of(lambda: vh.key_with_group(h, 2 ** 32)),
              vh.HashRejection.BAD_GROUP_ID),
+            ("a 3-byte key (no room for the 4-byte group id) split, rejected as",
+             rejection_of(lambda: vh.split_key(b"abc")), vh.HashRejection.BAD_KEY),
             ("allocate_slots(0 new, 0 computed) rejected as", rejection_of(lambda: m.allocate_slots(req, 0, 0)),
              ManagerRejection.NO_TOKENS_TO_SCHEDULE)]
 

@@ -525,3 +525,12 @@ SURVIVORS += [
     (lifecycle, "compensate", "successor_digest=alloc.digest(), useful_new_rows=0,",
      "successor_digest=alloc.digest(), useful_new_rows=1,", "allocator 0x05E: compensation of F's allocation"),
 ]
+
+SURVIVORS += [
+    (lifecycle, "drop_logical_block", "if not 0 <= logical_block < n:", "if not 0 is logical_block < n:",
+     "allocator 0x05E"),
+]
+
+PEER_SURVIVORS += [
+    ("vllm_hashing", "split_key", "if len(key) <= GROUP_ID_BYTES:", "if len(key) == GROUP_ID_BYTES:", "vllm units"),
+]
