@@ -536,7 +536,11 @@ def revocation_0x0CE() -> list[tuple[str, Any, Any]]:
             ("invariants broken in some state", broken, []),
             ("RevocationComplete with t1's gen-0 lease, with its gen-0 index entry left behind",
              [rv.revocation_complete(attrs.evolve(done, leases=frozenset({rv.Held("t1", "t1", 0, 1)}))),
-              rv.revocation_complete(attrs.evolve(done, index=frozenset({rv.Entry("t1", 0, 1)})))], [False, False])]
+              rv.revocation_complete(attrs.evolve(done, index=frozenset({rv.Entry("t1", 0, 1)})))], [False, False]),
+            # spec/NamespaceRevocation.tla: RevocationComplete asks gen >= done[ns], so a later generation is not stale
+            ("RevocationComplete with a t1 lease, with an index entry, of generation 2 > done[t1] = 1",
+             [rv.revocation_complete(attrs.evolve(done, leases=frozenset({rv.Held("t1", "t1", 2, 1)}))),
+              rv.revocation_complete(attrs.evolve(done, index=frozenset({rv.Entry("t1", 2, 1)})))], [True, True])]
 
 
 def adapter_protocol() -> list[tuple[str, Any, Any]]:

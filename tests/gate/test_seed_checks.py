@@ -534,3 +534,8 @@ SURVIVORS += [
 PEER_SURVIVORS += [
     ("vllm_hashing", "split_key", "if len(key) <= GROUP_ID_BYTES:", "if len(key) == GROUP_ID_BYTES:", "vllm units"),
 ]
+
+SURVIVORS += [
+    (revocation, "revocation_complete", "and all(x.gen >= s.done[x.ns] for x in s.leases)",
+     "and all(x.gen == s.done[x.ns] for x in s.leases)", "revocation 0x0CE: RevocationComplete with a t1 lease"),
+]
