@@ -130,6 +130,9 @@ def prefix_0x07() -> list[tuple[str, Any, Any]]:
         r = cache48.lookup(px_lab.request("B", s[:prompt]))
         out.append((f"0x07E {prompt} tokens: cap, hit, recompute", (r.cap_tokens, r.runtime_hit_tokens,
                                                                     r.prompt_rows_recomputed), (prompt - 1, hit, recompute)))
+        # 0x07E: B_row = 64 KiB, a bundle P B_row = 1 MiB: useful recompute payload 128 KiB at 50 tokens, 1 bundle
+        out.append((f"0x07E {prompt} tokens: useful recompute bytes, new capacity bytes",
+                    (r.useful_recompute_bytes, r.new_capacity_bytes), (recompute * 64 * KIB, 1 * MIB)))
     salted = attrs.evolve(px_lab.request("B", s[:50]), inputs=KeyInputs(tuple(s[:50]), cache_salt="other"))
     out.append(("another cache salt: hit", cache.lookup(salted).runtime_hit_tokens, 0))
     staircase = px_lab.cache_with(s[:33], block_tokens=8)

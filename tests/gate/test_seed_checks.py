@@ -539,3 +539,8 @@ SURVIVORS += [
     (revocation, "revocation_complete", "and all(x.gen >= s.done[x.ns] for x in s.leases)",
      "and all(x.gen == s.done[x.ns] for x in s.leases)", "revocation 0x0CE: RevocationComplete with a t1 lease"),
 ]
+
+SURVIVORS += [
+    (prefix, "PrefixCache.lookup", "useful_recompute_bytes=recompute * row_bytes,",
+     "useful_recompute_bytes=recompute - row_bytes,", "prefix 0x07: 0x07E 48 tokens: useful recompute bytes"),
+]
