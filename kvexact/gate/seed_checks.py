@@ -130,6 +130,9 @@ def prefix_0x07() -> list[tuple[str, Any, Any]]:
         r = cache48.lookup(px_lab.request("B", s[:prompt]))
         out.append((f"0x07E {prompt} tokens: cap, hit, recompute", (r.cap_tokens, r.runtime_hit_tokens,
                                                                     r.prompt_rows_recomputed), (prompt - 1, hit, recompute)))
+        # 0x07E: B_row = 64 KiB, a bundle P B_row = 1 MiB: useful recompute payload 128 KiB at 50 tokens, 1 bundle
+        out.append((f"0x07E {prompt} tokens: useful recompute bytes, new capacity bytes",
+                    (r.useful_recompute_bytes, r.new_capacity_bytes), (recompute * 64 * KIB, 1 * MIB)))
     salted = attrs.evolve(px_lab.request("B", s[:50]), inputs=KeyInputs(tuple(s[:50]), cache_salt="other"))
     out.append(("another cache salt: hit", cache.lookup(salted).runtime_hit_tokens, 0))
     staircase = px_lab.cache_with(s[:33], block_tokens=8)
@@ -331,7 +334,19 @@ def allocator_0x05E() -> list[tuple[str, Any, Any]]:
     # allocation is cancelled (the request is gone), an append truncated back (D's 34 tokens and 3 blocks a group)
     alloc = fx.fixture_0x05b_forked()
     made = alloc.allocate("F", list(range(500, 516)))
-    first = (lifecycle.compensate(alloc, made).outcome, "F" in alloc.requests)
+    # 0x05E: only a suffix may go; D's last logical block (2 of 3, P = 16) drops to 32 tokens, block 1 is interior
+    dropped = fx.fixture_0x05b_forked()
+    lifecycle.drop_logical_block(dropped, "D", 2)
+    out.append(("D's context after dropping its last logical block; its interior block 1 rejected as",
+                (dropped.request("D").context_tokens,
+                 rejection_of(lambda: lifecycle.drop_logical_block(fx.fixture_0x05b_forked(), "D", 1))),
+                (2 * 16, AllocRejection.INTERIOR_BLOCK_REMOVAL)))
+    comp = lifecycle.compensate(alloc, made)
+    first = (comp.outcome, "F" in alloc.requests)
+    # the successor writes no row and takes no block; its reference deltas are the allocation's, negated
+    out.append(("compensation of F's allocation: useful rows, new blocks, refcount deltas",
+                (comp.useful_new_rows, comp.new_physical_blocks, comp.refcount_deltas),
+                (0, 0, tuple((h, -d) for h, d in made.refcount_deltas))))
     grown = lifecycle.cow_append(alloc, "D", 900, expected_generation=1,
                                  expected_table_version=alloc.request("D").table_version)
     undone = (*first, lifecycle.compensate(alloc, grown).outcome, alloc.request("D").context_tokens,
@@ -524,7 +539,11 @@ def revocation_0x0CE() -> list[tuple[str, Any, Any]]:
             ("invariants broken in some state", broken, []),
             ("RevocationComplete with t1's gen-0 lease, with its gen-0 index entry left behind",
              [rv.revocation_complete(attrs.evolve(done, leases=frozenset({rv.Held("t1", "t1", 0, 1)}))),
-              rv.revocation_complete(attrs.evolve(done, index=frozenset({rv.Entry("t1", 0, 1)})))], [False, False])]
+              rv.revocation_complete(attrs.evolve(done, index=frozenset({rv.Entry("t1", 0, 1)})))], [False, False]),
+            # spec/NamespaceRevocation.tla: RevocationComplete asks gen >= done[ns], so a later generation is not stale
+            ("RevocationComplete with a t1 lease, with an index entry, of generation 2 > done[t1] = 1",
+             [rv.revocation_complete(attrs.evolve(done, leases=frozenset({rv.Held("t1", "t1", 2, 1)}))),
+              rv.revocation_complete(attrs.evolve(done, index=frozenset({rv.Entry("t1", 2, 1)})))], [True, True])]
 
 
 def adapter_protocol() -> list[tuple[str, Any, Any]]:
@@ -561,13 +580,36 @@ def adapter_protocol() -> list[tuple[str, Any, Any]]:
              published(ad.ReferenceAdapter(config, spec=None), [5, 6, 7, 8, 9]), ([(5, 6), (5, 6, 7, 8)], 4))]
 
 
+def fragmentation_0x02F() -> list[tuple[str, Any, Any]]:
+    """0x02F's synthetic arena: free extents [1 MiB, 2 MiB] give F_ext = 1 - 2/3 = 1/3; a 2.5 MiB contiguous
+    candidate is refused (no extent holds it) while a 2 MiB one fits; under a 1 MiB block pool the candidate needs
+    ceil(2.5) = 3 blocks, so 5 or 3 free blocks hold it and 2 do not; a full arena's ratio is not_applicable."""
+    from fractions import Fraction
+
+    from kvexact.reference.ledgers import (
+        NOT_APPLICABLE,
+        block_pool_fit,
+        contiguous_fit,
+        external_fragmentation,
+    )
+
+    free, cand = [1 * MIB, 2 * MIB], 5 * MIB // 2
+    return [("F_ext of [1, 2] MiB, of a full arena", (external_fragmentation(free), external_fragmentation([])),
+             (Fraction(1, 3), NOT_APPLICABLE)),
+            ("contiguous fit of 2.5 MiB, of 2 MiB", (contiguous_fit(free, cand), contiguous_fit(free, 2 * MIB)),
+             (False, True)),
+            ("block-pool fit of 2.5 MiB in 1 MiB blocks with 5, 3, 2 free",
+             [block_pool_fit(n, cand, MIB) for n in (5, 3, 2)], [True, True, False])]
+
+
 SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": translate_0x03F, "ledger 0x0D": ledger_0x0D,
                                "prefix 0x07": prefix_0x07, "telemetry 0x0CF": telemetry_0x0CF,
                                "allocator 0x05E": allocator_0x05E, "keys 0x09B": keys_0x09B, "traversal 0x0A": traversal_0x0A, "vmm 0x06F": vmm_0x06F,
                                "shared prefix 0x0BA": shared_prefix_0x0BA, "shared prefix 0x0BE": shared_prefix_0x0BE,
                                "hybrid 0x07C": hybrid_0x07C, "prompt modules 0x0CB": prompt_modules_0x0CB,
                                "revocation 0x0CE": revocation_0x0CE,
-                               "adapter protocol": adapter_protocol, "inputs refused": inputs_refused}
+                               "adapter protocol": adapter_protocol, "inputs refused": inputs_refused,
+                               "fragmentation 0x02F": fragmentation_0x02F}
 
 
 def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
@@ -661,6 +703,8 @@ def vllm_units() -> list[tuple[str, Any, Any]]:
     return [("key of group 258", vh.key_with_group(h, 258), h + b"\x00\x00\x01\x02"),
             ("group id 2**32 rejected as", rejection_of(lambda: vh.key_with_group(h, 2 ** 32)),
              vh.HashRejection.BAD_GROUP_ID),
+            ("a 3-byte key (no room for the 4-byte group id) split, rejected as",
+             rejection_of(lambda: vh.split_key(b"abc")), vh.HashRejection.BAD_KEY),
             ("allocate_slots(0 new, 0 computed) rejected as", rejection_of(lambda: m.allocate_slots(req, 0, 0)),
              ManagerRejection.NO_TOKENS_TO_SCHEDULE)]
 
@@ -692,7 +736,11 @@ def sglang_units() -> list[tuple[str, Any, Any]]:
             ("unlock: delta, sizes", unlocked, (3, (8, 8, 0))),
             ("lock, lock, unlock, unlock: deltas; sizes after the first unlock", (twice, held),
              ([-3, 0, 0, 3], (8, 5, 3))),
-            ("a bool token rejected as", rejection_of(lambda: RadixKey.of([1, True])), SGLangRejection.BAD_TOKEN)]
+            ("a bool token rejected as", rejection_of(lambda: RadixKey.of([1, True])), SGLangRejection.BAD_TOKEN),
+            # §1: match rounds the 7-unit common prefix down to a multiple of the page size: 6 at 2, 4 at 4
+            ("match of a 7-unit common prefix at page sizes 2, 4; page_aligned(4) length",
+             ([RadixKey.of([1, 2, 3, 4, 5, 6, 7, 8]).match(RadixKey.of([1, 2, 3, 4, 5, 6, 7, 9]), ps) for ps in (2, 4)],
+              len(RadixKey.of([1, 2, 3, 4, 5, 6, 7]).page_aligned(4))), ([6, 4], 4))]
 
 
 def sglang_paged() -> list[tuple[str, Any, Any]]:

@@ -506,3 +506,41 @@ PEER_SURVIVORS += [
     ("vllm_hybrid", "sliding_window_hit", "and (i + 1) * block_size % alignment_tokens:",
      "and (i % 1) * block_size % alignment_tokens:", "vllm hybrid s18"),
 ]
+
+
+# Survivors of the fresh seed-5 sample (README, mutation testing, sixth round), each failing a case written for it.
+SURVIVORS += [
+    (ledgers, "contiguous_fit", "return any(e >= candidate_bytes for e in free_extents_bytes)",
+     "return any(e < candidate_bytes for e in free_extents_bytes)", "fragmentation 0x02F: contiguous fit"),
+    (ledgers, "block_pool_fit", "block_bytes=block_bytes) <= free_blocks",
+     "block_bytes=block_bytes) is not free_blocks", "fragmentation 0x02F: block-pool fit"),
+]
+
+PEER_SURVIVORS += [
+    ("sglang_key", "RadixKey.match", "return n // page_size * page_size", "return n // page_size | page_size",
+     "sglang units"),
+]
+
+SURVIVORS += [
+    (lifecycle, "compensate", "successor_digest=alloc.digest(), useful_new_rows=0,",
+     "successor_digest=alloc.digest(), useful_new_rows=1,", "allocator 0x05E: compensation of F's allocation"),
+]
+
+SURVIVORS += [
+    (lifecycle, "drop_logical_block", "if not 0 <= logical_block < n:", "if not 0 is logical_block < n:",
+     "allocator 0x05E"),
+]
+
+PEER_SURVIVORS += [
+    ("vllm_hashing", "split_key", "if len(key) <= GROUP_ID_BYTES:", "if len(key) == GROUP_ID_BYTES:", "vllm units"),
+]
+
+SURVIVORS += [
+    (revocation, "revocation_complete", "and all(x.gen >= s.done[x.ns] for x in s.leases)",
+     "and all(x.gen == s.done[x.ns] for x in s.leases)", "revocation 0x0CE: RevocationComplete with a t1 lease"),
+]
+
+SURVIVORS += [
+    (prefix, "PrefixCache.lookup", "useful_recompute_bytes=recompute * row_bytes,",
+     "useful_recompute_bytes=recompute - row_bytes,", "prefix 0x07: 0x07E 48 tokens: useful recompute bytes"),
+]
