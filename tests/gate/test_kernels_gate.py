@@ -19,8 +19,9 @@ def test_differential_check_passes_with_figures():
     result = gate_checks.kernels_differential(GateContext(level="full"))
     assert result.verdict is Verdict.PASSED, result.detail
     assert result.figures["decode_cases"] == gate_checks.DECODE_CASES
-    # cache, copy, blockmap, merge, reject; shared; the random tree; the 0x0BE tree at thresholds 1 and 0
-    assert result.examples == gate_checks.DECODE_CASES + 5 + gate_checks.SHARED_CASES + 1 + 2
+    # cache, copy, blockmap, merge, reject, plan, splits, policy; shared; the random tree; the 0x0BE tree at
+    # thresholds 1 and 0
+    assert result.examples == gate_checks.DECODE_CASES + 8 + gate_checks.SHARED_CASES + 1 + 2
     assert {"max_abs_err_fp32", "max_abs_err_fp16", "max_abs_err_bf16"} <= set(result.figures)
     assert result.figures["max_abs_err_fp32"] < 1e-5
 
