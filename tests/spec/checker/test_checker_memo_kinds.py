@@ -4,10 +4,10 @@ tell TRUE from 1: Python holds them equal and hashes them alike, TLA+ does not (
 from __future__ import annotations
 
 import pytest
+from tla_snippets import write_spec
 
 from kvexact.spec.checker import check_model
 from kvexact.spec.checker.result import Outcome
-from tests.spec.checker.tla_snippets import write_spec
 
 CASES = {
     # one call site, argument 1 then TRUE: the second call must not get the first one's <<1>>
