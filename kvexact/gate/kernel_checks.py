@@ -17,6 +17,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, GateContext, Verdict
 
@@ -64,6 +66,16 @@ def run_case(name: str, seed: int = 0) -> tuple[bool, str, dict]:
         return False, f"{name}: raised {type(exc).__name__}: {str(exc)[:200]}", {}
 
 
+# Cases whose result lists what was wrong ("wrong"): kind -> (what the case checks, runner(D, seed)).
+_CHECKLIST_CASES: dict[str, tuple[str, Callable[[Any, int], dict]]] = {
+    "blockmap": ("allocator-to-kernel mappings", lambda D, seed: D.run_blockmap_case()),
+    "reject": ("bad decode inputs with validate=True", lambda D, seed: D.run_reject_case(seed=seed)),
+    "plan": ("chunk plans and option defaults", lambda D, seed: D.run_plan_case()),
+    "splits": ("default split count", lambda D, seed: D.run_splits_case(seed=seed)),
+    "policy": ("device policy once settled", lambda D, seed: D.run_policy_case()),
+}
+
+
 def _run_case(name: str, seed: int) -> tuple[bool, str, dict]:
     D = _import_kernels()
     import torch
@@ -79,24 +91,13 @@ def _run_case(name: str, seed: int) -> tuple[bool, str, dict]:
     if kind == "copy":
         result = D.run_copy_case(seed=seed)
         return result["passed"], f"copy_blocks: {result}", result
-    if kind == "blockmap":
-        result = D.run_blockmap_case()
-        return result["passed"], f"allocator-to-kernel mappings: {'; '.join(result['wrong'])}", result
+    if kind in _CHECKLIST_CASES:
+        what, runner = _CHECKLIST_CASES[kind]
+        result = runner(D, seed)
+        return result["passed"], f"{what}: {'; '.join(result['wrong'])}", result
     if kind == "merge":
         result = D.run_merge_case(seed=seed)
         return result["passed"], f"merge_attn_states with empty (NaN) sides: {result}", result
-    if kind == "reject":
-        result = D.run_reject_case(seed=seed)
-        return result["passed"], f"bad decode inputs with validate=True: {'; '.join(result['wrong'])}", result
-    if kind == "plan":
-        result = D.run_plan_case()
-        return result["passed"], f"chunk plans and option defaults: {'; '.join(result['wrong'])}", result
-    if kind == "splits":
-        result = D.run_splits_case(seed=seed)
-        return result["passed"], f"default split count: {'; '.join(result['wrong'])}", result
-    if kind == "policy":
-        result = D.run_policy_case()
-        return result["passed"], f"device policy once settled: {'; '.join(result['wrong'])}", result
     if kind == "shared":
         case = D.pairwise_cases(D.SHARED_FACTORS)[int(arg)]
         result = D.run_shared_case(case, seed=seed)
