@@ -1,0 +1,260 @@
+"""More ``reference-seed`` cases, for the index side of ``reference/`` (prefix keys, formulas, namespaces, prompt
+modules, revocation, traversal, VMM): they run lines no other quick case ran and check results no other case read
+(issue #25, the gate's mutation score).
+
+Invariant: every expected value below is the seed's (section named beside it), or follows from the seed's rule by
+the arithmetic written beside it, or is computed here independently of the code under test (e.g. Python's own
+integer arithmetic against the z3 encoding); none is copied from the code's output. Each case returns
+``(what, got, expected)`` rows like the cases of :mod:`kvexact.gate.seed_checks`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from fractions import Fraction
+from typing import Any
+
+Rows = list[tuple[str, Any, Any]]
+
+# The seed's display equations: line -> how many ``$$...$$`` it holds (grep -n '\$\$' on the seed text; 111 in all).
+SEED_DISPLAY_LINES = {
+    **dict.fromkeys((409, 413, 417, 421, 448, 458, 462, 466, 472, 480, 484, 492, 508, 535, 543, 547, 595, 631,
+                     635, 639, 660, 670, 674, 678, 843, 860, 914, 929, 967, 971, 975, 1155, 1163, 1167, 1171,
+                     1177, 1181, 1185, 1196, 1200, 1251, 1255, 1259, 1397, 1406, 1412, 1497, 1581, 1610, 1614,
+                     1625, 1629, 1641, 1696, 1742, 1752, 1788, 1912, 1923, 1935, 1939, 1949, 1953, 1963, 1967,
+                     2017, 2027, 2031, 2117, 2121, 2127, 2131, 2393, 2397, 2423, 2427, 2567, 2571, 2641, 2647,
+                     2733, 2753, 2761, 2767), 1),
+    **dict.fromkeys((444, 488, 614, 1431, 1680, 1748, 1908, 2411, 2415, 2610), 2), 704: 3, 2334: 4}
+# The seed's section headings of Loops 3-11 (line, section): a display line belongs to the last heading above it.
+SEED_SECTIONS = (
+    (401, "0x02"), (405, "0x02A"), (440, "0x02B"), (454, "0x02C"), (476, "0x02D"), (504, "0x02E"), (520, "0x02F"),
+    (539, "0x02G"), (570, "0x03"), (583, "0x03A"), (608, "0x03B"), (627, "0x03C"), (656, "0x03D"), (666, "0x03E"),
+    (687, "0x03F"), (713, "0x03G"), (730, "0x03H"), (744, "0x03I"), (786, "0x03J"), (813, "0x04"), (831, "0x04A"),
+    (839, "0x04B"), (864, "0x04C"), (870, "0x04D"), (899, "0x04E"), (925, "0x04F"), (942, "0x04G"), (946, "0x04H"),
+    (950, "0x05"), (963, "0x05A"), (994, "0x05B"), (1017, "0x05C"), (1031, "0x05D"), (1079, "0x05E"),
+    (1105, "0x05F"), (1123, "0x05G"), (1129, "0x06"), (1141, "0x06A"), (1204, "0x06B"), (1247, "0x06C"),
+    (1286, "0x06D"), (1316, "0x06E"), (1336, "0x06F"), (1357, "0x06G"), (1363, "0x06H"), (1367, "0x06I"),
+    (1371, "0x07"), (1384, "0x07A"), (1427, "0x07B"), (1461, "0x07C"), (1491, "0x07D"), (1510, "0x07E"),
+    (1540, "0x07F"), (1556, "0x07G"), (1594, "0x08"), (1606, "0x08A"), (1637, "0x08B"), (1692, "0x08C"),
+    (1738, "0x08D"), (1756, "0x08E"), (1792, "0x08F"), (1818, "0x08G"), (1865, "0x08H"), (1869, "0x08I"),
+    (1873, "0x09"), (1879, "0x09A"), (1896, "0x09B"), (1945, "0x09C"), (1957, "0x0A"), (1995, "0x0AA"),
+    (2013, "0x0AB"), (2023, "0x0AC"), (2091, "0x0B"), (2113, "0x0BA"), (2143, "0x0BB"), (2187, "0x0BC"),
+    (2249, "0x0BD"), (2310, "0x0BE"), (2356, "0x0BF"), (2374, "0x0BG"), (2378, "0x0BH"), (2380, "0x0BI"),
+    (2419, "0x0BJ"), (2445, "0x0BK"), (2449, "0x0BL"), (2487, "0x0BM"), (2489, "0x0BN"), (2497, "0x0C"),
+    (2507, "0x0CA"), (2539, "0x0CB"), (2604, "0x0CC"), (2637, "0x0CD"), (2690, "0x0CE"), (2729, "0x0CF"),
+    (2798, "0x0CG"), (2814, "0x0CH"), (2816, "0x0D"))
+
+
+def section_of_line(line: int) -> str:
+    return [name for start, name in SEED_SECTIONS if start <= line][-1]
+
+
+def formulas_catalog_0x10A() -> Rows:
+    """0x10A: the catalog names every display equation of the seed at its line, under its section."""
+    from kvexact.reference.formulas_seed import CATALOG
+
+    return [("display equations per seed line", dict(Counter(e.line for e in CATALOG)), SEED_DISPLAY_LINES),
+            ("entries whose section is not their line's", [(e.section, e.line) for e in CATALOG
+                                                            if section_of_line(e.line) not in e.section.split(", ")],
+             [])]
+
+
+def _z3_value(ops: Any, out: Any, expected: Any) -> tuple[Any, bool]:
+    """The value z3 gives ``out`` under the witnesses' side constraints, and whether it is the only one."""
+    z3 = ops.z3
+    if isinstance(expected, bool):
+        v = z3.Bool("v")
+    elif isinstance(expected, Fraction):
+        v = z3.Real("v")
+    else:
+        v = z3.Int("v")
+    s = z3.Solver()
+    s.add(*ops.side)
+    s.add(v == out)
+    if s.check() != z3.sat:
+        return "unsat", False
+    val = s.model().eval(v, model_completion=True)
+    s.add(v != val)
+    unique = s.check() == z3.unsat
+    if z3.is_true(val) or z3.is_false(val):
+        return z3.is_true(val), unique
+    if z3.is_int_value(val):
+        return val.as_long(), unique
+    return Fraction(val.numerator_as_long(), val.denominator_as_long()), unique
+
+
+def formulas_z3_0x10A() -> Rows:
+    """0x10A: every arithmetic formula with a golden case, evaluated over z3 integers (the encoding the obligations
+    prove with), has exactly the seed's value; z3's division witnesses admit no divisor of 0, as Python's integer
+    arithmetic refuses one."""
+    import z3
+
+    from kvexact.reference.formulas import INT_OPS, REGISTRY, Z3Ops, evaluate
+    from kvexact.reference.formulas_all import load_all
+    from kvexact.reference.labs.formulas_golden import DERIVED, GOLDEN
+    load_all()
+
+    def as_z3(name: str, x: Any) -> Any:
+        if name == "axis":  # an index into the dims list, a Python int in every encoding
+            return x
+        if isinstance(x, bool):
+            return z3.BoolVal(x)
+        if isinstance(x, int):
+            return z3.IntVal(x)
+        if isinstance(x, (list, tuple)):
+            return type(x)(as_z3("", i) for i in x)
+        return x
+
+    wrong = []
+    checked = 0
+    for table in (GOLDEN, DERIVED):
+        for fid, cases in table.items():
+            if not REGISTRY[fid].arithmetic:
+                continue
+            for kwargs, expected in cases:
+                ops = Z3Ops()
+                out = evaluate(fid, ops, **{k: as_z3(k, v) for k, v in kwargs.items()})
+                got, unique = _z3_value(ops, out, expected)
+                checked += 1
+                if got != expected or not unique:
+                    wrong.append((fid, got, expected, unique))
+    rows: Rows = [("z3 values that differ from the seed's, or are not unique", wrong, []),
+                  ("z3 golden cases evaluated (every arithmetic golden case)", checked >= 120, True)]
+    ops = Z3Ops()
+    # floor(7 / 2) = 3, ceil(7 / 2) = 4, 7 mod 2 = 1, 7 / 2 = 7/2, min(5, 3, 4) = 3, max(5, 3, 4) = 5; min and max
+    # again with the extreme first and last, 1[3 > 2] = 1, 1[2 > 3] = 0, the conjunction of true and false
+    seven, two = z3.IntVal(7), z3.IntVal(2)
+    probes = [("floor 7/2", ops.floordiv(seven, two), 3), ("ceil 7/2", ops.ceildiv(seven, two), 4),
+              ("7 mod 2", ops.mod(seven, two), 1), ("7 / 2", ops.ratio(7, 2), Fraction(7, 2)),
+              ("ceil 8/2", ops.ceildiv(z3.IntVal(8), two), 4), ("floor 8/2", ops.floordiv(z3.IntVal(8), two), 4),
+              ("min 5 3 4", ops.minimum(*map(z3.IntVal, (5, 3, 4))), 3),
+              ("min 3 5 4", ops.minimum(*map(z3.IntVal, (3, 5, 4))), 3),
+              ("min 5 4 3", ops.minimum(*map(z3.IntVal, (5, 4, 3))), 3),
+              ("max 5 3 4", ops.maximum(*map(z3.IntVal, (5, 3, 4))), 5),
+              ("max 3 5 4", ops.maximum(*map(z3.IntVal, (3, 5, 4))), 5),
+              ("max 3 4 5", ops.maximum(*map(z3.IntVal, (3, 4, 5))), 5),
+              ("1[3 > 2]", ops.indicator(z3.IntVal(3) > 2), 1), ("1[2 > 3]", ops.indicator(z3.IntVal(2) > 3), 0),
+              ("sum of nothing", ops.total([]), 0), ("sum 1 2 3", ops.total(map(z3.IntVal, (1, 2, 3))), 6),
+              ("true and false", ops.all_of(z3.BoolVal(True), z3.BoolVal(False)), False),
+              ("true and true", ops.all_of(z3.BoolVal(True), z3.BoolVal(True)), True)]
+    rows.append(("z3 operations on 7 and 2 and three numbers", [(w, _z3_value(ops, out, e)) for w, out, e in probes],
+                 [(w, (e, True)) for w, _o, e in probes]))
+    for name in ("floordiv", "ceildiv", "mod", "ratio"):
+        zero = Z3Ops()
+        out = getattr(zero, name)(z3.IntVal(7), z3.IntVal(0))
+        rows.append((f"z3 {name}(7, 0) has no value", _z3_value(zero, out, 0 if name != "ratio" else Fraction(0))[0],
+                     "unsat"))
+        rows.append((f"int {name}(7, 0) refused as", _raises(lambda n=name: getattr(INT_OPS, n)(7, 0)), "ValueError"))
+    rows.append(("int ceil(7 / 2), ceil(-7 / 2), floor(7 / 2), 7 mod 2, 7 / 2, 1[False]",
+                 (INT_OPS.ceildiv(7, 2), INT_OPS.ceildiv(-7, 2), INT_OPS.floordiv(7, 2), INT_OPS.mod(7, 2),
+                  INT_OPS.ratio(7, 2), INT_OPS.indicator(False)), (4, -3, 3, 1, Fraction(7, 2), 0)))
+    return rows
+
+
+def _canon(value: Any) -> bytes:
+    """The project's canonical encoding written out by hand for None, ints, strings, bytes and tuples (0x07B's
+    ``H``: SHA-256 over sorted-key, whitespace-free JSON; bytes as ``{"$bytes": hex}``)."""
+    import json
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, bytes):
+            return {"$bytes": v.hex()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return v
+
+    return json.dumps(plain(value), sort_keys=True, separators=(",", ":")).encode()
+
+
+def keys_0x07B() -> Rows:
+    """0x07B: the chain ``h_i = H(h_(i-1), X_i, E_i)`` over full blocks, with the extras the seed lists: the LoRA
+    name on every block, each multimodal feature overlapping the block with its block-relative offset, the cache
+    salt on block 0 only, and the SHA-256 of the prompt-embedding rows the block covers; the lookup key appends the
+    group id (4 bytes, big-endian); 0x07D: a partial tail binds its rows, their count and the policy id; 0x01A: a
+    group block of k hash blocks takes every k-th fine hash."""
+    from kvexact.reference import keys as k
+    from kvexact.reference.rejections import rejection_of
+
+    def sha(payload: Any) -> bytes:
+        return hashlib.sha256(_canon(payload)).digest()
+
+    tokens = tuple(range(100, 132))  # 32 tokens, two blocks of 16
+    rows = tuple(bytes([i]) for i in range(32))
+    feats = (k.MultimodalFeature("img", 10, 10), k.MultimodalFeature("edge", 16, 4), k.MultimodalFeature("end", 12, 4))
+    inputs = k.KeyInputs(tokens, lora_name="L", mm_features=feats, cache_salt="s", prompt_embed_rows=rows)
+    # [10, 20) crosses the boundary at 16; [16, 20) starts on it (block 1 only); [12, 16) ends on it (block 0 only)
+    e0 = (("lora", "L"), ("mm", "img", 10), ("mm", "end", 12), ("cache_salt", "s"),
+          ("prompt_embeds", hashlib.sha256(bytes(range(16))).hexdigest()))
+    e1 = (("lora", "L"), ("mm", "img", 10 - 16), ("mm", "edge", 0),
+          ("prompt_embeds", hashlib.sha256(bytes(range(16, 32))).hexdigest()))
+    h0 = sha((None, tokens[:16], e0))
+    h1 = sha((h0, tokens[16:], e1))
+    out: Rows = [("block extras 0 and 1", (k.block_extra_keys(inputs, 0, 16), k.block_extra_keys(inputs, 16, 32)),
+                  (e0, e1)),
+                 ("no extras declared", k.block_extra_keys(k.KeyInputs(tokens), 0, 16), None),
+                 ("chain of 32 tokens", k.hash_full_blocks(inputs, 16), [h0, h1]),
+                 ("chain of 31 tokens: one full block", len(k.hash_full_blocks(k.KeyInputs(tokens[:31]), 16)), 1),
+                 ("chain of 15 tokens: none", k.hash_full_blocks(k.KeyInputs(tokens[:15]), 16), []),
+                 ("a change in block 1 keeps h_0, changes h_1",
+                  (lambda hs: (hs[0] == h0, hs[1] == h1))(k.hash_full_blocks(
+                      k.KeyInputs((*tokens[:20], 7, *tokens[21:]), lora_name="L", mm_features=feats, cache_salt="s",
+                                  prompt_embed_rows=rows), 16)), (True, False)),
+                 ("leading equal hashes", (k.matching_full_blocks([h0, h1], [h0, h0]),
+                                           k.matching_full_blocks([h1, h0], [h0, h0]),
+                                           k.matching_full_blocks([h0, h1], [h0, h1, h0])), (1, 0, 2))]
+    key = k.ConcretePrefixKey(h1, 258)
+    out.append(("lookup key of group 258, partial flags", (key.lookup_key, key.is_partial,
+                                                         k.ConcretePrefixKey(h1, 0, valid_rows=3).is_partial),
+                (h1 + bytes([0, 0, 1, 2]), False, True)))
+    out.append(("group keys of P=16 at hash block 16", [x.lookup_key for x in k.prefix_keys(inputs, 16, 1)],
+                [h0 + bytes([0, 0, 0, 1]), h1 + bytes([0, 0, 0, 1])]))
+    tail_in = k.KeyInputs(tokens[:20], lora_name="L", cache_salt="s")
+    t0 = sha((None, tokens[:16], (("lora", "L"), ("cache_salt", "s"))))
+    tail = k.partial_tail_key(tail_in, 16, 2, "pol")
+    out.append(("0x07D tail of 20 tokens at P=16: hash, group, rows",
+                (tail.block_hash, tail.cache_group_id, tail.valid_rows),
+                (sha(("partial", t0, tokens[16:20], 4, "pol", (("lora", "L"),))), 2, 4)))
+    out.append(("0x07D tail of 3 tokens: no parent", k.partial_tail_key(k.KeyInputs(tokens[:3]), 16, 0, "p").block_hash,
+                sha(("partial", None, tokens[:3], 3, "p", None))))
+    fine = [bytes([i]) * 4 for i in range(7)]
+    out.append(("0x01A group block 8 over hash block 4 (7 fine hashes); group block 4",
+                (k.group_block_hashes(fine, 4, 8), k.group_block_hashes(fine, 4, 4), k.group_block_hashes(fine, 2, 8)),
+                ([fine[1], fine[3], fine[5]], fine, [fine[3]])))
+    refused = [
+        ("hash block 4 in group block 6", lambda: k.group_block_hashes(fine, 4, 6), k.KeyRejection.HASH_BLOCK_NOT_DIVIDING),
+        ("hash block 0", lambda: k.group_block_hashes(fine, 0, 8), k.KeyRejection.NON_POSITIVE_BLOCK_SIZE),
+        ("group block 0", lambda: k.group_block_hashes(fine, 4, 0), k.KeyRejection.NON_POSITIVE_BLOCK_SIZE),
+        ("group id -1", lambda: k.ConcretePrefixKey(h0, -1), k.KeyRejection.NEGATIVE_GROUP_ID),
+        ("tail of 16 tokens at P=16", lambda: k.partial_tail_key(k.KeyInputs(tokens[:16]), 16, 0, "p"),
+         k.KeyRejection.PARTIAL_TAIL_EMPTY),
+        ("tail of 20 tokens claiming 5 rows", lambda: k.partial_tail_key(tail_in, 16, 0, "p", valid_rows=5),
+         k.KeyRejection.PARTIAL_TAIL_ROWS_DRIFT),
+        ("tail at P=0", lambda: k.partial_tail_key(tail_in, 0, 0, "p"), k.KeyRejection.NON_POSITIVE_BLOCK_SIZE),
+        ("feature from -1", lambda: k.KeyInputs(tokens, mm_features=(k.MultimodalFeature("x", -1, 2),)),
+         k.KeyRejection.FEATURE_OUT_OF_RANGE),
+        ("feature of 0 tokens", lambda: k.KeyInputs(tokens, mm_features=(k.MultimodalFeature("x", 3, 0),)),
+         k.KeyRejection.FEATURE_OUT_OF_RANGE),
+        ("feature past the end", lambda: k.KeyInputs(tokens, mm_features=(k.MultimodalFeature("x", 30, 3),)),
+         k.KeyRejection.FEATURE_OUT_OF_RANGE),
+        ("31 embedding rows for 32 tokens", lambda: k.KeyInputs(tokens, prompt_embed_rows=rows[:31]),
+         k.KeyRejection.PROMPT_EMBEDS_LENGTH_MISMATCH),
+        ("empty salt", lambda: k.KeyInputs(tokens, cache_salt=""), k.KeyRejection.EMPTY_SALT),
+        ("token -1", lambda: k.KeyInputs((1, -1)), k.KeyRejection.BAD_TOKEN_ID),
+        ("token True", lambda: k.KeyInputs((1, True)), k.KeyRejection.BAD_TOKEN_ID)]
+    out.append(("refused as", [(w, rejection_of(f)) for w, f, _r in refused], [(w, r) for w, _f, r in refused]))
+    edge = k.KeyInputs(tokens, mm_features=(k.MultimodalFeature("x", 30, 2),), prompt_embed_rows=rows)  # ends at n
+    out.append(("a feature ending on the last token is accepted", len(edge.mm_features), 1))
+    return out
+
+
+def _raises(fn: Any) -> str | None:
+    try:
+        fn()
+    except Exception as exc:  # the exception's type is the result compared
+        return type(exc).__name__
+    return None
+
+
+INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x10A": formulas_z3_0x10A,
+               "keys 0x07B": keys_0x07B}
