@@ -248,6 +248,111 @@ def keys_0x07B() -> Rows:
     return out
 
 
+PC_SCHEMA = ('<schema name="s" generation="1"><module name="sys">a b c</module><module name="doc">d <param name="x" '
+             'len="3"/> e</module><union><module name="u1">f g</module><module name="u2">h</module></union></schema>')
+
+
+def prompt_cache_0x0CB() -> Rows:
+    """0x0CB on markup: the schema lays modules out from 0 (sys at 0..2; doc's text at 3 and 7 around its 3-slot
+    parameter x at 4..6; the union's members both at 8, the union as long as u1, so the schema ends at 10); a
+    prompt's arguments fill the first positions of their slot and its own text starts at the schema's end; a cached
+    module is taken only on a full hit (H_module: tokens, positions, schema, ABI); revising the schema or rotating
+    the namespace drops the older generation's modules (0x06's successor namespace)."""
+    import attrs
+
+    from kvexact.reference import modules as pm
+    from kvexact.reference import prompt_cache as pc
+    from kvexact.reference.rejections import rejection_of
+
+    w = pc.word_tokens
+    schema = pc.parse_schema(PC_SCHEMA)
+    mods = schema.modules
+    out: Rows = [("schema id, generation, end", (schema.schema_id, schema.generation, schema.end), ("s", 1, 10)),
+                 ("sys, doc, u1, u2: tokens, positions, union",
+                  [(mods[n].token_ids, mods[n].position_ids, mods[n].union) for n in ("sys", "doc", "u1", "u2")],
+                  [(w("a b c"), (0, 1, 2), None), (w("d e"), (3, 7), None), (w("f g"), (8, 9), 2), (w("h"), (8,), 2)]),
+                 ("doc's slots; doc declared as", (dict(mods["doc"].slots), mods["doc"].declared()),
+                  ({"x": (4, 5, 6)}, pm.DeclaredModule("doc", 3, 2, (3, 7)))),
+                 ("a schema without a generation is generation 0",
+                  pc.parse_schema('<schema name="t"><module name="m">z</module></schema>').generation, 0)]
+    prompt = '<prompt schema="s" generation="1"><doc x="p q"/><sys/>tail words<u2/></prompt>'
+    parsed = pc.parse_prompt(prompt, schema)
+    out.append(("prompt items: id, tokens, cached, positions",
+                [(i.module_id, i.token_ids, i.cached, d.positions()) for i, d in parsed.items],
+                [("doc", w("d e"), True, (3, 7)), ("doc.x", w("p q"), False, (4, 5)),
+                 ("sys", w("a b c"), True, (0, 1, 2)), ("#text@10", w("tail words"), False, (10, 11)),
+                 ("u2", w("h"), True, (8,))]))
+    ns = pm.Namespace("n", 0, frozenset({"alice"}))
+    store = pc.ModuleStore().populate(schema, ["sys", "doc"], ns, "sem", "lay")
+    lookups: list[str] = []
+    segs = pc.assemble_markup("alice", prompt, schema, store, ns, "sem", "lay", lookups=lookups)
+    out.append(("assembled: id, source, positions; lookups; gaps below 12",
+                ([(g.module_id, g.source, g.position_ids) for g in segs], lookups, pc.gaps(segs, 12)),
+                ([("sys", "cache", (0, 1, 2)), ("doc", "cache", (3, 7)), ("doc.x", "compute", (4, 5)),
+                  ("u2", "compute", (8,)), ("#text@10", "compute", (10, 11))], ["doc", "sys", "u2"], (6, 9))))
+    out.append(("another semantic ABI: the cached module refused as",
+                rejection_of(lambda: pc.assemble_markup("alice", prompt, schema, store, ns, "sem-2", "lay")),
+                pm.ModuleRejection.SEMANTIC_ABI_MISMATCH))
+    revised = pc.parse_schema(PC_SCHEMA.replace('generation="1"', 'generation="2"'))
+    store2, dropped = store.revise_schema(revised)
+    out.append(("revision to generation 2 drops, keeps", (dropped, len(store2.receipts)), (("doc", "sys"), 0)))
+    both = store.populate(pc.parse_schema(PC_SCHEMA.replace('name="s"', 'name="o"', 1)), ["u1"], ns, "sem", "lay")
+    rotated, gone = both.rotate_namespace(pm.Namespace("n", 1, ns.readers))
+    out.append(("rotating n to generation 1 drops", (gone, len(rotated.receipts)), (("doc", "sys", "u1"), 0)))
+    out.append(("rotating another namespace drops", both.rotate_namespace(pm.Namespace("m", 5, ns.readers))[1], ()))
+    out.append(("revising o keeps s's modules", both.revise_schema(
+        pc.parse_schema(PC_SCHEMA.replace('name="s" generation="1"', 'name="o" generation="3"', 1)))[1], ("u1",)))
+    receipt = store.receipts[("s", "sys", "")]
+    out.append(("H_module of sys with itself; with other tokens, positions, schema generation, semantic ABI",
+                [pm.module_hit(receipt, r) for r in (
+                    receipt, attrs.evolve(receipt, token_ids=(1, 2, 3)), attrs.evolve(receipt, position_ids=(1, 2, 3)),
+                    attrs.evolve(receipt, schema_generation=2), attrs.evolve(receipt, schema_id="o"),
+                    attrs.evolve(receipt, semantic_manifest_digest="x"))],
+                [True, False, False, False, False, False]))
+    M, P = pc.MarkupRejection, pm.ModuleRejection
+    schema_cases = [
+        ("unclosed", '<schema name="s"><module name="a">x</module>', M.NOT_WELL_FORMED),
+        ("prompt root", '<prompt schema="s"/>', M.WRONG_ROOT),
+        ("schema without a name", '<schema><module name="a">x</module></schema>', M.MISSING_ATTRIBUTE),
+        ("module without a name", '<schema name="s"><module>x</module></schema>', M.MISSING_ATTRIBUTE),
+        ("generation x", '<schema name="s" generation="x"/>', M.BAD_NUMBER),
+        ("len 0", '<schema name="s"><module name="a"><param name="p" len="0"/></module></schema>', M.BAD_NUMBER),
+        ("len -1", '<schema name="s"><module name="a"><param name="p" len="-1"/></module></schema>', M.BAD_NUMBER),
+        ("element in a module", '<schema name="s"><module name="a"><b/></module></schema>', M.UNKNOWN_ELEMENT),
+        ("element in the schema", '<schema name="s"><b/></schema>', M.UNKNOWN_ELEMENT),
+        ("element in a union", '<schema name="s"><union><b/></union></schema>', M.UNKNOWN_ELEMENT),
+        ("text in the schema", '<schema name="s">hi<module name="a">x</module></schema>', M.STRAY_TEXT),
+        ("text in a union", '<schema name="s"><union>hi<module name="a">x</module></union></schema>', M.STRAY_TEXT),
+        ("two modules a", '<schema name="s"><module name="a">x</module><module name="a">y</module></schema>',
+         M.DUPLICATE_MODULE),
+        ("two params p", '<schema name="s"><module name="a"><param name="p" len="1"/><param name="p" len="2"/>'
+         '</module></schema>', M.DUPLICATE_PARAMETER),
+        ("empty union", '<schema name="s"><union></union></schema>', M.EMPTY_UNION)]
+    out.append(("schemas refused as", [(n, rejection_of(lambda t=t: pc.parse_schema(t))) for n, t, _r in schema_cases],
+                [(n, r) for n, _t, r in schema_cases]))
+    prompt_cases = [
+        ("schema root", '<schema name="s"/>', M.WRONG_ROOT),
+        ("another schema", '<prompt schema="o"><sys/></prompt>', P.SCHEMA_ID_MISMATCH),
+        ("undeclared module", '<prompt schema="s"><zz/></prompt>', M.UNDECLARED_MODULE),
+        ("undeclared parameter", '<prompt schema="s"><doc y="1"/></prompt>', M.UNDECLARED_PARAMETER),
+        ("argument of 4 tokens", '<prompt schema="s"><doc x="1 2 3 4"/></prompt>', M.ARGUMENT_TOO_LONG),
+        ("sys twice", '<prompt schema="s"><sys/><sys/></prompt>', M.REPEATED_MODULE),
+        ("u1 and u2", '<prompt schema="s"><u1/><u2/></prompt>', M.UNION_CONFLICT),
+        ("text in an import", '<prompt schema="s"><sys>x</sys></prompt>', M.CONTENT_IN_IMPORT),
+        ("element in an import", '<prompt schema="s"><sys><u1/></sys></prompt>', M.CONTENT_IN_IMPORT),
+        ("generation -1", '<prompt schema="s" generation="-1"><sys/></prompt>', M.BAD_NUMBER)]
+    out.append(("prompts refused as", [(n, rejection_of(lambda t=t: pc.parse_prompt(t, schema)))
+                                       for n, t, _r in prompt_cases], [(n, r) for n, _t, r in prompt_cases]))
+    out.append(("an argument of exactly 3 tokens, an empty import, are accepted",
+                [len(pc.parse_prompt(t, schema).items) for t in ('<prompt schema="s"><doc x="1 2 3"/></prompt>',
+                                                                 '<prompt schema="s"><sys></sys></prompt>')], [2, 1]))
+    out.append(("a stale revision, bob's assembly, refused as",
+                (rejection_of(lambda: store.revise_schema(schema)),
+                 rejection_of(lambda: pc.assemble_markup("bob", prompt, schema, store, ns, "sem", "lay"))),
+                (M.STALE_REVISION, P.UNAUTHORIZED_NAMESPACE)))
+    return out
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -257,4 +362,4 @@ def _raises(fn: Any) -> str | None:
 
 
 INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x10A": formulas_z3_0x10A,
-               "keys 0x07B": keys_0x07B}
+               "keys 0x07B": keys_0x07B, "prompt cache 0x0CB": prompt_cache_0x0CB}
