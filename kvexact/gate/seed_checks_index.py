@@ -353,6 +353,96 @@ def prompt_cache_0x0CB() -> Rows:
     return out
 
 
+def revocation_spec_0x0CE() -> Rows:
+    """0x0CE against ``spec/NamespaceRevocation.tla`` (the embedded checker as the oracle): in every state of the
+    seed's scenario (t1 publishes, offloads, leases, executes, is revoked in seven steps) and of a few others (an
+    unauthorized arrival, a request made stale by a revocation, a block freed after its entry is evicted), the
+    reference's enabled steps lead to exactly the spec's successor states, and each invariant twin agrees with the
+    spec's invariant, also in states that break them. A refused step is refused by the enabling condition that
+    fails (the spec's conjunct)."""
+    import attrs
+
+    from kvexact.conformance.machines.revocation import RevocationMachine
+    from kvexact.reference import revocation as rv
+    from kvexact.reference.labs import revocation as rv_lab
+    from kvexact.reference.rejections import rejection_of
+
+    model = RevocationMachine.model()
+    e1 = rv.Entry("t1", 0, 1)
+    plan = rv_lab.PUBLISH_T1 + [(rv.offload, (e1,))] + rv_lab.LEASE_T1 + [(rv.execute, ("t1",))] + rv_lab.REVOKE_T1
+    init = rv.RevState.init()
+    states = [rv.play(init, plan[:k])[0] for k in range(len(plan) + 1)]
+    published = states[len(rv_lab.PUBLISH_T1)]
+    others: rv.Plan = [(rv.arrive, ("t2", "t1")), (rv.arrive, ("t1", "t1")), (rv.authorize, ("t1",)),
+                       (rv.revoke_stop_admission, ("t1",)), (rv.revoke_advance_generation, ("t1",))]
+    states += [rv.play(init, others[:k])[0] for k in range(1, len(others) + 1)]
+    evicted = rv.evict_entry(published, e1)[0]
+    states += [evicted, rv.free_block(evicted, 1)[0]]
+    states += [rv.play(published, [(rv.arrive, ("t2", "t2")), (rv.authorize, ("t2",)), (rv.lookup, ("t2",)),
+                                   (rv.allocate, ("t2", 2))][:k])[0] for k in (3, 4)]
+    leased = rv.play(published, rv_lab.LEASE_T1)[0]
+    states.append(attrs.evolve(leased, index=frozenset()))  # the leased hit's entry evicted: a stale hit
+    hit = rv.play(published, rv_lab.LEASE_T1[:3])[0]
+    states.append(attrs.evolve(hit, index=frozenset()))  # a hit whose entry was evicted before its lease
+
+    def key(st: rv.RevState) -> Any:
+        return model.key(rv.project_tla(st))
+
+    differ, names = [], set()
+    for i, st in enumerate(states):
+        steps = rv.enabled_steps(st)
+        names |= {n for n, _p, _t in steps}
+        ref = {key(take()[0]) for _n, _p, take in steps}
+        spec = {model.key(n) for _a, n in model.expand(rv.project_tla(st))}
+        if ref != spec:
+            differ.append(i)
+    broken = [attrs.evolve(states[-1], receipts=frozenset({rv.Held("t1", "t1", 0, 1)})),
+              attrs.evolve(published, bytes_={1: "t2", 2: rv.NO_TENANT}),
+              attrs.evolve(published, req={**published.req, "t2": rv.Req("hit", "t1", 0, 1, False)}),
+              attrs.evolve(published, req={**published.req, "t2": rv.Req("leased", "t2", 0, 1, True)}),
+              attrs.evolve(published, done={"t1": 1, "t2": 0}),
+              attrs.evolve(states[len(plan)], external=frozenset({rv.Copy("t1", 0)})),
+              attrs.evolve(states[len(plan)], owner={1: rv.Owner("t1", 0), 2: rv.NO_OWNER}),
+              attrs.evolve(states[len(plan)], receipts=frozenset({rv.Held("t1", "t1", 0, 1)}),
+                           leases=frozenset({rv.Held("t1", "t1", 0, 1)}))]
+    spec_inv = dict(model.invariants)
+    disagree = [(i, name) for i, st in enumerate(states + broken) for name, twin in rv.INVARIANTS.items()
+                if twin(st) != (spec_inv[name](rv.project_tla(st), None, {}) is True)]
+    R = rv.RevocationRejection
+    refused = [
+        ("free the free block 2", lambda: rv.free_block(published, 2), R.BLOCK_FREE),
+        ("free the indexed block 1", lambda: rv.free_block(published, 1), R.BLOCK_INDEXED),
+        ("free block 9", lambda: rv.free_block(published, 9), R.UNKNOWN_NAME),
+        ("free the leased block 1", lambda: rv.free_block(attrs.evolve(leased, index=frozenset()), 1), R.BLOCK_BUSY),
+        ("evict an entry twice", lambda: rv.evict_entry(evicted, e1), R.UNKNOWN_ENTRY),
+        ("offload twice", lambda: rv.offload(states[len(rv_lab.PUBLISH_T1) + 1], e1), R.ALREADY_OFFLOADED),
+        ("offload an unknown entry", lambda: rv.offload(published, rv.Entry("t2", 0, 2)), R.UNKNOWN_ENTRY),
+        ("arrive as t3", lambda: rv.arrive(init, "t3", "t1"), R.UNKNOWN_NAME),
+        ("arrive for t3", lambda: rv.arrive(init, "t1", "t3"), R.UNKNOWN_NAME),
+        ("authorize t2 for t1", lambda: rv.authorize(states[len(plan) + 1], "t2"), R.UNAUTHORIZED_PRINCIPAL),
+        ("reject t1's authorized arrival", lambda: rv.authorization_rejected(
+            rv.play(init, [(rv.arrive, ("t1", "t1"))])[0], "t1"), R.AUTHORIZED_REQUEST),
+        ("authorize after the stop", lambda: rv.authorize(rv.play(init, [(rv.arrive, ("t1", "t1")),
+                                                                          (rv.revoke_stop_admission, ("t1",))])[0],
+                                                          "t1"), R.ADMISSION_STOPPED),
+        ("look up an idle request", lambda: rv.lookup(init, "t1"), R.WRONG_PHASE),
+        ("allocate the owned block 1", lambda: rv.allocate(attrs.evolve(hit, req={**hit.req, "t1": attrs.evolve(
+            hit.req["t1"], phase="miss")}), "t1", 1), R.BLOCK_OWNED),
+        ("allocate block 7", lambda: rv.allocate(attrs.evolve(hit, req={**hit.req, "t1": attrs.evolve(
+            hit.req["t1"], phase="miss")}), "t1", 7), R.UNKNOWN_NAME),
+        ("lease an evicted hit", lambda: rv.acquire_lease(attrs.evolve(hit, index=frozenset()), "t1"),
+         R.ENTRY_NOT_IN_INDEX),
+        ("reject a current valid hit as stale", lambda: rv.stale_request_rejected(hit, "t1"), R.REQUEST_CURRENT),
+        ("look up at a retired generation", lambda: rv.lookup(states[len(plan) + len(others)], "t1"),
+         R.STALE_GENERATION)]
+    return [("states whose successors differ from the spec's", differ, []),
+            ("actions enabled somewhere (all 22 of Next)", len(names), 22),
+            ("(state, invariant) where the twin disagrees with the spec", disagree, []),
+            ("broken states break some invariant", [all(t(b) for t in rv.INVARIANTS.values()) for b in broken],
+             [False] * len(broken)),
+            ("refused as", [(w, rejection_of(f)) for w, f, _r in refused], [(w, r) for w, _f, r in refused])]
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -362,4 +452,5 @@ def _raises(fn: Any) -> str | None:
 
 
 INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x10A": formulas_z3_0x10A,
-               "keys 0x07B": keys_0x07B, "prompt cache 0x0CB": prompt_cache_0x0CB}
+               "keys 0x07B": keys_0x07B, "prompt cache 0x0CB": prompt_cache_0x0CB,
+               "revocation spec 0x0CE": revocation_spec_0x0CE}
