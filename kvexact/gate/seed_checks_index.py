@@ -443,6 +443,127 @@ def revocation_spec_0x0CE() -> Rows:
             ("refused as", [(w, rejection_of(f)) for w, f, _r in refused], [(w, r) for w, _f, r in refused])]
 
 
+def namespaces_0x06() -> Rows:
+    """0x06 "Invalidation Produces A Successor Namespace": a model-affecting invalidation makes generation g + 1
+    current with the model generation advanced, an isolation reset keeps the model generation; the retired scope
+    admits no lookup and no publication, a future one neither; an entry is visible only under exactly the lookup's
+    namespace and generation. A namespace's digest is SHA-256 over its canonical encoding (its fields by name)."""
+    import json
+
+    from kvexact.reference import namespaces as nsm
+    from kvexact.reference.rejections import rejection_of
+
+    N, Why = nsm.NamespaceRejection, nsm.InvalidationReason
+    ns = nsm.CacheIsolationNamespace("dep", "t1", "n1", 0, "salt", 4)
+    other = nsm.CacheIsolationNamespace("dep", "t2", "n2", 3, None, 1)
+    reg = nsm.create_namespace(nsm.create_namespace(nsm.NamespaceRegistry(), ns), other)
+    out: Rows = []
+    for why, model in ((Why.WEIGHTS, 5), (Why.ADAPTER, 5), (Why.REPRESENTATION, 5), (Why.ISOLATION_RESET, 4)):
+        after, receipt = nsm.invalidate(reg, "n1", why)
+        s = after.get("n1")
+        out.append((f"invalidate n1 for {why.name}: generation, model generation, salt, retired, n2 kept, receipt",
+                    (s.generation, s.model_generation, s.cache_salt, after.retired, after.get("n2") == other,
+                     (receipt.retired, receipt.successor, receipt.reason)),
+                    (1, model, "salt", frozenset({("n1", 0)}), True, (ns, s, why))))
+    given, _ = nsm.invalidate(reg, "n1", Why.WEIGHTS, model_generation=9, cache_salt="new")
+    out.append(("a given model generation and salt", (given.get("n1").model_generation, given.get("n1").cache_salt),
+                (9, "new")))
+    twice, _ = nsm.invalidate(nsm.invalidate(reg, "n1", Why.WEIGHTS)[0], "n1", Why.ISOLATION_RESET)
+    out.append(("invalidated twice: generation, model generation, retired", (
+        twice.get("n1").generation, twice.get("n1").model_generation, twice.retired),
+        (2, 5, frozenset({("n1", 0), ("n1", 1)}))))
+    after, _ = nsm.invalidate(reg, "n1", Why.WEIGHTS)
+    out.append(("authorized lookup of t1 in n1@1; scope", (nsm.authorize_lookup(after, "t1", "n1", 1).generation,
+                                                          after.get("n1").scope), (1, ("n1", 1))))
+    refused = [("lookup in n3", lambda: nsm.authorize_lookup(after, "t1", "n3", 0), N.UNKNOWN_NAMESPACE),
+               ("t2 in n1", lambda: nsm.authorize_lookup(after, "t2", "n1", 1), N.UNAUTHORIZED_TENANT),
+               ("lookup in n1@0", lambda: nsm.authorize_lookup(after, "t1", "n1", 0), N.RETIRED_GENERATION),
+               ("lookup in n1@2", lambda: nsm.authorize_lookup(after, "t1", "n1", 2), N.FUTURE_GENERATION),
+               ("publish to n1@0", lambda: nsm.authorize_publish(after, ("n1", 0)), N.PUBLISH_TO_RETIRED_GENERATION),
+               ("publish to n1@2", lambda: nsm.authorize_publish(after, ("n1", 2)), N.FUTURE_GENERATION),
+               ("publish to n3@0", lambda: nsm.authorize_publish(after, ("n3", 0)), N.UNKNOWN_NAMESPACE),
+               ("entry of n2 for n1", lambda: nsm.check_entry_scope(ns, ("n2", 0)), N.CROSS_NAMESPACE_ENTRY),
+               ("entry of n1@1 for n1@0", lambda: nsm.check_entry_scope(ns, ("n1", 1)), N.STALE_ENTRY_GENERATION),
+               ("n1 again", lambda: nsm.create_namespace(reg, ns), N.DUPLICATE_NAMESPACE),
+               ("empty tenant", lambda: nsm.CacheIsolationNamespace("dep", "", "n", 0, None, 0), N.BAD_NAMESPACE_FIELD),
+               ("generation -1", lambda: nsm.CacheIsolationNamespace("dep", "t", "n", -1, None, 0),
+                N.BAD_NAMESPACE_FIELD),
+               ("model generation True", lambda: nsm.CacheIsolationNamespace("dep", "t", "n", 0, None, True),
+                N.BAD_NAMESPACE_FIELD),
+               ("publication policy ''", lambda: nsm.CacheIsolationNamespace("d", "t", "n", 0, None, 0, ""),
+                N.BAD_NAMESPACE_FIELD)]
+    out.append(("refused as", [(w, rejection_of(f)) for w, f, _r in refused], [(w, r) for w, _f, r in refused]))
+    out.append(("accepted: publish to n1@1, entry n1@0 for n1@0", (
+        rejection_of(lambda: nsm.authorize_publish(after, ("n1", 1))), rejection_of(lambda: nsm.check_entry_scope(
+            ns, ("n1", 0)))), (None, None)))
+    out.append(("entry n1@0, n1@1, n2@0 visible to n1@0", [nsm.entry_visible(ns, sc) for sc in (
+        ("n1", 0), ("n1", 1), ("n2", 0))], [True, False, False]))
+    fields = {"deployment_namespace": "dep", "tenant_id": "t1", "namespace_id": "n1", "generation": 0,
+              "cache_salt": "salt", "model_generation": 4, "publication_policy": "publish-full-blocks"}
+    out.append(("n1's digest", ns.digest, hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"))
+                                                         .encode()).hexdigest()))
+    return out
+
+
+def sessions_0x0CC() -> Rows:
+    """0x0CC: a turn resumes (prefills U) only when every field of the receipt matches it, else it recomputes
+    H + U and names the first field that broke; no receipt is a recompute without a reason."""
+    import attrs
+
+    from kvexact.reference import sessions as ss
+
+    receipt = ss.SessionReuseReceipt("s", "t", "n", 2, "sem", "lay", (0, 100), "rope", 7, "obj")
+    turn = ss.SessionTurn("s", "t", "n", 2, "sem", "lay", "rope", 100, 20, 7)
+    R = ss.SessionRejection
+    variants = [("session", attrs.evolve(receipt, session_id="x"), R.SESSION_MISMATCH),
+                ("tenant", attrs.evolve(receipt, tenant_id="x"), R.TENANT_MISMATCH),
+                ("namespace id", attrs.evolve(receipt, namespace_id="x"), R.NAMESPACE_ROTATED),
+                ("namespace generation", attrs.evolve(receipt, namespace_generation=1), R.NAMESPACE_ROTATED),
+                ("semantic digest", attrs.evolve(receipt, semantic_digest="x"), R.SEMANTIC_CHANGED),
+                ("layout digest", attrs.evolve(receipt, layout_digest="x"), R.LAYOUT_CHANGED),
+                ("position contract", attrs.evolve(receipt, position_contract="x"), R.POSITION_CONTRACT_CHANGED),
+                ("incomplete save", attrs.evolve(receipt, save_complete=False), R.INCOMPLETE_SAVE),
+                ("interval [0, 99)", attrs.evolve(receipt, covered_interval=(0, 99)), R.INTERVAL_MISMATCH),
+                ("interval [1, 100)", attrs.evolve(receipt, covered_interval=(1, 100)), R.INTERVAL_MISMATCH),
+                ("publication 6", attrs.evolve(receipt, publication_generation=6), R.STALE_PUBLICATION),
+                ("publication 8", attrs.evolve(receipt, publication_generation=8), R.STALE_PUBLICATION)]
+    return [("matching receipt: resume, prefill, reason", ss.plan_turn(receipt, turn), ss.ResumePlan(True, 20)),
+            ("no receipt", ss.plan_turn(None, turn), ss.ResumePlan(False, 100 + 20)),
+            ("one field changed: plan", [(w, ss.plan_turn(r, turn)) for w, r, _x in variants],
+             [(w, ss.ResumePlan(False, 120, x)) for w, _r, x in variants])]
+
+
+def tables_0x0AB() -> Rows:
+    """0x0AB/0x0AC: a dense staging table pads each row with -1 up to the longest (a padding cell is never read as
+    a block); the kernel table of allocator blocks [3, 9] at 32 -> 16 tokens is [6, 7, 18, 19] (id q a + i);
+    0x0BE: a chunk tree's ranges lie in [0, batch), nest, and cover every sequence."""
+    from kvexact.reference import shared_prefix as sp
+    from kvexact.reference import traversal as tv
+    from kvexact.reference.rejections import rejection_of
+
+    T, S = tv.TraversalRejection, sp.SharedPrefixRejection
+    C = sp.TreeChunk
+    good = [C("root", 4, 0, 4), C("a", 2, 0, 2), C("b", 2, 2, 4), C("a0", 1, 0, 1)]
+    trees = [("[-1, 2)", [C("x", 1, -1, 2)], 3, S.BAD_COVERAGE), ("[0, 4) of 3", [C("x", 1, 0, 4)], 3, S.BAD_COVERAGE),
+             ("[2, 2)", [C("r", 1, 0, 3), C("x", 1, 2, 2)], 3, S.BAD_COVERAGE),
+             ("[0, 2) then [1, 3)", [C("r", 1, 0, 3), C("x", 1, 0, 2), C("y", 1, 1, 3)], 3, S.NOT_NESTED),
+             ("[1, 3) then [0, 2)", [C("r", 1, 0, 3), C("x", 1, 1, 3), C("y", 1, 0, 2)], 3, S.NOT_NESTED),
+             ("sequence 2 uncovered", [C("x", 1, 0, 2)], 3, S.UNCOVERED_SEQUENCE),
+             ("the good tree", good, 4, None), ("[0, 3) of 3", [C("x", 1, 0, 3)], 3, None)]
+    return [("dense table of [5, 6, 7], [8], []", tv.dense_staging_table([[5, 6, 7], [8], []]),
+             [[5, 6, 7], [8, -1, -1], [-1, -1, -1]]),
+            ("dense table of nothing", tv.dense_staging_table([]), []),
+            ("cells 0 and 1 of [8, -1]", (tv.read_table_cell([8, -1], 0), rejection_of(
+                lambda: tv.read_table_cell([8, -1], 1))), (8, T.PADDING_CELL_READ)),
+            ("kernel table of [3, 9] at 32 -> 16, at 32 -> 8", (tv.kernel_table([3, 9], 32, 16),
+                                                               tv.kernel_table([3], 32, 8)),
+             ([6, 7, 18, 19], [12, 13, 14, 15])),
+            ("path of sequence 0, 1, 3 in the good tree", [sp.path_of(good, q) for q in (0, 1, 3)],
+             [[0, 1, 3], [0, 1], [0, 2]]),
+            ("chunk trees refused as", [(w, rejection_of(lambda t=t, n=n: sp.check_tree(t, n))) for w, t, n, _r in trees],
+             [(w, r) for w, _t, _n, r in trees])]
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -453,4 +574,5 @@ def _raises(fn: Any) -> str | None:
 
 INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x10A": formulas_z3_0x10A,
                "keys 0x07B": keys_0x07B, "prompt cache 0x0CB": prompt_cache_0x0CB,
-               "revocation spec 0x0CE": revocation_spec_0x0CE}
+               "revocation spec 0x0CE": revocation_spec_0x0CE,
+               "namespaces 0x06": namespaces_0x06, "sessions 0x0CC": sessions_0x0CC, "tables 0x0AB": tables_0x0AB}
