@@ -564,6 +564,64 @@ def tables_0x0AB() -> Rows:
              [(w, r) for w, _t, _n, r in trees])]
 
 
+def prefix_admit_0x07() -> Rows:
+    """0x07C/0x07D: admitting a hit maps its full blocks into the new request (shared: refcount 2, no copy) and
+    appends the rest through the allocator; a partial-tail hit maps only its full blocks and copies the tail's
+    valid rows into a fresh block of its own, so the source tail stays private; a receipt taken before the index
+    changed is stale. Publishing a request whose length is a whole number of blocks publishes no partial tail."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.keys import KeyInputs
+    from kvexact.reference.labs import prefix as px_lab
+    from kvexact.reference.prefix import PrefixPolicy, PrefixRejection, admit
+    from kvexact.reference.rejections import rejection_of
+
+    s = px_lab.STREAM
+    cache = px_lab.cache_with(s[:50])
+    a_ids = [h.block_id for h in cache.alloc.request("A").tables[0]]
+    receipt = cache.lookup(px_lab.request("B", s[:50]))
+    rec, appends = admit(cache, receipt, s[:50])
+    b_ids = [h.block_id for h in rec.tables[0]]
+    out: Rows = [("B over A's 50 tokens: context, blocks per group, shared with A, appended rows",
+                  (rec.context_tokens, [len(t) for t in rec.tables], b_ids[:3] == a_ids[:3], b_ids[3] in a_ids,
+                   len(appends)), (50, [4, 4], True, False, 50 - 48)),
+                 ("refcounts of A's first three blocks, of B's new block",
+                  ([cache.alloc.pools[0].refcount(b) for b in a_ids[:3]], cache.alloc.pools[0].refcount(b_ids[3])),
+                  ([2, 2, 2], 1)),
+                 ("B's tokens", cache.alloc.tokens_of("B"), s[:50])]
+    tail = PrefixPolicy(partial_tail=True)
+    partial = px_lab.cache_with(s[:33], tail)
+    a_tail = [h.block_id for h in partial.alloc.request("A").tables[0]]
+    b = partial.lookup(px_lab.request("B", s[:25]), tail)
+    rec, appends = admit(partial, b, s[:25], tail)
+    ids = [h.block_id for h in rec.tables[0]]
+    out.append(("0x07D B's 25 tokens over A's tail: hit, copied rows; blocks, shared first, private second, "
+                "appended rows, A's tail refcount",
+                (b.runtime_hit_tokens, b.copy_valid_partial_rows, len(ids), ids[0] == a_tail[0], ids[1] in a_tail,
+                 len(appends), partial.alloc.pools[0].refcount(a_tail[2])), (24, 8, 2, True, False, 25 - 16, 1)))
+    out.append(("0x07D B's tokens, A's tail rows kept", (partial.alloc.tokens_of("B"),
+                                                        partial.alloc.pools[0].blocks[a_tail[2]].rows),
+                (s[:25], s[32:33])))
+    stale_cache = px_lab.cache_with(s[:50])
+    stale = stale_cache.lookup(px_lab.request("B", s[:50]))
+    stale_cache.alloc.allocate("Z", [7, 8, 9])
+    out.append(("a receipt from before Z's allocation admitted as", rejection_of(
+        lambda: admit(stale_cache, stale, s[:50])), PrefixRejection.STALE_INDEX_SNAPSHOT))
+    whole = px_lab.fixture_cache()
+    whole.alloc.allocate("W", s[:32])
+    keys = whole.publish("W", KeyInputs(s[:32]), px_lab.NAMESPACE, 0, tail)
+    odd = px_lab.fixture_cache()
+    odd.alloc.allocate("W", s[:33])
+    out.append(("published keys of 32 tokens, of 33 tokens, under the partial policy (P=16)",
+                (len(keys), len(odd.publish("W", KeyInputs(s[:33]), px_lab.NAMESPACE, 0, tail))), (2, 3)))
+    again = whole.publish("W", KeyInputs(s[:32]), px_lab.NAMESPACE, 0, tail)
+    out.append(("keys published again; publication generation after two publications",
+                (again, whole.publication_generation), ((), 2)))
+    lifecycle.release(cache.alloc, "B")
+    out.append(("A's blocks after B's release: refcounts", [cache.alloc.pools[0].refcount(x) for x in a_ids[:3]],
+                [1, 1, 1]))
+    return out
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -575,4 +633,5 @@ def _raises(fn: Any) -> str | None:
 INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x10A": formulas_z3_0x10A,
                "keys 0x07B": keys_0x07B, "prompt cache 0x0CB": prompt_cache_0x0CB,
                "revocation spec 0x0CE": revocation_spec_0x0CE,
-               "namespaces 0x06": namespaces_0x06, "sessions 0x0CC": sessions_0x0CC, "tables 0x0AB": tables_0x0AB}
+               "namespaces 0x06": namespaces_0x06, "sessions 0x0CC": sessions_0x0CC, "tables 0x0AB": tables_0x0AB,
+               "prefix admit 0x07": prefix_admit_0x07}
