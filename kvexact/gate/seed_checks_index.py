@@ -622,6 +622,41 @@ def prefix_admit_0x07() -> Rows:
     return out
 
 
+def radix_index_0x08() -> Rows:
+    """0x08's request protocol through the normative prefix index (slots 1..8): admission matches the longest
+    cached prefix and reserves the lowest free slots for the rest; finishing caches the path; a cancel frees only
+    the private slots; eviction frees whole unlocked leaves; a short pool refuses admission and extension without
+    changing anything."""
+    from kvexact.reference.index import IndexConfig, RadixIndex, check_index
+
+    ix = RadixIndex(IndexConfig(pool_slots=8))
+    out: Rows = [("empty: free slots, protocol check", (sorted(ix.free_slot_ids()), check_index(ix)),
+                  (list(range(1, 9)), None))]
+    first = ix.admit("r1", [1, 2, 3])
+    rows1 = list(ix.slot_ids("r1"))
+    ix.finish("r1")
+    second = ix.admit("r2", [1, 2, 3, 4])
+    grown = ix.extend("r2", 5)
+    rows2 = list(ix.slot_ids("r2"))
+    out.append(("r1 then r2 over r1's 3 tokens: matched, rows, extended, free",
+                (first, rows1, second, grown, rows2, sorted(ix.free_slot_ids())),
+                (0, [1, 2, 3], 3, True, [1, 2, 3, 4, 5], [6, 7, 8])))
+    ix.cancel("r2")
+    out.append(("after r2's cancel: free slots", sorted(ix.free_slot_ids()), [4, 5, 6, 7, 8]))
+    short = ix.admit("r3", list(range(10, 16)))  # 6 new tokens, 5 free slots
+    out.append(("6 new tokens with 5 free slots: admitted, free slots after", (short, sorted(ix.free_slot_ids())),
+                (None, [4, 5, 6, 7, 8])))
+    freed = ix.evict(2)
+    out.append(("evicting 2 tokens frees the whole leaf [1, 2, 3]; free after",
+                ([list(x) for x in freed], sorted(ix.free_slot_ids())), ([[1, 2, 3]], list(range(1, 9)))))
+    ix.self_check()
+    full = ix.admit("r4", list(range(20, 28)))
+    out.append(("8 tokens into 8 slots: matched, rows; then an extension", (full, list(ix.slot_ids("r4")),
+                                                                          ix.extend("r4", 99)),
+                (0, list(range(1, 9)), False)))
+    return out
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -634,4 +669,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "keys 0x07B": keys_0x07B, "prompt cache 0x0CB": prompt_cache_0x0CB,
                "revocation spec 0x0CE": revocation_spec_0x0CE,
                "namespaces 0x06": namespaces_0x06, "sessions 0x0CC": sessions_0x0CC, "tables 0x0AB": tables_0x0AB,
-               "prefix admit 0x07": prefix_admit_0x07}
+               "prefix admit 0x07": prefix_admit_0x07,
+               "radix index 0x08": radix_index_0x08}
