@@ -627,11 +627,16 @@ def radix_index_0x08() -> Rows:
     cached prefix and reserves the lowest free slots for the rest; finishing caches the path; a cancel frees only
     the private slots; eviction frees whole unlocked leaves; a short pool refuses admission and extension without
     changing anything."""
+    from kvexact.reference import radix
     from kvexact.reference.index import IndexConfig, RadixIndex, check_index
 
     ix = RadixIndex(IndexConfig(pool_slots=8))
+    root = ix.state.nodes[radix.ROOT]  # the tree is created at clock 0 with an unlocked, empty root
     out: Rows = [("empty: free slots, protocol check", (sorted(ix.free_slot_ids()), check_index(ix)),
-                  (list(range(1, 9)), None))]
+                  (list(range(1, 9)), None)),
+                 ("empty: clock; root's created, accessed, locks, tokens, parent",
+                  (ix.state.clock, root.created_at, root.last_access, root.lock_ref, root.token_ids, root.parent_id),
+                  (0, 0, 0, 0, (), None))]
     first = ix.admit("r1", [1, 2, 3])
     rows1 = list(ix.slot_ids("r1"))
     ix.finish("r1")
