@@ -662,6 +662,84 @@ def radix_index_0x08() -> Rows:
     return out
 
 
+def vmm_spec_0x06F() -> Rows:
+    """0x06F against ``spec/VirtualMapping.tla``: the seed's 24-operation trace (18 operations and 23 single-row
+    writes: 6 + 4 + 1 + 3 + 8 + 1) and a second trace on the same geometry (page of 4 tokens, 3 bundles of 4
+    handles) are steps of the spec's actions. The second: E on slot 1 maps 2 pages synchronously for 5 tokens, its
+    V1 scalar (t 4, h 1, d 3) lies at u = (4 x 2 x 4 + 1 x 4 + 3) x 2 = 78 B, page 1, delta 14, in handle 7 (bundle
+    H4-H7, V1 last); F on slot 2 maps asynchronously, reclaiming E's retained bundles when no free one is left
+    (lowest slot first); nothing is ready until awaited; a third request finds no bundle."""
+    from kvexact.conformance.machines.vmm_trace import VmmTraceRecorder
+    from kvexact.reference import vmm
+    from kvexact.reference.labs import vmm as lab
+    from kvexact.reference.rejections import rejection_of
+
+    V = vmm.VmmRejection
+    rec = VmmTraceRecorder(lab.SEED_CONFIG)
+    rec.attach(vmm.VmmState.initial(lab.SEED_CONFIG))
+    try:
+        lab.seed_trace_0x06F()
+    finally:
+        rec.detach()
+    seed = rec.validate()
+    out: Rows = [("seed trace: valid, steps, actions", (seed.ok, seed.steps, seed.actions),
+                  (True, 18 + 23, {"reserve_virtual": 1, "create_handles": 1, "alloc_reqid": 4, "map_bundle": 5,
+                                   "write_rows": 23, "free_reqid": 4, "reclaim_inactive": 2, "await_mapping": 1}))]
+    s = vmm.VmmState.initial(lab.SEED_CONFIG)
+    rec = VmmTraceRecorder(lab.SEED_CONFIG)
+    rec.attach(s)
+    try:
+        s, _ = vmm.reserve_virtual(s)
+        s, _ = vmm.create_handles(s)
+        s, _ = vmm.alloc_reqid(s, 1, "E")
+        s, sync = vmm.step_sync(s, 1, 5)
+        s, _ = vmm.write_rows(s, 1, 1, 0, 5)
+        out.append(("E's sync receipt: slot, generation, ready pages, covered, handles, ready",
+                    (sync.slot, sync.generation, sync.ready_pages, sync.covered_tokens, sync.page_handles,
+                     sync.ready_before_use), (1, 1, 2, 8, ((0, 1, 2, 3), (4, 5, 6, 7)), True)))
+        out.append(("E's V1 (t 4, h 1, d 3), K0 (t 0, h 0, d 0): handle, delta",
+                    (vmm.translate(s, "V", 1, 1, 4, 1, 3), vmm.translate(s, "K", 0, 1, 0, 0, 0)), ((7, 14), (0, 0))))
+        used = vmm.require_use(s, 1, 1, 5)
+        out.append(("E uses 5 rows: covered; 6 rows, t 8, generation 2 refused as", (used.covered_tokens, [
+            rejection_of(f) for f in (lambda: vmm.require_use(s, 1, 1, 6),
+                                      lambda: vmm.translate(s, "K", 0, 1, 8, 0, 0),
+                                      lambda: vmm.require_use(s, 1, 2, 1))]),
+            (8, [V.ROWS_NOT_VALID, V.MAPPING_NOT_READY, V.STALE_GENERATION])))
+        s, _ = vmm.free_reqid(s, 1)
+        s, _ = vmm.alloc_reqid(s, 2, "F")
+        s, pending = vmm.step_async(s, 2, 8)
+        out.append(("F's async receipt for 8 tokens: ready pages, covered, ready; E's pages left; a write refused as",
+                    (pending.ready_pages, pending.covered_tokens, pending.ready_before_use, len(s.slot(1).pages),
+                     rejection_of(lambda: vmm.write_rows(s, 2, 1, 0, 1))),
+                    (0, 0, False, 1, V.MAPPING_NOT_READY)))
+        s, ready = vmm.await_mapping(s, 2)
+        out.append(("F awaited: ready pages, covered, handles", (ready.ready_pages, ready.covered_tokens,
+                                                                ready.page_handles),
+                    (2, 8, ((8, 9, 10, 11), (4, 5, 6, 7)))))
+        s, _ = vmm.step_async(s, 2, 12)
+        s, full = vmm.await_mapping(s, 2)
+        s, _ = vmm.alloc_reqid(s, 0, "G")
+        out.append(("F at 12 tokens: covered, third bundle; G, F at 13, release with F mapped, refused as",
+                    (full.covered_tokens, full.page_handles[2], rejection_of(lambda: vmm.step_async(s, 0, 1)),
+                     rejection_of(lambda: vmm.step_async(s, 2, 13)), rejection_of(lambda: vmm.release_handles(s))),
+                    (12, (0, 1, 2, 3), V.NO_FREE_HANDLES, V.ROWS_BEYOND_TMAX, V.HANDLES_STILL_MAPPED)))
+        s, freed = vmm.free_reqid(s, 2, unmap=True)
+        s, _ = vmm.free_reqid(s, 0)
+        s, _ = vmm.release_handles(s)
+        s, _ = vmm.release_virtual(s)
+        out.append(("F freed with unmap: unmaps; end phase, handles", (freed.unmaps, s.phase, s.handles_created),
+                    (3, "VA_RELEASED", False)))
+    finally:
+        rec.detach()
+    steps = len(rec.records)
+    vmm.alloc_reqid(vmm.create_handles(vmm.reserve_virtual(vmm.VmmState.initial(lab.SEED_CONFIG))[0])[0], 0, "H")
+    second = rec.validate()
+    out.append(("second trace: valid, failure; nothing recorded after detach", (second.ok, second.failure,
+                                                                                 len(rec.records) == steps),
+                (True, None, True)))
+    return out
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -675,4 +753,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "revocation spec 0x0CE": revocation_spec_0x0CE,
                "namespaces 0x06": namespaces_0x06, "sessions 0x0CC": sessions_0x0CC, "tables 0x0AB": tables_0x0AB,
                "prefix admit 0x07": prefix_admit_0x07,
-               "radix index 0x08": radix_index_0x08}
+               "radix index 0x08": radix_index_0x08,
+               "vmm spec 0x06F": vmm_spec_0x06F}
