@@ -740,6 +740,41 @@ def vmm_spec_0x06F() -> Rows:
     return out
 
 
+def telemetry_0x0CF_export() -> Rows:
+    """0x0CF/0x0BL: the Prometheus text exposition (0.0.4) escapes a backslash and a newline in HELP and a quote in
+    a label value, writes an integral value without a decimal point; a live allocator's pool reads as one snapshot
+    (blocks by state, recorded = derived references); 0x06F's v23 state observed: 3 bundles of 4 handles mapped, a
+    ready frontier of 3 pages x 4 tokens; the funnel formula holds only for non-increasing stage counts."""
+    from kvexact.reference import telemetry as tm
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.formulas import evaluate
+    from kvexact.reference.formulas_all import load_all
+    from kvexact.reference.labs.vmm import seed_trace_0x06F
+    from kvexact.reference.pool import GroupConfig
+
+    load_all()
+    metric = tm.Metric("kvexact_x", "gauge", "a\\b\nc", (({"stage": 'a"b\\c'}, 3.0), ({}, 2.5)))
+    text = tm.to_prometheus([metric])
+    expected = ("# HELP kvexact_x a\\\\b\\nc\n# TYPE kvexact_x gauge\n"
+                'kvexact_x{stage="a\\"b\\\\c"} 3\nkvexact_x 2.5\n')
+    alloc = Allocator([GroupConfig(0, 0, 4, 64)], [[10, 11, 12, 13, 14]])
+    alloc.allocate("A", [1, 2, 3, 4, 5])  # 5 tokens in blocks of 4: two live blocks
+    g = tm.reconcile_pool(tm.allocator_pool_snapshot(alloc, 0))
+    counters = tm.GranularityCounters()
+    counters.observe_vmm({t.label: t for t in seed_trace_0x06F()}["v23"].state)
+    funnel = [evaluate("telemetry.funnel_monotone", stage_counts=c) for c in ([5, 4, 4, 1], [5, 4, 6, 1], [5, 6],
+                                                                             [3, 3])]
+    return [("exposition of one gauge", text, expected),
+            ("allocator pool: blocks, by state, recorded/derived/delta",
+             (g.pool_blocks, g.blocks_by_state, (g.refcount_recorded, g.refcount_derived, g.refcount_delta)),
+             (5, {"free": 3, "evictable": 0, "live": 2, "reserved_or_copying": 0}, (2, 2, 0))),
+            ("v23 observed: page group bytes, mapped handles, ready frontier tokens",
+             (counters.ledger["vmm_page_group_bytes"], counters.ledger["vmm_mapped_groups"],
+              counters.ledger["vmm_ready_frontier_tokens"]), (64, 3 * 4, 3 * 4)),
+            ("funnel monotone: [5, 4, 4, 1], [5, 4, 6, 1], [5, 6], [3, 3]", [bool(x) for x in funnel],
+             [True, False, False, True])]
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -754,4 +789,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "namespaces 0x06": namespaces_0x06, "sessions 0x0CC": sessions_0x0CC, "tables 0x0AB": tables_0x0AB,
                "prefix admit 0x07": prefix_admit_0x07,
                "radix index 0x08": radix_index_0x08,
-               "vmm spec 0x06F": vmm_spec_0x06F}
+               "vmm spec 0x06F": vmm_spec_0x06F,
+               "telemetry export 0x0CF": telemetry_0x0CF_export}
