@@ -775,6 +775,46 @@ def telemetry_0x0CF_export() -> Rows:
              [True, False, False, True])]
 
 
+def radix_spec_0x08() -> Rows:
+    """0x08 against ``spec/RadixIndex.tla`` (tokens 1..3, the spec model's alphabet): a admits [1, 2, 3, 1] into
+    slots 1-4, decodes 2 into slot 5 and finishes; b's [1, 2, 3, 3] matches 3 tokens (splitting a's edge after 3),
+    takes slot 6 and finishes; c's [1, 2, 2] matches 2 (another split), takes slot 7 and is cancelled (slot 7 free
+    again); evicting 2 tokens frees the least recently used unlocked leaf, a's [1, 2] in slots 4, 5. Every step is a
+    step of the spec's action."""
+    from kvexact.conformance.machines.radix_trace import RadixTraceRecorder
+    from kvexact.reference import radix as rx
+
+    st = rx.RadixState.empty(16, first_slot_id=1)
+    trace = RadixTraceRecorder(st, 4, 16)
+    receipts: dict[str, Any] = {}
+
+    def apply(label: str, op: Any, *args: Any) -> None:
+        nonlocal st
+        before = st
+        st, receipt = op(st, *args)
+        trace.step(op.__name__, before, st, args, receipt)
+        receipts[label] = receipt
+
+    apply("a match", rx.match_and_lock, "a", 0, [1, 2, 3, 1])
+    apply("a reserve", rx.reserve, "a", [1, 2, 3, 4])
+    apply("a decode", rx.decode, "a", 2, 5)
+    apply("a finish", rx.cache_finished, "a", [1, 2, 3, 1, 2], [1, 2, 3, 4, 5])
+    apply("b match", rx.match_and_lock, "b", 0, [1, 2, 3, 3])
+    apply("b reserve", rx.reserve, "b", [6])
+    apply("b finish", rx.cache_finished, "b", [1, 2, 3, 3], [1, 2, 3, 6])
+    apply("c match", rx.match_and_lock, "c", 0, [1, 2, 2])
+    apply("c reserve", rx.reserve, "c", [7])
+    apply("c cancel", rx.release_request, "c")
+    apply("evict 2", rx.evict, 2)
+    verdict = trace.validate()
+    edges = sorted((n.token_ids, n.slot_ids) for n in st.nodes.values() if n.node_id != rx.ROOT)
+    return [("b, c matched; b's prefix slots", (receipts["b match"].matched_tokens, receipts["c match"].matched_tokens,
+                                                receipts["b match"].prefix_slot_ids), (3, 2, (1, 2, 3))),
+            ("evicting 2 tokens: slots freed", receipts["evict 2"].freed_slot_ids, ((4, 5),)),
+            ("edges left; free slots", (edges, sorted(st.free_slot_ids)),
+             ([((1, 2), (1, 2)), ((3,), (3,)), ((3,), (6,))], [4, 5, *range(7, 17)])),
+            ("spec steps: valid, count, failure", (verdict.ok, verdict.steps, verdict.failure), (True, 11, None))]
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -790,4 +830,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "prefix admit 0x07": prefix_admit_0x07,
                "radix index 0x08": radix_index_0x08,
                "vmm spec 0x06F": vmm_spec_0x06F,
-               "telemetry export 0x0CF": telemetry_0x0CF_export}
+               "telemetry export 0x0CF": telemetry_0x0CF_export,
+               "radix spec 0x08": radix_spec_0x08}
