@@ -846,6 +846,57 @@ def radix_spec_0x08() -> Rows:
              ([((1, 2), (1, 2)), ((3,), (3,)), ((3,), (6,))], [4, 5, *range(7, 17)])),
             ("spec steps: valid, count, failure", (verdict.ok, verdict.steps, verdict.failure), (True, 11, None))]
 
+def frozen_0x03F() -> Rows:
+    """0x03F: A's K row (layer 24, token 16, head 1, lane 5) frozen at 4,311,744,512 + 98,570 re-resolves to that
+    address at its table version; a drifted address or another version is refused. 0x08G: a handoff receipt stays
+    valid at any tree version it names (here 1,000 versions on), compared by value. 0x10A: a compatibility
+    manifest's digest is SHA-256 over its equality-bearing fields (the provenance left out; no namespace given is
+    the namespace "" at generation 0)."""
+    import json
+
+    import attrs
+
+    from kvexact.reference import manifest as mf
+    from kvexact.reference import radix as rx
+    from kvexact.reference import translate as tr
+    from kvexact.reference.labs.translate import loop4_snapshot
+    from kvexact.reference.rejections import rejection_of
+
+    snap = loop4_snapshot()
+    version = snap.request("A").table_version
+    frozen = tr.FrozenAddress("A", version, 16, 24, "K", 1, 5, int("4311744512") + 98_570)
+    got = tr.check_frozen_address(snap, frozen)
+    out: Rows = [("A's frozen K row: address", got.byte_address, 4_311_744_512 + 98_570),
+                 ("drifted by 2 B, at version + 1: refused as", (
+                     rejection_of(lambda: tr.check_frozen_address(snap, attrs.evolve(frozen, byte_address=frozen
+                                                                                    .byte_address + 2))),
+                     rejection_of(lambda: tr.check_frozen_address(snap, attrs.evolve(frozen, table_version=version
+                                                                                    + 1)))),
+                  (tr.TranslateRejection.FROZEN_ADDRESS_DRIFT, tr.TranslateRejection.STALE_SUCCESSOR_VERSION))]
+    st, receipt = rx.match_and_lock(rx.RadixState.empty(8, first_slot_id=1), "a", 0, [1, 2])
+    st, _ = rx.release_request(st, "a")  # no lease: the receipt is valid only at the version it names
+    later = attrs.evolve(st, version=int(str(st.version + 1000)))
+    moved = attrs.evolve(receipt, tree_version=int(str(st.version + 1000)))
+    moved = attrs.evolve(moved, receipt_sha256=rx.handoff_fields_sha256(moved))
+    out.append(("a released: its receipt at the tree's version 1000 on; one version behind",
+                (rejection_of(lambda: rx.verify_handoff(later, moved)),
+                 rejection_of(lambda: rx.verify_handoff(attrs.evolve(later, version=later.version + 1), moved))),
+                (None, rx.RadixRejection.STALE_VERSION)))
+    fields = dict(cache_abi_sha256="abi", cache_layout_sha256="lay", model_generation=3, adapter_identity="",
+                  weight_transform_identity="w", position_contract_sha256="pos", covered_token_ids=[5, 6],
+                  input_side_data_identity="", cache_isolation_namespace=["", 0], cache_salt=None,
+                  publication_generation=0)
+    m = mf.CacheCompatibilityManifest("abi", "lay", 3, "", "w", "pos", [5, 6],
+                                      provenance=mf.Provenance(request_id="r9"))
+    out.append(("manifest digest (provenance left out)", m.digest, hashlib.sha256(
+        json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()))
+    other = attrs.evolve(m, provenance=mf.Provenance(tokenizer_revision="t2"))
+    out.append(("another provenance: same digest, compatible", (other.digest == m.digest,
+                                                               mf.semantic_cache_compatible(m, other).compatible),
+                (True, True)))
+    return out
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -862,4 +913,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "radix index 0x08": radix_index_0x08,
                "vmm spec 0x06F": vmm_spec_0x06F,
                "telemetry export 0x0CF": telemetry_0x0CF_export,
-               "radix spec 0x08": radix_spec_0x08}
+               "radix spec 0x08": radix_spec_0x08,
+               "frozen 0x03F": frozen_0x03F}
