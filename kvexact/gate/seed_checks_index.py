@@ -647,6 +647,13 @@ def prefix_admit_0x07() -> Rows:
     again = whole.publish("W", KeyInputs(s[:32]), px_lab.NAMESPACE, 0, tail)
     out.append(("keys published again; publication generation after two publications",
                 (again, whole.publication_generation), ((), 2)))
+    one = cache.lookup(px_lab.request("C", s[:1]))  # S_cap = 0: nothing can be reused, one row recomputed
+    out.append(("a 1-token prompt with logits: hit, recompute; an empty one refused as",
+                (one.runtime_hit_tokens, one.prompt_rows_recomputed, rejection_of(lambda: cache.lookup(
+                    px_lab.request("C", ())))), (0, 1, PrefixRejection.EMPTY_PROMPT_WITH_LOGITS)))
+    out.append(("an empty prompt without logits: hit, recompute",
+                (lambda r: (r.runtime_hit_tokens, r.prompt_rows_recomputed))(
+                    cache.lookup(px_lab.request("C", (), requires_logits=False))), (0, 0)))
     lifecycle.release(cache.alloc, "B")
     out.append(("A's blocks after B's release: refcounts", [cache.alloc.pools[0].refcount(x) for x in a_ids[:3]],
                 [1, 1, 1]))
