@@ -802,7 +802,19 @@ def telemetry_0x0CF_export() -> Rows:
     counters.observe_vmm({t.label: t for t in seed_trace_0x06F()}["v23"].state)
     funnel = [evaluate("telemetry.funnel_monotone", stage_counts=c) for c in ([5, 4, 4, 1], [5, 4, 6, 1], [5, 6],
                                                                              [3, 3])]
+    from kvexact.reference.labs import telemetry as tm_lab
+
+    std = {m.name: m for m in tm.standard_metrics(tm_lab.run_funnel_fixture(), tm.reconcile_pool(tm_lab.POOL_FIXTURE))}
+    gauges = {m.name: m.samples for m in counters.metrics()}
     return [("exposition of one gauge", text, expected),
+            ("0x0CF standard metrics: funnel counts, pool blocks by state, capacity, kinds",
+             ([v for _l, v in std["kvexact_reuse_funnel_total"].samples],
+              {lab["state"]: v for lab, v in std["kvexact_pool_blocks"].samples},
+              std["kvexact_pool_capacity_blocks"].samples, sorted({m.kind for m in std.values()})),
+             ([12, 11, 9, 7, 6, 6, 5, 4, 4], {"free": 3, "evictable": 2, "live": 5, "reserved_or_copying": 2},
+              (({}, 3 + 2 + 5 + 2),), ["counter", "gauge"])),
+            ("0x0BL gauges of v23", (gauges["kvexact_vmm_ready_frontier_tokens"], gauges["kvexact_vmm_mapped_groups"]),
+             ((({}, 12),), (({}, 12),))),
             ("allocator pool: blocks, by state, recorded/derived/delta",
              (g.pool_blocks, g.blocks_by_state, (g.refcount_recorded, g.refcount_derived, g.refcount_delta)),
              (5, {"free": 3, "evictable": 0, "live": 2, "reserved_or_copying": 0}, (2, 2, 0))),
@@ -821,6 +833,7 @@ def radix_spec_0x08() -> Rows:
     step of the spec's action."""
     from kvexact.conformance.machines.radix_trace import RadixTraceRecorder
     from kvexact.reference import radix as rx
+    from kvexact.reference.rejections import rejection_of
 
     st = rx.RadixState.empty(16, first_slot_id=1)
     trace = RadixTraceRecorder(st, 4, 16)
@@ -837,21 +850,37 @@ def radix_spec_0x08() -> Rows:
     apply("a reserve", rx.reserve, "a", [1, 2, 3, 4])
     apply("a decode", rx.decode, "a", 2, 5)
     apply("a finish", rx.cache_finished, "a", [1, 2, 3, 1, 2], [1, 2, 3, 4, 5])
+    finished_a = st
     apply("b match", rx.match_and_lock, "b", 0, [1, 2, 3, 3])
     apply("b reserve", rx.reserve, "b", [6])
     apply("b finish", rx.cache_finished, "b", [1, 2, 3, 3], [1, 2, 3, 6])
+    after_a = st
     apply("c match", rx.match_and_lock, "c", 0, [1, 2, 2])
     apply("c reserve", rx.reserve, "c", [7])
+    held = st
     apply("c cancel", rx.release_request, "c")
     apply("evict 2", rx.evict, 2)
     verdict = _validated(trace)
+    leaf = max(finished_a.nodes)  # a's one edge
+    after_lock = rx.lock(after_a, leaf)[0]  # after b's finish nothing is locked
     edges = sorted((n.token_ids, n.slot_ids) for n in st.nodes.values() if n.node_id != rx.ROOT)
     return [("b, c matched; b's prefix slots", (receipts["b match"].matched_tokens, receipts["c match"].matched_tokens,
                                                 receipts["b match"].prefix_slot_ids), (3, 2, (1, 2, 3))),
             ("evicting 2 tokens: slots freed", receipts["evict 2"].freed_slot_ids, ((4, 5),)),
             ("edges left; free slots", (edges, sorted(st.free_slot_ids)),
              ([((1, 2), (1, 2)), ((3,), (3,)), ((3,), (6,))], [4, 5, *range(7, 17)])),
-            ("spec steps: valid, count, failure", (verdict.ok, verdict.steps, verdict.failure), (True, 11, None))]
+            ("spec steps: valid, count, failure", (verdict.ok, verdict.steps, verdict.failure), (True, 11, None)),
+            ("after a's finish: edges", finished_a.edges(), {(1, 2, 3, 1, 2): (1, 2, 3, 4, 5)}),
+            ("c releases slot 7: free, c's private", (lambda t: (7 in t.free_slot_ids, t.private_slot_ids.get("c")))(
+                rx.release(held, "c")[0]), (True, None)),
+            ("release slot 8 by c, anything by z; unlock the unlocked leaf", (
+                rejection_of(lambda: rx.release(held, "c", [8])), rejection_of(lambda: rx.release(held, "z")),
+                rejection_of(lambda: rx.unlock(after_a, leaf))),
+             (rx.RadixRejection.SLOT_NOT_PRIVATE, rx.RadixRejection.UNKNOWN_REQUEST, rx.RadixRejection.LOCK_UNDERFLOW)),
+            ("locks on the leaf's path (2 nodes after b's split) after one lock, then one unlock",
+             ([after_lock.nodes[n].lock_ref for n in after_lock.path(leaf)],
+              [n.lock_ref for n in rx.unlock(after_lock, leaf)[0].nodes.values()]),
+             ([1, 1], [0] * len(after_lock.nodes)))]
 
 def frozen_0x03F() -> Rows:
     """0x03F: A's K row (layer 24, token 16, head 1, lane 5) frozen at 4,311,744,512 + 98,570 re-resolves to that
