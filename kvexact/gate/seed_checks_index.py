@@ -933,6 +933,69 @@ def frozen_0x03F() -> Rows:
     return out
 
 
+def telemetry_alerts_0x0CF() -> Rows:
+    """0x0CF "Counter Families And Alert Meaning": each alert is a joint predicate over two samples; each fires
+    exactly when its conditions hold together and stays silent when one is missing (at the boundary values). The
+    reconciliation counts a block whose recorded and derived references differ, from either side."""
+    import attrs
+
+    from kvexact.reference import telemetry as tm
+    from kvexact.reference.rejections import rejection_of
+
+    base = tm.TelemetrySample(at_s=0, free_blocks=3, evictable_blocks=2, allocation_failures=5,
+                              locked_eviction_rejects=5, refcount_recorded=9, refcount_derived=9,
+                              refcount_mismatch_age_s=0, required_frontier_tokens=32, ready_frontier_tokens=32,
+                              map_wait_age_s=0, candidate_matches=9, compatible_matches=7, generation_rejects=1,
+                              cross_namespace_rejects=0, stale_namespace_rejects=0)
+
+    def alerts(**cur: Any) -> tuple[str, ...]:  # the previous sample is ``base``, 10 s earlier
+        return tm.evaluate_alerts(base, attrs.evolve(base, at_s=10, **cur), slo_budget_s=5, grace_s=30)
+
+    cases = [
+        ("nothing changed", {}, ()),
+        ("free 0, evictable 0, failures 5 -> 6", dict(free_blocks=0, evictable_blocks=0, allocation_failures=6),
+         ("allocator_exhaustion",)),
+        ("free 0, evictable 0, failures steady", dict(free_blocks=0, evictable_blocks=0), ()),
+        ("free 1, evictable 0, failures rising", dict(free_blocks=1, evictable_blocks=0, allocation_failures=6), ()),
+        ("free 0, evictable 1, locked rejects rising", dict(free_blocks=0, evictable_blocks=1,
+                                                           locked_eviction_rejects=6), ("locked_cache_pressure",)),
+        ("free 1, evictable 1, locked rejects rising", dict(free_blocks=1, evictable_blocks=1,
+                                                           locked_eviction_rejects=6), ()),
+        ("free 0, evictable 1, locked rejects steady", dict(free_blocks=0, evictable_blocks=1), ()),
+        ("refs 10 vs 9 for 30 s", dict(refcount_recorded=10, refcount_mismatch_age_s=30), ("reference_leak",)),
+        ("refs 8 vs 9 for 31 s", dict(refcount_recorded=8, refcount_mismatch_age_s=31), ("reference_leak",)),
+        ("refs 10 vs 9 for 29 s", dict(refcount_recorded=10, refcount_mismatch_age_s=29), ()),
+        ("required 33 > ready 32, waited 6 s", dict(required_frontier_tokens=33, map_wait_age_s=6), ("mapping_stall",)),
+        ("required 33 > ready 32, waited 5 s", dict(required_frontier_tokens=33, map_wait_age_s=5), ()),
+        ("required 32 = ready 32, waited 6 s", dict(map_wait_age_s=6), ()),
+        ("candidates steady, compatible 7 -> 6", dict(compatible_matches=6), ("compatibility_churn",)),
+        ("candidates 9 -> 10, compatible 7 -> 6", dict(candidate_matches=10, compatible_matches=6), ()),
+        ("candidates steady, generation rejects 1 -> 2", dict(generation_rejects=2), ("stale_receipt_race",)),
+        ("candidates 9 -> 8, generation rejects rising", dict(candidate_matches=8, generation_rejects=2), ()),
+        ("cross-namespace rejects 0 -> 1", dict(cross_namespace_rejects=1), ("security_boundary_pressure",)),
+        ("stale-namespace rejects 0 -> 1", dict(stale_namespace_rejects=1), ("security_boundary_pressure",)),
+        ("free 0 falling from 3, evictable 0, failures rising, compatible falling",
+         dict(free_blocks=0, evictable_blocks=0, allocation_failures=6, compatible_matches=6),
+         ("allocator_exhaustion", "compatibility_churn"))]
+    snap = tm.PoolSnapshot(4, {0: "live", 1: "live", 2: "live", 3: "free"}, {0: 1, 1: 2}, {"r": (0, 1), "s": (1, 2)},
+                           {}, 40, 32)
+    g = tm.reconcile_pool(snap)  # derived: block 0 once, 1 twice, 2 once (recorded 0): one block differs
+    leased = tm.reconcile_pool(attrs.evolve(snap, recorded_refcounts={0: 1, 1: 2, 2: 1, 3: 1},
+                                            leases={"l": (2,)}, request_maps={"r": (0, 1), "s": (1,)}))
+    return [("alerts", [(w, alerts(**c)) for w, c, _e in cases], [(w, e) for w, _c, e in cases]),
+            ("pool: recorded, derived, delta, mismatched blocks, map lag",
+             (g.refcount_recorded, g.refcount_derived, g.refcount_delta, g.refcount_mismatched_blocks,
+              g.mapping_lag_tokens), (3, 4, -1, 1, 40 - 32)),
+            ("leases count as references; block 3 recorded 1, derived 0",
+             (leased.refcount_recorded, leased.refcount_derived, leased.refcount_mismatched_blocks), (5, 4, 1)),
+            ("ready 40 of 32 required: lag", tm.reconcile_pool(attrs.evolve(snap, ready_frontier_tokens=48))
+             .mapping_lag_tokens, 0),
+            ("a block id 4 of 4, a state 'lost', 3 blocks of 4 in states: refused as", [rejection_of(lambda m=m: tm
+             .reconcile_pool(attrs.evolve(snap, block_states=m))) for m in (
+                 {0: "live", 1: "live", 2: "live", 4: "free"}, {0: "live", 1: "live", 2: "live", 3: "lost"},
+                 {0: "live", 1: "live", 2: "live"})], [tm.TelemetryRejection.POOL_UNRECONCILED] * 3)]
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -950,4 +1013,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "vmm spec 0x06F": vmm_spec_0x06F,
                "telemetry export 0x0CF": telemetry_0x0CF_export,
                "radix spec 0x08": radix_spec_0x08,
-               "frozen 0x03F": frozen_0x03F}
+               "frozen 0x03F": frozen_0x03F,
+               "telemetry alerts 0x0CF": telemetry_alerts_0x0CF}
