@@ -568,6 +568,8 @@ def tables_0x0AB() -> Rows:
     """0x0AB/0x0AC: a dense staging table pads each row with -1 up to the longest (a padding cell is never read as
     a block); the kernel table of allocator blocks [3, 9] at 32 -> 16 tokens is [6, 7, 18, 19] (id q a + i);
     0x0BE: a chunk tree's ranges lie in [0, batch), nest, and cover every sequence."""
+    import attrs
+
     from kvexact.reference import shared_prefix as sp
     from kvexact.reference import traversal as tv
     from kvexact.reference.rejections import rejection_of
@@ -581,6 +583,19 @@ def tables_0x0AB() -> Rows:
              ("[1, 3) then [0, 2)", [C("r", 1, 0, 3), C("x", 1, 1, 3), C("y", 1, 0, 2)], 3, S.NOT_NESTED),
              ("sequence 2 uncovered", [C("x", 1, 0, 2)], 3, S.UNCOVERED_SEQUENCE),
              ("the good tree", good, 4, None), ("[0, 3) of 3", [C("x", 1, 0, 3)], 3, None)]
+    fx = sp.draw_fixture(good, 4, 3, 2, seed=1)  # d_qk 3, d_v 2
+    short_q = (*fx.q[:2], fx.q[2][:2], fx.q[3])
+    fixtures = [("the drawn fixture", fx, None),
+                ("query 2 of width 2", attrs.evolve(fx, q=short_q), S.WIDTH_MISMATCH),
+                ("chunk a with 1 K row of 2", attrs.evolve(fx, k=(fx.k[0], fx.k[1][:1], *fx.k[2:])),
+                 S.ROW_COUNT_MISMATCH),
+                ("chunk b with 1 V row of 2", attrs.evolve(fx, v=(*fx.v[:2], fx.v[2][:1], fx.v[3])),
+                 S.ROW_COUNT_MISMATCH),
+                ("a K row of width 2 in root", attrs.evolve(fx, k=((fx.k[0][0][:2], *fx.k[0][1:]), *fx.k[1:])),
+                 S.WIDTH_MISMATCH),
+                ("a V row of width 3 in a0", attrs.evolve(fx, v=(*fx.v[:3], ((*fx.v[3][0], 0.0),))),
+                 S.WIDTH_MISMATCH),
+                ("queries for 3 sequences: root [0, 4) outside", attrs.evolve(fx, q=fx.q[:3]), S.BAD_COVERAGE)]
     return [("dense table of [5, 6, 7], [8], []", tv.dense_staging_table([[5, 6, 7], [8], []]),
              [[5, 6, 7], [8, -1, -1], [-1, -1, -1]]),
             ("dense table of nothing", tv.dense_staging_table([]), []),
@@ -592,7 +607,9 @@ def tables_0x0AB() -> Rows:
             ("path of sequence 0, 1, 3 in the good tree", [sp.path_of(good, q) for q in (0, 1, 3)],
              [[0, 1, 3], [0, 1], [0, 2]]),
             ("chunk trees refused as", [(w, rejection_of(lambda t=t, n=n: sp.check_tree(t, n))) for w, t, n, _r in trees],
-             [(w, r) for w, _t, _n, r in trees])]
+             [(w, r) for w, _t, _n, r in trees]),
+            ("fixtures refused as", [(w, rejection_of(lambda f=f: sp.check_fixture(f))) for w, f, _r in fixtures],
+             [(w, r) for w, _f, r in fixtures])]
 
 
 def prefix_admit_0x07() -> Rows:
