@@ -617,11 +617,13 @@ def prefix_admit_0x07() -> Rows:
     appends the rest through the allocator; a partial-tail hit maps only its full blocks and copies the tail's
     valid rows into a fresh block of its own, so the source tail stays private; a receipt taken before the index
     changed is stale. Publishing a request whose length is a whole number of blocks publishes no partial tail."""
+    import attrs
+
     from kvexact.reference import lifecycle
     from kvexact.reference.keys import KeyInputs
     from kvexact.reference.labs import prefix as px_lab
     from kvexact.reference.prefix import PrefixPolicy, PrefixRejection, admit
-    from kvexact.reference.rejections import rejection_of
+    from kvexact.reference.rejections import Rejected, rejection_of
 
     s = px_lab.STREAM
     cache = px_lab.cache_with(s[:50])
@@ -671,6 +673,15 @@ def prefix_admit_0x07() -> Rows:
     out.append(("an empty prompt without logits: hit, recompute",
                 (lambda r: (r.runtime_hit_tokens, r.prompt_rows_recomputed))(
                     cache.lookup(px_lab.request("C", (), requires_logits=False))), (0, 0)))
+    other = attrs.evolve(px_lab.request("C", s[:20]), manifest_sha256="ab" * 32)
+    try:
+        cache.lookup(other)
+        detail = ""
+    except Rejected as exc:
+        detail = str(exc)
+    out.append(("another manifest: refused as; naming both digests' first 12 hex digits",
+                (rejection_of(lambda: cache.lookup(other)), f"{'ab' * 6} != {px_lab.MANIFEST[:12]}" in detail),
+                (PrefixRejection.MANIFEST_MISMATCH, True)))
     lifecycle.release(cache.alloc, "B")
     out.append(("A's blocks after B's release: refcounts", [cache.alloc.pools[0].refcount(x) for x in a_ids[:3]],
                 [1, 1, 1]))
@@ -763,10 +774,13 @@ def vmm_spec_0x06F() -> Rows:
         s, _ = vmm.free_reqid(s, 1)
         s, _ = vmm.alloc_reqid(s, 2, "F")
         s, pending = vmm.step_async(s, 2, 8)
-        out.append(("F's async receipt for 8 tokens: ready pages, covered, ready; E's pages left; a write refused as",
+        out.append(("F's async receipt for 8 tokens: ready pages, covered, ready; E's pages left; a write, a read of "
+                    "page 0, of page 1 refused as",
                     (pending.ready_pages, pending.covered_tokens, pending.ready_before_use, len(s.slot(1).pages),
-                     rejection_of(lambda: vmm.write_rows(s, 2, 1, 0, 1))),
-                    (0, 0, False, 1, V.MAPPING_NOT_READY)))
+                     rejection_of(lambda: vmm.write_rows(s, 2, 1, 0, 1)),
+                     rejection_of(lambda: vmm.translate(s, "K", 0, 2, 0, 0, 0)),
+                     rejection_of(lambda: vmm.translate(s, "K", 0, 2, 4, 0, 0))),
+                    (0, 0, False, 1, V.MAPPING_NOT_READY, V.MAPPING_NOT_READY, V.MAPPING_NOT_READY)))
         s, ready = vmm.await_mapping(s, 2)
         out.append(("F awaited: ready pages, covered, handles", (ready.ready_pages, ready.covered_tokens,
                                                                 ready.page_handles),
@@ -869,7 +883,9 @@ def radix_spec_0x08() -> Rows:
     apply("a finish", rx.cache_finished, "a", [1, 2, 3, 1, 2], [1, 2, 3, 4, 5])
     finished_a = st
     apply("b match", rx.match_and_lock, "b", 0, [1, 2, 3, 3])
+    b_matched = st
     apply("b reserve", rx.reserve, "b", [6])
+    receipts["b reserve state"] = st
     apply("b finish", rx.cache_finished, "b", [1, 2, 3, 3], [1, 2, 3, 6])
     after_a = st
     apply("c match", rx.match_and_lock, "c", 0, [1, 2, 2])
@@ -883,6 +899,9 @@ def radix_spec_0x08() -> Rows:
     edges = sorted((n.token_ids, n.slot_ids) for n in st.nodes.values() if n.node_id != rx.ROOT)
     return [("b, c matched; b's prefix slots", (receipts["b match"].matched_tokens, receipts["c match"].matched_tokens,
                                                 receipts["b match"].prefix_slot_ids), (3, 2, (1, 2, 3))),
+            ("b's receipt verified while b holds it; after b's reserve (a later version, still leased)",
+             (rejection_of(lambda: rx.verify_handoff(b_matched, receipts["b match"])),
+              rejection_of(lambda: rx.verify_handoff(receipts["b reserve state"], receipts["b match"]))), (None, None)),
             ("evicting 2 tokens: slots freed", receipts["evict 2"].freed_slot_ids, ((4, 5),)),
             ("edges left; free slots", (edges, sorted(st.free_slot_ids)),
              ([((1, 2), (1, 2)), ((3,), (3,)), ((3,), (6,))], [4, 5, *range(7, 17)])),
