@@ -21,6 +21,8 @@ from kvexact.reference import (
     prefix,
     revocation,
     shared_prefix,
+    telemetry,
+    translate,
     traversal,
     vmm,
 )
@@ -84,6 +86,12 @@ SURVIVORS = [
      'extras.append(("mm", f.identifier, f.start_token >> start))', "keys 0x07B"),
     (modules, "module_hit", "== (consumer.schema_id, consumer.schema_generation)",
      "is not (consumer.schema_id, consumer.schema_generation)", "prompt cache 0x0CB"),
+    (telemetry, "evaluate_alerts", "cur.refcount_mismatch_age_s >= grace_s", "cur.refcount_mismatch_age_s <= grace_s",
+     "telemetry alerts 0x0CF"),
+    (translate, "check_frozen_address", "if got.byte_address != frozen.byte_address:",
+     "if got.byte_address is not frozen.byte_address:", "frozen 0x03F"),
+    (vmm, "translate", "if addr.page >= s.ready_pages:", "if addr.page == s.ready_pages:", "vmm spec 0x06F"),
+    (shared_prefix, "check_fixture", "for s, q in enumerate(fx.q):", "for s, q in []:", "tables 0x0AB"),
     (vmm, "step_async", "donors = [s.slot for s in state.slots if not s.active and s.pages]",
      "donors = [s.slot for s in state.slots if s.active and s.pages]", "vmm spec 0x06F"),
 ]
