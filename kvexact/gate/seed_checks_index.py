@@ -596,7 +596,12 @@ def tables_0x0AB() -> Rows:
                 ("a V row of width 3 in a0", attrs.evolve(fx, v=(*fx.v[:3], ((*fx.v[3][0], 0.0),))),
                  S.WIDTH_MISMATCH),
                 ("queries for 3 sequences: root [0, 4) outside", attrs.evolve(fx, q=fx.q[:3]), S.BAD_COVERAGE)]
-    return [("dense table of [5, 6, 7], [8], []", tv.dense_staging_table([[5, 6, 7], [8], []]),
+    dispatch = [(a, (d.outcome, d.kernel_block_tokens)) for a in (16, 48, 24, 64, 12, 4)
+                for d in [tv.dispatch_kernel_block(a)]]
+    return [("0x0AA/0x0AC dispatch over the pinned (8, 16, 32): P_a 16, 48, 24, 64, 12, 4", dispatch,
+             [(16, ("selected", 16)), (48, ("fallback", 16)), (24, ("fallback", 8)), (64, ("fallback", 32)),
+              (12, ("rejected", None)), (4, ("rejected", None))]),
+            ("dense table of [5, 6, 7], [8], []", tv.dense_staging_table([[5, 6, 7], [8], []]),
              [[5, 6, 7], [8, -1, -1], [-1, -1, -1]]),
             ("dense table of nothing", tv.dense_staging_table([]), []),
             ("cells 0 and 1 of [8, -1]", (tv.read_table_cell([8, -1], 0), rejection_of(
@@ -651,6 +656,10 @@ def prefix_admit_0x07() -> Rows:
     out.append(("0x07D B's tokens, A's tail rows kept", (partial.alloc.tokens_of("B"),
                                                         partial.alloc.pools[0].blocks[a_tail[2]].rows),
                 (s[:25], s[32:33])))
+    short = px_lab.cache_with(s[:20], tail)  # one full block and a 4-row tail
+    over = short.lookup(px_lab.request("B", s[:24]), tail)
+    out.append(("0x07D B's 24 tokens over A's 20 (16 + a 4-row tail): hit, partial rows, bundles",
+                (over.runtime_hit_tokens, over.copy_valid_partial_rows, len(over.matched_group_handles)), (20, 4, 2)))
     stale_cache = px_lab.cache_with(s[:50])
     stale = stale_cache.lookup(px_lab.request("B", s[:50]))
     stale_cache.alloc.allocate("Z", [7, 8, 9])
@@ -735,6 +744,8 @@ def vmm_spec_0x06F() -> Rows:
     V1 scalar (t 4, h 1, d 3) lies at u = (4 x 2 x 4 + 1 x 4 + 3) x 2 = 78 B, page 1, delta 14, in handle 7 (bundle
     H4-H7, V1 last); F on slot 2 maps asynchronously, reclaiming E's retained bundles when no free one is left
     (lowest slot first); nothing is ready until awaited; a third request finds no bundle."""
+    import attrs
+
     from kvexact.conformance.machines.vmm_trace import VmmTraceRecorder
     from kvexact.reference import vmm
     from kvexact.reference.labs import vmm as lab
@@ -800,6 +811,9 @@ def vmm_spec_0x06F() -> Rows:
                     (3, "VA_RELEASED", False)))
     finally:
         rec.detach()
+    big = attrs.evolve(lab.SEED_CONFIG, handles=int("300"))  # 75 bundles of 4: counts past the small ints
+    b, _ = vmm.create_handles(vmm.reserve_virtual(vmm.VmmState.initial(big))[0])
+    out.append(("300 handles created, none mapped: released", rejection_of(lambda: vmm.release_handles(b)), None))
     steps = len(rec.records)
     vmm.alloc_reqid(vmm.create_handles(vmm.reserve_virtual(vmm.VmmState.initial(lab.SEED_CONFIG))[0])[0], 0, "H")
     second = _validated(rec)
@@ -820,6 +834,7 @@ def telemetry_0x0CF_export() -> Rows:
     from kvexact.reference.formulas_all import load_all
     from kvexact.reference.labs.vmm import seed_trace_0x06F
     from kvexact.reference.pool import GroupConfig
+    from kvexact.reference.rejections import rejection_of
 
     load_all()
     metric = tm.Metric("kvexact_x", "gauge", "a\\b\nc", (({"stage": 'a"b\\c'}, 3.0), ({}, 2.5)))
@@ -831,6 +846,9 @@ def telemetry_0x0CF_export() -> Rows:
     g = tm.reconcile_pool(tm.allocator_pool_snapshot(alloc, 0))
     counters = tm.GranularityCounters()
     counters.observe_vmm({t.label: t for t in seed_trace_0x06F()}["v23"].state)
+    def label(n: int) -> Any:
+        return rejection_of(lambda: tm.check_hygiene(tm.Metric("kvexact_y", "gauge", "h", (({"stage": "x" * n}, 1),))))
+
     funnel = [evaluate("telemetry.funnel_monotone", stage_counts=c) for c in ([5, 4, 4, 1], [5, 4, 6, 1], [5, 6],
                                                                              [3, 3])]
     from kvexact.reference.labs import telemetry as tm_lab
@@ -838,6 +856,9 @@ def telemetry_0x0CF_export() -> Rows:
     std = {m.name: m for m in tm.standard_metrics(tm_lab.run_funnel_fixture(), tm.reconcile_pool(tm_lab.POOL_FIXTURE))}
     gauges = {m.name: m.samples for m in counters.metrics()}
     return [("exposition of one gauge", text, expected),
+            ("a label value of MAX_LABEL_VALUE characters, of one more", (label(tm.MAX_LABEL_VALUE),
+                                                                           label(tm.MAX_LABEL_VALUE + 1)),
+             (None, tm.TelemetryRejection.RAW_PROMPT_IN_METRICS)),
             ("0x0CF standard metrics: funnel counts, pool blocks by state, capacity, kinds",
              ([v for _l, v in std["kvexact_reuse_funnel_total"].samples],
               {lab["state"]: v for lab, v in std["kvexact_pool_blocks"].samples},
