@@ -177,6 +177,10 @@ def formulas_z3_0x10A() -> Rows:
         rows.append((f"z3 {name}(7, 0) has no value", _z3_value(zero, out, 0 if name != "ratio" else Fraction(0))[0],
                      "unsat"))
         rows.append((f"int {name}(7, 0) refused as", _raises(lambda n=name: getattr(INT_OPS, n)(7, 0)), "ValueError"))
+    # 0x08D lock(v): node 2 lies on the root path of terminal 4 (4 -> 2 -> 1), not of its sibling 3 (3 -> 1)
+    rows.append(("lock count of node 2 with terminals 3 and 4; of node 1", (
+        evaluate("radix.lock_count", node=2, terminals=[3, 4], parent={1: None, 2: 1, 3: 1, 4: 2}),
+        evaluate("radix.lock_count", node=1, terminals=[3, 4], parent={1: None, 2: 1, 3: 1, 4: 2})), (1, 2)))
     rows.append(("int ceil(7 / 2), ceil(-7 / 2), floor(7 / 2), 7 mod 2, 7 / 2, 1[False]",
                  (INT_OPS.ceildiv(7, 2), INT_OPS.ceildiv(-7, 2), INT_OPS.floordiv(7, 2), INT_OPS.mod(7, 2),
                   INT_OPS.ratio(7, 2), INT_OPS.indicator(False)), (4, -3, 3, 1, Fraction(7, 2), 0)))
