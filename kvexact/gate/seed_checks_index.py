@@ -960,6 +960,7 @@ def frozen_0x03F() -> Rows:
     from kvexact.reference.rejections import rejection_of
 
     snap = loop4_snapshot()
+    doubled = attrs.evolve(snap, pools=(*snap.pools, snap.pools[0]))  # group 0's pool twice: one pool per group
     version = snap.request("A").table_version
     frozen = tr.FrozenAddress("A", version, 16, 24, "K", 1, 5, int("4311744512") + 98_570)
     got = tr.check_frozen_address(snap, frozen)
@@ -970,6 +971,9 @@ def frozen_0x03F() -> Rows:
                      rejection_of(lambda: tr.check_frozen_address(snap, attrs.evolve(frozen, table_version=version
                                                                                     + 1)))),
                   (tr.TranslateRejection.FROZEN_ADDRESS_DRIFT, tr.TranslateRejection.STALE_SUCCESSOR_VERSION))]
+    out.append(("the 0x03F snapshot, with group 0's pool twice: validated, refused as",
+                (rejection_of(lambda: tr.validate_snapshot(snap)), rejection_of(lambda: tr.validate_snapshot(doubled))),
+                (None, tr.TranslateRejection.MISSING_GROUP_POOL)))
     st, receipt = rx.match_and_lock(rx.RadixState.empty(8, first_slot_id=1), "a", 0, [1, 2])
     st, _ = rx.release_request(st, "a")  # no lease: the receipt is valid only at the version it names
     later = attrs.evolve(st, version=int(str(st.version + 1000)))
