@@ -26,7 +26,8 @@ SEED_DISPLAY_LINES = {
                      2017, 2027, 2031, 2117, 2121, 2127, 2131, 2393, 2397, 2423, 2427, 2567, 2571, 2641, 2647,
                      2733, 2753, 2761, 2767), 1),
     **dict.fromkeys((444, 488, 614, 1431, 1680, 1748, 1908, 2411, 2415, 2610), 2), 704: 3, 2334: 4}
-# The seed's section headings of Loops 3-11 (line, section): a display line belongs to the last heading above it.
+# The seed's section headings of Loops 3-11 (line, section; grep -nE '^0x[0-9A-Z]+' on the seed text): a display line
+# belongs to the last heading above it.
 SEED_SECTIONS = (
     (401, "0x02"), (405, "0x02A"), (440, "0x02B"), (454, "0x02C"), (476, "0x02D"), (504, "0x02E"), (520, "0x02F"),
     (539, "0x02G"), (570, "0x03"), (583, "0x03A"), (608, "0x03B"), (627, "0x03C"), (656, "0x03D"), (666, "0x03E"),
