@@ -91,7 +91,8 @@ SURVIVORS = [
     (translate, "check_frozen_address", "if got.byte_address != frozen.byte_address:",
      "if got.byte_address is not frozen.byte_address:", "frozen 0x03F"),
     (vmm, "translate", "if addr.page >= s.ready_pages:", "if addr.page == s.ready_pages:", "vmm spec 0x06F"),
-    (shared_prefix, "check_fixture", "for s, q in enumerate(fx.q):", "for s, q in []:", "tables 0x0AB"),
+    (shared_prefix, "check_fixture", "    for s, q in enumerate(fx.q):\n        if len(q) != fx.d_qk:",
+     "    for s, q in []:\n        if len(q) != fx.d_qk:", "tables 0x0AB"),
     (vmm, "step_async", "donors = [s.slot for s in state.slots if not s.active and s.pages]",
      "donors = [s.slot for s in state.slots if s.active and s.pages]", "vmm spec 0x06F"),
 ]
