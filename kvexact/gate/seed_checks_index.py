@@ -1,0 +1,1083 @@
+"""More ``reference-seed`` cases, for the index side of ``reference/`` (prefix keys, formulas, namespaces, prompt
+modules, revocation, traversal, VMM): they run lines no other quick case ran and check results no other case read
+(issue #25, the gate's mutation score).
+
+Invariant: every expected value below is the seed's (section named beside it), or follows from the seed's rule by
+the arithmetic written beside it, or is computed here independently of the code under test (e.g. Python's own
+integer arithmetic against the z3 encoding); none is copied from the code's output. Each case returns
+``(what, got, expected)`` rows like the cases of :mod:`kvexact.gate.seed_checks`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from fractions import Fraction
+from typing import Any
+
+Rows = list[tuple[str, Any, Any]]
+
+# The seed's display equations: line -> how many ``$$...$$`` it holds (grep -n '\$\$' on the seed text; 111 in all).
+SEED_DISPLAY_LINES = {
+    **dict.fromkeys((409, 413, 417, 421, 448, 458, 462, 466, 472, 480, 484, 492, 508, 535, 543, 547, 595, 631,
+                     635, 639, 660, 670, 674, 678, 843, 860, 914, 929, 967, 971, 975, 1155, 1163, 1167, 1171,
+                     1177, 1181, 1185, 1196, 1200, 1251, 1255, 1259, 1397, 1406, 1412, 1497, 1581, 1610, 1614,
+                     1625, 1629, 1641, 1696, 1742, 1752, 1788, 1912, 1923, 1935, 1939, 1949, 1953, 1963, 1967,
+                     2017, 2027, 2031, 2117, 2121, 2127, 2131, 2393, 2397, 2423, 2427, 2567, 2571, 2641, 2647,
+                     2733, 2753, 2761, 2767), 1),
+    **dict.fromkeys((444, 488, 614, 1431, 1680, 1748, 1908, 2411, 2415, 2610), 2), 704: 3, 2334: 4}
+# The seed's section headings of Loops 3-11 (line, section; grep -nE '^0x[0-9A-Z]+' on the seed text): a display line
+# belongs to the last heading above it.
+SEED_SECTIONS = (
+    (401, "0x02"), (405, "0x02A"), (440, "0x02B"), (454, "0x02C"), (476, "0x02D"), (504, "0x02E"), (520, "0x02F"),
+    (539, "0x02G"), (570, "0x03"), (583, "0x03A"), (608, "0x03B"), (627, "0x03C"), (656, "0x03D"), (666, "0x03E"),
+    (687, "0x03F"), (713, "0x03G"), (730, "0x03H"), (744, "0x03I"), (786, "0x03J"), (813, "0x04"), (831, "0x04A"),
+    (839, "0x04B"), (864, "0x04C"), (870, "0x04D"), (899, "0x04E"), (925, "0x04F"), (942, "0x04G"), (946, "0x04H"),
+    (950, "0x05"), (963, "0x05A"), (994, "0x05B"), (1017, "0x05C"), (1031, "0x05D"), (1079, "0x05E"),
+    (1105, "0x05F"), (1123, "0x05G"), (1129, "0x06"), (1141, "0x06A"), (1204, "0x06B"), (1247, "0x06C"),
+    (1286, "0x06D"), (1316, "0x06E"), (1336, "0x06F"), (1357, "0x06G"), (1363, "0x06H"), (1367, "0x06I"),
+    (1371, "0x07"), (1384, "0x07A"), (1427, "0x07B"), (1461, "0x07C"), (1491, "0x07D"), (1510, "0x07E"),
+    (1540, "0x07F"), (1556, "0x07G"), (1594, "0x08"), (1606, "0x08A"), (1637, "0x08B"), (1692, "0x08C"),
+    (1738, "0x08D"), (1756, "0x08E"), (1792, "0x08F"), (1818, "0x08G"), (1865, "0x08H"), (1869, "0x08I"),
+    (1873, "0x09"), (1879, "0x09A"), (1896, "0x09B"), (1945, "0x09C"), (1957, "0x0A"), (1995, "0x0AA"),
+    (2013, "0x0AB"), (2023, "0x0AC"), (2091, "0x0B"), (2113, "0x0BA"), (2143, "0x0BB"), (2187, "0x0BC"),
+    (2249, "0x0BD"), (2310, "0x0BE"), (2356, "0x0BF"), (2374, "0x0BG"), (2378, "0x0BH"), (2380, "0x0BI"),
+    (2419, "0x0BJ"), (2445, "0x0BK"), (2449, "0x0BL"), (2487, "0x0BM"), (2489, "0x0BN"), (2497, "0x0C"),
+    (2507, "0x0CA"), (2539, "0x0CB"), (2604, "0x0CC"), (2637, "0x0CD"), (2690, "0x0CE"), (2729, "0x0CF"),
+    (2798, "0x0CG"), (2814, "0x0CH"), (2816, "0x0D"))
+
+
+# The specs are fixed: what a spec says of a state or a trace is kept for the process (a later run of the check,
+# e.g. in the tests, pays only for the reference's side).
+_SPEC_MEMO: dict[Any, Any] = {}
+
+
+def _spec_successors(model: Any, state: dict[str, Any]) -> frozenset[Any]:
+    key = ("successors", id(model), model.key(state))
+    if key not in _SPEC_MEMO:
+        _SPEC_MEMO[key] = frozenset(model.key(n) for _a, n in model.expand(state))
+    return _SPEC_MEMO[key]
+
+
+def _validated(recorder: Any) -> Any:
+    """``recorder.validate()``, kept per recorded trace (its initial state, constants and records)."""
+    import json
+
+    key = ("trace", type(recorder).__name__, json.dumps([recorder.initial_state, recorder.constants(),
+                                                         recorder.records], sort_keys=True, default=repr))
+    if key not in _SPEC_MEMO:
+        _SPEC_MEMO[key] = recorder.validate()
+    return _SPEC_MEMO[key]
+
+
+def section_of_line(line: int) -> str:
+    return [name for start, name in SEED_SECTIONS if start <= line][-1]
+
+
+def formulas_catalog_0x10A() -> Rows:
+    """0x10A: the catalog names every display equation of the seed at its line, under its section."""
+    from kvexact.reference.formulas_seed import CATALOG
+
+    return [("display equations per seed line", dict(Counter(e.line for e in CATALOG)), SEED_DISPLAY_LINES),
+            ("entries whose section is not their line's", [(e.section, e.line) for e in CATALOG
+                                                            if section_of_line(e.line) not in e.section.split(", ")],
+             [])]
+
+
+def _z3_value(ops: Any, out: Any, expected: Any) -> tuple[Any, bool]:
+    """The value z3 gives ``out`` under the witnesses' side constraints, and whether it is the only one."""
+    z3 = ops.z3
+    if not ops.side and z3.is_expr(out):  # no division witness: the term is ground, its simplified form its value
+        out = z3.simplify(out)
+        if z3.is_true(out) or z3.is_false(out):
+            return z3.is_true(out), True
+        if z3.is_int_value(out):
+            return out.as_long(), True
+        if z3.is_rational_value(out):
+            return Fraction(out.numerator_as_long(), out.denominator_as_long()), True
+    if isinstance(expected, bool):
+        v = z3.Bool("v")
+    elif isinstance(expected, Fraction):
+        v = z3.Real("v")
+    else:
+        v = z3.Int("v")
+    s = z3.Solver()
+    s.add(*ops.side)
+    s.add(v == out)
+    if s.check() != z3.sat:
+        return "unsat", False
+    val = s.model().eval(v, model_completion=True)
+    s.add(v != val)
+    unique = s.check() == z3.unsat
+    if z3.is_true(val) or z3.is_false(val):
+        return z3.is_true(val), unique
+    if z3.is_int_value(val):
+        return val.as_long(), unique
+    return Fraction(val.numerator_as_long(), val.denominator_as_long()), unique
+
+
+def formulas_z3_0x10A() -> Rows:
+    """0x10A: every arithmetic formula with a golden case, evaluated over z3 integers (the encoding the obligations
+    prove with), has exactly the seed's value; z3's division witnesses admit no divisor of 0, as Python's integer
+    arithmetic refuses one."""
+    import z3
+
+    from kvexact.reference.formulas import INT_OPS, REGISTRY, Z3Ops, evaluate
+    from kvexact.reference.formulas_all import load_all
+    from kvexact.reference.labs.formulas_golden import DERIVED, GOLDEN
+    load_all()
+
+    def as_z3(name: str, x: Any) -> Any:
+        if name == "axis":  # an index into the dims list, a Python int in every encoding
+            return x
+        if isinstance(x, bool):
+            return z3.BoolVal(x)
+        if isinstance(x, int):
+            return z3.IntVal(x)
+        if isinstance(x, (list, tuple)):
+            return type(x)(as_z3("", i) for i in x)
+        return x
+
+    wrong = []
+    checked = 0
+    for table in (GOLDEN, DERIVED):
+        for fid, cases in table.items():
+            if not REGISTRY[fid].arithmetic:
+                continue
+            for kwargs, expected in cases:
+                ops = Z3Ops()
+                out = evaluate(fid, ops, **{k: as_z3(k, v) for k, v in kwargs.items()})
+                got, unique = _z3_value(ops, out, expected)
+                checked += 1
+                if got != expected or not unique:
+                    wrong.append((fid, got, expected, unique))
+    rows: Rows = [("z3 values that differ from the seed's, or are not unique", wrong, []),
+                  ("z3 golden cases evaluated (every arithmetic golden case)", checked >= 120, True)]
+    ops = Z3Ops()
+    # floor(7 / 2) = 3, ceil(7 / 2) = 4, 7 mod 2 = 1, 7 / 2 = 7/2, min(5, 3, 4) = 3, max(5, 3, 4) = 5; min and max
+    # again with the extreme first and last, 1[3 > 2] = 1, 1[2 > 3] = 0, the conjunction of true and false
+    seven, two = z3.IntVal(7), z3.IntVal(2)
+    probes = [("floor 7/2", ops.floordiv(seven, two), 3), ("ceil 7/2", ops.ceildiv(seven, two), 4),
+              ("7 mod 2", ops.mod(seven, two), 1), ("7 / 2", ops.ratio(7, 2), Fraction(7, 2)),
+              ("ceil 8/2", ops.ceildiv(z3.IntVal(8), two), 4), ("floor 8/2", ops.floordiv(z3.IntVal(8), two), 4),
+              ("min 5 3 4", ops.minimum(*map(z3.IntVal, (5, 3, 4))), 3),
+              ("min 3 5 4", ops.minimum(*map(z3.IntVal, (3, 5, 4))), 3),
+              ("min 5 4 3", ops.minimum(*map(z3.IntVal, (5, 4, 3))), 3),
+              ("max 5 3 4", ops.maximum(*map(z3.IntVal, (5, 3, 4))), 5),
+              ("max 3 5 4", ops.maximum(*map(z3.IntVal, (3, 5, 4))), 5),
+              ("max 3 4 5", ops.maximum(*map(z3.IntVal, (3, 4, 5))), 5),
+              ("1[3 > 2]", ops.indicator(z3.IntVal(3) > 2), 1), ("1[2 > 3]", ops.indicator(z3.IntVal(2) > 3), 0),
+              ("sum of nothing", ops.total([]), 0), ("sum 1 2 3", ops.total(map(z3.IntVal, (1, 2, 3))), 6),
+              ("true and false", ops.all_of(z3.BoolVal(True), z3.BoolVal(False)), False),
+              ("true and true", ops.all_of(z3.BoolVal(True), z3.BoolVal(True)), True)]
+    rows.append(("z3 operations on 7 and 2 and three numbers", [(w, _z3_value(ops, out, e)) for w, out, e in probes],
+                 [(w, (e, True)) for w, _o, e in probes]))
+    for name in ("floordiv", "ceildiv", "mod", "ratio"):
+        zero = Z3Ops()
+        out = getattr(zero, name)(z3.IntVal(7), z3.IntVal(0))
+        rows.append((f"z3 {name}(7, 0) has no value", _z3_value(zero, out, 0 if name != "ratio" else Fraction(0))[0],
+                     "unsat"))
+        rows.append((f"int {name}(7, 0) refused as", _raises(lambda n=name: getattr(INT_OPS, n)(7, 0)), "ValueError"))
+    # 0x08D lock(v): node 2 lies on the root path of terminal 4 (4 -> 2 -> 1), not of its sibling 3 (3 -> 1)
+    rows.append(("lock count of node 2 with terminals 3 and 4; of node 1", (
+        evaluate("radix.lock_count", node=2, terminals=[3, 4], parent={1: None, 2: 1, 3: 1, 4: 2}),
+        evaluate("radix.lock_count", node=1, terminals=[3, 4], parent={1: None, 2: 1, 3: 1, 4: 2})), (1, 2)))
+    rows.append(("int ceil(7 / 2), ceil(-7 / 2), floor(7 / 2), 7 mod 2, 7 / 2, 1[False]",
+                 (INT_OPS.ceildiv(7, 2), INT_OPS.ceildiv(-7, 2), INT_OPS.floordiv(7, 2), INT_OPS.mod(7, 2),
+                  INT_OPS.ratio(7, 2), INT_OPS.indicator(False)), (4, -3, 3, 1, Fraction(7, 2), 0)))
+    return rows
+
+
+def _canon(value: Any) -> bytes:
+    """The project's canonical encoding written out by hand for None, ints, strings, bytes and tuples (0x07B's
+    ``H``: SHA-256 over sorted-key, whitespace-free JSON; bytes as ``{"$bytes": hex}``)."""
+    import json
+
+    def plain(v: Any) -> Any:
+        if isinstance(v, bytes):
+            return {"$bytes": v.hex()}
+        if isinstance(v, (list, tuple)):
+            return [plain(x) for x in v]
+        return v
+
+    return json.dumps(plain(value), sort_keys=True, separators=(",", ":")).encode()
+
+
+def keys_0x07B() -> Rows:
+    """0x07B: the chain ``h_i = H(h_(i-1), X_i, E_i)`` over full blocks, with the extras the seed lists: the LoRA
+    name on every block, each multimodal feature overlapping the block with its block-relative offset, the cache
+    salt on block 0 only, and the SHA-256 of the prompt-embedding rows the block covers; the lookup key appends the
+    group id (4 bytes, big-endian); 0x07D: a partial tail binds its rows, their count and the policy id; 0x01A: a
+    group block of k hash blocks takes every k-th fine hash."""
+    from kvexact.reference import keys as k
+    from kvexact.reference.rejections import rejection_of
+
+    def sha(payload: Any) -> bytes:
+        return hashlib.sha256(_canon(payload)).digest()
+
+    tokens = tuple(range(100, 132))  # 32 tokens, two blocks of 16
+    rows = tuple(bytes([i]) for i in range(32))
+    feats = (k.MultimodalFeature("img", 10, 10), k.MultimodalFeature("edge", 16, 4), k.MultimodalFeature("end", 12, 4))
+    inputs = k.KeyInputs(tokens, lora_name="L", mm_features=feats, cache_salt="s", prompt_embed_rows=rows)
+    # [10, 20) crosses the boundary at 16; [16, 20) starts on it (block 1 only); [12, 16) ends on it (block 0 only)
+    e0 = (("lora", "L"), ("mm", "img", 10), ("mm", "end", 12), ("cache_salt", "s"),
+          ("prompt_embeds", hashlib.sha256(bytes(range(16))).hexdigest()))
+    e1 = (("lora", "L"), ("mm", "img", 10 - 16), ("mm", "edge", 0),
+          ("prompt_embeds", hashlib.sha256(bytes(range(16, 32))).hexdigest()))
+    h0 = sha((None, tokens[:16], e0))
+    h1 = sha((h0, tokens[16:], e1))
+    out: Rows = [("block extras 0 and 1", (k.block_extra_keys(inputs, 0, 16), k.block_extra_keys(inputs, 16, 32)),
+                  (e0, e1)),
+                 ("no extras declared", k.block_extra_keys(k.KeyInputs(tokens), 0, 16), None),
+                 ("chain of 32 tokens", k.hash_full_blocks(inputs, 16), [h0, h1]),
+                 ("chain of 31 tokens: one full block", len(k.hash_full_blocks(k.KeyInputs(tokens[:31]), 16)), 1),
+                 ("chain of 15 tokens: none", k.hash_full_blocks(k.KeyInputs(tokens[:15]), 16), []),
+                 ("a change in block 1 keeps h_0, changes h_1",
+                  (lambda hs: (hs[0] == h0, hs[1] == h1))(k.hash_full_blocks(
+                      k.KeyInputs((*tokens[:20], 7, *tokens[21:]), lora_name="L", mm_features=feats, cache_salt="s",
+                                  prompt_embed_rows=rows), 16)), (True, False)),
+                 ("leading equal hashes", (k.matching_full_blocks([h0, h1], [h0, h0]),
+                                           k.matching_full_blocks([h1, h0], [h0, h0]),
+                                           k.matching_full_blocks([h0, h1], [h0, h1, h0])), (1, 0, 2))]
+    key = k.ConcretePrefixKey(h1, 258)
+    out.append(("lookup key of group 258, partial flags", (key.lookup_key, key.is_partial,
+                                                         k.ConcretePrefixKey(h1, 0, valid_rows=3).is_partial),
+                (h1 + bytes([0, 0, 1, 2]), False, True)))
+    out.append(("group keys of P=16 at hash block 16", [x.lookup_key for x in k.prefix_keys(inputs, 16, 1)],
+                [h0 + bytes([0, 0, 0, 1]), h1 + bytes([0, 0, 0, 1])]))
+    tail_in = k.KeyInputs(tokens[:20], lora_name="L", cache_salt="s")
+    t0 = sha((None, tokens[:16], (("lora", "L"), ("cache_salt", "s"))))
+    tail = k.partial_tail_key(tail_in, 16, 2, "pol")
+    out.append(("0x07D tail of 20 tokens at P=16: hash, group, rows",
+                (tail.block_hash, tail.cache_group_id, tail.valid_rows),
+                (sha(("partial", t0, tokens[16:20], 4, "pol", (("lora", "L"),))), 2, 4)))
+    out.append(("0x07D tail of 3 tokens: no parent", k.partial_tail_key(k.KeyInputs(tokens[:3]), 16, 0, "p").block_hash,
+                sha(("partial", None, tokens[:3], 3, "p", None))))
+    fine = [bytes([i]) * 4 for i in range(7)]
+    out.append(("0x01A group block 8 over hash block 4 (7 fine hashes); group block 4",
+                (k.group_block_hashes(fine, 4, 8), k.group_block_hashes(fine, 4, 4), k.group_block_hashes(fine, 2, 8)),
+                ([fine[1], fine[3], fine[5]], fine, [fine[3]])))
+    refused = [
+        ("hash block 4 in group block 6", lambda: k.group_block_hashes(fine, 4, 6), k.KeyRejection.HASH_BLOCK_NOT_DIVIDING),
+        ("hash block 0", lambda: k.group_block_hashes(fine, 0, 8), k.KeyRejection.NON_POSITIVE_BLOCK_SIZE),
+        ("group block 0", lambda: k.group_block_hashes(fine, 4, 0), k.KeyRejection.NON_POSITIVE_BLOCK_SIZE),
+        ("group id -1", lambda: k.ConcretePrefixKey(h0, -1), k.KeyRejection.NEGATIVE_GROUP_ID),
+        ("tail of 16 tokens at P=16", lambda: k.partial_tail_key(k.KeyInputs(tokens[:16]), 16, 0, "p"),
+         k.KeyRejection.PARTIAL_TAIL_EMPTY),
+        ("tail of 20 tokens claiming 5 rows", lambda: k.partial_tail_key(tail_in, 16, 0, "p", valid_rows=5),
+         k.KeyRejection.PARTIAL_TAIL_ROWS_DRIFT),
+        ("tail at P=0", lambda: k.partial_tail_key(tail_in, 0, 0, "p"), k.KeyRejection.NON_POSITIVE_BLOCK_SIZE),
+        ("feature from -1", lambda: k.KeyInputs(tokens, mm_features=(k.MultimodalFeature("x", -1, 2),)),
+         k.KeyRejection.FEATURE_OUT_OF_RANGE),
+        ("feature of 0 tokens", lambda: k.KeyInputs(tokens, mm_features=(k.MultimodalFeature("x", 3, 0),)),
+         k.KeyRejection.FEATURE_OUT_OF_RANGE),
+        ("feature past the end", lambda: k.KeyInputs(tokens, mm_features=(k.MultimodalFeature("x", 30, 3),)),
+         k.KeyRejection.FEATURE_OUT_OF_RANGE),
+        ("31 embedding rows for 32 tokens", lambda: k.KeyInputs(tokens, prompt_embed_rows=rows[:31]),
+         k.KeyRejection.PROMPT_EMBEDS_LENGTH_MISMATCH),
+        ("empty salt", lambda: k.KeyInputs(tokens, cache_salt=""), k.KeyRejection.EMPTY_SALT),
+        ("token -1", lambda: k.KeyInputs((1, -1)), k.KeyRejection.BAD_TOKEN_ID),
+        ("token True", lambda: k.KeyInputs((1, True)), k.KeyRejection.BAD_TOKEN_ID)]
+    out.append(("refused as", [(w, rejection_of(f)) for w, f, _r in refused], [(w, r) for w, _f, r in refused]))
+    edge = k.KeyInputs(tokens, mm_features=(k.MultimodalFeature("x", 30, 2),), prompt_embed_rows=rows)  # ends at n
+    out.append(("a feature ending on the last token is accepted", len(edge.mm_features), 1))
+    return out
+
+
+PC_SCHEMA = ('<schema name="s" generation="1"><module name="sys">a b c</module><module name="doc">d <param name="x" '
+             'len="3"/> e</module><union><module name="u1">f g</module><module name="u2">h</module></union></schema>')
+
+
+def prompt_cache_0x0CB() -> Rows:
+    """0x0CB on markup: the schema lays modules out from 0 (sys at 0..2; doc's text at 3 and 7 around its 3-slot
+    parameter x at 4..6; the union's members both at 8, the union as long as u1, so the schema ends at 10); a
+    prompt's arguments fill the first positions of their slot and its own text starts at the schema's end; a cached
+    module is taken only on a full hit (H_module: tokens, positions, schema, ABI); revising the schema or rotating
+    the namespace drops the older generation's modules (0x06's successor namespace)."""
+    import attrs
+
+    from kvexact.reference import modules as pm
+    from kvexact.reference import prompt_cache as pc
+    from kvexact.reference.rejections import rejection_of
+
+    w = pc.word_tokens
+    schema = pc.parse_schema(PC_SCHEMA)
+    mods = schema.modules
+    out: Rows = [("schema id, generation, end", (schema.schema_id, schema.generation, schema.end), ("s", 1, 10)),
+                 ("sys, doc, u1, u2: tokens, positions, union",
+                  [(mods[n].token_ids, mods[n].position_ids, mods[n].union) for n in ("sys", "doc", "u1", "u2")],
+                  [(w("a b c"), (0, 1, 2), None), (w("d e"), (3, 7), None), (w("f g"), (8, 9), 2), (w("h"), (8,), 2)]),
+                 ("doc's slots; doc declared as", (dict(mods["doc"].slots), mods["doc"].declared()),
+                  ({"x": (4, 5, 6)}, pm.DeclaredModule("doc", 3, 2, (3, 7)))),
+                 ("a schema without a generation is generation 0",
+                  pc.parse_schema('<schema name="t"><module name="m">z</module></schema>').generation, 0)]
+    prompt = '<prompt schema="s" generation="1"><doc x="p q"/><sys/>tail words<u2/></prompt>'
+    parsed = pc.parse_prompt(prompt, schema)
+    out.append(("prompt items: id, tokens, cached, positions",
+                [(i.module_id, i.token_ids, i.cached, d.positions()) for i, d in parsed.items],
+                [("doc", w("d e"), True, (3, 7)), ("doc.x", w("p q"), False, (4, 5)),
+                 ("sys", w("a b c"), True, (0, 1, 2)), ("#text@10", w("tail words"), False, (10, 11)),
+                 ("u2", w("h"), True, (8,))]))
+    ns = pm.Namespace("n", 0, frozenset({"alice"}))
+    store = pc.ModuleStore().populate(schema, ["sys", "doc"], ns, "sem", "lay")
+    lookups: list[str] = []
+    segs = pc.assemble_markup("alice", prompt, schema, store, ns, "sem", "lay", lookups=lookups)
+    out.append(("assembled: id, source, positions; lookups; gaps below 12",
+                ([(g.module_id, g.source, g.position_ids) for g in segs], lookups, pc.gaps(segs, 12)),
+                ([("sys", "cache", (0, 1, 2)), ("doc", "cache", (3, 7)), ("doc.x", "compute", (4, 5)),
+                  ("u2", "compute", (8,)), ("#text@10", "compute", (10, 11))], ["doc", "sys", "u2"], (6, 9))))
+    out.append(("another semantic ABI: the cached module refused as",
+                rejection_of(lambda: pc.assemble_markup("alice", prompt, schema, store, ns, "sem-2", "lay")),
+                pm.ModuleRejection.SEMANTIC_ABI_MISMATCH))
+    revised = pc.parse_schema(PC_SCHEMA.replace('generation="1"', 'generation="2"'))
+    store2, dropped = store.revise_schema(revised)
+    out.append(("revision to generation 2 drops, keeps", (dropped, len(store2.receipts)), (("doc", "sys"), 0)))
+    both = store.populate(pc.parse_schema(PC_SCHEMA.replace('name="s"', 'name="o"', 1)), ["u1"], ns, "sem", "lay")
+    rotated, gone = both.rotate_namespace(pm.Namespace("n", 1, ns.readers))
+    out.append(("rotating n to generation 1 drops", (gone, len(rotated.receipts)), (("doc", "sys", "u1"), 0)))
+    out.append(("rotating another namespace drops", both.rotate_namespace(pm.Namespace("m", 5, ns.readers))[1], ()))
+    out.append(("revising o keeps s's modules", both.revise_schema(
+        pc.parse_schema(PC_SCHEMA.replace('name="s" generation="1"', 'name="o" generation="3"', 1)))[1], ("u1",)))
+    receipt = store.receipts[("s", "sys", "")]
+    out.append(("H_module of sys with itself; with other tokens, positions, schema generation, semantic ABI",
+                [pm.module_hit(receipt, r) for r in (
+                    receipt, attrs.evolve(receipt, token_ids=(1, 2, 3)), attrs.evolve(receipt, position_ids=(1, 2, 3)),
+                    attrs.evolve(receipt, schema_generation=2), attrs.evolve(receipt, schema_id="o"),
+                    attrs.evolve(receipt, semantic_manifest_digest="x"))],
+                [True, False, False, False, False, False]))
+    M, P = pc.MarkupRejection, pm.ModuleRejection
+    schema_cases = [
+        ("unclosed", '<schema name="s"><module name="a">x</module>', M.NOT_WELL_FORMED),
+        ("prompt root", '<prompt schema="s"/>', M.WRONG_ROOT),
+        ("schema without a name", '<schema><module name="a">x</module></schema>', M.MISSING_ATTRIBUTE),
+        ("module without a name", '<schema name="s"><module>x</module></schema>', M.MISSING_ATTRIBUTE),
+        ("generation x", '<schema name="s" generation="x"/>', M.BAD_NUMBER),
+        ("len 0", '<schema name="s"><module name="a"><param name="p" len="0"/></module></schema>', M.BAD_NUMBER),
+        ("len -1", '<schema name="s"><module name="a"><param name="p" len="-1"/></module></schema>', M.BAD_NUMBER),
+        ("element in a module", '<schema name="s"><module name="a"><b/></module></schema>', M.UNKNOWN_ELEMENT),
+        ("element in the schema", '<schema name="s"><b/></schema>', M.UNKNOWN_ELEMENT),
+        ("element in a union", '<schema name="s"><union><b/></union></schema>', M.UNKNOWN_ELEMENT),
+        ("text in the schema", '<schema name="s">hi<module name="a">x</module></schema>', M.STRAY_TEXT),
+        ("text in a union", '<schema name="s"><union>hi<module name="a">x</module></union></schema>', M.STRAY_TEXT),
+        ("two modules a", '<schema name="s"><module name="a">x</module><module name="a">y</module></schema>',
+         M.DUPLICATE_MODULE),
+        ("two params p", '<schema name="s"><module name="a"><param name="p" len="1"/><param name="p" len="2"/>'
+         '</module></schema>', M.DUPLICATE_PARAMETER),
+        ("empty union", '<schema name="s"><union></union></schema>', M.EMPTY_UNION)]
+    out.append(("schemas refused as", [(n, rejection_of(lambda t=t: pc.parse_schema(t))) for n, t, _r in schema_cases],
+                [(n, r) for n, _t, r in schema_cases]))
+    prompt_cases = [
+        ("schema root", '<schema name="s"/>', M.WRONG_ROOT),
+        ("another schema", '<prompt schema="o"><sys/></prompt>', P.SCHEMA_ID_MISMATCH),
+        ("undeclared module", '<prompt schema="s"><zz/></prompt>', M.UNDECLARED_MODULE),
+        ("undeclared parameter", '<prompt schema="s"><doc y="1"/></prompt>', M.UNDECLARED_PARAMETER),
+        ("argument of 4 tokens", '<prompt schema="s"><doc x="1 2 3 4"/></prompt>', M.ARGUMENT_TOO_LONG),
+        ("sys twice", '<prompt schema="s"><sys/><sys/></prompt>', M.REPEATED_MODULE),
+        ("u1 and u2", '<prompt schema="s"><u1/><u2/></prompt>', M.UNION_CONFLICT),
+        ("text in an import", '<prompt schema="s"><sys>x</sys></prompt>', M.CONTENT_IN_IMPORT),
+        ("element in an import", '<prompt schema="s"><sys><u1/></sys></prompt>', M.CONTENT_IN_IMPORT),
+        ("generation -1", '<prompt schema="s" generation="-1"><sys/></prompt>', M.BAD_NUMBER)]
+    out.append(("prompts refused as", [(n, rejection_of(lambda t=t: pc.parse_prompt(t, schema)))
+                                       for n, t, _r in prompt_cases], [(n, r) for n, _t, r in prompt_cases]))
+    out.append(("an argument of exactly 3 tokens, an empty import, are accepted",
+                [len(pc.parse_prompt(t, schema).items) for t in ('<prompt schema="s"><doc x="1 2 3"/></prompt>',
+                                                                 '<prompt schema="s"><sys></sys></prompt>')], [2, 1]))
+    out.append(("a stale revision, bob's assembly, refused as",
+                (rejection_of(lambda: store.revise_schema(schema)),
+                 rejection_of(lambda: pc.assemble_markup("bob", prompt, schema, store, ns, "sem", "lay"))),
+                (M.STALE_REVISION, P.UNAUTHORIZED_NAMESPACE)))
+    return out
+
+
+def revocation_spec_0x0CE() -> Rows:
+    """0x0CE against ``spec/NamespaceRevocation.tla`` (the embedded checker as the oracle): in every state of the
+    seed's scenario (t1 publishes, offloads, leases, executes, is revoked in seven steps) and of a few others (an
+    unauthorized arrival, a request made stale by a revocation, a block freed after its entry is evicted), the
+    reference's enabled steps lead to exactly the spec's successor states, and each invariant twin agrees with the
+    spec's invariant, also in states that break them. A refused step is refused by the enabling condition that
+    fails (the spec's conjunct)."""
+    import attrs
+
+    from kvexact.conformance.machines.revocation import RevocationMachine
+    from kvexact.reference import revocation as rv
+    from kvexact.reference.labs import revocation as rv_lab
+    from kvexact.reference.rejections import rejection_of
+
+    model = RevocationMachine.model()
+    e1 = rv.Entry("t1", 0, 1)
+    plan = rv_lab.PUBLISH_T1 + [(rv.offload, (e1,))] + rv_lab.LEASE_T1 + [(rv.execute, ("t1",))] + rv_lab.REVOKE_T1
+    init = rv.RevState.init()
+    states = [rv.play(init, plan[:k])[0] for k in range(len(plan) + 1)]
+    published = states[len(rv_lab.PUBLISH_T1)]
+    others: rv.Plan = [(rv.arrive, ("t2", "t1")), (rv.arrive, ("t1", "t1")), (rv.authorize, ("t1",)),
+                       (rv.revoke_stop_admission, ("t1",)), (rv.revoke_advance_generation, ("t1",))]
+    states += [rv.play(init, others[:k])[0] for k in range(1, len(others) + 1)]
+    evicted = rv.evict_entry(published, e1)[0]
+    states += [evicted, rv.free_block(evicted, 1)[0]]
+    states += [rv.play(published, [(rv.arrive, ("t2", "t2")), (rv.authorize, ("t2",)), (rv.lookup, ("t2",)),
+                                   (rv.allocate, ("t2", 2))][:k])[0] for k in (3, 4)]
+    leased = rv.play(published, rv_lab.LEASE_T1)[0]
+    states.append(attrs.evolve(leased, index=frozenset()))  # the leased hit's entry evicted: a stale hit
+    hit = rv.play(published, rv_lab.LEASE_T1[:3])[0]
+    states.append(attrs.evolve(hit, index=frozenset()))  # a hit whose entry was evicted before its lease
+
+    def key(st: rv.RevState) -> Any:
+        return model.key(rv.project_tla(st))
+
+    differ, names = [], set()
+    for i, st in enumerate(states):
+        steps = rv.enabled_steps(st)
+        names |= {n for n, _p, _t in steps}
+        ref = {key(take()[0]) for _n, _p, take in steps}
+        spec = _spec_successors(model, rv.project_tla(st))
+        if ref != spec:
+            differ.append(i)
+    broken = [attrs.evolve(states[-1], receipts=frozenset({rv.Held("t1", "t1", 0, 1)})),
+              attrs.evolve(published, bytes_={1: "t2", 2: rv.NO_TENANT}),
+              attrs.evolve(published, req={**published.req, "t2": rv.Req("hit", "t1", 0, 1, False)}),
+              attrs.evolve(published, req={**published.req, "t2": rv.Req("leased", "t2", 0, 1, True)}),
+              attrs.evolve(published, done={"t1": 1, "t2": 0}),
+              attrs.evolve(states[len(plan)], external=frozenset({rv.Copy("t1", 0)})),
+              attrs.evolve(states[len(plan)], owner={1: rv.Owner("t1", 0), 2: rv.NO_OWNER}),
+              attrs.evolve(states[len(plan)], receipts=frozenset({rv.Held("t1", "t1", 0, 1)}),
+                           leases=frozenset({rv.Held("t1", "t1", 0, 1)}))]
+    spec_inv = dict(model.invariants)
+    disagree = [(i, name) for i, st in enumerate(states + broken) for name, twin in rv.INVARIANTS.items()
+                if twin(st) != (spec_inv[name](rv.project_tla(st), None, {}) is True)]
+    R = rv.RevocationRejection
+    refused = [
+        ("free the free block 2", lambda: rv.free_block(published, 2), R.BLOCK_FREE),
+        ("free the indexed block 1", lambda: rv.free_block(published, 1), R.BLOCK_INDEXED),
+        ("free block 9", lambda: rv.free_block(published, 9), R.UNKNOWN_NAME),
+        ("free the leased block 1", lambda: rv.free_block(attrs.evolve(leased, index=frozenset()), 1), R.BLOCK_BUSY),
+        ("evict an entry twice", lambda: rv.evict_entry(evicted, e1), R.UNKNOWN_ENTRY),
+        ("offload twice", lambda: rv.offload(states[len(rv_lab.PUBLISH_T1) + 1], e1), R.ALREADY_OFFLOADED),
+        ("offload an unknown entry", lambda: rv.offload(published, rv.Entry("t2", 0, 2)), R.UNKNOWN_ENTRY),
+        ("arrive as t3", lambda: rv.arrive(init, "t3", "t1"), R.UNKNOWN_NAME),
+        ("arrive for t3", lambda: rv.arrive(init, "t1", "t3"), R.UNKNOWN_NAME),
+        ("authorize t2 for t1", lambda: rv.authorize(states[len(plan) + 1], "t2"), R.UNAUTHORIZED_PRINCIPAL),
+        ("reject t1's authorized arrival", lambda: rv.authorization_rejected(
+            rv.play(init, [(rv.arrive, ("t1", "t1"))])[0], "t1"), R.AUTHORIZED_REQUEST),
+        ("authorize after the stop", lambda: rv.authorize(rv.play(init, [(rv.arrive, ("t1", "t1")),
+                                                                          (rv.revoke_stop_admission, ("t1",))])[0],
+                                                          "t1"), R.ADMISSION_STOPPED),
+        ("look up an idle request", lambda: rv.lookup(init, "t1"), R.WRONG_PHASE),
+        ("allocate the owned block 1", lambda: rv.allocate(attrs.evolve(hit, req={**hit.req, "t1": attrs.evolve(
+            hit.req["t1"], phase="miss")}), "t1", 1), R.BLOCK_OWNED),
+        ("allocate block 7", lambda: rv.allocate(attrs.evolve(hit, req={**hit.req, "t1": attrs.evolve(
+            hit.req["t1"], phase="miss")}), "t1", 7), R.UNKNOWN_NAME),
+        ("lease an evicted hit", lambda: rv.acquire_lease(attrs.evolve(hit, index=frozenset()), "t1"),
+         R.ENTRY_NOT_IN_INDEX),
+        ("reject a current valid hit as stale", lambda: rv.stale_request_rejected(hit, "t1"), R.REQUEST_CURRENT),
+        ("look up at a retired generation", lambda: rv.lookup(states[len(plan) + len(others)], "t1"),
+         R.STALE_GENERATION)]
+    return [("states whose successors differ from the spec's", differ, []),
+            ("actions enabled somewhere (all 22 of Next)", len(names), 22),
+            ("(state, invariant) where the twin disagrees with the spec", disagree, []),
+            ("broken states break some invariant", [all(t(b) for t in rv.INVARIANTS.values()) for b in broken],
+             [False] * len(broken)),
+            ("refused as", [(w, rejection_of(f)) for w, f, _r in refused], [(w, r) for w, _f, r in refused])]
+
+
+def namespaces_0x06() -> Rows:
+    """0x06 "Invalidation Produces A Successor Namespace": a model-affecting invalidation makes generation g + 1
+    current with the model generation advanced, an isolation reset keeps the model generation; the retired scope
+    admits no lookup and no publication, a future one neither; an entry is visible only under exactly the lookup's
+    namespace and generation. A namespace's digest is SHA-256 over its canonical encoding (its fields by name)."""
+    import json
+
+    from kvexact.reference import namespaces as nsm
+    from kvexact.reference.rejections import rejection_of
+
+    N, Why = nsm.NamespaceRejection, nsm.InvalidationReason
+    ns = nsm.CacheIsolationNamespace("dep", "t1", "n1", 0, "salt", 4)
+    other = nsm.CacheIsolationNamespace("dep", "t2", "n2", 3, None, 1)
+    reg = nsm.create_namespace(nsm.create_namespace(nsm.NamespaceRegistry(), ns), other)
+    out: Rows = []
+    for why, model in ((Why.WEIGHTS, 5), (Why.ADAPTER, 5), (Why.REPRESENTATION, 5), (Why.ISOLATION_RESET, 4)):
+        after, receipt = nsm.invalidate(reg, "n1", why)
+        s = after.get("n1")
+        out.append((f"invalidate n1 for {why.name}: generation, model generation, salt, retired, n2 kept, receipt",
+                    (s.generation, s.model_generation, s.cache_salt, after.retired, after.get("n2") == other,
+                     (receipt.retired, receipt.successor, receipt.reason)),
+                    (1, model, "salt", frozenset({("n1", 0)}), True, (ns, s, why))))
+    given, _ = nsm.invalidate(reg, "n1", Why.WEIGHTS, model_generation=9, cache_salt="new")
+    out.append(("a given model generation and salt", (given.get("n1").model_generation, given.get("n1").cache_salt),
+                (9, "new")))
+    twice, _ = nsm.invalidate(nsm.invalidate(reg, "n1", Why.WEIGHTS)[0], "n1", Why.ISOLATION_RESET)
+    out.append(("invalidated twice: generation, model generation, retired", (
+        twice.get("n1").generation, twice.get("n1").model_generation, twice.retired),
+        (2, 5, frozenset({("n1", 0), ("n1", 1)}))))
+    after, _ = nsm.invalidate(reg, "n1", Why.WEIGHTS)
+    out.append(("authorized lookup of t1 in n1@1; scope", (nsm.authorize_lookup(after, "t1", "n1", 1).generation,
+                                                          after.get("n1").scope), (1, ("n1", 1))))
+    refused = [("lookup in n3", lambda: nsm.authorize_lookup(after, "t1", "n3", 0), N.UNKNOWN_NAMESPACE),
+               ("t2 in n1", lambda: nsm.authorize_lookup(after, "t2", "n1", 1), N.UNAUTHORIZED_TENANT),
+               ("lookup in n1@0", lambda: nsm.authorize_lookup(after, "t1", "n1", 0), N.RETIRED_GENERATION),
+               ("lookup in n1@2", lambda: nsm.authorize_lookup(after, "t1", "n1", 2), N.FUTURE_GENERATION),
+               ("publish to n1@0", lambda: nsm.authorize_publish(after, ("n1", 0)), N.PUBLISH_TO_RETIRED_GENERATION),
+               ("publish to n1@2", lambda: nsm.authorize_publish(after, ("n1", 2)), N.FUTURE_GENERATION),
+               ("publish to n3@0", lambda: nsm.authorize_publish(after, ("n3", 0)), N.UNKNOWN_NAMESPACE),
+               ("entry of n2 for n1", lambda: nsm.check_entry_scope(ns, ("n2", 0)), N.CROSS_NAMESPACE_ENTRY),
+               ("entry of n1@1 for n1@0", lambda: nsm.check_entry_scope(ns, ("n1", 1)), N.STALE_ENTRY_GENERATION),
+               ("n1 again", lambda: nsm.create_namespace(reg, ns), N.DUPLICATE_NAMESPACE),
+               ("empty tenant", lambda: nsm.CacheIsolationNamespace("dep", "", "n", 0, None, 0), N.BAD_NAMESPACE_FIELD),
+               ("generation -1", lambda: nsm.CacheIsolationNamespace("dep", "t", "n", -1, None, 0),
+                N.BAD_NAMESPACE_FIELD),
+               ("model generation True", lambda: nsm.CacheIsolationNamespace("dep", "t", "n", 0, None, True),
+                N.BAD_NAMESPACE_FIELD),
+               ("publication policy ''", lambda: nsm.CacheIsolationNamespace("d", "t", "n", 0, None, 0, ""),
+                N.BAD_NAMESPACE_FIELD)]
+    out.append(("refused as", [(w, rejection_of(f)) for w, f, _r in refused], [(w, r) for w, _f, r in refused]))
+    out.append(("accepted: publish to n1@1, entry n1@0 for n1@0", (
+        rejection_of(lambda: nsm.authorize_publish(after, ("n1", 1))), rejection_of(lambda: nsm.check_entry_scope(
+            ns, ("n1", 0)))), (None, None)))
+    out.append(("entry n1@0, n1@1, n2@0 visible to n1@0", [nsm.entry_visible(ns, sc) for sc in (
+        ("n1", 0), ("n1", 1), ("n2", 0))], [True, False, False]))
+    fields = {"deployment_namespace": "dep", "tenant_id": "t1", "namespace_id": "n1", "generation": 0,
+              "cache_salt": "salt", "model_generation": 4, "publication_policy": "publish-full-blocks"}
+    out.append(("n1's digest", ns.digest, hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":"))
+                                                         .encode()).hexdigest()))
+    return out
+
+
+def sessions_0x0CC() -> Rows:
+    """0x0CC: a turn resumes (prefills U) only when every field of the receipt matches it, else it recomputes
+    H + U and names the first field that broke; no receipt is a recompute without a reason."""
+    import attrs
+
+    from kvexact.reference import sessions as ss
+
+    receipt = ss.SessionReuseReceipt("s", "t", "n", 2, "sem", "lay", (0, 100), "rope", 7, "obj")
+    turn = ss.SessionTurn("s", "t", "n", 2, "sem", "lay", "rope", 100, 20, 7)
+    R = ss.SessionRejection
+    variants = [("session", attrs.evolve(receipt, session_id="x"), R.SESSION_MISMATCH),
+                ("tenant", attrs.evolve(receipt, tenant_id="x"), R.TENANT_MISMATCH),
+                ("namespace id", attrs.evolve(receipt, namespace_id="x"), R.NAMESPACE_ROTATED),
+                ("namespace generation", attrs.evolve(receipt, namespace_generation=1), R.NAMESPACE_ROTATED),
+                ("semantic digest", attrs.evolve(receipt, semantic_digest="x"), R.SEMANTIC_CHANGED),
+                ("layout digest", attrs.evolve(receipt, layout_digest="x"), R.LAYOUT_CHANGED),
+                ("position contract", attrs.evolve(receipt, position_contract="x"), R.POSITION_CONTRACT_CHANGED),
+                ("incomplete save", attrs.evolve(receipt, save_complete=False), R.INCOMPLETE_SAVE),
+                ("interval [0, 99)", attrs.evolve(receipt, covered_interval=(0, 99)), R.INTERVAL_MISMATCH),
+                ("interval [1, 100)", attrs.evolve(receipt, covered_interval=(1, 100)), R.INTERVAL_MISMATCH),
+                ("publication 6", attrs.evolve(receipt, publication_generation=6), R.STALE_PUBLICATION),
+                ("publication 8", attrs.evolve(receipt, publication_generation=8), R.STALE_PUBLICATION)]
+    return [("matching receipt: resume, prefill, reason", ss.plan_turn(receipt, turn), ss.ResumePlan(True, 20)),
+            ("no receipt", ss.plan_turn(None, turn), ss.ResumePlan(False, 100 + 20)),
+            ("one field changed: plan", [(w, ss.plan_turn(r, turn)) for w, r, _x in variants],
+             [(w, ss.ResumePlan(False, 120, x)) for w, _r, x in variants])]
+
+
+def tables_0x0AB() -> Rows:
+    """0x0AB/0x0AC: a dense staging table pads each row with -1 up to the longest (a padding cell is never read as
+    a block); the kernel table of allocator blocks [3, 9] at 32 -> 16 tokens is [6, 7, 18, 19] (id q a + i);
+    0x0BE: a chunk tree's ranges lie in [0, batch), nest, and cover every sequence."""
+    import attrs
+
+    from kvexact.reference import shared_prefix as sp
+    from kvexact.reference import traversal as tv
+    from kvexact.reference.rejections import rejection_of
+
+    T, S = tv.TraversalRejection, sp.SharedPrefixRejection
+    C = sp.TreeChunk
+    good = [C("root", 4, 0, 4), C("a", 2, 0, 2), C("b", 2, 2, 4), C("a0", 1, 0, 1)]
+    trees = [("[-1, 2)", [C("x", 1, -1, 2)], 3, S.BAD_COVERAGE), ("[0, 4) of 3", [C("x", 1, 0, 4)], 3, S.BAD_COVERAGE),
+             ("[2, 2)", [C("r", 1, 0, 3), C("x", 1, 2, 2)], 3, S.BAD_COVERAGE),
+             ("[0, 2) then [1, 3)", [C("r", 1, 0, 3), C("x", 1, 0, 2), C("y", 1, 1, 3)], 3, S.NOT_NESTED),
+             ("[1, 3) then [0, 2)", [C("r", 1, 0, 3), C("x", 1, 1, 3), C("y", 1, 0, 2)], 3, S.NOT_NESTED),
+             ("sequence 2 uncovered", [C("x", 1, 0, 2)], 3, S.UNCOVERED_SEQUENCE),
+             ("the good tree", good, 4, None), ("[0, 3) of 3", [C("x", 1, 0, 3)], 3, None)]
+    fx = sp.draw_fixture(good, 4, 3, 2, seed=1)  # d_qk 3, d_v 2
+    short_q = (*fx.q[:2], fx.q[2][:2], fx.q[3])
+    fixtures = [("the drawn fixture", fx, None),
+                ("query 2 of width 2", attrs.evolve(fx, q=short_q), S.WIDTH_MISMATCH),
+                ("chunk a with 1 K row of 2", attrs.evolve(fx, k=(fx.k[0], fx.k[1][:1], *fx.k[2:])),
+                 S.ROW_COUNT_MISMATCH),
+                ("chunk b with 1 V row of 2", attrs.evolve(fx, v=(*fx.v[:2], fx.v[2][:1], fx.v[3])),
+                 S.ROW_COUNT_MISMATCH),
+                ("a K row of width 2 in root", attrs.evolve(fx, k=((fx.k[0][0][:2], *fx.k[0][1:]), *fx.k[1:])),
+                 S.WIDTH_MISMATCH),
+                ("a V row of width 3 in a0", attrs.evolve(fx, v=(*fx.v[:3], ((*fx.v[3][0], 0.0),))),
+                 S.WIDTH_MISMATCH),
+                ("queries for 3 sequences: root [0, 4) outside", attrs.evolve(fx, q=fx.q[:3]), S.BAD_COVERAGE)]
+    dispatch = [(a, (d.outcome, d.kernel_block_tokens)) for a in (16, 48, 24, 64, 12, 4)
+                for d in [tv.dispatch_kernel_block(a)]]
+    return [("0x0AA/0x0AC dispatch over the pinned (8, 16, 32): P_a 16, 48, 24, 64, 12, 4", dispatch,
+             [(16, ("selected", 16)), (48, ("fallback", 16)), (24, ("fallback", 8)), (64, ("fallback", 32)),
+              (12, ("rejected", None)), (4, ("rejected", None))]),
+            ("dense table of [5, 6, 7], [8], []", tv.dense_staging_table([[5, 6, 7], [8], []]),
+             [[5, 6, 7], [8, -1, -1], [-1, -1, -1]]),
+            ("dense table of nothing", tv.dense_staging_table([]), []),
+            ("cells 0 and 1 of [8, -1]", (tv.read_table_cell([8, -1], 0), rejection_of(
+                lambda: tv.read_table_cell([8, -1], 1))), (8, T.PADDING_CELL_READ)),
+            ("kernel table of [3, 9] at 32 -> 16, at 32 -> 8", (tv.kernel_table([3, 9], 32, 16),
+                                                               tv.kernel_table([3], 32, 8)),
+             ([6, 7, 18, 19], [12, 13, 14, 15])),
+            ("path of sequence 0, 1, 3 in the good tree", [sp.path_of(good, q) for q in (0, 1, 3)],
+             [[0, 1, 3], [0, 1], [0, 2]]),
+            ("chunk trees refused as", [(w, rejection_of(lambda t=t, n=n: sp.check_tree(t, n))) for w, t, n, _r in trees],
+             [(w, r) for w, _t, _n, r in trees]),
+            ("fixtures refused as", [(w, rejection_of(lambda f=f: sp.check_fixture(f))) for w, f, _r in fixtures],
+             [(w, r) for w, _f, r in fixtures])]
+
+
+def prefix_admit_0x07() -> Rows:
+    """0x07C/0x07D: admitting a hit maps its full blocks into the new request (shared: refcount 2, no copy) and
+    appends the rest through the allocator; a partial-tail hit maps only its full blocks and copies the tail's
+    valid rows into a fresh block of its own, so the source tail stays private; a receipt taken before the index
+    changed is stale. Publishing a request whose length is a whole number of blocks publishes no partial tail."""
+    import attrs
+
+    from kvexact.reference import lifecycle
+    from kvexact.reference.keys import KeyInputs
+    from kvexact.reference.labs import prefix as px_lab
+    from kvexact.reference.prefix import PrefixPolicy, PrefixRejection, admit
+    from kvexact.reference.rejections import Rejected, rejection_of
+
+    s = px_lab.STREAM
+    cache = px_lab.cache_with(s[:50])
+    a_ids = [h.block_id for h in cache.alloc.request("A").tables[0]]
+    receipt = cache.lookup(px_lab.request("B", s[:50]))
+    rec, appends = admit(cache, receipt, s[:50])
+    b_ids = [h.block_id for h in rec.tables[0]]
+    out: Rows = [("B over A's 50 tokens: context, blocks per group, shared with A, appended rows",
+                  (rec.context_tokens, [len(t) for t in rec.tables], b_ids[:3] == a_ids[:3], b_ids[3] in a_ids,
+                   len(appends)), (50, [4, 4], True, False, 50 - 48)),
+                 ("refcounts of A's first three blocks, of B's new block",
+                  ([cache.alloc.pools[0].refcount(b) for b in a_ids[:3]], cache.alloc.pools[0].refcount(b_ids[3])),
+                  ([2, 2, 2], 1)),
+                 ("B's tokens", cache.alloc.tokens_of("B"), s[:50])]
+    tail = PrefixPolicy(partial_tail=True)
+    partial = px_lab.cache_with(s[:33], tail)
+    a_tail = [h.block_id for h in partial.alloc.request("A").tables[0]]
+    b = partial.lookup(px_lab.request("B", s[:25]), tail)
+    rec, appends = admit(partial, b, s[:25], tail)
+    ids = [h.block_id for h in rec.tables[0]]
+    out.append(("0x07D B's 25 tokens over A's tail: hit, copied rows; blocks, shared first, private second, "
+                "appended rows, A's tail refcount",
+                (b.runtime_hit_tokens, b.copy_valid_partial_rows, len(ids), ids[0] == a_tail[0], ids[1] in a_tail,
+                 len(appends), partial.alloc.pools[0].refcount(a_tail[2])), (24, 8, 2, True, False, 25 - 16, 1)))
+    out.append(("0x07D B's tokens, A's tail rows kept", (partial.alloc.tokens_of("B"),
+                                                        partial.alloc.pools[0].blocks[a_tail[2]].rows),
+                (s[:25], s[32:33])))
+    short = px_lab.cache_with(s[:20], tail)  # one full block and a 4-row tail
+    over = short.lookup(px_lab.request("B", s[:24]), tail)
+    out.append(("0x07D B's 24 tokens over A's 20 (16 + a 4-row tail): hit, partial rows, bundles",
+                (over.runtime_hit_tokens, over.copy_valid_partial_rows, len(over.matched_group_handles)), (20, 4, 2)))
+    stale_cache = px_lab.cache_with(s[:50])
+    stale = stale_cache.lookup(px_lab.request("B", s[:50]))
+    stale_cache.alloc.allocate("Z", [7, 8, 9])
+    out.append(("a receipt from before Z's allocation admitted as", rejection_of(
+        lambda: admit(stale_cache, stale, s[:50])), PrefixRejection.STALE_INDEX_SNAPSHOT))
+    whole = px_lab.fixture_cache()
+    whole.alloc.allocate("W", s[:32])
+    keys = whole.publish("W", KeyInputs(s[:32]), px_lab.NAMESPACE, 0, tail)
+    odd = px_lab.fixture_cache()
+    odd.alloc.allocate("W", s[:33])
+    out.append(("published keys of 32 tokens, of 33 tokens, under the partial policy (P=16)",
+                (len(keys), len(odd.publish("W", KeyInputs(s[:33]), px_lab.NAMESPACE, 0, tail))), (2, 3)))
+    again = whole.publish("W", KeyInputs(s[:32]), px_lab.NAMESPACE, 0, tail)
+    out.append(("keys published again; publication generation after two publications",
+                (again, whole.publication_generation), ((), 2)))
+    one = cache.lookup(px_lab.request("C", s[:1]))  # S_cap = 0: nothing can be reused, one row recomputed
+    out.append(("a 1-token prompt with logits: hit, recompute; an empty one refused as",
+                (one.runtime_hit_tokens, one.prompt_rows_recomputed, rejection_of(lambda: cache.lookup(
+                    px_lab.request("C", ())))), (0, 1, PrefixRejection.EMPTY_PROMPT_WITH_LOGITS)))
+    out.append(("an empty prompt without logits: hit, recompute",
+                (lambda r: (r.runtime_hit_tokens, r.prompt_rows_recomputed))(
+                    cache.lookup(px_lab.request("C", (), requires_logits=False))), (0, 0)))
+    other = attrs.evolve(px_lab.request("C", s[:20]), manifest_sha256="ab" * 32)
+    try:
+        cache.lookup(other)
+        detail = ""
+    except Rejected as exc:
+        detail = str(exc)
+    out.append(("another manifest: refused as; naming both digests' first 12 hex digits",
+                (rejection_of(lambda: cache.lookup(other)), f"{'ab' * 6} != {px_lab.MANIFEST[:12]}" in detail),
+                (PrefixRejection.MANIFEST_MISMATCH, True)))
+    lifecycle.release(cache.alloc, "B")
+    out.append(("A's blocks after B's release: refcounts", [cache.alloc.pools[0].refcount(x) for x in a_ids[:3]],
+                [1, 1, 1]))
+    return out
+
+
+def radix_index_0x08() -> Rows:
+    """0x08's request protocol through the normative prefix index (slots 1..8): admission matches the longest
+    cached prefix and reserves the lowest free slots for the rest; finishing caches the path; a cancel frees only
+    the private slots; eviction frees whole unlocked leaves; a short pool refuses admission and extension without
+    changing anything."""
+    from kvexact.reference import radix
+    from kvexact.reference.index import IndexConfig, RadixIndex, check_index
+
+    ix = RadixIndex(IndexConfig(pool_slots=8))
+    root = ix.state.nodes[radix.ROOT]  # the tree is created at clock 0 with an unlocked, empty root
+    out: Rows = [("empty: free slots, protocol check", (sorted(ix.free_slot_ids()), check_index(ix)),
+                  (list(range(1, 9)), None)),
+                 ("empty: clock; root's created, accessed, locks, tokens, parent",
+                  (ix.state.clock, root.created_at, root.last_access, root.lock_ref, root.token_ids, root.parent_id),
+                  (0, 0, 0, 0, (), None))]
+    first = ix.admit("r1", [1, 2, 3])
+    rows1 = list(ix.slot_ids("r1"))
+    ix.finish("r1")
+    second = ix.admit("r2", [1, 2, 3, 4])
+    grown = ix.extend("r2", 5)
+    rows2 = list(ix.slot_ids("r2"))
+    out.append(("r1 then r2 over r1's 3 tokens: matched, rows, extended, free",
+                (first, rows1, second, grown, rows2, sorted(ix.free_slot_ids())),
+                (0, [1, 2, 3], 3, True, [1, 2, 3, 4, 5], [6, 7, 8])))
+    ix.cancel("r2")
+    out.append(("after r2's cancel: free slots", sorted(ix.free_slot_ids()), [4, 5, 6, 7, 8]))
+    short = ix.admit("r3", list(range(10, 16)))  # 6 new tokens, 5 free slots
+    out.append(("6 new tokens with 5 free slots: admitted, free slots after", (short, sorted(ix.free_slot_ids())),
+                (None, [4, 5, 6, 7, 8])))
+    freed = ix.evict(2)
+    out.append(("evicting 2 tokens frees the whole leaf [1, 2, 3]; free after",
+                ([list(x) for x in freed], sorted(ix.free_slot_ids())), ([[1, 2, 3]], list(range(1, 9)))))
+    ix.self_check()
+    full = ix.admit("r4", list(range(20, 28)))
+    out.append(("8 tokens into 8 slots: matched, rows; then an extension", (full, list(ix.slot_ids("r4")),
+                                                                          ix.extend("r4", 99)),
+                (0, list(range(1, 9)), False)))
+    return out
+
+
+def vmm_spec_0x06F() -> Rows:
+    """0x06F against ``spec/VirtualMapping.tla``: the seed's 24-operation trace (18 operations and 23 single-row
+    writes: 6 + 4 + 1 + 3 + 8 + 1) and a second trace on the same geometry (page of 4 tokens, 3 bundles of 4
+    handles) are steps of the spec's actions. The second: E on slot 1 maps 2 pages synchronously for 5 tokens, its
+    V1 scalar (t 4, h 1, d 3) lies at u = (4 x 2 x 4 + 1 x 4 + 3) x 2 = 78 B, page 1, delta 14, in handle 7 (bundle
+    H4-H7, V1 last); F on slot 2 maps asynchronously, reclaiming E's retained bundles when no free one is left
+    (lowest slot first); nothing is ready until awaited; a third request finds no bundle."""
+    import attrs
+
+    from kvexact.conformance.machines.vmm_trace import VmmTraceRecorder
+    from kvexact.reference import vmm
+    from kvexact.reference.labs import vmm as lab
+    from kvexact.reference.rejections import rejection_of
+
+    V = vmm.VmmRejection
+    rec = VmmTraceRecorder(lab.SEED_CONFIG)
+    rec.attach(vmm.VmmState.initial(lab.SEED_CONFIG))
+    try:
+        lab.seed_trace_0x06F()
+    finally:
+        rec.detach()
+    seed = _validated(rec)
+    out: Rows = [("seed trace: valid, steps, actions", (seed.ok, seed.steps, seed.actions),
+                  (True, 18 + 23, {"reserve_virtual": 1, "create_handles": 1, "alloc_reqid": 4, "map_bundle": 5,
+                                   "write_rows": 23, "free_reqid": 4, "reclaim_inactive": 2, "await_mapping": 1}))]
+    s = vmm.VmmState.initial(lab.SEED_CONFIG)
+    rec = VmmTraceRecorder(lab.SEED_CONFIG)
+    rec.attach(s)
+    try:
+        s, _ = vmm.reserve_virtual(s)
+        s, _ = vmm.create_handles(s)
+        s, _ = vmm.alloc_reqid(s, 1, "E")
+        s, sync = vmm.step_sync(s, 1, 5)
+        s, _ = vmm.write_rows(s, 1, 1, 0, 5)
+        out.append(("E's sync receipt: slot, generation, ready pages, covered, handles, ready",
+                    (sync.slot, sync.generation, sync.ready_pages, sync.covered_tokens, sync.page_handles,
+                     sync.ready_before_use), (1, 1, 2, 8, ((0, 1, 2, 3), (4, 5, 6, 7)), True)))
+        out.append(("E's V1 (t 4, h 1, d 3), K0 (t 0, h 0, d 0): handle, delta",
+                    (vmm.translate(s, "V", 1, 1, 4, 1, 3), vmm.translate(s, "K", 0, 1, 0, 0, 0)), ((7, 14), (0, 0))))
+        used = vmm.require_use(s, 1, 1, 5)
+        out.append(("E uses 5 rows: covered; 6 rows, t 8, generation 2 refused as", (used.covered_tokens, [
+            rejection_of(f) for f in (lambda: vmm.require_use(s, 1, 1, 6),
+                                      lambda: vmm.translate(s, "K", 0, 1, 8, 0, 0),
+                                      lambda: vmm.require_use(s, 1, 2, 1))]),
+            (8, [V.ROWS_NOT_VALID, V.MAPPING_NOT_READY, V.STALE_GENERATION])))
+        s, _ = vmm.free_reqid(s, 1)
+        s, _ = vmm.alloc_reqid(s, 2, "F")
+        s, pending = vmm.step_async(s, 2, 8)
+        out.append(("F's async receipt for 8 tokens: ready pages, covered, ready; E's pages left; a write, a read of "
+                    "page 0, of page 1 refused as",
+                    (pending.ready_pages, pending.covered_tokens, pending.ready_before_use, len(s.slot(1).pages),
+                     rejection_of(lambda: vmm.write_rows(s, 2, 1, 0, 1)),
+                     rejection_of(lambda: vmm.translate(s, "K", 0, 2, 0, 0, 0)),
+                     rejection_of(lambda: vmm.translate(s, "K", 0, 2, 4, 0, 0))),
+                    (0, 0, False, 1, V.MAPPING_NOT_READY, V.MAPPING_NOT_READY, V.MAPPING_NOT_READY)))
+        s, ready = vmm.await_mapping(s, 2)
+        out.append(("F awaited: ready pages, covered, handles", (ready.ready_pages, ready.covered_tokens,
+                                                                ready.page_handles),
+                    (2, 8, ((8, 9, 10, 11), (4, 5, 6, 7)))))
+        s, _ = vmm.step_async(s, 2, 12)
+        s, full = vmm.await_mapping(s, 2)
+        s, _ = vmm.alloc_reqid(s, 0, "G")
+        out.append(("F at 12 tokens: covered, third bundle; G, F at 13, release with F mapped, refused as",
+                    (full.covered_tokens, full.page_handles[2], rejection_of(lambda: vmm.step_async(s, 0, 1)),
+                     rejection_of(lambda: vmm.step_async(s, 2, 13)), rejection_of(lambda: vmm.release_handles(s))),
+                    (12, (0, 1, 2, 3), V.NO_FREE_HANDLES, V.ROWS_BEYOND_TMAX, V.HANDLES_STILL_MAPPED)))
+        s, freed = vmm.free_reqid(s, 2, unmap=True)
+        s, _ = vmm.free_reqid(s, 0)
+        s, _ = vmm.release_handles(s)
+        s, _ = vmm.release_virtual(s)
+        out.append(("F freed with unmap: unmaps; end phase, handles", (freed.unmaps, s.phase, s.handles_created),
+                    (3, "VA_RELEASED", False)))
+    finally:
+        rec.detach()
+    big = attrs.evolve(lab.SEED_CONFIG, handles=int("300"))  # 75 bundles of 4: counts past the small ints
+    b, _ = vmm.create_handles(vmm.reserve_virtual(vmm.VmmState.initial(big))[0])
+    out.append(("300 handles created, none mapped: released", rejection_of(lambda: vmm.release_handles(b)), None))
+    steps = len(rec.records)
+    vmm.alloc_reqid(vmm.create_handles(vmm.reserve_virtual(vmm.VmmState.initial(lab.SEED_CONFIG))[0])[0], 0, "H")
+    second = _validated(rec)
+    out.append(("second trace: valid, failure; nothing recorded after detach", (second.ok, second.failure,
+                                                                                 len(rec.records) == steps),
+                (True, None, True)))
+    return out
+
+
+def telemetry_0x0CF_export() -> Rows:
+    """0x0CF/0x0BL: the Prometheus text exposition (0.0.4) escapes a backslash and a newline in HELP and a quote in
+    a label value, writes an integral value without a decimal point; a live allocator's pool reads as one snapshot
+    (blocks by state, recorded = derived references); 0x06F's v23 state observed: 3 bundles of 4 handles mapped, a
+    ready frontier of 3 pages x 4 tokens; the funnel formula holds only for non-increasing stage counts."""
+    from kvexact.reference import telemetry as tm
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.formulas import evaluate
+    from kvexact.reference.formulas_all import load_all
+    from kvexact.reference.labs.vmm import seed_trace_0x06F
+    from kvexact.reference.pool import GroupConfig
+    from kvexact.reference.rejections import rejection_of
+
+    load_all()
+    metric = tm.Metric("kvexact_x", "gauge", "a\\b\nc", (({"stage": 'a"b\\c'}, 3.0), ({}, 2.5)))
+    text = tm.to_prometheus([metric])
+    expected = ("# HELP kvexact_x a\\\\b\\nc\n# TYPE kvexact_x gauge\n"
+                'kvexact_x{stage="a\\"b\\\\c"} 3\nkvexact_x 2.5\n')
+    alloc = Allocator([GroupConfig(0, 0, 4, 64)], [[10, 11, 12, 13, 14]])
+    alloc.allocate("A", [1, 2, 3, 4, 5])  # 5 tokens in blocks of 4: two live blocks
+    g = tm.reconcile_pool(tm.allocator_pool_snapshot(alloc, 0))
+    counters = tm.GranularityCounters()
+    counters.observe_vmm({t.label: t for t in seed_trace_0x06F()}["v23"].state)
+    def label(n: int) -> Any:
+        return rejection_of(lambda: tm.check_hygiene(tm.Metric("kvexact_y", "gauge", "h", (({"stage": "x" * n}, 1),))))
+
+    funnel = [evaluate("telemetry.funnel_monotone", stage_counts=c) for c in ([5, 4, 4, 1], [5, 4, 6, 1], [5, 6],
+                                                                             [3, 3])]
+    from kvexact.reference.labs import telemetry as tm_lab
+
+    std = {m.name: m for m in tm.standard_metrics(tm_lab.run_funnel_fixture(), tm.reconcile_pool(tm_lab.POOL_FIXTURE))}
+    gauges = {m.name: m.samples for m in counters.metrics()}
+    return [("exposition of one gauge", text, expected),
+            ("a label value of MAX_LABEL_VALUE characters, of one more", (label(tm.MAX_LABEL_VALUE),
+                                                                           label(tm.MAX_LABEL_VALUE + 1)),
+             (None, tm.TelemetryRejection.RAW_PROMPT_IN_METRICS)),
+            ("0x0CF standard metrics: funnel counts, pool blocks by state, capacity, kinds",
+             ([v for _l, v in std["kvexact_reuse_funnel_total"].samples],
+              {lab["state"]: v for lab, v in std["kvexact_pool_blocks"].samples},
+              std["kvexact_pool_capacity_blocks"].samples, sorted({m.kind for m in std.values()})),
+             ([12, 11, 9, 7, 6, 6, 5, 4, 4], {"free": 3, "evictable": 2, "live": 5, "reserved_or_copying": 2},
+              (({}, 3 + 2 + 5 + 2),), ["counter", "gauge"])),
+            ("0x0BL gauges of v23", (gauges["kvexact_vmm_ready_frontier_tokens"], gauges["kvexact_vmm_mapped_groups"]),
+             ((({}, 12),), (({}, 12),))),
+            ("allocator pool: blocks, by state, recorded/derived/delta",
+             (g.pool_blocks, g.blocks_by_state, (g.refcount_recorded, g.refcount_derived, g.refcount_delta)),
+             (5, {"free": 3, "evictable": 0, "live": 2, "reserved_or_copying": 0}, (2, 2, 0))),
+            ("v23 observed: page group bytes, mapped handles, ready frontier tokens",
+             (counters.ledger["vmm_page_group_bytes"], counters.ledger["vmm_mapped_groups"],
+              counters.ledger["vmm_ready_frontier_tokens"]), (64, 3 * 4, 3 * 4)),
+            ("funnel monotone: [5, 4, 4, 1], [5, 4, 6, 1], [5, 6], [3, 3]", [bool(x) for x in funnel],
+             [True, False, False, True])]
+
+
+def radix_spec_0x08() -> Rows:
+    """0x08 against ``spec/RadixIndex.tla`` (tokens 1..3, the spec model's alphabet): a admits [1, 2, 3, 1] into
+    slots 1-4, decodes 2 into slot 5 and finishes; b's [1, 2, 3, 3] matches 3 tokens (splitting a's edge after 3),
+    takes slot 6 and finishes; c's [1, 2, 2] matches 2 (another split), takes slot 7 and is cancelled (slot 7 free
+    again); evicting 2 tokens frees the least recently used unlocked leaf, a's [1, 2] in slots 4, 5. Every step is a
+    step of the spec's action."""
+    from kvexact.conformance.machines.radix_trace import RadixTraceRecorder
+    from kvexact.reference import radix as rx
+    from kvexact.reference.rejections import rejection_of
+
+    st = rx.RadixState.empty(16, first_slot_id=1)
+    trace = RadixTraceRecorder(st, 4, 16)
+    receipts: dict[str, Any] = {}
+
+    def apply(label: str, op: Any, *args: Any) -> None:
+        nonlocal st
+        before = st
+        st, receipt = op(st, *args)
+        trace.step(op.__name__, before, st, args, receipt)
+        receipts[label] = receipt
+
+    apply("a match", rx.match_and_lock, "a", 0, [1, 2, 3, 1])
+    apply("a reserve", rx.reserve, "a", [1, 2, 3, 4])
+    apply("a decode", rx.decode, "a", 2, 5)
+    apply("a finish", rx.cache_finished, "a", [1, 2, 3, 1, 2], [1, 2, 3, 4, 5])
+    finished_a = st
+    apply("b match", rx.match_and_lock, "b", 0, [1, 2, 3, 3])
+    b_matched = st
+    apply("b reserve", rx.reserve, "b", [6])
+    receipts["b reserve state"] = st
+    apply("b finish", rx.cache_finished, "b", [1, 2, 3, 3], [1, 2, 3, 6])
+    after_a = st
+    apply("c match", rx.match_and_lock, "c", 0, [1, 2, 2])
+    apply("c reserve", rx.reserve, "c", [7])
+    held = st
+    apply("c cancel", rx.release_request, "c")
+    apply("evict 2", rx.evict, 2)
+    verdict = _validated(trace)
+    leaf = max(finished_a.nodes)  # a's one edge
+    after_lock = rx.lock(after_a, leaf)[0]  # after b's finish nothing is locked
+    edges = sorted((n.token_ids, n.slot_ids) for n in st.nodes.values() if n.node_id != rx.ROOT)
+    return [("b, c matched; b's prefix slots", (receipts["b match"].matched_tokens, receipts["c match"].matched_tokens,
+                                                receipts["b match"].prefix_slot_ids), (3, 2, (1, 2, 3))),
+            ("b's receipt verified while b holds it; after b's reserve (a later version, still leased)",
+             (rejection_of(lambda: rx.verify_handoff(b_matched, receipts["b match"])),
+              rejection_of(lambda: rx.verify_handoff(receipts["b reserve state"], receipts["b match"]))), (None, None)),
+            ("evicting 2 tokens: slots freed", receipts["evict 2"].freed_slot_ids, ((4, 5),)),
+            ("edges left; free slots", (edges, sorted(st.free_slot_ids)),
+             ([((1, 2), (1, 2)), ((3,), (3,)), ((3,), (6,))], [4, 5, *range(7, 17)])),
+            ("spec steps: valid, count, failure", (verdict.ok, verdict.steps, verdict.failure), (True, 11, None)),
+            ("after a's finish: edges", finished_a.edges(), {(1, 2, 3, 1, 2): (1, 2, 3, 4, 5)}),
+            ("c releases slot 7: free, c's private", (lambda t: (7 in t.free_slot_ids, t.private_slot_ids.get("c")))(
+                rx.release(held, "c")[0]), (True, None)),
+            ("release slot 8 by c, anything by z; unlock the unlocked leaf", (
+                rejection_of(lambda: rx.release(held, "c", [8])), rejection_of(lambda: rx.release(held, "z")),
+                rejection_of(lambda: rx.unlock(after_a, leaf))),
+             (rx.RadixRejection.SLOT_NOT_PRIVATE, rx.RadixRejection.UNKNOWN_REQUEST, rx.RadixRejection.LOCK_UNDERFLOW)),
+            ("locks on the leaf's path (2 nodes after b's split) after one lock, then one unlock",
+             ([after_lock.nodes[n].lock_ref for n in after_lock.path(leaf)],
+              [n.lock_ref for n in rx.unlock(after_lock, leaf)[0].nodes.values()]),
+             ([1, 1], [0] * len(after_lock.nodes)))]
+
+def frozen_0x03F() -> Rows:
+    """0x03F: A's K row (layer 24, token 16, head 1, lane 5) frozen at 4,311,744,512 + 98,570 re-resolves to that
+    address at its table version; a drifted address or another version is refused. 0x08G: a handoff receipt stays
+    valid at any tree version it names (here 1,000 versions on), compared by value. 0x10A: a compatibility
+    manifest's digest is SHA-256 over its equality-bearing fields (the provenance left out; no namespace given is
+    the namespace "" at generation 0)."""
+    import json
+
+    import attrs
+
+    from kvexact.reference import manifest as mf
+    from kvexact.reference import radix as rx
+    from kvexact.reference import translate as tr
+    from kvexact.reference.labs.translate import loop4_snapshot
+    from kvexact.reference.rejections import rejection_of
+
+    snap = loop4_snapshot()
+    doubled = attrs.evolve(snap, pools=(*snap.pools, snap.pools[0]))  # group 0's pool twice: one pool per group
+    version = snap.request("A").table_version
+    frozen = tr.FrozenAddress("A", version, 16, 24, "K", 1, 5, int("4311744512") + 98_570)
+    got = tr.check_frozen_address(snap, frozen)
+    out: Rows = [("A's frozen K row: address", got.byte_address, 4_311_744_512 + 98_570),
+                 ("drifted by 2 B, at version + 1: refused as", (
+                     rejection_of(lambda: tr.check_frozen_address(snap, attrs.evolve(frozen, byte_address=frozen
+                                                                                    .byte_address + 2))),
+                     rejection_of(lambda: tr.check_frozen_address(snap, attrs.evolve(frozen, table_version=version
+                                                                                    + 1)))),
+                  (tr.TranslateRejection.FROZEN_ADDRESS_DRIFT, tr.TranslateRejection.STALE_SUCCESSOR_VERSION))]
+    out.append(("the 0x03F snapshot, with group 0's pool twice: validated, refused as",
+                (rejection_of(lambda: tr.validate_snapshot(snap)), rejection_of(lambda: tr.validate_snapshot(doubled))),
+                (None, tr.TranslateRejection.MISSING_GROUP_POOL)))
+    st, receipt = rx.match_and_lock(rx.RadixState.empty(8, first_slot_id=1), "a", 0, [1, 2])
+    st, _ = rx.release_request(st, "a")  # no lease: the receipt is valid only at the version it names
+    later = attrs.evolve(st, version=int(str(st.version + 1000)))
+    moved = attrs.evolve(receipt, tree_version=int(str(st.version + 1000)))
+    moved = attrs.evolve(moved, receipt_sha256=rx.handoff_fields_sha256(moved))
+    out.append(("a released: its receipt at the tree's version 1000 on; one version behind",
+                (rejection_of(lambda: rx.verify_handoff(later, moved)),
+                 rejection_of(lambda: rx.verify_handoff(attrs.evolve(later, version=later.version + 1), moved))),
+                (None, rx.RadixRejection.STALE_VERSION)))
+    fields = dict(cache_abi_sha256="abi", cache_layout_sha256="lay", model_generation=3, adapter_identity="",
+                  weight_transform_identity="w", position_contract_sha256="pos", covered_token_ids=[5, 6],
+                  input_side_data_identity="", cache_isolation_namespace=["", 0], cache_salt=None,
+                  publication_generation=0)
+    m = mf.CacheCompatibilityManifest("abi", "lay", 3, "", "w", "pos", [5, 6],
+                                      provenance=mf.Provenance(request_id="r9"))
+    out.append(("manifest digest (provenance left out)", m.digest, hashlib.sha256(
+        json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()))
+    other = attrs.evolve(m, provenance=mf.Provenance(tokenizer_revision="t2"))
+    out.append(("another provenance: same digest, compatible", (other.digest == m.digest,
+                                                               mf.semantic_cache_compatible(m, other).compatible),
+                (True, True)))
+    return out
+
+
+def telemetry_alerts_0x0CF() -> Rows:
+    """0x0CF "Counter Families And Alert Meaning": each alert is a joint predicate over two samples; each fires
+    exactly when its conditions hold together and stays silent when one is missing (at the boundary values). The
+    reconciliation counts a block whose recorded and derived references differ, from either side."""
+    import attrs
+
+    from kvexact.reference import telemetry as tm
+    from kvexact.reference.rejections import rejection_of
+
+    base = tm.TelemetrySample(at_s=0, free_blocks=3, evictable_blocks=2, allocation_failures=5,
+                              locked_eviction_rejects=5, refcount_recorded=9, refcount_derived=9,
+                              refcount_mismatch_age_s=0, required_frontier_tokens=32, ready_frontier_tokens=32,
+                              map_wait_age_s=0, candidate_matches=9, compatible_matches=7, generation_rejects=1,
+                              cross_namespace_rejects=0, stale_namespace_rejects=0)
+
+    def alerts(**cur: Any) -> tuple[str, ...]:  # the previous sample is ``base``, 10 s earlier
+        return tm.evaluate_alerts(base, attrs.evolve(base, at_s=10, **cur), slo_budget_s=5, grace_s=30)
+
+    cases = [
+        ("nothing changed", {}, ()),
+        ("free 0, evictable 0, failures 5 -> 6", dict(free_blocks=0, evictable_blocks=0, allocation_failures=6),
+         ("allocator_exhaustion",)),
+        ("free 0, evictable 0, failures steady", dict(free_blocks=0, evictable_blocks=0), ()),
+        ("free 1, evictable 0, failures rising", dict(free_blocks=1, evictable_blocks=0, allocation_failures=6), ()),
+        ("free 0, evictable 1, locked rejects rising", dict(free_blocks=0, evictable_blocks=1,
+                                                           locked_eviction_rejects=6), ("locked_cache_pressure",)),
+        ("free 1, evictable 1, locked rejects rising", dict(free_blocks=1, evictable_blocks=1,
+                                                           locked_eviction_rejects=6), ()),
+        ("free 0, evictable 1, locked rejects steady", dict(free_blocks=0, evictable_blocks=1), ()),
+        ("refs 10 vs 9 for 30 s", dict(refcount_recorded=10, refcount_mismatch_age_s=30), ("reference_leak",)),
+        ("refs 8 vs 9 for 31 s", dict(refcount_recorded=8, refcount_mismatch_age_s=31), ("reference_leak",)),
+        ("refs 10 vs 9 for 29 s", dict(refcount_recorded=10, refcount_mismatch_age_s=29), ()),
+        ("required 33 > ready 32, waited 6 s", dict(required_frontier_tokens=33, map_wait_age_s=6), ("mapping_stall",)),
+        ("required 33 > ready 32, waited 5 s", dict(required_frontier_tokens=33, map_wait_age_s=5), ()),
+        ("required 32 = ready 32, waited 6 s", dict(map_wait_age_s=6), ()),
+        ("candidates steady, compatible 7 -> 6", dict(compatible_matches=6), ("compatibility_churn",)),
+        ("candidates 9 -> 10, compatible 7 -> 6", dict(candidate_matches=10, compatible_matches=6), ()),
+        ("candidates steady, generation rejects 1 -> 2", dict(generation_rejects=2), ("stale_receipt_race",)),
+        ("candidates 9 -> 8, generation rejects rising", dict(candidate_matches=8, generation_rejects=2), ()),
+        ("cross-namespace rejects 0 -> 1", dict(cross_namespace_rejects=1), ("security_boundary_pressure",)),
+        ("stale-namespace rejects 0 -> 1", dict(stale_namespace_rejects=1), ("security_boundary_pressure",)),
+        ("free 0 falling from 3, evictable 0, failures rising, compatible falling",
+         dict(free_blocks=0, evictable_blocks=0, allocation_failures=6, compatible_matches=6),
+         ("allocator_exhaustion", "compatibility_churn"))]
+    snap = tm.PoolSnapshot(4, {0: "live", 1: "live", 2: "live", 3: "free"}, {0: 1, 1: 2}, {"r": (0, 1), "s": (1, 2)},
+                           {}, 40, 32)
+    g = tm.reconcile_pool(snap)  # derived: block 0 once, 1 twice, 2 once (recorded 0): one block differs
+    leased = tm.reconcile_pool(attrs.evolve(snap, recorded_refcounts={0: 1, 1: 2, 2: 1, 3: 1},
+                                            leases={"l": (2,)}, request_maps={"r": (0, 1), "s": (1,)}))
+    return [("alerts", [(w, alerts(**c)) for w, c, _e in cases], [(w, e) for w, _c, e in cases]),
+            ("pool: recorded, derived, delta, mismatched blocks, map lag",
+             (g.refcount_recorded, g.refcount_derived, g.refcount_delta, g.refcount_mismatched_blocks,
+              g.mapping_lag_tokens), (3, 4, -1, 1, 40 - 32)),
+            ("leases count as references; block 3 recorded 1, derived 0",
+             (leased.refcount_recorded, leased.refcount_derived, leased.refcount_mismatched_blocks), (5, 4, 1)),
+            ("ready 40 of 32 required: lag", tm.reconcile_pool(attrs.evolve(snap, ready_frontier_tokens=48))
+             .mapping_lag_tokens, 0),
+            ("a block id 4 of 4, a state 'lost', 3 blocks of 4 in states: refused as", [rejection_of(lambda m=m: tm
+             .reconcile_pool(attrs.evolve(snap, block_states=m))) for m in (
+                 {0: "live", 1: "live", 2: "live", 4: "free"}, {0: "live", 1: "live", 2: "live", 3: "lost"},
+                 {0: "live", 1: "live", 2: "live"})], [tm.TelemetryRejection.POOL_UNRECONCILED] * 3)]
+
+
+def _raises(fn: Any) -> str | None:
+    try:
+        fn()
+    except Exception as exc:  # the exception's type is the result compared
+        return type(exc).__name__
+    return None
+
+
+INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x10A": formulas_z3_0x10A,
+               "keys 0x07B": keys_0x07B, "prompt cache 0x0CB": prompt_cache_0x0CB,
+               "revocation spec 0x0CE": revocation_spec_0x0CE,
+               "namespaces 0x06": namespaces_0x06, "sessions 0x0CC": sessions_0x0CC, "tables 0x0AB": tables_0x0AB,
+               "prefix admit 0x07": prefix_admit_0x07,
+               "radix index 0x08": radix_index_0x08,
+               "vmm spec 0x06F": vmm_spec_0x06F,
+               "telemetry export 0x0CF": telemetry_0x0CF_export,
+               "radix spec 0x08": radix_spec_0x08,
+               "frozen 0x03F": frozen_0x03F,
+               "telemetry alerts 0x0CF": telemetry_alerts_0x0CF}
