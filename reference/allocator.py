@@ -72,7 +72,8 @@ class AllocRejection(enum.Enum):
 OPERATIONS = ("allocate", "append")  # the transactions run_txn and begin accept (0x04E)
 
 
-def _check_operation(operation: str) -> None:
+def check_operation(operation: str) -> None:
+    """Refuse a transaction name other than allocate and append by name (UNKNOWN_OPERATION)."""
     if operation not in OPERATIONS:
         raise Rejected(AllocRejection.UNKNOWN_OPERATION, f"operation {operation!r}; known: {', '.join(OPERATIONS)}")
 
@@ -413,7 +414,7 @@ class Allocator:
         nothing the specs observe changes until the transaction's first step."""
 
         def run() -> str:
-            _check_operation(operation)
+            check_operation(operation)
             self._require_no_txn()
             if not new_tokens:
                 raise Rejected(AllocRejection.EMPTY_APPEND, f"{operation} {request_id}")
@@ -773,7 +774,7 @@ class Allocator:
         before = self.digest()
         mark = self.journal.mark()
         tokens = tuple(tokens)
-        _check_operation(operation)
+        check_operation(operation)
         if operation == "allocate":
             plan = ("alloc",) * len(self.groups)
         else:

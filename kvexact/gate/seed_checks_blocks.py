@@ -19,7 +19,11 @@ def allocator_epochs() -> Rows:
     back from a wire (a fresh integer object, here past CPython's small-int cache) is accepted when equal and
     refused (EPOCH_MISMATCH) when not; a transaction that reserves blocks advances the epoch by one (DESIGN.md
     "Counters"). ``run_txn`` knows two
-    operations, allocate and append (0x04E); any other name is refused by name (UNKNOWN_OPERATION)."""
+    operations, allocate and append (0x04E); any other name is refused by name (UNKNOWN_OPERATION), also in a
+    receipt given to compensate (0x04F)."""
+    import attrs
+
+    from kvexact.reference import lifecycle
     from kvexact.reference.allocator import Allocator, AllocRejection
     from kvexact.reference.pool import GroupConfig
     from kvexact.reference.rejections import rejection_of
@@ -33,12 +37,15 @@ def allocator_epochs() -> Rows:
     second = alloc.append("r", 5, expected_epoch=fresh(1001))  # a boundary append: reserves a block
     unknown = [rejection_of(lambda op=op: alloc.run_txn(op, "r", (6,))) for op in ("aaa", "extend", "")]
     begun = rejection_of(lambda: alloc.begin("aaa", "q", ("alloc",), (1,)))
+    renamed = rejection_of(lambda: lifecycle.compensate(alloc, attrs.evolve(second, operation="aaa")))
     return [("allocate at a fresh 1000, then append at a fresh 1001: outcomes, epochs after",
              (first.outcome, first.allocator_epoch_after, second.outcome, second.allocator_epoch_after),
              ("PUBLISHED", 1001, "PUBLISHED", 1002)),
             ("append expecting the superseded epoch 1000 rejected as", stale, AllocRejection.EPOCH_MISMATCH),
             ("operations aaa, extend and '' rejected as", unknown, [AllocRejection.UNKNOWN_OPERATION] * 3),
             ("begin of operation aaa rejected as", begun, AllocRejection.UNKNOWN_OPERATION),
+            ("compensation of a published receipt of operation aaa rejected as", renamed,
+             AllocRejection.UNKNOWN_OPERATION),
             ("r after the refused operations: context, epoch", (alloc.request("r").context_tokens, alloc.epoch),
              (5, 1002))]
 

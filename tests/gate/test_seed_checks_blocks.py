@@ -73,7 +73,7 @@ MUTANTS = [
     (vllm_hybrid, "publish_request", "cacheable = num_tokens - num_tokens %", "cacheable = num_tokens + num_tokens %",
      "vllm hybrid alignment"),
     # the named refusal of an unknown operation
-    (allocator, "_check_operation", "if operation not in OPERATIONS:", "if operation in OPERATIONS:",
+    (allocator, "check_operation", "if operation not in OPERATIONS:", "if operation in OPERATIONS:",
      "allocator epochs"),
     # lines no quick check executed: the sliding-window groups of the hybrid index
     (hybrid, "CacheGroup.needed_blocks", "return range(max(0, stop - math.ceil((self.window - 1) / self.block_size)), stop)",
@@ -90,3 +90,9 @@ def test_a_block_side_mutant_fails_reference_seed_by_case(monkeypatch, module, n
     result = seed_checks.reference_seed(GateContext())
     assert result.verdict is Verdict.FAILED
     assert f"{case}:" in result.detail, result.detail
+
+
+def test_compensate_refuses_an_unknown_operation_mutant_fails_reference_seed(monkeypatch):
+    patch_function(monkeypatch, lifecycle, "compensate", "    check_operation(receipt.operation)", "    pass")
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED and "allocator epochs: compensation of a published receipt" in result.detail
