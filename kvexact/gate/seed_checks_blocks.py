@@ -42,6 +42,7 @@ def allocator_epochs() -> Rows:
              (first.outcome, first.allocator_epoch_after, second.outcome, second.allocator_epoch_after),
              ("PUBLISHED", 1001, "PUBLISHED", 1002)),
             ("append expecting the superseded epoch 1000 rejected as", stale, AllocRejection.EPOCH_MISMATCH),
+            ("the two transactions' ids differ", first.transaction_id != second.transaction_id, True),
             ("operations aaa, extend and '' rejected as", unknown, [AllocRejection.UNKNOWN_OPERATION] * 3),
             ("begin of operation aaa rejected as", begun, AllocRejection.UNKNOWN_OPERATION),
             ("compensation of a published receipt of operation aaa rejected as", renamed,
@@ -84,7 +85,8 @@ def adapter_keys() -> Rows:
     """The reference adapter without a token stream keys each distinct full-block prefix by its own small integer:
     a published 6-token request (three 2-token blocks) gives three keys, and a later request with the same prompt
     and one more token hits all 6 tokens on r's own physical blocks, block by block (the hit maps the same blocks,
-    0x07C), in both groups."""
+    0x07C), in both groups. The default geometry has 6 blocks a group (ids 1..6): 12 tokens in 2-token blocks take
+    them all and a 13th token finds no free block."""
     from kvexact.reference import adapters as ad
 
     a = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)
@@ -92,7 +94,12 @@ def adapter_keys() -> Rows:
     a.start("r", prompt)
     a.cache("r")
     hit = a.start("s", [*prompt, 11]).hit_tokens
-    return [("distinct keys of r's three prefixes", len(set(a.keys.values())), 3),
+    full = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)  # 6 blocks a group, ids 1..6
+    full.start("f", list(range(12)))
+    return [("12 tokens fill every block of each group; a 13th token rejected as",
+             ([sorted(full.table("f", g)) for g in (0, 1)], full.append("f", 99).rejection),
+             ([list(full.block_ids(g)) for g in (0, 1)], "OUT_OF_MEMORY")),
+            ("distinct keys of r's three prefixes", len(set(a.keys.values())), 3),
             ("s's hit; s's first three blocks are r's, per group",
              (hit, [a.table("s", g)[:3] == a.table("r", g) for g in (0, 1)]), (6, [True, True]))]
 
@@ -163,6 +170,7 @@ def vllm_hybrid_alignment() -> Rows:
 
     t = list(range(1000, 1160))
     hit = stored_then_lookup([GroupSpec(16), GroupSpec(32, 64)], [t[:128]], [], t[:50])
+    same = stored_then_lookup([GroupSpec(32), GroupSpec(16, 32)], [t[:128]], [], t[:128])
     pool = publish_request(new_pool(100), [GroupSpec(32), GroupSpec(16, 32)], BlockHasher(16).hashes(t[:112]), 16, 112)
     specs = [GroupSpec(2), GroupSpec(1, 4)]
     whole = stored_then_lookup(specs, [t[:8]], [], t[:9])
@@ -174,9 +182,97 @@ def vllm_hybrid_alignment() -> Rows:
              (holes.hit_length, [len(b) for b in holes.blocks_by_group], holes.uncached_common_prefix), (2, [1, 2], 6)),
             ("50-token query: hit, group lengths, uncached common prefix",
              (hit.hit_length, [len(b) for b in hit.blocks_by_group], hit.uncached_common_prefix), (32, [2, 1], 0)),
+            ("the identical 128-token prompt (cap 127, notes scenario 16) hits", same.hit_length, 96),
             ("112 tokens published: free blocks left", pool.num_free_blocks, 99 - (3 + 6))]
+
+
+def sglang_scenarios() -> Rows:
+    """notes/sglang.md §8 (expected values are the notes'): S2 a disabled cache stores and matches nothing; S9, S12,
+    S13, S14 eviction through the recording allocator A (oldest first, LRU refreshed by a match, a whole edge
+    overshoots, a parent is pushed again once its last child goes); S21 the priority policy and S24 LFU; S28-S29 the
+    request protocol over a real 16-slot pool, with §5's I2 (available + evictable + protected + session + uncached
+    = 16) in each state; §4 tlru is not reproduced and an unknown policy is refused; §9 pretty_print runs."""
+    from kvexact.reference.peers.sglang import (
+        RadixCache,
+        Req,
+        admit,
+        checkpoint,
+        pool_accounting,
+        release_kv_cache,
+    )
+    from kvexact.reference.peers.sglang_key import SGLangRejection
+    from kvexact.reference.peers.sglang_pool import RecordingAllocator, ReqToTokenPool, TokenToKVPoolAllocator
+    from kvexact.reference.rejections import rejection_of
+
+    def recorded(policy: str, inserts: list[tuple[list[int], int]], budget: int, touch: list[int] | None = None
+                 ) -> tuple[int, list[tuple[int, ...]], tuple[int, int, int]]:
+        a = RecordingAllocator()
+        c = RadixCache(allocator=a, eviction_policy=policy)
+        for key, prio in inserts:
+            c.insert(key, priority=prio)
+        if touch is not None:
+            c.match_prefix(touch)
+        evicted = c.evict(budget)
+        return evicted, a.freed, c.sizes()
+
+    off = RadixCache(disable=True)
+    stored = off.insert([1, 2, 3]).prefix_len
+    miss = off.match_prefix([1, 2, 3])
+    out: Rows = [
+        ("S2 disabled: insert, total, match, last node is the root",
+         (stored, off.total_size(), miss.device_prefix_len, miss.last_device_node is off.root_node), (0, 0, 0, True)),
+        ("S9 evict(2) of [1,2]/[10,20] and [3,4]/[30,40]: evicted, freed, sizes",
+         recorded("lru", [([1, 2], 0), ([3, 4], 0)], 2)[:2], (2, [(1, 2)])),
+        ("S12 after matching [1,2,3]: evict(3), evict(6) freed",
+         [recorded("lru", [([1, 2, 3], 0), ([4, 5, 6], 0), ([7, 8, 9], 0)], b, [1, 2, 3])[1] for b in (3, 6)],
+         [[(4, 5, 6)], [(4, 5, 6), (7, 8, 9)]]),
+        ("S13 evict(1) of a 10-token edge: evicted, sizes",
+         (lambda r: (r[0], r[2]))(recorded("lru", [(list(range(1, 11)), 0)], 1)), (10, (0, 0, 0))),
+        ("S14 [1,2,3,4] and [1,2,5,6]: evict(4), evict(5)",
+         [recorded("lru", [([1, 2, 3, 4], 0), ([1, 2, 5, 6], 0)], b) for b in (4, 5)],
+         [(4, [(3, 4), (5, 6)], (2, 2, 0)), (6, [(3, 4), (5, 6), (1, 2)], (0, 0, 0))]),
+        ("S21 priority: [1,2] prio 5, later [3,4] prio 0, evict(2) frees",
+         recorded("priority", [([1, 2], 5), ([3, 4], 0)], 2)[1], [(3, 4)]),
+        ("S24 LFU: [1,2] twice, later [3,4], evict(2) frees",
+         recorded("lfu", [([1, 2], 0), ([1, 2], 0), ([3, 4], 0)], 2)[1], [(3, 4)]),
+        ("§4 policies tlru and 'mru-ish' rejected as",
+         [rejection_of(lambda p=p: RadixCache(eviction_policy=p)) for p in ("tlru", "mru-ish")],
+         [SGLangRejection.POLICY_NOT_REPRODUCED, SGLangRejection.UNKNOWN_EVICTION_POLICY])]
+    alloc = TokenToKVPoolAllocator(16)
+    c = RadixCache(allocator=alloc, req_to_token_pool=ReqToTokenPool(4, 16))
+    r1, r2 = Req("r1", [1, 2, 3, 4]), Req("r2", [1, 2, 3, 4])
+    admitted = [admit(c, alloc, r1), admit(c, alloc, r2)]
+
+    def terms(running: list[Any]) -> tuple[Any, ...]:
+        a = pool_accounting(c, alloc, 16, running)
+        return (a.available_slots, a.evictable_slots, a.protected_slots, a.session_held_slots, a.uncached_slots,
+                a.holds)
+
+    states = [terms([r1, r2])]
+    release_kv_cache(c, r1)
+    states.append(terms([r2]))
+    release_kv_cache(c, r2)
+    states.append(terms([]))
+    out.append(("S28 R1, R2 admit [1,2,3,4]: admitted; I2 terms running both, after R1, after R2",
+                (admitted, states), ([True, True], [(8, 0, 0, 0, 8, True), (8, 4, 0, 0, 4, True),
+                                                    (12, 4, 0, 0, 0, True)])))
+    r3 = Req("r3", [1, 2, 3, 4, 9, 10])
+    ok = admit(c, alloc, r3)
+    running = (r3.num_matched_prefix_tokens, c.sizes(), terms([r3]))
+    checkpoint(c, r3, 5)
+    after = (r3.cache_protected_len, c.sizes(), terms([r3]))
+    release_kv_cache(c, r3)
+    printed = c.pretty_print()  # the finished tree: [1,2,3,4] -> [9] -> [10] (finish checkpoints 6), unlocked
+    done = (alloc.available_size(), c.sizes(), c.evict(100), alloc.available_size())
+    out.append(("S29 R3 [1,2,3,4,9,10]: admitted, matched, sizes, I2 terms", (ok, *running),
+                (True, 4, (4, 0, 4), (10, 0, 4, 0, 2, True))))
+    out.append(("S29 checkpoint(5): protected len, sizes, I2 terms", after, (5, (5, 0, 5), (10, 0, 5, 0, 1, True))))
+    out.append(("S29 finish: available, sizes, evict(100), available", done, (10, (6, 6, 0), 6, 16)))
+    out.append(("§9 pretty_print of the finished tree (one line per edge, indented by depth, then the total)",
+                printed.splitlines(), ["[1, 2, 3, 4] r=0", "  [9] r=0", "    [10] r=0", "#tokens: 6"]))
+    return out
 
 
 CASES = {"allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release, "adapter keys": adapter_keys,
          "hybrid windows s17": hybrid_windows_s17, "vllm golden hashes": vllm_golden_hashes,
-         "vllm hybrid alignment": vllm_hybrid_alignment}
+         "vllm hybrid alignment": vllm_hybrid_alignment, "sglang scenarios": sglang_scenarios}
