@@ -81,6 +81,64 @@ def lifecycle_release() -> Rows:
              ((), ()))]
 
 
+def lifecycle_leases() -> Rows:
+    """0x05F: a read lease is a strong reference on a current handle: r's block 0 read-leased stays out of the free
+    queue when r is released, and goes back once the lease is released; a handle of a cache group the allocator
+    does not have is foreign, a current handle of a block nobody maps cannot be leased (no identity), and the
+    delayed writer of 0x05E may write only into a block an in-flight transaction reserved: a published block is
+    refused (write through append), a block back in the queue is a retired handle."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator, AllocRejection
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.pool import GroupConfig, PoolRejection
+    from kvexact.reference.rejections import rejection_of
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+    alloc.allocate("r", [1, 2, 3])
+    b0, b1 = alloc.request("r").tables[0]
+    foreign = BlockHandle(b0.pool_id, 3, b0.block_id, b0.generation)
+    published = rejection_of(lambda: lifecycle.delayed_write(alloc, b1, 1, 9))
+    lease = lifecycle.retain_read(alloc, b0)
+    lifecycle.release(alloc, "r")
+    held = (alloc.pools[0].refcount(b0.block_id), b0.block_id in alloc.pools[0].queue_order(),
+            b1.block_id in alloc.pools[0].queue_order())
+    lifecycle.release_lease(alloc, lease)
+    return [("delayed write into r's published tail rejected as", published, AllocRejection.WRONG_STEP_FOR_PATH),
+            ("after releasing r with block 0 leased: its refs, queued; block 1 queued", held, (1, False, True)),
+            ("block 0 queued once the lease is released", b0.block_id in alloc.pools[0].queue_order(), True),
+            ("read lease of group 3's handle; of freed block 1's handle; delayed write to it: rejected as",
+             [rejection_of(lambda: lifecycle.retain_read(alloc, foreign)),
+              rejection_of(lambda: lifecycle.retain_read(alloc, b1)),
+              rejection_of(lambda: lifecycle.delayed_write(alloc, b1, 0, 9))],
+             [PoolRejection.FOREIGN_POOL_HANDLE, AllocRejection.CACHE_IDENTITY_MISSING,
+              PoolRejection.HANDLE_NOT_OWNED])]
+
+
+def pool_policies() -> Rows:
+    """The free+evictable queue (released blocks join its tail, a request's blocks tail first, as vLLM frees them):
+    blocks 1..6 queued in order. Under LRU (take the head, least recently freed first) and LOWEST_ID r takes 1, 2 and
+    s takes 3; r then s are released, so the queue reads 4, 5, 6, 2, 1, 3, and a 4-token request takes 4, 5 (LRU)
+    or 1, 2 (LOWEST_ID). Under MRU (take the tail) r takes 6, 5 and s takes 4; released, the queue reads 1, 2, 3,
+    5, 6, 4 and the request takes 4, 6."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.pool import GroupConfig, QueuePolicy
+
+    def taken(policy: QueuePolicy) -> tuple[list[int], list[int]]:
+        alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4, 5, 6]], policy=policy)
+        alloc.allocate("r", [1, 2, 3, 4])
+        alloc.allocate("s", [5, 6])
+        lifecycle.release(alloc, "r")
+        lifecycle.release(alloc, "s")
+        queue = alloc.pools[0].queue_order()
+        alloc.allocate("q", [7, 8, 9, 10])
+        return queue, [h.block_id for h in alloc.request("q").tables[0]]
+
+    return [("queue after r, s released; q's blocks under LRU, MRU, LOWEST_ID",
+             [taken(p) for p in (QueuePolicy.LRU, QueuePolicy.MRU, QueuePolicy.LOWEST_ID)],
+             [([4, 5, 6, 2, 1, 3], [4, 5]), ([1, 2, 3, 5, 6, 4], [4, 6]), ([4, 5, 6, 2, 1, 3], [1, 2])])]
+
+
 def adapter_keys() -> Rows:
     """The reference adapter without a token stream keys each distinct full-block prefix by its own small integer:
     a published 6-token request (three 2-token blocks) gives three keys, and a later request with the same prompt
@@ -273,6 +331,7 @@ def sglang_scenarios() -> Rows:
     return out
 
 
-CASES = {"allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release, "adapter keys": adapter_keys,
+CASES = {"allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release,
+         "lifecycle leases": lifecycle_leases, "pool policies": pool_policies, "adapter keys": adapter_keys,
          "hybrid windows s17": hybrid_windows_s17, "vllm golden hashes": vllm_golden_hashes,
          "vllm hybrid alignment": vllm_hybrid_alignment, "sglang scenarios": sglang_scenarios}
