@@ -244,6 +244,38 @@ def vllm_hybrid_alignment() -> Rows:
             ("112 tokens published: free blocks left", pool.num_free_blocks, 99 - (3 + 6))]
 
 
+def reuse_gate_0x0CD() -> Rows:
+    """0x0CD/0x0CG on the reuse gate's fixture (a 32-token candidate, 40-token requests): an accepted attempt reuses
+    the covered 32 tokens and prefills 40 - 32 = 8; a rejected one (an unauthorized principal, an index version that
+    moved) recomputes all 40 and carries its named rejection, which ``acquire_executable_reuse`` raises. The
+    concrete key of step 2 is "k-" + the first 32 hex digits of SHA-256 over salt, semantic digest, layout digest and
+    the comma-joined tokens, joined by U+001F (salt first: equal tokens under two salts get two keys)."""
+    import hashlib
+
+    from kvexact.reference.labs import reuse_gate as fx
+    from kvexact.reference.rejections import rejection_of
+    from kvexact.reference.reuse_gate import ReuseRejection, acquire_executable_reuse, concrete_key, reuse_or_recompute
+
+    def decided(req: Any) -> tuple[Any, ...]:
+        d = reuse_or_recompute(fx.RUNTIME, req)[1]
+        return d.mode, d.prefill_tokens, d.rejection, d.receipt is not None
+
+    toks = (1, 2, 3)
+    want = "k-" + hashlib.sha256("\x1f".join(["salt-a", "sem-1", "lay-1", "1,2,3"]).encode()).hexdigest()[:32]
+    return [("accepted, unauthorized, stale index: mode, prefill, rejection, receipt",
+             [decided(fx.request("q01")), decided(fx.request("q05", "mallory")),
+              decided(fx.request("q10", index_version=6))],
+             [("reuse", 8, None, True), ("recompute", 40, ReuseRejection.UNAUTHORIZED_PRINCIPAL, False),
+              ("recompute", 40, ReuseRejection.STALE_INDEX_VERSION, False)]),
+            ("acquire_executable_reuse of the stale-index attempt raises",
+             rejection_of(lambda: acquire_executable_reuse(fx.RUNTIME, fx.request("q10", index_version=6))),
+             ReuseRejection.STALE_INDEX_VERSION),
+            ("concrete key of tokens 1,2,3 under salt-a; the same tokens under salt-b differ",
+             (concrete_key("salt-a", "sem-1", "lay-1", toks),
+              concrete_key("salt-b", "sem-1", "lay-1", toks) != concrete_key("salt-a", "sem-1", "lay-1", toks)),
+             (want, True))]
+
+
 def sglang_scenarios() -> Rows:
     """notes/sglang.md §8 (expected values are the notes'): S2 a disabled cache stores and matches nothing; S9, S12,
     S13, S14 eviction through the recording allocator A (oldest first, LRU refreshed by a match, a whole edge
@@ -334,4 +366,5 @@ def sglang_scenarios() -> Rows:
 CASES = {"allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release,
          "lifecycle leases": lifecycle_leases, "pool policies": pool_policies, "adapter keys": adapter_keys,
          "hybrid windows s17": hybrid_windows_s17, "vllm golden hashes": vllm_golden_hashes,
-         "vllm hybrid alignment": vllm_hybrid_alignment, "sglang scenarios": sglang_scenarios}
+         "vllm hybrid alignment": vllm_hybrid_alignment, "sglang scenarios": sglang_scenarios,
+         "reuse gate 0x0CD": reuse_gate_0x0CD}
