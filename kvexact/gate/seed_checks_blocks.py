@@ -276,6 +276,50 @@ def reuse_gate_0x0CD() -> Rows:
              (want, True))]
 
 
+def vllm_protocol_adapter() -> Rows:
+    """The vLLM profile behind the adapter protocol (2 groups of 6 two-token blocks, ids 1..6; notes/vllm.md §5):
+    r's 6 prompt tokens take blocks 1, 2, 3 (the free queue's head) and its 7th token block 4; once r is freed
+    (tail first: the unhashed block 4 goes to the head, the hashed 3, 2, 1 to the tail) the same prompt plus one
+    token hits 6 tokens on 1, 2, 3 and takes 4 for its last token; 14 tokens need 7 blocks of the 6; a second start
+    of a live id, an empty prompt and an unknown id are refused by name."""
+    from kvexact.reference import adapters as ad
+    from kvexact.reference.peers.vllm_protocol import VllmProtocolAdapter
+
+    a = VllmProtocolAdapter(ad.AdapterConfig())
+    prompt = [5, 6, 7, 8, 9, 10]
+    first = a.start("r", prompt)
+    grown = (a.append("r", 11).accepted, a.length("r"), [a.table("r", g) for g in (0, 1)], a.cache("r").accepted)
+    refused = [a.start("r", [1]).rejection, a.start("e", []).rejection, a.append("x", 1).rejection,
+               a.release("x").rejection, a.cache("x").rejection]
+    a.release("r")
+    second = a.start("s", [*prompt, 12])
+    return [("r's start: accepted, hit; append 11: accepted, length, tables, cache",
+             ((first.accepted, first.hit_tokens), grown), ((True, 0), (True, 7, [[1, 2, 3, 4]] * 2, True))),
+            ("start of live r, empty start, append/release/cache of unknown x: rejections", refused,
+             ["DUPLICATE_REQUEST", "EMPTY_APPEND", "UNKNOWN_REQUEST", "UNKNOWN_REQUEST", "UNKNOWN_REQUEST"]),
+            ("after r is freed, s = r's prompt + 1: hit, tables, length", (second.hit_tokens, [a.table("s", g) for g in
+                                                                                        (0, 1)], a.length("s")),
+             (6, [[1, 2, 3, 4]] * 2, 7)),
+            ("a 14-token start (7 blocks of 6) rejected as", a.start("big", list(range(14))).rejection,
+             "INSUFFICIENT_BLOCKS"),
+            ("vllm extra keys: untagged LoRA + image + salt (notes §3); a bool token rejected as",
+             (_untagged_example(), _bool_token()), (("name", ("hash1", 0), "salt"), "BAD_TOKEN"))]
+
+
+def _untagged_example() -> Any:
+    from kvexact.reference.peers.vllm_hashing import untagged
+
+    return untagged((("lora", "name", "path"), ("mm", "hash1", 0), ("cache_salt", "salt")))
+
+
+def _bool_token() -> Any:
+    from kvexact.reference.peers.vllm_hashing import BlockHasher
+    from kvexact.reference.rejections import rejection_of
+
+    reason = rejection_of(lambda: BlockHasher(2).hashes([1, True, 3, 4]))
+    return None if reason is None else reason.name
+
+
 def sglang_scenarios() -> Rows:
     """notes/sglang.md §8 (expected values are the notes'): S2 a disabled cache stores and matches nothing; S9, S12,
     S13, S14 eviction through the recording allocator A (oldest first, LRU refreshed by a match, a whole edge
@@ -367,4 +411,5 @@ CASES = {"allocator epochs": allocator_epochs, "lifecycle release": lifecycle_re
          "lifecycle leases": lifecycle_leases, "pool policies": pool_policies, "adapter keys": adapter_keys,
          "hybrid windows s17": hybrid_windows_s17, "vllm golden hashes": vllm_golden_hashes,
          "vllm hybrid alignment": vllm_hybrid_alignment, "sglang scenarios": sglang_scenarios,
-         "reuse gate 0x0CD": reuse_gate_0x0CD}
+         "reuse gate 0x0CD": reuse_gate_0x0CD,
+         "vllm protocol adapter": vllm_protocol_adapter}
