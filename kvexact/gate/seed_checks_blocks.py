@@ -81,6 +81,24 @@ def lifecycle_release() -> Rows:
              ((), ()))]
 
 
+def allocator_block_sizes() -> Rows:
+    """0x04E: each cache group holds ceil(n / P_g) blocks of its own size: 5 tokens in groups of 2- and 4-token blocks
+    take 3 and 2 blocks, both groups expose the same 5 rows, and the allocator's self-check accepts the state; one
+    more token fills group 0's last block in place and starts nothing new in group 1 (6 <= 2 x 4)."""
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.pool import GroupConfig
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 4, 4)], [[1, 2, 3, 4]] * 2)
+    alloc.allocate("r", [1, 2, 3, 4, 5])
+    alloc.self_check()
+    first = [len(t) for t in alloc.request("r").tables]
+    alloc.append("r", 6)
+    alloc.self_check()
+    return [("blocks per group for 5 tokens; after a 6th", (first, [len(t) for t in alloc.request("r").tables]),
+             ([3, 2], [3, 2])),
+            ("tokens of r", list(alloc.tokens_of("r")), [1, 2, 3, 4, 5, 6])]
+
+
 def lifecycle_leases() -> Rows:
     """0x05F: a read lease is a strong reference on a current handle: r's block 0 read-leased stays out of the free
     queue when r is released, and goes back once the lease is released; a handle of a cache group the allocator
@@ -224,7 +242,8 @@ def vllm_hybrid_alignment() -> Rows:
     hit left uncached."""
     from kvexact.reference.peers.vllm_hashing import BlockHasher
     from kvexact.reference.peers.vllm_hybrid import GroupSpec, publish_request, stored_then_lookup
-    from kvexact.reference.peers.vllm_pool import new_pool
+    from kvexact.reference.peers.vllm_pool import PoolRejection, new_pool
+    from kvexact.reference.rejections import rejection_of
 
     t = list(range(1000, 1160))
     hit = stored_then_lookup([GroupSpec(16), GroupSpec(32, 64)], [t[:128]], [], t[:50])
@@ -241,7 +260,9 @@ def vllm_hybrid_alignment() -> Rows:
             ("50-token query: hit, group lengths, uncached common prefix",
              (hit.hit_length, [len(b) for b in hit.blocks_by_group], hit.uncached_common_prefix), (32, [2, 1], 0)),
             ("the identical 128-token prompt (cap 127, notes scenario 16) hits", same.hit_length, 96),
-            ("112 tokens published: free blocks left", pool.num_free_blocks, 99 - (3 + 6))]
+            ("112 tokens published: free blocks left", pool.num_free_blocks, 99 - (3 + 6)),
+            ("pools of 2.5, True and 0 blocks rejected as", [rejection_of(lambda n=n: new_pool(n)) for n in (2.5, True, 0)],
+             [PoolRejection.BAD_POOL_SIZE] * 3)]
 
 
 def reuse_gate_0x0CD() -> Rows:
@@ -408,7 +429,8 @@ def sglang_scenarios() -> Rows:
 
 
 CASES = {"allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release,
-         "lifecycle leases": lifecycle_leases, "pool policies": pool_policies, "adapter keys": adapter_keys,
+         "lifecycle leases": lifecycle_leases,
+         "allocator block sizes": allocator_block_sizes, "pool policies": pool_policies, "adapter keys": adapter_keys,
          "hybrid windows s17": hybrid_windows_s17, "vllm golden hashes": vllm_golden_hashes,
          "vllm hybrid alignment": vllm_hybrid_alignment, "sglang scenarios": sglang_scenarios,
          "reuse gate 0x0CD": reuse_gate_0x0CD,

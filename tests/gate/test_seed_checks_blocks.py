@@ -12,9 +12,9 @@ import pytest
 
 from kvexact.gate import seed_checks, seed_checks_blocks
 from kvexact.gate.framework import GateContext, Verdict
-from kvexact.reference import adapters, allocator, formulas, hybrid, lifecycle
+from kvexact.reference import adapters, allocator, formulas, hybrid, lifecycle, reuse_gate
 from kvexact.reference.allocator import Allocator, AllocRejection
-from kvexact.reference.peers import vllm_hashing, vllm_hybrid
+from kvexact.reference.peers import sglang, vllm_hashing, vllm_hybrid, vllm_pool, vllm_protocol
 from kvexact.reference.pool import GroupConfig
 from kvexact.reference.rejections import rejection_of
 
@@ -72,10 +72,27 @@ MUTANTS = [
      "len(blocks[0]) >> block_size % alignment_tokens", "vllm hybrid alignment"),
     (vllm_hybrid, "publish_request", "cacheable = num_tokens - num_tokens %", "cacheable = num_tokens + num_tokens %",
      "vllm hybrid alignment"),
+    # survivors of the fresh seed-12 sample over the block-side modules
+    (allocator, "Allocator.self_check", "visible = min(p, rec.context_tokens - j * p)",
+     "visible = min(p, rec.context_tokens - j >> p)", "allocator block sizes"),
+    (allocator, "Allocator._new_txn_id", 'self.scalars["next_txn"] = n + 1', 'self.scalars["next_txn"] = n * 1',
+     "allocator epochs"),
+    (adapters, "ReferenceAdapter.__init__", "ids = list(range(1, config.blocks_per_group + 1))",
+     "ids = list(range(1, config.blocks_per_group // 1))", "adapter keys"),
+    (vllm_hybrid, "stored_then_lookup", "h, len(query) - 1)", "h, len(query) + 1)", "vllm hybrid alignment"),
+    (vllm_pool, "new_pool", "if not isinstance(num_blocks, int) or isinstance(num_blocks, bool) or",
+     "if not isinstance(num_blocks, int) and isinstance(num_blocks, bool) or", "vllm hybrid alignment"),
     # the named refusal of an unknown operation
     (allocator, "check_operation", "if operation not in OPERATIONS:", "if operation in OPERATIONS:",
      "allocator epochs"),
-    # lines no quick check executed: the sliding-window groups of the hybrid index
+    # lines no quick check executed
+    (sglang, "pool_accounting", "uncached = sum(r.owned_len - r.cache_protected_len",
+     "uncached = sum(r.owned_len + r.cache_protected_len", "sglang scenarios"),
+    (reuse_gate, "reuse_or_recompute", "len(request.token_ids) - reused", "len(request.token_ids) + reused",
+     "reuse gate 0x0CD"),
+    (lifecycle, "retain_read", "is not BlockState.REFERENCED:", "is BlockState.REFERENCED:", "lifecycle leases"),
+    (vllm_protocol, "VllmProtocolAdapter.start", "request.num_tokens - hit.num_computed_tokens,",
+     "request.num_tokens + hit.num_computed_tokens,", "vllm protocol adapter"),
     (hybrid, "CacheGroup.needed_blocks", "return range(max(0, stop - math.ceil((self.window - 1) / self.block_size)), stop)",
      "return range(max(0, stop - math.ceil((self.window + 1) / self.block_size)), stop)", "hybrid windows s17"),
     (hybrid, "CacheGroup.needed_blocks", "return range(max(0, stop - math.ceil((self.window - 1) / self.block_size)), stop)",
