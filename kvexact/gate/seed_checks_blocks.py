@@ -297,6 +297,44 @@ def reuse_gate_0x0CD() -> Rows:
              (want, True))]
 
 
+def sglang_orders_and_pools() -> Rows:
+    """notes/sglang.md: S25 DFS-weight order ([1,2,3], [1,2,4], [5,6]; last nodes [5,6], [3], [4], [4] -> 2, 3, 1, 0);
+    §6 longest-prefix-match: a stable sort by matched length, FCFS when the cache is disabled (cached [1,2,3,4]:
+    queue [9,9], [1,2,3,4,5], [1,2,7] matches 0, 4, 2 -> 1, 2, 0); §7 the token allocator with ``need_sort`` stages
+    freed slots (available = free + staged) and a merge sorts them back (alloc takes the first n), and a paged
+    ``free_segment`` must start on a page boundary."""
+    from kvexact.reference.peers.sglang import RadixCache, Req
+    from kvexact.reference.peers.sglang_key import SGLangRejection
+    from kvexact.reference.peers.sglang_pool import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
+    from kvexact.reference.peers.sglang_sched import dfs_weight_order, lpm_order
+    from kvexact.reference.rejections import rejection_of
+
+    c = RadixCache()
+    for k in ([1, 2, 3], [1, 2, 4], [5, 6]):
+        c.insert(k)
+    nodes = [c.match_prefix(k).last_device_node for k in ([5, 6], [1, 2, 3], [1, 2, 4], [1, 2, 4])]
+    lpm = RadixCache()
+    lpm.insert([1, 2, 3, 4])
+
+    def queue() -> list[Req]:
+        return [Req("a", [9, 9]), Req("b", [1, 2, 3, 4, 5]), Req("c", [1, 2, 7])]
+
+    pool = TokenToKVPoolAllocator(8, need_sort=True)
+    taken = pool.alloc(3)
+    pool.free([2, 1])
+    staged = (pool.available_size(), sorted(pool.release_pages))
+    pool.merge_and_sort_free()
+    paged = PagedTokenToKVPoolAllocator(16, 4)
+    paged.alloc(8)
+    return [("S25 DFS-weight order", dfs_weight_order(c, nodes), [2, 3, 1, 0]),
+            ("LPM order; with a disabled cache", (lpm_order(lpm, queue()), lpm_order(RadixCache(disable=True), queue())),
+             ([1, 2, 0], [0, 1, 2])),
+            ("need_sort: alloc(3), free [2, 1] staged: available, staged; after the merge alloc(2)",
+             (taken, staged, pool.alloc(2)), ([1, 2, 3], (7, [1, 2]), [1, 2])),
+            ("paged free_segment at start position 2 (page size 4) rejected as",
+             rejection_of(lambda: paged.free_segment([6, 7], start_pos=2)), SGLangRejection.PAGE_MISALIGNED_SEGMENT)]
+
+
 def vllm_protocol_adapter() -> Rows:
     """The vLLM profile behind the adapter protocol (2 groups of 6 two-token blocks, ids 1..6; notes/vllm.md §5):
     r's 6 prompt tokens take blocks 1, 2, 3 (the free queue's head) and its 7th token block 4; once r is freed
@@ -434,4 +472,5 @@ CASES = {"allocator epochs": allocator_epochs, "lifecycle release": lifecycle_re
          "hybrid windows s17": hybrid_windows_s17, "vllm golden hashes": vllm_golden_hashes,
          "vllm hybrid alignment": vllm_hybrid_alignment, "sglang scenarios": sglang_scenarios,
          "reuse gate 0x0CD": reuse_gate_0x0CD,
-         "vllm protocol adapter": vllm_protocol_adapter}
+         "vllm protocol adapter": vllm_protocol_adapter,
+         "sglang orders and pools": sglang_orders_and_pools}
