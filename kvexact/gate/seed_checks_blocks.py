@@ -157,6 +157,42 @@ def pool_policies() -> Rows:
              [([4, 5, 6, 2, 1, 3], [4, 5]), ([1, 2, 3, 5, 6, 4], [4, 6]), ([4, 5, 6, 2, 1, 3], [1, 2])])]
 
 
+def adapter_projections() -> Rows:
+    """The specs' view of the allocator (reference/adapters.py projections): groups of blocks 1..4 and 1..6, so the
+    specs' Blocks are 1..6 and the first group's missing 5, 6 project as free blocks of generation 0 and no rows;
+    r's 5 tokens take blocks 1, 2, 3 in each group; a read lease on group 0's block 1 and a reader snapshot of r are
+    references CowPublication counts (map references + leases: 3 on block 1, 2 on blocks 2 and 3; KVAllocation.tla
+    counts only the request map: 1 each), and the reader's snapshot is on, with r's length and tokens."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.adapters import project_cow_publication, project_kv_allocation, project_state
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.pool import GroupConfig
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 4)], [[1, 2, 3, 4], [1, 2, 3, 4, 5, 6]])
+    alloc.allocate("r", [1, 2, 3, 4, 5])
+    lifecycle.retain_read(alloc, alloc.request("r").tables[0][0])
+    lifecycle.reader_snapshot(alloc, "x", "r")
+    kv = project_kv_allocation(alloc, ["r"])
+    cow = project_cow_publication(alloc, ["r"], readers=["x", "y"])
+    blocks = range(1, 7)
+    snap = cow["snap"]["x"]
+    return [("KVAllocation ref, group 0 and 1", [[kv["ref"][g][b] for b in blocks] for g in (0, 1)],
+             [[1, 1, 1, 0, 0, 0]] * 2),
+            ("KVAllocation group 0: gen and rows of blocks 5, 6; queued blocks",
+             ([kv["gen"][0][b] for b in (5, 6)], [kv["rows"][0][b] for b in (5, 6)], sorted(kv["pool"][0])),
+             ([0, 0], [0, 0], [4, 5, 6])),
+            ("CowPublication ref, group 0 and 1", [[cow["ref"][g][b] for b in blocks] for g in (0, 1)],
+             [[3, 2, 2, 0, 0, 0], [2, 2, 2, 0, 0, 0]]),
+            ("CowPublication group 0 block 5: data, valid, gen", (cow["data"][0][5], cow["valid"][0][5], cow["gen"][0][5]),
+             ([], 0, 0)),
+            ("reader x: on, len, tokens; reader y (no snapshot): on", (snap["on"], snap["len"], snap["tokens"],
+                                                                       cow["snap"]["y"]["on"]),
+             (True, 5, [1, 2, 3, 4, 5], False)),
+            ("project_state of both specs, the same epoch", [project_state(alloc, s, ["r"], ["x"])["epoch"]
+                                                             for s in ("KVAllocation", "CowPublication")],
+             [alloc.epoch] * 2)]
+
+
 def adapter_keys() -> Rows:
     """The reference adapter without a token stream keys each distinct full-block prefix by its own small integer:
     a published 6-token request (three 2-token blocks) gives three keys, and a later request with the same prompt
@@ -466,7 +502,7 @@ def sglang_scenarios() -> Rows:
     return out
 
 
-CASES = {"allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release,
+CASES = {"adapter projections": adapter_projections, "allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release,
          "lifecycle leases": lifecycle_leases,
          "allocator block sizes": allocator_block_sizes, "pool policies": pool_policies, "adapter keys": adapter_keys,
          "hybrid windows s17": hybrid_windows_s17, "vllm golden hashes": vllm_golden_hashes,
