@@ -371,6 +371,56 @@ def sglang_orders_and_pools() -> Rows:
              rejection_of(lambda: paged.free_segment([6, 7], start_pos=2)), SGLangRejection.PAGE_MISALIGNED_SEGMENT)]
 
 
+def peer_units() -> Rows:
+    """Unit facts of the peer profiles. notes/vllm.md scenario 20 (queue primitives on blocks 0-4); an allocation
+    that does not fit says INSUFFICIENT_BLOCKS (§5); the coordinator over three bucket specs (full attention, windows
+    of 32 and 64, 16-token blocks; §4): 96 cached tokens with the 64-window group's block 4 gone hit 64 (the window
+    64 needs the ceil(63 / 16) = 4 blocks before the hit's end, and 0..3 is the only such run; full attention is
+    looked up once and then only lowered). notes/sglang.md §8's bigram oracle (ps 1: [1,2,3,4,5] vs [1,2,3,9,5] ->
+    2, identical 5 tokens -> 4, [1,2] vs [1,2] -> 1) and §9 (out-of-range indexing refused; repr names RadixKey,
+    the extra key and ends in ... beyond 10 tokens)."""
+    from kvexact.reference.peers.sglang_key import RadixKey, SGLangRejection
+    from kvexact.reference.peers.vllm import ManagerRejection, VllmConfig, VllmKVCacheManager
+    from kvexact.reference.peers.vllm_hybrid import GroupSpec, stored_then_lookup
+    from kvexact.reference.peers.vllm_pool import FreeQueue, PoolRejection
+    from kvexact.reference.rejections import rejection_of
+
+    q, first = FreeQueue(range(5)).popleft()
+    q = q.remove(2)
+    removed = list(q.blocks)
+    q = q.append(2)
+    appended = list(q.blocks)
+    q = q.prepend_n([5, 0])
+    prepended = list(q.blocks)
+    q, taken = q.popleft_n(3)
+    queue = [first, removed, appended, prepended, list(taken), len(q),
+             rejection_of(lambda: FreeQueue(()).popleft())]
+    m = VllmKVCacheManager.create(VllmConfig(3, 2))  # blocks 1, 2 usable
+    too_big = m.allocate_slots(m.make_request("r", list(range(10))), 10, 0, ())[1]
+    fits = m.allocate_slots(m.make_request("s", [1, 2, 3]), 3, 0, ())[1]
+    t = list(range(300, 400))
+    three = stored_then_lookup([GroupSpec(16), GroupSpec(16, 32), GroupSpec(16, 64)], [t[:96]], [(0, 2, 4)], t[:97])
+
+    def bigram(a: list[int], b: list[int]) -> int:
+        return RadixKey.of(a).bigram_view().match(RadixKey.of(b).bigram_view(), 1)
+
+    key = RadixKey.of(list(range(12)), "test")
+    return [("queue 0-4: popleft, remove 2, append 2, prepend [5, 0], popleft_n(3), left, empty popleft", queue,
+             [0, [1, 3, 4], [1, 3, 4, 2], [5, 0, 1, 3, 4, 2], [5, 0, 1], 3, PoolRejection.NO_FREE_BLOCKS]),
+            ("10 tokens in 2 blocks of 2; 3 tokens: rejection", (too_big.rejection, fits.rejection),
+             (ManagerRejection.INSUFFICIENT_BLOCKS, None)),
+            ("three bucket specs, the 64-window group's block 4 gone: hit, group lengths",
+             (three.hit_length, [len(b) for b in three.blocks_by_group]), (64, [4, 4, 4])),
+            ("sglang bigram matches", [bigram([1, 2, 3, 4, 5], [1, 2, 3, 9, 5]), bigram([1, 2, 3, 4, 5], [1, 2, 3, 4, 5]),
+                                       bigram([1, 2], [1, 2])], [2, 4, 1]),
+            ("a bigram view of a bigram view is itself", RadixKey.of([1, 2, 3]).bigram_view().bigram_view(),
+             RadixKey.of([1, 2, 3]).bigram_view()),
+            ("key index 12 of 12 units rejected as", rejection_of(lambda: key[12]), SGLangRejection.KEY_INDEX_OUT_OF_RANGE),
+            ("repr of 12 tokens under extra key test: names, extra key, ends in ...",
+             (repr(key).startswith("RadixKey"), "extra_key='test'" in repr(key), "..." in repr(key),
+              "..." in repr(RadixKey.of(list(range(10))))), (True, True, True, False))]
+
+
 def vllm_protocol_adapter() -> Rows:
     """The vLLM profile behind the adapter protocol (2 groups of 6 two-token blocks, ids 1..6; notes/vllm.md §5):
     r's 6 prompt tokens take blocks 1, 2, 3 (the free queue's head) and its 7th token block 4; once r is freed
@@ -509,4 +559,4 @@ CASES = {"adapter projections": adapter_projections, "allocator epochs": allocat
          "vllm hybrid alignment": vllm_hybrid_alignment, "sglang scenarios": sglang_scenarios,
          "reuse gate 0x0CD": reuse_gate_0x0CD,
          "vllm protocol adapter": vllm_protocol_adapter,
-         "sglang orders and pools": sglang_orders_and_pools}
+         "sglang orders and pools": sglang_orders_and_pools, "peer units": peer_units}
