@@ -339,9 +339,9 @@ def sglang_orders_and_pools() -> Rows:
     queue [9,9], [1,2,3,4,5], [1,2,7] matches 0, 4, 2 -> 1, 2, 0); §7 the token allocator with ``need_sort`` stages
     freed slots (available = free + staged) and a merge sorts them back (alloc takes the first n), and a paged
     ``free_segment`` must start on a page boundary."""
-    from kvexact.reference.peers.sglang import RadixCache, Req
+    from kvexact.reference.peers.sglang import RadixCache, Req, admit
     from kvexact.reference.peers.sglang_key import SGLangRejection
-    from kvexact.reference.peers.sglang_pool import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
+    from kvexact.reference.peers.sglang_pool import PagedTokenToKVPoolAllocator, ReqToTokenPool, TokenToKVPoolAllocator
     from kvexact.reference.peers.sglang_sched import dfs_weight_order, lpm_order
     from kvexact.reference.rejections import rejection_of
 
@@ -362,7 +362,18 @@ def sglang_orders_and_pools() -> Rows:
     pool.merge_and_sort_free()
     paged = PagedTokenToKVPoolAllocator(16, 4)
     paged.alloc(8)
-    return [("S25 DFS-weight order", dfs_weight_order(c, nodes), [2, 3, 1, 0]),
+    # admission (§7: alloc returns None when short): 4 slots cannot hold 6 tokens, and the request's row is given
+    # back; with one request row, a second request finds none
+    small = TokenToKVPoolAllocator(4)
+    rows = ReqToTokenPool(1, 8)
+    cache = RadixCache(allocator=small, req_to_token_pool=rows)
+    short = admit(cache, small, Req("big", [1, 2, 3, 4, 5, 6]))
+    after_short = (rows.available_size(), small.available_size())
+    ok = admit(cache, small, Req("a", [1, 2]))
+    no_row = admit(cache, small, Req("b", [3]))
+    return [("admit 6 tokens into 4 slots; rows and slots left; admit 2 tokens; a second request without a row",
+             (short, after_short, ok, no_row, small.available_size()), (False, (1, 4), True, False, 2)),
+            ("S25 DFS-weight order", dfs_weight_order(c, nodes), [2, 3, 1, 0]),
             ("LPM order; with a disabled cache", (lpm_order(lpm, queue()), lpm_order(RadixCache(disable=True), queue())),
              ([1, 2, 0], [0, 1, 2])),
             ("need_sort: alloc(3), free [2, 1] staged: available, staged; after the merge alloc(2)",
