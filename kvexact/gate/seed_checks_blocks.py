@@ -311,7 +311,12 @@ def reuse_gate_0x0CD() -> Rows:
 
     from kvexact.reference.labs import reuse_gate as fx
     from kvexact.reference.rejections import rejection_of
-    from kvexact.reference.reuse_gate import ReuseRejection, acquire_executable_reuse, concrete_key, reuse_or_recompute
+    from kvexact.reference.reuse_gate import (
+        ReuseRejection,
+        acquire_executable_reuse,
+        concrete_key,
+        reuse_or_recompute,
+    )
 
     def decided(req: Any) -> tuple[Any, ...]:
         d = reuse_or_recompute(fx.RUNTIME, req)[1]
@@ -341,7 +346,11 @@ def sglang_orders_and_pools() -> Rows:
     ``free_segment`` must start on a page boundary."""
     from kvexact.reference.peers.sglang import RadixCache, Req, admit
     from kvexact.reference.peers.sglang_key import SGLangRejection
-    from kvexact.reference.peers.sglang_pool import PagedTokenToKVPoolAllocator, ReqToTokenPool, TokenToKVPoolAllocator
+    from kvexact.reference.peers.sglang_pool import (
+        PagedTokenToKVPoolAllocator,
+        ReqToTokenPool,
+        TokenToKVPoolAllocator,
+    )
     from kvexact.reference.peers.sglang_sched import dfs_weight_order, lpm_order
     from kvexact.reference.rejections import rejection_of
 
