@@ -425,7 +425,17 @@ def peer_units() -> Rows:
         return RadixKey.of(a).bigram_view().match(RadixKey.of(b).bigram_view(), 1)
 
     key = RadixKey.of(list(range(12)), "test")
-    return [("queue 0-4: popleft, remove 2, append 2, prepend [5, 0], popleft_n(3), left, empty popleft", queue,
+    # notes/vllm.md §5 step 7: with delay_cache_blocks (P/D) nothing is cached at allocation; cache_blocks(r, 8)
+    # then registers r's 2 full 4-token blocks, so a 9-token request with r's tokens hits 0 before and 8 after
+    d = VllmKVCacheManager.create(VllmConfig(11, 4))
+    r8 = d.make_request("r", list(range(8)))
+    d, _ = d.allocate_slots(r8, 8, 0, (), delay_cache_blocks=True)
+    before = d.get_computed_blocks(d.make_request("q", [*range(8), 99])).num_computed_tokens
+    d = d.cache_blocks(r8, 8)
+    after = d.get_computed_blocks(d.make_request("q", [*range(8), 99])).num_computed_tokens
+    return [("delayed caching: hit before and after cache_blocks(r, 8); a second call changes nothing",
+             (before, after, d.cache_blocks(r8, 8) is d), (0, 8, True)),
+            ("queue 0-4: popleft, remove 2, append 2, prepend [5, 0], popleft_n(3), left, empty popleft", queue,
              [0, [1, 3, 4], [1, 3, 4, 2], [5, 0, 1, 3, 4, 2], [5, 0, 1], 3, PoolRejection.NO_FREE_BLOCKS]),
             ("10 tokens in 2 blocks of 2; 3 tokens: rejection", (too_big.rejection, fits.rejection),
              (ManagerRejection.INSUFFICIENT_BLOCKS, None)),
