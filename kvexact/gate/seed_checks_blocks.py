@@ -544,6 +544,11 @@ def sglang_scenarios() -> Rows:
          recorded("priority", [([1, 2], 5), ([3, 4], 0)], 2)[1], [(3, 4)]),
         ("S24 LFU: [1,2] twice, later [3,4], evict(2) frees",
          recorded("lfu", [([1, 2], 0), ([1, 2], 0), ([3, 4], 0)], 2)[1], [(3, 4)]),
+        ("§4 slru (threshold 2) and lru: [1,2] twice, later [3,4], [5,6]; evict(2) frees",
+         [recorded(p, [([1, 2], 0), ([1, 2], 0), ([3, 4], 0), ([5, 6], 0)], 2)[1] for p in ("slru", "lru")],
+         [[(3, 4)], [(1, 2)]]),
+        ("§4 a disabled cache forces lru: tlru accepted", RadixCache(disable=True, eviction_policy="tlru").eviction_policy,
+         "lru"),
         ("§4 policies tlru and 'mru-ish' rejected as",
          [rejection_of(lambda p=p: RadixCache(eviction_policy=p)) for p in ("tlru", "mru-ish")],
          [SGLangRejection.POLICY_NOT_REPRODUCED, SGLangRejection.UNKNOWN_EVICTION_POLICY])]
