@@ -81,6 +81,37 @@ def lifecycle_release() -> Rows:
              ((), ()))]
 
 
+def allocator_refusals() -> Rows:
+    """Named refusals of malformed steps (0x05G) and eviction (0x05E): an append writes exactly one row (none:
+    EMPTY_APPEND, two: WRITE_OFFSET_MISMATCH); an append to a request that was never admitted, claiming table version
+    3, is UNKNOWN_REQUEST; releasing a reader that holds nothing is LEASE_NOT_HELD; evicting a key nobody published is
+    CACHE_IDENTITY_MISSING; evicting the published key of a released request's block drops the weak identity, and
+    the block, with no reference left, is FREE."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator, AllocRejection
+    from kvexact.reference.pool import BlockState, GroupConfig
+    from kvexact.reference.rejections import rejection_of
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+    alloc.allocate("r", [1, 2, 3, 4])
+    lifecycle.cache_block(alloc, "r", 0, "k")
+    b0 = alloc.request("r").tables[0][0].block_id
+    lifecycle.release(alloc, "r")
+    was = alloc.pools[0].state_of(b0)
+    evicted = [h.block_id for h in lifecycle.evict(alloc, "k")]
+    return [("append of no row, of two rows; append to never-admitted q at version 3 rejected as",
+             [rejection_of(lambda: alloc.run_txn("append", "s", ())),
+              rejection_of(lambda: alloc.run_txn("append", "s", (1, 2))),
+              rejection_of(lambda: alloc.begin("append", "q", ("new",), (1,), expected_table_version=3))],
+             [AllocRejection.EMPTY_APPEND, AllocRejection.WRITE_OFFSET_MISMATCH, AllocRejection.UNKNOWN_REQUEST]),
+            ("reader release of x holding nothing; evict of key z rejected as",
+             [rejection_of(lambda: lifecycle.reader_release(alloc, "x")),
+              rejection_of(lambda: lifecycle.evict(alloc, "z"))],
+             [AllocRejection.LEASE_NOT_HELD, AllocRejection.CACHE_IDENTITY_MISSING]),
+            ("r's cached block 0 after release; evict k: evicted blocks, state after",
+             (was, evicted, alloc.pools[0].state_of(b0)), (BlockState.EVICTABLE, [b0], BlockState.FREE))]
+
+
 def allocator_block_sizes() -> Rows:
     """0x04E: each cache group holds ceil(n / P_g) blocks of its own size: 5 tokens in groups of 2- and 4-token blocks
     take 3 and 2 blocks, both groups expose the same 5 rows, and the allocator's self-check accepts the state; one
@@ -589,7 +620,7 @@ def sglang_scenarios() -> Rows:
 
 CASES = {"adapter projections": adapter_projections, "allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release,
          "lifecycle leases": lifecycle_leases,
-         "allocator block sizes": allocator_block_sizes, "pool policies": pool_policies, "adapter keys": adapter_keys,
+         "allocator block sizes": allocator_block_sizes, "allocator refusals": allocator_refusals, "pool policies": pool_policies, "adapter keys": adapter_keys,
          "hybrid windows s17": hybrid_windows_s17, "vllm golden hashes": vllm_golden_hashes,
          "vllm hybrid alignment": vllm_hybrid_alignment, "sglang scenarios": sglang_scenarios,
          "reuse gate 0x0CD": reuse_gate_0x0CD,
