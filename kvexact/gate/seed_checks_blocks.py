@@ -486,7 +486,8 @@ def vllm_protocol_adapter() -> Rows:
     """The vLLM profile behind the adapter protocol (2 groups of 6 two-token blocks, ids 1..6; notes/vllm.md §5):
     r's 6 prompt tokens take blocks 1, 2, 3 (the free queue's head) and its 7th token block 4; once r is freed
     (tail first: the unhashed block 4 goes to the head, the hashed 3, 2, 1 to the tail) the same prompt plus one
-    token hits 6 tokens on 1, 2, 3 and takes 4 for its last token; 14 tokens need 7 blocks of the 6; a second start
+    token hits 6 tokens on 1, 2, 3 and takes 4 for its last token; 14 tokens need 7 blocks of the 6 (refused, the
+    state digest unchanged); s grown to 12 tokens holds all 6 blocks and a 13th token is refused; a second start
     of a live id, an empty prompt and an unknown id are refused by name."""
     from kvexact.reference import adapters as ad
     from kvexact.reference.peers.vllm_protocol import VllmProtocolAdapter
@@ -499,15 +500,23 @@ def vllm_protocol_adapter() -> Rows:
                a.release("x").rejection, a.cache("x").rejection]
     a.release("r")
     second = a.start("s", [*prompt, 12])
+    second_state = (second.hit_tokens, [a.table("s", g) for g in (0, 1)], a.length("s"))
+    before = a.digest()
+    big = a.start("big", list(range(14)))
+    unchanged = before == a.digest()
+    for t in range(13, 18):  # s's 7 tokens grow to 12: blocks 1..6, every block of the group
+        a.append("s", t)
+    grown_to_full = a.length("s")
+    full = a.append("s", 18)
     return [("r's start: accepted, hit; append 11: accepted, length, tables, cache",
              ((first.accepted, first.hit_tokens), grown), ((True, 0), (True, 7, [[1, 2, 3, 4]] * 2, True))),
             ("start of live r, empty start, append/release/cache of unknown x: rejections", refused,
              ["DUPLICATE_REQUEST", "EMPTY_APPEND", "UNKNOWN_REQUEST", "UNKNOWN_REQUEST", "UNKNOWN_REQUEST"]),
-            ("after r is freed, s = r's prompt + 1: hit, tables, length", (second.hit_tokens, [a.table("s", g) for g in
-                                                                                        (0, 1)], a.length("s")),
-             (6, [[1, 2, 3, 4]] * 2, 7)),
-            ("a 14-token start (7 blocks of 6) rejected as", a.start("big", list(range(14))).rejection,
+            ("after r is freed, s = r's prompt + 1: hit, tables, length", second_state, (6, [[1, 2, 3, 4]] * 2, 7)),
+            ("a 14-token start (7 blocks of 6) rejected as", big.rejection,
              "INSUFFICIENT_BLOCKS"),
+            ("the digest before and after the refused start; s grown to 12 tokens, a 13th token rejected as",
+             (unchanged, grown_to_full, full.rejection, a.self_check()), (True, 12, "INSUFFICIENT_BLOCKS", None)),
             ("vllm extra keys: untagged LoRA + image + salt (notes §3); a bool token rejected as",
              (_untagged_example(), _bool_token()), (("name", ("hash1", 0), "salt"), "BAD_TOKEN"))]
 
