@@ -267,7 +267,11 @@ def hybrid_windows_s17() -> Rows:
             out = out.evict(g, query[:(j + 1) * 16])
         return out.lookup(query)
 
+    # a window of 5 over 4-token blocks needs ceil(4 / 4) = 1 block before the hit's end: 16 published tokens with the
+    # window group's block 2 gone still hit 16 (block 3 is there)
+    small = HybridIndex.empty([CacheGroup(4), CacheGroup(4, 5)]).publish(list(range(16))).evict(1, list(range(12)))
     return [("C48 + [3] x 5 hit", index.lookup(query), 48),
+            ("window 5 over 4-token blocks, block 2 gone: hit of 17 tokens", small.lookup(list(range(17))), 16),
             ("hits after each removal", [without(k) for k in removals], [16 * b for b in (3, 0, 2, 2, 2, 0, 1)])]
 
 

@@ -97,6 +97,8 @@ MUTANTS = [
      "return range(max(0, stop - math.ceil((self.window + 1) / self.block_size)), stop)", "hybrid windows s17"),
     (hybrid, "CacheGroup.needed_blocks", "return range(max(0, stop - math.ceil((self.window - 1) / self.block_size)), stop)",
      "return range(max(1, stop - math.ceil((self.window - 1) / self.block_size)), stop)", "hybrid windows s17"),
+    (hybrid, "CacheGroup.needed_blocks", "return range(max(0, stop - math.ceil((self.window - 1) / self.block_size)), stop)",
+     "return range(max(0, stop - math.ceil((self.window ** 1) / self.block_size)), stop)", "hybrid windows s17"),
 ]
 
 
