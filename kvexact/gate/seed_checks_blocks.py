@@ -38,7 +38,9 @@ def allocator_epochs() -> Rows:
     unknown = [rejection_of(lambda op=op: alloc.run_txn(op, "r", (6,))) for op in ("aaa", "extend", "")]
     begun = rejection_of(lambda: alloc.begin("aaa", "q", ("alloc",), (1,)))
     renamed = rejection_of(lambda: lifecycle.compensate(alloc, attrs.evolve(second, operation="aaa")))
-    return [("allocate at a fresh 1000, then append at a fresh 1001: outcomes, epochs after",
+    fresh_default = Allocator([GroupConfig(0, 0, 2, 8)], [[1]]).epoch  # KVAllocation.tla's Init: epoch = 0
+    return [("a new allocator's epoch (the spec's Init)", fresh_default, 0),
+            ("allocate at a fresh 1000, then append at a fresh 1001: outcomes, epochs after",
              (first.outcome, first.allocator_epoch_after, second.outcome, second.allocator_epoch_after),
              ("PUBLISHED", 1001, "PUBLISHED", 1002)),
             ("append expecting the superseded epoch 1000 rejected as", stale, AllocRejection.EPOCH_MISMATCH),
@@ -237,12 +239,19 @@ def adapter_keys() -> Rows:
     a.start("r", prompt)
     a.cache("r")
     hit = a.start("s", [*prompt, 11]).hit_tokens
+    cut = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)
+    cut.start("t", [1, 2, 3, 4, 5])
+    tails = [cut.table("t", g)[-1] for g in (0, 1)]
+    cut.truncate("t", 2)  # 0x05E: the delayed writer keeps the first group's old tail
+    writer = cut.delayed_writer
     full = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)  # 6 blocks a group, ids 1..6
     full.start("f", list(range(12)))
     return [("12 tokens fill every block of each group; a 13th token rejected as",
              ([sorted(full.table("f", g)) for g in (0, 1)], full.append("f", 99).rejection),
              ([list(full.block_ids(g)) for g in (0, 1)], "OUT_OF_MEMORY")),
             ("distinct keys of r's three prefixes", len(set(a.keys.values())), 3),
+            ("truncate of 5 tokens to 2: the delayed writer's group and block",
+             None if writer is None else (writer.cache_group_id, writer.block_id), (0, tails[0])),
             ("s's hit; s's first three blocks are r's, per group",
              (hit, [a.table("s", g)[:3] == a.table("r", g) for g in (0, 1)]), (6, [True, True]))]
 
@@ -399,6 +408,7 @@ def sglang_orders_and_pools() -> Rows:
     def queue() -> list[Req]:
         return [Req("a", [9, 9]), Req("b", [1, 2, 3, 4, 5]), Req("c", [1, 2, 7])]
 
+    long_queue = [Req(f"w{i}", [9, i]) for i in range(128)] + [Req("hit", [1, 2, 3, 4, 5])]
     pool = TokenToKVPoolAllocator(8, need_sort=True)
     taken = pool.alloc(3)
     pool.free([2, 1])
@@ -418,6 +428,8 @@ def sglang_orders_and_pools() -> Rows:
     return [("admit 6 tokens into 4 slots; rows and slots left; admit 2 tokens; a second request without a row",
              (short, after_short, ok, no_row, small.available_size()), (False, (1, 4), True, False, 2)),
             ("S25 DFS-weight order", dfs_weight_order(c, nodes), [2, 3, 1, 0]),
+            ("§6 LPM over 129 waiting requests (more than 128: FCFS); over the last 128 of them",
+             (lpm_order(lpm, long_queue) == list(range(129)), lpm_order(lpm, long_queue[1:])[0]), (True, 127)),
             ("LPM order; with a disabled cache", (lpm_order(lpm, queue()), lpm_order(RadixCache(disable=True), queue())),
              ([1, 2, 0], [0, 1, 2])),
             ("need_sort: alloc(3), free [2, 1] staged: available, staged; after the merge alloc(2)",
