@@ -14,7 +14,7 @@ from kvexact.gate import seed_checks, seed_checks_blocks
 from kvexact.gate.framework import GateContext, Verdict
 from kvexact.reference import adapters, allocator, formulas, hybrid, lifecycle, reuse_gate
 from kvexact.reference.allocator import Allocator, AllocRejection
-from kvexact.reference.peers import sglang, vllm_hashing, vllm_hybrid, vllm_pool, vllm_protocol
+from kvexact.reference.peers import sglang, sglang_sched, vllm_hashing, vllm_hybrid, vllm_pool, vllm_protocol
 from kvexact.reference.pool import GroupConfig
 from kvexact.reference.rejections import rejection_of
 
@@ -82,6 +82,12 @@ MUTANTS = [
     (vllm_hybrid, "stored_then_lookup", "h, len(query) - 1)", "h, len(query) + 1)", "vllm hybrid alignment"),
     (vllm_pool, "new_pool", "if not isinstance(num_blocks, int) or isinstance(num_blocks, bool) or",
      "if not isinstance(num_blocks, int) and isinstance(num_blocks, bool) or", "vllm hybrid alignment"),
+    # survivors of the fresh seed-22 sample, closed after it
+    (sglang_sched, "lpm_order", "len(queue) > WAITING_QUEUE_PREFIX_MATCH_MAX", "len(queue) is WAITING_QUEUE_PREFIX_MATCH_MAX",
+     "sglang orders and pools"),
+    (adapters, "ReferenceAdapter.truncate", "if h.cache_group_id == 0]", "if h.cache_group_id != 0]", "adapter keys"),
+    (lifecycle, "evict", "        if not out:", "        if not not out:", "allocator refusals"),
+    (allocator, "Allocator.__init__", "epoch: int = 0,", "epoch: int = 1,", "allocator epochs"),
     # the named refusal of an unknown operation
     (allocator, "check_operation", "if operation not in OPERATIONS:", "if operation in OPERATIONS:",
      "allocator epochs"),
