@@ -284,11 +284,14 @@ def hybrid_windows_s17() -> Rows:
             ("hits after each removal", [without(k) for k in removals], [16 * b for b in (3, 0, 2, 2, 2, 0, 1)])]
 
 
+SHA256_BLOCK0 = "9da1c53089c000ad1a79a77c143b68dda00e2a85315bc1f690bbd03ba4a195dd"  # notes/vllm.md §3, measured
+
+
 def vllm_golden_hashes() -> Rows:
     """notes/vllm.md §3 (measured, PYTHONHASHSEED unset): NONE_HASH and the block hashes of tokens [0, 1, 2, 3]
     then [4, 5, 6, 7] under sha256 (pickle) and sha256_cbor (canonical CBOR), and sha256_cbor's block 0 with cache
     salt "s1"."""
-    from kvexact.reference.peers.vllm_hashing import BlockHasher, HashAlgo
+    from kvexact.reference.peers.vllm_hashing import BlockHasher, HashAlgo, external_hash
 
     def chain(algo: HashAlgo) -> list[str]:
         h = BlockHasher(4, algo)
@@ -298,12 +301,15 @@ def vllm_golden_hashes() -> Rows:
     cbor = BlockHasher(4, HashAlgo.SHA256_CBOR)
     return [("sha256: NONE_HASH, blocks 0 and 1", chain(HashAlgo.SHA256),
              ["066b1e8987e027138e98701c46128929378935f9b6cd1549105ae6b4f0d71198",
-              "9da1c53089c000ad1a79a77c143b68dda00e2a85315bc1f690bbd03ba4a195dd",
+              SHA256_BLOCK0,
               "1c9b6c0620e875631f1c5395ed56f2243aa113f88fc842f04fbb0654074b8d43"]),
             ("sha256_cbor: NONE_HASH, blocks 0 and 1", chain(HashAlgo.SHA256_CBOR),
              ["9bd96a485ad84efdafb72ee48a1d7a69bcead0f8f0433173941b276b9581eef0",
               "c49ab11fb576db6f376aef58c24f728a0ba1807e8cac5f940f1a5c4c20741898",
               "9d0a7c928c548f9aeea31ae98471cf515045a206851732ac14cb3083c18d40f9"]),
+            ("sha256 block 0 as published in KV events (notes §1: the low 64 bits, big-endian) and raw",
+             (external_hash(bytes.fromhex(SHA256_BLOCK0)), external_hash(bytes.fromhex(SHA256_BLOCK0), use_int=False)),
+             (int(SHA256_BLOCK0[-16:], 16), bytes.fromhex(SHA256_BLOCK0))),
             ("sha256_cbor block 0 with salt s1", cbor.hash_block(None, [0, 1, 2, 3], (("cache_salt", "s1"),)).hex(),
              "484761d76512b019413b1505b9061753e461d4de1b84f54f7983aec4e1c357e8")]
 

@@ -88,6 +88,8 @@ MUTANTS = [
     (adapters, "ReferenceAdapter.truncate", "if h.cache_group_id == 0]", "if h.cache_group_id != 0]", "adapter keys"),
     (lifecycle, "evict", "        if not out:", "        if not not out:", "allocator refusals"),
     (allocator, "Allocator.__init__", "epoch: int = 0,", "epoch: int = 1,", "allocator epochs"),
+    # a survivor of the fresh seed-32 sample, closed after it
+    (vllm_hashing, "external_hash", "& (2**64 - 1)", "& (2**64 - 2)", "vllm golden hashes"),
     # the named refusal of an unknown operation
     (allocator, "check_operation", "if operation not in OPERATIONS:", "if operation in OPERATIONS:",
      "allocator epochs"),
