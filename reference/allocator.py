@@ -66,6 +66,16 @@ class AllocRejection(enum.Enum):
     BAD_LOGICAL_BLOCK = "logical block index outside the request's table"
     UNEXPECTED_SOURCE_HANDLE = "expected source handle is not the request's current tail"
     READER_BUSY = "this reader already holds a snapshot"
+    UNKNOWN_OPERATION = "a transaction is an allocate or an append (0x04E); any other operation name is refused"
+
+
+OPERATIONS = ("allocate", "append")  # the transactions run_txn and begin accept (0x04E)
+
+
+def check_operation(operation: str) -> None:
+    """Refuse a transaction name other than allocate and append by name (UNKNOWN_OPERATION)."""
+    if operation not in OPERATIONS:
+        raise Rejected(AllocRejection.UNKNOWN_OPERATION, f"operation {operation!r}; known: {', '.join(OPERATIONS)}")
 
 
 class InjectedFailure(Exception):
@@ -404,6 +414,7 @@ class Allocator:
         nothing the specs observe changes until the transaction's first step."""
 
         def run() -> str:
+            check_operation(operation)
             self._require_no_txn()
             if not new_tokens:
                 raise Rejected(AllocRejection.EMPTY_APPEND, f"{operation} {request_id}")
@@ -763,6 +774,7 @@ class Allocator:
         before = self.digest()
         mark = self.journal.mark()
         tokens = tuple(tokens)
+        check_operation(operation)
         if operation == "allocate":
             plan = ("alloc",) * len(self.groups)
         else:

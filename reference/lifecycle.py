@@ -22,6 +22,7 @@ from kvexact.reference.allocator import (
     ReleaseResult,
     RequestRecord,
     ceil_div,
+    check_operation,
     step,
 )
 from kvexact.reference.handles import BlockHandle
@@ -341,6 +342,7 @@ def compensate(alloc: Allocator, receipt: AllocationReceipt) -> AllocationReceip
     """After publication history stays: publish a successor that undoes the receipt's effect (0x04F)."""
     if receipt.outcome != "PUBLISHED":
         raise Rejected(AllocRejection.NOTHING_TO_COMPENSATE, f"{receipt.transaction_id}: {receipt.outcome}")
+    check_operation(receipt.operation)  # only an allocate or an append publishes a receipt that can be undone
     before = alloc.digest()
     if receipt.operation == "allocate":
         result = cancel(alloc, receipt.request_id)

@@ -1,0 +1,659 @@
+"""Block-side cases of the quick check ``reference-seed`` (registered in :mod:`kvexact.gate.seed_checks`): the
+allocator, its lifecycle steps, the adapter protocol's reference adapter, the hybrid index and the vLLM / SGLang
+peer profiles' block bookkeeping.
+
+Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from the seed
+(``0x0..`` sections), from ``notes/vllm.md`` / ``notes/sglang.md``, or from the arithmetic written beside them,
+never from the reference's own output; a row that differs (or a case that raises) fails ``reference-seed`` by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Rows = list[tuple[str, Any, Any]]
+
+
+def allocator_epochs() -> Rows:
+    """0x05C step 1: a transaction carries the allocator epoch it expects; the check is by value, so an epoch read
+    back from a wire (a fresh integer object, here past CPython's small-int cache) is accepted when equal and
+    refused (EPOCH_MISMATCH) when not; a transaction that reserves blocks advances the epoch by one (DESIGN.md
+    "Counters"). ``run_txn`` knows two
+    operations, allocate and append (0x04E); any other name is refused by name (UNKNOWN_OPERATION), also in a
+    receipt given to compensate (0x04F)."""
+    import attrs
+
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator, AllocRejection
+    from kvexact.reference.pool import GroupConfig
+    from kvexact.reference.rejections import rejection_of
+
+    def fresh(n: int) -> int:
+        return int(str(n))  # the same value, another object
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]], epoch=1000)
+    first = alloc.allocate("r", (1, 2, 3, 4), expected_epoch=fresh(1000))  # two full 2-token blocks
+    stale = rejection_of(lambda: alloc.append("r", 5, expected_epoch=fresh(1000)))
+    second = alloc.append("r", 5, expected_epoch=fresh(1001))  # a boundary append: reserves a block
+    unknown = [rejection_of(lambda op=op: alloc.run_txn(op, "r", (6,))) for op in ("aaa", "extend", "")]
+    begun = rejection_of(lambda: alloc.begin("aaa", "q", ("alloc",), (1,)))
+    renamed = rejection_of(lambda: lifecycle.compensate(alloc, attrs.evolve(second, operation="aaa")))
+    fresh_default = Allocator([GroupConfig(0, 0, 2, 8)], [[1]]).epoch  # KVAllocation.tla's Init: epoch = 0
+    return [("a new allocator's epoch (the spec's Init)", fresh_default, 0),
+            ("allocate at a fresh 1000, then append at a fresh 1001: outcomes, epochs after",
+             (first.outcome, first.allocator_epoch_after, second.outcome, second.allocator_epoch_after),
+             ("PUBLISHED", 1001, "PUBLISHED", 1002)),
+            ("append expecting the superseded epoch 1000 rejected as", stale, AllocRejection.EPOCH_MISMATCH),
+            ("the two transactions' ids differ", first.transaction_id != second.transaction_id, True),
+            ("operations aaa, extend and '' rejected as", unknown, [AllocRejection.UNKNOWN_OPERATION] * 3),
+            ("begin of operation aaa rejected as", begun, AllocRejection.UNKNOWN_OPERATION),
+            ("compensation of a published receipt of operation aaa rejected as", renamed,
+             AllocRejection.UNKNOWN_OPERATION),
+            ("r after the refused operations: context, epoch", (alloc.request("r").context_tokens, alloc.epoch),
+             (5, 1002))]
+
+
+def lifecycle_release() -> Rows:
+    """0x05E: release drops every strong reference; a block nobody else holds goes back to the free queue, a cached
+    full block becomes EVICTABLE instead. r holds 5 tokens in 2-token blocks (3 blocks a group, 2 groups) and its
+    block 0 is cached: 2 x 2 = 4 handles freed, 2 evictable; a second request forked from r keeps every block, so
+    releasing r then frees nothing."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.pool import GroupConfig
+
+    def made() -> Allocator:
+        alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 4)], [[1, 2, 3, 4, 5, 6]] * 2)
+        alloc.allocate("r", [1, 2, 3, 4, 5])
+        return alloc
+
+    alloc = made()
+    lifecycle.cache_block(alloc, "r", 0, "k0")
+    r = alloc.request("r")
+    out = lifecycle.release(alloc, "r")
+    tables = [[h.block_id for h in t] for t in r.tables]
+    forked = made()
+    lifecycle.fork(forked, "r", "s")
+    kept = lifecycle.release(forked, "r")
+    return [("release r: freed, evictable handles (block id per group)",
+             (sorted((h.cache_group_id, h.block_id) for h in out.freed_handles),
+              sorted((h.cache_group_id, h.block_id) for h in out.evictable_handles)),
+             (sorted((g, b) for g in (0, 1) for b in tables[g][1:]), [(0, tables[0][0]), (1, tables[1][0])])),
+            ("release r with its fork s alive: freed, evictable", (kept.freed_handles, kept.evictable_handles),
+             ((), ()))]
+
+
+def allocator_refusals() -> Rows:
+    """Named refusals of malformed steps (0x05G) and eviction (0x05E): an append writes exactly one row (none:
+    EMPTY_APPEND, two: WRITE_OFFSET_MISMATCH); an append to a request that was never admitted, claiming table version
+    3, is UNKNOWN_REQUEST; releasing a reader that holds nothing is LEASE_NOT_HELD; evicting a key nobody published is
+    CACHE_IDENTITY_MISSING; evicting the published key of a released request's block drops the weak identity, and
+    the block, with no reference left, is FREE."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator, AllocRejection
+    from kvexact.reference.pool import BlockState, GroupConfig
+    from kvexact.reference.rejections import rejection_of
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+    alloc.allocate("r", [1, 2, 3, 4])
+    lifecycle.cache_block(alloc, "r", 0, "k")
+    b0 = alloc.request("r").tables[0][0].block_id
+    lifecycle.release(alloc, "r")
+    was = alloc.pools[0].state_of(b0)
+    evicted = [h.block_id for h in lifecycle.evict(alloc, "k")]
+    return [("append of no row, of two rows; append to never-admitted q at version 3 rejected as",
+             [rejection_of(lambda: alloc.run_txn("append", "s", ())),
+              rejection_of(lambda: alloc.run_txn("append", "s", (1, 2))),
+              rejection_of(lambda: alloc.begin("append", "q", ("new",), (1,), expected_table_version=3))],
+             [AllocRejection.EMPTY_APPEND, AllocRejection.WRITE_OFFSET_MISMATCH, AllocRejection.UNKNOWN_REQUEST]),
+            ("reader release of x holding nothing; evict of key z rejected as",
+             [rejection_of(lambda: lifecycle.reader_release(alloc, "x")),
+              rejection_of(lambda: lifecycle.evict(alloc, "z"))],
+             [AllocRejection.LEASE_NOT_HELD, AllocRejection.CACHE_IDENTITY_MISSING]),
+            ("r's cached block 0 after release; evict k: evicted blocks, state after",
+             (was, evicted, alloc.pools[0].state_of(b0)), (BlockState.EVICTABLE, [b0], BlockState.FREE))]
+
+
+def allocator_block_sizes() -> Rows:
+    """0x04E: each cache group holds ceil(n / P_g) blocks of its own size: 5 tokens in groups of 2- and 4-token blocks
+    take 3 and 2 blocks, both groups expose the same 5 rows, and the allocator's self-check accepts the state; one
+    more token fills group 0's last block in place and starts nothing new in group 1 (6 <= 2 x 4)."""
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.pool import GroupConfig
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 4, 4)], [[1, 2, 3, 4]] * 2)
+    alloc.allocate("r", [1, 2, 3, 4, 5])
+    alloc.self_check()
+    first = [len(t) for t in alloc.request("r").tables]
+    alloc.append("r", 6)
+    alloc.self_check()
+    return [("blocks per group for 5 tokens; after a 6th", (first, [len(t) for t in alloc.request("r").tables]),
+             ([3, 2], [3, 2])),
+            ("tokens of r", list(alloc.tokens_of("r")), [1, 2, 3, 4, 5, 6])]
+
+
+def lifecycle_leases() -> Rows:
+    """0x05F: a read lease is a strong reference on a current handle: r's block 0 read-leased stays out of the free
+    queue when r is released, and goes back once the lease is released; a handle of a cache group the allocator
+    does not have is foreign, a current handle of a block nobody maps cannot be leased (no identity), and the
+    delayed writer of 0x05E may write only into a block an in-flight transaction reserved: a published block is
+    refused (write through append), a block back in the queue is a retired handle."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator, AllocRejection
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.pool import GroupConfig, PoolRejection
+    from kvexact.reference.rejections import rejection_of
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+    alloc.allocate("r", [1, 2, 3])
+    b0, b1 = alloc.request("r").tables[0]
+    foreign = BlockHandle(b0.pool_id, 3, b0.block_id, b0.generation)
+    published = rejection_of(lambda: lifecycle.delayed_write(alloc, b1, 1, 9))
+    lease = lifecycle.retain_read(alloc, b0)
+    lifecycle.release(alloc, "r")
+    held = (alloc.pools[0].refcount(b0.block_id), b0.block_id in alloc.pools[0].queue_order(),
+            b1.block_id in alloc.pools[0].queue_order())
+    lifecycle.release_lease(alloc, lease)
+    return [("delayed write into r's published tail rejected as", published, AllocRejection.WRONG_STEP_FOR_PATH),
+            ("after releasing r with block 0 leased: its refs, queued; block 1 queued", held, (1, False, True)),
+            ("block 0 queued once the lease is released", b0.block_id in alloc.pools[0].queue_order(), True),
+            ("read lease of group 3's handle; of freed block 1's handle; delayed write to it: rejected as",
+             [rejection_of(lambda: lifecycle.retain_read(alloc, foreign)),
+              rejection_of(lambda: lifecycle.retain_read(alloc, b1)),
+              rejection_of(lambda: lifecycle.delayed_write(alloc, b1, 0, 9))],
+             [PoolRejection.FOREIGN_POOL_HANDLE, AllocRejection.CACHE_IDENTITY_MISSING,
+              PoolRejection.HANDLE_NOT_OWNED])]
+
+
+def pool_policies() -> Rows:
+    """The free+evictable queue (released blocks join its tail, a request's blocks tail first, as vLLM frees them):
+    blocks 1..6 queued in order. Under LRU (take the head, least recently freed first) and LOWEST_ID r takes 1, 2 and
+    s takes 3; r then s are released, so the queue reads 4, 5, 6, 2, 1, 3, and a 4-token request takes 4, 5 (LRU)
+    or 1, 2 (LOWEST_ID). Under MRU (take the tail) r takes 6, 5 and s takes 4; released, the queue reads 1, 2, 3,
+    5, 6, 4 and the request takes 4, 6."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.pool import GroupConfig, QueuePolicy
+
+    def taken(policy: QueuePolicy) -> tuple[list[int], list[int]]:
+        alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4, 5, 6]], policy=policy)
+        alloc.allocate("r", [1, 2, 3, 4])
+        alloc.allocate("s", [5, 6])
+        lifecycle.release(alloc, "r")
+        lifecycle.release(alloc, "s")
+        queue = alloc.pools[0].queue_order()
+        alloc.allocate("q", [7, 8, 9, 10])
+        return queue, [h.block_id for h in alloc.request("q").tables[0]]
+
+    return [("queue after r, s released; q's blocks under LRU, MRU, LOWEST_ID",
+             [taken(p) for p in (QueuePolicy.LRU, QueuePolicy.MRU, QueuePolicy.LOWEST_ID)],
+             [([4, 5, 6, 2, 1, 3], [4, 5]), ([1, 2, 3, 5, 6, 4], [4, 6]), ([4, 5, 6, 2, 1, 3], [1, 2])])]
+
+
+def adapter_projections() -> Rows:
+    """The specs' view of the allocator (reference/adapters.py projections): groups of blocks 1..4 and 1..6, so the
+    specs' Blocks are 1..6 and the first group's missing 5, 6 project as free blocks of generation 0 and no rows;
+    r's 5 tokens take blocks 1, 2, 3 in each group; a read lease on group 0's block 1 and a reader snapshot of r are
+    references CowPublication counts (map references + leases: 3 on block 1, 2 on blocks 2 and 3; KVAllocation.tla
+    counts only the request map: 1 each), and the reader's snapshot is on, with r's length and tokens."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.adapters import project_cow_publication, project_kv_allocation, project_state
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.pool import GroupConfig
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 4)], [[1, 2, 3, 4], [1, 2, 3, 4, 5, 6]])
+    alloc.allocate("r", [1, 2, 3, 4, 5])
+    lifecycle.retain_read(alloc, alloc.request("r").tables[0][0])
+    lifecycle.reader_snapshot(alloc, "x", "r")
+    kv = project_kv_allocation(alloc, ["r"])
+    cow = project_cow_publication(alloc, ["r"], readers=["x", "y"])
+    blocks = range(1, 7)
+    snap = cow["snap"]["x"]
+    return [("KVAllocation ref, group 0 and 1", [[kv["ref"][g][b] for b in blocks] for g in (0, 1)],
+             [[1, 1, 1, 0, 0, 0]] * 2),
+            ("KVAllocation group 0: gen and rows of blocks 5, 6; queued blocks",
+             ([kv["gen"][0][b] for b in (5, 6)], [kv["rows"][0][b] for b in (5, 6)], sorted(kv["pool"][0])),
+             ([0, 0], [0, 0], [4, 5, 6])),
+            ("CowPublication ref, group 0 and 1", [[cow["ref"][g][b] for b in blocks] for g in (0, 1)],
+             [[3, 2, 2, 0, 0, 0], [2, 2, 2, 0, 0, 0]]),
+            ("CowPublication group 0 block 5: data, valid, gen", (cow["data"][0][5], cow["valid"][0][5], cow["gen"][0][5]),
+             ([], 0, 0)),
+            ("reader x: on, len, tokens; reader y (no snapshot): on", (snap["on"], snap["len"], snap["tokens"],
+                                                                       cow["snap"]["y"]["on"]),
+             (True, 5, [1, 2, 3, 4, 5], False)),
+            ("project_state of both specs, the same epoch", [project_state(alloc, s, ["r"], ["x"])["epoch"]
+                                                             for s in ("KVAllocation", "CowPublication")],
+             [alloc.epoch] * 2)]
+
+
+def adapter_keys() -> Rows:
+    """The reference adapter without a token stream keys each distinct full-block prefix by its own small integer:
+    a published 6-token request (three 2-token blocks) gives three keys, and a later request with the same prompt
+    and one more token hits all 6 tokens on r's own physical blocks, block by block (the hit maps the same blocks,
+    0x07C), in both groups. The default geometry has 6 blocks a group (ids 1..6): 12 tokens in 2-token blocks take
+    them all and a 13th token finds no free block."""
+    from kvexact.reference import adapters as ad
+
+    a = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)
+    prompt = [5, 6, 7, 8, 9, 10]
+    a.start("r", prompt)
+    a.cache("r")
+    hit = a.start("s", [*prompt, 11]).hit_tokens
+    cut = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)
+    cut.start("t", [1, 2, 3, 4, 5])
+    tails = [cut.table("t", g)[-1] for g in (0, 1)]
+    cut.truncate("t", 2)  # 0x05E: the delayed writer keeps the first group's old tail
+    writer = cut.delayed_writer
+    full = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)  # 6 blocks a group, ids 1..6
+    full.start("f", list(range(12)))
+    return [("12 tokens fill every block of each group; a 13th token rejected as",
+             ([sorted(full.table("f", g)) for g in (0, 1)], full.append("f", 99).rejection),
+             ([list(full.block_ids(g)) for g in (0, 1)], "OUT_OF_MEMORY")),
+            ("distinct keys of r's three prefixes", len(set(a.keys.values())), 3),
+            ("truncate of 5 tokens to 2: the delayed writer's group and block",
+             None if writer is None else (writer.cache_group_id, writer.block_id), (0, tails[0])),
+            ("s's hit; s's first three blocks are r's, per group",
+             (hit, [a.table("s", g)[:3] == a.table("r", g) for g in (0, 1)]), (6, [True, True]))]
+
+
+def hybrid_windows_s17() -> Rows:
+    """0x07C with sliding windows, on notes/vllm.md scenario 17 (full attention and two sliding-window groups of
+    window 32, 16-token blocks): r0 = C48 + [3] x 7 is published; C48 + [3] x 5 then hits 48 tokens, and after
+    removing the keys (block index, group) {(0,1),(0,2)}, {(0,0)}, {(2,0),(2,1),(2,2)}, {(2,0)}, {(2,1)},
+    {(2,0),(0,1),(0,2)}, {(1,1)} it hits 3, 0, 2, 2, 2, 0, 1 blocks (the notes' figures, x 16 tokens): a window
+    group needs only the ceil(31 / 16) = 2 blocks just before the hit's end."""
+    from kvexact.reference.hybrid import CacheGroup, HybridIndex
+
+    c48 = [0] * 16 + [1] * 16 + [2] * 16
+    r0, query = [*c48, *[3] * 7], [*c48, *[3] * 5]
+    index = HybridIndex.empty([CacheGroup(16), CacheGroup(16, 32), CacheGroup(16, 32)]).publish(r0)
+    removals = [[(0, 1), (0, 2)], [(0, 0)], [(2, 0), (2, 1), (2, 2)], [(2, 0)], [(2, 1)], [(2, 0), (0, 1), (0, 2)],
+                [(1, 1)]]
+
+    def without(keys: list[tuple[int, int]]) -> int:
+        out = index
+        for j, g in keys:
+            out = out.evict(g, query[:(j + 1) * 16])
+        return out.lookup(query)
+
+    # a window of 5 over 4-token blocks needs ceil(4 / 4) = 1 block before the hit's end: 16 published tokens with the
+    # window group's block 2 gone still hit 16 (block 3 is there)
+    small = HybridIndex.empty([CacheGroup(4), CacheGroup(4, 5)]).publish(list(range(16))).evict(1, list(range(12)))
+    return [("C48 + [3] x 5 hit", index.lookup(query), 48),
+            ("window 5 over 4-token blocks, block 2 gone: hit of 17 tokens", small.lookup(list(range(17))), 16),
+            ("hits after each removal", [without(k) for k in removals], [16 * b for b in (3, 0, 2, 2, 2, 0, 1)])]
+
+
+SHA256_BLOCK0 = "9da1c53089c000ad1a79a77c143b68dda00e2a85315bc1f690bbd03ba4a195dd"  # notes/vllm.md §3, measured
+
+
+def vllm_golden_hashes() -> Rows:
+    """notes/vllm.md §3 (measured, PYTHONHASHSEED unset): NONE_HASH and the block hashes of tokens [0, 1, 2, 3]
+    then [4, 5, 6, 7] under sha256 (pickle) and sha256_cbor (canonical CBOR), and sha256_cbor's block 0 with cache
+    salt "s1"."""
+    from kvexact.reference.peers.vllm_hashing import BlockHasher, HashAlgo, external_hash
+
+    def chain(algo: HashAlgo) -> list[str]:
+        h = BlockHasher(4, algo)
+        b0 = h.hash_block(None, [0, 1, 2, 3], None)
+        return [h.none_hash.hex(), b0.hex(), h.hash_block(b0, [4, 5, 6, 7], None).hex()]
+
+    cbor = BlockHasher(4, HashAlgo.SHA256_CBOR)
+    return [("sha256: NONE_HASH, blocks 0 and 1", chain(HashAlgo.SHA256),
+             ["066b1e8987e027138e98701c46128929378935f9b6cd1549105ae6b4f0d71198",
+              SHA256_BLOCK0,
+              "1c9b6c0620e875631f1c5395ed56f2243aa113f88fc842f04fbb0654074b8d43"]),
+            ("sha256_cbor: NONE_HASH, blocks 0 and 1", chain(HashAlgo.SHA256_CBOR),
+             ["9bd96a485ad84efdafb72ee48a1d7a69bcead0f8f0433173941b276b9581eef0",
+              "c49ab11fb576db6f376aef58c24f728a0ba1807e8cac5f940f1a5c4c20741898",
+              "9d0a7c928c548f9aeea31ae98471cf515045a206851732ac14cb3083c18d40f9"]),
+            ("sha256 block 0 as published in KV events (notes §1: the low 64 bits, big-endian) and raw",
+             (external_hash(bytes.fromhex(SHA256_BLOCK0)), external_hash(bytes.fromhex(SHA256_BLOCK0), use_int=False)),
+             (int(SHA256_BLOCK0[-16:], 16), bytes.fromhex(SHA256_BLOCK0))),
+            ("sha256_cbor block 0 with salt s1", cbor.hash_block(None, [0, 1, 2, 3], (("cache_salt", "s1"),)).hex(),
+             "484761d76512b019413b1505b9061753e461d4de1b84f54f7983aec4e1c357e8")]
+
+
+def vllm_hybrid_alignment() -> Rows:
+    """notes/vllm.md §4: a full-attention group's hit is rounded down to the alignment (the lcm of the groups'
+    block sizes), and a prompt is cached only up to ``num_tokens`` rounded down to the scheduler block size (the
+    lcm). Full attention in 16-token blocks with a window group of 32-token blocks (window 64): after a 128-token
+    prompt, a 50-token query (cap 49: 3 full-attention blocks, 48) hits 32 = 2 + 1 blocks and no group alone
+    reaches further than 32; publishing 112 distinct tokens of scenario 18's geometry (blocks of 32 and 16) caches
+    96 tokens: 3 + 6 blocks taken from a 100-block pool (99 usable). Full attention in 2-token blocks with a window
+    group of 1-token blocks (window 4: a run of ceil(3 / 1) = 3 blocks whose right edge is a multiple of 2): 8
+    published tokens give a 9-token query the run 5..7 (8 tokens; blocks 0-4 of the window group are null blocks);
+    once its window blocks 2 and 5 are gone no aligned run of 3 is left, so the hit is the run from block 0 (blocks
+    0, 1: 2 tokens, aligned), the full-attention group keeps 1 block, and 8 - 2 = 6 tokens are a longest single-group
+    hit left uncached."""
+    from kvexact.reference.peers.vllm_hashing import BlockHasher
+    from kvexact.reference.peers.vllm_hybrid import GroupSpec, publish_request, stored_then_lookup
+    from kvexact.reference.peers.vllm_pool import PoolRejection, new_pool
+    from kvexact.reference.rejections import rejection_of
+
+    t = list(range(1000, 1160))
+    hit = stored_then_lookup([GroupSpec(16), GroupSpec(32, 64)], [t[:128]], [], t[:50])
+    same = stored_then_lookup([GroupSpec(32), GroupSpec(16, 32)], [t[:128]], [], t[:128])
+    pool = publish_request(new_pool(100), [GroupSpec(32), GroupSpec(16, 32)], BlockHasher(16).hashes(t[:112]), 16, 112)
+    specs = [GroupSpec(2), GroupSpec(1, 4)]
+    whole = stored_then_lookup(specs, [t[:8]], [], t[:9])
+    holes = stored_then_lookup(specs, [t[:8]], [(0, 1, 2), (0, 1, 5)], t[:9])
+    return [("blocks 2 / 1 with window 4: hit, group lengths, null blocks of the window group",
+             (whole.hit_length, [len(b) for b in whole.blocks_by_group], whole.blocks_by_group[1][:5]),
+             (8, [4, 8], (0,) * 5)),
+            ("window blocks 2 and 5 removed: hit, group lengths, uncached common prefix",
+             (holes.hit_length, [len(b) for b in holes.blocks_by_group], holes.uncached_common_prefix), (2, [1, 2], 6)),
+            ("50-token query: hit, group lengths, uncached common prefix",
+             (hit.hit_length, [len(b) for b in hit.blocks_by_group], hit.uncached_common_prefix), (32, [2, 1], 0)),
+            ("the identical 128-token prompt (cap 127, notes scenario 16) hits", same.hit_length, 96),
+            ("112 tokens published: free blocks left", pool.num_free_blocks, 99 - (3 + 6)),
+            ("pools of 2.5, True and 0 blocks rejected as", [rejection_of(lambda n=n: new_pool(n)) for n in (2.5, True, 0)],
+             [PoolRejection.BAD_POOL_SIZE] * 3)]
+
+
+def reuse_gate_0x0CD() -> Rows:
+    """0x0CD/0x0CG on the reuse gate's fixture (a 32-token candidate, 40-token requests): an accepted attempt reuses
+    the covered 32 tokens and prefills 40 - 32 = 8; a rejected one (an unauthorized principal, an index version that
+    moved) recomputes all 40 and carries its named rejection, which ``acquire_executable_reuse`` raises. The
+    concrete key of step 2 is "k-" + the first 32 hex digits of SHA-256 over salt, semantic digest, layout digest and
+    the comma-joined tokens, joined by U+001F (salt first: equal tokens under two salts get two keys)."""
+    import hashlib
+
+    from kvexact.reference.labs import reuse_gate as fx
+    from kvexact.reference.rejections import rejection_of
+    from kvexact.reference.reuse_gate import (
+        ReuseRejection,
+        acquire_executable_reuse,
+        concrete_key,
+        reuse_or_recompute,
+    )
+
+    def decided(req: Any) -> tuple[Any, ...]:
+        d = reuse_or_recompute(fx.RUNTIME, req)[1]
+        return d.mode, d.prefill_tokens, d.rejection, d.receipt is not None
+
+    toks = (1, 2, 3)
+    want = "k-" + hashlib.sha256("\x1f".join(["salt-a", "sem-1", "lay-1", "1,2,3"]).encode()).hexdigest()[:32]
+    return [("accepted, unauthorized, stale index: mode, prefill, rejection, receipt",
+             [decided(fx.request("q01")), decided(fx.request("q05", "mallory")),
+              decided(fx.request("q10", index_version=6))],
+             [("reuse", 8, None, True), ("recompute", 40, ReuseRejection.UNAUTHORIZED_PRINCIPAL, False),
+              ("recompute", 40, ReuseRejection.STALE_INDEX_VERSION, False)]),
+            ("acquire_executable_reuse of the stale-index attempt raises",
+             rejection_of(lambda: acquire_executable_reuse(fx.RUNTIME, fx.request("q10", index_version=6))),
+             ReuseRejection.STALE_INDEX_VERSION),
+            ("concrete key of tokens 1,2,3 under salt-a; the same tokens under salt-b differ",
+             (concrete_key("salt-a", "sem-1", "lay-1", toks),
+              concrete_key("salt-b", "sem-1", "lay-1", toks) != concrete_key("salt-a", "sem-1", "lay-1", toks)),
+             (want, True))]
+
+
+def sglang_orders_and_pools() -> Rows:
+    """notes/sglang.md: S25 DFS-weight order ([1,2,3], [1,2,4], [5,6]; last nodes [5,6], [3], [4], [4] -> 2, 3, 1, 0);
+    §6 longest-prefix-match: a stable sort by matched length, FCFS when the cache is disabled (cached [1,2,3,4]:
+    queue [9,9], [1,2,3,4,5], [1,2,7] matches 0, 4, 2 -> 1, 2, 0); §7 the token allocator with ``need_sort`` stages
+    freed slots (available = free + staged) and a merge sorts them back (alloc takes the first n), and a paged
+    ``free_segment`` must start on a page boundary."""
+    from kvexact.reference.peers.sglang import RadixCache, Req, admit
+    from kvexact.reference.peers.sglang_key import SGLangRejection
+    from kvexact.reference.peers.sglang_pool import (
+        PagedTokenToKVPoolAllocator,
+        ReqToTokenPool,
+        TokenToKVPoolAllocator,
+    )
+    from kvexact.reference.peers.sglang_sched import dfs_weight_order, lpm_order
+    from kvexact.reference.rejections import rejection_of
+
+    c = RadixCache()
+    for k in ([1, 2, 3], [1, 2, 4], [5, 6]):
+        c.insert(k)
+    nodes = [c.match_prefix(k).last_device_node for k in ([5, 6], [1, 2, 3], [1, 2, 4], [1, 2, 4])]
+    lpm = RadixCache()
+    lpm.insert([1, 2, 3, 4])
+
+    def queue() -> list[Req]:
+        return [Req("a", [9, 9]), Req("b", [1, 2, 3, 4, 5]), Req("c", [1, 2, 7])]
+
+    long_queue = [Req(f"w{i}", [9, i]) for i in range(128)] + [Req("hit", [1, 2, 3, 4, 5])]
+    pool = TokenToKVPoolAllocator(8, need_sort=True)
+    taken = pool.alloc(3)
+    pool.free([2, 1])
+    staged = (pool.available_size(), sorted(pool.release_pages))
+    pool.merge_and_sort_free()
+    paged = PagedTokenToKVPoolAllocator(16, 4)
+    paged.alloc(8)
+    # admission (§7: alloc returns None when short): 4 slots cannot hold 6 tokens, and the request's row is given
+    # back; with one request row, a second request finds none
+    small = TokenToKVPoolAllocator(4)
+    rows = ReqToTokenPool(1, 8)
+    cache = RadixCache(allocator=small, req_to_token_pool=rows)
+    short = admit(cache, small, Req("big", [1, 2, 3, 4, 5, 6]))
+    after_short = (rows.available_size(), small.available_size())
+    ok = admit(cache, small, Req("a", [1, 2]))
+    no_row = admit(cache, small, Req("b", [3]))
+    return [("admit 6 tokens into 4 slots; rows and slots left; admit 2 tokens; a second request without a row",
+             (short, after_short, ok, no_row, small.available_size()), (False, (1, 4), True, False, 2)),
+            ("S25 DFS-weight order", dfs_weight_order(c, nodes), [2, 3, 1, 0]),
+            ("§6 LPM over 129 waiting requests (more than 128: FCFS); over the last 128 of them",
+             (lpm_order(lpm, long_queue) == list(range(129)), lpm_order(lpm, long_queue[1:])[0]), (True, 127)),
+            ("LPM order; with a disabled cache", (lpm_order(lpm, queue()), lpm_order(RadixCache(disable=True), queue())),
+             ([1, 2, 0], [0, 1, 2])),
+            ("need_sort: alloc(3), free [2, 1] staged: available, staged; after the merge alloc(2)",
+             (taken, staged, pool.alloc(2)), ([1, 2, 3], (7, [1, 2]), [1, 2])),
+            ("paged free_segment at start position 2 (page size 4) rejected as",
+             rejection_of(lambda: paged.free_segment([6, 7], start_pos=2)), SGLangRejection.PAGE_MISALIGNED_SEGMENT)]
+
+
+def peer_units() -> Rows:
+    """Unit facts of the peer profiles. notes/vllm.md scenario 20 (queue primitives on blocks 0-4); an allocation
+    that does not fit says INSUFFICIENT_BLOCKS (§5); the coordinator over three bucket specs (full attention, windows
+    of 32 and 64, 16-token blocks; §4): 96 cached tokens with the 64-window group's block 4 gone hit 64 (the window
+    64 needs the ceil(63 / 16) = 4 blocks before the hit's end, and 0..3 is the only such run; full attention is
+    looked up once and then only lowered). notes/sglang.md §8's bigram oracle (ps 1: [1,2,3,4,5] vs [1,2,3,9,5] ->
+    2, identical 5 tokens -> 4, [1,2] vs [1,2] -> 1) and §9 (out-of-range indexing refused; repr names RadixKey,
+    the extra key and ends in ... beyond 10 tokens)."""
+    from kvexact.reference.peers.sglang_key import RadixKey, SGLangRejection
+    from kvexact.reference.peers.vllm import ManagerRejection, VllmConfig, VllmKVCacheManager
+    from kvexact.reference.peers.vllm_hybrid import GroupSpec, stored_then_lookup
+    from kvexact.reference.peers.vllm_pool import FreeQueue, PoolRejection
+    from kvexact.reference.rejections import rejection_of
+
+    q, first = FreeQueue(range(5)).popleft()
+    q = q.remove(2)
+    removed = list(q.blocks)
+    q = q.append(2)
+    appended = list(q.blocks)
+    q = q.prepend_n([5, 0])
+    prepended = list(q.blocks)
+    q, taken = q.popleft_n(3)
+    queue = [first, removed, appended, prepended, list(taken), len(q),
+             rejection_of(lambda: FreeQueue(()).popleft())]
+    m = VllmKVCacheManager.create(VllmConfig(3, 2))  # blocks 1, 2 usable
+    too_big = m.allocate_slots(m.make_request("r", list(range(10))), 10, 0, ())[1]
+    fits = m.allocate_slots(m.make_request("s", [1, 2, 3]), 3, 0, ())[1]
+    t = list(range(300, 400))
+    three = stored_then_lookup([GroupSpec(16), GroupSpec(16, 32), GroupSpec(16, 64)], [t[:96]], [(0, 2, 4)], t[:97])
+
+    def bigram(a: list[int], b: list[int]) -> int:
+        return RadixKey.of(a).bigram_view().match(RadixKey.of(b).bigram_view(), 1)
+
+    key = RadixKey.of(list(range(12)), "test")
+    # notes/vllm.md §5 step 7: with delay_cache_blocks (P/D) nothing is cached at allocation; cache_blocks(r, 8)
+    # then registers r's 2 full 4-token blocks, so a 9-token request with r's tokens hits 0 before and 8 after
+    d = VllmKVCacheManager.create(VllmConfig(11, 4))
+    r8 = d.make_request("r", list(range(8)))
+    d, _ = d.allocate_slots(r8, 8, 0, (), delay_cache_blocks=True)
+    before = d.get_computed_blocks(d.make_request("q", [*range(8), 99])).num_computed_tokens
+    d = d.cache_blocks(r8, 8)
+    after = d.get_computed_blocks(d.make_request("q", [*range(8), 99])).num_computed_tokens
+    return [("delayed caching: hit before and after cache_blocks(r, 8); a second call changes nothing",
+             (before, after, d.cache_blocks(r8, 8) is d), (0, 8, True)),
+            ("queue 0-4: popleft, remove 2, append 2, prepend [5, 0], popleft_n(3), left, empty popleft", queue,
+             [0, [1, 3, 4], [1, 3, 4, 2], [5, 0, 1, 3, 4, 2], [5, 0, 1], 3, PoolRejection.NO_FREE_BLOCKS]),
+            ("10 tokens in 2 blocks of 2; 3 tokens: rejection", (too_big.rejection, fits.rejection),
+             (ManagerRejection.INSUFFICIENT_BLOCKS, None)),
+            ("three bucket specs, the 64-window group's block 4 gone: hit, group lengths",
+             (three.hit_length, [len(b) for b in three.blocks_by_group]), (64, [4, 4, 4])),
+            ("sglang bigram matches", [bigram([1, 2, 3, 4, 5], [1, 2, 3, 9, 5]), bigram([1, 2, 3, 4, 5], [1, 2, 3, 4, 5]),
+                                       bigram([1, 2], [1, 2])], [2, 4, 1]),
+            ("a bigram view of a bigram view is itself", RadixKey.of([1, 2, 3]).bigram_view().bigram_view(),
+             RadixKey.of([1, 2, 3]).bigram_view()),
+            ("key index 12 of 12 units rejected as", rejection_of(lambda: key[12]), SGLangRejection.KEY_INDEX_OUT_OF_RANGE),
+            ("repr of 12 tokens under extra key test: names, extra key, ends in ...",
+             (repr(key).startswith("RadixKey"), "extra_key='test'" in repr(key), "..." in repr(key),
+              "..." in repr(RadixKey.of(list(range(10))))), (True, True, True, False))]
+
+
+def vllm_protocol_adapter() -> Rows:
+    """The vLLM profile behind the adapter protocol (2 groups of 6 two-token blocks, ids 1..6; notes/vllm.md §5):
+    r's 6 prompt tokens take blocks 1, 2, 3 (the free queue's head) and its 7th token block 4; once r is freed
+    (tail first: the unhashed block 4 goes to the head, the hashed 3, 2, 1 to the tail) the same prompt plus one
+    token hits 6 tokens on 1, 2, 3 and takes 4 for its last token; 14 tokens need 7 blocks of the 6 (refused, the
+    state digest unchanged); s grown to 12 tokens holds all 6 blocks and a 13th token is refused; a second start
+    of a live id, an empty prompt and an unknown id are refused by name."""
+    from kvexact.reference import adapters as ad
+    from kvexact.reference.peers.vllm_protocol import VllmProtocolAdapter
+
+    a = VllmProtocolAdapter(ad.AdapterConfig())
+    prompt = [5, 6, 7, 8, 9, 10]
+    first = a.start("r", prompt)
+    grown = (a.append("r", 11).accepted, a.length("r"), [a.table("r", g) for g in (0, 1)], a.cache("r").accepted)
+    refused = [a.start("r", [1]).rejection, a.start("e", []).rejection, a.append("x", 1).rejection,
+               a.release("x").rejection, a.cache("x").rejection]
+    a.release("r")
+    second = a.start("s", [*prompt, 12])
+    second_state = (second.hit_tokens, [a.table("s", g) for g in (0, 1)], a.length("s"))
+    before = a.digest()
+    big = a.start("big", list(range(14)))
+    unchanged = before == a.digest()
+    for t in range(13, 18):  # s's 7 tokens grow to 12: blocks 1..6, every block of the group
+        a.append("s", t)
+    grown_to_full = a.length("s")
+    full = a.append("s", 18)
+    return [("r's start: accepted, hit; append 11: accepted, length, tables, cache",
+             ((first.accepted, first.hit_tokens), grown), ((True, 0), (True, 7, [[1, 2, 3, 4]] * 2, True))),
+            ("start of live r, empty start, append/release/cache of unknown x: rejections", refused,
+             ["DUPLICATE_REQUEST", "EMPTY_APPEND", "UNKNOWN_REQUEST", "UNKNOWN_REQUEST", "UNKNOWN_REQUEST"]),
+            ("after r is freed, s = r's prompt + 1: hit, tables, length", second_state, (6, [[1, 2, 3, 4]] * 2, 7)),
+            ("a 14-token start (7 blocks of 6) rejected as", big.rejection,
+             "INSUFFICIENT_BLOCKS"),
+            ("the digest before and after the refused start; s grown to 12 tokens, a 13th token rejected as",
+             (unchanged, grown_to_full, full.rejection, a.self_check()), (True, 12, "INSUFFICIENT_BLOCKS", None)),
+            ("vllm extra keys: untagged LoRA + image + salt (notes §3); a bool token rejected as",
+             (_untagged_example(), _bool_token()), (("name", ("hash1", 0), "salt"), "BAD_TOKEN"))]
+
+
+def _untagged_example() -> Any:
+    from kvexact.reference.peers.vllm_hashing import untagged
+
+    return untagged((("lora", "name", "path"), ("mm", "hash1", 0), ("cache_salt", "salt")))
+
+
+def _bool_token() -> Any:
+    from kvexact.reference.peers.vllm_hashing import BlockHasher
+    from kvexact.reference.rejections import rejection_of
+
+    reason = rejection_of(lambda: BlockHasher(2).hashes([1, True, 3, 4]))
+    return None if reason is None else reason.name
+
+
+def sglang_scenarios() -> Rows:
+    """notes/sglang.md §8 (expected values are the notes'): S2 a disabled cache stores and matches nothing; S9, S12,
+    S13, S14 eviction through the recording allocator A (oldest first, LRU refreshed by a match, a whole edge
+    overshoots, a parent is pushed again once its last child goes); S21 the priority policy and S24 LFU; S28-S29 the
+    request protocol over a real 16-slot pool, with §5's I2 (available + evictable + protected + session + uncached
+    = 16) in each state; §4 tlru is not reproduced and an unknown policy is refused; §9 pretty_print runs."""
+    from kvexact.reference.peers.sglang import (
+        RadixCache,
+        Req,
+        admit,
+        checkpoint,
+        pool_accounting,
+        release_kv_cache,
+    )
+    from kvexact.reference.peers.sglang_key import SGLangRejection
+    from kvexact.reference.peers.sglang_pool import RecordingAllocator, ReqToTokenPool, TokenToKVPoolAllocator
+    from kvexact.reference.rejections import rejection_of
+
+    def recorded(policy: str, inserts: list[tuple[list[int], int]], budget: int, touch: list[int] | None = None
+                 ) -> tuple[int, list[tuple[int, ...]], tuple[int, int, int]]:
+        a = RecordingAllocator()
+        c = RadixCache(allocator=a, eviction_policy=policy)
+        for key, prio in inserts:
+            c.insert(key, priority=prio)
+        if touch is not None:
+            c.match_prefix(touch)
+        evicted = c.evict(budget)
+        return evicted, a.freed, c.sizes()
+
+    off = RadixCache(disable=True)
+    stored = off.insert([1, 2, 3]).prefix_len
+    miss = off.match_prefix([1, 2, 3])
+    out: Rows = [
+        ("S2 disabled: insert, total, match, last node is the root",
+         (stored, off.total_size(), miss.device_prefix_len, miss.last_device_node is off.root_node), (0, 0, 0, True)),
+        ("S9 evict(2) of [1,2]/[10,20] and [3,4]/[30,40]: evicted, freed, sizes",
+         recorded("lru", [([1, 2], 0), ([3, 4], 0)], 2)[:2], (2, [(1, 2)])),
+        ("S12 after matching [1,2,3]: evict(3), evict(6) freed",
+         [recorded("lru", [([1, 2, 3], 0), ([4, 5, 6], 0), ([7, 8, 9], 0)], b, [1, 2, 3])[1] for b in (3, 6)],
+         [[(4, 5, 6)], [(4, 5, 6), (7, 8, 9)]]),
+        ("S13 evict(1) of a 10-token edge: evicted, sizes",
+         (lambda r: (r[0], r[2]))(recorded("lru", [(list(range(1, 11)), 0)], 1)), (10, (0, 0, 0))),
+        ("S14 [1,2,3,4] and [1,2,5,6]: evict(4), evict(5)",
+         [recorded("lru", [([1, 2, 3, 4], 0), ([1, 2, 5, 6], 0)], b) for b in (4, 5)],
+         [(4, [(3, 4), (5, 6)], (2, 2, 0)), (6, [(3, 4), (5, 6), (1, 2)], (0, 0, 0))]),
+        ("S21 priority: [1,2] prio 5, later [3,4] prio 0, evict(2) frees",
+         recorded("priority", [([1, 2], 5), ([3, 4], 0)], 2)[1], [(3, 4)]),
+        ("S24 LFU: [1,2] twice, later [3,4], evict(2) frees",
+         recorded("lfu", [([1, 2], 0), ([1, 2], 0), ([3, 4], 0)], 2)[1], [(3, 4)]),
+        ("§4 slru (threshold 2) and lru: [1,2] twice, later [3,4], [5,6]; evict(2) frees",
+         [recorded(p, [([1, 2], 0), ([1, 2], 0), ([3, 4], 0), ([5, 6], 0)], 2)[1] for p in ("slru", "lru")],
+         [[(3, 4)], [(1, 2)]]),
+        ("§4 a disabled cache forces lru: tlru accepted", RadixCache(disable=True, eviction_policy="tlru").eviction_policy,
+         "lru"),
+        ("§4 policies tlru and 'mru-ish' rejected as",
+         [rejection_of(lambda p=p: RadixCache(eviction_policy=p)) for p in ("tlru", "mru-ish")],
+         [SGLangRejection.POLICY_NOT_REPRODUCED, SGLangRejection.UNKNOWN_EVICTION_POLICY])]
+    alloc = TokenToKVPoolAllocator(16)
+    c = RadixCache(allocator=alloc, req_to_token_pool=ReqToTokenPool(4, 16))
+    r1, r2 = Req("r1", [1, 2, 3, 4]), Req("r2", [1, 2, 3, 4])
+    admitted = [admit(c, alloc, r1), admit(c, alloc, r2)]
+
+    def terms(running: list[Any]) -> tuple[Any, ...]:
+        a = pool_accounting(c, alloc, 16, running)
+        return (a.available_slots, a.evictable_slots, a.protected_slots, a.session_held_slots, a.uncached_slots,
+                a.holds)
+
+    states = [terms([r1, r2])]
+    release_kv_cache(c, r1)
+    states.append(terms([r2]))
+    release_kv_cache(c, r2)
+    states.append(terms([]))
+    out.append(("S28 R1, R2 admit [1,2,3,4]: admitted; I2 terms running both, after R1, after R2",
+                (admitted, states), ([True, True], [(8, 0, 0, 0, 8, True), (8, 4, 0, 0, 4, True),
+                                                    (12, 4, 0, 0, 0, True)])))
+    r3 = Req("r3", [1, 2, 3, 4, 9, 10])
+    ok = admit(c, alloc, r3)
+    running = (r3.num_matched_prefix_tokens, c.sizes(), terms([r3]))
+    checkpoint(c, r3, 5)
+    after = (r3.cache_protected_len, c.sizes(), terms([r3]))
+    release_kv_cache(c, r3)
+    printed = c.pretty_print()  # the finished tree: [1,2,3,4] -> [9] -> [10] (finish checkpoints 6), unlocked
+    done = (alloc.available_size(), c.sizes(), c.evict(100), alloc.available_size())
+    out.append(("S29 R3 [1,2,3,4,9,10]: admitted, matched, sizes, I2 terms", (ok, *running),
+                (True, 4, (4, 0, 4), (10, 0, 4, 0, 2, True))))
+    out.append(("S29 checkpoint(5): protected len, sizes, I2 terms", after, (5, (5, 0, 5), (10, 0, 5, 0, 1, True))))
+    out.append(("S29 finish: available, sizes, evict(100), available", done, (10, (6, 6, 0), 6, 16)))
+    out.append(("§9 pretty_print of the finished tree (one line per edge, indented by depth, then the total)",
+                printed.splitlines(), ["[1, 2, 3, 4] r=0", "  [9] r=0", "    [10] r=0", "#tokens: 6"]))
+    return out
+
+
+CASES = {"adapter projections": adapter_projections, "allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release,
+         "lifecycle leases": lifecycle_leases,
+         "allocator block sizes": allocator_block_sizes, "allocator refusals": allocator_refusals, "pool policies": pool_policies, "adapter keys": adapter_keys,
+         "hybrid windows s17": hybrid_windows_s17, "vllm golden hashes": vllm_golden_hashes,
+         "vllm hybrid alignment": vllm_hybrid_alignment, "sglang scenarios": sglang_scenarios,
+         "reuse gate 0x0CD": reuse_gate_0x0CD,
+         "vllm protocol adapter": vllm_protocol_adapter,
+         "sglang orders and pools": sglang_orders_and_pools, "peer units": peer_units}

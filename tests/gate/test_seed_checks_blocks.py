@@ -1,0 +1,136 @@
+"""The block-side cases of ``reference-seed`` (kvexact/gate/seed_checks_blocks.py): they pass on the reference, are
+registered in the quick check, and each fails, naming its case, on the mutants that survived the quick gate or ran
+on lines no quick check executed (cosmic-ray's mutated line, applied to one function of a copy of its module)."""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import types
+
+import pytest
+
+from kvexact.gate import seed_checks, seed_checks_blocks
+from kvexact.gate.framework import GateContext, Verdict
+from kvexact.reference import adapters, allocator, formulas, hybrid, lifecycle, reuse_gate
+from kvexact.reference.allocator import Allocator, AllocRejection
+from kvexact.reference.peers import sglang, sglang_sched, vllm_hashing, vllm_hybrid, vllm_pool, vllm_protocol
+from kvexact.reference.pool import GroupConfig
+from kvexact.reference.rejections import rejection_of
+
+
+def patch_function(monkeypatch, module: types.ModuleType, name: str, before: str, after: str) -> None:
+    """Replace ``module.name`` (a function, or ``Class.method``) by its copy with the one line ``before`` of that
+    function replaced by ``after``; the copy's module keeps the real module's enums (the rejections compared by
+    name)."""
+    owner, _, attr = name.rpartition(".")
+    target = getattr(module, owner) if owner else module
+    function_source = inspect.getsource(inspect.unwrap(getattr(target, attr)))
+    source = inspect.getsource(module)
+    assert source.count(function_source) == 1 and function_source.count(before) == 1, (name, before)
+    mutated = source.replace(function_source, function_source.replace(before, after))
+    copy = types.ModuleType(module.__name__ + "_mutant")
+    copy.__file__ = module.__file__
+    with monkeypatch.context() as m:
+        m.setattr(formulas, "REGISTRY", {})
+        exec(compile(mutated, str(module.__file__), "exec"), copy.__dict__)
+    for key, value in list(vars(copy).items()):
+        if isinstance(value, type) and issubclass(value, enum.Enum) and isinstance(getattr(module, key, None), type):
+            setattr(copy, key, getattr(module, key))
+    new_target = getattr(copy, owner) if owner else copy
+    monkeypatch.setattr(target, attr, getattr(new_target, attr))
+
+
+def test_block_cases_pass_and_are_registered_in_reference_seed():
+    assert set(seed_checks_blocks.CASES) <= set(seed_checks.SEED_CASES)
+    for name, case in seed_checks_blocks.CASES.items():
+        rows = case()
+        assert rows, name
+        assert [(what, got) for what, got, expected in rows if got != expected] == [], name
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.PASSED, result.detail
+
+
+def test_unknown_operation_is_refused_by_name_and_changes_nothing():
+    alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3]])
+    before = alloc.digest()
+    assert rejection_of(lambda: alloc.run_txn("extend", "r", (1,))) is AllocRejection.UNKNOWN_OPERATION
+    assert rejection_of(lambda: alloc.begin("extend", "r", ("alloc",), (1,))) is AllocRejection.UNKNOWN_OPERATION
+    assert alloc.digest() == before and not alloc.txns
+
+
+# (module, function, line before, line after (cosmic-ray's mutant), the failing case's name)
+MUTANTS = [
+    # survivors of the seed-4 / seed-5 samples (README, mutation testing)
+    (lifecycle, "_drop", "if state is BlockState.FREE:", "if state is not BlockState.FREE:", "lifecycle release"),
+    (allocator, "Allocator.begin", "if expected_epoch is not None and expected_epoch != self.epoch:",
+     "if expected_epoch is not None and expected_epoch is not self.epoch:", "allocator epochs"),
+    (adapters, "ReferenceAdapter._key", "str(len(self.keys) + 1)", "str(len(self.keys) | 1)", "adapter keys"),
+    (vllm_hashing, "hash_function", "encode = _cbor_bytes if algo in", "encode = _cbor_bytes if not algo in",
+     "vllm golden hashes"),
+    (vllm_hybrid, "_trim_to_alignment", "len(blocks[0]) * block_size % alignment_tokens",
+     "len(blocks[0]) >> block_size % alignment_tokens", "vllm hybrid alignment"),
+    (vllm_hybrid, "publish_request", "cacheable = num_tokens - num_tokens %", "cacheable = num_tokens + num_tokens %",
+     "vllm hybrid alignment"),
+    # survivors of the fresh seed-12 sample over the block-side modules
+    (allocator, "Allocator.self_check", "visible = min(p, rec.context_tokens - j * p)",
+     "visible = min(p, rec.context_tokens - j >> p)", "allocator block sizes"),
+    (allocator, "Allocator._new_txn_id", 'self.scalars["next_txn"] = n + 1', 'self.scalars["next_txn"] = n * 1',
+     "allocator epochs"),
+    (adapters, "ReferenceAdapter.__init__", "ids = list(range(1, config.blocks_per_group + 1))",
+     "ids = list(range(1, config.blocks_per_group // 1))", "adapter keys"),
+    (vllm_hybrid, "stored_then_lookup", "h, len(query) - 1)", "h, len(query) + 1)", "vllm hybrid alignment"),
+    (vllm_pool, "new_pool", "if not isinstance(num_blocks, int) or isinstance(num_blocks, bool) or",
+     "if not isinstance(num_blocks, int) and isinstance(num_blocks, bool) or", "vllm hybrid alignment"),
+    # survivors of the fresh seed-22 sample, closed after it
+    (sglang_sched, "lpm_order", "len(queue) > WAITING_QUEUE_PREFIX_MATCH_MAX", "len(queue) is WAITING_QUEUE_PREFIX_MATCH_MAX",
+     "sglang orders and pools"),
+    (adapters, "ReferenceAdapter.truncate", "if h.cache_group_id == 0]", "if h.cache_group_id != 0]", "adapter keys"),
+    (lifecycle, "evict", "        if not out:", "        if not not out:", "allocator refusals"),
+    (allocator, "Allocator.__init__", "epoch: int = 0,", "epoch: int = 1,", "allocator epochs"),
+    # a survivor of the fresh seed-32 sample, closed after it
+    (vllm_hashing, "external_hash", "& (2**64 - 1)", "& (2**64 - 2)", "vllm golden hashes"),
+    # the named refusal of an unknown operation
+    (allocator, "check_operation", "if operation not in OPERATIONS:", "if operation in OPERATIONS:",
+     "allocator epochs"),
+    # lines no quick check executed
+    (sglang, "pool_accounting", "uncached = sum(r.owned_len - r.cache_protected_len",
+     "uncached = sum(r.owned_len + r.cache_protected_len", "sglang scenarios"),
+    (reuse_gate, "reuse_or_recompute", "len(request.token_ids) - reused", "len(request.token_ids) + reused",
+     "reuse gate 0x0CD"),
+    (lifecycle, "retain_read", "is not BlockState.REFERENCED:", "is BlockState.REFERENCED:", "lifecycle leases"),
+    (vllm_protocol, "VllmProtocolAdapter.start", "request.num_tokens - hit.num_computed_tokens,",
+     "request.num_tokens + hit.num_computed_tokens,", "vllm protocol adapter"),
+    (hybrid, "CacheGroup.needed_blocks", "return range(max(0, stop - math.ceil((self.window - 1) / self.block_size)), stop)",
+     "return range(max(0, stop - math.ceil((self.window + 1) / self.block_size)), stop)", "hybrid windows s17"),
+    (hybrid, "CacheGroup.needed_blocks", "return range(max(0, stop - math.ceil((self.window - 1) / self.block_size)), stop)",
+     "return range(max(1, stop - math.ceil((self.window - 1) / self.block_size)), stop)", "hybrid windows s17"),
+    (hybrid, "CacheGroup.needed_blocks", "return range(max(0, stop - math.ceil((self.window - 1) / self.block_size)), stop)",
+     "return range(max(0, stop - math.ceil((self.window ** 1) / self.block_size)), stop)", "hybrid windows s17"),
+]
+
+
+@pytest.mark.parametrize("module, name, before, after, case", MUTANTS,
+                         ids=lambda v: v if isinstance(v, str) and " " not in v else None)
+def test_a_block_side_mutant_fails_reference_seed_by_case(monkeypatch, module, name, before, after, case):
+    patch_function(monkeypatch, module, name, before, after)
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED
+    assert case_fails(case), case
+
+
+def case_fails(name: str) -> bool:
+    """The named case of reference-seed raises or has a row whose value is not the expected one (the check's
+    detail names only its first five mismatches)."""
+    try:
+        rows = seed_checks.SEED_CASES[name]()
+    except Exception:
+        return True
+    return any(got != expected for _what, got, expected in rows)
+
+
+def test_compensate_refuses_an_unknown_operation_mutant_fails_reference_seed(monkeypatch):
+    patch_function(monkeypatch, lifecycle, "compensate", "    check_operation(receipt.operation)", "    pass")
+    rows = seed_checks.SEED_CASES["allocator epochs"]()
+    wrong = [what for what, got, expected in rows if got != expected]
+    assert "compensation of a published receipt of operation aaa rejected as" in wrong, wrong
