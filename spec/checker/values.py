@@ -449,6 +449,69 @@ def same_kind(x: Any, s: frozenset) -> None:
         raise EvalError(f"attempted to compare {kind(x)} {fmt(x)} with {kind(y)} {fmt(y)}")
 
 
+def _kind_code(x: Any) -> int:
+    """0 for a model value (comparable with every value), else one number per kind of value."""
+    c = _KIND_CODES.get(type(x))
+    if c is not None:
+        return c
+    return 4 if isinstance(x, LazySet) else 9
+
+
+def _mixed(x: Any, y: Any) -> EvalError:
+    return EvalError(f"attempted to compare {kind(x)} {fmt(x)} with {kind(y)} {fmt(y)}: the elements of a set "
+                     f"must be comparable (TLC's sets hold one kind of value, model values excepted)")
+
+
+def set_of(items: tuple | list) -> frozenset:
+    """The set {items...}: TLC compares the elements of a set with each other, which is an error for values
+    of different kinds (an integer and a boolean, or a string; Python would even merge 1 and TRUE)."""
+    k = 0
+    first = None
+    for x in items:
+        c = _kind_code(x)
+        if c == 0:
+            continue
+        if k == 0:
+            k, first = c, x
+        elif c != k:
+            raise _mixed(first, x)
+    return frozenset(items)
+
+
+def set_union(a: frozenset, b: frozenset) -> frozenset:
+    """a \\cup b of two finite sets: an error when their elements are of different kinds (see set_of).
+    When a's fingerprint key is known and b is small, the union's key is derived from it (a set that grows
+    by one element per step, as a message set does, would otherwise rebuild it from every element)."""
+    if not a:
+        return b
+    if not b:
+        return a
+    x, y = next(iter(a)), next(iter(b))
+    tx, ty = type(x), type(y)
+    if tx is not ty:
+        cx, cy = _kind_code(x), _kind_code(y)
+        if cx != cy and cx and cy:
+            raise _mixed(x, y)
+    if len(b) > len(a):
+        a, b = b, a
+    r = a | b
+    if len(b) <= 4 and len(r) > len(a):
+        hit = _CANON.get(id(a))
+        if hit is not None:
+            ca = hit[1][1]
+            if ca is a:  # every element is its own key
+                for z in b:
+                    if type(z) not in _SIMPLE:
+                        return r
+                c = ("$S", r)
+            else:
+                c = ("$S", ca | frozenset([canon(z) for z in b]))
+            if len(_CANON) > 400_000:
+                _CANON.clear()
+            _CANON[id(r)] = (r, c)
+    return r
+
+
 def ordered_elements(s: Any) -> Sequence:
     """A set's elements in TLC's deterministic order (used for \\E branches, CHOOSE, x' \\in S); a lazy
     set (immutable, as every value) keeps its order once computed."""
@@ -627,7 +690,15 @@ def fcn_items(f: Any) -> Iterator:
 
 def fcn_update(f: Any, x: Any, v: Any) -> Any:
     """[f EXCEPT ![x] = v]: f with x mapped to v (f itself when x is not in DOMAIN f)."""
-    if type(f) is tuple:
+    t = type(f)
+    if t is Fcn and f._c is None:  # the common case first: a small function whose key is not yet built
+        d = f.d
+        if x not in d:
+            return f
+        d = dict(d)
+        d[x] = v
+        return Fcn(d)
+    if t is tuple:
         if type(x) is int and 1 <= x <= len(f):
             g = f[: x - 1] + (v,) + f[x:]
             hit = _CANON.get(id(f))
@@ -661,6 +732,8 @@ _BTRUE = ("$B", True)
 _BFALSE = ("$B", False)
 
 
+_KIND_CODES: dict[type, int] = {int: 1, bool: 2, str: 3, frozenset: 4, tuple: 5, Fcn: 5, LazyFcn: 5,
+                               ModelValue: 0}
 _CANON: dict[int, tuple] = {}  # id(container) -> (container, canon): states share most sub-values
 _SIMPLE = (int, str, ModelValue)
 SELF_KEYED = frozenset(_SIMPLE)  # the types that are their own canon key: a container's elements skip the call
