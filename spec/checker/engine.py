@@ -207,7 +207,7 @@ class Checker:
     def _add(self, s: dict, parent: int, act: int, depth: int) -> bool:
         """Insert a generated state if it is in the model and new; check invariants as TLC does."""
         m = self.m
-        if not m.in_model(s) or (parent >= 0 and m.action_constraints and
+        if not m.in_model(s, self._parent_state if parent >= 0 else None) or (parent >= 0 and m.action_constraints and
                                  not m.action_ok(self._parent_state, s)):
             self._check_new(s, parent, act)
             self._last = -1
