@@ -465,6 +465,12 @@ def _mixed(x: Any, y: Any) -> EvalError:
 def set_of(items: tuple | list) -> frozenset:
     """The set {items...}: TLC compares the elements of a set with each other, which is an error for values
     of different kinds (an integer and a boolean, or a string; Python would even merge 1 and TRUE)."""
+    t = type(items[0]) if items else None
+    for x in items:
+        if type(x) is not t:
+            break
+    else:  # one type: the common case
+        return frozenset(items)
     k = 0
     first = None
     for x in items:
