@@ -449,55 +449,45 @@ def same_kind(x: Any, s: frozenset) -> None:
         raise EvalError(f"attempted to compare {kind(x)} {fmt(x)} with {kind(y)} {fmt(y)}")
 
 
-def _kind_code(x: Any) -> int:
-    """0 for a model value (comparable with every value), else one number per kind of value."""
-    c = _KIND_CODES.get(type(x))
-    if c is not None:
-        return c
-    return 4 if isinstance(x, LazySet) else 9
-
-
 def _mixed(x: Any, y: Any) -> EvalError:
-    return EvalError(f"attempted to compare {kind(x)} {fmt(x)} with {kind(y)} {fmt(y)}: the elements of a set "
-                     f"must be comparable (TLC's sets hold one kind of value, model values excepted)")
+    return EvalError(f"attempted to compare {kind(x)} {fmt(x)} with {kind(y)} {fmt(y)}: a set cannot hold both "
+                     f"integers and booleans (TLC cannot compare them; Python would merge 1 and TRUE)")
 
 
 def set_of(items: tuple | list) -> frozenset:
-    """The set {items...}: TLC compares the elements of a set with each other, which is an error for values
-    of different kinds (an integer and a boolean, or a string; Python would even merge 1 and TRUE)."""
+    """The set {items...}: an error when it holds both an integer and a boolean, which TLC cannot compare
+    (and Python holds equal: {1, TRUE} would be {1}). Other mixes (a set and an integer, as in
+    SUBSET {1} \\cup {2}) TLC accepts, and so does this."""
     t = type(items[0]) if items else None
     for x in items:
         if type(x) is not t:
             break
     else:  # one type: the common case
         return frozenset(items)
-    k = 0
-    first = None
+    first_int = first_bool = None
     for x in items:
-        c = _kind_code(x)
-        if c == 0:
-            continue
-        if k == 0:
-            k, first = c, x
-        elif c != k:
-            raise _mixed(first, x)
+        tx = type(x)
+        if tx is int and first_int is None:
+            first_int = x
+        elif tx is bool and first_bool is None:
+            first_bool = x
+    if first_int is not None and first_bool is not None:
+        raise _mixed(first_int, first_bool)
     return frozenset(items)
 
 
 def set_union(a: frozenset, b: frozenset) -> frozenset:
-    """a \\cup b of two finite sets: an error when their elements are of different kinds (see set_of).
+    """a \\cup b of two finite sets: an error when one holds integers and the other booleans (see set_of).
     When a's fingerprint key is known and b is small, the union's key is derived from it (a set that grows
     by one element per step, as a message set does, would otherwise rebuild it from every element)."""
     if not a:
         return b
     if not b:
         return a
-    x, y = next(iter(a)), next(iter(b))
+    x, y = next(iter(a)), next(iter(b))  # TLC's sets hold one kind of value: one element each tells
     tx, ty = type(x), type(y)
-    if tx is not ty:
-        cx, cy = _kind_code(x), _kind_code(y)
-        if cx != cy and cx and cy:
-            raise _mixed(x, y)
+    if (tx is int and ty is bool) or (tx is bool and ty is int):
+        raise _mixed(x, y)
     if len(b) > len(a):
         a, b = b, a
     r = a | b
@@ -738,8 +728,6 @@ _BTRUE = ("$B", True)
 _BFALSE = ("$B", False)
 
 
-_KIND_CODES: dict[type, int] = {int: 1, bool: 2, str: 3, frozenset: 4, tuple: 5, Fcn: 5, LazyFcn: 5,
-                               ModelValue: 0}
 _CANON: dict[int, tuple] = {}  # id(container) -> (container, canon): states share most sub-values
 _SIMPLE = (int, str, ModelValue)
 SELF_KEYED = frozenset(_SIMPLE)  # the types that are their own canon key: a container's elements skip the call
