@@ -36,6 +36,7 @@ from kvexact.spec.checker.values import (
     member,
     mk_fcn,
     order_key,
+    set_union,
     sort_by_operator,
     sorted_values,
     tla_eq,
@@ -119,10 +120,10 @@ def _range(a, b):
 
 def _cup(a, b):
     if type(a) is frozenset and type(b) is frozenset:
-        return a | b
+        return set_union(a, b)
     if is_infinite(a) or is_infinite(b):
         return UnionSet([a, b])
-    return as_set(a) | as_set(b)
+    return set_union(as_set(a), as_set(b))
 
 
 def _cap(a, b):

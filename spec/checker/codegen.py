@@ -35,6 +35,7 @@ from kvexact.spec.checker.values import (
     ordered_elements,
     same_kind,
     seq_length,
+    set_of,
     tla_eq,
 )
 
@@ -241,7 +242,7 @@ def _fcnn(s, n, e, binds, body):
 
 HELPERS: dict[str, Any] = {
     "_nb": _nb, "_field": _field, "_app": _app, "_eq": _eq, "_in": _in, "Fcn": Fcn, "frozenset": frozenset,
-    "_upd": fcn_update, "_quant1": _quant1, "_setof1": _setof1, "_filter1": _filter1, "_fcn1": _fcn1,
+    "_upd": fcn_update, "_setenum": set_of, "_quant1": _quant1, "_setof1": _setof1, "_filter1": _filter1, "_fcn1": _fcn1,
     "_choose1": _choose1, "_quantn": _quantn, "_quant2": _quant2, "_setofn": _setofn, "_fcnn": _fcnn, "_min": min_value,
 }
 # A hoisted expression may not depend on these: a primed variable ("$p", compiler.PRIME: the next state
@@ -517,7 +518,8 @@ class FastGen:
         return "(" + "".join(self.code(x, scope) + ", " for x in node.items) + ")"
 
     def _g_SetEnumeration(self, node, scope):
-        return "frozenset((" + "".join(self.code(x, scope) + ", " for x in node.items) + "))"
+        items = "(" + "".join(self.code(x, scope) + ", " for x in node.items) + ")"
+        return f"_setenum({items})" if len(node.items) > 1 else f"frozenset({items})"
 
     def _g_Record(self, node, scope):
         return "Fcn({" + ", ".join(f"{k!r}: {self.code(v, scope)}" for k, v in node.key_values) + "})"

@@ -46,6 +46,7 @@ from kvexact.spec.checker.values import (
     min_value,
     mk_fcn,
     ordered_elements,
+    set_of,
     tla_eq,
 )
 
@@ -715,7 +716,10 @@ class Compiler:
         parts = [self.expr(x, scope) for x in node.items]
         fns = [p[0] for p in parts]
         deps = frozenset().union(*[p[1] for p in parts])
-        return (lambda s, n, e: frozenset([f(s, n, e) for f in fns])), deps
+        if len(fns) == 1:
+            f0 = fns[0]
+            return (lambda s, n, e: frozenset((f0(s, n, e),))), deps
+        return (lambda s, n, e: set_of([f(s, n, e) for f in fns])), deps
 
     def _x_Record(self, node, scope):
         keys = [kv[0] for kv in node.key_values]

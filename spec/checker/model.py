@@ -139,6 +139,9 @@ class Model:
         self.invariant_parts = {n: (fn, self._invariant_parts(n)) for n, fn in self.invariants}
         self._held: dict[int, tuple] = {}  # id(conjunct) -> (conjunct, its reads, keys of values it held on)
         self.constraints = [(n, self._state_fn(n, "CONSTRAINT")) for n in cfg.constraints]
+        # per constraint, the variables it reads (None: unknown): a successor that left them as they were in
+        # its parent (an expanded state, so inside the model) satisfies it as the parent does
+        self._constraint_reads = [self._reads_of(n) for n in cfg.constraints]
         self.action_constraints = [(n, self._state_fn(n, "ACTION_CONSTRAINT")) for n in cfg.action_constraints]
         self.view = self._state_fn(cfg.view, "VIEW") if cfg.view else None
         self.symmetry_perms: list | None = None
@@ -187,6 +190,15 @@ class Model:
             raise ConfigError(f"{self.cfg.locations.get(name, self.cfg.path)}: {what} {name} takes arguments")
         fn, _ = self.comp.def_fn(d)
         return fn
+
+    def _reads_of(self, name: str) -> tuple | None:
+        d = self._lookup_def(name, "CONSTRAINT")
+        _, deps = self.comp.def_fn(d)
+        try:
+            reads = state_reads(self.comp, d.body, d.scope, deps)
+        except Exception:  # not told from the text: evaluated on every state
+            return None
+        return None if reads is None else tuple(sorted(reads))
 
     def _invariant_parts(self, name: str) -> list[tuple[Callable, frozenset | None]]:
         """An invariant's conjuncts, each compiled, with the variables it reads (None: unknown)."""
@@ -449,8 +461,16 @@ class Model:
             return self.symmetry.key(base)
         return base
 
-    def in_model(self, s: dict) -> bool:
-        for _, fn in self.constraints:
+    def in_model(self, s: dict, parent: dict | None = None) -> bool:
+        """s satisfies every CONSTRAINT; ``parent``, when given, is a state inside the model from which s
+        was generated: a constraint reading only variables s left unchanged holds without evaluation."""
+        for (_, fn), reads in zip(self.constraints, self._constraint_reads, strict=True):
+            if parent is not None and reads is not None:
+                for v in reads:
+                    if s[v] is not parent[v]:
+                        break
+                else:
+                    continue
             if fn(s, None, {}) is not True:
                 return False
         return True

@@ -449,6 +449,65 @@ def same_kind(x: Any, s: frozenset) -> None:
         raise EvalError(f"attempted to compare {kind(x)} {fmt(x)} with {kind(y)} {fmt(y)}")
 
 
+def _mixed(x: Any, y: Any) -> EvalError:
+    return EvalError(f"attempted to compare {kind(x)} {fmt(x)} with {kind(y)} {fmt(y)}: a set cannot hold both "
+                     f"integers and booleans (TLC cannot compare them; Python would merge 1 and TRUE)")
+
+
+def set_of(items: tuple | list) -> frozenset:
+    """The set {items...}: an error when it holds both an integer and a boolean, which TLC cannot compare
+    (and Python holds equal: {1, TRUE} would be {1}). Other mixes (a set and an integer, as in
+    SUBSET {1} \\cup {2}) TLC accepts, and so does this."""
+    t = type(items[0]) if items else None
+    for x in items:
+        if type(x) is not t:
+            break
+    else:  # one type: the common case
+        return frozenset(items)
+    first_int = first_bool = None
+    for x in items:
+        tx = type(x)
+        if tx is int and first_int is None:
+            first_int = x
+        elif tx is bool and first_bool is None:
+            first_bool = x
+    if first_int is not None and first_bool is not None:
+        raise _mixed(first_int, first_bool)
+    return frozenset(items)
+
+
+def set_union(a: frozenset, b: frozenset) -> frozenset:
+    """a \\cup b of two finite sets: an error when one holds integers and the other booleans (see set_of).
+    When a's fingerprint key is known and b is small, the union's key is derived from it (a set that grows
+    by one element per step, as a message set does, would otherwise rebuild it from every element)."""
+    if not a:
+        return b
+    if not b:
+        return a
+    x, y = next(iter(a)), next(iter(b))  # TLC's sets hold one kind of value: one element each tells
+    tx, ty = type(x), type(y)
+    if (tx is int and ty is bool) or (tx is bool and ty is int):
+        raise _mixed(x, y)
+    if len(b) > len(a):
+        a, b = b, a
+    r = a | b
+    if len(b) <= 4 and len(r) > len(a):
+        hit = _CANON.get(id(a))
+        if hit is not None:
+            ca = hit[1][1]
+            if ca is a:  # every element is its own key
+                for z in b:
+                    if type(z) not in _SIMPLE:
+                        return r
+                c = ("$S", r)
+            else:
+                c = ("$S", ca | frozenset([canon(z) for z in b]))
+            if len(_CANON) > 400_000:
+                _CANON.clear()
+            _CANON[id(r)] = (r, c)
+    return r
+
+
 def ordered_elements(s: Any) -> Sequence:
     """A set's elements in TLC's deterministic order (used for \\E branches, CHOOSE, x' \\in S); a lazy
     set (immutable, as every value) keeps its order once computed."""
@@ -627,7 +686,15 @@ def fcn_items(f: Any) -> Iterator:
 
 def fcn_update(f: Any, x: Any, v: Any) -> Any:
     """[f EXCEPT ![x] = v]: f with x mapped to v (f itself when x is not in DOMAIN f)."""
-    if type(f) is tuple:
+    t = type(f)
+    if t is Fcn and f._c is None:  # the common case first: a small function whose key is not yet built
+        d = f.d
+        if x not in d:
+            return f
+        d = dict(d)
+        d[x] = v
+        return Fcn(d)
+    if t is tuple:
         if type(x) is int and 1 <= x <= len(f):
             g = f[: x - 1] + (v,) + f[x:]
             hit = _CANON.get(id(f))

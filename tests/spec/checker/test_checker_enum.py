@@ -49,6 +49,11 @@ CASES = {
     # CONSTRAINT x < 3: x=3 is generated (counted) but not inserted nor explored. gen 1+3=4, distinct 3
     "constraint": ("VARIABLE x\nInit == x = 0\nNext == x' = x + 1\nC == x < 3", NOLOCK + "CONSTRAINT C\n",
                    "success", 4, 3, 3),
+    # CONSTRAINT reading x only, through an operator; the y-steps leave x as it was (the constraint holds as in
+    # the parent). In the model: x in 0..2, y in 0..1 = 6 states, each with 2 successors: gen 1+12=13, depth 4
+    "constraint on an unchanged variable": (
+        "VARIABLES x, y\nInit == x = 0 /\\ y = 0\nNext == (x' = x + 1 /\\ y' = y) \\/ (y' = 1 - y /\\ x' = x)"
+        "\nSmall(v) == v < 3\nC == Small(x)", NOLOCK + "CONSTRAINT C\n", "success", 13, 6, 4),
     # ACTION_CONSTRAINT x' >= x from Init x=1: x'=0 is generated but never inserted. gen 1+3+3=7, distinct 2
     "action constraint": ("VARIABLE x\nInit == x = 1\nNext == x' \\in 0..2\nAC == x' >= x",
                           NOLOCK + "ACTION_CONSTRAINT AC\n", "success", 7, 2, 2),

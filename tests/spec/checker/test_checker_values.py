@@ -97,3 +97,30 @@ def test_functions_and_two_binder_quantifiers_evaluate_as_tla():
     assert evaluate("\\E x \\in {1, 2}, y \\in {1, 2} : x + y = 4") is True
     with pytest.raises(EvalError, match="non-boolean|boolean"):
         evaluate("\\A x \\in {1}, y \\in {2} : x")
+
+
+def test_a_set_of_incomparable_values_is_an_error_as_in_tlc():
+    # Python holds 1 == TRUE, so {1} \cup {TRUE} was {1}; TLC cannot compare an integer with a boolean
+    from kvexact.spec.checker import evaluate
+    with pytest.raises(EvalError, match="compare integer 1 with boolean TRUE"):
+        evaluate("{1} \\cup {TRUE}")
+    with pytest.raises(EvalError, match="compare integer 1 with boolean TRUE"):
+        evaluate("{1, TRUE}")
+    with pytest.raises(EvalError, match="compare boolean FALSE with integer 0"):
+        evaluate("{FALSE} \\cup {0}")
+    assert evaluate("{2, {1}} = {{1}} \\cup {2}") is True  # TLC accepts a set and an integer in one set
+    assert evaluate("{1} \\cup {2} = {2, 1}") is True and evaluate("{TRUE} \\cup {FALSE} = BOOLEAN") is True
+    from kvexact.spec.checker.values import set_of, set_union
+    a, b = ModelValue("a"), ModelValue("b")  # model values compare with every value
+    assert set_of((a, 1, 2)) == frozenset({a, 1, 2}) and set_union(frozenset({b}), frozenset({"x"})) == {b, "x"}
+
+
+def test_a_union_derives_its_fingerprint_key_from_the_larger_operand():
+    from kvexact.spec.checker.values import set_union
+    recs = [Fcn({"t": "m", "b": i}) for i in range(5)]
+    for small in (frozenset({recs[4]}), frozenset({True}), frozenset({7})):
+        big = frozenset(recs[:4]) if small == frozenset({recs[4]}) else frozenset({False} if True in small else {1, 2})
+        canon(big)  # known: the union's key is derived from it
+        u = set_union(big, small)
+        assert canon(u) == canon(frozenset(list(u)[::-1])) and u == big | small
+    assert canon(set_union(frozenset({False}), frozenset({True}))) != canon(frozenset({0, 1}))
