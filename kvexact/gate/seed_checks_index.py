@@ -1062,6 +1062,107 @@ def telemetry_alerts_0x0CF() -> Rows:
                  {0: "live", 1: "live", 2: "live"})], [tm.TelemetryRejection.POOL_UNRECONCILED] * 3)]
 
 
+def _fresh(text: str) -> str:
+    """``text`` as a new string object, equal to the literal but not the interned one (built at run time)."""
+    return "".join(list(text))
+
+
+def _big(n: int) -> int:
+    """``n`` as a new int object (above 256, outside CPython's small-int cache, so ``is`` and ``==`` differ)."""
+    return int(str(n))
+
+
+def identity_0x06_0x08() -> Rows:
+    """Equal but not identical values (ids, generations and lengths above 256; names built at run time) are the
+    same to the reference: 0x06 an entry of namespace n@1000 serves a lookup of n@1000; 0x08A an edge of 300
+    tokens over 300 slots; 0x07B 300 embedding rows for 300 tokens; 0x08 a request of 300 tokens in a pool of 300
+    slots caches its path and a second request over the same tokens matches all 300 (slots 1..300, the lowest
+    free), a slot the tree already owns offered again is no duplicate, and a request publishes 300 tokens into its
+    300 slots; 0x03H a successor at request generation 1000 is adopted; 0x0CE an entry whose namespace name is built
+    at run time is its tenant's hit, and block 1000 under a lease is busy; 0x0CB a schema named at run time is the
+    prompt's schema. (Each row kills a cosmic-ray ``==`` -> ``is`` or ``!=`` -> ``is not`` mutant that small ints
+    and interned strings let survive.)"""
+    import attrs
+
+    from kvexact.reference import formulas_seed as fs
+    from kvexact.reference import keys as k
+    from kvexact.reference import modules as pm
+    from kvexact.reference import namespaces as nsm
+    from kvexact.reference import prompt_cache as pc
+    from kvexact.reference import radix
+    from kvexact.reference import revocation as rv
+    from kvexact.reference.formulas import INT_OPS
+    from kvexact.reference.index import IndexConfig, RadixIndex, check_index
+    from kvexact.reference.labs import revocation as rv_lab
+    from kvexact.reference.labs.translate import loop4_snapshot, loop4_successor_snapshot
+    from kvexact.reference.rejections import rejection_of
+    from kvexact.reference.translate import consume_successor
+
+    lookup = nsm.CacheIsolationNamespace("dep", "tenant", _fresh("ns-one"), _big(1000), None, 0)
+    out: Rows = [("entry of ns-one@1000 for ns-one@1000; of ns-one@1001",
+                  (rejection_of(lambda: nsm.check_entry_scope(lookup, (_fresh("ns-one"), _big(1000)))),
+                   rejection_of(lambda: nsm.check_entry_scope(lookup, (_fresh("ns-one"), _big(1001))))),
+                  (None, nsm.NamespaceRejection.STALE_ENTRY_GENERATION)),
+                 ("edges of 300 tokens over 300 slots; over 299",
+                  (fs.edge_lengths_equal(INT_OPS, edge_tokens=tuple(range(300)), edge_slots=tuple(range(1000, 1300))),
+                   fs.edge_lengths_equal(INT_OPS, edge_tokens=tuple(range(300)), edge_slots=tuple(range(1000, 1299)))),
+                  (True, False)),
+                 ("300 embedding rows for 300 tokens accepted; 299 refused as",
+                  (len(k.KeyInputs(tuple(range(300)), prompt_embed_rows=(b"r",) * 300).tokens),
+                   rejection_of(lambda: k.KeyInputs(tuple(range(300)), prompt_embed_rows=(b"r",) * 299))),
+                  (300, k.KeyRejection.PROMPT_EMBEDS_LENGTH_MISMATCH))]
+    ix = RadixIndex(IndexConfig(pool_slots=300))
+    first = ix.admit("r1", [_big(1000 + i) for i in range(300)])
+    ix.finish("r1")
+    second = ix.admit("r2", [_big(1000 + i) for i in range(300)])
+    rows2 = list(ix.slot_ids("r2"))
+    ix.finish("r2")
+    out.append(("300 tokens twice in 300 slots: matched first, second; r2's rows; free; protocol check",
+                (first, second, rows2, sorted(ix.free_slot_ids()), check_index(ix)),
+                (0, 300, list(range(1, 301)), [], None)))
+    # 0x08: slot 1000 reserved by q, published under token 7, then offered again by q for the same token: already
+    # the tree's own slot, so no duplicate (not a second owner)
+    tree = radix.RadixState.empty(1, first_slot_id=1000)
+    tree = radix.reserve(tree, "q", [_big(1000)])[0]
+    tree, once = radix.insert(tree, [7], [_big(1000)], "q")
+    again = radix.insert(tree, [7], [_big(1000)], "q")[1]
+    out.append(("slot 1000 under token 7, then again: cached prefix, duplicates each time",
+                (once.prefix_tokens, once.duplicate_slot_ids, again.prefix_tokens, again.duplicate_slot_ids),
+                (0, (), 1, ())))
+    pool = radix.reserve(radix.RadixState.empty(300, first_slot_id=1), "q", [_big(i) for i in range(1, 301)])[0]
+    unfinished = radix.publish_unfinished(pool, "q", [_big(1000 + i) for i in range(300)],
+                                         [_big(i) for i in range(1, 301)])[1]
+    out.append(("q publishes 300 tokens into its 300 reserved slots: duplicates, tokens already cached",
+                (unfinished.duplicate_slot_ids, unfinished.detail["prefix_tokens"]), ((), 0)))
+    # 0x03H: C at request generation 1000 (both snapshots) adopts its successor's v3 table; 0x0CE: an entry of t1
+    # (the name built at run time) is t1's hit; block 1000 leased is busy
+    def gen1000(snap: Any) -> Any:
+        return attrs.evolve(snap, requests=tuple(attrs.evolve(r, request_generation=_big(1000))
+                                                 for r in snap.requests))
+
+    adopted = consume_successor(gen1000(loop4_snapshot()), gen1000(loop4_successor_snapshot()), "C")
+    out.append(("C at generation 1000 adopts the successor: version, generation",
+                (adopted.request("C").table_version, adopted.request("C").request_generation), (3, 1000)))
+    published = rv.play(rv.RevState.init(), rv_lab.PUBLISH_T1)[0]
+    authorized = rv.play(published, rv_lab.LEASE_T1[:2])[0]
+    fresh_entry = attrs.evolve(authorized, index=frozenset(rv.Entry(_fresh(e.ns), e.gen, e.block)
+                                                           for e in authorized.index))
+    after = rv.lookup(fresh_entry, "t1")[0].req["t1"]
+    lease = rv.Held("t1", "t1", 0, _big(1000))
+    out.append(("t1's lookup of its entry (ns built at run time): phase, block; block 1000 leased is busy",
+                (after.phase, after.block, rv._busy(attrs.evolve(published, leases=frozenset({lease})), _big(1000))),
+                ("hit", 1, True)))
+    name = "schema-long"
+    schema = pc.parse_schema(PC_SCHEMA.replace('name="s"', f'name="{name}"', 1))
+    ns = pm.Namespace("n", 0, frozenset({"alice"}))
+    store = pc.ModuleStore().populate(schema, ["sys"], ns, "sem", "lay")
+    prompt = f'<prompt schema="{_fresh(name)}" generation="1"><sys/></prompt>'
+    segs = pc.assemble_markup("alice", prompt, schema, store, ns, "sem", "lay")
+    out.append(("prompt of schema-long (named at run time): sys from", [(g.module_id, g.source) for g in segs],
+                [("sys", "cache")]))
+    return out
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -1080,4 +1181,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "telemetry export 0x0CF": telemetry_0x0CF_export,
                "radix spec 0x08": radix_spec_0x08,
                "frozen 0x03F": frozen_0x03F,
-               "telemetry alerts 0x0CF": telemetry_alerts_0x0CF}
+               "telemetry alerts 0x0CF": telemetry_alerts_0x0CF,
+               "identity 0x06-0x08": identity_0x06_0x08}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import inspect
+import sys
 import types
 
 import pytest
@@ -19,6 +20,7 @@ from kvexact.reference import (
     modules,
     namespaces,
     prefix,
+    radix,
     revocation,
     shared_prefix,
     telemetry,
@@ -109,3 +111,44 @@ def test_a_former_survivor_fails_its_index_case(monkeypatch, module, name, befor
     result = _run(case)
     assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
     assert case in result.detail
+
+
+# `==`/`!=` turned into `is`/`is not` (cosmic-ray's ReplaceComparisonOperator_Eq_Is / NotEq_IsNot): they survive
+# cases whose values are small ints or interned strings; the "identity" case compares equal values that are distinct
+# objects (issue #25; from the Is/IsNot sample of seed 41 over the index-side modules)
+IDENTITY_SURVIVORS = [
+    (namespaces, "check_entry_scope", "if entry_scope[1] != lookup.generation:",
+     "if entry_scope[1] is not lookup.generation:"),
+    (namespaces, "check_entry_scope", "if entry_scope[0] != lookup.namespace_id:",
+     "if entry_scope[0] is not lookup.namespace_id:"),
+    (formulas_seed, "edge_lengths_equal", "return len(edge_tokens) == len(edge_slots)",
+     "return len(edge_tokens) is len(edge_slots)"),
+    (keys, "KeyInputs.__attrs_post_init__", "len(self.prompt_embed_rows) != n:", "len(self.prompt_embed_rows) is not n:"),
+    (radix, "check_state", "or len(set(everything)) != len(everything)", "or len(set(everything)) is not len(everything)"),
+    (modules, "assemble_declared_prompt", "if schema_id != schema.schema_id:", "if schema_id is not schema.schema_id:"),
+    (translate, "consume_successor", "if new.request_generation != old.request_generation:",
+     "if new.request_generation is not old.request_generation:"),
+    (revocation, "lookup", "e.ns == r.ns and e.gen == r.gen", "e.ns is r.ns and e.gen == r.gen"),
+    (revocation, "_busy", "return any(lease.block == b for lease in s.leases)",
+     "return any(lease.block is b for lease in s.leases)"),
+    (radix, "publish_unfinished", "if len(toks) != len(slots):", "if len(toks) is not len(slots):"),
+    (radix, "_Draft.insert", "if i < prefix and s == tree_prefix[i]:", "if i < prefix and s is tree_prefix[i]:"),
+]
+
+
+@pytest.mark.parametrize("module, name, before, after", IDENTITY_SURVIVORS,
+                         ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}:{a.split()[-2]}" for m, n, _b, a in IDENTITY_SURVIVORS])
+def test_an_identity_mutant_fails_the_identity_case(monkeypatch, module, name, before, after):
+    copy = _copy_with(monkeypatch, module, before, after)
+    owner, _, attr = name.rpartition(".")
+    target = getattr(module, owner) if owner else module
+    original = getattr(target, attr)
+    replacement = getattr(getattr(copy, owner) if owner else copy, attr)
+    monkeypatch.setattr(target, attr, replacement)
+    for other in list(sys.modules.values()):  # where another module imported the name (prompt_cache, index)
+        if other is not module and (other.__name__ or "").startswith("kvexact.") and \
+                getattr(other, attr, None) is original:
+            monkeypatch.setattr(other, attr, replacement)
+    result = _run("identity 0x06-0x08")
+    assert result.verdict is Verdict.FAILED, f"the identity case passed with {after!r}"
+    assert "identity 0x06-0x08" in result.detail
