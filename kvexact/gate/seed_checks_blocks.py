@@ -133,6 +133,12 @@ def allocator_block_sizes() -> Rows:
     many = Allocator([GroupConfig(g, g, 2, 8) for g in range(257)], [[1]] * 257)
     many.allocate("m", [7])
     many.self_check()
+    # one group of 1-token blocks, 300 blocks: 257 tokens take 257 blocks and 43 stay queued; the self-check accepts
+    # 300 queued blocks and then the 257-block table
+    long = Allocator([GroupConfig(0, 0, 1, 8)], [list(range(1, 301))])
+    long.self_check()  # 300 queued
+    long.allocate("l2", list(range(257)))
+    long.self_check()
     # 0x09C with the seed's B_row = 65,536 bytes (64 KiB a token, seed 0x02): P = 16, 20 shared tokens -> r = 4,
     # copy 2 r B_row = 524,288 bytes, destination P B_row = 1 MiB, capacity amplification 16 / 4 = 4
     cow = cow_cost(16)
@@ -140,6 +146,7 @@ def allocator_block_sizes() -> Rows:
              ([3, 2], [3, 2])),
             ("tokens of r", list(alloc.tokens_of("r")), [1, 2, 3, 4, 5, 6]),
             ("257 groups: tables of m", len(many.request("m").tables), 257),
+            ("300 1-token blocks: blocks of l2 (257 tokens)", len(long.request("l2").tables[0]), 257),
             ("0x09C cow_cost(16) with the default row bytes: row bytes, r, copy, destination, amplification",
              (cow.row_bytes, cow.tail_rows, cow.copy_traffic_bytes, cow.destination_bytes, cow.capacity_amplification),
              (65536, 4, 524288, 1048576, 4))]

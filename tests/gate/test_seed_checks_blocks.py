@@ -111,6 +111,10 @@ MUTANTS = [
     (hybrid, "HybridIndex.publish", "range(hit + g.block_size,", "range(hit | g.block_size,", "hybrid windows s17"),
     (allocator, "Allocator.self_check", "if len(rec.tables) != len(self.groups):",
      "if len(rec.tables) is not len(self.groups):", "allocator block sizes"),
+    (allocator, "Allocator.self_check", "if len(table) != ceil_div(rec.context_tokens, p):",
+     "if len(table) is not ceil_div(rec.context_tokens, p):", "allocator block sizes"),
+    (allocator, "Allocator.self_check", "if len(pool.q_at) != len(pool.q_seq):",
+     "if len(pool.q_at) is not len(pool.q_seq):", "allocator block sizes"),
     # the named refusal of an unknown operation
     (allocator, "check_operation", "if operation not in OPERATIONS:", "if operation in OPERATIONS:",
      "allocator epochs"),
