@@ -12,7 +12,7 @@ import pytest
 
 from kvexact.gate import seed_checks, seed_checks_blocks
 from kvexact.gate.framework import GateContext, Verdict
-from kvexact.reference import adapters, allocator, formulas, hybrid, ledgers, lifecycle, reuse_gate
+from kvexact.reference import adapters, allocator, formulas, hybrid, ledgers, lifecycle, pool, reuse_gate
 from kvexact.reference.allocator import Allocator, AllocRejection
 from kvexact.reference.peers import (
     sglang,
@@ -115,6 +115,8 @@ MUTANTS = [
      "if len(table) is not ceil_div(rec.context_tokens, p):", "allocator block sizes"),
     (allocator, "Allocator.self_check", "if len(pool.q_at) != len(pool.q_seq):",
      "if len(pool.q_at) is not len(pool.q_seq):", "allocator block sizes"),
+    (pool, "BlockPool.__init__", "if len(set(block_ids)) != len(block_ids)", "if len(set(block_ids)) is not len(block_ids)",
+     "allocator block sizes"),
     # the named refusal of an unknown operation
     (allocator, "check_operation", "if operation not in OPERATIONS:", "if operation in OPERATIONS:",
      "allocator epochs"),
