@@ -119,6 +119,7 @@ def allocator_block_sizes() -> Rows:
     take 3 and 2 blocks, both groups expose the same 5 rows, and the allocator's self-check accepts the state; one
     more token fills group 0's last block in place and starts nothing new in group 1 (6 <= 2 x 4)."""
     from kvexact.reference.allocator import Allocator
+    from kvexact.reference.ledgers import cow_cost
     from kvexact.reference.pool import GroupConfig
 
     alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 4, 4)], [[1, 2, 3, 4]] * 2)
@@ -127,9 +128,28 @@ def allocator_block_sizes() -> Rows:
     first = [len(t) for t in alloc.request("r").tables]
     alloc.append("r", 6)
     alloc.self_check()
+    # 257 groups (a count past CPython's small-int cache, so two equal counts are two objects): the self-check
+    # compares the tables per request with the groups by value and accepts one table a group
+    many = Allocator([GroupConfig(g, g, 2, 8) for g in range(257)], [[1]] * 257)
+    many.allocate("m", [7])
+    many.self_check()
+    # one group of 1-token blocks, 300 blocks: 257 tokens take 257 blocks and 43 stay queued; the self-check accepts
+    # 300 queued blocks and then the 257-block table
+    long = Allocator([GroupConfig(0, 0, 1, 8)], [list(range(1, 301))])
+    long.self_check()  # 300 queued
+    long.allocate("l2", list(range(257)))
+    long.self_check()
+    # 0x09C with the seed's B_row = 65,536 bytes (64 KiB a token, seed 0x02): P = 16, 20 shared tokens -> r = 4,
+    # copy 2 r B_row = 524,288 bytes, destination P B_row = 1 MiB, capacity amplification 16 / 4 = 4
+    cow = cow_cost(16)
     return [("blocks per group for 5 tokens; after a 6th", (first, [len(t) for t in alloc.request("r").tables]),
              ([3, 2], [3, 2])),
-            ("tokens of r", list(alloc.tokens_of("r")), [1, 2, 3, 4, 5, 6])]
+            ("tokens of r", list(alloc.tokens_of("r")), [1, 2, 3, 4, 5, 6]),
+            ("257 groups: tables of m", len(many.request("m").tables), 257),
+            ("300 1-token blocks: blocks of l2 (257 tokens)", len(long.request("l2").tables[0]), 257),
+            ("0x09C cow_cost(16) with the default row bytes: row bytes, r, copy, destination, amplification",
+             (cow.row_bytes, cow.tail_rows, cow.copy_traffic_bytes, cow.destination_bytes, cow.capacity_amplification),
+             (65536, 4, 524288, 1048576, 4))]
 
 
 def lifecycle_leases() -> Rows:
@@ -279,7 +299,12 @@ def hybrid_windows_s17() -> Rows:
     # a window of 5 over 4-token blocks needs ceil(4 / 4) = 1 block before the hit's end: 16 published tokens with the
     # window group's block 2 gone still hit 16 (block 3 is there)
     small = HybridIndex.empty([CacheGroup(4), CacheGroup(4, 5)]).publish(list(range(16))).evict(1, list(range(12)))
+    # a republish publishes only the blocks past its hit: [1, 2, 3] publishes block [1, 2] (2-token blocks); then
+    # [1, 2, 3, 4, 5] hits that one block (2 tokens) and publishes [1, 2, 3, 4] alone, so [1, 2] is held once
+    again = HybridIndex.empty([CacheGroup(2)]).publish([1, 2, 3]).publish([1, 2, 3, 4, 5])
     return [("C48 + [3] x 5 hit", index.lookup(query), 48),
+            ("republish after a one-block hit: holders of [1, 2] and [1, 2, 3, 4]",
+             (again.counts[0].get((1, 2)), again.counts[0].get((1, 2, 3, 4))), (1, 1)),
             ("window 5 over 4-token blocks, block 2 gone: hit of 17 tokens", small.lookup(list(range(17))), 16),
             ("hits after each removal", [without(k) for k in removals], [16 * b for b in (3, 0, 2, 2, 2, 0, 1)])]
 
@@ -395,6 +420,7 @@ def sglang_orders_and_pools() -> Rows:
     freed slots (available = free + staged) and a merge sorts them back (alloc takes the first n), and a paged
     ``free_segment`` must start on a page boundary."""
     from kvexact.reference.peers.sglang import RadixCache, Req, admit
+    from kvexact.reference.peers.sglang_adapter import SGLangAdapter
     from kvexact.reference.peers.sglang_key import SGLangRejection
     from kvexact.reference.peers.sglang_pool import (
         PagedTokenToKVPoolAllocator,
@@ -431,7 +457,23 @@ def sglang_orders_and_pools() -> Rows:
     after_short = (rows.available_size(), small.available_size())
     ok = admit(cache, small, Req("a", [1, 2]))
     no_row = admit(cache, small, Req("b", [3]))
-    return [("admit 6 tokens into 4 slots; rows and slots left; admit 2 tokens; a second request without a row",
+    # §5 hit_count (0.5.23): insert [1, 2, 3, 4], then [1, 2, 3, 4, 5, 6] with inserted_len 4: the node [1, 2, 3, 4]
+    # ends at 4, not beyond it, so only the first insert counts it; the new leaf [5, 6] counts once
+    hits = RadixCache()
+    hits.insert([1, 2, 3, 4])
+    hits.insert([1, 2, 3, 4, 5, 6], inserted_len=4)
+    hit_counts = tuple(hits.match_prefix(k).last_device_node.hit_count for k in ([1, 2, 3, 4], [1, 2, 3, 4, 5, 6]))
+    # §7 the request table: a write at start position 3 fills columns 3 and 4 of the row and leaves its length
+    offset_rows = ReqToTokenPool(1, 6)
+    offset_rows.write(1, 3, [7, 8])
+    # page size 3 over 9 slots: pages 1..3 hold slots 3..11 (page p holds p x 3 .. p x 3 + 2), all free at start
+    paged3 = SGLangAdapter(9, page_size=3).partition()
+    return [("hit_count of [1, 2, 3, 4] and of [5, 6] after the second insert (inserted_len 4)", hit_counts, (1, 1)),
+            ("row 1 after a write of [7, 8] at start position 3 (6 columns)", offset_rows.req_to_token[1],
+             [0, 0, 0, 7, 8, 0]),
+            ("page size 3, 9 slots: the slot universe; the free slots", (paged3.pool_slot_ids, paged3.free_slot_ids),
+             (tuple(range(3, 12)), tuple(range(3, 12)))),
+            ("admit 6 tokens into 4 slots; rows and slots left; admit 2 tokens; a second request without a row",
              (short, after_short, ok, no_row, small.available_size()), (False, (1, 4), True, False, 2)),
             ("S25 DFS-weight order", dfs_weight_order(c, nodes), [2, 3, 1, 0]),
             ("§6 LPM over 129 waiting requests (more than 128: FCFS); over the last 128 of them",

@@ -12,9 +12,18 @@ import pytest
 
 from kvexact.gate import seed_checks, seed_checks_blocks
 from kvexact.gate.framework import GateContext, Verdict
-from kvexact.reference import adapters, allocator, formulas, hybrid, lifecycle, reuse_gate
+from kvexact.reference import adapters, allocator, formulas, hybrid, ledgers, lifecycle, pool, reuse_gate
 from kvexact.reference.allocator import Allocator, AllocRejection
-from kvexact.reference.peers import sglang, sglang_sched, vllm_hashing, vllm_hybrid, vllm_pool, vllm_protocol
+from kvexact.reference.peers import (
+    sglang,
+    sglang_adapter,
+    sglang_pool,
+    sglang_sched,
+    vllm_hashing,
+    vllm_hybrid,
+    vllm_pool,
+    vllm_protocol,
+)
 from kvexact.reference.pool import GroupConfig
 from kvexact.reference.rejections import rejection_of
 
@@ -90,6 +99,24 @@ MUTANTS = [
     (allocator, "Allocator.__init__", "epoch: int = 0,", "epoch: int = 1,", "allocator epochs"),
     # a survivor of the fresh seed-32 sample, closed after it
     (vllm_hashing, "external_hash", "& (2**64 - 1)", "& (2**64 - 2)", "vllm golden hashes"),
+    # the rest of the fresh seed-32 sample's survivors, closed after it
+    (ledgers, "cow_cost", "row_bytes: int = 64 * KIB)", "row_bytes: int = 64 + KIB)", "allocator block sizes"),
+    (ledgers, "cow_cost", "row_bytes: int = 64 * KIB)", "row_bytes: int = 64 // KIB)", "allocator block sizes"),
+    (sglang, "RadixCache.insert", "            if pos + p > inserted_len:", "            if pos + p >= inserted_len:",
+     "sglang orders and pools"),
+    (sglang_adapter, "SGLangAdapter.partition", "free = [p * ps + i for p in free", "free = [p * ps ^ i for p in free",
+     "sglang orders and pools"),
+    (sglang_pool, "ReqToTokenPool.write", "[start_pos:start_pos + len(slots)]", "[start_pos:start_pos - len(slots)]",
+     "sglang orders and pools"),
+    (hybrid, "HybridIndex.publish", "range(hit + g.block_size,", "range(hit | g.block_size,", "hybrid windows s17"),
+    (allocator, "Allocator.self_check", "if len(rec.tables) != len(self.groups):",
+     "if len(rec.tables) is not len(self.groups):", "allocator block sizes"),
+    (allocator, "Allocator.self_check", "if len(table) != ceil_div(rec.context_tokens, p):",
+     "if len(table) is not ceil_div(rec.context_tokens, p):", "allocator block sizes"),
+    (allocator, "Allocator.self_check", "if len(pool.q_at) != len(pool.q_seq):",
+     "if len(pool.q_at) is not len(pool.q_seq):", "allocator block sizes"),
+    (pool, "BlockPool.__init__", "if len(set(block_ids)) != len(block_ids)", "if len(set(block_ids)) is not len(block_ids)",
+     "allocator block sizes"),
     # the named refusal of an unknown operation
     (allocator, "check_operation", "if operation not in OPERATIONS:", "if operation in OPERATIONS:",
      "allocator epochs"),
