@@ -4,12 +4,10 @@ quick gate before it (cosmic-ray's mutated line applied to a copy of the module)
 
 from __future__ import annotations
 
-import enum
-import inspect
 import sys
-import types
 
 import pytest
+from test_seed_checks import mutant_module  # one line replaced, as cosmic-ray writes it
 
 from kvexact.gate import seed_checks, seed_checks_index
 from kvexact.gate.framework import Verdict
@@ -28,23 +26,6 @@ from kvexact.reference import (
     traversal,
     vmm,
 )
-
-
-def _copy_with(monkeypatch, module: types.ModuleType, before: str, after: str) -> types.ModuleType:
-    """``module`` executed again from its source with the one line ``before`` replaced by ``after``; its formulas
-    register in a registry of their own, and its rejection enums are the real ones."""
-    source = inspect.getsource(module)
-    assert source.count(before) == 1, f"{before!r} is not one line of {module.__name__}"
-    copy = types.ModuleType(module.__name__ + "_mutant")
-    copy.__file__ = module.__file__
-    with monkeypatch.context() as m:
-        m.setattr(formulas, "REGISTRY", {})
-        exec(compile(source.replace(before, after), module.__file__, "exec"), copy.__dict__)
-    for name, value in list(vars(copy).items()):
-        real = getattr(module, name, None)
-        if isinstance(value, type) and issubclass(value, enum.Enum) and isinstance(real, type):
-            setattr(copy, name, real)
-    return copy
 
 
 def _run(case: str):
@@ -103,7 +84,7 @@ SURVIVORS = [
 @pytest.mark.parametrize("module, name, before, after, case", SURVIVORS,
                          ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}" for m, n, *_ in SURVIVORS])
 def test_a_former_survivor_fails_its_index_case(monkeypatch, module, name, before, after, case):
-    copy = _copy_with(monkeypatch, module, before, after)
+    copy = mutant_module(monkeypatch, module, before, after)
     owner, _, attr = name.rpartition(".")
     target = getattr(module, owner) if owner else module
     replacement = getattr(getattr(copy, owner) if owner else copy, attr)
@@ -139,7 +120,7 @@ IDENTITY_SURVIVORS = [
 @pytest.mark.parametrize("module, name, before, after", IDENTITY_SURVIVORS,
                          ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}:{a.split()[-2]}" for m, n, _b, a in IDENTITY_SURVIVORS])
 def test_an_identity_mutant_fails_the_identity_case(monkeypatch, module, name, before, after):
-    copy = _copy_with(monkeypatch, module, before, after)
+    copy = mutant_module(monkeypatch, module, before, after)
     owner, _, attr = name.rpartition(".")
     target = getattr(module, owner) if owner else module
     original = getattr(target, attr)
