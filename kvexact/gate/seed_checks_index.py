@@ -1163,6 +1163,101 @@ def identity_0x06_0x08() -> Rows:
     return out
 
 
+def identity_0x03_0x0CE() -> Rows:
+    """More equal-but-distinct values (issue #25, the seed-41/43 identity survivors the first identity case does not
+    reach): 0x07 a root child published in namespace ns-a is no semantic frontier for a lookup in ns-b, and a
+    prompt-cap receipt (its path named at run time) claiming all 20 prompt rows is refused (S_runtime <= S_prompt -
+    1); 0x06 a lookup of n1@1000 is authorized in n1@1000; 0x0CC a receipt whose position contract is built at run
+    time resumes its turn; 0x06F a slot with 300 pages all ready is ready before use, a VA in phase UNRESERVED (named
+    at run time) reserves, a handle in neither a page nor the free set breaks the ledger; 0x08 a tree with a node id
+    above 256 (parent ids rebuilt equal) is a consistent tree; 0x03 Loop 4 with group g1 renumbered 1000 (each copy
+    of the id its own object) resolves A's token 0 in layer 24 to the same slot and address as group 1 does; 0x0CE
+    a namespace whose revocation state "none" is built at run time admits and starts its revocation."""
+    import attrs
+
+    from kvexact.reference import namespaces as nsm
+    from kvexact.reference import radix, vmm
+    from kvexact.reference import revocation as rv
+    from kvexact.reference import sessions as ss
+    from kvexact.reference import translate as tr
+    from kvexact.reference.labs import prefix as px_lab
+    from kvexact.reference.labs import vmm as vmm_lab
+    from kvexact.reference.labs.translate import loop4_snapshot
+    from kvexact.reference.prefix import PrefixPolicy, PrefixRejection, verify_receipt
+    from kvexact.reference.rejections import Rejected, rejection_of
+
+    s = px_lab.STREAM
+    cache = px_lab.cache_with(s[:48])
+    cache.registry = nsm.create_namespace(cache.registry, nsm.CacheIsolationNamespace(
+        "deploy", px_lab.TENANT, "ns-b", 0, None, 0))
+    elsewhere = cache.lookup(attrs.evolve(px_lab.request("B", s[:48]), namespace_id="ns-b"))
+    short = cache.lookup(px_lab.request("C", s[:20]))
+    capped = px_lab.forge(short, logits_path=_fresh("prompt-cap"), runtime_hit_tokens=20)
+    out: Rows = [("ns-b's lookup of ns-a's 48 tokens: semantic, indexed, hit tokens",
+                  (elsewhere.semantic_match_tokens, elsewhere.indexed_tokens, elsewhere.runtime_hit_tokens), (0, 0, 0)),
+                 ("a prompt-cap receipt claiming 20 of 20 prompt rows refused as",
+                  rejection_of(lambda: verify_receipt(capped, PrefixPolicy(), 2)), PrefixRejection.LOGITS_CAP_EXCEEDED)]
+    reg = nsm.create_namespace(nsm.NamespaceRegistry(),
+                               nsm.CacheIsolationNamespace("dep", "t1", "n1", _big(1000), None, 0))
+    out.append(("t1's lookup of n1@1000: generation; a publication to n1@1000 refused as",
+                (nsm.authorize_lookup(reg, "t1", "n1", _big(1000)).generation,
+                 rejection_of(lambda: nsm.authorize_publish(reg, ("n1", _big(1000))))), (1000, None)))
+    receipt = ss.SessionReuseReceipt("s", "t", "n", 2, "sem", "lay", (0, 100), _fresh("rope-long"), 7, "obj")
+    turn = ss.SessionTurn("s", "t", "n", 2, "sem", "lay", _fresh("rope-long"), 100, 20, 7)
+    out.append(("a receipt with the turn's position contract (built at run time): plan", ss.plan_turn(receipt, turn),
+                ss.ResumePlan(True, 20)))
+    cfg = vmm_lab.SEED_CONFIG
+    init = vmm.VmmState.initial(cfg)
+    wide = attrs.evolve(init, slots=(vmm.SlotState(0, active=True, pages=((1,),) * 300, ready_pages=_big(300)),))
+    reserved = vmm.reserve_virtual(attrs.evolve(init, phase=_fresh("UNRESERVED")))[0]
+    leaked = attrs.evolve(init, handles_created=True, free_handles=frozenset(range(1, cfg.handles)))
+    try:
+        vmm.check_state(leaked)
+        why = ""
+    except Rejected as exc:
+        why = exc.detail
+    out.append(("300 pages, 300 ready: ready before use; UNRESERVED (built at run time) reserved to; handle 0 of 12 "
+                "leaked: refused, as handles mapped + free != created",
+                (vmm.frontier_receipt(wide, 0).ready_before_use, reserved.phase, why),
+                (True, "VA_RESERVED", f"mapped 0 + free {cfg.handles - 1} handles != created {cfg.handles}")))
+    tree = radix.reserve(radix.RadixState.empty(4, first_slot_id=1), "q", [1, 2, 3])[0]
+    tree = radix.insert(radix.insert(tree, [5, 6], [1, 2], "q")[0], [5, 7], [1, 3], "q")[0]  # [5] -> [6], [7]
+
+    def ren(n: int | None) -> int | None:  # each use its own int object
+        return n if n is None or n == radix.ROOT else _big(1000 + n)
+
+    big_tree = attrs.evolve(tree, nodes={ren(i): attrs.evolve(n, node_id=ren(n.node_id), parent_id=ren(n.parent_id),
+                                                               children={t: ren(c) for t, c in n.children.items()})
+                                         for i, n in tree.nodes.items()})
+    out.append(("tree [5] -> [6], [7] with node ids from 1000: split node's children, refused as",
+                (sorted(big_tree.nodes[1002].children.values()), rejection_of(lambda: radix.check_state(big_tree))),
+                ([1001, 1003], None)))
+    snap = loop4_snapshot()
+
+    def regroup(g: int) -> int:
+        return _big(1000) if g == 1 else g
+
+    layout = attrs.evolve(snap.layout, cache_groups=tuple(attrs.evolve(g, cache_group_id=regroup(g.cache_group_id))
+                                                          for g in snap.layout.cache_groups))
+    g1000 = tr.KVSnapshot(layout, tuple(attrs.evolve(p, cache_group_id=regroup(p.cache_group_id))
+                                        for p in snap.pools),
+                          tuple(attrs.evolve(r, block_tables=tuple(
+                              (regroup(g), tuple(attrs.evolve(h, cache_group_id=regroup(h.cache_group_id))
+                                                 for h in t)) for g, t in r.block_tables)) for r in snap.requests))
+    before = tr.resolve_kv_address(snap, "A", 0, 24, "K", 0, 0)
+    after = tr.resolve_kv_address(g1000, "A", 0, 24, "K", 0, 0)
+    out.append(("g1 as group 1000: A's token 0, layer 24: slot, address as group 1's; group 1000's layers",
+                (after.slot_id, after.byte_address, layout.group(_big(1000)).layer_ids),
+                (before.slot_id, before.byte_address, tuple(range(24, 32)))))
+    rev = rv.RevState.init()
+    fresh = attrs.evolve(rev, rev={k: _fresh("none") for k in rev.rev})
+    admitted = rv.authorize(rv.arrive(fresh, "t1", "t1")[0], "t1")[0].req["t1"].phase
+    stopped = rv.revoke_stop_admission(fresh, "t1")[0].rev["t1"]
+    out.append(("t1 with revocation state none (built at run time): t1's request, after stop-admission",
+                (admitted, stopped), ("authorized", "stopped")))
+    return out
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -1182,4 +1277,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "radix spec 0x08": radix_spec_0x08,
                "frozen 0x03F": frozen_0x03F,
                "telemetry alerts 0x0CF": telemetry_alerts_0x0CF,
-               "identity 0x06-0x08": identity_0x06_0x08}
+               "identity 0x06-0x08": identity_0x06_0x08,
+               "identity 0x03-0x0CE": identity_0x03_0x0CE}
