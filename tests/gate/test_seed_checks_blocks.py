@@ -23,6 +23,7 @@ from kvexact.reference.peers import (
     vllm_hybrid,
     vllm_pool,
     vllm_protocol,
+    vllm_wire,
 )
 from kvexact.reference.pool import GroupConfig
 from kvexact.reference.rejections import rejection_of
@@ -134,6 +135,48 @@ MUTANTS = [
      "return range(max(1, stop - math.ceil((self.window - 1) / self.block_size)), stop)", "hybrid windows s17"),
     (hybrid, "CacheGroup.needed_blocks", "return range(max(0, stop - math.ceil((self.window - 1) / self.block_size)), stop)",
      "return range(max(0, stop - math.ceil((self.window ** 1) / self.block_size)), stop)", "hybrid windows s17"),
+    # a count past 256 built at run time (third task)
+    (lifecycle, "cache_block", "if logical_block == len(table) - 1 else", "if logical_block is len(table) - 1 else",
+     "allocator block sizes"),
+    # SGLang's token allocators and request table (notes/sglang.md §7), lines no quick check executed
+    (sglang_pool, "TokenToKVPoolAllocator.alloc", "        if need_slots > len(self.free_pages):",
+     "        if need_slots >= len(self.free_pages):", "sglang orders and pools"),
+    (sglang_pool, "TokenToKVPoolAllocator.alloc", "if self.need_sort and need_slots > len(self.free_pages):",
+     "if self.need_sort and need_slots < len(self.free_pages):", "sglang orders and pools"),
+    (sglang_pool, "TokenToKVPoolAllocator.free", "        if self._group is not None:", "        if self._group is None:",
+     "sglang orders and pools"),
+    (sglang_pool, "TokenToKVPoolAllocator.free", "        if self.freed_log is not None:",
+     "        if self.freed_log is None:", "sglang orders and pools"),
+    (sglang_pool, "PagedTokenToKVPoolAllocator.available_size", "* self.page_size", "// self.page_size",
+     "sglang orders and pools"),
+    (sglang_pool, "PagedTokenToKVPoolAllocator.alloc", "if need_slots % self.page_size:",
+     "if need_slots * self.page_size:", "sglang orders and pools"),
+    (sglang_pool, "PagedTokenToKVPoolAllocator.alloc", "return [p * self.page_size + i for p in pages",
+     "return [p * self.page_size - i for p in pages", "sglang orders and pools"),
+    (sglang_pool, "PagedTokenToKVPoolAllocator.free", "sorted({s // self.page_size for s in slots})",
+     "sorted({s * self.page_size for s in slots})", "sglang orders and pools"),
+    (sglang_pool, "PagedTokenToKVPoolAllocator.free_segment", "pages = [s // self.page_size for s in",
+     "pages = [s % self.page_size for s in", "sglang orders and pools"),
+    (sglang_pool, "PagedTokenToKVPoolAllocator.free_segment", "if self.freed_log is not None and self._group is None:",
+     "if self.freed_log is not None or self._group is None:", "sglang orders and pools"),
+    (sglang_pool, "PagedTokenToKVPoolAllocator._release_pages", "        if self.need_sort:",
+     "        if not self.need_sort:", "sglang orders and pools"),
+    (sglang_pool, "PagedTokenToKVPoolAllocator.free_group_end", "        if pages:", "        if not pages:",
+     "sglang orders and pools"),
+    (sglang_pool, "ReqToTokenPool.alloc", "if need_rows > len(self.free_slots):", "if need_rows >= len(self.free_slots):",
+     "sglang orders and pools"),
+    # vLLM's KV events on the wire and its ZMQ publisher (a loopback socket pair)
+    (vllm_wire, "to_wire", "if isinstance(event, bp.BlockRemoved):", "if not isinstance(event, bp.BlockRemoved):",
+     "peer units"),
+    (vllm_wire, "encode_batch", "time.time() if ts is None else ts", "time.time() if ts is not None else ts",
+     "peer units"),
+    (vllm_wire, "encode_batch_json", "time.time() if ts is None else ts", "time.time() if ts is not None else ts",
+     "peer units"),
+    (vllm_wire, "Publisher.__init__", 'if endpoint.endswith(":*"):', 'if not endpoint.endswith(":*"):', "peer units"),
+    (vllm_wire, "Publisher.wait_for_subscriber", "if not self._sock.poll(int(timeout_s * 1000)):",
+     "if self._sock.poll(int(timeout_s * 1000)):", "peer units"),
+    (vllm_wire, "Publisher.publish", 'self.seq.to_bytes(8, "big")', 'self.seq.to_bytes(9, "big")', "peer units"),
+    (vllm_wire, "Publisher.publish", "self.seq += 1", "self.seq *= 1", "peer units"),
 ]
 
 
