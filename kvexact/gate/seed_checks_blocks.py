@@ -598,7 +598,7 @@ def peer_units() -> Rows:
         return RadixKey.of(a).bigram_view().match(RadixKey.of(b).bigram_view(), 1)
 
     key = RadixKey.of(list(range(12)), "test")
-    wire_rows = _vllm_wire_rows()
+    wire_rows = _vllm_wire_rows() + _vllm_pool_rows()
     # notes/vllm.md §5 step 7: with delay_cache_blocks (P/D) nothing is cached at allocation; cache_blocks(r, 8)
     # then registers r's 2 full 4-token blocks, so a 9-token request with r's tokens hits 0 before and 8 after
     d = VllmKVCacheManager.create(VllmConfig(11, 4))
@@ -624,6 +624,70 @@ def peer_units() -> Rows:
             ("repr of 12 tokens under extra key test: names, extra key, ends in ...",
              (repr(key).startswith("RadixKey"), "extra_key='test'" in repr(key), "..." in repr(key),
               "..." in repr(RadixKey.of(list(range(10))))), (True, True, True, False))]
+
+
+def _vllm_pool_rows() -> Rows:
+    """notes/vllm.md §5 (the block pool, blocks 1..4 usable, block 0 the null block): usage = 1 - free / usable (0
+    with no usable block); the free queue and pool refuse what vLLM raises on; the hash map keeps duplicates in
+    insertion order and a pop of an id it does not hold changes nothing; touch and free skip the null block, a freed
+    unhashed block goes to the queue's front; cache_full_blocks with no new full block is a no-op, with more full
+    blocks than hashes is refused, and skips a null block in the table; evict_blocks drops an identity with one
+    BlockRemoved; reset_prefix_cache refuses while a block is in use, else clears every identity with
+    AllBlocksCleared, the queue order unchanged; take_events drains."""
+    from kvexact.reference.peers import vllm_pool as vp
+    from kvexact.reference.peers.vllm_hashing import key_with_group
+    from kvexact.reference.rejections import rejection_of
+
+    Rej = vp.PoolRejection
+    q = vp.FreeQueue(range(1, 4))
+    queue_refusals = [rejection_of(f) for f in (lambda: q.popleft_n(4), lambda: q.remove(7), lambda: q.append(1),
+                                                lambda: q.prepend_n([7, 7]), lambda: q.popleft_n(-1),
+                                                lambda: q.popleft_n(True))]
+    h1, h2 = bytes([1]) * 32, bytes([2]) * 32
+    k1 = key_with_group(h1, 0)
+    m = vp.HashToBlockMap().insert(k1, 1).insert(k1, 2)
+    miss = m.pop(k1, 3)
+    hits = (len(m), m.get_one(k1), miss[0] is m, miss[1], m.pop(k1, 1)[0].as_dict())
+    p = vp.new_pool(5, enable_events=True)
+    empty_usage = (p.usage(), vp.new_pool(1).usage())
+    pool_refusals = [rejection_of(f) for f in (lambda: vp.touch(p, [5]), lambda: vp.get_new_blocks(p, 5),
+                                               lambda: vp.free_blocks(p, [1]),
+                                               lambda: vp.insert_cached(vp.insert_cached(p, 1, k1), 1, k1))]
+    p, taken = vp.get_new_blocks(p, 2)
+    usage = p.usage()
+    p = vp.touch(p, [0, 1])
+    touched = p.ref_cnt
+    src = vp.CacheSource((1, 2, 3, 4), (h1, h2), (None, None))
+    same = vp.cache_full_blocks(p, src, [1, 2], 1, 1, 2) is p
+    too_many = rejection_of(lambda: vp.cache_full_blocks(p, src, [1, 2, 3], 0, 3, 2))
+    p = vp.cache_full_blocks(p, src, [0, 2], 0, 2, 2)
+    keys = p.block_key
+    p = vp.free_blocks(p, [0, 1, 1, 2])
+    freed = (p.ref_cnt, p.free.blocks)
+    refused_reset = vp.reset_prefix_cache(vp.touch(p, [3]))[1]
+    p = vp.evict_blocks(p, [2, 4])
+    evicted = p.block_key
+    p, cleared = vp.reset_prefix_cache(p)
+    p, events = vp.take_events(p)
+    return [("vLLM free queue 1..3: popleft_n(4), remove 7, append 1, prepend [7, 7], popleft_n(-1), popleft_n(True)",
+             queue_refusals, [Rej.CANNOT_GET_FREE_BLOCKS, Rej.BLOCK_NOT_FREE, Rej.BLOCK_ALREADY_FREE,
+                              Rej.BLOCK_ALREADY_FREE, Rej.BAD_COUNT, Rej.BAD_COUNT]),
+            ("vLLM hash map with blocks 1, 2 under one key: entries, first, pop of 3 (same map, None), pop of 1",
+             hits, (1, 1, True, None, {k1: (2,)})),
+            ("vLLM pool of 5: usage empty; usage of a 1-block pool; after taking 2", (*empty_usage, usage, taken),
+             (0.0, 0.0, 0.5, (1, 2))),
+            ("vLLM pool of 5: touch block 5, take 5, free a free block, hash a hashed block: rejected as",
+             pool_refusals, [Rej.UNKNOWN_BLOCK, Rej.CANNOT_GET_FREE_BLOCKS, Rej.BLOCK_ALREADY_FREE,
+                             Rej.BLOCK_ALREADY_HASHED]),
+            ("vLLM pool: ref counts after touching [0, 1]", touched, (0, 2, 1, 0, 0)),
+            ("vLLM cache_full_blocks: 1 of 1 cached is the same pool; 3 full blocks with 2 hashes rejected as",
+             (same, too_many), (True, Rej.BAD_COUNT)),
+            ("vLLM cache_full_blocks over table [0, 2]: block keys", keys, (None, None, key_with_group(h2, 0), None, None)),
+            ("vLLM free [0, 1, 1, 2]: ref counts, free queue (unhashed 1 in front, hashed 2 at the back)", freed,
+             ((0, 0, 0, 0, 0), (1, 3, 4, 2))),
+            ("vLLM reset_prefix_cache with block 3 in use; after evicting blocks 2, 4: keys; reset; drained events",
+             (refused_reset, evicted, cleared, [type(e).__name__ for e in events], p.events),
+             (False, (None,) * 5, True, ["BlockStored", "BlockRemoved", "AllBlocksCleared"], ()))]
 
 
 def _vllm_wire_rows() -> Rows:
