@@ -257,7 +257,62 @@ def adapter_projections() -> Rows:
              (True, 5, [1, 2, 3, 4, 5], False)),
             ("project_state of both specs, the same epoch", [project_state(alloc, s, ["r"], ["x"])["epoch"]
                                                              for s in ("KVAllocation", "CowPublication")],
-             [alloc.epoch] * 2)]
+             [alloc.epoch] * 2),
+            *_trace_history_rows()]
+
+
+def _trace_history_rows() -> Rows:
+    """KVAllocation's history variables as the trace recorder keeps them (2-token blocks, two groups): after an
+    append that rolls back, ``txn.phase`` is ``rolled_back``; a step that is not a KVAllocation action (a read lease)
+    is recorded as not in the spec and keeps ``hist`` and the rolled-back phase (a stutter); the next append's
+    reservation snapshots the state before it (r's 2 tokens); truncating r from 4 tokens to 1 frees group 0's
+    unkeyed tail (block 2, generation 1), which ``stale`` then names, and a rejected stale write sets ``stale`` back
+    to NoStale (block 0). A recorder without fixed requests takes the ids it sees as model values; an unknown
+    spec is refused by the recorder and by project_state."""
+    from kvexact.reference import adapters as ad
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.pool import GroupConfig
+
+    a = ad.ReferenceAdapter(ad.AdapterConfig(), requests=["r"])
+    rec = a.recorder
+    assert rec is not None
+    a.start("r", [1, 2])
+    failed = a.append_with_failure("r", 3).rejection
+    rolled = rec.records[-1]
+    lifecycle.retain_read(a.alloc, a.alloc.request("r").tables[0][0])
+    lease = rec.records[-1]
+    before = len(rec.records)
+    a.append("r", 3)
+    reserve = rec.records[before]
+    a.append("r", 4)
+    a.truncate("r", 1)
+    stale_after_truncate = rec.stale
+    writer = a.delayed_writer
+    assert writer is not None
+    a.stale_write(0, writer.block_id, writer.generation)
+    history = [failed, (rolled["action"], rolled["state"]["txn"].d["phase"]),
+               (lease["action"], lease.get("in_spec"), lease["state"]["txn"].d["phase"],
+                lease["state"]["hist"] == rolled["state"]["hist"]),
+               (reserve["action"], list(reserve["state"]["hist"].d["len"].d.values())),
+               stale_after_truncate, (rec.records[-1]["action"], rec.stale)]
+    free = Allocator([GroupConfig(0, 0, 2, 4)], [[1, 2]])
+    open_rec = ad.TraceRecorder("KVAllocation").attach(free)
+    free.allocate("z", [1])
+    refused = []
+    for bad in (lambda: ad.TraceRecorder("Nope"), lambda: ad.project_state(free, "Nope")):
+        try:
+            bad()
+            refused.append(None)
+        except ValueError as exc:
+            refused.append("unknown spec 'Nope'" in str(exc))
+    return [("trace history: rollback; its phase; a lease (not in spec, stutter: phase, hist kept); the next "
+             "reservation's hist len of r; stale after truncate to 1; after a rejected stale write",
+             history, ["ROLLED_BACK", ("append_rollback", "rolled_back"), ("retain_read", False, "rolled_back", True),
+                       ("append_reserve", [2]), {"grp": 0, "block": 2, "gen": 1},
+                       ("stale_write_rejected", {"grp": 0, "block": 0, "gen": 0})]),
+            ("recorder without fixed requests: request z a model value; unknown spec refused (recorder, projection)",
+             ("z" in open_rec.model_values, refused), (True, [True, True]))]
 
 
 def adapter_keys() -> Rows:

@@ -201,6 +201,24 @@ MUTANTS = [
     (vllm_pool, "cache_full_blocks", "if block_id == NULL_BLOCK_ID:", "if block_id != NULL_BLOCK_ID:", "peer units"),
     (vllm_pool, "reset_prefix_cache", "if pool.num_free_blocks != pool.num_blocks - 1:",
      "if pool.num_free_blocks == pool.num_blocks - 1:", "peer units"),
+    # the trace recorder's KVAllocation history branches and refusals (reference/adapters.py)
+    (adapters, "TraceRecorder.__init__", "if spec not in SPECS:", "if spec in SPECS:", "adapter projections"),
+    (adapters, "TraceRecorder.snapshot", "if self.requests is None:", "if self.requests is not None:",
+     "adapter projections"),
+    (adapters, "TraceRecorder.record", "        if action in self.actions:", "        if action not in self.actions:",
+     "adapter projections"),
+    (adapters, "TraceRecorder._kv_history", "if action not in self.actions:", "if action in self.actions:",
+     "adapter projections"),
+    (adapters, "TraceRecorder._kv_history", 'if prev["txn"]["phase"] == "rolled_back" and',
+     'if prev["txn"]["phase"] != "rolled_back" and', "adapter projections"),
+    (adapters, "TraceRecorder._kv_history", 'if action == "append_rollback":', 'if action != "append_rollback":',
+     "adapter projections"),
+    (adapters, "TraceRecorder._kv_history", 'if action == "stale_write_rejected":',
+     'if action != "stale_write_rejected":', "adapter projections"),
+    (adapters, "TraceRecorder._kv_history", 'and prev["ref"][g][b] == 1 and', 'and prev["ref"][g][b] == 2 and',
+     "adapter projections"),
+    (adapters, "project_state", 'if spec == "CowPublication":', 'if spec != "CowPublication":',
+     "adapter projections"),
 ]
 
 
