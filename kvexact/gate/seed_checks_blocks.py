@@ -342,7 +342,46 @@ def adapter_keys() -> Rows:
             ("truncate of 5 tokens to 2: the delayed writer's group and block",
              None if writer is None else (writer.cache_group_id, writer.block_id), (0, tails[0])),
             ("s's hit; s's first three blocks are r's, per group",
-             (hit, [a.table("s", g)[:3] == a.table("r", g) for g in (0, 1)]), (6, [True, True]))]
+             (hit, [a.table("s", g)[:3] == a.table("r", g) for g in (0, 1)]), (6, [True, True])),
+            *_adapter_check_rows()]
+
+
+def _adapter_check_rows() -> Rows:
+    """A ``--adapter`` that cannot be used is named by its problem (reference/adapters.py): exit 3 for one that
+    could not run, 2 for a bad argument; a factory without ``adapter_protocol`` is an allocator factory, one that
+    declares another protocol is refused; an object with none of the required methods is not an adapter, one that
+    lacks some names the first missing, one whose method cannot take the machines' arguments is refused, one
+    without an AdapterConfig is refused; the reference adapter passes, and a builtin optional method without a
+    signature is not checked."""
+    from kvexact.reference import adapters as ad
+
+    def problem(fn: Any) -> Any:
+        try:
+            fn()
+        except ad.AdapterError as exc:
+            return exc.problem
+        return None
+
+    def factory(config: Any) -> Any:
+        return None
+
+    declared = type("Declared", (), {"adapter_protocol": "nope", "__call__": staticmethod(factory)})()
+    good = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)
+    methods = {m: (lambda self, *args: None) for m in ad.REQUIRED_METHODS}
+    no_config = type("NoConfig", (), methods)()
+    half = type("Half", (), {"block_ids": methods["block_ids"]})()
+    narrow = type("Narrow", (), {**methods, "start": lambda self: None, "config": ad.AdapterConfig()})()
+    with_builtin = type("WithBuiltin", (), {**methods, "fork": print, "config": ad.AdapterConfig()})()
+    P = ad.AdapterProblem
+    return [("adapter errors: exit code of a factory that raised, of a bad protocol",
+             (ad.AdapterError(P.FACTORY_RAISED, "x").exit_code, ad.AdapterError(P.BAD_PROTOCOL, "x").exit_code), (3, 2)),
+            ("protocol of a plain factory; of one declaring 'nope'",
+             (ad.adapter_protocol(factory), problem(lambda: ad.adapter_protocol(declared))),
+             ("allocator", P.BAD_PROTOCOL)),
+            ("check_adapter: an object, block_ids only, start() without arguments, no config, the reference, "
+             "a builtin fork", [problem(lambda x=x: ad.check_adapter(x))
+                                for x in (object(), half, narrow, no_config, good, with_builtin)],
+             [P.NOT_AN_ADAPTER, P.MISSING_METHOD, P.METHOD_SIGNATURE, P.MISSING_METHOD, None, None])]
 
 
 def hybrid_windows_s17() -> Rows:

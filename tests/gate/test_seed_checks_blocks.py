@@ -219,6 +219,13 @@ MUTANTS = [
      "adapter projections"),
     (adapters, "project_state", 'if spec == "CowPublication":', 'if spec != "CowPublication":',
      "adapter projections"),
+    # a --adapter that cannot be used, named by its problem
+    (adapters, "adapter_protocol", "if protocol not in PROTOCOLS:", "if protocol in PROTOCOLS:", "adapter keys"),
+    (adapters, "check_adapter", 'if not isinstance(getattr(adapter, "config", None), AdapterConfig):',
+     'if isinstance(getattr(adapter, "config", None), AdapterConfig):', "adapter keys"),
+    (adapters, "check_methods", "    if not present:", "    if present:", "adapter keys"),
+    (adapters, "check_methods", "if method not in present:", "if method in present:", "adapter keys"),
+    (adapters, "check_methods", "if not callable(fn):", "if callable(fn):", "adapter keys"),
 ]
 
 
