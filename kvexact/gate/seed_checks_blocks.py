@@ -299,7 +299,7 @@ def _trace_history_rows() -> Rows:
     free = Allocator([GroupConfig(0, 0, 2, 4)], [[1, 2]])
     open_rec = ad.TraceRecorder("KVAllocation").attach(free)
     free.allocate("z", [1])
-    refused = []
+    refused: list[bool | None] = []
     for bad in (lambda: ad.TraceRecorder("Nope"), lambda: ad.project_state(free, "Nope")):
         try:
             bad()
