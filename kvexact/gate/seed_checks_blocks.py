@@ -373,7 +373,25 @@ def _adapter_check_rows() -> Rows:
     narrow = type("Narrow", (), {**methods, "start": lambda self: None, "config": ad.AdapterConfig()})()
     with_builtin = type("WithBuiltin", (), {**methods, "fork": print, "config": ad.AdapterConfig()})()
     P = ad.AdapterProblem
-    return [("adapter errors: exit code of a factory that raised, of a bad protocol",
+    # the reference adapter's refusals: caching an unknown request, evicting a prefix never published, starting an
+    # empty prompt; a block never allocated has generation 0, r's first block generation 1 (one allocation); a
+    # second cache of the same request publishes nothing new; the factory's adapter records no trace; once r is
+    # released, its published block [1, 2] is cached and free: evicting it is accepted, and then gone
+    ref = ad.reference_factory(ad.AdapterConfig())
+    ref.start("r", [1, 2, 3])
+    ref.cache("r")
+    keys = dict(ref.keys)
+    again = ref.cache("r").accepted
+    refusals = (ref.cache("nobody"), ref.evict((9, 9)), ref.start("e", []), ref.generation(0, 6),
+                ref.generation(0, ref.table("r", 0)[0]), again, ref.keys == keys, ref.recorder, ad.default_ident("7"))
+    rows: Rows = [("reference adapter: cache unknown, evict unpublished, start empty, generations, a second cache, "
+                   "its keys, recorder; default ident of '7'", refusals,
+                   (ad.OpResult(False, "UNKNOWN_REQUEST"), ad.OpResult(False, "CACHE_IDENTITY_MISSING"),
+                    ad.OpResult(False, "EMPTY_APPEND"), 0, 1, True, True, None, 7))]
+    ref.release("r")
+    rows.append(("reference adapter: evict r's published [1, 2] after r's release; cached prefixes after",
+                 (ref.evict((1, 2)).accepted, ref.cached_prefixes()), (True, [])))
+    return [*rows, ("adapter errors: exit code of a factory that raised, of a bad protocol",
              (ad.AdapterError(P.FACTORY_RAISED, "x").exit_code, ad.AdapterError(P.BAD_PROTOCOL, "x").exit_code), (3, 2)),
             ("protocol of a plain factory; of one declaring 'nope'",
              (ad.adapter_protocol(factory), problem(lambda: ad.adapter_protocol(declared))),

@@ -226,6 +226,10 @@ MUTANTS = [
     (adapters, "check_methods", "    if not present:", "    if present:", "adapter keys"),
     (adapters, "check_methods", "if method not in present:", "if method in present:", "adapter keys"),
     (adapters, "check_methods", "if not callable(fn):", "if callable(fn):", "adapter keys"),
+    (adapters, "ReferenceAdapter.cache", "if request_id not in self.alloc.requests:",
+     "if request_id in self.alloc.requests:", "adapter keys"),
+    (adapters, "ReferenceAdapter.evict", "        if key is None:", "        if key is not None:", "adapter keys"),
+    (adapters, "ReferenceAdapter.start", "            elif not prompt:", "            elif prompt:", "adapter keys"),
 ]
 
 
