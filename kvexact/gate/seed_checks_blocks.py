@@ -139,6 +139,18 @@ def allocator_block_sizes() -> Rows:
     long.self_check()  # 300 queued
     long.allocate("l2", list(range(257)))
     long.self_check()
+    # 0x04E (a partial block has no identity): 601 tokens in 2-token blocks take 301 blocks, the last holding 1 of
+    # 2 rows, so caching logical block 300 (the tail, both counts built at run time past the small-int cache) is
+    # refused while block 299 (full) is accepted
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import AllocRejection
+    from kvexact.reference.rejections import rejection_of
+
+    tail = Allocator([GroupConfig(0, 0, 2, 8)], [list(range(1, 302))])
+    tail.allocate("t", list(range(601)))
+    last = int("30" + "0")
+    tail_rows = (rejection_of(lambda: lifecycle.cache_block(tail, "t", last, "tail")),
+                 rejection_of(lambda: lifecycle.cache_block(tail, "t", last - 1, "full")))
     # 0x09C with the seed's B_row = 65,536 bytes (64 KiB a token, seed 0x02): P = 16, 20 shared tokens -> r = 4,
     # copy 2 r B_row = 524,288 bytes, destination P B_row = 1 MiB, capacity amplification 16 / 4 = 4
     cow = cow_cost(16)
@@ -147,6 +159,8 @@ def allocator_block_sizes() -> Rows:
             ("tokens of r", list(alloc.tokens_of("r")), [1, 2, 3, 4, 5, 6]),
             ("257 groups: tables of m", len(many.request("m").tables), 257),
             ("300 1-token blocks: blocks of l2 (257 tokens)", len(long.request("l2").tables[0]), 257),
+            ("601 tokens in 2-token blocks: cache the tail block 300; the full block 299", tail_rows,
+             (AllocRejection.CACHE_PARTIAL_BLOCK, None)),
             ("0x09C cow_cost(16) with the default row bytes: row bytes, r, copy, destination, amplification",
              (cow.row_bytes, cow.tail_rows, cow.copy_traffic_bytes, cow.destination_bytes, cow.capacity_amplification),
              (65536, 4, 524288, 1048576, 4))]
@@ -243,7 +257,62 @@ def adapter_projections() -> Rows:
              (True, 5, [1, 2, 3, 4, 5], False)),
             ("project_state of both specs, the same epoch", [project_state(alloc, s, ["r"], ["x"])["epoch"]
                                                              for s in ("KVAllocation", "CowPublication")],
-             [alloc.epoch] * 2)]
+             [alloc.epoch] * 2),
+            *_trace_history_rows()]
+
+
+def _trace_history_rows() -> Rows:
+    """KVAllocation's history variables as the trace recorder keeps them (2-token blocks, two groups): after an
+    append that rolls back, ``txn.phase`` is ``rolled_back``; a step that is not a KVAllocation action (a read lease)
+    is recorded as not in the spec and keeps ``hist`` and the rolled-back phase (a stutter); the next append's
+    reservation snapshots the state before it (r's 2 tokens); truncating r from 4 tokens to 1 frees group 0's
+    unkeyed tail (block 2, generation 1), which ``stale`` then names, and a rejected stale write sets ``stale`` back
+    to NoStale (block 0). A recorder without fixed requests takes the ids it sees as model values; an unknown
+    spec is refused by the recorder and by project_state."""
+    from kvexact.reference import adapters as ad
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.pool import GroupConfig
+
+    a = ad.ReferenceAdapter(ad.AdapterConfig(), requests=["r"])
+    rec = a.recorder
+    assert rec is not None
+    a.start("r", [1, 2])
+    failed = a.append_with_failure("r", 3).rejection
+    rolled = rec.records[-1]
+    lifecycle.retain_read(a.alloc, a.alloc.request("r").tables[0][0])
+    lease = rec.records[-1]
+    before = len(rec.records)
+    a.append("r", 3)
+    reserve = rec.records[before]
+    a.append("r", 4)
+    a.truncate("r", 1)
+    stale_after_truncate = rec.stale
+    writer = a.delayed_writer
+    assert writer is not None
+    a.stale_write(0, writer.block_id, writer.generation)
+    history = [failed, (rolled["action"], rolled["state"]["txn"].d["phase"]),
+               (lease["action"], lease.get("in_spec"), lease["state"]["txn"].d["phase"],
+                lease["state"]["hist"] == rolled["state"]["hist"]),
+               (reserve["action"], list(reserve["state"]["hist"].d["len"].d.values())),
+               stale_after_truncate, (rec.records[-1]["action"], rec.stale)]
+    free = Allocator([GroupConfig(0, 0, 2, 4)], [[1, 2]])
+    open_rec = ad.TraceRecorder("KVAllocation").attach(free)
+    free.allocate("z", [1])
+    refused: list[bool | None] = []
+    for bad in (lambda: ad.TraceRecorder("Nope"), lambda: ad.project_state(free, "Nope")):
+        try:
+            bad()
+            refused.append(None)
+        except ValueError as exc:
+            refused.append("unknown spec 'Nope'" in str(exc))
+    return [("trace history: rollback; its phase; a lease (not in spec, stutter: phase, hist kept); the next "
+             "reservation's hist len of r; stale after truncate to 1; after a rejected stale write",
+             history, ["ROLLED_BACK", ("append_rollback", "rolled_back"), ("retain_read", False, "rolled_back", True),
+                       ("append_reserve", [2]), {"grp": 0, "block": 2, "gen": 1},
+                       ("stale_write_rejected", {"grp": 0, "block": 0, "gen": 0})]),
+            ("recorder without fixed requests: request z a model value; unknown spec refused (recorder, projection)",
+             ("z" in open_rec.model_values, refused), (True, [True, True]))]
 
 
 def adapter_keys() -> Rows:
@@ -273,7 +342,64 @@ def adapter_keys() -> Rows:
             ("truncate of 5 tokens to 2: the delayed writer's group and block",
              None if writer is None else (writer.cache_group_id, writer.block_id), (0, tails[0])),
             ("s's hit; s's first three blocks are r's, per group",
-             (hit, [a.table("s", g)[:3] == a.table("r", g) for g in (0, 1)]), (6, [True, True]))]
+             (hit, [a.table("s", g)[:3] == a.table("r", g) for g in (0, 1)]), (6, [True, True])),
+            *_adapter_check_rows()]
+
+
+def _adapter_check_rows() -> Rows:
+    """A ``--adapter`` that cannot be used is named by its problem (reference/adapters.py): exit 3 for one that
+    could not run, 2 for a bad argument; a factory without ``adapter_protocol`` is an allocator factory, one that
+    declares another protocol is refused; an object with none of the required methods is not an adapter, one that
+    lacks some names the first missing, one whose method cannot take the machines' arguments is refused, one
+    without an AdapterConfig is refused; the reference adapter passes, and a builtin optional method without a
+    signature is not checked."""
+    from kvexact.reference import adapters as ad
+
+    def problem(fn: Any) -> Any:
+        try:
+            fn()
+        except ad.AdapterError as exc:
+            return exc.problem
+        return None
+
+    def factory(config: Any) -> Any:
+        return None
+
+    declared = type("Declared", (), {"adapter_protocol": "nope", "__call__": staticmethod(factory)})()
+    good = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)
+    methods = {m: (lambda self, *args: None) for m in ad.REQUIRED_METHODS}
+    no_config = type("NoConfig", (), methods)()
+    half = type("Half", (), {"block_ids": methods["block_ids"]})()
+    narrow = type("Narrow", (), {**methods, "start": lambda self: None, "config": ad.AdapterConfig()})()
+    with_builtin = type("WithBuiltin", (), {**methods, "fork": print, "config": ad.AdapterConfig()})()
+    P = ad.AdapterProblem
+    # the reference adapter's refusals: caching an unknown request, evicting a prefix never published, starting an
+    # empty prompt; a block never allocated has generation 0, r's first block generation 1 (one allocation); a
+    # second cache of the same request publishes nothing new; the factory's adapter records no trace; once r is
+    # released, its published block [1, 2] is cached and free: evicting it is accepted, and then gone
+    ref = ad.reference_factory(ad.AdapterConfig())
+    ref.start("r", [1, 2, 3])
+    ref.cache("r")
+    keys = dict(ref.keys)
+    again = ref.cache("r").accepted
+    refusals = (ref.cache("nobody"), ref.evict((9, 9)), ref.start("e", []), ref.generation(0, 6),
+                ref.generation(0, ref.table("r", 0)[0]), again, ref.keys == keys, ref.recorder, ad.default_ident("7"))
+    rows: Rows = [("reference adapter: cache unknown, evict unpublished, start empty, generations, a second cache, "
+                   "its keys, recorder; default ident of '7'", refusals,
+                   (ad.OpResult(False, "UNKNOWN_REQUEST"), ad.OpResult(False, "CACHE_IDENTITY_MISSING"),
+                    ad.OpResult(False, "EMPTY_APPEND"), 0, 1, True, True, None, 7))]
+    ref.release("r")
+    rows.append(("reference adapter: evict r's published [1, 2] after r's release; cached prefixes after",
+                 (ref.evict((1, 2)).accepted, ref.cached_prefixes()), (True, [])))
+    return [*rows, ("adapter errors: exit code of a factory that raised, of a bad protocol",
+             (ad.AdapterError(P.FACTORY_RAISED, "x").exit_code, ad.AdapterError(P.BAD_PROTOCOL, "x").exit_code), (3, 2)),
+            ("protocol of a plain factory; of one declaring 'nope'",
+             (ad.adapter_protocol(factory), problem(lambda: ad.adapter_protocol(declared))),
+             ("allocator", P.BAD_PROTOCOL)),
+            ("check_adapter: an object, block_ids only, start() without arguments, no config, the reference, "
+             "a builtin fork", [problem(lambda x=x: ad.check_adapter(x))
+                                for x in (object(), half, narrow, no_config, good, with_builtin)],
+             [P.NOT_AN_ADAPTER, P.MISSING_METHOD, P.METHOD_SIGNATURE, P.MISSING_METHOD, None, None])]
 
 
 def hybrid_windows_s17() -> Rows:
@@ -466,9 +592,73 @@ def sglang_orders_and_pools() -> Rows:
     # §7 the request table: a write at start position 3 fills columns 3 and 4 of the row and leaves its length
     offset_rows = ReqToTokenPool(1, 6)
     offset_rows.write(1, 3, [7, 8])
+    # §7 page size 1 details: alloc takes the first n or returns None when short; with need_sort an alloc larger than
+    # the free list merges the staged slots first (free 4..8 + staged [2, 1] -> 1, 2, 4, 5, 6, 7); a free group
+    # appends its slots in call order at its end; an empty free does nothing; free_segment at 0 frees; freed_log
+    # records each call
+    one = TokenToKVPoolAllocator(4)
+    one_short = one.alloc(5)
+    one_all = one.alloc(4)
+    one.freed_log = []
+    one.free_group_begin()
+    one.free([3])
+    one.free([1])
+    one.free_group_end()
+    one.free([])
+    one.free_segment([4], 0)
+    one_state = (one_short, one_all, list(one.free_pages), one.freed_log, one.available_size())
+    sorted_pool = TokenToKVPoolAllocator(8, need_sort=True)
+    sorted_pool.alloc(3)
+    sorted_pool.free([2, 1])
+    merged_alloc = sorted_pool.alloc(6)
+    # §7 page size 4 over 16 slots (pages 1..4): alloc(8) takes pages 1, 2 (slots 4..11); a free releases the sorted
+    # unique pages it touches to the front; free_segment releases one page per 4 slots in segment order; a free group
+    # releases its frees' pages first, then its segments' (each to the front, so the segment's page leads), and logs
+    # only the group's free call; need_sort stages pages and an alloc of more pages than are free merges them (free
+    # page 4 + staged 1, 2 -> pages 1, 2, 4: slots 4..11, 16..19); alloc of 6 slots is misaligned;
+    # page size 0 is refused; ReqToTokenPool frees a row to the end and reads a slice
+    pg = PagedTokenToKVPoolAllocator(16, 4)
+    pg_slots = pg.alloc(8)
+    pg.freed_log = []
+    pg.free([9, 4, 5])
+    after_free = list(pg.free_pages)
+    pg_again = pg.alloc(8)
+    pg.free_segment([8, 9, 10, 11, 4, 5, 6, 7], 0)
+    after_segment = list(pg.free_pages)
+    pg.alloc(16)
+    pg.free_group_begin()
+    pg.free_segment([12, 13, 14, 15])
+    pg.free([8])
+    pg.free([])
+    pg.free_group_end()
+    pg_state = (pg_slots, after_free, pg_again, after_segment, list(pg.free_pages), pg.freed_log, pg.available_size())
+    pgs = PagedTokenToKVPoolAllocator(16, 4, need_sort=True)
+    pgs.alloc(12)
+    pgs.free([11, 4])
+    pgs_staged = (list(pgs.free_pages), list(pgs.release_pages), pgs.available_size(), pgs.alloc(12))
+    req_rows = ReqToTokenPool(2, 4)
+    req_rows.alloc(2)
+    req_rows.free(1)
+    req_rows.write(2, 0, [5, 6, 7])
+    req_state = (req_rows.free_slots, req_rows.read(2, 1, 3), req_rows.alloc(2))
     # page size 3 over 9 slots: pages 1..3 hold slots 3..11 (page p holds p x 3 .. p x 3 + 2), all free at start
     paged3 = SGLangAdapter(9, page_size=3).partition()
-    return [("hit_count of [1, 2, 3, 4] and of [5, 6] after the second insert (inserted_len 4)", hit_counts, (1, 1)),
+    return [("page size 1, 4 slots: alloc(5), alloc(4), free list after a group [3], [1] and a segment [4], freed_log, "
+             "available", one_state, (None, [1, 2, 3, 4], [3, 1, 4], [(3, 1), (4,)], 3)),
+            ("need_sort: alloc(3) of 8, free [2, 1] staged, then alloc(6)", merged_alloc, [1, 2, 4, 5, 6, 7]),
+            ("page size 4, 16 slots: alloc(8); free list after free [9, 4, 5]; alloc(8); after a segment of pages 2, 1; "
+             "after a group (segment page 3, free page 2) with all taken; freed_log; available",
+             pg_state, ([4, 5, 6, 7, 8, 9, 10, 11], [1, 2, 3, 4], [4, 5, 6, 7, 8, 9, 10, 11], [2, 1, 3, 4], [3, 2],
+                        [(9, 4, 5), (8, 9, 10, 11, 4, 5, 6, 7), (8,)], 8)),
+            ("page size 4 with need_sort: after alloc(12) and free [11, 4]: free, staged, available, alloc(12)",
+             pgs_staged, ([4], [1, 2], 12, [4, 5, 6, 7, 8, 9, 10, 11, 16, 17, 18, 19])),
+            ("alloc(6) with page size 4; page size 0: rejected as",
+             (rejection_of(lambda: PagedTokenToKVPoolAllocator(16, 4).alloc(6)),
+              rejection_of(lambda: PagedTokenToKVPoolAllocator(16, 0))),
+             (SGLangRejection.PAGE_MISALIGNED_ALLOC, SGLangRejection.BAD_PAGE_SIZE)),
+            ("request rows: free list after alloc(2), free(1); row 2 columns 1..2 after a write of [5, 6, 7]; alloc(2)",
+             req_state, ([1], [6, 7], None)),
+            ("hit_count of [1, 2, 3, 4] and of [5, 6] after the second insert (inserted_len 4)", hit_counts, (1, 1)),
             ("row 1 after a write of [7, 8] at start position 3 (6 columns)", offset_rows.req_to_token[1],
              [0, 0, 0, 7, 8, 0]),
             ("page size 3, 9 slots: the slot universe; the free slots", (paged3.pool_slot_ids, paged3.free_slot_ids),
@@ -520,6 +710,7 @@ def peer_units() -> Rows:
         return RadixKey.of(a).bigram_view().match(RadixKey.of(b).bigram_view(), 1)
 
     key = RadixKey.of(list(range(12)), "test")
+    wire_rows = _vllm_wire_rows() + _vllm_pool_rows()
     # notes/vllm.md §5 step 7: with delay_cache_blocks (P/D) nothing is cached at allocation; cache_blocks(r, 8)
     # then registers r's 2 full 4-token blocks, so a 9-token request with r's tokens hits 0 before and 8 after
     d = VllmKVCacheManager.create(VllmConfig(11, 4))
@@ -528,7 +719,8 @@ def peer_units() -> Rows:
     before = d.get_computed_blocks(d.make_request("q", [*range(8), 99])).num_computed_tokens
     d = d.cache_blocks(r8, 8)
     after = d.get_computed_blocks(d.make_request("q", [*range(8), 99])).num_computed_tokens
-    return [("delayed caching: hit before and after cache_blocks(r, 8); a second call changes nothing",
+    return [*wire_rows,
+            ("delayed caching: hit before and after cache_blocks(r, 8); a second call changes nothing",
              (before, after, d.cache_blocks(r8, 8) is d), (0, 8, True)),
             ("queue 0-4: popleft, remove 2, append 2, prepend [5, 0], popleft_n(3), left, empty popleft", queue,
              [0, [1, 3, 4], [1, 3, 4, 2], [5, 0, 1, 3, 4, 2], [5, 0, 1], 3, PoolRejection.NO_FREE_BLOCKS]),
@@ -544,6 +736,126 @@ def peer_units() -> Rows:
             ("repr of 12 tokens under extra key test: names, extra key, ends in ...",
              (repr(key).startswith("RadixKey"), "extra_key='test'" in repr(key), "..." in repr(key),
               "..." in repr(RadixKey.of(list(range(10))))), (True, True, True, False))]
+
+
+def _vllm_pool_rows() -> Rows:
+    """notes/vllm.md §5 (the block pool, blocks 1..4 usable, block 0 the null block): usage = 1 - free / usable (0
+    with no usable block); the free queue and pool refuse what vLLM raises on; the hash map keeps duplicates in
+    insertion order and a pop of an id it does not hold changes nothing; touch and free skip the null block, a freed
+    unhashed block goes to the queue's front; cache_full_blocks with no new full block is a no-op, with more full
+    blocks than hashes is refused, and skips a null block in the table; evict_blocks drops an identity with one
+    BlockRemoved; reset_prefix_cache refuses while a block is in use, else clears every identity with
+    AllBlocksCleared, the queue order unchanged; take_events drains."""
+    from kvexact.reference.peers import vllm_pool as vp
+    from kvexact.reference.peers.vllm_hashing import key_with_group
+    from kvexact.reference.rejections import rejection_of
+
+    Rej = vp.PoolRejection
+    q = vp.FreeQueue(range(1, 4))
+    queue_refusals = [rejection_of(f) for f in (lambda: q.popleft_n(4), lambda: q.remove(7), lambda: q.append(1),
+                                                lambda: q.prepend_n([7, 7]), lambda: q.popleft_n(-1),
+                                                lambda: q.popleft_n(True))]
+    h1, h2 = bytes([1]) * 32, bytes([2]) * 32
+    k1 = key_with_group(h1, 0)
+    m = vp.HashToBlockMap().insert(k1, 1).insert(k1, 2)
+    miss = m.pop(k1, 3)
+    hits = (len(m), m.get_one(k1), miss[0] is m, miss[1], m.pop(k1, 1)[0].as_dict())
+    p = vp.new_pool(5, enable_events=True)
+    empty_usage = (p.usage(), vp.new_pool(1).usage())
+    pool_refusals = [rejection_of(f) for f in (lambda: vp.touch(p, [5]), lambda: vp.get_new_blocks(p, 5),
+                                               lambda: vp.free_blocks(p, [1]),
+                                               lambda: vp.insert_cached(vp.insert_cached(p, 1, k1), 1, k1))]
+    p, taken = vp.get_new_blocks(p, 2)
+    usage = p.usage()
+    p = vp.touch(p, [0, 1])
+    touched = p.ref_cnt
+    src = vp.CacheSource((1, 2, 3, 4), (h1, h2), (None, None))
+    same = vp.cache_full_blocks(p, src, [1, 2], 1, 1, 2) is p
+    too_many = rejection_of(lambda: vp.cache_full_blocks(p, src, [1, 2, 3], 0, 3, 2))
+    p = vp.cache_full_blocks(p, src, [0, 2], 0, 2, 2)
+    keys = p.block_key
+    p = vp.free_blocks(p, [0, 1, 1, 2])
+    freed = (p.ref_cnt, p.free.blocks)
+    refused_reset = vp.reset_prefix_cache(vp.touch(p, [3]))[1]
+    p = vp.evict_blocks(p, [2, 4])
+    evicted = p.block_key
+    p, cleared = vp.reset_prefix_cache(p)
+    p, events = vp.take_events(p)
+    return [("vLLM free queue 1..3: popleft_n(4), remove 7, append 1, prepend [7, 7], popleft_n(-1), popleft_n(True)",
+             queue_refusals, [Rej.CANNOT_GET_FREE_BLOCKS, Rej.BLOCK_NOT_FREE, Rej.BLOCK_ALREADY_FREE,
+                              Rej.BLOCK_ALREADY_FREE, Rej.BAD_COUNT, Rej.BAD_COUNT]),
+            ("vLLM hash map with blocks 1, 2 under one key: entries, first, pop of 3 (same map, None), pop of 1",
+             hits, (1, 1, True, None, {k1: (2,)})),
+            ("vLLM pool of 5: usage empty; usage of a 1-block pool; after taking 2", (*empty_usage, usage, taken),
+             (0.0, 0.0, 0.5, (1, 2))),
+            ("vLLM pool of 5: touch block 5, take 5, free a free block, hash a hashed block: rejected as",
+             pool_refusals, [Rej.UNKNOWN_BLOCK, Rej.CANNOT_GET_FREE_BLOCKS, Rej.BLOCK_ALREADY_FREE,
+                             Rej.BLOCK_ALREADY_HASHED]),
+            ("vLLM pool: ref counts after touching [0, 1]", touched, (0, 2, 1, 0, 0)),
+            ("vLLM cache_full_blocks: 1 of 1 cached is the same pool; 3 full blocks with 2 hashes rejected as",
+             (same, too_many), (True, Rej.BAD_COUNT)),
+            ("vLLM cache_full_blocks over table [0, 2]: block keys", keys, (None, None, key_with_group(h2, 0), None, None)),
+            ("vLLM free [0, 1, 1, 2]: ref counts, free queue (unhashed 1 in front, hashed 2 at the back)", freed,
+             ((0, 0, 0, 0, 0), (1, 3, 4, 2))),
+            ("vLLM reset_prefix_cache with block 3 in use; after evicting blocks 2, 4: keys; reset; drained events",
+             (refused_reset, evicted, cleared, [type(e).__name__ for e in events], p.events),
+             (False, (None,) * 5, True, ["BlockStored", "BlockRemoved", "AllBlocksCleared"], ()))]
+
+
+def _vllm_wire_rows() -> Rows:
+    """notes/vllm.md (KV events, vllm.distributed.kv_events): a batch is ``[ts, events, data_parallel_rank]`` in
+    MessagePack, each event a tagged array struct with every field in order (``BlockStored``: hashes, parent, token
+    ids, block size, lora id, medium, lora name, extra keys, group, spec kind; ``BlockRemoved``: hashes, medium,
+    group; msgspec's ``omit_defaults`` does not shorten array-like structs, jcrist/msgspec#720); the JSON encoder writes the same arrays; the ZMQ publisher sends ``[topic, seq,
+    payload]`` with an 8-byte big-endian sequence number from 0 (over a loopback socket pair)."""
+    import msgspec
+
+    from kvexact.reference.peers import vllm_pool as bp
+    from kvexact.reference.peers import vllm_wire as wire
+
+    stored = bp.BlockStored((11, 12), None, (1, 2, 3, 4), 2, None, None, (None, None), 0)
+    stored_g1 = bp.BlockStored((13,), 12, (5, 6), 2, 3, "a", ((1,),), 1, medium="CPU", kv_cache_spec_kind="full")
+    events = [stored, stored_g1, bp.BlockRemoved((11,), 0), bp.BlockRemoved((13,), 1), bp.AllBlocksCleared()]
+    decoded = msgspec.msgpack.decode(wire.encode_batch(events, ts=0.5, rank=2))
+    expected = [0.5, [["BlockStored", [11, 12], None, [1, 2, 3, 4], 2, None, "GPU", None, [None, None], 0, None],
+                      ["BlockStored", [13], 12, [5, 6], 2, 3, "CPU", "a", [[1]], 1, "full"],
+                      ["BlockRemoved", [11], "GPU", 0], ["BlockRemoved", [13], "GPU", 1], ["AllBlocksCleared"]], 2]
+    now = msgspec.msgpack.decode(wire.encode_batch([bp.AllBlocksCleared()]))
+    rows: Rows = [("vLLM wire batch (ts 0.5, rank 2) of two stores, two removals and a clear", decoded, expected),
+                  ("vLLM wire batch without ts or rank: ts a float, the events",
+                   (type(now[0]), now[1:]), (float, [[["AllBlocksCleared"]], None])),
+                  ("vLLM wire JSON batch (ts 0.0) of one removal",
+                   wire.encode_batch_json([bp.BlockRemoved((7,), 0)], ts=0.0), b'[0.0,[["BlockRemoved",[7],"GPU",0]],null]'),
+                  ("vLLM wire JSON batch without ts: ts a float, rank 4",
+                   [type(v) if i == 0 else v for i, v in enumerate(msgspec.json.decode(
+                       wire.encode_batch_json([], rank=4)))], [float, [], 4])]
+    import zmq
+
+    pub = wire.Publisher(topic=b"kv")
+    ctx = zmq.Context()
+    sub = ctx.socket(zmq.SUB)
+    sub.setsockopt(zmq.LINGER, 0)
+    try:
+        sub.setsockopt(zmq.SUBSCRIBE, b"kv")
+        sub.connect(pub.endpoint)
+        joined = pub.wait_for_subscriber(30.0)
+        pub.publish([bp.BlockRemoved((11,), 0)])
+        pub.publish([])
+        got = []
+        for _ in range(2):
+            if not sub.poll(30_000):
+                break
+            topic, seq, payload = sub.recv_multipart()
+            got.append((topic, seq, msgspec.msgpack.decode(payload)[1]))
+        bound = pub.endpoint.startswith("tcp://127.0.0.1:") and int(pub.endpoint.rsplit(":", 1)[1]) > 0
+    finally:
+        sub.close()
+        ctx.term()
+        pub.close()
+    rows.append(("vLLM ZMQ publisher on 127.0.0.1, a random port: bound, subscriber joined, two messages",
+                 (bound, joined, got, pub.seq),
+                 (True, True, [(b"kv", bytes(8), [["BlockRemoved", [11], "GPU", 0]]), (b"kv", bytes(7) + b"\x01", [])], 2)))
+    return rows
 
 
 def vllm_protocol_adapter() -> Rows:
