@@ -3,8 +3,8 @@
 vLLM (``vllm.distributed.kv_events``) encodes a ``KVEventBatch`` ``[ts, events, data_parallel_rank]`` with
 msgspec's MessagePack encoder; every event is a tagged, array-like struct: ``["BlockStored", block_hashes,
 parent_block_hash, token_ids, block_size, lora_id, medium, lora_name, extra_keys, group_idx, ...]``,
-``["BlockRemoved", block_hashes, medium, group_idx]``, ``["AllBlocksCleared"]``; trailing fields equal to
-their defaults are omitted. Its ZMQ publisher sends each batch as a multipart message ``[topic, seq,
+``["BlockRemoved", block_hashes, medium, group_idx]``, ``["AllBlocksCleared"]``; every field is sent, also
+one equal to its default (msgspec's ``omit_defaults`` leaves array-like structs whole). Its ZMQ publisher sends each batch as a multipart message ``[topic, seq,
 payload]`` on a PUB socket, ``seq`` an 8-byte big-endian counter. Field order after ``medium`` follows
 ``notes/vllm.md`` (0.33.0); a reader must accept longer or shorter tails.
 
