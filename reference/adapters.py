@@ -104,7 +104,7 @@ class AdapterConfig:
     block_tokens: int = 2
     num_groups: int = 2
     blocks_per_group: int = 6
-    row_bytes: tuple[int, ...] = (8, 4)
+    row_bytes: tuple[int, ...] = (8, 4)  # group g's bytes a token row: row_bytes[g mod len(row_bytes)]
 
 
 @attrs.frozen

@@ -1,0 +1,139 @@
+"""Adapter-side cases of the quick check ``reference-seed`` (registered in :mod:`kvexact.gate.seed_checks`): the
+reference adapter's pool geometry, its projections onto the specs' variables (``reference/adapters.py``), and the
+vLLM profile's block-pool self-check and hybrid publication (``reference/peers/vllm_pool.py``, ``vllm_hybrid.py``).
+
+Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from the specs
+(``spec/KVAllocation.tla``, ``spec/CowPublication.tla``), from ``notes/vllm.md``, from the documented contract of
+the code under test (its docstrings), or from the arithmetic written beside them, never from the reference's own
+output; a row that differs (or a case that raises) fails ``reference-seed`` by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Rows = list[tuple[str, Any, Any]]
+
+
+def adapter_geometry() -> Rows:
+    """``AdapterConfig.row_bytes`` gives group g the row bytes ``row_bytes[g mod len(row_bytes)]`` (its docstring):
+    3 groups over ``(8,)`` are 8, 8, 8 and 5 groups over ``(8, 4)`` are 8, 4, 8, 4, 8; such a reference adapter
+    starts a 3-token request in 2-token blocks on ceil(3 / 2) = 2 blocks of every group."""
+    from kvexact.reference import adapters as ad
+
+    out: Rows = []
+    for groups, row_bytes, expected in ((3, (8,), [8, 8, 8]), (5, (8, 4), [8, 4, 8, 4, 8])):
+        a = ad.ReferenceAdapter(ad.AdapterConfig(num_groups=groups, row_bytes=row_bytes), spec=None)
+        started = a.start("r", [1, 2, 3]).accepted
+        out.append((f"{groups} groups over row bytes {row_bytes}: row bytes per group; 3 tokens started, blocks",
+                    ([g.row_bytes for g in a.alloc.groups], started, [len(a.table("r", g)) for g in range(groups)]),
+                    (expected, True, [2] * groups)))
+    return out
+
+
+def adapter_idle_projections() -> Rows:
+    """The projections of requests and readers that hold nothing. CowPublication (line 74): a reader without a
+    snapshot is ``NoSnap == [on |-> FALSE, tables |-> [g |-> <<>>], len |-> 0, tokens |-> <<>>]``, both one that
+    never took a snapshot (y) and one whose snapshot was released (x, ``ReleaseSnapshot`` sets ``NoSnap``).
+    KVAllocation's projection: ``rgen[r]`` counts r's ended lifetimes (reference/adapters.py; a re-admitted
+    request starts one generation past its last ended one, reference/allocator.py): a request on its first
+    lifetime 0, one released and started again 1, one released 1, one never started 0."""
+    from kvexact.reference import adapters as ad
+    from kvexact.reference import lifecycle
+
+    no_snap = (False, {0: [], 1: []}, 0, [])  # the default geometry: groups 0 and 1
+    cow = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)
+    cow.start("r", [1, 2, 3])
+    lifecycle.reader_snapshot(cow.alloc, "x", "r")
+    held = ad.project_cow_publication(cow.alloc, ["r"], readers=["x", "y"])["snap"]
+    lifecycle.reader_release(cow.alloc, "x")
+    snap = ad.project_cow_publication(cow.alloc, ["r"], readers=["x", "y"])["snap"]
+    kv = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)
+    for rid, tokens in (("a", [1]), ("b", [2]), ("d", [4])):
+        kv.start(rid, tokens)
+    kv.release("b")
+    kv.start("b", [3])
+    kv.release("d")
+    rgen = ad.project_kv_allocation(kv.alloc, ["a", "b", "c", "d"])["rgen"]
+    return [("reader x holding r's snapshot: on, len", (held["x"]["on"], held["x"]["len"]), (True, 3)),
+            ("readers x (released) and y (never held): on, tables, len, tokens",
+             [(s["on"], dict(s["tables"]), s["len"], s["tokens"]) for s in (snap["x"], snap["y"])], [no_snap] * 2),
+            ("rgen of a (first lifetime), b (released, started again), c (never started), d (released)",
+             [rgen[r] for r in "abcd"], [0, 1, 0, 1])]
+
+
+def adapter_stale_tail() -> Rows:
+    """KVAllocation's ``Truncate(r, n)`` sets the history variable ``stale`` to r's old first-group tail only when
+    that tail goes back to the free pool (``ref[g][b] = 1 /\\ ident[g][b] = 0``), else leaves ``stale`` as it was.
+    In 2-token blocks: r (4 tokens, blocks 1, 2) publishes both blocks, s (5 tokens) hits them (4 tokens: the hit
+    stops one token short of the prompt) and takes block 3, and evicting the 4-token prefix drops block 2's
+    identity while r and s still map it (``Evict``: ref 2, ident 0). Truncating r to 2 tokens drops block 2, which
+    s still holds: ``stale`` stays NoStale (block 0). Truncating s to 2 tokens then drops blocks 2 and 3; its tail,
+    block 3 (ref 1, no identity, generation 1: allocated once), goes free and is ``stale``."""
+    from kvexact.reference import adapters as ad
+
+    a = ad.ReferenceAdapter(ad.AdapterConfig(), requests=["r", "s"])
+    rec = a.recorder
+    assert rec is not None
+    a.start("r", [1, 2, 3, 4])
+    a.cache("r")
+    hit = a.start("s", [1, 2, 3, 4, 5]).hit_tokens
+    evicted = a.evict((1, 2, 3, 4)).accepted
+    tables = [a.table(x, 0) for x in ("r", "s")]
+    a.truncate("r", 2)
+    shared = rec.stale
+    a.truncate("s", 2)
+    return [("s's hit, eviction accepted, group 0 tables of r and s", (hit, evicted, tables),
+             (4, True, [[1, 2], [1, 2, 3]])),
+            ("stale after r's truncate drops block 2, still mapped by s", shared, {"grp": 0, "block": 0, "gen": 0}),
+            ("stale after s's truncate drops its unshared tail", rec.stale, {"grp": 0, "block": 3, "gen": 1})]
+
+
+def vllm_pool_self_check() -> Rows:
+    """reference/peers/vllm_pool.py's invariant (notes/vllm.md §1): block 0 is the null block, and every other
+    block is in the free queue exactly when its ref count is 0. A fresh 4-block pool passes ``check``; the same
+    pool with block 1 taken out of the queue at ref count 0, or with block 1 at ref count 1 still queued, fails
+    it (AssertionError)."""
+    import attrs
+
+    from kvexact.reference.peers import vllm_pool as vp
+
+    def fails(pool: Any) -> bool:
+        try:
+            pool.check()
+        except AssertionError:
+            return True
+        return False
+
+    fresh = vp.new_pool(4)
+    return [("check fails: fresh pool; block 1 unqueued at ref 0; block 1 queued at ref 1",
+             [fails(fresh), fails(attrs.evolve(fresh, free=vp.FreeQueue((2, 3)))),
+              fails(attrs.evolve(fresh, ref_cnt=(0, 1, 0, 0)))], [False, True, True])]
+
+
+def vllm_hybrid_duplicates_s16() -> Rows:
+    """notes/vllm.md scenario 16 with §1's duplicates (full attention, blocks of 16): after C48 is cached, the
+    identical 48-token prompt hits only 32 tokens (the num_tokens - 1 cap), so its admission (``publish_request``)
+    takes one fresh block for block 2 and caches it too: the key of block 2 then maps to two blocks (no
+    de-duplication, as in scenarios 15 and 29). In a pool of 8 (7 usable) blocks that is 3 + 1 = 4 blocks taken,
+    3 free, and the key of block 2 on blocks 3 and 4 (the queue hands out 1, 2, 3, then 4). Evicting block 2's
+    first cached block leaves its duplicate, so C48 + [5] (49 tokens, cap 48) still hits 48."""
+    from kvexact.reference.peers import vllm_hybrid as vh
+    from kvexact.reference.peers import vllm_pool as vp
+    from kvexact.reference.peers.vllm_hashing import BlockHasher, key_with_group
+
+    c48 = [0] * 16 + [1] * 16 + [2] * 16
+    hashes = BlockHasher(16).hashes(c48)
+    specs = [vh.GroupSpec(16)]
+    pool = vp.new_pool(8)
+    for _ in range(2):
+        pool = vh.publish_request(pool, specs, hashes, 16, 48)
+    after = vh.stored_then_lookup(specs, [c48, c48], [(0, 0, 2)], [*c48, 5]).hit_length
+    return [("C48 admitted twice: free blocks, blocks of block 2's key",
+             (pool.num_free_blocks, pool.cached.as_dict().get(key_with_group(hashes[2], 0))), (7 - 4, (3, 4))),
+            ("C48 + [5] after one block of block 2's key is evicted: hit", after, 48)]
+
+
+CASES = {"adapter geometry": adapter_geometry, "adapter idle projections": adapter_idle_projections,
+         "adapter stale tail": adapter_stale_tail, "vllm pool self-check": vllm_pool_self_check,
+         "vllm hybrid duplicates s16": vllm_hybrid_duplicates_s16}

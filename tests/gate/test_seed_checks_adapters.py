@@ -1,0 +1,89 @@
+"""The adapter-side cases of reference-seed (kvexact/gate/seed_checks_adapters.py, issue #25): each passes on the
+reference, is registered in the quick check, and fails, naming itself, on a mutant of reference/ that survived the
+quick gate before it (the fresh seed-61 sample; cosmic-ray's mutated line applied to a copy of the module)."""
+
+from __future__ import annotations
+
+import pytest
+from test_seed_checks import mutant_module  # one line replaced, as cosmic-ray writes it
+
+from kvexact.gate import seed_checks, seed_checks_adapters
+from kvexact.gate.framework import Verdict
+from kvexact.reference import adapters
+from kvexact.reference.peers import vllm_hybrid, vllm_pool
+
+
+def _run(case: str):
+    return seed_checks.run_cases({case: seed_checks_adapters.CASES[case]})
+
+
+def test_every_adapter_case_passes_and_is_registered():
+    assert set(seed_checks_adapters.CASES) <= set(seed_checks.SEED_CASES)
+    for name in seed_checks_adapters.CASES:
+        result = _run(name)
+        assert result.verdict is Verdict.PASSED, result.detail
+
+
+# (module, attribute to patch ("Class.attr" for a method), line before, line after, case): the seed-61 survivors
+SURVIVORS = [
+    (adapters, "project_cow_publication",
+     'snap[x] = {"on": False, "tables": Fn({g: [] for g in groups}), "len": 0, "tokens": []}',
+     'snap[x] = {"on": False, "tables": Fn({g: [] for g in groups}), "len": -1, "tokens": []}',
+     "adapter idle projections"),
+    (adapters, "project_kv_allocation", "if r in alloc.requests else alloc.ended.get(r, 0)",
+     "if r in alloc.requests else alloc.ended.get(r, -1)", "adapter idle projections"),
+    (adapters, "TraceRecorder._kv_history",
+     'if len(kept) < len(old) and prev["ref"][g][b] == 1 and prev["ident"][g][b] == 0:',
+     'if len(kept) < len(old) and prev["ref"][g][b] >= 1 and prev["ident"][g][b] == 0:', "adapter stale tail"),
+    (adapters, "ReferenceAdapter.__init__", "config.row_bytes[g % len(config.row_bytes)]",
+     "config.row_bytes[g - len(config.row_bytes)]", "adapter geometry"),
+    (vllm_hybrid, "publish_request",
+     "hit = find_longest_cache_hit(pool, specs, hashes, hash_block_size, num_tokens - 1).hit_length",
+     "hit = find_longest_cache_hit(pool, specs, hashes, hash_block_size, num_tokens // 1).hit_length",
+     "vllm hybrid duplicates s16"),
+    (vllm_pool, "PoolState.check", "for b in range(1, self.num_blocks):", "for b in range( 2, self.num_blocks):",
+     "vllm pool self-check"),
+]
+
+
+@pytest.mark.parametrize("module, name, before, after, case", SURVIVORS,
+                         ids=lambda v: v if isinstance(v, str) and " " not in v else None)
+def test_a_seed61_survivor_fails_its_adapter_case(monkeypatch, module, name, before, after, case):
+    copy = mutant_module(monkeypatch, module, before, after)
+    owner, _, attr = name.rpartition(".")
+    target = getattr(module, owner) if owner else module
+    replacement = getattr(getattr(copy, owner) if owner else copy, attr)
+    monkeypatch.setattr(target, attr, replacement)
+    result = _run(case)
+    assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
+    assert case in result.detail
+
+
+def _stale_scenario_validation():
+    """The 'adapter stale tail' scenario recorded by the reference and validated as KVAllocation steps."""
+    from kvexact.conformance.trace import validate_recorded
+    from kvexact.spec import spec_dir
+
+    a = adapters.ReferenceAdapter(adapters.AdapterConfig(), requests=["r", "s"])
+    a.start("r", [1, 2, 3, 4])
+    a.cache("r")
+    a.start("s", [1, 2, 3, 4, 5])
+    a.evict((1, 2, 3, 4))
+    a.truncate("r", 2)
+    a.truncate("s", 2)
+    constants = {"Groups": {0, 1}, "Blocks": set(range(1, 7)), "Requests": {"r", "s"}, "NoReq": "NoReq", "P": 2,
+                 "MaxTokens": 32, "MaxGen": 64, "MaxEpoch": 64, "MaxVersion": 64}
+    return validate_recorded(a.recorder, constants, spec_dir() / "KVAllocation.tla", spec_dir() / "KVAllocation.cfg")
+
+
+def test_the_stale_tail_scenario_is_a_trace_of_kvallocation_and_the_mutant_is_not(monkeypatch):
+    """The case's expected ``stale`` values are KVAllocation's: its recorded trace validates against the spec, and
+    the recorder that sets ``stale`` for a dropped block still shared (ref 2) breaks the truncate step."""
+    result = _stale_scenario_validation()
+    assert result.ok, result.summary()
+    assert result.actions["truncate"] == 2 and result.actions["evict"] >= 1
+    _module, name, before, after, _case = SURVIVORS[2]
+    copy = mutant_module(monkeypatch, adapters, before, after)
+    monkeypatch.setattr(adapters.TraceRecorder, "_kv_history", copy.TraceRecorder._kv_history)
+    broken = _stale_scenario_validation()
+    assert not broken.ok and broken.failure is not None and broken.failure.action == "truncate"
