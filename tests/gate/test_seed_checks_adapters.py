@@ -82,8 +82,40 @@ def test_the_stale_tail_scenario_is_a_trace_of_kvallocation_and_the_mutant_is_no
     result = _stale_scenario_validation()
     assert result.ok, result.summary()
     assert result.actions["truncate"] == 2 and result.actions["evict"] >= 1
-    _module, name, before, after, _case = SURVIVORS[2]
+    _module, _name, before, after, _case = SURVIVORS[2]
     copy = mutant_module(monkeypatch, adapters, before, after)
     monkeypatch.setattr(adapters.TraceRecorder, "_kv_history", copy.TraceRecorder._kv_history)
     broken = _stale_scenario_validation()
     assert not broken.ok and broken.failure is not None and broken.failure.action == "truncate"
+
+
+def _reader_scenario_validation():
+    """r starts with 3 tokens, reader x snapshots r and releases it (reader y never takes one), recorded by the
+    reference and validated as CowPublication steps."""
+    from kvexact.conformance.trace import validate_recorded
+    from kvexact.reference import lifecycle
+    from kvexact.reference.pool import QueuePolicy
+    from kvexact.spec import spec_dir
+
+    a = adapters.ReferenceAdapter(adapters.AdapterConfig(), spec="CowPublication", requests=["r"],
+                                  readers=["x", "y"], policy=QueuePolicy.LOWEST_ID)
+    a.start("r", [1, 2, 3])
+    lifecycle.reader_snapshot(a.alloc, "x", "r")
+    lifecycle.reader_release(a.alloc, "x")
+    constants = {"Groups": {0, 1}, "Blocks": set(range(1, 7)), "Requests": {"r"}, "NoReq": "NoReq", "P": 2,
+                 "MaxTokens": 32, "MaxGen": 64, "MaxEpoch": 64, "MaxVersion": 64, "Readers": {"x", "y"},
+                 "Tokens": {1, 2, 3}}
+    return validate_recorded(a.recorder, constants, spec_dir() / "CowPublication.tla",
+                             spec_dir() / "CowPublication.cfg")
+
+
+def test_the_reader_scenario_is_a_trace_of_cowpublication_and_the_mutant_is_not(monkeypatch):
+    """The case's NoSnap is CowPublication's: a snapshot taken and released validates against the spec, and a
+    projection that gives a reader without a snapshot length -1 breaks it."""
+    result = _reader_scenario_validation()
+    assert result.ok, result.summary()
+    assert result.actions["reader_snapshot"] == 1 and result.actions["reader_release"] == 1
+    _module, _name, before, after, _case = SURVIVORS[0]
+    copy = mutant_module(monkeypatch, adapters, before, after)
+    monkeypatch.setattr(adapters, "project_cow_publication", copy.project_cow_publication)
+    assert not _reader_scenario_validation().ok
