@@ -41,7 +41,7 @@ def adapter_idle_projections() -> Rows:
     from kvexact.reference import adapters as ad
     from kvexact.reference import lifecycle
 
-    no_snap = (False, {0: [], 1: []}, 0, [])  # the default geometry: groups 0 and 1
+    no_snap: tuple[bool, dict[int, list[int]], int, list[int]] = (False, {0: [], 1: []}, 0, [])  # groups 0, 1
     cow = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)
     cow.start("r", [1, 2, 3])
     lifecycle.reader_snapshot(cow.alloc, "x", "r")
