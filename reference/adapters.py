@@ -305,15 +305,10 @@ class ReferenceAdapter:
             return OpResult(False, "ROLLED_BACK")
         return OpResult(True, copies=_copies(outcome))
 
-    def _key(self, prefix: tuple[int, ...]) -> str | None:
-        """The identity key of a full-block prefix, or None when it cannot be cached (position identity)."""
-        if self.stream is None:
-            return self.keys.setdefault(prefix, str(len(self.keys) + 1))
-        if prefix != self.stream[: len(prefix)]:
-            return None
-        key = str(len(prefix) // self.config.block_tokens)
-        self.keys[prefix] = key
-        return key
+    def _key(self, prefix: tuple[int, ...]) -> str:
+        """The content key of a full-block prefix without a stream (with one, ``cache`` goes through
+        :meth:`_publish` and the prefix cache instead)."""
+        return self.keys.setdefault(prefix, str(len(self.keys) + 1))
 
     def start(self, request_id: str, prompt: Sequence[int], scope: LookupScope = HOME) -> OpResult:
         if self.prefix is not None:
@@ -406,8 +401,6 @@ class ReferenceAdapter:
             return self._publish(request_id, tuple(tokens))
         for j in range(len(tokens) // p):
             key = self._key(tuple(tokens[: (j + 1) * p]))
-            if key is None:
-                break
             if lifecycle.lookup_all_groups(self.alloc, key) is not None:
                 continue
             rec = self.alloc.request(request_id)
