@@ -1003,6 +1003,62 @@ def sglang_scenarios() -> Rows:
     return out
 
 
+def allocator_checks_0x04F() -> Rows:
+    """The allocator's self-check counts every strong reference (0x05F): r's 3 tokens in 2-token blocks of pool 1000
+    with a reader's snapshot of r and two read leases on block 0 give block 0 four references (map, reader, two
+    leases) and block 1 two, and the self-check accepts that state (its own count of each reference agrees); it compares a table's handles with the pool by value,
+    so r's table rebuilt from ids read back from a wire (pool 1000 built at run time, an equal value, another
+    object) is still accepted, while a handle naming pool 1001 is refused as foreign. 0x04F: only a PUBLISHED
+    receipt has a successor to compensate: a compensation's own receipt (outcome COMPENSATED) is refused
+    (NOTHING_TO_COMPENSATE), like a rolled-back one. 0x0D: the free queue is exactly the pool minus the reachable
+    blocks, each once, so the worked ledger's queue 103..107 with block 107 listed twice is refused
+    (FREE_QUEUE_MISMATCH)."""
+    import attrs
+
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator, AllocRejection, SelfCheckFailed
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.labs.ledgers import worked_fixture
+    from kvexact.reference.ledgers import LedgerRejection, compute_ledger
+    from kvexact.reference.pool import GroupConfig
+    from kvexact.reference.rejections import rejection_of
+
+    def made() -> Allocator:
+        alloc = Allocator([GroupConfig(0, int("1000"), 2, 8)], [[1, 2, 3, 4]])
+        alloc.allocate("r", [1, 2, 3])
+        lifecycle.reader_snapshot(alloc, "x", "r")
+        for _ in range(2):
+            lifecycle.retain_read(alloc, alloc.request("r").tables[0][0])
+        return alloc
+
+    def checked(pool_id: int | None) -> str | None:
+        """The self-check's verdict on ``made()`` with r's table rebuilt naming ``pool_id`` (None: as it is)."""
+        alloc = made()
+        if pool_id is not None:
+            rec = alloc.request("r")
+            alloc.requests["r"] = attrs.evolve(rec, tables=(tuple(
+                BlockHandle(pool_id, h.cache_group_id, h.block_id, h.generation) for h in rec.tables[0]),))
+        try:
+            alloc.self_check()
+        except SelfCheckFailed as exc:
+            return "refused: stale or foreign" if "stale or foreign" in str(exc) else str(exc)
+        return None
+
+    held = made()
+    refs = [held.pools[0].refcount(h.block_id) for h in held.request("r").tables[0]]
+    plain = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+    compensation = lifecycle.compensate(plain, plain.allocate("r", [1, 2, 3]))
+    twice = attrs.evolve(worked_fixture(), free_queue_block_ids=(103, 104, 105, 106, 107, 107))
+    return [("r with a reader and two leases on block 0: references of blocks 0, 1", refs, [1 + 1 + 2, 1 + 1]),
+            ("self-check of that state; with r's table naming pool 1000 built at run time; naming pool 1001",
+             [checked(None), checked(int("10" + "00")), checked(1001)], [None, None, "refused: stale or foreign"]),
+            ("compensation of a compensation's receipt (COMPENSATED) rejected as",
+             (compensation.outcome, rejection_of(lambda: lifecycle.compensate(plain, compensation))),
+             ("COMPENSATED", AllocRejection.NOTHING_TO_COMPENSATE)),
+            ("worked ledger with block 107 twice in the free queue rejected as",
+             rejection_of(lambda: compute_ledger(twice)), LedgerRejection.FREE_QUEUE_MISMATCH)]
+
+
 CASES = {"adapter projections": adapter_projections, "allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release,
          "lifecycle leases": lifecycle_leases,
          "allocator block sizes": allocator_block_sizes, "allocator refusals": allocator_refusals, "pool policies": pool_policies, "adapter keys": adapter_keys,
@@ -1010,4 +1066,5 @@ CASES = {"adapter projections": adapter_projections, "allocator epochs": allocat
          "vllm hybrid alignment": vllm_hybrid_alignment, "sglang scenarios": sglang_scenarios,
          "reuse gate 0x0CD": reuse_gate_0x0CD,
          "vllm protocol adapter": vllm_protocol_adapter,
-         "sglang orders and pools": sglang_orders_and_pools, "peer units": peer_units}
+         "sglang orders and pools": sglang_orders_and_pools, "peer units": peer_units,
+         "allocator checks 0x04F": allocator_checks_0x04F}

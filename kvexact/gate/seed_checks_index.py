@@ -1258,6 +1258,59 @@ def identity_0x03_0x0CE() -> Rows:
     return out
 
 
+def bounds_0x03I_0x0CE() -> Rows:
+    """Bounds checked by order, not only at their edge (issue #25, the seed-51 survivors). 0x03I: Loop 4's A grown
+    to 35 tokens reads tokens 32, 33, 34 of layer 24 (group 1, 16-token blocks): token 32 is row 0 of block 2002,
+    which holds 1 row, so it resolves; rows 1 and 2 are not materialized (offset >= valid rows, not only ==).
+    0x0AA: every size of the geometry (kernel block, partition, warp, scalar) must be positive, so a negative one
+    is refused by name (NON_POSITIVE_SIZE) before any arithmetic; 0x0AB: a request length of -1, or a bool, in a
+    ragged ledger's batch is refused (NEGATIVE_LENGTH). 0x0CE (spec/NamespaceRevocation.tla): AuthorizationRejected
+    is enabled for an arrived request when ``rev[ns] # "none"``, so t1 arrived at its own namespace while t1's
+    revocation is at "advanced" (a state name that sorts before "none") is turned away, back to idle; and
+    RevokeStopAdmission needs ``nsGen[n] < MaxGen``: with MaxGen 1000 and t1 at generation 1000 (after 1000
+    revocations each generation is a new int object, here built at run time) a further revocation is refused
+    (REVOCATION_BOUND), at 999 it starts."""
+    import attrs
+
+    from kvexact.reference import revocation as rv
+    from kvexact.reference import translate as tr
+    from kvexact.reference import traversal as tv
+    from kvexact.reference.labs.translate import loop4_snapshot
+    from kvexact.reference.rejections import rejection_of
+
+    snap = loop4_snapshot()
+    grown = attrs.evolve(snap.request("A"), context_length_tokens=35)
+    snap = attrs.evolve(snap, requests=tuple(grown if r.request_id == "A" else r for r in snap.requests))
+    rows = [(t, rejection_of(lambda t=t: tr.resolve_kv_address(snap, "A", t, 24, "K", 0, 0))) for t in (32, 33, 34)]
+    T = tv.TraversalRejection
+    sizes = [("kernel_block_tokens", -16), ("partition_tokens", -512), ("warp_size", -32), ("scalar_bytes", -2)]
+    geometry = [(what, rejection_of(lambda what=what, v=v: tv.kernel_geometry(2049, **{"kernel_block_tokens": 16,
+                                                                                        what: v})))
+                for what, v in sizes]
+    ledgers = [rejection_of(lambda b=b: tv.ragged_table_ledger([64, b], 16)) for b in (-1, True)]
+    init = rv.RevState.init()
+    advanced = rv.play(init, [(rv.arrive, ("t1", "t1")), (rv.revoke_stop_admission, ("t1",)),
+                              (rv.revoke_advance_generation, ("t1",))])[0]
+    turned_away = rv.authorization_rejected(advanced, "t1")[0]
+
+    def at_generation(g: int) -> rv.RevState:
+        return attrs.evolve(init, max_gen=_big(1000), ns_gen={"t1": g, "t2": 0})
+
+    bound = [rejection_of(lambda g=g: rv.revoke_stop_admission(at_generation(g), "t1")) for g in (_big(1000),
+                                                                                                  _big(999))]
+    return [("A at 35 tokens, layer 24: tokens 32, 33, 34 refused as", rows,
+             [(32, None), (33, tr.TranslateRejection.ROW_NOT_MATERIALIZED),
+              (34, tr.TranslateRejection.ROW_NOT_MATERIALIZED)]),
+            ("kernel geometry at T = 2049 with one negative size refused as", geometry,
+             [(what, T.NON_POSITIVE_SIZE) for what, _v in sizes]),
+            ("ragged ledger of [64, -1], [64, True] at P_k = 16 refused as", ledgers, [T.NEGATIVE_LENGTH] * 2),
+            ("t1 arrived while t1's revocation is at advanced: rev, rejection of turning it away, t1's phase after",
+             (advanced.rev["t1"], rejection_of(lambda: rv.authorization_rejected(advanced, "t1")),
+              turned_away.req["t1"].phase), ("advanced", None, "idle")),
+            ("stop admission of t1 at generation 1000, 999 of MaxGen 1000 refused as", bound,
+             [rv.RevocationRejection.REVOCATION_BOUND, None])]
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -1278,4 +1331,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "frozen 0x03F": frozen_0x03F,
                "telemetry alerts 0x0CF": telemetry_alerts_0x0CF,
                "identity 0x06-0x08": identity_0x06_0x08,
-               "identity 0x03-0x0CE": identity_0x03_0x0CE}
+               "identity 0x03-0x0CE": identity_0x03_0x0CE,
+               "bounds 0x03I-0x0CE": bounds_0x03I_0x0CE}

@@ -230,6 +230,15 @@ MUTANTS = [
      "if request_id in self.alloc.requests:", "adapter keys"),
     (adapters, "ReferenceAdapter.evict", "        if key is None:", "        if key is not None:", "adapter keys"),
     (adapters, "ReferenceAdapter.start", "            elif not prompt:", "            elif prompt:", "adapter keys"),
+    # survivors of the fresh seed-51 sample over reference/
+    (allocator, "Allocator.self_check", "\n            refs[g][h.block_id] = refs[g].get(h.block_id, 0) + 1",
+     "\n            refs[g][h.block_id] = refs[g].get(h.block_id, 0) | 1", "allocator checks 0x04F"),
+    (allocator, "Allocator.self_check", "h.pool_id != pool.config.pool_id", "h.pool_id is not pool.config.pool_id",
+     "allocator checks 0x04F"),
+    (ledgers, "validate_fixture", "if len(set(free)) != len(free) or", "if len(set(free)) > len(free) or",
+     "allocator checks 0x04F"),
+    (lifecycle, "compensate", 'if receipt.outcome != "PUBLISHED":', 'if receipt.outcome > "PUBLISHED":',
+     "allocator checks 0x04F"),
 ]
 
 

@@ -80,6 +80,15 @@ SURVIVORS = [
      "    for s, q in []:\n        if len(q) != fx.d_qk:", "tables 0x0AB"),
     (vmm, "step_async", "donors = [s.slot for s in state.slots if not s.active and s.pages]",
      "donors = [s.slot for s in state.slots if s.active and s.pages]", "vmm spec 0x06F"),
+    # survivors of the fresh seed-51 sample over reference/ (bounds tested past their edge, refusals skipped)
+    (translate, "resolve_kv_address", "if o >= desc.valid_rows:", "if o == desc.valid_rows:", "bounds 0x03I-0x0CE"),
+    (traversal, "kernel_geometry", 'for value, what in ((kernel_block_tokens, "kernel_block_tokens"), (partition_tokens, '
+     '"partition_tokens"),\n                        (warp_size, "warp_size"), (scalar_bytes, "scalar_bytes")):',
+     "for value, what in []:", "bounds 0x03I-0x0CE"),
+    (traversal, "ragged_table_ledger", "for t in lengths_tokens:", "for t in []:", "bounds 0x03I-0x0CE"),
+    (revocation, "authorization_rejected", 's.rev[r.ns] != "none"', 's.rev[r.ns] > "none"', "bounds 0x03I-0x0CE"),
+    (revocation, "revoke_stop_admission", "_need(s.ns_gen[n] < s.max_gen,", "_need(s.ns_gen[n] is not s.max_gen,",
+     "bounds 0x03I-0x0CE"),
 ]
 
 
