@@ -1059,6 +1059,66 @@ def allocator_checks_0x04F() -> Rows:
              rejection_of(lambda: compute_ledger(twice)), LedgerRejection.FREE_QUEUE_MISMATCH)]
 
 
+def allocator_paths_0x05C() -> Rows:
+    """Allocator steps and refusals no other quick case reached (issue #25, lines no quick check executed). An
+    allocator needs one block id list per cache group and group ids 0..n-1 in order (ValueError otherwise). 0x05C
+    by hand: r holds one full 2-token block (tokens 1, 2); a boundary append of token 3 reserves group 0's
+    destination (RESERVED, r's block still one reference), the delayed writer of 0x05E holding that reserved
+    handle writes token 3 into it, and the append publishes: r reads 1, 2, 3, the destination is REFERENCED, and
+    the epoch is 2 (two transactions reserved blocks, DESIGN.md "Counters"). Step 1 with the superseded epoch 0 is
+    EPOCH_MISMATCH; allocating r again DUPLICATE_REQUEST; a prefix hit of no keys EMPTY_APPEND; a delayed write
+    through a handle of group 3 FOREIGN_POOL_HANDLE; a reader's snapshot released leaves each block one reference.
+    0x09C at P = 16 after 20 shared tokens of 64 KiB rows: r = 4 rows copied (4 x 64 KiB), traffic copy read +
+    copy write + the appended row (2 x 4 + 1 rows), amplification 2r + 1 = 9; a negative shared length is
+    refused (NEGATIVE_LENGTH), as is a negative free extent (NEGATIVE_SIZE, 0x02F). 0x0D: a claimed figure the
+    ledger does not have is a KeyError, a claim of the worked ledger's 3 unique blocks is accepted."""
+    from kvexact.gate.seed_checks_index import _raises
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator, AllocRejection
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.labs.ledgers import worked_fixture
+    from kvexact.reference.ledgers import LedgerRejection, cow_cost, external_fragmentation, reconcile
+    from kvexact.reference.pool import BlockState, GroupConfig, PoolRejection
+    from kvexact.reference.rejections import rejection_of
+
+    g0 = GroupConfig(0, 0, 2, 8)
+    built = [_raises(lambda: Allocator([g0], [[1], [2]])), _raises(lambda: Allocator([], [])),
+             _raises(lambda: Allocator([GroupConfig(1, 0, 2, 8)], [[1]]))]
+    alloc = Allocator([g0], [[1, 2, 3, 4]])
+    alloc.allocate("r", [1, 2])
+    txn = alloc.begin("append", "r", ("new",), (3,))
+    dest = alloc.append_reserve(txn, 0)
+    reserved = (alloc.block_state(dest), alloc.refcount(alloc.request("r").tables[0][0]))
+    lifecycle.delayed_write(alloc, dest, 0, 3)
+    alloc.append_write(txn)
+    alloc.append_publish(txn)
+    refused = [rejection_of(lambda: alloc.validate_expected("r", None, None, 0)),
+               rejection_of(lambda: alloc.allocate("r", [9])),
+               rejection_of(lambda: lifecycle.prefix_hit(alloc, "p", [])),
+               rejection_of(lambda: lifecycle.delayed_write(alloc, BlockHandle(0, 3, dest.block_id, 1), 0, 9))]
+    lifecycle.reader_snapshot(alloc, "x", "r")
+    lifecycle.reader_release(alloc, "x")
+    cow, row = cow_cost(16), 64 * 1024
+    return [("allocators of 1 group with 2 id lists, of no group, of group 1 alone", built, ["ValueError"] * 3),
+            ("r's boundary append: destination state, r's block 0 references", reserved, (BlockState.RESERVED, 1)),
+            ("after the delayed write and publication: r's tokens, destination state, epoch",
+             (alloc.tokens_of("r"), alloc.block_state(dest), alloc.epoch), ((1, 2, 3), BlockState.REFERENCED, 2)),
+            ("epoch 0 at step 1; allocate r again; prefix hit of no keys; delayed write in group 3: rejected as",
+             refused, [AllocRejection.EPOCH_MISMATCH, AllocRejection.DUPLICATE_REQUEST, AllocRejection.EMPTY_APPEND,
+                       PoolRejection.FOREIGN_POOL_HANDLE]),
+            ("references of r's blocks after a reader's snapshot is released",
+             [alloc.refcount(h) for h in alloc.request("r").tables[0]], [1, 1]),
+            ("0x09C cow_cost(16): copy payload, traffic, amplification", (cow.copy_payload_bytes, cow.traffic_bytes,
+                                                                          cow.amplification),
+             (4 * row, (2 * 4 + 1) * row, 2 * 4 + 1)),
+            ("shared length -1; free extents [4, -1] rejected as",
+             [rejection_of(lambda: cow_cost(16, -1)), rejection_of(lambda: external_fragmentation([4, -1]))],
+             [LedgerRejection.NEGATIVE_LENGTH, LedgerRejection.NEGATIVE_SIZE]),
+            ("claims of figure nope; of 3 unique blocks",
+             (_raises(lambda: reconcile(worked_fixture(), {"nope": 1})),
+              reconcile(worked_fixture(), {"unique_blocks": 3}).unique_blocks), ("KeyError", 3))]
+
+
 CASES = {"adapter projections": adapter_projections, "allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release,
          "lifecycle leases": lifecycle_leases,
          "allocator block sizes": allocator_block_sizes, "allocator refusals": allocator_refusals, "pool policies": pool_policies, "adapter keys": adapter_keys,
@@ -1067,4 +1127,5 @@ CASES = {"adapter projections": adapter_projections, "allocator epochs": allocat
          "reuse gate 0x0CD": reuse_gate_0x0CD,
          "vllm protocol adapter": vllm_protocol_adapter,
          "sglang orders and pools": sglang_orders_and_pools, "peer units": peer_units,
-         "allocator checks 0x04F": allocator_checks_0x04F}
+         "allocator checks 0x04F": allocator_checks_0x04F,
+         "allocator paths 0x05C": allocator_paths_0x05C}

@@ -1311,6 +1311,65 @@ def bounds_0x03I_0x0CE() -> Rows:
              [rv.RevocationRejection.REVOCATION_BOUND, None])]
 
 
+def refusals_0x03_0x08() -> Rows:
+    """Refusals no other quick case reached (issue #25, lines no quick check executed). 0x0A: decoding Loop 4's A
+    (33 tokens, 3 blocks of 16) in group 1 with its table cut to 2 handles, or with its block 2001 renamed 2009 (no
+    descriptor), is refused (TABLE_INDEX_OUT_OF_RANGE, UNKNOWN_PHYSICAL_ID); a snapshot without group 1's pool
+    has no pool to read (MISSING_GROUP_POOL). 0x08 (the normative radix index): an empty tree needs a non-negative
+    pool size and first slot (MALFORMED_INPUT) and a positive int page size (BAD_PAGE_SIZE); the path of a node
+    that is not in the tree is refused (UNKNOWN_NODE); slots are non-negative ints (MALFORMED_INPUT), each once
+    in one list (DUPLICATE_INPUT_SLOT); a decode step of a request that holds nothing is UNKNOWN_REQUEST; a
+    publication's tokens and slots pair up one to one (TOKEN_SLOT_LENGTH_MISMATCH), its new slots lie in the pool
+    (SLOT_OUT_OF_POOL) and are free (OWNED_SLOT_REUSE). After q reserves slots 1, 2, 3 of 1..4 and caches [5, 6]
+    in slots 1, 2, the tree owns slots 1, 2 and q's private tail is slot 3."""
+    import attrs
+
+    from kvexact.reference import radix
+    from kvexact.reference import translate as tr
+    from kvexact.reference import traversal as tv
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.labs.translate import loop4_snapshot
+    from kvexact.reference.rejections import rejection_of
+
+    snap = loop4_snapshot()
+    a = snap.request("A")
+
+    def with_g1(table: tuple[BlockHandle, ...]) -> tr.KVSnapshot:
+        changed = attrs.evolve(a, block_tables=((0, a.table(0)), (1, table)))
+        return attrs.evolve(snap, requests=tuple(changed if r.request_id == "A" else r for r in snap.requests))
+
+    g1 = a.table(1)
+    renamed = (g1[0], attrs.evolve(g1[1], block_id=2009), g1[2])
+    no_pool = attrs.evolve(snap, pools=snap.pools[:1])
+    T = tr.TranslateRejection
+    decode = [rejection_of(lambda s=s: tv.decode_traversal(s, "A", 1)) for s in (with_g1(g1[:2]), with_g1(renamed),
+                                                                                 no_pool)]
+    R, E = radix.RadixRejection, radix.RadixState.empty
+    empties = [rejection_of(f) for f in (lambda: E(-1), lambda: E(4, first_slot_id=-1), lambda: E(4, page_size=0),
+                                         lambda: E(4, page_size=True))]
+    tree = radix.reserve(E(4, first_slot_id=1), "q", [1, 2, 3])[0]
+    tree = radix.insert(tree, [5, 6], [1, 2], "q")[0]
+    inputs = [rejection_of(f) for f in (lambda: tree.path(99), lambda: radix.reserve(tree, "p", [4, -1]),
+                                        lambda: radix.reserve(tree, "p", [4, True]),
+                                        lambda: radix.reserve(tree, "p", [4, 4]),
+                                        lambda: radix.decode(tree, "z", 7, 4))]
+    fresh = E(4, first_slot_id=1)
+    held = radix.reserve(fresh, "o", [1])[0]
+    published = [rejection_of(f) for f in (lambda: radix.publish_unfinished(fresh, "q", [1, 2], [1]),
+                                           lambda: radix.publish_unfinished(fresh, "q", [1], [9]),
+                                           lambda: radix.publish_unfinished(held, "q", [1], [1]))]
+    return [("decode A in group 1: table of 2 of 3 blocks; block 2009; without group 1's pool: refused as", decode,
+             [T.TABLE_INDEX_OUT_OF_RANGE, T.UNKNOWN_PHYSICAL_ID, T.MISSING_GROUP_POOL]),
+            ("empty trees of -1 slots, first slot -1, page size 0, page size True refused as", empties,
+             [R.MALFORMED_INPUT, R.MALFORMED_INPUT, R.BAD_PAGE_SIZE, R.BAD_PAGE_SIZE]),
+            ("path of node 99; reserve [4, -1], [4, True], [4, 4]; decode for z: refused as", inputs,
+             [R.UNKNOWN_NODE, R.MALFORMED_INPUT, R.MALFORMED_INPUT, R.DUPLICATE_INPUT_SLOT, R.UNKNOWN_REQUEST]),
+            ("publish 2 tokens in 1 slot; into slot 9 of 1..4; into o's slot 1: refused as", published,
+             [R.TOKEN_SLOT_LENGTH_MISMATCH, R.SLOT_OUT_OF_POOL, R.OWNED_SLOT_REUSE]),
+            ("after q caches [5, 6] in slots 1, 2 of its 1, 2, 3: tree slots, private slots",
+             (sorted(tree.tree_slot_ids()), sorted(tree.all_private_slot_ids())), ([1, 2], [3]))]
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -1332,4 +1391,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "telemetry alerts 0x0CF": telemetry_alerts_0x0CF,
                "identity 0x06-0x08": identity_0x06_0x08,
                "identity 0x03-0x0CE": identity_0x03_0x0CE,
-               "bounds 0x03I-0x0CE": bounds_0x03I_0x0CE}
+               "bounds 0x03I-0x0CE": bounds_0x03I_0x0CE,
+               "refusals 0x03-0x08": refusals_0x03_0x08}

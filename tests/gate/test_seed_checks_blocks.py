@@ -239,6 +239,18 @@ MUTANTS = [
      "allocator checks 0x04F"),
     (lifecycle, "compensate", 'if receipt.outcome != "PUBLISHED":', 'if receipt.outcome > "PUBLISHED":',
      "allocator checks 0x04F"),
+    # lines no quick check executed before (their conditions turned never-true, or the branch taken the other way)
+    (allocator, "Allocator.__init__", "if not groups or len(groups) != len(block_ids):",
+     "if not groups and len(groups) != len(block_ids):", "allocator paths 0x05C"),
+    (allocator, "Allocator.validate_expected", "if expected_epoch is not None and expected_epoch != self.epoch:",
+     "if expected_epoch is None and expected_epoch != self.epoch:", "allocator paths 0x05C"),
+    (lifecycle, "delayed_write", '== "cow" else alloc.write_rows', '!= "cow" else alloc.write_rows',
+     "allocator paths 0x05C"),
+    (lifecycle, "reader_release", "if reader_id not in alloc.readers:", "if reader_id in alloc.readers:",
+     "allocator paths 0x05C"),
+    (ledgers, "cow_cost", "or shared_tokens < 0:", "or shared_tokens < -1:", "allocator paths 0x05C"),
+    (ledgers, "external_fragmentation", "or e < 0:", "or e < -1:", "allocator paths 0x05C"),
+    (ledgers, "reconcile", "if not hasattr(ledger, name):", "if hasattr(ledger, name):", "allocator paths 0x05C"),
 ]
 
 

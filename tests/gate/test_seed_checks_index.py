@@ -89,6 +89,14 @@ SURVIVORS = [
     (revocation, "authorization_rejected", 's.rev[r.ns] != "none"', 's.rev[r.ns] > "none"', "bounds 0x03I-0x0CE"),
     (revocation, "revoke_stop_admission", "_need(s.ns_gen[n] < s.max_gen,", "_need(s.ns_gen[n] is not s.max_gen,",
      "bounds 0x03I-0x0CE"),
+    # refusals on lines no quick check executed before (their conditions turned never-true)
+    (traversal, "decode_traversal", "if j >= len(table):", "if j > len(table):", "refusals 0x03-0x08"),
+    (traversal, "decode_traversal", "        if desc is None:", "        if desc is not None:", "refusals 0x03-0x08"),
+    (radix, "RadixState.empty", "or page_size < 1:", "or page_size < 0:", "refusals 0x03-0x08"),
+    (radix, "reserve", '    slots = _ints("slot_ids", slot_ids)\n    if len(set(slots)) != len(slots):',
+     '    slots = _ints("slot_ids", slot_ids)\n    if len(set(slots)) > len(slots):', "refusals 0x03-0x08"),
+    (radix, "decode", "    if request_id not in state.requests:", "    if request_id in state.requests:",
+     "refusals 0x03-0x08"),
 ]
 
 
