@@ -1071,7 +1071,10 @@ def allocator_paths_0x05C() -> Rows:
     0x09C at P = 16 after 20 shared tokens of 64 KiB rows: r = 4 rows copied (4 x 64 KiB), traffic copy read +
     copy write + the appended row (2 x 4 + 1 rows), amplification 2r + 1 = 9; a negative shared length is
     refused (NEGATIVE_LENGTH), as is a negative free extent (NEGATIVE_SIZE, 0x02F). 0x0D: a claimed figure the
-    ledger does not have is a KeyError, a claim of the worked ledger's 3 unique blocks is accepted."""
+    ledger does not have is a KeyError, a claim of the worked ledger's 3 unique blocks is accepted. 0x04E with
+    block sizes that differ per group (2 and 4 tokens): r = [1, 2] appending 3 reserves a new block in group 0
+    (a boundary) and writes group 1's 2-row tail in place, or copies it on write (2 rows) while s shares it; one
+    transaction either way, r reads 1, 2, 3 and s still 1, 2."""
     from kvexact.gate.seed_checks_index import _raises
     from kvexact.reference import lifecycle
     from kvexact.reference.allocator import Allocator, AllocRejection
@@ -1099,6 +1102,18 @@ def allocator_paths_0x05C() -> Rows:
     lifecycle.reader_snapshot(alloc, "x", "r")
     lifecycle.reader_release(alloc, "x")
     cow, row = cow_cost(16), 64 * 1024
+
+    def mixed(forked: bool) -> tuple[Any, ...]:
+        """r = [1, 2] in groups of 2- and 4-token blocks (s forked from it or not), then token 3 appended."""
+        two = Allocator([g0, GroupConfig(1, 1, 4, 8)], [[1, 2, 3, 4]] * 2)
+        two.allocate("r", [1, 2])
+        if forked:
+            lifecycle.fork(two, "r", "s")
+        receipt = two.append("r", 3)
+        two.self_check()
+        return (receipt.paths, receipt.new_physical_blocks, receipt.copied_rows,
+                [len(t) for t in two.request("r").tables], two.tokens_of("r"),
+                two.tokens_of("s") if forked else None, two.epoch)
     return [("allocators of 1 group with 2 id lists, of no group, of group 1 alone", built, ["ValueError"] * 3),
             ("r's boundary append: destination state, r's block 0 references", reserved, (BlockState.RESERVED, 1)),
             ("after the delayed write and publication: r's tokens, destination state, epoch",
@@ -1114,6 +1129,12 @@ def allocator_paths_0x05C() -> Rows:
             ("shared length -1; free extents [4, -1] rejected as",
              [rejection_of(lambda: cow_cost(16, -1)), rejection_of(lambda: external_fragmentation([4, -1]))],
              [LedgerRejection.NEGATIVE_LENGTH, LedgerRejection.NEGATIVE_SIZE]),
+            # 0x04E with a block size per group: group 0 (2 tokens) is at a boundary and reserves a new block while
+            # group 1 (4 tokens, 2 rows) writes its tail in place, or copies it on write when s shares it
+            ("[1, 2] + 3 in 2- and 4-token groups: paths, new blocks, copied rows, blocks, tokens of r, of s, epoch",
+             [mixed(False), mixed(True)],
+             [(("new", "unique"), 1, 0, [2, 1], (1, 2, 3), None, 2),
+              (("new", "cow"), 2, 2, [2, 1], (1, 2, 3), (1, 2), 2)]),
             ("claims of figure nope; of 3 unique blocks",
              (_raises(lambda: reconcile(worked_fixture(), {"nope": 1})),
               reconcile(worked_fixture(), {"unique_blocks": 3}).unique_blocks), ("KeyError", 3))]

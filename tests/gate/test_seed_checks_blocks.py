@@ -254,6 +254,42 @@ MUTANTS = [
 ]
 
 
+# The allocator's appends with a block size per group (0x04E) as they were before the fix: a group at a boundary next
+# to one appending in place crashed naming a destination the in-place group never had; next to a COW group, the
+# boundary path's append_write ran after cow_begin and was refused, and publication wanted READY_TO_PUBLISH.
+MIXED_PATH_BUGS = [
+    ("Allocator._boundary_params", '"dest": {g: 0 if d is None else d.block_id for g, d in enumerate(dests)}}',
+     '"dest": {g: d.block_id for g, d in enumerate(dests)}}'),
+    ("Allocator._fill_steps", 'if "new" in txn.plan and not cow:', 'if "new" in txn.plan:'),
+    ("Allocator._publish", 'if not cow and "new" in txn.plan and txn.publication_state != "READY_TO_PUBLISH":',
+     'if "new" in txn.plan and txn.publication_state != "READY_TO_PUBLISH":'),
+]
+
+
+@pytest.mark.parametrize("name, before, after", MIXED_PATH_BUGS, ids=[n for n, _b, _a in MIXED_PATH_BUGS])
+def test_the_mixed_path_append_bugs_fail_allocator_paths(monkeypatch, name, before, after):
+    patch_function(monkeypatch, allocator, name, before, after)
+    assert case_fails("allocator paths 0x05C")
+
+
+def test_a_mixed_path_append_checks_the_new_blocks_frontier():
+    """With a COW group, cow_validate also checks the boundary group's new block: a new block holding a row other
+    than the appended token is refused (FRONTIER_NOT_VALID) before publication."""
+    from kvexact.reference import lifecycle as lc
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 4, 8)], [[1, 2, 3, 4]] * 2)
+    alloc.allocate("r", [1, 2])
+    lc.fork(alloc, "r", "s")
+    txn = alloc.begin("append", "r", ("new", "cow"), (3,))
+    alloc.cow_begin(txn)
+    dest = alloc.append_reserve(txn, 0)
+    alloc.cow_reserve(txn, 1)
+    alloc.write_rows(txn, 0, dest, 0, (9,))
+    alloc.cow_copy(txn, 1, 2)
+    alloc.cow_write(txn, 1, alloc._destination(alloc._txn(txn), 1), 2, (3,))
+    assert rejection_of(lambda: alloc.cow_validate(txn)) is AllocRejection.FRONTIER_NOT_VALID
+
+
 @pytest.mark.parametrize("module, name, before, after, case", MUTANTS,
                          ids=lambda v: v if isinstance(v, str) and " " not in v else None)
 def test_a_block_side_mutant_fails_reference_seed_by_case(monkeypatch, module, name, before, after, case):
