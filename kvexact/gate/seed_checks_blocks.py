@@ -1140,6 +1140,68 @@ def allocator_paths_0x05C() -> Rows:
               reconcile(worked_fixture(), {"unique_blocks": 3}).unique_blocks), ("KeyError", 3))]
 
 
+def allocator_steps_0x05C() -> Rows:
+    """0x05C's steps out of order, each refused by name with the state unchanged (lines no quick check executed;
+    one group of 2-token blocks 1..6). A boundary append of token 3 to r = [1, 2] (0x04A): a second reservation
+    of its destination, the COW steps (cow_begin, cow_write, cow_validate, cow_rollback) on its "new" path and a
+    write into r's published block 0 are WRONG_STEP_FOR_PATH or STEP_OUT_OF_ORDER; append_write before the row is
+    written, and publication before append_write, are STEP_OUT_OF_ORDER. An in-place append of token 2 to r = [1]
+    (0x04E "unique") published unwritten, or with token 9 written in its place, shows a frontier that does not hold
+    the successor's rows (FRONTIER_NOT_VALID). A COW append of token 2 to r = [1] shared with s: write_rows on the
+    COW group, a copy before the destination is reserved, a write before the copy, and a second copy are refused;
+    the steps in order then publish r = 1, 2 while s keeps 1."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.allocator import AllocRejection as A
+    from kvexact.reference.pool import GroupConfig
+    from kvexact.reference.rejections import rejection_of
+
+    def made(tokens: list[int], fork: bool = False) -> Allocator:
+        alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4, 5, 6]])
+        alloc.allocate("r", tokens)
+        if fork:
+            lifecycle.fork(alloc, "r", "s")
+        return alloc
+
+    b = made([1, 2])
+    tb = b.begin("append", "r", ("new",), (3,))
+    dest, r0 = b.append_reserve(tb, 0), b.request("r").tables[0][0]
+    boundary = [rejection_of(f) for f in (lambda: b.append_reserve(tb, 0), lambda: b.append_write(tb),
+                                          lambda: b.cow_begin(tb), lambda: b.cow_write(tb, 0, dest, 0, (3,)),
+                                          lambda: b.cow_validate(tb), lambda: b.cow_rollback(tb, b.journal.mark()),
+                                          lambda: b.write_rows(tb, 0, r0, 0, (3,)))]
+    b.write_rows(tb, 0, dest, 0, (3,))
+    boundary.append(rejection_of(lambda: b.append_publish(tb)))
+    u = made([1])
+    tu = u.begin("append", "r", ("unique",), (2,))
+    in_place = [rejection_of(lambda: u.append_in_place(tu))]
+    u.write_rows(tu, 0, u.request("r").tables[0][0], 1, (9,))
+    in_place.append(rejection_of(lambda: u.append_in_place(tu)))
+    c = made([1], fork=True)
+    tc = c.begin("append", "r", ("cow",), (2,))
+    cow = [rejection_of(lambda: c.write_rows(tc, 0, c.request("r").tables[0][0], 1, (2,)))]
+    c.cow_begin(tc)
+    cow.append(rejection_of(lambda: c.cow_copy(tc, 0, 1)))
+    cdest = c.cow_reserve(tc, 0)
+    cow.append(rejection_of(lambda: c.cow_write(tc, 0, cdest, 1, (2,))))
+    c.cow_copy(tc, 0, 1)
+    cow.append(rejection_of(lambda: c.cow_copy(tc, 0, 1)))
+    c.cow_write(tc, 0, cdest, 1, (2,))
+    c.cow_validate(tc)
+    c.cow_publish(tc)
+    c.cow_release_sources(tc)
+    c.self_check()
+    return [("boundary append: reserve twice, append_write unwritten, cow_begin, cow_write, cow_validate, "
+             "cow_rollback, write r's block 0, publish before append_write: rejected as", boundary,
+             [A.WRONG_STEP_FOR_PATH, A.STEP_OUT_OF_ORDER, A.STEP_OUT_OF_ORDER, A.WRONG_STEP_FOR_PATH,
+              A.STEP_OUT_OF_ORDER, A.WRONG_STEP_FOR_PATH, A.WRONG_STEP_FOR_PATH, A.STEP_OUT_OF_ORDER]),
+            ("in-place append published unwritten; with token 9 written: rejected as", in_place,
+             [A.FRONTIER_NOT_VALID] * 2),
+            ("COW append: write_rows, copy before reserve, write before copy, copy twice: rejected as", cow,
+             [A.WRONG_STEP_FOR_PATH, A.STEP_OUT_OF_ORDER, A.STEP_OUT_OF_ORDER, A.WRONG_STEP_FOR_PATH]),
+            ("COW append in order: tokens of r, of s", (c.tokens_of("r"), c.tokens_of("s")), ((1, 2), (1,)))]
+
+
 CASES = {"adapter projections": adapter_projections, "allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release,
          "lifecycle leases": lifecycle_leases,
          "allocator block sizes": allocator_block_sizes, "allocator refusals": allocator_refusals, "pool policies": pool_policies, "adapter keys": adapter_keys,
@@ -1149,4 +1211,4 @@ CASES = {"adapter projections": adapter_projections, "allocator epochs": allocat
          "vllm protocol adapter": vllm_protocol_adapter,
          "sglang orders and pools": sglang_orders_and_pools, "peer units": peer_units,
          "allocator checks 0x04F": allocator_checks_0x04F,
-         "allocator paths 0x05C": allocator_paths_0x05C}
+         "allocator paths 0x05C": allocator_paths_0x05C, "allocator steps 0x05C": allocator_steps_0x05C}

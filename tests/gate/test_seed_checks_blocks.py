@@ -251,6 +251,15 @@ MUTANTS = [
     (ledgers, "cow_cost", "or shared_tokens < 0:", "or shared_tokens < -1:", "allocator paths 0x05C"),
     (ledgers, "external_fragmentation", "or e < 0:", "or e < -1:", "allocator paths 0x05C"),
     (ledgers, "reconcile", "if not hasattr(ledger, name):", "if hasattr(ledger, name):", "allocator paths 0x05C"),
+    # 0x05C's steps out of order (lines no quick check executed before)
+    (allocator, "Allocator._reserve", 'if txn.plan[group] in ("new", "cow") and',
+     'if txn.plan[group] not in ("new", "cow") and', "allocator steps 0x05C"),
+    (allocator, "Allocator.cow_begin", 'if txn.publication_state != "RESERVED" or "cow" not in txn.plan:',
+     'if txn.publication_state != "RESERVED" and "cow" not in txn.plan:', "allocator steps 0x05C"),
+    (allocator, "Allocator.cow_copy", 'if txn.plan[group] != "cow" or group in txn.copied_groups:',
+     'if txn.plan[group] != "cow" and group in txn.copied_groups:', "allocator steps 0x05C"),
+    (allocator, "Allocator.append_write", 'set(range(len(self.groups))) or txn.publication_state != "RESERVED":',
+     'set(range(len(self.groups))) and txn.publication_state != "RESERVED":', "allocator steps 0x05C"),
 ]
 
 
