@@ -1202,6 +1202,99 @@ def allocator_steps_0x05C() -> Rows:
             ("COW append in order: tokens of r, of s", (c.tokens_of("r"), c.tokens_of("s")), ((1, 2), (1,)))]
 
 
+def allocator_self_check() -> Rows:
+    """The allocator's self-check names the first violation of a corrupted state (lines no quick check executed).
+    Two groups of 2-token blocks 1..6; r holds 3 tokens (blocks 1, 2 in each group), block 1 of group 0 is cached
+    under key k, leased once and snapshotted by reader x. The clean state passes; each corruption below, one at a
+    time, is refused, the message naming it: r with one table for two groups; r claiming 5 tokens over 2 blocks;
+    r mapping a block a transaction reserved; block 1 holding 1 row where r sees 2; group 1's rows differing from
+    group 0's; reader x's and the lease's handles one generation ahead; a reference counted that nothing holds;
+    the queue's two maps disagreeing, or its first two positions swapped; a queued block taken off the queue with
+    no other role; a block reserved by a transaction that is not open; a key on a block the index does not map;
+    3 rows in a 2-token block; an index entry for a key no block carries; a write that bypassed the journal (the
+    incremental digest then differs from the recomputed one)."""
+    import attrs
+
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator, SelfCheckFailed
+    from kvexact.reference.pool import GroupConfig
+
+    def made() -> Allocator:
+        alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 8)], [[1, 2, 3, 4, 5, 6]] * 2)
+        alloc.allocate("r", [1, 2, 3])
+        lifecycle.cache_block(alloc, "r", 0, "k")
+        lifecycle.reader_snapshot(alloc, "x", "r")
+        lifecycle.retain_read(alloc, alloc.request("r").tables[0][0])
+        return alloc
+
+    def verdict(corrupt: Any) -> str | None:
+        alloc = made()
+        corrupt(alloc)
+        try:
+            alloc.self_check()
+        except SelfCheckFailed as exc:
+            return str(exc)
+        return None
+
+    def set_r(a: Allocator, **changes: Any) -> None:
+        a.requests["r"] = attrs.evolve(a.request("r"), **changes)
+
+    def set_block(a: Allocator, g: int, b: int, **changes: Any) -> None:
+        a.pools[g].blocks[b] = attrs.evolve(a.pools[g].blocks[b], **changes)
+
+    def b0(a: Allocator) -> Any:
+        return a.request("r").tables[0][0]
+
+    def head(a: Allocator) -> int:
+        return a.pools[0].queue_order()[0]
+
+    def unqueue(a: Allocator, b: int) -> None:
+        pool = a.pools[0]
+        seq = pool.q_seq[b]
+        del pool.q_seq[b]
+        del pool.q_at[seq]
+
+    def swap_head(a: Allocator) -> None:
+        q_at = a.pools[0].q_at
+        s0, s1 = sorted(q_at.data)[:2]
+        q_at[s0], q_at[s1] = q_at[s1], q_at[s0]
+
+    def reserved_by_closed(a: Allocator) -> None:
+        b = head(a)
+        unqueue(a, b)
+        set_block(a, 0, b, reserved_by="t999")
+
+    def ahead(h: Any) -> Any:
+        return attrs.evolve(h, generation=h.generation + 1)
+
+    corruptions = [
+        ("one table", lambda a: set_r(a, tables=a.request("r").tables[:1]), "1 tables for 2 groups"),
+        ("5 tokens", lambda a: set_r(a, context_tokens=5), "2 blocks for 5 tokens"),
+        ("reserved block mapped", lambda a: set_block(a, 0, b0(a).block_id, reserved_by="t9"), "maps unpublished"),
+        ("1 row where 2 are seen", lambda a: set_block(a, 0, b0(a).block_id, rows=(1,)), "sees 2 rows"),
+        ("group 1's rows differ", lambda a: set_block(a, 1, a.request("r").tables[1][0].block_id, rows=(1, 9)),
+         "cache groups disagree"),
+        ("reader ahead", lambda a: a.readers.__setitem__("x", (attrs.evolve(a.request("r"), tables=tuple(
+            tuple(ahead(h) for h in t) for t in a.request("r").tables)), a.readers["x"][1])), "reader x holds stale"),
+        ("lease ahead", lambda a: a.leases.__setitem__(next(iter(a.leases.data)), ahead(b0(a))), "holds stale"),
+        ("a reference too many", lambda a: a.pools[0].incref(b0(a).block_id), "stored refcounts"),
+        ("queue maps disagree", lambda a: a.pools[0].q_at.__delitem__(sorted(a.pools[0].q_at.data)[0]),
+         "queue maps disagree"),
+        ("queue head swapped", swap_head, "queue position"),
+        ("no role", lambda a: unqueue(a, head(a)), "is queued/referenced/reserved = [False, False, False]"),
+        ("closed transaction", reserved_by_closed, "reserved by closed transaction t999"),
+        ("key z not indexed", lambda a: set_block(a, 0, head(a), cache_key="z"), "carries key 'z'"),
+        ("3 rows", lambda a: set_block(a, 0, head(a), rows=(7, 8, 9)), "holds 3 rows"),
+        ("index entry q", lambda a: a.index.__setitem__((0, "q"), a.pools[0].handle(head(a))), "index entry 'q'"),
+        ("journal bypassed", lambda a: a.scalars.data.__setitem__("epoch", 99), "incremental digest differs"),
+    ]
+    named = [(what, (verdict(f) or "")) for what, f, _name in corruptions]
+    return [("the clean state", verdict(lambda a: None), None),
+            ("corruptions refused, the message naming each",
+             [(what, name in message) for (what, message), (_w, _f, name) in zip(named, corruptions, strict=True)],
+             [(what, True) for what, _f, _name in corruptions])]
+
+
 CASES = {"adapter projections": adapter_projections, "allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release,
          "lifecycle leases": lifecycle_leases,
          "allocator block sizes": allocator_block_sizes, "allocator refusals": allocator_refusals, "pool policies": pool_policies, "adapter keys": adapter_keys,
@@ -1211,4 +1304,5 @@ CASES = {"adapter projections": adapter_projections, "allocator epochs": allocat
          "vllm protocol adapter": vllm_protocol_adapter,
          "sglang orders and pools": sglang_orders_and_pools, "peer units": peer_units,
          "allocator checks 0x04F": allocator_checks_0x04F,
-         "allocator paths 0x05C": allocator_paths_0x05C, "allocator steps 0x05C": allocator_steps_0x05C}
+         "allocator paths 0x05C": allocator_paths_0x05C, "allocator steps 0x05C": allocator_steps_0x05C,
+         "allocator self-check": allocator_self_check}

@@ -260,6 +260,12 @@ MUTANTS = [
      'if txn.plan[group] != "cow" and group in txn.copied_groups:', "allocator steps 0x05C"),
     (allocator, "Allocator.append_write", 'set(range(len(self.groups))) or txn.publication_state != "RESERVED":',
      'set(range(len(self.groups))) and txn.publication_state != "RESERVED":', "allocator steps 0x05C"),
+    # the self-check's violations, each named (a corrupted state; lines no quick check executed before)
+    (allocator, "Allocator.self_check", "if len(set(token_rows)) > 1:", "if len(set(token_rows)) > 2:",
+     "allocator self-check"),
+    (allocator, "Allocator.self_check", "if sum(roles) != 1:", "if sum(roles) > 1:", "allocator self-check"),
+    (allocator, "Allocator.self_check", "if len(pool.q_at) != len(pool.q_seq):",
+     "if len(pool.q_at) > len(pool.q_seq):", "allocator self-check"),
 ]
 
 
