@@ -1321,7 +1321,12 @@ def refusals_0x03_0x08() -> Rows:
     in one list (DUPLICATE_INPUT_SLOT); a decode step of a request that holds nothing is UNKNOWN_REQUEST; a
     publication's tokens and slots pair up one to one (TOKEN_SLOT_LENGTH_MISMATCH), its new slots lie in the pool
     (SLOT_OUT_OF_POOL) and are free (OWNED_SLOT_REUSE). After q reserves slots 1, 2, 3 of 1..4 and caches [5, 6]
-    in slots 1, 2, the tree owns slots 1, 2 and q's private tail is slot 3."""
+    in slots 1, 2, the tree owns slots 1, 2 and q's private tail is slot 3. The tree check refuses a root that
+    owns an edge (EMPTY_EDGE), a terminal lock on a node not in the tree or with -1 holders (LOCK_COUNT_MISMATCH),
+    a node under a parent that is not there (ORPHAN_NODE) and a negative lock count (LOCK_UNDERFLOW); unlocking
+    [5] of [5] -> [6], [7] when the one holder ends at [6] is LOCK_UNDERFLOW (no holder ends at [5]). When o has
+    cached [5] in slot 1 and q, holding slots 2 and 3, publishes [5] in slot 2, slot 2 is a duplicate and goes
+    back to the free slots (with 4), q keeps slot 3 private."""
     import attrs
 
     from kvexact.reference import radix
@@ -1355,6 +1360,20 @@ def refusals_0x03_0x08() -> Rows:
                                         lambda: radix.decode(tree, "z", 7, 4))]
     fresh = E(4, first_slot_id=1)
     held = radix.reserve(fresh, "o", [1])[0]
+    leaf = next(i for i in tree.nodes if i != radix.ROOT)
+    nodes, root = dict(tree.nodes), tree.nodes[radix.ROOT]
+    corrupt = [attrs.evolve(tree, nodes={**nodes, radix.ROOT: attrs.evolve(root, token_ids=(1,), slot_ids=(4,))}),
+               attrs.evolve(tree, terminal_locks={99: 1}), attrs.evolve(tree, terminal_locks={leaf: -1}),
+               attrs.evolve(tree, nodes={**nodes, 77: radix.RadixNode(77, 99, (8,), (4,))}),
+               attrs.evolve(tree, nodes={**nodes, leaf: attrs.evolve(nodes[leaf], lock_ref=-1)})]
+    broken = [rejection_of(lambda t=t: radix.check_state(t)) for t in corrupt]
+    split = radix.insert(radix.insert(radix.reserve(fresh, "q", [1, 2, 3])[0], [5, 6], [1, 2], "q")[0],
+                         [5, 7], [1, 3], "q")[0]
+    upper = next(n.node_id for n in split.nodes.values() if n.token_ids == (5,))
+    six = next(n.node_id for n in split.nodes.values() if n.token_ids == (6,))
+    unlock_upper = rejection_of(lambda: radix.unlock(radix.lock(split, six)[0], upper))
+    cached = radix.publish_unfinished(held, "o", [5], [1])[0]
+    dup_state, dup = radix.publish_unfinished(radix.reserve(cached, "q", [2, 3])[0], "q", [5], [2])
     published = [rejection_of(f) for f in (lambda: radix.publish_unfinished(fresh, "q", [1, 2], [1]),
                                            lambda: radix.publish_unfinished(fresh, "q", [1], [9]),
                                            lambda: radix.publish_unfinished(held, "q", [1], [1]))]
@@ -1367,7 +1386,14 @@ def refusals_0x03_0x08() -> Rows:
             ("publish 2 tokens in 1 slot; into slot 9 of 1..4; into o's slot 1: refused as", published,
              [R.TOKEN_SLOT_LENGTH_MISMATCH, R.SLOT_OUT_OF_POOL, R.OWNED_SLOT_REUSE]),
             ("after q caches [5, 6] in slots 1, 2 of its 1, 2, 3: tree slots, private slots",
-             (sorted(tree.tree_slot_ids()), sorted(tree.all_private_slot_ids())), ([1, 2], [3]))]
+             (sorted(tree.tree_slot_ids()), sorted(tree.all_private_slot_ids())), ([1, 2], [3])),
+            ("trees refused by the check: root with an edge; lock on node 99; -1 holders; node 77 under missing 99; "
+             "lock_ref -1", broken, [R.EMPTY_EDGE, R.LOCK_COUNT_MISMATCH, R.LOCK_COUNT_MISMATCH, R.ORPHAN_NODE,
+                                     R.LOCK_UNDERFLOW]),
+            ("[5] -> [6], [7] with one holder ending at [6]: unlock [5] refused as", unlock_upper, R.LOCK_UNDERFLOW),
+            ("o caches [5] in slot 1; q (slots 2, 3) publishes [5] in slot 2: duplicates, q's private, free",
+             (dup.duplicate_slot_ids, dict(dup_state.private_slot_ids), sorted(dup_state.free_slot_ids)),
+             ((2,), {"q": (3,)}, [2, 4]))]
 
 
 def _raises(fn: Any) -> str | None:

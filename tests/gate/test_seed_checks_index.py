@@ -97,6 +97,11 @@ SURVIVORS = [
      '    slots = _ints("slot_ids", slot_ids)\n    if len(set(slots)) > len(slots):', "refusals 0x03-0x08"),
     (radix, "decode", "    if request_id not in state.requests:", "    if request_id in state.requests:",
      "refusals 0x03-0x08"),
+    (radix, "check_state", "if node_id not in nodes or holders < 0:", "if node_id not in nodes and holders < 0:",
+     "refusals 0x03-0x08"),
+    (radix, "check_state", "        if n.lock_ref < 0:", "        if n.lock_ref < -1:", "refusals 0x03-0x08"),
+    (radix, "_Draft.add_lock", "if count < 0:", "if count < -1:", "refusals 0x03-0x08"),
+    (radix, "_Draft.release_private", "        if remaining:", "        if not remaining:", "refusals 0x03-0x08"),
 ]
 
 
