@@ -598,6 +598,9 @@ class Allocator:
             if txn.publication_state != "BEGUN" or set(txn.written_groups) != set(range(len(self.groups))):
                 raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, f"cow_validate on {txn_id}: written "
                                f"{txn.written_groups}, state {txn.publication_state}")
+            for g, path in enumerate(txn.plan):  # a group at a block boundary reserved a new block (0x04E)
+                if path == "new":
+                    self._check_frontier(txn, g, (self._destination(txn, g),))  # type: ignore[arg-type]
             for g in cow_groups:
                 self._check_frontier(txn, g, (self._destination(txn, g),))  # type: ignore[arg-type]
                 dst = self._destination(txn, g)
@@ -682,7 +685,7 @@ class Allocator:
                                    f"{txn.written_groups}")
                 for g, table in enumerate(tables):  # 0x05C step 7 for the non-COW paths
                     self._check_frontier(txn, g, table)
-            if "new" in txn.plan and txn.publication_state != "READY_TO_PUBLISH":
+            if not cow and "new" in txn.plan and txn.publication_state != "READY_TO_PUBLISH":
                 raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, f"{txn_id} publishes before append_write")
             old = self.requests.get(txn.request_id)
             new_epoch = self.epoch + 1 if txn.reserved_handles else self.epoch
@@ -720,8 +723,12 @@ class Allocator:
         return self.transact(run)
 
     def _boundary_params(self, txn: AllocationTxn) -> dict[str, Any]:
+        """The append's parameters; ``dest`` is 0 (none, as in KVAllocation.tla's ``txn.dest``) for a group that
+        reserved no block: with block sizes that differ per group (0x04E) one group can be at a boundary while
+        another appends in place or copies on write."""
+        dests = [self._destination(txn, g) for g in range(len(self.groups))]
         return {"r": txn.request_id, "t": txn.new_tokens[0],
-                "dest": {g: self._destination(txn, g).block_id for g in range(len(self.groups))}}  # type: ignore
+                "dest": {g: 0 if d is None else d.block_id for g, d in enumerate(dests)}}
 
     @step
     def cow_release_sources(self, txn_id: str) -> None:
@@ -878,7 +885,7 @@ class Allocator:
                 self.cow_write(txn_id, g, self._destination(self._txn(txn_id), g), rows, tokens)  # type: ignore
             elif path == "unique":
                 self.write_rows(txn_id, g, txn.touched_handles[g], rows, tokens)
-        if "new" in txn.plan:
+        if "new" in txn.plan and not cow:  # with a COW group, cow_validate checks the new blocks too
             self.append_write(txn_id)
         if cow:
             self.cow_validate(txn_id)

@@ -1003,6 +1003,298 @@ def sglang_scenarios() -> Rows:
     return out
 
 
+def allocator_checks_0x04F() -> Rows:
+    """The allocator's self-check counts every strong reference (0x05F): r's 3 tokens in 2-token blocks of pool 1000
+    with a reader's snapshot of r and two read leases on block 0 give block 0 four references (map, reader, two
+    leases) and block 1 two, and the self-check accepts that state (its own count of each reference agrees); it compares a table's handles with the pool by value,
+    so r's table rebuilt from ids read back from a wire (pool 1000 built at run time, an equal value, another
+    object) is still accepted, while a handle naming pool 1001 is refused as foreign. 0x04F: only a PUBLISHED
+    receipt has a successor to compensate: a compensation's own receipt (outcome COMPENSATED) is refused
+    (NOTHING_TO_COMPENSATE), like a rolled-back one. 0x0D: the free queue is exactly the pool minus the reachable
+    blocks, each once, so the worked ledger's queue 103..107 with block 107 listed twice is refused
+    (FREE_QUEUE_MISMATCH)."""
+    import attrs
+
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator, AllocRejection, SelfCheckFailed
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.labs.ledgers import worked_fixture
+    from kvexact.reference.ledgers import LedgerRejection, compute_ledger
+    from kvexact.reference.pool import GroupConfig
+    from kvexact.reference.rejections import rejection_of
+
+    def made() -> Allocator:
+        alloc = Allocator([GroupConfig(0, int("1000"), 2, 8)], [[1, 2, 3, 4]])
+        alloc.allocate("r", [1, 2, 3])
+        lifecycle.reader_snapshot(alloc, "x", "r")
+        for _ in range(2):
+            lifecycle.retain_read(alloc, alloc.request("r").tables[0][0])
+        return alloc
+
+    def checked(pool_id: int | None) -> str | None:
+        """The self-check's verdict on ``made()`` with r's table rebuilt naming ``pool_id`` (None: as it is)."""
+        alloc = made()
+        if pool_id is not None:
+            rec = alloc.request("r")
+            alloc.requests["r"] = attrs.evolve(rec, tables=(tuple(
+                BlockHandle(pool_id, h.cache_group_id, h.block_id, h.generation) for h in rec.tables[0]),))
+        try:
+            alloc.self_check()
+        except SelfCheckFailed as exc:
+            return "refused: stale or foreign" if "stale or foreign" in str(exc) else str(exc)
+        return None
+
+    held = made()
+    refs = [held.pools[0].refcount(h.block_id) for h in held.request("r").tables[0]]
+    plain = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+    compensation = lifecycle.compensate(plain, plain.allocate("r", [1, 2, 3]))
+    twice = attrs.evolve(worked_fixture(), free_queue_block_ids=(103, 104, 105, 106, 107, 107))
+    return [("r with a reader and two leases on block 0: references of blocks 0, 1", refs, [1 + 1 + 2, 1 + 1]),
+            ("self-check of that state; with r's table naming pool 1000 built at run time; naming pool 1001",
+             [checked(None), checked(int("10" + "00")), checked(1001)], [None, None, "refused: stale or foreign"]),
+            ("compensation of a compensation's receipt (COMPENSATED) rejected as",
+             (compensation.outcome, rejection_of(lambda: lifecycle.compensate(plain, compensation))),
+             ("COMPENSATED", AllocRejection.NOTHING_TO_COMPENSATE)),
+            ("worked ledger with block 107 twice in the free queue rejected as",
+             rejection_of(lambda: compute_ledger(twice)), LedgerRejection.FREE_QUEUE_MISMATCH)]
+
+
+def allocator_paths_0x05C() -> Rows:
+    """Allocator steps and refusals no other quick case reached (issue #25, lines no quick check executed). An
+    allocator needs one block id list per cache group and group ids 0..n-1 in order (ValueError otherwise). 0x05C
+    by hand: r holds one full 2-token block (tokens 1, 2); a boundary append of token 3 reserves group 0's
+    destination (RESERVED, r's block still one reference), the delayed writer of 0x05E holding that reserved
+    handle writes token 3 into it, and the append publishes: r reads 1, 2, 3, the destination is REFERENCED, and
+    the epoch is 2 (two transactions reserved blocks, DESIGN.md "Counters"). Step 1 with the superseded epoch 0 is
+    EPOCH_MISMATCH; allocating r again DUPLICATE_REQUEST; a prefix hit of no keys EMPTY_APPEND; a delayed write
+    through a handle of group 3 FOREIGN_POOL_HANDLE; a reader's snapshot released leaves each block one reference.
+    0x09C at P = 16 after 20 shared tokens of 64 KiB rows: r = 4 rows copied (4 x 64 KiB), traffic copy read +
+    copy write + the appended row (2 x 4 + 1 rows), amplification 2r + 1 = 9; a negative shared length is
+    refused (NEGATIVE_LENGTH), as is a negative free extent (NEGATIVE_SIZE, 0x02F). 0x0D: a claimed figure the
+    ledger does not have is a KeyError, a claim of the worked ledger's 3 unique blocks is accepted. 0x04E with
+    block sizes that differ per group (2 and 4 tokens): r = [1, 2] appending 3 reserves a new block in group 0
+    (a boundary) and writes group 1's 2-row tail in place, or copies it on write (2 rows) while s shares it; one
+    transaction either way, r reads 1, 2, 3 and s still 1, 2."""
+    from kvexact.gate.seed_checks_index import _raises
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator, AllocRejection
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.labs.ledgers import worked_fixture
+    from kvexact.reference.ledgers import LedgerRejection, cow_cost, external_fragmentation, reconcile
+    from kvexact.reference.pool import BlockState, GroupConfig, PoolRejection
+    from kvexact.reference.rejections import rejection_of
+
+    g0 = GroupConfig(0, 0, 2, 8)
+    built = [_raises(lambda: Allocator([g0], [[1], [2]])), _raises(lambda: Allocator([], [])),
+             _raises(lambda: Allocator([GroupConfig(1, 0, 2, 8)], [[1]]))]
+    alloc = Allocator([g0], [[1, 2, 3, 4]])
+    alloc.allocate("r", [1, 2])
+    txn = alloc.begin("append", "r", ("new",), (3,))
+    dest = alloc.append_reserve(txn, 0)
+    reserved = (alloc.block_state(dest), alloc.refcount(alloc.request("r").tables[0][0]))
+    lifecycle.delayed_write(alloc, dest, 0, 3)
+    alloc.append_write(txn)
+    alloc.append_publish(txn)
+    refused = [rejection_of(lambda: alloc.validate_expected("r", None, None, 0)),
+               rejection_of(lambda: alloc.allocate("r", [9])),
+               rejection_of(lambda: lifecycle.prefix_hit(alloc, "p", [])),
+               rejection_of(lambda: lifecycle.delayed_write(alloc, BlockHandle(0, 3, dest.block_id, 1), 0, 9))]
+    lifecycle.reader_snapshot(alloc, "x", "r")
+    lifecycle.reader_release(alloc, "x")
+    cow, row = cow_cost(16), 64 * 1024
+
+    def mixed(forked: bool) -> tuple[Any, ...]:
+        """r = [1, 2] in groups of 2- and 4-token blocks (s forked from it or not), then token 3 appended."""
+        two = Allocator([g0, GroupConfig(1, 1, 4, 8)], [[1, 2, 3, 4]] * 2)
+        two.allocate("r", [1, 2])
+        if forked:
+            lifecycle.fork(two, "r", "s")
+        receipt = two.append("r", 3)
+        two.self_check()
+        return (receipt.paths, receipt.new_physical_blocks, receipt.copied_rows,
+                [len(t) for t in two.request("r").tables], two.tokens_of("r"),
+                two.tokens_of("s") if forked else None, two.epoch)
+    return [("allocators of 1 group with 2 id lists, of no group, of group 1 alone", built, ["ValueError"] * 3),
+            ("r's boundary append: destination state, r's block 0 references", reserved, (BlockState.RESERVED, 1)),
+            ("after the delayed write and publication: r's tokens, destination state, epoch",
+             (alloc.tokens_of("r"), alloc.block_state(dest), alloc.epoch), ((1, 2, 3), BlockState.REFERENCED, 2)),
+            ("epoch 0 at step 1; allocate r again; prefix hit of no keys; delayed write in group 3: rejected as",
+             refused, [AllocRejection.EPOCH_MISMATCH, AllocRejection.DUPLICATE_REQUEST, AllocRejection.EMPTY_APPEND,
+                       PoolRejection.FOREIGN_POOL_HANDLE]),
+            ("references of r's blocks after a reader's snapshot is released",
+             [alloc.refcount(h) for h in alloc.request("r").tables[0]], [1, 1]),
+            ("0x09C cow_cost(16): copy payload, traffic, amplification", (cow.copy_payload_bytes, cow.traffic_bytes,
+                                                                          cow.amplification),
+             (4 * row, (2 * 4 + 1) * row, 2 * 4 + 1)),
+            ("shared length -1; free extents [4, -1] rejected as",
+             [rejection_of(lambda: cow_cost(16, -1)), rejection_of(lambda: external_fragmentation([4, -1]))],
+             [LedgerRejection.NEGATIVE_LENGTH, LedgerRejection.NEGATIVE_SIZE]),
+            # 0x04E with a block size per group: group 0 (2 tokens) is at a boundary and reserves a new block while
+            # group 1 (4 tokens, 2 rows) writes its tail in place, or copies it on write when s shares it
+            ("[1, 2] + 3 in 2- and 4-token groups: paths, new blocks, copied rows, blocks, tokens of r, of s, epoch",
+             [mixed(False), mixed(True)],
+             [(("new", "unique"), 1, 0, [2, 1], (1, 2, 3), None, 2),
+              (("new", "cow"), 2, 2, [2, 1], (1, 2, 3), (1, 2), 2)]),
+            ("claims of figure nope; of 3 unique blocks",
+             (_raises(lambda: reconcile(worked_fixture(), {"nope": 1})),
+              reconcile(worked_fixture(), {"unique_blocks": 3}).unique_blocks), ("KeyError", 3))]
+
+
+def allocator_steps_0x05C() -> Rows:
+    """0x05C's steps out of order, each refused by name with the state unchanged (lines no quick check executed;
+    one group of 2-token blocks 1..6). A boundary append of token 3 to r = [1, 2] (0x04A): a second reservation
+    of its destination, the COW steps (cow_begin, cow_write, cow_validate, cow_rollback) on its "new" path and a
+    write into r's published block 0 are WRONG_STEP_FOR_PATH or STEP_OUT_OF_ORDER; append_write before the row is
+    written, and publication before append_write, are STEP_OUT_OF_ORDER. An in-place append of token 2 to r = [1]
+    (0x04E "unique") published unwritten, or with token 9 written in its place, shows a frontier that does not hold
+    the successor's rows (FRONTIER_NOT_VALID). A COW append of token 2 to r = [1] shared with s: write_rows on the
+    COW group, a copy before the destination is reserved, a write before the copy, and a second copy are refused;
+    the steps in order then publish r = 1, 2 while s keeps 1."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.allocator import AllocRejection as A
+    from kvexact.reference.pool import GroupConfig
+    from kvexact.reference.rejections import rejection_of
+
+    def made(tokens: list[int], fork: bool = False) -> Allocator:
+        alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4, 5, 6]])
+        alloc.allocate("r", tokens)
+        if fork:
+            lifecycle.fork(alloc, "r", "s")
+        return alloc
+
+    b = made([1, 2])
+    tb = b.begin("append", "r", ("new",), (3,))
+    dest, r0 = b.append_reserve(tb, 0), b.request("r").tables[0][0]
+    boundary = [rejection_of(f) for f in (lambda: b.append_reserve(tb, 0), lambda: b.append_write(tb),
+                                          lambda: b.cow_begin(tb), lambda: b.cow_write(tb, 0, dest, 0, (3,)),
+                                          lambda: b.cow_validate(tb), lambda: b.cow_rollback(tb, b.journal.mark()),
+                                          lambda: b.write_rows(tb, 0, r0, 0, (3,)))]
+    b.write_rows(tb, 0, dest, 0, (3,))
+    boundary.append(rejection_of(lambda: b.append_publish(tb)))
+    u = made([1])
+    tu = u.begin("append", "r", ("unique",), (2,))
+    in_place = [rejection_of(lambda: u.append_in_place(tu))]
+    u.write_rows(tu, 0, u.request("r").tables[0][0], 1, (9,))
+    in_place.append(rejection_of(lambda: u.append_in_place(tu)))
+    c = made([1], fork=True)
+    tc = c.begin("append", "r", ("cow",), (2,))
+    cow = [rejection_of(lambda: c.write_rows(tc, 0, c.request("r").tables[0][0], 1, (2,)))]
+    c.cow_begin(tc)
+    cow.append(rejection_of(lambda: c.cow_copy(tc, 0, 1)))
+    cdest = c.cow_reserve(tc, 0)
+    cow.append(rejection_of(lambda: c.cow_write(tc, 0, cdest, 1, (2,))))
+    c.cow_copy(tc, 0, 1)
+    cow.append(rejection_of(lambda: c.cow_copy(tc, 0, 1)))
+    c.cow_write(tc, 0, cdest, 1, (2,))
+    c.cow_validate(tc)
+    c.cow_publish(tc)
+    c.cow_release_sources(tc)
+    c.self_check()
+    return [("boundary append: reserve twice, append_write unwritten, cow_begin, cow_write, cow_validate, "
+             "cow_rollback, write r's block 0, publish before append_write: rejected as", boundary,
+             [A.WRONG_STEP_FOR_PATH, A.STEP_OUT_OF_ORDER, A.STEP_OUT_OF_ORDER, A.WRONG_STEP_FOR_PATH,
+              A.STEP_OUT_OF_ORDER, A.WRONG_STEP_FOR_PATH, A.WRONG_STEP_FOR_PATH, A.STEP_OUT_OF_ORDER]),
+            ("in-place append published unwritten; with token 9 written: rejected as", in_place,
+             [A.FRONTIER_NOT_VALID] * 2),
+            ("COW append: write_rows, copy before reserve, write before copy, copy twice: rejected as", cow,
+             [A.WRONG_STEP_FOR_PATH, A.STEP_OUT_OF_ORDER, A.STEP_OUT_OF_ORDER, A.WRONG_STEP_FOR_PATH]),
+            ("COW append in order: tokens of r, of s", (c.tokens_of("r"), c.tokens_of("s")), ((1, 2), (1,)))]
+
+
+def allocator_self_check() -> Rows:
+    """The allocator's self-check names the first violation of a corrupted state (lines no quick check executed).
+    Two groups of 2-token blocks 1..6; r holds 3 tokens (blocks 1, 2 in each group), block 1 of group 0 is cached
+    under key k, leased once and snapshotted by reader x. The clean state passes; each corruption below, one at a
+    time, is refused, the message naming it: r with one table for two groups; r claiming 5 tokens over 2 blocks;
+    r mapping a block a transaction reserved; block 1 holding 1 row where r sees 2; group 1's rows differing from
+    group 0's; reader x's and the lease's handles one generation ahead; a reference counted that nothing holds;
+    the queue's two maps disagreeing, or its first two positions swapped; a queued block taken off the queue with
+    no other role; a block reserved by a transaction that is not open; a key on a block the index does not map;
+    3 rows in a 2-token block; an index entry for a key no block carries; a write that bypassed the journal (the
+    incremental digest then differs from the recomputed one)."""
+    import attrs
+
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import Allocator, SelfCheckFailed
+    from kvexact.reference.pool import GroupConfig
+
+    def made() -> Allocator:
+        alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 8)], [[1, 2, 3, 4, 5, 6]] * 2)
+        alloc.allocate("r", [1, 2, 3])
+        lifecycle.cache_block(alloc, "r", 0, "k")
+        lifecycle.reader_snapshot(alloc, "x", "r")
+        lifecycle.retain_read(alloc, alloc.request("r").tables[0][0])
+        return alloc
+
+    def verdict(corrupt: Any) -> str | None:
+        alloc = made()
+        corrupt(alloc)
+        try:
+            alloc.self_check()
+        except SelfCheckFailed as exc:
+            return str(exc)
+        return None
+
+    def set_r(a: Allocator, **changes: Any) -> None:
+        a.requests["r"] = attrs.evolve(a.request("r"), **changes)
+
+    def set_block(a: Allocator, g: int, b: int, **changes: Any) -> None:
+        a.pools[g].blocks[b] = attrs.evolve(a.pools[g].blocks[b], **changes)
+
+    def b0(a: Allocator) -> Any:
+        return a.request("r").tables[0][0]
+
+    def head(a: Allocator) -> int:
+        return a.pools[0].queue_order()[0]
+
+    def unqueue(a: Allocator, b: int) -> None:
+        pool = a.pools[0]
+        seq = pool.q_seq[b]
+        del pool.q_seq[b]
+        del pool.q_at[seq]
+
+    def swap_head(a: Allocator) -> None:
+        q_at = a.pools[0].q_at
+        s0, s1 = sorted(q_at.data)[:2]
+        q_at[s0], q_at[s1] = q_at[s1], q_at[s0]
+
+    def reserved_by_closed(a: Allocator) -> None:
+        b = head(a)
+        unqueue(a, b)
+        set_block(a, 0, b, reserved_by="t999")
+
+    def ahead(h: Any) -> Any:
+        return attrs.evolve(h, generation=h.generation + 1)
+
+    corruptions = [
+        ("one table", lambda a: set_r(a, tables=a.request("r").tables[:1]), "1 tables for 2 groups"),
+        ("5 tokens", lambda a: set_r(a, context_tokens=5), "2 blocks for 5 tokens"),
+        ("reserved block mapped", lambda a: set_block(a, 0, b0(a).block_id, reserved_by="t9"), "maps unpublished"),
+        ("1 row where 2 are seen", lambda a: set_block(a, 0, b0(a).block_id, rows=(1,)), "sees 2 rows"),
+        ("group 1's rows differ", lambda a: set_block(a, 1, a.request("r").tables[1][0].block_id, rows=(1, 9)),
+         "cache groups disagree"),
+        ("reader ahead", lambda a: a.readers.__setitem__("x", (attrs.evolve(a.request("r"), tables=tuple(
+            tuple(ahead(h) for h in t) for t in a.request("r").tables)), a.readers["x"][1])), "reader x holds stale"),
+        ("lease ahead", lambda a: a.leases.__setitem__(next(iter(a.leases.data)), ahead(b0(a))), "holds stale"),
+        ("a reference too many", lambda a: a.pools[0].incref(b0(a).block_id), "stored refcounts"),
+        ("queue maps disagree", lambda a: a.pools[0].q_at.__delitem__(sorted(a.pools[0].q_at.data)[0]),
+         "queue maps disagree"),
+        ("queue head swapped", swap_head, "queue position"),
+        ("no role", lambda a: unqueue(a, head(a)), "is queued/referenced/reserved = [False, False, False]"),
+        ("closed transaction", reserved_by_closed, "reserved by closed transaction t999"),
+        ("key z not indexed", lambda a: set_block(a, 0, head(a), cache_key="z"), "carries key 'z'"),
+        ("3 rows", lambda a: set_block(a, 0, head(a), rows=(7, 8, 9)), "holds 3 rows"),
+        ("index entry q", lambda a: a.index.__setitem__((0, "q"), a.pools[0].handle(head(a))), "index entry 'q'"),
+        ("journal bypassed", lambda a: a.scalars.data.__setitem__("epoch", 99), "incremental digest differs"),
+    ]
+    named = [(what, (verdict(f) or "")) for what, f, _name in corruptions]
+    return [("the clean state", verdict(lambda a: None), None),
+            ("corruptions refused, the message naming each",
+             [(what, name in message) for (what, message), (_w, _f, name) in zip(named, corruptions, strict=True)],
+             [(what, True) for what, _f, _name in corruptions])]
+
+
 CASES = {"adapter projections": adapter_projections, "allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release,
          "lifecycle leases": lifecycle_leases,
          "allocator block sizes": allocator_block_sizes, "allocator refusals": allocator_refusals, "pool policies": pool_policies, "adapter keys": adapter_keys,
@@ -1010,4 +1302,7 @@ CASES = {"adapter projections": adapter_projections, "allocator epochs": allocat
          "vllm hybrid alignment": vllm_hybrid_alignment, "sglang scenarios": sglang_scenarios,
          "reuse gate 0x0CD": reuse_gate_0x0CD,
          "vllm protocol adapter": vllm_protocol_adapter,
-         "sglang orders and pools": sglang_orders_and_pools, "peer units": peer_units}
+         "sglang orders and pools": sglang_orders_and_pools, "peer units": peer_units,
+         "allocator checks 0x04F": allocator_checks_0x04F,
+         "allocator paths 0x05C": allocator_paths_0x05C, "allocator steps 0x05C": allocator_steps_0x05C,
+         "allocator self-check": allocator_self_check}

@@ -1258,6 +1258,144 @@ def identity_0x03_0x0CE() -> Rows:
     return out
 
 
+def bounds_0x03I_0x0CE() -> Rows:
+    """Bounds checked by order, not only at their edge (issue #25, the seed-51 survivors). 0x03I: Loop 4's A grown
+    to 35 tokens reads tokens 32, 33, 34 of layer 24 (group 1, 16-token blocks): token 32 is row 0 of block 2002,
+    which holds 1 row, so it resolves; rows 1 and 2 are not materialized (offset >= valid rows, not only ==).
+    0x0AA: every size of the geometry (kernel block, partition, warp, scalar) must be positive, so a negative one
+    is refused by name (NON_POSITIVE_SIZE) before any arithmetic; 0x0AB: a request length of -1, or a bool, in a
+    ragged ledger's batch is refused (NEGATIVE_LENGTH). 0x0CE (spec/NamespaceRevocation.tla): AuthorizationRejected
+    is enabled for an arrived request when ``rev[ns] # "none"``, so t1 arrived at its own namespace while t1's
+    revocation is at "advanced" (a state name that sorts before "none") is turned away, back to idle; and
+    RevokeStopAdmission needs ``nsGen[n] < MaxGen``: with MaxGen 1000 and t1 at generation 1000 (after 1000
+    revocations each generation is a new int object, here built at run time) a further revocation is refused
+    (REVOCATION_BOUND), at 999 it starts."""
+    import attrs
+
+    from kvexact.reference import revocation as rv
+    from kvexact.reference import translate as tr
+    from kvexact.reference import traversal as tv
+    from kvexact.reference.labs.translate import loop4_snapshot
+    from kvexact.reference.rejections import rejection_of
+
+    snap = loop4_snapshot()
+    grown = attrs.evolve(snap.request("A"), context_length_tokens=35)
+    snap = attrs.evolve(snap, requests=tuple(grown if r.request_id == "A" else r for r in snap.requests))
+    rows = [(t, rejection_of(lambda t=t: tr.resolve_kv_address(snap, "A", t, 24, "K", 0, 0))) for t in (32, 33, 34)]
+    T = tv.TraversalRejection
+    sizes = [("kernel_block_tokens", -16), ("partition_tokens", -512), ("warp_size", -32), ("scalar_bytes", -2)]
+    geometry = [(what, rejection_of(lambda what=what, v=v: tv.kernel_geometry(2049, **{"kernel_block_tokens": 16,
+                                                                                        what: v})))
+                for what, v in sizes]
+    ledgers = [rejection_of(lambda b=b: tv.ragged_table_ledger([64, b], 16)) for b in (-1, True)]
+    init = rv.RevState.init()
+    advanced = rv.play(init, [(rv.arrive, ("t1", "t1")), (rv.revoke_stop_admission, ("t1",)),
+                              (rv.revoke_advance_generation, ("t1",))])[0]
+    turned_away = rv.authorization_rejected(advanced, "t1")[0]
+
+    def at_generation(g: int) -> rv.RevState:
+        return attrs.evolve(init, max_gen=_big(1000), ns_gen={"t1": g, "t2": 0})
+
+    bound = [rejection_of(lambda g=g: rv.revoke_stop_admission(at_generation(g), "t1")) for g in (_big(1000),
+                                                                                                  _big(999))]
+    return [("A at 35 tokens, layer 24: tokens 32, 33, 34 refused as", rows,
+             [(32, None), (33, tr.TranslateRejection.ROW_NOT_MATERIALIZED),
+              (34, tr.TranslateRejection.ROW_NOT_MATERIALIZED)]),
+            ("kernel geometry at T = 2049 with one negative size refused as", geometry,
+             [(what, T.NON_POSITIVE_SIZE) for what, _v in sizes]),
+            ("ragged ledger of [64, -1], [64, True] at P_k = 16 refused as", ledgers, [T.NEGATIVE_LENGTH] * 2),
+            ("t1 arrived while t1's revocation is at advanced: rev, rejection of turning it away, t1's phase after",
+             (advanced.rev["t1"], rejection_of(lambda: rv.authorization_rejected(advanced, "t1")),
+              turned_away.req["t1"].phase), ("advanced", None, "idle")),
+            ("stop admission of t1 at generation 1000, 999 of MaxGen 1000 refused as", bound,
+             [rv.RevocationRejection.REVOCATION_BOUND, None])]
+
+
+def refusals_0x03_0x08() -> Rows:
+    """Refusals no other quick case reached (issue #25, lines no quick check executed). 0x0A: decoding Loop 4's A
+    (33 tokens, 3 blocks of 16) in group 1 with its table cut to 2 handles, or with its block 2001 renamed 2009 (no
+    descriptor), is refused (TABLE_INDEX_OUT_OF_RANGE, UNKNOWN_PHYSICAL_ID); a snapshot without group 1's pool
+    has no pool to read (MISSING_GROUP_POOL). 0x08 (the normative radix index): an empty tree needs a non-negative
+    pool size and first slot (MALFORMED_INPUT) and a positive int page size (BAD_PAGE_SIZE); the path of a node
+    that is not in the tree is refused (UNKNOWN_NODE); slots are non-negative ints (MALFORMED_INPUT), each once
+    in one list (DUPLICATE_INPUT_SLOT); a decode step of a request that holds nothing is UNKNOWN_REQUEST; a
+    publication's tokens and slots pair up one to one (TOKEN_SLOT_LENGTH_MISMATCH), its new slots lie in the pool
+    (SLOT_OUT_OF_POOL) and are free (OWNED_SLOT_REUSE). After q reserves slots 1, 2, 3 of 1..4 and caches [5, 6]
+    in slots 1, 2, the tree owns slots 1, 2 and q's private tail is slot 3. The tree check refuses a root that
+    owns an edge (EMPTY_EDGE), a terminal lock on a node not in the tree or with -1 holders (LOCK_COUNT_MISMATCH),
+    a node under a parent that is not there (ORPHAN_NODE) and a negative lock count (LOCK_UNDERFLOW); unlocking
+    [5] of [5] -> [6], [7] when the one holder ends at [6] is LOCK_UNDERFLOW (no holder ends at [5]). When o has
+    cached [5] in slot 1 and q, holding slots 2 and 3, publishes [5] in slot 2, slot 2 is a duplicate and goes
+    back to the free slots (with 4), q keeps slot 3 private."""
+    import attrs
+
+    from kvexact.reference import radix
+    from kvexact.reference import translate as tr
+    from kvexact.reference import traversal as tv
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.labs.translate import loop4_snapshot
+    from kvexact.reference.rejections import rejection_of
+
+    snap = loop4_snapshot()
+    a = snap.request("A")
+
+    def with_g1(table: tuple[BlockHandle, ...]) -> tr.KVSnapshot:
+        changed = attrs.evolve(a, block_tables=((0, a.table(0)), (1, table)))
+        return attrs.evolve(snap, requests=tuple(changed if r.request_id == "A" else r for r in snap.requests))
+
+    g1 = a.table(1)
+    renamed = (g1[0], attrs.evolve(g1[1], block_id=2009), g1[2])
+    no_pool = attrs.evolve(snap, pools=snap.pools[:1])
+    T = tr.TranslateRejection
+    decode = [rejection_of(lambda s=s: tv.decode_traversal(s, "A", 1)) for s in (with_g1(g1[:2]), with_g1(renamed),
+                                                                                 no_pool)]
+    R, E = radix.RadixRejection, radix.RadixState.empty
+    empties = [rejection_of(f) for f in (lambda: E(-1), lambda: E(4, first_slot_id=-1), lambda: E(4, page_size=0),
+                                         lambda: E(4, page_size=True))]
+    tree = radix.reserve(E(4, first_slot_id=1), "q", [1, 2, 3])[0]
+    tree = radix.insert(tree, [5, 6], [1, 2], "q")[0]
+    inputs = [rejection_of(f) for f in (lambda: tree.path(99), lambda: radix.reserve(tree, "p", [4, -1]),
+                                        lambda: radix.reserve(tree, "p", [4, True]),
+                                        lambda: radix.reserve(tree, "p", [4, 4]),
+                                        lambda: radix.decode(tree, "z", 7, 4))]
+    fresh = E(4, first_slot_id=1)
+    held = radix.reserve(fresh, "o", [1])[0]
+    leaf = next(i for i in tree.nodes if i != radix.ROOT)
+    nodes, root = dict(tree.nodes), tree.nodes[radix.ROOT]
+    corrupt = [attrs.evolve(tree, nodes={**nodes, radix.ROOT: attrs.evolve(root, token_ids=(1,), slot_ids=(4,))}),
+               attrs.evolve(tree, terminal_locks={99: 1}), attrs.evolve(tree, terminal_locks={leaf: -1}),
+               attrs.evolve(tree, nodes={**nodes, 77: radix.RadixNode(77, 99, (8,), (4,))}),
+               attrs.evolve(tree, nodes={**nodes, leaf: attrs.evolve(nodes[leaf], lock_ref=-1)})]
+    broken = [rejection_of(lambda t=t: radix.check_state(t)) for t in corrupt]
+    split = radix.insert(radix.insert(radix.reserve(fresh, "q", [1, 2, 3])[0], [5, 6], [1, 2], "q")[0],
+                         [5, 7], [1, 3], "q")[0]
+    upper = next(n.node_id for n in split.nodes.values() if n.token_ids == (5,))
+    six = next(n.node_id for n in split.nodes.values() if n.token_ids == (6,))
+    unlock_upper = rejection_of(lambda: radix.unlock(radix.lock(split, six)[0], upper))
+    cached = radix.publish_unfinished(held, "o", [5], [1])[0]
+    dup_state, dup = radix.publish_unfinished(radix.reserve(cached, "q", [2, 3])[0], "q", [5], [2])
+    published = [rejection_of(f) for f in (lambda: radix.publish_unfinished(fresh, "q", [1, 2], [1]),
+                                           lambda: radix.publish_unfinished(fresh, "q", [1], [9]),
+                                           lambda: radix.publish_unfinished(held, "q", [1], [1]))]
+    return [("decode A in group 1: table of 2 of 3 blocks; block 2009; without group 1's pool: refused as", decode,
+             [T.TABLE_INDEX_OUT_OF_RANGE, T.UNKNOWN_PHYSICAL_ID, T.MISSING_GROUP_POOL]),
+            ("empty trees of -1 slots, first slot -1, page size 0, page size True refused as", empties,
+             [R.MALFORMED_INPUT, R.MALFORMED_INPUT, R.BAD_PAGE_SIZE, R.BAD_PAGE_SIZE]),
+            ("path of node 99; reserve [4, -1], [4, True], [4, 4]; decode for z: refused as", inputs,
+             [R.UNKNOWN_NODE, R.MALFORMED_INPUT, R.MALFORMED_INPUT, R.DUPLICATE_INPUT_SLOT, R.UNKNOWN_REQUEST]),
+            ("publish 2 tokens in 1 slot; into slot 9 of 1..4; into o's slot 1: refused as", published,
+             [R.TOKEN_SLOT_LENGTH_MISMATCH, R.SLOT_OUT_OF_POOL, R.OWNED_SLOT_REUSE]),
+            ("after q caches [5, 6] in slots 1, 2 of its 1, 2, 3: tree slots, private slots",
+             (sorted(tree.tree_slot_ids()), sorted(tree.all_private_slot_ids())), ([1, 2], [3])),
+            ("trees refused by the check: root with an edge; lock on node 99; -1 holders; node 77 under missing 99; "
+             "lock_ref -1", broken, [R.EMPTY_EDGE, R.LOCK_COUNT_MISMATCH, R.LOCK_COUNT_MISMATCH, R.ORPHAN_NODE,
+                                     R.LOCK_UNDERFLOW]),
+            ("[5] -> [6], [7] with one holder ending at [6]: unlock [5] refused as", unlock_upper, R.LOCK_UNDERFLOW),
+            ("o caches [5] in slot 1; q (slots 2, 3) publishes [5] in slot 2: duplicates, q's private, free",
+             (dup.duplicate_slot_ids, dict(dup_state.private_slot_ids), sorted(dup_state.free_slot_ids)),
+             ((2,), {"q": (3,)}, [2, 4]))]
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -1278,4 +1416,6 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "frozen 0x03F": frozen_0x03F,
                "telemetry alerts 0x0CF": telemetry_alerts_0x0CF,
                "identity 0x06-0x08": identity_0x06_0x08,
-               "identity 0x03-0x0CE": identity_0x03_0x0CE}
+               "identity 0x03-0x0CE": identity_0x03_0x0CE,
+               "bounds 0x03I-0x0CE": bounds_0x03I_0x0CE,
+               "refusals 0x03-0x08": refusals_0x03_0x08}

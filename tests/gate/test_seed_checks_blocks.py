@@ -230,7 +230,79 @@ MUTANTS = [
      "if request_id in self.alloc.requests:", "adapter keys"),
     (adapters, "ReferenceAdapter.evict", "        if key is None:", "        if key is not None:", "adapter keys"),
     (adapters, "ReferenceAdapter.start", "            elif not prompt:", "            elif prompt:", "adapter keys"),
+    # survivors of the fresh seed-51 sample over reference/
+    (allocator, "Allocator.self_check", "\n            refs[g][h.block_id] = refs[g].get(h.block_id, 0) + 1",
+     "\n            refs[g][h.block_id] = refs[g].get(h.block_id, 0) | 1", "allocator checks 0x04F"),
+    (allocator, "Allocator.self_check", "h.pool_id != pool.config.pool_id", "h.pool_id is not pool.config.pool_id",
+     "allocator checks 0x04F"),
+    (ledgers, "validate_fixture", "if len(set(free)) != len(free) or", "if len(set(free)) > len(free) or",
+     "allocator checks 0x04F"),
+    (lifecycle, "compensate", 'if receipt.outcome != "PUBLISHED":', 'if receipt.outcome > "PUBLISHED":',
+     "allocator checks 0x04F"),
+    # lines no quick check executed before (their conditions turned never-true, or the branch taken the other way)
+    (allocator, "Allocator.__init__", "if not groups or len(groups) != len(block_ids):",
+     "if not groups and len(groups) != len(block_ids):", "allocator paths 0x05C"),
+    (allocator, "Allocator.validate_expected", "if expected_epoch is not None and expected_epoch != self.epoch:",
+     "if expected_epoch is None and expected_epoch != self.epoch:", "allocator paths 0x05C"),
+    (lifecycle, "delayed_write", '== "cow" else alloc.write_rows', '!= "cow" else alloc.write_rows',
+     "allocator paths 0x05C"),
+    (lifecycle, "reader_release", "if reader_id not in alloc.readers:", "if reader_id in alloc.readers:",
+     "allocator paths 0x05C"),
+    (ledgers, "cow_cost", "or shared_tokens < 0:", "or shared_tokens < -1:", "allocator paths 0x05C"),
+    (ledgers, "external_fragmentation", "or e < 0:", "or e < -1:", "allocator paths 0x05C"),
+    (ledgers, "reconcile", "if not hasattr(ledger, name):", "if hasattr(ledger, name):", "allocator paths 0x05C"),
+    # 0x05C's steps out of order (lines no quick check executed before)
+    (allocator, "Allocator._reserve", 'if txn.plan[group] in ("new", "cow") and',
+     'if txn.plan[group] not in ("new", "cow") and', "allocator steps 0x05C"),
+    (allocator, "Allocator.cow_begin", 'if txn.publication_state != "RESERVED" or "cow" not in txn.plan:',
+     'if txn.publication_state != "RESERVED" and "cow" not in txn.plan:', "allocator steps 0x05C"),
+    (allocator, "Allocator.cow_copy", 'if txn.plan[group] != "cow" or group in txn.copied_groups:',
+     'if txn.plan[group] != "cow" and group in txn.copied_groups:', "allocator steps 0x05C"),
+    (allocator, "Allocator.append_write", 'set(range(len(self.groups))) or txn.publication_state != "RESERVED":',
+     'set(range(len(self.groups))) and txn.publication_state != "RESERVED":', "allocator steps 0x05C"),
+    # the self-check's violations, each named (a corrupted state; lines no quick check executed before)
+    (allocator, "Allocator.self_check", "if len(set(token_rows)) > 1:", "if len(set(token_rows)) > 2:",
+     "allocator self-check"),
+    (allocator, "Allocator.self_check", "if sum(roles) != 1:", "if sum(roles) > 1:", "allocator self-check"),
+    (allocator, "Allocator.self_check", "if len(pool.q_at) != len(pool.q_seq):",
+     "if len(pool.q_at) > len(pool.q_seq):", "allocator self-check"),
 ]
+
+
+# The allocator's appends with a block size per group (0x04E) as they were before the fix: a group at a boundary next
+# to one appending in place crashed naming a destination the in-place group never had; next to a COW group, the
+# boundary path's append_write ran after cow_begin and was refused, and publication wanted READY_TO_PUBLISH.
+MIXED_PATH_BUGS = [
+    ("Allocator._boundary_params", '"dest": {g: 0 if d is None else d.block_id for g, d in enumerate(dests)}}',
+     '"dest": {g: d.block_id for g, d in enumerate(dests)}}'),
+    ("Allocator._fill_steps", 'if "new" in txn.plan and not cow:', 'if "new" in txn.plan:'),
+    ("Allocator._publish", 'if not cow and "new" in txn.plan and txn.publication_state != "READY_TO_PUBLISH":',
+     'if "new" in txn.plan and txn.publication_state != "READY_TO_PUBLISH":'),
+]
+
+
+@pytest.mark.parametrize("name, before, after", MIXED_PATH_BUGS, ids=[n for n, _b, _a in MIXED_PATH_BUGS])
+def test_the_mixed_path_append_bugs_fail_allocator_paths(monkeypatch, name, before, after):
+    patch_function(monkeypatch, allocator, name, before, after)
+    assert case_fails("allocator paths 0x05C")
+
+
+def test_a_mixed_path_append_checks_the_new_blocks_frontier():
+    """With a COW group, cow_validate also checks the boundary group's new block: a new block holding a row other
+    than the appended token is refused (FRONTIER_NOT_VALID) before publication."""
+    from kvexact.reference import lifecycle as lc
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 4, 8)], [[1, 2, 3, 4]] * 2)
+    alloc.allocate("r", [1, 2])
+    lc.fork(alloc, "r", "s")
+    txn = alloc.begin("append", "r", ("new", "cow"), (3,))
+    alloc.cow_begin(txn)
+    dest = alloc.append_reserve(txn, 0)
+    alloc.cow_reserve(txn, 1)
+    alloc.write_rows(txn, 0, dest, 0, (9,))
+    alloc.cow_copy(txn, 1, 2)
+    alloc.cow_write(txn, 1, alloc._destination(alloc._txn(txn), 1), 2, (3,))
+    assert rejection_of(lambda: alloc.cow_validate(txn)) is AllocRejection.FRONTIER_NOT_VALID
 
 
 @pytest.mark.parametrize("module, name, before, after, case", MUTANTS,

@@ -80,6 +80,28 @@ SURVIVORS = [
      "    for s, q in []:\n        if len(q) != fx.d_qk:", "tables 0x0AB"),
     (vmm, "step_async", "donors = [s.slot for s in state.slots if not s.active and s.pages]",
      "donors = [s.slot for s in state.slots if s.active and s.pages]", "vmm spec 0x06F"),
+    # survivors of the fresh seed-51 sample over reference/ (bounds tested past their edge, refusals skipped)
+    (translate, "resolve_kv_address", "if o >= desc.valid_rows:", "if o == desc.valid_rows:", "bounds 0x03I-0x0CE"),
+    (traversal, "kernel_geometry", 'for value, what in ((kernel_block_tokens, "kernel_block_tokens"), (partition_tokens, '
+     '"partition_tokens"),\n                        (warp_size, "warp_size"), (scalar_bytes, "scalar_bytes")):',
+     "for value, what in []:", "bounds 0x03I-0x0CE"),
+    (traversal, "ragged_table_ledger", "for t in lengths_tokens:", "for t in []:", "bounds 0x03I-0x0CE"),
+    (revocation, "authorization_rejected", 's.rev[r.ns] != "none"', 's.rev[r.ns] > "none"', "bounds 0x03I-0x0CE"),
+    (revocation, "revoke_stop_admission", "_need(s.ns_gen[n] < s.max_gen,", "_need(s.ns_gen[n] is not s.max_gen,",
+     "bounds 0x03I-0x0CE"),
+    # refusals on lines no quick check executed before (their conditions turned never-true)
+    (traversal, "decode_traversal", "if j >= len(table):", "if j > len(table):", "refusals 0x03-0x08"),
+    (traversal, "decode_traversal", "        if desc is None:", "        if desc is not None:", "refusals 0x03-0x08"),
+    (radix, "RadixState.empty", "or page_size < 1:", "or page_size < 0:", "refusals 0x03-0x08"),
+    (radix, "reserve", '    slots = _ints("slot_ids", slot_ids)\n    if len(set(slots)) != len(slots):',
+     '    slots = _ints("slot_ids", slot_ids)\n    if len(set(slots)) > len(slots):', "refusals 0x03-0x08"),
+    (radix, "decode", "    if request_id not in state.requests:", "    if request_id in state.requests:",
+     "refusals 0x03-0x08"),
+    (radix, "check_state", "if node_id not in nodes or holders < 0:", "if node_id not in nodes and holders < 0:",
+     "refusals 0x03-0x08"),
+    (radix, "check_state", "        if n.lock_ref < 0:", "        if n.lock_ref < -1:", "refusals 0x03-0x08"),
+    (radix, "_Draft.add_lock", "if count < 0:", "if count < -1:", "refusals 0x03-0x08"),
+    (radix, "_Draft.release_private", "        if remaining:", "        if not remaining:", "refusals 0x03-0x08"),
 ]
 
 
