@@ -91,6 +91,15 @@ class NamespaceRegistry:
     current: tuple[CacheIsolationNamespace, ...] = ()
     retired: frozenset[tuple[str, int]] = frozenset()
 
+    def __attrs_post_init__(self) -> None:
+        """The invariant: a namespace's current generation is above every retired one of its id (a registry
+        listing its current generation, or a later one, as retired is refused by name)."""
+        generation = {ns.namespace_id: ns.generation for ns in self.current}
+        for namespace_id, retired in self.retired:
+            if namespace_id in generation and retired >= generation[namespace_id]:
+                raise Rejected(NamespaceRejection.RETIRED_GENERATION,
+                               f"{namespace_id}@{retired} retired, current is {generation[namespace_id]}")
+
     def get(self, namespace_id: str) -> CacheIsolationNamespace:
         for ns in self.current:
             if ns.namespace_id == namespace_id:

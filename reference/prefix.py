@@ -319,7 +319,8 @@ def admit(cache: PrefixCache, receipt: PrefixMatchReceipt, tokens: Sequence[int]
     A partial-tail hit (0x07D) maps only its full blocks: the ``copy_valid_partial_rows`` rows its last
     matched block holds are copied, eagerly, into the request's own fresh block (the first receipts), so
     the source tail is never shared and no later write can reach it; the recomputed rows follow. The
-    receipt's snapshot digest guarantees the source still holds exactly the rows the lookup matched."""
+    receipt's snapshot digest guarantees the source still holds exactly the rows the lookup matched; ``tokens``
+    whose copied rows differ from them are not the looked-up prompt (COLLISION_WITNESS_MISMATCH, nothing changes)."""
     alloc = cache.alloc
     verify_receipt(receipt, policy, len(alloc.groups), alloc)
     if receipt.index_snapshot_id != alloc.digest():
@@ -330,7 +331,8 @@ def admit(cache: PrefixCache, receipt: PrefixMatchReceipt, tokens: Sequence[int]
         start = full * cache.block_tokens
         for h in receipt.matched_group_handles[full]:
             source = alloc.pools[h.cache_group_id].blocks[h.block_id].rows
-            assert source[:copied] == tuple(tokens[start:start + copied]), "the snapshot digest pins the source"
+            if source[:copied] != tuple(tokens[start:start + copied]):  # the tokens are not the looked-up ones
+                raise Rejected(PrefixRejection.COLLISION_WITNESS_MISMATCH, f"the {copied} copied rows of block {full}")
 
     def run():
         receipts = []

@@ -613,6 +613,7 @@ SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": tr
 SEED_CASES.update(__import__("kvexact.gate.seed_checks_index", fromlist=["INDEX_CASES"]).INDEX_CASES)  # #25
 SEED_CASES.update(__import__("kvexact.gate.seed_checks_blocks", fromlist=["CASES"]).CASES)  # the block side's cases
 SEED_CASES.update(__import__("kvexact.gate.seed_checks_adapters", fromlist=["CASES"]).CASES)  # adapters, vLLM pool
+SEED_CASES.update(__import__("kvexact.gate.seed_checks_core", fromlist=["CASES"]).CASES)  # core modules (i25g)
 
 
 def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:

@@ -1,0 +1,221 @@
+"""Core-module cases of the quick check ``reference-seed`` (registered in :mod:`kvexact.gate.seed_checks`, issue
+#25): the VMM lab's unmap refusal, namespace succession, the prefix cache's partial-tail admission, the allocator's
+state digest, the ledgers' contiguous fit and the allocator's predecessor and write-frontier checks.
+
+Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from the seed (``0x0..``
+sections), from the documented contract quoted in the docstring, or from the arithmetic written beside them, never
+from the reference's own output; a row that differs (or a case that raises) fails ``reference-seed`` by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Rows = list[tuple[str, Any, Any]]
+
+
+def _refusal(trigger: Any) -> tuple[Any, str]:
+    """The rejection ``trigger`` raises and its detail text; ``(None, "")`` when it is accepted."""
+    from kvexact.reference.rejections import Rejected
+
+    try:
+        trigger()
+    except Rejected as exc:
+        return exc.reason, exc.detail
+    return None, ""
+
+
+def vmm_unmap_live_rows() -> Rows:
+    """0x06F/0x06I: unmapping a live request's highest page is refused (UNMAP_LIVE_ROWS) and the refusal names the
+    page and the highest valid row it backs. On the lab's seed geometry (4-row pages) E holds rows 0..4 in pages 0
+    and 1: page 1 backs rows 4..7, so its highest live row is 5 - 1 = 4; a 3-row request (rows 0..2, one page)
+    names row 2. Once E is freed (its mappings retained) the same unmap is allowed."""
+    from kvexact.reference import vmm
+    from kvexact.reference.labs import vmm as lab
+
+    out: Rows = []
+    for rows, page, last in ((5, 1, 4), (3, 0, 2)):
+        s = vmm.VmmState.initial(lab.SEED_CONFIG)
+        s, _ = vmm.reserve_virtual(s)
+        s, _ = vmm.create_handles(s)
+        s, _ = vmm.alloc_reqid(s, 1, "E")
+        s, _ = vmm.step_sync(s, 1, rows)
+        s, _ = vmm.write_rows(s, 1, 1, 0, rows)
+        reason, detail = _refusal(lambda s=s: vmm.unmap_bundle(s, 1))
+        out.append((f"E with {rows} rows, unmap its top page: refused as; names page {page}, row {last}",
+                    (reason, f"page {page} backs row {last}" in detail), (vmm.VmmRejection.UNMAP_LIVE_ROWS, True)))
+        freed, _ = vmm.free_reqid(s, 1)
+        out.append((f"E ({rows} rows) freed, mappings kept: its top page unmapped, refused as",
+                    _refusal(lambda f=freed: vmm.unmap_bundle(f, 1))[0], None))
+    return out
+
+
+def namespace_succession() -> Rows:
+    """0x01A/0x07F: invalidation retires the current generation and makes generation + 1 current; the namespace id
+    is a value, so an id equal to the registered one but built at run time (another string object, as one read off
+    a request is) names the same namespace. The registry's invariant (reference/namespaces.py: every retired
+    generation is below its id's current one) is refused by name (RETIRED_GENERATION) when a registry would list
+    its current generation as retired."""
+    from kvexact.reference import namespaces as nsm
+    from kvexact.reference.rejections import rejection_of
+
+    def fresh(*parts: str) -> str:
+        return "".join(parts)  # built at run time: equal, another object
+
+    registered, asked = fresh("tenant-", "ns"), fresh("tenant-n", "s")
+    ns = nsm.CacheIsolationNamespace("prod", "t1", registered, 0, "salt", 0)
+    other = nsm.CacheIsolationNamespace("prod", "t2", "other", 3, None, 0)
+    reg = nsm.create_namespace(nsm.create_namespace(nsm.NamespaceRegistry(), ns), other)
+    after, receipt = nsm.invalidate(reg, asked, nsm.InvalidationReason.WEIGHTS)
+    twice, _ = nsm.invalidate(after, fresh("tenant-", "n", "s"), nsm.InvalidationReason.ISOLATION_RESET)
+    R = nsm.NamespaceRejection
+    return [("the two ids: equal, the same object", (registered == asked, registered is asked), (True, False)),
+            ("after one invalidation: current generation, model generation, retired scopes, other's generation",
+             (after.get(registered).generation, after.get(registered).model_generation, sorted(after.retired),
+              after.get("other").generation), (1, 1, [("tenant-ns", 0)], 3)),
+            ("the receipt: retired generation, successor's generation",
+             (receipt.retired.generation, receipt.successor.generation), (0, 1)),
+            ("after one invalidation, lookups at generation 0, 1, 2 refused as",
+             [rejection_of(lambda g=g: nsm.authorize_lookup(after, "t1", asked, g)) for g in (0, 1, 2)],
+             [R.RETIRED_GENERATION, None, R.FUTURE_GENERATION]),
+            ("after a second (isolation reset): current generation, model generation, retired scopes",
+             (twice.get(asked).generation, twice.get(asked).model_generation, sorted(twice.retired)),
+             (2, 1, [("tenant-ns", 0), ("tenant-ns", 1)])),
+            ("a registry with generation 0 current and retired, with generation 1 retired, refused as",
+             [rejection_of(lambda r=r: nsm.NamespaceRegistry(current=(ns,), retired=frozenset({("tenant-ns", r)})))
+              for r in (0, 1)], [R.RETIRED_GENERATION] * 2),
+            ("creating generation 0 in a registry that retired it refused as",
+             rejection_of(lambda: nsm.create_namespace(nsm.NamespaceRegistry(retired=frozenset({("tenant-ns", 0)})),
+                                                       ns)), R.RETIRED_GENERATION)]
+
+
+def prefix_partial_admission() -> Rows:
+    """0x07D: a partial-tail hit copies the matched tail's valid rows into the request's own block; the rows copied
+    must be the request's tokens at those positions. Admitting a receipt looked up for the prompt s[:25] (a hit of
+    16 full-block rows and 8 copied rows, P = 16) with tokens whose row 20 differs is not the looked-up prompt:
+    refused as COLLISION_WITNESS_MISMATCH (the secondary witness: the source block holds other tokens), and the
+    allocator is unchanged. Tokens that differ only past the copied rows (row 24, recomputed) are admitted."""
+    from kvexact.reference.labs import prefix as px_lab
+    from kvexact.reference.prefix import PrefixPolicy, PrefixRejection, admit
+    from kvexact.reference.rejections import rejection_of
+
+    s = list(px_lab.STREAM)
+    tail = PrefixPolicy(partial_tail=True)
+    cache = px_lab.cache_with(s[:33], tail)
+    receipt = cache.lookup(px_lab.request("B", s[:25]), tail)
+    before = cache.alloc.digest()
+    changed = s[:25]
+    changed[20] = s[20] + 1  # a copied row (rows 16..23)
+    refused = rejection_of(lambda: admit(cache, receipt, changed, tail))
+    unchanged = cache.alloc.digest() == before
+    late = s[:25]
+    late[24] = s[24] + 1  # past the copied rows: recomputed
+    rec, _ = admit(cache, receipt, late, tail)
+    return [("receipt for B's 25 tokens: hit, copied rows", (receipt.runtime_hit_tokens,
+                                                              receipt.copy_valid_partial_rows), (24, 8)),
+            ("admitted with row 20 changed: refused as; allocator unchanged", (refused, unchanged),
+             (PrefixRejection.COLLISION_WITNESS_MISMATCH, True)),
+            ("admitted with row 24 changed: context, B's tokens", (rec.context_tokens, cache.alloc.tokens_of("B")),
+             (25, tuple(late)))]
+
+
+def allocator_state_digest() -> Rows:
+    """DESIGN.md: state digests are SHA-256 over a canonical encoding, so different allocator states have different
+    digests. r grows from 1 to 258 tokens (16-token blocks): 258 different states, 258 different digests (a digest
+    folded into fewer than 258 values would, by pigeonhole, repeat one); each equals the digest recomputed from
+    the state."""
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.pool import GroupConfig
+
+    alloc = Allocator([GroupConfig(0, 0, 16, 8)], [list(range(1, 21))])
+    alloc.allocate("r", (0,))
+    digests = [alloc.digest()]
+    for t in range(1, 258):
+        alloc.append("r", t)
+        digests.append(alloc.digest())
+    return [("r at 1..258 tokens: states, distinct digests", (alloc.request("r").context_tokens, len(set(digests))),
+             (258, 258)),
+            ("the running digest is the one recomputed from the state", alloc.digest(),
+             alloc.journal.recompute_digest()),
+            ("a digest is 64 hex digits (SHA-256)", len(alloc.digest()), 64)]
+
+
+def contiguous_fit() -> Rows:
+    """0x02F: a contiguous candidate fits only inside one free extent. The seed's arena has free extents [1 MiB,
+    2 MiB]: its 2.5 MiB candidate is rejected though 3 MiB are free; so a candidate fits an extent of its size or a
+    larger one: 2 MiB and 1.5 MiB fit (the 2 MiB extent), in either order of the extents, 3 MiB does not."""
+    from kvexact.reference.ledgers import contiguous_fit as fit
+
+    mib = 1 << 20
+    free = [1 * mib, 2 * mib]
+    return [("the seed's 2.5 MiB candidate into [1, 2] MiB", fit(free, 5 * mib // 2), False),
+            ("2 MiB, 1.5 MiB, 3 MiB into [1, 2] MiB; 1.5 MiB into [2, 1] MiB, into []",
+             [fit(free, 2 * mib), fit(free, 3 * mib // 2), fit(free, 3 * mib), fit(free[::-1], 3 * mib // 2),
+              fit([], 3 * mib // 2)], [True, True, False, True, False])]
+
+
+def allocator_predecessors() -> Rows:
+    """0x05C step 1 and 0x05G. A request id with no committed record has the empty predecessor (generation 1,
+    table version 0), so an append to it expecting table version 0 (or none) is checked against that and goes
+    ahead, while one expecting version 1 is UNKNOWN_REQUEST ('no committed request with this id'). That name is
+    for appends only: an allocate is how a request with no committed record is made, so begin of an allocate
+    is never refused as UNKNOWN_REQUEST, whatever table version it carries."""
+    from kvexact.reference.allocator import Allocator, AllocRejection
+    from kvexact.reference.pool import GroupConfig
+    from kvexact.reference.rejections import rejection_of
+
+    def made() -> Allocator:
+        return Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+
+    out: Rows = []
+    for version, expected in ((0, (None, 1, 1)), (None, (None, 1, 1)), (1, (AllocRejection.UNKNOWN_REQUEST, 0, 0))):
+        alloc = made()
+        refused = rejection_of(lambda a=alloc, v=version: a.append("n", 7, expected_table_version=v))
+        rec = alloc.current_or_empty("n")
+        out.append((f"append to never-admitted n expecting table version {version}: refused as; context, version",
+                    (refused, rec.context_tokens, rec.table_version), expected))
+    begun = []
+    for version in (1, 3):
+        alloc = made()
+        begun.append(rejection_of(lambda a=alloc, v=version: a.begin("allocate", "n", ("alloc",), (7,),
+                                                                      expected_table_version=v)))
+    out.append(("begin of an allocate of n carrying table version 1, 3: refused as UNKNOWN_REQUEST",
+                [r is AllocRejection.UNKNOWN_REQUEST for r in begun], [False, False]))
+    return out
+
+
+def allocator_write_frontier() -> Rows:
+    """0x04E/0x05G: a write starts at the block's valid frontier and ends inside the block: offset + rows <= P,
+    else WRITE_OFFSET_MISMATCH and the block is unchanged. With 2-token blocks: r's unique tail holds 1 row, so
+    2 rows at offset 1 (1 + 2 = 3 > 2) are refused and 1 row is written; a reserved new block takes at most 2 rows
+    at offset 0 (3 refused, 2 written)."""
+    from kvexact.reference.allocator import Allocator, AllocRejection
+    from kvexact.reference.pool import GroupConfig
+    from kvexact.reference.rejections import rejection_of
+
+    M = AllocRejection.WRITE_OFFSET_MISMATCH
+    alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+    alloc.allocate("r", (1,))
+    txn = alloc.begin("append", "r", ("unique",), (5,))
+    tail = alloc.request("r").tables[0][-1]
+    unique = [rejection_of(lambda: alloc.write_rows(txn, 0, tail, 1, (5, 6))),
+              alloc.pools[0].blocks[tail.block_id].rows,
+              rejection_of(lambda: alloc.write_rows(txn, 0, tail, 1, (5,))),
+              alloc.pools[0].blocks[tail.block_id].rows]
+    fresh = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+    fresh.allocate("r", (1, 2))
+    txn = fresh.begin("append", "r", ("new",), (5,))
+    new = fresh.append_reserve(txn, 0)
+    boundary = [rejection_of(lambda: fresh.write_rows(txn, 0, new, 0, (5, 6, 7))),
+                fresh.pools[0].blocks[new.block_id].rows,
+                rejection_of(lambda: fresh.write_rows(txn, 0, new, 0, (5, 6))),
+                fresh.pools[0].blocks[new.block_id].rows]
+    return [("unique tail of 1 row: 2 rows at offset 1 refused as, rows; 1 row, rows", unique, [M, (1,), None, (1, 5)]),
+            ("reserved new block: 3 rows at offset 0 refused as, rows; 2 rows, rows", boundary,
+             [M, (), None, (5, 6)])]
+
+
+CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
+         "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
+         "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
+         "allocator write frontier": allocator_write_frontier}

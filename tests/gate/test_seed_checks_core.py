@@ -1,0 +1,85 @@
+"""The core-module cases of reference-seed (kvexact/gate/seed_checks_core.py, issue #25): each passes on the
+reference, is registered in the quick check, and fails, naming itself, on a survivor of the fresh seed-61 sample
+(cosmic-ray's mutated line applied to a copy of its module, the mutated function or constant patched in)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from test_seed_checks import mutant_module  # one line replaced, as cosmic-ray writes it
+
+from kvexact.gate import seed_checks, seed_checks_core
+from kvexact.gate.framework import GateContext, Verdict
+from kvexact.reference import allocator, ledgers, namespaces, pool, prefix, vmm
+from kvexact.reference.namespaces import CacheIsolationNamespace, NamespaceRegistry, NamespaceRejection
+from kvexact.reference.rejections import rejection_of
+
+
+def _run(case: str):
+    return seed_checks.run_cases({case: seed_checks_core.CASES[case]})
+
+
+def test_every_core_case_passes_and_is_registered():
+    assert set(seed_checks_core.CASES) <= set(seed_checks.SEED_CASES)
+    for name in seed_checks_core.CASES:
+        result = _run(name)
+        assert result.verdict is Verdict.PASSED, result.detail
+
+
+def _apply(monkeypatch, module, name, before, after):
+    """Replace ``name`` (a function, ``Class.method`` or module constant) by the mutated copy's, also where another
+    module imported it by name."""
+    copy = mutant_module(monkeypatch, module, before, after)
+    owner, _, attr = name.rpartition(".")
+    target = getattr(module, owner) if owner else module
+    original = getattr(target, attr)
+    replacement = getattr(getattr(copy, owner) if owner else copy, attr)
+    monkeypatch.setattr(target, attr, replacement)
+    if not owner:
+        for other in list(sys.modules.values()):
+            if other is not module and (getattr(other, "__name__", "") or "").startswith("kvexact.") and \
+                    getattr(other, attr, None) is original:
+                monkeypatch.setattr(other, attr, replacement)
+
+
+# (module, patched name, line before, line after (the seed-61 survivor), the case that must fail)
+SURVIVORS = [
+    (vmm, "_unmap_top", 'backs row {s.valid_tokens - 1}")', 'backs row {s.valid_tokens >> 1}")',
+     "vmm unmap live rows"),
+    (namespaces, "invalidate", "current = tuple(successor if c.namespace_id == namespace_id else c",
+     "current = tuple(successor if c.namespace_id is namespace_id else c", "namespace succession"),
+    (prefix, "admit", "for h in receipt.matched_group_handles[full]:", "for h in []:", "prefix partial admission"),
+    (pool, "_MOD", "_MOD = 1 << 256", "_MOD = 1 | 256", "allocator state digest"),
+    (ledgers, "contiguous_fit", "return any(e >= candidate_bytes for e in free_extents_bytes)",
+     "return any(e == candidate_bytes for e in free_extents_bytes)", "contiguous fit"),
+    (allocator, "Allocator.begin",
+     'if operation != "allocate" and request_id not in self.ended and expected_table_version not in (',
+     'if operation >= "allocate" and request_id not in self.ended and expected_table_version not in (',
+     "allocator predecessors"),
+    (allocator, "Allocator.begin", "expected_table_version not in (\n                        None, 0):",
+     "expected_table_version not in (\n                        None, -1):", "allocator predecessors"),
+    (allocator, "Allocator._write_rows",
+     "if offset != len(rows) or offset + len(tokens) > self.groups[group].block_tokens:",
+     "if offset != len(rows) or offset ** len(tokens) > self.groups[group].block_tokens:",
+     "allocator write frontier"),
+]
+
+
+@pytest.mark.parametrize("module, name, before, after, case", SURVIVORS,
+                         ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}:{i}" for i, (m, n, _b, _a, _c) in
+                              enumerate(SURVIVORS)])
+def test_a_seed61_survivor_fails_its_core_case(monkeypatch, module, name, before, after, case):
+    _apply(monkeypatch, module, name, before, after)
+    result = _run(case)
+    assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
+    assert case in result.detail
+    assert seed_checks.reference_seed(GateContext()).verdict is Verdict.FAILED
+
+
+def test_a_registry_listing_its_current_generation_as_retired_is_refused():
+    ns = CacheIsolationNamespace("prod", "t1", "ns", 2, None, 0)
+    for retired in (2, 3):
+        assert rejection_of(lambda r=retired: NamespaceRegistry((ns,), frozenset({("ns", r)}))) \
+            is NamespaceRejection.RETIRED_GENERATION
+    assert NamespaceRegistry((ns,), frozenset({("ns", 0), ("ns", 1), ("other", 9)})).get("ns") is ns
