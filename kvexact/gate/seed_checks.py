@@ -612,6 +612,7 @@ SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": tr
                                "fragmentation 0x02F": fragmentation_0x02F}
 SEED_CASES.update(__import__("kvexact.gate.seed_checks_index", fromlist=["INDEX_CASES"]).INDEX_CASES)  # #25
 SEED_CASES.update(__import__("kvexact.gate.seed_checks_blocks", fromlist=["CASES"]).CASES)  # the block side's cases
+SEED_CASES.update(__import__("kvexact.gate.seed_checks_peers", fromlist=["CASES"]).CASES)  # peers, adapters (#25)
 
 
 def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:

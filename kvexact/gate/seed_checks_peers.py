@@ -1,0 +1,183 @@
+"""Peer-profile and adapter cases of the quick check ``reference-seed`` (registered in
+:mod:`kvexact.gate.seed_checks`, issue #25): the vLLM and SGLang profiles' adapters, the SGLang tree's own
+invariant check, the deliberately faulty prefix index, the vLLM event workload generator and the reference
+adapter's KVAllocation projection of an open transaction.
+
+Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from
+``notes/vllm.md`` / ``notes/sglang.md``, from ``spec/KVAllocation.tla``, or from the arithmetic written beside
+them, never from the reference's own output; a row that differs (or a case that raises) fails ``reference-seed``
+by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Rows = list[tuple[str, Any, Any]]
+
+
+def sglang_tree_checks() -> Rows:
+    """notes/sglang.md §5 I1: ``evictable_size() + protected_size() == total_size()``; ``check_invariants`` must
+    refuse a tree whose evictable counter is one too high as well as one too low. §3: inserting [1, 2, 9] with
+    slots 4, 5, 6 beside [1, 2, 3] (slots 1, 2, 3; §7: page size 1 hands out the first free slots from 1) splits
+    the edge after [1, 2]; the tree keeps its own slots 1, 2, the new suffix [9] takes slot 6 and the caller's
+    4, 5 are duplicates; the projection lists every edge's tokens, slots and lock count. Admission (§3,
+    sglang_protocol) locks the last matched node, so a finished [1, 2, 3] matched by [1, 2, 3, 4] is protected
+    (3 tokens) while that request runs; the deliberately faulty index drops that lock (all 3 evictable)."""
+    from kvexact.reference.index import IndexConfig
+    from kvexact.reference.peers.sglang_adapter import SGLangAdapter
+    from kvexact.reference.peers.sglang_protocol import SGLangIndexAdapter, UnlockedPrefixAdapter
+
+    sg = SGLangAdapter(8)
+    sg.insert([1, 2, 3], sg.reserve("a", 3) or (), "a")
+    inserted = sg.insert([1, 2, 9], sg.reserve("b", 3) or (), "b")
+    projected = sg.project()
+    cache = sg.cache
+
+    def refusal(delta: int) -> str | None:
+        cache.evictable_size_ += delta
+        try:
+            cache.check_invariants()
+            return None
+        except AssertionError as exc:
+            return str(exc)
+        finally:
+            cache.evictable_size_ -= delta
+
+    admitted = []
+    for kind in (SGLangIndexAdapter, UnlockedPrefixAdapter):
+        index = kind(IndexConfig(8))
+        index.admit("r0", [1, 2, 3])
+        index.finish("r0")
+        matched = index.admit("r1", [1, 2, 3, 4])
+        admitted.append((matched, index.sglang.cache.sizes(), index.sglang.requests["r1"].tree_lock is None))
+    return [("check_invariants with the evictable counter as is, one too high, one too low",
+             [refusal(d) for d in (0, 1, -1)], [None, "I1", "I1"]),
+            ("insert [1, 2, 9] beside [1, 2, 3]: prefix tokens, duplicate slots",
+             (inserted.prefix_tokens, inserted.duplicate_slot_ids), (2, (4, 5))),
+            ("projected edges (tokens, slots, lock_ref), sizes (total, evictable, protected)",
+             (sorted(projected["edges"]), projected["sizes"]),
+             ([[[1, 2], [1, 2], 0], [[3], [3], 0], [[9], [6], 0]], [4, 4, 0])),
+            ("sound and faulty index: r1 [1, 2, 3, 4] after r0 [1, 2, 3] finished: matched, "
+             "(total, evictable, protected), lock dropped",
+             admitted, [(3, (3, 0, 3), False), (3, (3, 3, 0), True)])]
+
+
+def vllm_hit_arithmetic() -> Rows:
+    """notes/vllm.md: ``allocate_slots(request, num_new_tokens = num_tokens - num_computed_tokens,
+    num_new_computed_tokens, hit blocks)`` needs cdiv(num_tokens, block_size) blocks in all. With blocks of 16
+    (block 0 the null block): r0 = 55 tokens takes blocks 1..4; r1 = 16 zeros (r0's first block) + 24 fives
+    (40 tokens) hits block 1 (16 tokens) and takes cdiv(40, 16) - 1 = 2 new blocks, 5 and 6 from the free queue
+    (a hit whose bits are not a subset of the prompt length's). The hybrid coordinator's publication
+    (``publish_request``, one full-attention group of 16, 12 blocks = 11 usable) reuses its own hit: 48 tokens
+    cache 3 fresh blocks (11 -> 8 free); the same 48 + 16 tokens hit 48 (the ``num_tokens - 1`` = 63 cap rounds
+    down to 3 blocks) and cache only the fourth (8 -> 7 free)."""
+    from kvexact.reference.peers.vllm_adapter import VllmAdapter
+    from kvexact.reference.peers.vllm_hashing import BlockHasher
+    from kvexact.reference.peers.vllm_hybrid import GroupSpec, publish_request
+    from kvexact.reference.peers.vllm_pool import new_pool
+
+    user = VllmAdapter(11, 16)
+    first = user.allocate("r0", [0] * 16 + [1] * 16 + [2] * 16 + [3] * 7)
+    second = user.allocate("r1", [0] * 16 + [5] * 24)
+    hasher, spec = BlockHasher(16), [GroupSpec(16)]
+    tokens = [7] * 48 + [8] * 16
+    pool = new_pool(12)
+    free = [pool.num_free_blocks]
+    for n in (48, 64):
+        pool = publish_request(pool, spec, hasher.hashes(tokens[:n]), 16, n)
+        free.append(pool.num_free_blocks)
+    return [("VllmAdapter r0 (55 tokens), r1 (16 shared + 24): hit tokens, hit blocks, new blocks",
+             [(o.num_hit_tokens, o.hit_block_ids, o.new_block_ids) if o else None for o in (first, second)],
+             [(0, (), (1, 2, 3, 4)), (16, (1,), (5, 6))]),
+            ("hybrid publish of 48, then 64 tokens of one stream: free blocks before, after each", free, [11, 8, 7])]
+
+
+def vllm_stream_workload() -> Rows:
+    """``vllm_wire.random_stream_log``'s workload: prompts of 1 to ``stream_tokens - 3`` tokens of the shared
+    stream, decode steps of 1 to 3 tokens (single-token steps are vLLM's ordinary decode), never past the
+    stream's 14 tokens. Driven through a driver that accepts every call (seed 0, 300 operations)."""
+    from kvexact.reference.peers import vllm_wire as wire
+
+    class Accepting:
+        def __init__(self) -> None:
+            self.prompts: set[int] = set()
+            self.steps: set[int] = set()
+            self.lengths: dict[str, int] = {}
+
+        def allocate(self, rid: str, tokens: list[int]) -> tuple[int, ...]:
+            self.prompts.add(len(tokens))
+            self.lengths[rid] = len(tokens)
+            return ()
+
+        def append(self, rid: str, tokens: list[int]) -> tuple[int, ...]:
+            self.steps.add(len(tokens))
+            self.lengths[rid] += len(tokens)
+            return ()
+
+        def free(self, rid: str) -> None:
+            pass
+
+        def reset_prefix_cache(self) -> bool:
+            return True
+
+        def take_events(self) -> tuple[Any, ...]:
+            return ()
+
+    driver = Accepting()
+    wire.random_stream_log(0, 300, driver=driver)
+    return [("decode step sizes drawn", sorted(driver.steps), [1, 2, 3]),
+            ("shortest and longest prompt, longest request", (min(driver.prompts), max(driver.prompts),
+                                                               max(driver.lengths.values())), (1, 11, 14))]
+
+
+def adapter_txn_phase() -> Rows:
+    """spec/KVAllocation.tla: a transaction's phase is "reserved" from its first reservation until AppendWrite
+    (every group's destination written, READY_TO_PUBLISH, 0x04A) makes it "ready"; AppendPublish ends it
+    ("idle"). One group of 2-token blocks 1..4, r holding [1, 2] in block 1: the boundary append of 3 reserves
+    block 2. A transaction of a "new" plan in any other state is not ready: with groups of 2 and 4 tokens and
+    r's tail shared with a fork, the plan is new in group 0 and copy-on-write in group 1, and after ``cow_begin``
+    (state BEGUN, nothing reserved or written yet) the projection must still say "reserved". The reference
+    adapter names a refused truncate by the allocator's rejection (0x05E keeps a strictly shorter prefix), and
+    ``checker_value`` passes a value of no other kind through unchanged."""
+    from kvexact.reference import adapters, lifecycle
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.pool import GroupConfig
+    from kvexact.spec.checker.values import ModelValue
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+    alloc.allocate("r", [1, 2])
+    txn = alloc.begin("append", "r", alloc.append_plan(alloc.request("r")), (3,))
+    handle = alloc.append_reserve(txn, 0)
+    phases = [adapters.project_kv_allocation(alloc)["txn"]]
+    alloc.write_rows(txn, 0, handle, 0, (3,))
+    alloc.append_write(txn)
+    phases.append(adapters.project_kv_allocation(alloc)["txn"])
+    alloc.append_publish(txn)
+    phases.append(adapters.project_kv_allocation(alloc)["txn"])
+    mixed = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 4, 8)], [[1, 2, 3, 4]] * 2)
+    mixed.allocate("r", [1, 2])
+    lifecycle.fork(mixed, "r", "s")
+    plan = mixed.append_plan(mixed.request("r"))
+    mixed_txn = mixed.begin("append", "r", plan, (3,))
+    mixed.cow_begin(mixed_txn)
+    begun = adapters.project_kv_allocation(mixed)["txn"]
+    ref = adapters.ReferenceAdapter(adapters.AdapterConfig(block_tokens=2, num_groups=1, blocks_per_group=4,
+                                                           row_bytes=(8,)), spec=None)
+    ref.start("r", [1, 2, 3])
+    cuts = [ref.truncate(rid, keep) for rid, keep in (("r", 3), ("r", 4), ("q", 1))]
+    mv = ModelValue("x")
+    return [("boundary append of 3: (phase, dest) after reserve, after append_write, after publish",
+             [(p["phase"], dict(p["dest"])) for p in phases], [("reserved", {0: 2}), ("ready", {0: 2}),
+                                                              ("idle", {0: 0})]),
+            ("groups of 2 and 4 tokens, r = [1, 2] forked: plan; phase after cow_begin", (plan, begun["phase"]),
+             (("new", "cow"), "reserved")),
+            ("truncate r (3 tokens) to 3, to 4, unknown q: accepted, rejection",
+             [(c.accepted, c.rejection) for c in cuts],
+             [(False, "TRUNCATE_NOT_SHORTER"), (False, "TRUNCATE_NOT_SHORTER"), (False, "UNKNOWN_REQUEST")]),
+            ("checker_value of None, of a model value, of 0.5", [adapters.checker_value(v, {"x"}) for v in
+                                                                 (None, mv, 0.5)], [None, mv, 0.5])]
+
+
+CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
+         "vllm stream workload": vllm_stream_workload, "adapter txn phase": adapter_txn_phase}
