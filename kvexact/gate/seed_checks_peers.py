@@ -131,14 +131,16 @@ def vllm_stream_workload() -> Rows:
                                                                max(driver.lengths.values())), (1, 11, 14))]
 
 
-def adapter_txn_phase() -> Rows:
+def adapter_transactions() -> Rows:
     """spec/KVAllocation.tla: a transaction's phase is "reserved" from its first reservation until AppendWrite
     (every group's destination written, READY_TO_PUBLISH, 0x04A) makes it "ready"; AppendPublish ends it
     ("idle"). One group of 2-token blocks 1..4, r holding [1, 2] in block 1: the boundary append of 3 reserves
     block 2. A transaction of a "new" plan in any other state is not ready: with groups of 2 and 4 tokens and
     r's tail shared with a fork, the plan is new in group 0 and copy-on-write in group 1, and after ``cow_begin``
     (state BEGUN, nothing reserved or written yet) the projection must still say "reserved". The reference
-    adapter names a refused truncate by the allocator's rejection (0x05E keeps a strictly shorter prefix), and
+    adapter's start is one reference transaction: a start whose append rolls back (a fault injected after the
+    first reservation, 0x04F) is refused and leaves the allocator as it was. It names a refused truncate by the
+    allocator's rejection (0x05E keeps a strictly shorter prefix), and
     ``checker_value`` passes a value of no other kind through unchanged."""
     from kvexact.reference import adapters, lifecycle
     from kvexact.reference.allocator import Allocator
@@ -164,15 +166,26 @@ def adapter_txn_phase() -> Rows:
     begun = adapters.project_kv_allocation(mixed)["txn"]
     ref = adapters.ReferenceAdapter(adapters.AdapterConfig(block_tokens=2, num_groups=1, blocks_per_group=4,
                                                            row_bytes=(8,)), spec=None)
-    ref.start("r", [1, 2, 3])
-    cuts = [ref.truncate(rid, keep) for rid, keep in (("r", 3), ("r", 4), ("q", 1))]
+    ref.start("q", [5])
+    before = ref.alloc.digest()
+    ref.alloc.fault_after.add(("append_reserve", 0))
+    faulted = ref.start("r", [1, 2, 3])
+    faulted_rows = (faulted.accepted, "r" in ref.alloc.requests, ref.alloc.digest() == before)
+    ref.alloc.fault_after.clear()
+    started = ref.start("r", [1, 2, 3])
+    tables = (started.accepted, list(ref.table("r", 0)))
+    cuts = [ref.truncate(rid, keep) for rid, keep in (("r", 3), ("r", 4), ("x", 1))]
     mv = ModelValue("x")
     return [("boundary append of 3: (phase, dest) after reserve, after append_write, after publish",
              [(p["phase"], dict(p["dest"])) for p in phases], [("reserved", {0: 2}), ("ready", {0: 2}),
                                                               ("idle", {0: 0})]),
             ("groups of 2 and 4 tokens, r = [1, 2] forked: plan; phase after cow_begin", (plan, begun["phase"]),
              (("new", "cow"), "reserved")),
-            ("truncate r (3 tokens) to 3, to 4, unknown q: accepted, rejection",
+            ("start r [1, 2, 3] with a fault injected after its first reservation (0x04F): accepted, r known, "
+             "state unchanged", faulted_rows, (False, False, True)),
+            ("the same start without the fault: accepted, table (q holds block 1; cdiv(3, 2) = 2 blocks)", tables,
+             (True, [2, 3])),
+            ("truncate r (3 tokens) to 3, to 4, unknown x: accepted, rejection",
              [(c.accepted, c.rejection) for c in cuts],
              [(False, "TRUNCATE_NOT_SHORTER"), (False, "TRUNCATE_NOT_SHORTER"), (False, "UNKNOWN_REQUEST")]),
             ("checker_value of None, of a model value, of 0.5", [adapters.checker_value(v, {"x"}) for v in
@@ -180,4 +193,4 @@ def adapter_txn_phase() -> Rows:
 
 
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
-         "vllm stream workload": vllm_stream_workload, "adapter txn phase": adapter_txn_phase}
+         "vllm stream workload": vllm_stream_workload, "adapter transactions": adapter_transactions}

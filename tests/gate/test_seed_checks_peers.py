@@ -54,7 +54,7 @@ SURVIVORS = [
     (adapters, "project_kv_allocation",
      'txn["phase"] = "ready" if open_txn.publication_state == "READY_TO_PUBLISH" else "reserved"',
      'txn["phase"] = "ready" if open_txn.publication_state <= "READY_TO_PUBLISH" else "reserved"',
-     "adapter txn phase"),
+     "adapter transactions"),
     # killed since the sample by the block side's "peer units" (a float timeout: `^` raises TypeError)
     (vllm_wire, "Publisher.wait_for_subscriber", "if not self._sock.poll(int(timeout_s * 1000)):",
      "if not self._sock.poll(int(timeout_s ^ 1000)):", "peer units"),
