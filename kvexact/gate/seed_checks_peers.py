@@ -93,11 +93,15 @@ def vllm_hit_arithmetic() -> Rows:
             ("hybrid publish of 48, then 64 tokens of one stream: free blocks before, after each", free, [11, 8, 7])]
 
 
-def vllm_stream_workload() -> Rows:
+def stream_workloads() -> Rows:
     """``vllm_wire.random_stream_log``'s workload: prompts of 1 to ``stream_tokens - 3`` tokens of the shared
     stream, decode steps of 1 to 3 tokens (single-token steps are vLLM's ordinary decode), never past the
-    stream's 14 tokens. Driven through a driver that accepts every call (seed 0, 300 operations)."""
+    stream's 14 tokens. Driven through a driver that accepts every call (seed 0, 300 operations).
+    ``sglang_stream.random_event_log`` evicts on its own only when the tree is over ``capacity_pages`` (6) pages;
+    one operation inserts at most ``max_pages`` (3) pages, so a one-operation log (seeds 0-9) never removes a
+    block, while most of those ten logs store one."""
     from kvexact.reference.peers import vllm_wire as wire
+    from kvexact.reference.peers.sglang_stream import random_event_log
 
     class Accepting:
         def __init__(self) -> None:
@@ -126,7 +130,10 @@ def vllm_stream_workload() -> Rows:
 
     driver = Accepting()
     wire.random_stream_log(0, 300, driver=driver)
+    one_op = [{e["type"] for e in random_event_log(seed, 1)} for seed in range(10)]
     return [("decode step sizes drawn", sorted(driver.steps), [1, 2, 3]),
+            ("SGLang one-operation logs of seeds 0-9: any store, any removal",
+             (any("BlockStored" in k for k in one_op), any("BlockRemoved" in k for k in one_op)), (True, False)),
             ("shortest and longest prompt, longest request", (min(driver.prompts), max(driver.prompts),
                                                                max(driver.lengths.values())), (1, 11, 14))]
 
@@ -192,5 +199,35 @@ def adapter_transactions() -> Rows:
                                                                  (None, mv, 0.5)], [None, mv, 0.5])]
 
 
+def scopes_and_refusals() -> Rows:
+    """notes/vllm.md: a multimodal item covers the placeholder range ``[offset, offset + length)`` of the prompt;
+    the profile refuses a range that is empty, reversed (a negative length) or starts before the prompt by its
+    named rejection, BAD_MM_FEATURE ("offset >= 0 and length > 0"). The reference adapter over a token stream (2-token
+    blocks) publishes under HOME and refuses a tenant that does not own the namespace (``LookupScope``:
+    UNAUTHORIZED_TENANT), at start and at a read-only lookup; after a = [1..5] is cached, a lookup of the same
+    prompt hits 4 tokens (2 full blocks, capped one token short, 0x07A), and under another cache salt misses."""
+    from kvexact.reference import adapters
+    from kvexact.reference.peers import vllm_hashing as vh
+    from kvexact.reference.rejections import rejection_of
+
+    features = [rejection_of(lambda o=o, n=n: vh.MMFeature("x", o, n)) for o, n in ((0, -1), (0, 0), (-1, 2), (0, 1))]
+    config = adapters.AdapterConfig(block_tokens=2, num_groups=1, blocks_per_group=6, row_bytes=(8,))
+    ref = adapters.ReferenceAdapter(config, spec=None, stream=[1, 2, 3, 4, 5, 6, 7, 8])
+    foreign, salted = adapters.LookupScope(tenant_id="t1"), adapters.LookupScope(cache_salt="s")
+    prompt = [1, 2, 3, 4, 5]
+    refused = ref.start("a", prompt, scope=foreign)
+    ref.start("a", prompt)
+    ref.cache("a")
+    looked = [ref.lookup(prompt, scope) for scope in (adapters.HOME, foreign, salted)]
+    return [("MMFeature (offset, length) (0, -1), (0, 0), (-1, 2), (0, 1) rejected as", features,
+             [vh.HashRejection.BAD_MM_FEATURE] * 3 + [None]),
+            ("start under tenant t1: accepted, rejection", (refused.accepted, refused.rejection),
+             (False, "UNAUTHORIZED_TENANT")),
+            ("lookup of a's prompt under HOME, t1, another salt: accepted, rejection, hit tokens",
+             [(r.accepted, r.rejection, r.hit_tokens) for r in looked],
+             [(True, None, 4), (False, "UNAUTHORIZED_TENANT", 0), (True, None, 0)])]
+
+
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
-         "vllm stream workload": vllm_stream_workload, "adapter transactions": adapter_transactions}
+         "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
+         "scopes and refusals": scopes_and_refusals}
