@@ -23,8 +23,11 @@ def sglang_tree_checks() -> Rows:
     the edge after [1, 2]; the tree keeps its own slots 1, 2, the new suffix [9] takes slot 6 and the caller's
     4, 5 are duplicates; the projection lists every edge's tokens, slots and lock count. Admission (§3,
     sglang_protocol) locks the last matched node, so a finished [1, 2, 3] matched by [1, 2, 3, 4] is protected
-    (3 tokens) while that request runs; the deliberately faulty index drops that lock (all 3 evictable)."""
+    (3 tokens) while that request runs; the deliberately faulty index drops that lock (all 3 evictable).
+    §3 hit_count (0.5.23): every node an insert passes or creates that ends beyond ``inserted_len`` gains one:
+    [1, 2] twice (ends at 2 > 0; not at 2 <= 3), [3, 4] twice (ends at 4 > 0, 4 > 3), [5] once."""
     from kvexact.reference.index import IndexConfig
+    from kvexact.reference.peers.sglang import RadixCache
     from kvexact.reference.peers.sglang_adapter import SGLangAdapter
     from kvexact.reference.peers.sglang_protocol import SGLangIndexAdapter, UnlockedPrefixAdapter
 
@@ -44,6 +47,10 @@ def sglang_tree_checks() -> Rows:
         finally:
             cache.evictable_size_ -= delta
 
+    counted = RadixCache()
+    for tokens, inserted_len in (([1, 2], 0), ([1, 2, 3, 4], 0), ([1, 2, 3, 4, 5], 3)):
+        counted.insert(tokens, inserted_len=inserted_len)
+    hits = [counted.match_prefix(k).last_device_node.hit_count for k in ([1, 2], [1, 2, 3, 4], [1, 2, 3, 4, 5])]
     admitted = []
     for kind in (SGLangIndexAdapter, UnlockedPrefixAdapter):
         index = kind(IndexConfig(8))
@@ -58,6 +65,8 @@ def sglang_tree_checks() -> Rows:
             ("projected edges (tokens, slots, lock_ref), sizes (total, evictable, protected)",
              (sorted(projected["edges"]), projected["sizes"]),
              ([[[1, 2], [1, 2], 0], [[3], [3], 0], [[9], [6], 0]], [4, 4, 0])),
+            ("hit_count of [1, 2], [3, 4], [5] after inserting [1, 2], [1, 2, 3, 4], then [1, 2, 3, 4, 5] with "
+             "inserted_len 3", hits, [2, 2, 1]),
             ("sound and faulty index: r1 [1, 2, 3, 4] after r0 [1, 2, 3] finished: matched, "
              "(total, evictable, protected), lock dropped",
              admitted, [(3, (3, 0, 3), False), (3, (3, 3, 0), True)])]
@@ -99,7 +108,8 @@ def stream_workloads() -> Rows:
     stream's 14 tokens. Driven through a driver that accepts every call (seed 0, 300 operations).
     ``sglang_stream.random_event_log`` evicts on its own only when the tree is over ``capacity_pages`` (6) pages;
     one operation inserts at most ``max_pages`` (3) pages, so a one-operation log (seeds 0-9) never removes a
-    block, while most of those ten logs store one."""
+    block, while most of those ten logs store one; with a capacity of 1 page nothing is leased in one operation,
+    so the trim leaves at most 1 token (replaying the log: stores add their hashes, removals take them away)."""
     from kvexact.reference.peers import vllm_wire as wire
     from kvexact.reference.peers.sglang_stream import random_event_log
 
@@ -131,9 +141,20 @@ def stream_workloads() -> Rows:
     driver = Accepting()
     wire.random_stream_log(0, 300, driver=driver)
     one_op = [{e["type"] for e in random_event_log(seed, 1)} for seed in range(10)]
+
+    def live_at_end(events: list[dict[str, Any]]) -> int:
+        n = 0
+        for e in events:
+            n = 0 if e["type"] == "AllBlocksCleared" else n + len(e.get("block_hashes", ())) * (
+                -1 if e["type"] == "BlockRemoved" else 1)
+        return n
+
+    tight = [live_at_end(random_event_log(seed, 1, capacity_pages=1)) for seed in range(10)]
     return [("decode step sizes drawn", sorted(driver.steps), [1, 2, 3]),
             ("SGLang one-operation logs of seeds 0-9: any store, any removal",
              (any("BlockStored" in k for k in one_op), any("BlockRemoved" in k for k in one_op)), (True, False)),
+            ("SGLang one-operation logs of seeds 0-9 with a 1-page capacity: tokens left above it",
+             [n for n in tight if n > 1], []),
             ("shortest and longest prompt, longest request", (min(driver.prompts), max(driver.prompts),
                                                                max(driver.lengths.values())), (1, 11, 14))]
 
@@ -202,14 +223,36 @@ def adapter_transactions() -> Rows:
 def scopes_and_refusals() -> Rows:
     """notes/vllm.md: a multimodal item covers the placeholder range ``[offset, offset + length)`` of the prompt;
     the profile refuses a range that is empty, reversed (a negative length) or starts before the prompt by its
-    named rejection, BAD_MM_FEATURE ("offset >= 0 and length > 0"). The reference adapter over a token stream (2-token
+    named rejection, BAD_MM_FEATURE ("offset >= 0 and length > 0"); a block's extra keys name every item whose
+    range overlaps the block, at its offset relative to the block start (may be negative): an image at [8, 16)
+    in 4-token blocks keys blocks 2 and 3 (offsets 0 and -4). The pool's self-check (notes/vllm.md §1: the blocks
+    with ref_cnt 0 are the free queue's) names each usable block that breaks it, and a block id outside 0..num_blocks - 1 (§1) is
+    refused with that range. The reference adapter over a token stream (2-token
     blocks) publishes under HOME and refuses a tenant that does not own the namespace (``LookupScope``:
     UNAUTHORIZED_TENANT), at start and at a read-only lookup; after a = [1..5] is cached, a lookup of the same
     prompt hits 4 tokens (2 full blocks, capped one token short, 0x07A), and under another cache salt misses."""
+    import attrs
+
     from kvexact.reference import adapters
     from kvexact.reference.peers import vllm_hashing as vh
-    from kvexact.reference.rejections import rejection_of
+    from kvexact.reference.peers.vllm_pool import insert_cached, new_pool
+    from kvexact.reference.rejections import Rejected, rejection_of
 
+    hasher = vh.BlockHasher(4)
+    _, mm_keys = hasher.extend(tuple(range(16)), vh.RequestExtras(mm=(vh.MMFeature("img", 8, 8),)), (), ())
+    pool = new_pool(4)
+    corrupted = []
+    for b in (1, 2, 3):  # block b counted as referenced while it sits in the free queue
+        try:
+            attrs.evolve(pool, ref_cnt=tuple(int(i == b) for i in range(4))).check()
+            corrupted.append(None)
+        except AssertionError as exc:
+            corrupted.append(str(exc))
+    try:
+        insert_cached(pool, 4, b"k")
+        unknown = ""
+    except Rejected as exc:
+        unknown = str(exc)
     features = [rejection_of(lambda o=o, n=n: vh.MMFeature("x", o, n)) for o, n in ((0, -1), (0, 0), (-1, 2), (0, 1))]
     config = adapters.AdapterConfig(block_tokens=2, num_groups=1, blocks_per_group=6, row_bytes=(8,))
     ref = adapters.ReferenceAdapter(config, spec=None, stream=[1, 2, 3, 4, 5, 6, 7, 8])
@@ -221,6 +264,11 @@ def scopes_and_refusals() -> Rows:
     looked = [ref.lookup(prompt, scope) for scope in (adapters.HOME, foreign, salted)]
     return [("MMFeature (offset, length) (0, -1), (0, 0), (-1, 2), (0, 1) rejected as", features,
              [vh.HashRejection.BAD_MM_FEATURE] * 3 + [None]),
+            ("extra keys of the four 4-token blocks of 16 tokens with an image at [8, 16)", mm_keys,
+             (None, None, (("mm", "img", 0),), (("mm", "img", -4),))),
+            ("pool check with block 1, 2, 3 referenced but free", corrupted, ["block 1", "block 2", "block 3"]),
+            ("block 4 of a 4-block pool refused with the valid range (block ids 0..num_blocks - 1)", unknown,
+             "PoolRejection.UNKNOWN_BLOCK: block 4 not in 0..3"),
             ("start under tenant t1: accepted, rejection", (refused.accepted, refused.rejection),
              (False, "UNAUTHORIZED_TENANT")),
             ("lookup of a's prompt under HOME, t1, another salt: accepted, rejection, hit tokens",

@@ -18,6 +18,7 @@ from kvexact.reference.peers import (
     vllm_adapter,
     vllm_hashing,
     vllm_hybrid,
+    vllm_pool,
     vllm_wire,
 )
 
@@ -68,6 +69,16 @@ SURVIVORS = [
     # cosmic-ray's ExceptionReplacer catches CosmicRayTestingException instead, an exception nothing raises
     (adapters, "ReferenceAdapter._start_through_prefix_cache", _ADMIT + "        except Rejected as exc:",
      _ADMIT + "        except ArithmeticError as exc:", "scopes and refusals"),
+    # survivors of a second such sample (seed 71, 30 mutants), closed after it
+    (vllm_hashing, "_mm_keys", "if last.offset + last.length <= start:", "if last.offset | last.length <= start:",
+     "scopes and refusals"),
+    (vllm_pool, "PoolState.check", "for b in range(1, self.num_blocks):", "for b in range( 2, self.num_blocks):",
+     "scopes and refusals"),
+    (sglang, "RadixCache.insert", "            if pos + p > inserted_len:", "            if pos | p > inserted_len:",
+     "sglang tree checks"),
+    (vllm_pool, "_check_block", "not in 0..{pool.num_blocks - 1}", "not in 0..{pool.num_blocks | 1}",
+     "scopes and refusals"),
+    (sglang_stream, "random_event_log", "        if over > 0:", "        if over == 0:", "stream workloads"),
     # killed since the sample by the block side's "peer units" (a float timeout: `^` raises TypeError)
     (vllm_wire, "Publisher.wait_for_subscriber", "if not self._sock.poll(int(timeout_s * 1000)):",
      "if not self._sock.poll(int(timeout_s ^ 1000)):", "peer units"),
