@@ -105,7 +105,8 @@ def vllm_hit_arithmetic() -> Rows:
 def stream_workloads() -> Rows:
     """``vllm_wire.random_stream_log``'s workload: prompts of 1 to ``stream_tokens - 3`` tokens of the shared
     stream, decode steps of 1 to 3 tokens (single-token steps are vLLM's ordinary decode), never past the
-    stream's 14 tokens. Driven through a driver that accepts every call (seed 0, 300 operations).
+    stream's 14 tokens, frees, and prefix-cache resets drawn whatever runs (so also while requests run, when
+    vLLM's reset refuses). Driven through a driver that accepts every call (seed 0, 300 operations).
     ``sglang_stream.random_event_log`` evicts on its own only when the tree is over ``capacity_pages`` (6) pages;
     one operation inserts at most ``max_pages`` (3) pages, so a one-operation log (seeds 0-9) never removes a
     block, while most of those ten logs store one; with a capacity of 1 page nothing is leased in one operation,
@@ -117,22 +118,27 @@ def stream_workloads() -> Rows:
         def __init__(self) -> None:
             self.prompts: set[int] = set()
             self.steps: set[int] = set()
-            self.lengths: dict[str, int] = {}
+            self.lengths: dict[str, int] = {}  # the running requests
+            self.resets: list[int] = []  # running requests at each reset
+            self.longest = 0
 
         def allocate(self, rid: str, tokens: list[int]) -> tuple[int, ...]:
             self.prompts.add(len(tokens))
             self.lengths[rid] = len(tokens)
+            self.longest = max(self.longest, len(tokens))
             return ()
 
         def append(self, rid: str, tokens: list[int]) -> tuple[int, ...]:
             self.steps.add(len(tokens))
             self.lengths[rid] += len(tokens)
+            self.longest = max(self.longest, self.lengths[rid])
             return ()
 
         def free(self, rid: str) -> None:
-            pass
+            del self.lengths[rid]
 
         def reset_prefix_cache(self) -> bool:
+            self.resets.append(len(self.lengths))
             return True
 
         def take_events(self) -> tuple[Any, ...]:
@@ -156,7 +162,8 @@ def stream_workloads() -> Rows:
             ("SGLang one-operation logs of seeds 0-9 with a 1-page capacity: tokens left above it",
              [n for n in tight if n > 1], []),
             ("shortest and longest prompt, longest request", (min(driver.prompts), max(driver.prompts),
-                                                               max(driver.lengths.values())), (1, 11, 14))]
+                                                               driver.longest), (1, 11, 14)),
+            ("resets drawn while requests run (vLLM refuses those)", any(n > 0 for n in driver.resets), True)]
 
 
 def adapter_transactions() -> Rows:

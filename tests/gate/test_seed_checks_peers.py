@@ -78,6 +78,8 @@ SURVIVORS = [
      "sglang tree checks"),
     (vllm_pool, "_check_block", "not in 0..{pool.num_blocks - 1}", "not in 0..{pool.num_blocks | 1}",
      "scopes and refusals"),
+    (vllm_wire, "random_stream_log", "elif roll < 0.7 and running:", "elif roll >= 0.7 and running:",
+     "stream workloads"),
     (sglang_stream, "random_event_log", "        if over > 0:", "        if over == 0:", "stream workloads"),
     # killed since the sample by the block side's "peer units" (a float timeout: `^` raises TypeError)
     (vllm_wire, "Publisher.wait_for_subscriber", "if not self._sock.poll(int(timeout_s * 1000)):",
