@@ -175,7 +175,8 @@ def adapter_transactions() -> Rows:
     (state BEGUN, nothing reserved or written yet) the projection must still say "reserved". The reference
     adapter's start is one reference transaction: a start whose append rolls back (a fault injected after the
     first reservation, 0x04F) is refused and leaves the allocator as it was. It names a refused truncate by the
-    allocator's rejection (0x05E keeps a strictly shorter prefix), and
+    allocator's rejection (0x05E keeps a strictly shorter prefix); a block it caches gets a nonzero identity in
+    the KVAllocation projection (the spec reads ident 0 as "no identity"), and
     ``checker_value`` passes a value of no other kind through unchanged."""
     from kvexact.reference import adapters, lifecycle
     from kvexact.reference.allocator import Allocator
@@ -210,6 +211,8 @@ def adapter_transactions() -> Rows:
     started = ref.start("r", [1, 2, 3])
     tables = (started.accepted, list(ref.table("r", 0)))
     cuts = [ref.truncate(rid, keep) for rid, keep in (("r", 3), ("r", 4), ("x", 1))]
+    ref.cache("r")  # r = [1, 2, 3]: its full block 2 gets the adapter's first content key
+    idents = adapters.project_kv_allocation(ref.alloc)["ident"][0]
     mv = ModelValue("x")
     return [("boundary append of 3: (phase, dest) after reserve, after append_write, after publish",
              [(p["phase"], dict(p["dest"])) for p in phases], [("reserved", {0: 2}), ("ready", {0: 2}),
@@ -223,6 +226,8 @@ def adapter_transactions() -> Rows:
             ("truncate r (3 tokens) to 3, to 4, unknown x: accepted, rejection",
              [(c.accepted, c.rejection) for c in cuts],
              [(False, "TRUNCATE_NOT_SHORTER"), (False, "TRUNCATE_NOT_SHORTER"), (False, "UNKNOWN_REQUEST")]),
+            ("identity of r's cached first block 2; of block 1 (q's, uncached), 3 (r's partial tail), 4 (free)",
+             (idents[2] != 0, [idents[b] for b in (1, 3, 4)]), (True, [0, 0, 0])),
             ("checker_value of None, of a model value, of 0.5", [adapters.checker_value(v, {"x"}) for v in
                                                                  (None, mv, 0.5)], [None, mv, 0.5])]
 

@@ -81,6 +81,8 @@ SURVIVORS = [
     (vllm_wire, "random_stream_log", "elif roll < 0.7 and running:", "elif roll >= 0.7 and running:",
      "stream workloads"),
     (sglang_stream, "random_event_log", "        if over > 0:", "        if over == 0:", "stream workloads"),
+    # a survivor of a third such sample (seed 81, 30 mutants), closed after it
+    (adapters, "ReferenceAdapter._key", "str(len(self.keys) + 1)", "str(len(self.keys) * 1)", "adapter transactions"),
     # killed since the sample by the block side's "peer units" (a float timeout: `^` raises TypeError)
     (vllm_wire, "Publisher.wait_for_subscriber", "if not self._sock.poll(int(timeout_s * 1000)):",
      "if not self._sock.poll(int(timeout_s ^ 1000)):", "peer units"),
