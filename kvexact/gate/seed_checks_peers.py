@@ -253,7 +253,7 @@ def scopes_and_refusals() -> Rows:
     hasher = vh.BlockHasher(4)
     _, mm_keys = hasher.extend(tuple(range(16)), vh.RequestExtras(mm=(vh.MMFeature("img", 8, 8),)), (), ())
     pool = new_pool(4)
-    corrupted = []
+    corrupted: list[str | None] = []
     for b in (1, 2, 3):  # block b counted as referenced while it sits in the free queue
         try:
             attrs.evolve(pool, ref_cnt=tuple(int(i == b) for i in range(4))).check()
