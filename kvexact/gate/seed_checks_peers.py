@@ -1,0 +1,293 @@
+"""Peer-profile and adapter cases of the quick check ``reference-seed`` (registered in
+:mod:`kvexact.gate.seed_checks`, issue #25): the vLLM and SGLang profiles' adapters, the SGLang tree's own
+invariant check, the deliberately faulty prefix index, the vLLM event workload generator and the reference
+adapter's KVAllocation projection of an open transaction.
+
+Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from
+``notes/vllm.md`` / ``notes/sglang.md``, from ``spec/KVAllocation.tla``, or from the arithmetic written beside
+them, never from the reference's own output; a row that differs (or a case that raises) fails ``reference-seed``
+by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Rows = list[tuple[str, Any, Any]]
+
+
+def sglang_tree_checks() -> Rows:
+    """notes/sglang.md §5 I1: ``evictable_size() + protected_size() == total_size()``; ``check_invariants`` must
+    refuse a tree whose evictable counter is one too high as well as one too low. §3: inserting [1, 2, 9] with
+    slots 4, 5, 6 beside [1, 2, 3] (slots 1, 2, 3; §7: page size 1 hands out the first free slots from 1) splits
+    the edge after [1, 2]; the tree keeps its own slots 1, 2, the new suffix [9] takes slot 6 and the caller's
+    4, 5 are duplicates; the projection lists every edge's tokens, slots and lock count. Admission (§3,
+    sglang_protocol) locks the last matched node, so a finished [1, 2, 3] matched by [1, 2, 3, 4] is protected
+    (3 tokens) while that request runs; the deliberately faulty index drops that lock (all 3 evictable).
+    §3 hit_count (0.5.23): every node an insert passes or creates that ends beyond ``inserted_len`` gains one:
+    [1, 2] twice (ends at 2 > 0; not at 2 <= 3), [3, 4] twice (ends at 4 > 0, 4 > 3), [5] once."""
+    from kvexact.reference.index import IndexConfig
+    from kvexact.reference.peers.sglang import RadixCache
+    from kvexact.reference.peers.sglang_adapter import SGLangAdapter
+    from kvexact.reference.peers.sglang_protocol import SGLangIndexAdapter, UnlockedPrefixAdapter
+
+    sg = SGLangAdapter(8)
+    sg.insert([1, 2, 3], sg.reserve("a", 3) or (), "a")
+    inserted = sg.insert([1, 2, 9], sg.reserve("b", 3) or (), "b")
+    projected = sg.project()
+    cache = sg.cache
+
+    def refusal(delta: int) -> str | None:
+        cache.evictable_size_ += delta
+        try:
+            cache.check_invariants()
+            return None
+        except AssertionError as exc:
+            return str(exc)
+        finally:
+            cache.evictable_size_ -= delta
+
+    counted = RadixCache()
+    for tokens, inserted_len in (([1, 2], 0), ([1, 2, 3, 4], 0), ([1, 2, 3, 4, 5], 3)):
+        counted.insert(tokens, inserted_len=inserted_len)
+    hits = [counted.match_prefix(k).last_device_node.hit_count for k in ([1, 2], [1, 2, 3, 4], [1, 2, 3, 4, 5])]
+    admitted = []
+    for kind in (SGLangIndexAdapter, UnlockedPrefixAdapter):
+        index = kind(IndexConfig(8))
+        index.admit("r0", [1, 2, 3])
+        index.finish("r0")
+        matched = index.admit("r1", [1, 2, 3, 4])
+        admitted.append((matched, index.sglang.cache.sizes(), index.sglang.requests["r1"].tree_lock is None))
+    return [("check_invariants with the evictable counter as is, one too high, one too low",
+             [refusal(d) for d in (0, 1, -1)], [None, "I1", "I1"]),
+            ("insert [1, 2, 9] beside [1, 2, 3]: prefix tokens, duplicate slots",
+             (inserted.prefix_tokens, inserted.duplicate_slot_ids), (2, (4, 5))),
+            ("projected edges (tokens, slots, lock_ref), sizes (total, evictable, protected)",
+             (sorted(projected["edges"]), projected["sizes"]),
+             ([[[1, 2], [1, 2], 0], [[3], [3], 0], [[9], [6], 0]], [4, 4, 0])),
+            ("hit_count of [1, 2], [3, 4], [5] after inserting [1, 2], [1, 2, 3, 4], then [1, 2, 3, 4, 5] with "
+             "inserted_len 3", hits, [2, 2, 1]),
+            ("sound and faulty index: r1 [1, 2, 3, 4] after r0 [1, 2, 3] finished: matched, "
+             "(total, evictable, protected), lock dropped",
+             admitted, [(3, (3, 0, 3), False), (3, (3, 3, 0), True)])]
+
+
+def vllm_hit_arithmetic() -> Rows:
+    """notes/vllm.md: ``allocate_slots(request, num_new_tokens = num_tokens - num_computed_tokens,
+    num_new_computed_tokens, hit blocks)`` needs cdiv(num_tokens, block_size) blocks in all. With blocks of 16
+    (block 0 the null block): r0 = 55 tokens takes blocks 1..4; r1 = 16 zeros (r0's first block) + 24 fives
+    (40 tokens) hits block 1 (16 tokens) and takes cdiv(40, 16) - 1 = 2 new blocks, 5 and 6 from the free queue
+    (a hit whose bits are not a subset of the prompt length's). The hybrid coordinator's publication
+    (``publish_request``, one full-attention group of 16, 12 blocks = 11 usable) reuses its own hit: 48 tokens
+    cache 3 fresh blocks (11 -> 8 free); the same 48 + 16 tokens hit 48 (the ``num_tokens - 1`` = 63 cap rounds
+    down to 3 blocks) and cache only the fourth (8 -> 7 free)."""
+    from kvexact.reference.peers.vllm_adapter import VllmAdapter
+    from kvexact.reference.peers.vllm_hashing import BlockHasher
+    from kvexact.reference.peers.vllm_hybrid import GroupSpec, publish_request
+    from kvexact.reference.peers.vllm_pool import new_pool
+
+    user = VllmAdapter(11, 16)
+    first = user.allocate("r0", [0] * 16 + [1] * 16 + [2] * 16 + [3] * 7)
+    second = user.allocate("r1", [0] * 16 + [5] * 24)
+    hasher, spec = BlockHasher(16), [GroupSpec(16)]
+    tokens = [7] * 48 + [8] * 16
+    pool = new_pool(12)
+    free = [pool.num_free_blocks]
+    for n in (48, 64):
+        pool = publish_request(pool, spec, hasher.hashes(tokens[:n]), 16, n)
+        free.append(pool.num_free_blocks)
+    return [("VllmAdapter r0 (55 tokens), r1 (16 shared + 24): hit tokens, hit blocks, new blocks",
+             [(o.num_hit_tokens, o.hit_block_ids, o.new_block_ids) if o else None for o in (first, second)],
+             [(0, (), (1, 2, 3, 4)), (16, (1,), (5, 6))]),
+            ("hybrid publish of 48, then 64 tokens of one stream: free blocks before, after each", free, [11, 8, 7])]
+
+
+def stream_workloads() -> Rows:
+    """``vllm_wire.random_stream_log``'s workload: prompts of 1 to ``stream_tokens - 3`` tokens of the shared
+    stream, decode steps of 1 to 3 tokens (single-token steps are vLLM's ordinary decode), never past the
+    stream's 14 tokens, frees, and prefix-cache resets drawn whatever runs (so also while requests run, when
+    vLLM's reset refuses). Driven through a driver that accepts every call (seed 0, 300 operations).
+    ``sglang_stream.random_event_log`` evicts on its own only when the tree is over ``capacity_pages`` (6) pages;
+    one operation inserts at most ``max_pages`` (3) pages, so a one-operation log (seeds 0-9) never removes a
+    block, while most of those ten logs store one; with a capacity of 1 page nothing is leased in one operation,
+    so the trim leaves at most 1 token (replaying the log: stores add their hashes, removals take them away)."""
+    from kvexact.reference.peers import vllm_wire as wire
+    from kvexact.reference.peers.sglang_stream import random_event_log
+
+    class Accepting:
+        def __init__(self) -> None:
+            self.prompts: set[int] = set()
+            self.steps: set[int] = set()
+            self.lengths: dict[str, int] = {}  # the running requests
+            self.resets: list[int] = []  # running requests at each reset
+            self.longest = 0
+
+        def allocate(self, rid: str, tokens: list[int]) -> tuple[int, ...]:
+            self.prompts.add(len(tokens))
+            self.lengths[rid] = len(tokens)
+            self.longest = max(self.longest, len(tokens))
+            return ()
+
+        def append(self, rid: str, tokens: list[int]) -> tuple[int, ...]:
+            self.steps.add(len(tokens))
+            self.lengths[rid] += len(tokens)
+            self.longest = max(self.longest, self.lengths[rid])
+            return ()
+
+        def free(self, rid: str) -> None:
+            del self.lengths[rid]
+
+        def reset_prefix_cache(self) -> bool:
+            self.resets.append(len(self.lengths))
+            return True
+
+        def take_events(self) -> tuple[Any, ...]:
+            return ()
+
+    driver = Accepting()
+    wire.random_stream_log(0, 300, driver=driver)
+    one_op = [{e["type"] for e in random_event_log(seed, 1)} for seed in range(10)]
+
+    def live_at_end(events: list[dict[str, Any]]) -> int:
+        n = 0
+        for e in events:
+            n = 0 if e["type"] == "AllBlocksCleared" else n + len(e.get("block_hashes", ())) * (
+                -1 if e["type"] == "BlockRemoved" else 1)
+        return n
+
+    tight = [live_at_end(random_event_log(seed, 1, capacity_pages=1)) for seed in range(10)]
+    return [("decode step sizes drawn", sorted(driver.steps), [1, 2, 3]),
+            ("SGLang one-operation logs of seeds 0-9: any store, any removal",
+             (any("BlockStored" in k for k in one_op), any("BlockRemoved" in k for k in one_op)), (True, False)),
+            ("SGLang one-operation logs of seeds 0-9 with a 1-page capacity: tokens left above it",
+             [n for n in tight if n > 1], []),
+            ("shortest and longest prompt, longest request", (min(driver.prompts), max(driver.prompts),
+                                                               driver.longest), (1, 11, 14)),
+            ("resets drawn while requests run (vLLM refuses those)", any(n > 0 for n in driver.resets), True)]
+
+
+def adapter_transactions() -> Rows:
+    """spec/KVAllocation.tla: a transaction's phase is "reserved" from its first reservation until AppendWrite
+    (every group's destination written, READY_TO_PUBLISH, 0x04A) makes it "ready"; AppendPublish ends it
+    ("idle"). One group of 2-token blocks 1..4, r holding [1, 2] in block 1: the boundary append of 3 reserves
+    block 2. A transaction of a "new" plan in any other state is not ready: with groups of 2 and 4 tokens and
+    r's tail shared with a fork, the plan is new in group 0 and copy-on-write in group 1, and after ``cow_begin``
+    (state BEGUN, nothing reserved or written yet) the projection must still say "reserved". The reference
+    adapter's start is one reference transaction: a start whose append rolls back (a fault injected after the
+    first reservation, 0x04F) is refused and leaves the allocator as it was. It names a refused truncate by the
+    allocator's rejection (0x05E keeps a strictly shorter prefix); a block it caches gets a nonzero identity in
+    the KVAllocation projection (the spec reads ident 0 as "no identity"), and
+    ``checker_value`` passes a value of no other kind through unchanged."""
+    from kvexact.reference import adapters, lifecycle
+    from kvexact.reference.allocator import Allocator
+    from kvexact.reference.pool import GroupConfig
+    from kvexact.spec.checker.values import ModelValue
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+    alloc.allocate("r", [1, 2])
+    txn = alloc.begin("append", "r", alloc.append_plan(alloc.request("r")), (3,))
+    handle = alloc.append_reserve(txn, 0)
+    phases = [adapters.project_kv_allocation(alloc)["txn"]]
+    alloc.write_rows(txn, 0, handle, 0, (3,))
+    alloc.append_write(txn)
+    phases.append(adapters.project_kv_allocation(alloc)["txn"])
+    alloc.append_publish(txn)
+    phases.append(adapters.project_kv_allocation(alloc)["txn"])
+    mixed = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 4, 8)], [[1, 2, 3, 4]] * 2)
+    mixed.allocate("r", [1, 2])
+    lifecycle.fork(mixed, "r", "s")
+    plan = mixed.append_plan(mixed.request("r"))
+    mixed_txn = mixed.begin("append", "r", plan, (3,))
+    mixed.cow_begin(mixed_txn)
+    begun = adapters.project_kv_allocation(mixed)["txn"]
+    ref = adapters.ReferenceAdapter(adapters.AdapterConfig(block_tokens=2, num_groups=1, blocks_per_group=4,
+                                                           row_bytes=(8,)), spec=None)
+    ref.start("q", [5])
+    before = ref.alloc.digest()
+    ref.alloc.fault_after.add(("append_reserve", 0))
+    faulted = ref.start("r", [1, 2, 3])
+    faulted_rows = (faulted.accepted, "r" in ref.alloc.requests, ref.alloc.digest() == before)
+    ref.alloc.fault_after.clear()
+    started = ref.start("r", [1, 2, 3])
+    tables = (started.accepted, list(ref.table("r", 0)))
+    cuts = [ref.truncate(rid, keep) for rid, keep in (("r", 3), ("r", 4), ("x", 1))]
+    ref.cache("r")  # r = [1, 2, 3]: its full block 2 gets the adapter's first content key
+    idents = adapters.project_kv_allocation(ref.alloc)["ident"][0]
+    mv = ModelValue("x")
+    return [("boundary append of 3: (phase, dest) after reserve, after append_write, after publish",
+             [(p["phase"], dict(p["dest"])) for p in phases], [("reserved", {0: 2}), ("ready", {0: 2}),
+                                                              ("idle", {0: 0})]),
+            ("groups of 2 and 4 tokens, r = [1, 2] forked: plan; phase after cow_begin", (plan, begun["phase"]),
+             (("new", "cow"), "reserved")),
+            ("start r [1, 2, 3] with a fault injected after its first reservation (0x04F): accepted, r known, "
+             "state unchanged", faulted_rows, (False, False, True)),
+            ("the same start without the fault: accepted, table (q holds block 1; cdiv(3, 2) = 2 blocks)", tables,
+             (True, [2, 3])),
+            ("truncate r (3 tokens) to 3, to 4, unknown x: accepted, rejection",
+             [(c.accepted, c.rejection) for c in cuts],
+             [(False, "TRUNCATE_NOT_SHORTER"), (False, "TRUNCATE_NOT_SHORTER"), (False, "UNKNOWN_REQUEST")]),
+            ("identity of r's cached first block 2; of block 1 (q's, uncached), 3 (r's partial tail), 4 (free)",
+             (idents[2] != 0, [idents[b] for b in (1, 3, 4)]), (True, [0, 0, 0])),
+            ("checker_value of None, of a model value, of 0.5", [adapters.checker_value(v, {"x"}) for v in
+                                                                 (None, mv, 0.5)], [None, mv, 0.5])]
+
+
+def scopes_and_refusals() -> Rows:
+    """notes/vllm.md: a multimodal item covers the placeholder range ``[offset, offset + length)`` of the prompt;
+    the profile refuses a range that is empty, reversed (a negative length) or starts before the prompt by its
+    named rejection, BAD_MM_FEATURE ("offset >= 0 and length > 0"); a block's extra keys name every item whose
+    range overlaps the block, at its offset relative to the block start (may be negative): an image at [8, 16)
+    in 4-token blocks keys blocks 2 and 3 (offsets 0 and -4). The pool's self-check (notes/vllm.md §1: the blocks
+    with ref_cnt 0 are the free queue's) names each usable block that breaks it, and a block id outside 0..num_blocks - 1 (§1) is
+    refused with that range. The reference adapter over a token stream (2-token
+    blocks) publishes under HOME and refuses a tenant that does not own the namespace (``LookupScope``:
+    UNAUTHORIZED_TENANT), at start and at a read-only lookup; after a = [1..5] is cached, a lookup of the same
+    prompt hits 4 tokens (2 full blocks, capped one token short, 0x07A), and under another cache salt misses."""
+    import attrs
+
+    from kvexact.reference import adapters
+    from kvexact.reference.peers import vllm_hashing as vh
+    from kvexact.reference.peers.vllm_pool import insert_cached, new_pool
+    from kvexact.reference.rejections import Rejected, rejection_of
+
+    hasher = vh.BlockHasher(4)
+    _, mm_keys = hasher.extend(tuple(range(16)), vh.RequestExtras(mm=(vh.MMFeature("img", 8, 8),)), (), ())
+    pool = new_pool(4)
+    corrupted: list[str | None] = []
+    for b in (1, 2, 3):  # block b counted as referenced while it sits in the free queue
+        try:
+            attrs.evolve(pool, ref_cnt=tuple(int(i == b) for i in range(4))).check()
+            corrupted.append(None)
+        except AssertionError as exc:
+            corrupted.append(str(exc))
+    try:
+        insert_cached(pool, 4, b"k")
+        unknown = ""
+    except Rejected as exc:
+        unknown = str(exc)
+    features = [rejection_of(lambda o=o, n=n: vh.MMFeature("x", o, n)) for o, n in ((0, -1), (0, 0), (-1, 2), (0, 1))]
+    config = adapters.AdapterConfig(block_tokens=2, num_groups=1, blocks_per_group=6, row_bytes=(8,))
+    ref = adapters.ReferenceAdapter(config, spec=None, stream=[1, 2, 3, 4, 5, 6, 7, 8])
+    foreign, salted = adapters.LookupScope(tenant_id="t1"), adapters.LookupScope(cache_salt="s")
+    prompt = [1, 2, 3, 4, 5]
+    refused = ref.start("a", prompt, scope=foreign)
+    ref.start("a", prompt)
+    ref.cache("a")
+    looked = [ref.lookup(prompt, scope) for scope in (adapters.HOME, foreign, salted)]
+    return [("MMFeature (offset, length) (0, -1), (0, 0), (-1, 2), (0, 1) rejected as", features,
+             [vh.HashRejection.BAD_MM_FEATURE] * 3 + [None]),
+            ("extra keys of the four 4-token blocks of 16 tokens with an image at [8, 16)", mm_keys,
+             (None, None, (("mm", "img", 0),), (("mm", "img", -4),))),
+            ("pool check with block 1, 2, 3 referenced but free", corrupted, ["block 1", "block 2", "block 3"]),
+            ("block 4 of a 4-block pool refused with the valid range (block ids 0..num_blocks - 1)", unknown,
+             "PoolRejection.UNKNOWN_BLOCK: block 4 not in 0..3"),
+            ("start under tenant t1: accepted, rejection", (refused.accepted, refused.rejection),
+             (False, "UNAUTHORIZED_TENANT")),
+            ("lookup of a's prompt under HOME, t1, another salt: accepted, rejection, hit tokens",
+             [(r.accepted, r.rejection, r.hit_tokens) for r in looked],
+             [(True, None, 4), (False, "UNAUTHORIZED_TENANT", 0), (True, None, 0)])]
+
+
+CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
+         "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
+         "scopes and refusals": scopes_and_refusals}

@@ -1,0 +1,109 @@
+"""The peer-profile and adapter cases of reference-seed (kvexact/gate/seed_checks_peers.py, issue #25): each passes
+on the reference, is registered in the quick check, and fails, naming itself, on a mutant of reference/ that
+survived the quick gate in the fresh seed-51 sample (cosmic-ray's mutated line applied to a copy of the module)."""
+
+from __future__ import annotations
+
+import pytest
+from test_seed_checks import mutant_module  # one line replaced, as cosmic-ray writes it
+
+from kvexact.gate import seed_checks, seed_checks_peers
+from kvexact.gate.framework import GateContext, Verdict
+from kvexact.reference import adapters
+from kvexact.reference.peers import (
+    sglang,
+    sglang_adapter,
+    sglang_protocol,
+    sglang_stream,
+    vllm_adapter,
+    vllm_hashing,
+    vllm_hybrid,
+    vllm_pool,
+    vllm_wire,
+)
+
+
+def _run(case: str):
+    return seed_checks.run_cases({case: seed_checks.SEED_CASES[case]})
+
+
+def test_every_peer_case_passes_and_is_registered():
+    assert len(seed_checks_peers.CASES) == 5
+    assert set(seed_checks_peers.CASES) <= set(seed_checks.SEED_CASES)
+    for name in seed_checks_peers.CASES:
+        result = _run(name)
+        assert result.verdict is Verdict.PASSED, result.detail
+    assert seed_checks.reference_seed(GateContext()).verdict is Verdict.PASSED
+
+
+_ADMIT = "            _, receipts = px.admit(self.prefix, receipt, prompt, policy)  # type: ignore[arg-type]\n"
+
+# (module, attribute to patch ("Class.attr" for a method), line before, line after, the failing case)
+SURVIVORS = [
+    (sglang, "RadixCache.check_invariants",
+     'assert self.evictable_size_ + self.protected_size_ == self.total_size(), "I1"',
+     'assert self.evictable_size_ + self.protected_size_ >= self.total_size(), "I1"', "sglang tree checks"),
+    (sglang_adapter, "SGLangAdapter.project", "list(n.value or ())", "list(n.value and ())", "sglang tree checks"),
+    # the subclass is replaced whole: its admit calls super(), bound to the copy's class
+    (sglang_protocol, "UnlockedPrefixAdapter",
+     "if matched is not None and req is not None and req.tree_lock is not None:",
+     "if not matched is not None and req is not None and req.tree_lock is not None:", "sglang tree checks"),
+    (vllm_adapter, "VllmAdapter.allocate",
+     "request, request.num_tokens - hit.num_computed_tokens, hit.num_computed_tokens, hit.block_ids)",
+     "request, request.num_tokens ^ hit.num_computed_tokens, hit.num_computed_tokens, hit.block_ids)",
+     "vllm hit arithmetic"),
+    (vllm_hybrid, "publish_request", "for block_hash in view[hit // spec.block_size:cacheable // spec.block_size]:",
+     "for block_hash in view[hit % spec.block_size:cacheable // spec.block_size]:", "vllm hit arithmetic"),
+    (vllm_wire, "random_stream_log", "n, k = running[rid], rng.randrange(1, 4)",
+     "n, k = running[rid], rng.randrange( 2, 4)", "stream workloads"),
+    (adapters, "project_kv_allocation",
+     'txn["phase"] = "ready" if open_txn.publication_state == "READY_TO_PUBLISH" else "reserved"',
+     'txn["phase"] = "ready" if open_txn.publication_state <= "READY_TO_PUBLISH" else "reserved"',
+     "adapter transactions"),
+    # survivors of a sample restricted to reference.peers.* and reference.adapters (seed 61, 24 mutants, the six
+    # quick checks before machines), closed after it
+    (vllm_hashing, "MMFeature.__attrs_post_init__", "if self.offset < 0 or self.length <= 0:",
+     "if self.offset < 0 or self.length == 0:", "scopes and refusals"),
+    (sglang_stream, "random_event_log", "over = cache.total_size() - capacity_pages * page_size",
+     "over = cache.total_size() / capacity_pages * page_size", "stream workloads"),
+    # cosmic-ray's ExceptionReplacer catches CosmicRayTestingException instead, an exception nothing raises
+    (adapters, "ReferenceAdapter._start_through_prefix_cache", _ADMIT + "        except Rejected as exc:",
+     _ADMIT + "        except ArithmeticError as exc:", "scopes and refusals"),
+    # survivors of a second such sample (seed 71, 30 mutants), closed after it
+    (vllm_hashing, "_mm_keys", "if last.offset + last.length <= start:", "if last.offset | last.length <= start:",
+     "scopes and refusals"),
+    (vllm_pool, "PoolState.check", "for b in range(1, self.num_blocks):", "for b in range( 2, self.num_blocks):",
+     "scopes and refusals"),
+    (sglang, "RadixCache.insert", "            if pos + p > inserted_len:", "            if pos | p > inserted_len:",
+     "sglang tree checks"),
+    (vllm_pool, "_check_block", "not in 0..{pool.num_blocks - 1}", "not in 0..{pool.num_blocks | 1}",
+     "scopes and refusals"),
+    (vllm_wire, "random_stream_log", "elif roll < 0.7 and running:", "elif roll >= 0.7 and running:",
+     "stream workloads"),
+    (sglang_stream, "random_event_log", "        if over > 0:", "        if over == 0:", "stream workloads"),
+    # a survivor of a third such sample (seed 81, 30 mutants), closed after it
+    (adapters, "ReferenceAdapter._key", "str(len(self.keys) + 1)", "str(len(self.keys) * 1)", "adapter transactions"),
+    # killed since the sample by the block side's "peer units" (a float timeout: `^` raises TypeError)
+    (vllm_wire, "Publisher.wait_for_subscriber", "if not self._sock.poll(int(timeout_s * 1000)):",
+     "if not self._sock.poll(int(timeout_s ^ 1000)):", "peer units"),
+]
+
+
+@pytest.mark.parametrize("module, name, before, after, case", SURVIVORS,
+                         ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}" for m, n, *_ in SURVIVORS])
+def test_a_former_survivor_fails_its_peer_case(monkeypatch, module, name, before, after, case):
+    copy = mutant_module(monkeypatch, module, before, after)
+    owner, _, attr = name.rpartition(".")
+    target = getattr(module, owner) if owner else module
+    monkeypatch.setattr(target, attr, getattr(getattr(copy, owner) if owner else copy, attr))
+    result = _run(case)
+    assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
+    assert case in result.detail
+
+
+def test_the_faulty_prefix_index_is_caught_by_its_case_only_through_the_lock():
+    """The sound index passed in the faulty one's place fails the case (the lock is then kept)."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(sglang_protocol, "UnlockedPrefixAdapter", sglang_protocol.SGLangIndexAdapter)
+        result = _run("sglang tree checks")
+    assert result.verdict is Verdict.FAILED and "lock dropped" in result.detail
