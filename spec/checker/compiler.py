@@ -250,6 +250,55 @@ def _cached_const(fn: Callable) -> Callable:
     return g
 
 
+_ABSENT = object()
+
+
+def _let_last(body: Callable, names: frozenset) -> Callable:
+    """A LET definition without arguments that reads the state (and perhaps names bound around it):
+    its last value, kept with the state object and the bound values it was computed on, is returned
+    again while the same state object and the same value objects (by identity) are current, e.g. at each
+    of its uses in one action, or in each call of a LET operator that reads it. A value that is not a
+    TLA+ value (an operator argument), a state under a prime (whose reads are noted) or no state (None:
+    constant-level evaluation) is not cached."""
+    last: list = [_ABSENT, None, None]  # state, bound values, value
+    if not names:
+        def let_s(s, n, e):
+            if last[0] is s:
+                return last[2]
+            v = body(s, n, e)
+            if s is not None and type(s) is not Primed:
+                last[0], last[2] = s, v
+            return v
+        return let_s
+    if len(names) == 1:
+        (nm,) = names
+
+        def let_s1(s, n, e):
+            x = e.get(nm, _ABSENT)
+            if last[0] is s and last[1] is x:
+                return last[2]
+            v = body(s, n, e)
+            if x is not _ABSENT and not callable(x) and s is not None and type(s) is not Primed:
+                last[0], last[1], last[2] = s, x, v
+            return v
+        return let_s1
+    order = tuple(sorted(names))
+
+    def let_sn(s, n, e):
+        xs = [e.get(nm, _ABSENT) for nm in order]
+        if last[0] is s:
+            for a, b in zip(last[1], xs, strict=True):
+                if a is not b:
+                    break
+            else:
+                return last[2]
+        v = body(s, n, e)
+        if s is not None and type(s) is not Primed and not any(x is _ABSENT or callable(x) for x in xs):
+            last[0], last[1], last[2] = s, xs, v
+        return v
+    return let_sn
+
+
 class Primed(dict):
     """A snapshot of the next state, for an expression under a prime, that notes in ``read`` each variable
     read from it (any other access reads them all): a definition evaluated on it is then memoized by the
@@ -295,9 +344,6 @@ class Primed(dict):
     def copy(self):
         self._all()
         return dict(dict.items(self))
-
-
-_ABSENT = object()
 
 
 def _per_state(fn: Callable) -> Callable:
@@ -1570,6 +1616,21 @@ class Compiler:
             return v
         return letref
 
+    def let_ref(self, d: Def, body: Callable, bdeps: frozenset) -> Callable:
+        """The function of a LET definition without arguments (body, bdeps: def_fn's), one per definition,
+        shared by all its uses: memoized by the bound values it reads when it does not read the state;
+        else, when it reads the state, its last value kept (_let_last)."""
+        shared = getattr(d, "_ref", None)
+        if shared is not None and shared[0] is body:
+            return shared[1]
+        fn = body
+        if bdeps and not (bdeps & {STATE, PRIME, "$lambda", "@", "$impure", "$random"}) and not in_recursion(bdeps):
+            fn = self._let_memo(d, body, bdeps)
+        elif STATE in bdeps and not any(x.startswith("$") or x == "@" for x in bdeps - {STATE}):
+            fn = _let_last(body, bdeps - {STATE})
+        d._ref = (body, fn)  # type: ignore[attr-defined]
+        return fn
+
     def _def_ref(self, d: Def, args, node, scope):
         where = loc_of(node, scope.mod)
         if args and len(args) == d.arity and self.primed_params(d):
@@ -1606,10 +1667,7 @@ class Compiler:
             return fref, deps
         if d.arity == 0:
             if d.is_let:
-                if bdeps and not (bdeps & {STATE, PRIME, "$lambda", "@", "$impure", "$random"}) \
-                        and not in_recursion(bdeps):
-                    return self._let_memo(d, body, bdeps), bdeps
-                return body, bdeps
+                return self.let_ref(d, body, bdeps), bdeps
             if not bdeps:
                 return _cached_const(body), NODEPS
             if bdeps == frozenset({STATE}):
