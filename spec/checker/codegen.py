@@ -546,7 +546,7 @@ class FastGen:
             if b is None or b[0] != "def":
                 continue
             t = self._tmp()
-            shared = self._let_cache(b[1])
+            shared = self.c.let_cache(b[1])
             if shared is not None:  # its one cache, which its other uses (LET operators) read too
                 pre.append(f"({t} := {self._const(shared)}(s, n, e))")
             else:
@@ -556,15 +556,6 @@ class FastGen:
         if not pre:
             return body
         return "(" + ", ".join(pre) + f", {body})[-1]"
-
-    def _let_cache(self, d: Any) -> Callable | None:
-        """The shared function of a LET definition that reads the state (compiler.let_ref), else None."""
-        from kvexact.spec.checker.compiler import STATE
-        body, bdeps = self.c.def_fn(d)
-        if STATE not in bdeps:
-            return None
-        fn = self.c.let_ref(d, body, bdeps)
-        return None if fn is body else fn
 
     def _except_keys(self, item, scope):
         if isinstance(item, str):

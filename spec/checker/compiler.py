@@ -1631,6 +1631,15 @@ class Compiler:
         d._ref = (body, fn)  # type: ignore[attr-defined]
         return fn
 
+    def let_cache(self, d: Def) -> Callable | None:
+        """The shared cache of a LET definition without arguments that reads the state (let_ref's
+        _let_last), else None."""
+        body, bdeps = self.def_fn(d)
+        if STATE not in bdeps:
+            return None
+        fn = self.let_ref(d, body, bdeps)
+        return None if fn is body else fn
+
     def _def_ref(self, d: Def, args, node, scope):
         where = loc_of(node, scope.mod)
         if args and len(args) == d.arity and self.primed_params(d):

@@ -88,3 +88,33 @@ def test_an_action_with_a_state_reading_let_used_in_several_conjuncts(tmp_path):
     assert r.distinct_states == 6
     # successors: <<2,1>>: 2; <<1,1>>: 2; <<2,0>>: 1; <<1,0>>: 1; <<0,1>>: 1; <<0,0>>: 0; plus 1 initial
     assert r.generated_states == 8
+
+
+def test_an_action_forall_guard_over_a_conjunction(tmp_path):
+    # the \A reads no primed variable: a guard. d may be chosen when every g in 1..2 has g + d > 2 and
+    # g * d # 4: d = 2 fails (2 * 2 = 4), d = 1 fails (1 + 1 = 2), d = 3 holds: x goes 0 -> 3 only
+    body = """
+    VARIABLES x
+    Init == x = 0
+    Next == \\E d \\in 1..3 : /\\ \\A g \\in 1..2 : /\\ g + d > 2
+                                                 /\\ g * d # 4
+                               /\\ x' = d
+    """
+    spec = write_spec(tmp_path, body, NOLOCK)
+    r = check_model(spec, spec.with_suffix(".cfg"), coverage=False)
+    assert r.outcome == Outcome.SUCCESS
+    assert (r.distinct_states, r.generated_states) == (2, 3)  # {0, 3}; 0 -> 3, 3 -> 3
+
+
+def test_an_action_forall_guard_with_a_non_boolean_body_reports_the_conjunct(tmp_path):
+    body = """
+    VARIABLES x
+    Init == x = 0
+    Next == /\\ \\A g \\in 1..2 : /\\ g > 0
+                                /\\ IF g = 2 THEN 7 ELSE TRUE
+            /\\ x' = 1
+    """
+    spec = write_spec(tmp_path, body, NOLOCK)
+    r = check_model(spec, spec.with_suffix(".cfg"), coverage=False)
+    assert r.outcome == Outcome.EVALUATION
+    assert r.violation is not None and "non-boolean value 7" in r.violation.message
