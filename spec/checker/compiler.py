@@ -17,6 +17,7 @@ import contextlib
 import io
 import itertools
 from collections.abc import Callable
+from operator import is_
 from pathlib import Path
 from typing import Any
 
@@ -285,15 +286,11 @@ def _let_last(body: Callable, names: frozenset) -> Callable:
     order = tuple(sorted(names))
 
     def let_sn(s, n, e):
-        xs = [e.get(nm, _ABSENT) for nm in order]
-        if last[0] is s:
-            for a, b in zip(last[1], xs, strict=True):
-                if a is not b:
-                    break
-            else:
-                return last[2]
+        xs = tuple(map(e.get, order))  # None: not bound (no TLA+ value is None)
+        if last[0] is s and all(map(is_, last[1], xs)):
+            return last[2]
         v = body(s, n, e)
-        if s is not None and type(s) is not Primed and not any(x is _ABSENT or callable(x) for x in xs):
+        if s is not None and type(s) is not Primed and None not in xs and not any(map(callable, xs)):
             last[0], last[1], last[2] = s, xs, v
         return v
     return let_sn
