@@ -343,13 +343,17 @@ class Primed(dict):
         return dict(dict.items(self))
 
 
-def _per_state(fn: Callable) -> Callable:
+def _per_state(fn: Callable, reads: tuple | None = None) -> Callable:
     """fn once per state (the last one); on a Primed state, once per values of the variables it has read
     (``names``, the union over evaluations: the memo starts over when it grows). The two are kept apart,
-    so evaluating under a prime does not evict the current state's value."""
+    so evaluating under a prime does not evict the current state's value. ``reads``, when given, are
+    all the variables fn can read (reads.state_reads): a state is then also looked up by their values'
+    memo keys (the engine has made them for the state's fingerprint), so states that agree on them share
+    one evaluation."""
     last: list = [None, None]
     memo: dict = {}
     names: list = []
+    by_value: dict = {}
 
     def primed(s, n, e):
         try:
@@ -384,7 +388,43 @@ def _per_state(fn: Callable) -> Callable:
         v = fn(s, n, e)
         last[0], last[1] = s, v
         return v
-    return g
+    if not reads:
+        return g
+    if len(reads) == 1:
+        (r0,) = reads
+
+        def g1(s, n, e):
+            if last[0] is s:
+                return last[1]
+            if type(s) is Primed or s is None or r0 not in s:
+                return g(s, n, e)
+            x = s[r0]
+            key = x if type(x) in SELF_KEYED else memo_key(x)
+            v = by_value.get(key, _ABSENT)
+            if v is _ABSENT:
+                v = fn(s, n, e)
+                if len(by_value) > 20_000:
+                    by_value.clear()
+                by_value[key] = v
+            last[0], last[1] = s, v
+            return v
+        return g1
+
+    def gn(s, n, e):
+        if last[0] is s:
+            return last[1]
+        if type(s) is Primed or s is None or any(r not in s for r in reads):
+            return g(s, n, e)
+        key = memo_keys([s[r] for r in reads])
+        v = by_value.get(key, _ABSENT)
+        if v is _ABSENT:
+            v = fn(s, n, e)
+            if len(by_value) > 20_000:
+                by_value.clear()
+            by_value[key] = v
+        last[0], last[1] = s, v
+        return v
+    return gn
 
 
 # --------------------------------------------------------------------------- the compiler
@@ -1451,8 +1491,21 @@ class Compiler:
         per use."""
         hit = self._state_defs.get(id(d))
         if hit is None:
-            hit = self._state_defs[id(d)] = (d, _per_state(fn))  # d kept alive: its id is not reused
-        return hit[1]
+            hit = self._state_defs[id(d)] = (d, _per_state(fn, self._value_reads(d)))  # d kept alive: its
+        return hit[1]                                                                  # id is not reused
+
+    def _value_reads(self, d: Def) -> tuple | None:
+        """The variables a state-level definition without arguments reads, when they are fewer than all
+        of them (a memo by their values can then be shared by different states), else None."""
+        if self.state_reads is None or d.arity or d.body is None or (d.node is not None and d.node.function):
+            return None
+        try:
+            reads = self.state_reads(self, d.body, d.scope, d.deps)
+        except Exception:  # noqa: BLE001 - unknown reads: no memo by value
+            return None
+        if not reads or len(reads) >= len(set(self.variables)):
+            return None
+        return tuple(sorted(reads))
 
     def def_fn(self, d: Def) -> tuple[Callable, frozenset]:
         """Compile a definition's body once (params bound); recursion gets a conservative dependency."""

@@ -118,3 +118,46 @@ def test_an_action_forall_guard_with_a_non_boolean_body_reports_the_conjunct(tmp
     r = check_model(spec, spec.with_suffix(".cfg"), coverage=False)
     assert r.outcome == Outcome.EVALUATION
     assert r.violation is not None and "non-boolean value 7" in r.violation.message
+
+
+def state_level(defs: str):
+    """The function of ``Value__ == W`` (W a state-level definition in ``defs``, over VARIABLES a, b),
+    compiled with the variables each definition reads known, as a model compiles it; and Count's calls."""
+    from kvexact.spec.checker.reads import state_reads
+    calls: list = []
+
+    def count(x):
+        calls.append(x)
+        return x
+    comp = Compiler(Path("."), {"Count": count})
+    comp.state_reads = state_reads
+    text = (f"---- MODULE Expr ----\nEXTENDS Naturals, Sequences\nCONSTANTS Count(_)\nVARIABLES a, b\n{defs}\n"
+            "Value__ == W\n====\n")
+    root = comp.load_root(Path("<expr>"), text)
+    b = root.lookup("Value__")
+    assert b is not None
+    fn, _ = comp.def_fn(b[1])
+    return fn, calls
+
+
+def test_a_state_level_definition_is_shared_by_states_that_agree_on_what_it_reads():
+    fn, calls = state_level("W == Count(Len(a)) + 1")
+    assert fn({"a": (1, 2), "b": 0}, None, {}) == 3
+    assert fn({"a": (1, 2), "b": 7}, None, {}) == 3  # another state, an equal a (another object): shared
+    assert fn({"a": (1, 2, 3), "b": 7}, None, {}) == 4
+    assert calls == [2, 3]
+
+
+def test_the_memo_by_value_tells_true_from_one():
+    fn, calls = state_level("W == Count(<<a>>)")
+    assert fn({"a": 1, "b": 0}, None, {}) == (1,)
+    v = fn({"a": True, "b": 0}, None, {})  # Python holds True == 1: the memo must not
+    assert v == (True,) and type(v[0]) is bool
+    assert len(calls) == 2
+
+
+def test_a_definition_that_reads_every_variable_is_evaluated_per_state():
+    fn, calls = state_level("W == Count(a + b)")
+    assert fn({"a": 1, "b": 2}, None, {}) == 3
+    assert fn({"a": 1, "b": 2}, None, {}) == 3
+    assert calls == [3, 3]
