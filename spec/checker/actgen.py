@@ -132,6 +132,10 @@ class ActGen:
             laid = self._exists(node, scope, K, depth)
             if laid is not None:
                 return laid
+        if kind == "Quantification" and node.quantifier == "\\A":
+            laid = self._forall_guard(node, scope, K)
+            if laid is not None:
+                return laid
         if kind == "SubexpressionReference":
             positional = self.c.positional(node, scope)
             if positional is not None:
@@ -240,6 +244,23 @@ class ActGen:
         return [*self._value(sset, scope, S), f"{saved} = e", f"for {x} in _ordered({S}):",
                 f"    e = dict({saved})", f"    e[{name!r}] = {x}",
                 *_indent(self.gen(node.predicate, inner, K, depth)), f"e = {saved}"]
+
+    def _forall_guard(self, node: Any, scope: Any, K: list[str]) -> list[str] | None:
+        """``\\A x \\in S : P`` that reads no primed variable (so assigns nothing): its fast code as a guard
+        (as actions.py evaluates an \\A whose body is one predicate); an error, or a value that is not a
+        boolean, runs the action's closure instead, which gives the closure's errors and paths."""
+        from kvexact.spec.checker.compiler import PRIME, in_recursion
+        deps = self.c.expr(node, scope)[1]
+        if PRIME in deps or in_recursion(deps) or deps & {"$impure", "$random"}:
+            return None
+        code = self.c.fast.inline(node, scope, self.ns)
+        if code is None:
+            return None
+        pre, call = self._hoist(K)
+        v = self._name("v")
+        return [*pre, "try:", f"    {v} = {code}", "except Exception:", f"    {v} = None",
+                f"if {v} is True:", *_indent(call or ["pass"]), f"elif {v} is not False:",
+                *_indent(self._closure(self.ac.act(node, scope), call))]
 
     def _operator(self, node: Any, scope: Any, K: list[str], depth: int) -> list[str] | None:
         op = ALIASES.get(node.operator, node.operator)

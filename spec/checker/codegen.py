@@ -337,12 +337,11 @@ class FastGen:
         return f"_t{next(_COUNTER)}"
 
     def _call(self, node: Any, scope: Any) -> str:
-        """A node without an inline form: call its compiled function (for the expression being generated,
-        its own closure)."""
+        """A node without an inline form: call its compiled function (none for the expression being
+        generated: its closure is then all there is)."""
         if node is self.top[0] and scope is self.top[1]:
-            fn = self.top[2]
-        else:
-            fn = self.c.expr(node, scope)[0]
+            raise _NoFast()  # the whole expression is its own closure: a fast path would only wrap it
+        fn = self.c.expr(node, scope)[0]
         return f"{self._const(fn)}(s, n, e)"
 
     def compile(self, node: Any, scope: Any, slow: Callable, where: str) -> Callable | None:
@@ -547,7 +546,11 @@ class FastGen:
             if b is None or b[0] != "def":
                 continue
             t = self._tmp()
-            pre.append(f"({t} := {self.code(d.definiens, inner)})")
+            shared = self.c.let_cache(b[1])
+            if shared is not None:  # its one cache, which its other uses (LET operators) read too
+                pre.append(f"({t} := {self._const(shared)}(s, n, e))")
+            else:
+                pre.append(f"({t} := {self.code(d.definiens, inner)})")
             self.lets[id(b[1])] = t
         body = self.code(node.expression, inner)
         if not pre:
@@ -747,9 +750,10 @@ class FastGen:
 
     def _def_call(self, d, args, node, scope):
         """A call of a definition with arguments, as compiler._def_ref's plain call does it: the body
-        with a fresh dict of parameter values (memoized, LET, recursive-function and primed-parameter
-        definitions keep their closures)."""
-        if (not args or d.is_let or len(args) != d.arity or any(ar for _, ar in d.params)
+        with a fresh dict of parameter values (for a LET operator, added to the bound names); memoized when
+        the body reads only its parameters (recursive-function and primed-parameter definitions keep their
+        closures)."""
+        if (not args or len(args) != d.arity or any(ar for _, ar in d.params)
                 or (d.node is not None and d.node.function) or self.c.primed_params(d)):
             return self._call(node, scope)
         body, bdeps = self.c.def_fn(d)
@@ -767,6 +771,8 @@ class FastGen:
                 ck = f"{self._const(memo_keys)}({k} := {self._g_args(args, scope)})"
             return f"({memo}[{c}] if ({c} := {ck}) in {memo} else {miss}(s, n, {k}, {c}))"
         items = ", ".join(f"{p!r}: {self.code(a, scope)}" for p, a in zip(params, args, strict=True))
+        if d.is_let:  # a LET operator's body also reads the names bound around it
+            return f"{self._const(body)}(s, n, {{**e, {items}}})"
         return f"{self._const(body)}(s, n, {{{items}}})"
 
     def _g_args(self, args, scope) -> str:

@@ -17,6 +17,7 @@ import contextlib
 import io
 import itertools
 from collections.abc import Callable
+from operator import is_
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +251,51 @@ def _cached_const(fn: Callable) -> Callable:
     return g
 
 
+_ABSENT = object()
+
+
+def _let_last(body: Callable, names: frozenset) -> Callable:
+    """A LET definition without arguments that reads the state (and perhaps names bound around it):
+    its last value, kept with the state object and the bound values it was computed on, is returned
+    again while the same state object and the same value objects (by identity) are current, e.g. at each
+    of its uses in one action, or in each call of a LET operator that reads it. A value that is not a
+    TLA+ value (an operator argument), a state under a prime (whose reads are noted) or no state (None:
+    constant-level evaluation) is not cached."""
+    last: list = [_ABSENT, None, None]  # state, bound values, value
+    if not names:
+        def let_s(s, n, e):
+            if last[0] is s:
+                return last[2]
+            v = body(s, n, e)
+            if s is not None and type(s) is not Primed:
+                last[0], last[2] = s, v
+            return v
+        return let_s
+    if len(names) == 1:
+        (nm,) = names
+
+        def let_s1(s, n, e):
+            x = e.get(nm, _ABSENT)
+            if last[0] is s and last[1] is x:
+                return last[2]
+            v = body(s, n, e)
+            if x is not _ABSENT and not callable(x) and s is not None and type(s) is not Primed:
+                last[0], last[1], last[2] = s, x, v
+            return v
+        return let_s1
+    order = tuple(sorted(names))
+
+    def let_sn(s, n, e):
+        xs = tuple(map(e.get, order))  # None: not bound (no TLA+ value is None)
+        if last[0] is s and all(map(is_, last[1], xs)):
+            return last[2]
+        v = body(s, n, e)
+        if s is not None and type(s) is not Primed and None not in xs and not any(map(callable, xs)):
+            last[0], last[1], last[2] = s, xs, v
+        return v
+    return let_sn
+
+
 class Primed(dict):
     """A snapshot of the next state, for an expression under a prime, that notes in ``read`` each variable
     read from it (any other access reads them all): a definition evaluated on it is then memoized by the
@@ -297,16 +343,17 @@ class Primed(dict):
         return dict(dict.items(self))
 
 
-_ABSENT = object()
-
-
-def _per_state(fn: Callable) -> Callable:
+def _per_state(fn: Callable, reads: tuple | None = None) -> Callable:
     """fn once per state (the last one); on a Primed state, once per values of the variables it has read
     (``names``, the union over evaluations: the memo starts over when it grows). The two are kept apart,
-    so evaluating under a prime does not evict the current state's value."""
+    so evaluating under a prime does not evict the current state's value. ``reads``, when given, are
+    all the variables fn can read (reads.state_reads): a state is then also looked up by their values'
+    memo keys (the engine has made them for the state's fingerprint), so states that agree on them share
+    one evaluation."""
     last: list = [None, None]
     memo: dict = {}
     names: list = []
+    by_value: dict = {}
 
     def primed(s, n, e):
         try:
@@ -341,7 +388,43 @@ def _per_state(fn: Callable) -> Callable:
         v = fn(s, n, e)
         last[0], last[1] = s, v
         return v
-    return g
+    if not reads:
+        return g
+    if len(reads) == 1:
+        (r0,) = reads
+
+        def g1(s, n, e):
+            if last[0] is s:
+                return last[1]
+            if type(s) is Primed or s is None or r0 not in s:
+                return g(s, n, e)
+            x = s[r0]
+            key = x if type(x) in SELF_KEYED else memo_key(x)
+            v = by_value.get(key, _ABSENT)
+            if v is _ABSENT:
+                v = fn(s, n, e)
+                if len(by_value) > 20_000:
+                    by_value.clear()
+                by_value[key] = v
+            last[0], last[1] = s, v
+            return v
+        return g1
+
+    def gn(s, n, e):
+        if last[0] is s:
+            return last[1]
+        if type(s) is Primed or s is None or any(r not in s for r in reads):
+            return g(s, n, e)
+        key = memo_keys([s[r] for r in reads])
+        v = by_value.get(key, _ABSENT)
+        if v is _ABSENT:
+            v = fn(s, n, e)
+            if len(by_value) > 20_000:
+                by_value.clear()
+            by_value[key] = v
+        last[0], last[1] = s, v
+        return v
+    return gn
 
 
 # --------------------------------------------------------------------------- the compiler
@@ -1408,8 +1491,21 @@ class Compiler:
         per use."""
         hit = self._state_defs.get(id(d))
         if hit is None:
-            hit = self._state_defs[id(d)] = (d, _per_state(fn))  # d kept alive: its id is not reused
-        return hit[1]
+            hit = self._state_defs[id(d)] = (d, _per_state(fn, self._value_reads(d)))  # d kept alive: its
+        return hit[1]                                                                  # id is not reused
+
+    def _value_reads(self, d: Def) -> tuple | None:
+        """The variables a state-level definition without arguments reads, when they are fewer than all
+        of them (a memo by their values can then be shared by different states), else None."""
+        if self.state_reads is None or d.arity or d.body is None or (d.node is not None and d.node.function):
+            return None
+        try:
+            reads = self.state_reads(self, d.body, d.scope, d.deps)
+        except Exception:  # noqa: BLE001 - unknown reads: no memo by value
+            return None
+        if not reads or len(reads) >= len(set(self.variables)):
+            return None
+        return tuple(sorted(reads))
 
     def def_fn(self, d: Def) -> tuple[Callable, frozenset]:
         """Compile a definition's body once (params bound); recursion gets a conservative dependency."""
@@ -1570,6 +1666,30 @@ class Compiler:
             return v
         return letref
 
+    def let_ref(self, d: Def, body: Callable, bdeps: frozenset) -> Callable:
+        """The function of a LET definition without arguments (body, bdeps: def_fn's), one per definition,
+        shared by all its uses: memoized by the bound values it reads when it does not read the state;
+        else, when it reads the state, its last value kept (_let_last)."""
+        shared = getattr(d, "_ref", None)
+        if shared is not None and shared[0] is body:
+            return shared[1]
+        fn = body
+        if bdeps and not (bdeps & {STATE, PRIME, "$lambda", "@", "$impure", "$random"}) and not in_recursion(bdeps):
+            fn = self._let_memo(d, body, bdeps)
+        elif STATE in bdeps and not any(x.startswith("$") or x == "@" for x in bdeps - {STATE}):
+            fn = _let_last(body, bdeps - {STATE})
+        d._ref = (body, fn)  # type: ignore[attr-defined]
+        return fn
+
+    def let_cache(self, d: Def) -> Callable | None:
+        """The shared cache of a LET definition without arguments that reads the state (let_ref's
+        _let_last), else None."""
+        body, bdeps = self.def_fn(d)
+        if STATE not in bdeps:
+            return None
+        fn = self.let_ref(d, body, bdeps)
+        return None if fn is body else fn
+
     def _def_ref(self, d: Def, args, node, scope):
         where = loc_of(node, scope.mod)
         if args and len(args) == d.arity and self.primed_params(d):
@@ -1606,10 +1726,7 @@ class Compiler:
             return fref, deps
         if d.arity == 0:
             if d.is_let:
-                if bdeps and not (bdeps & {STATE, PRIME, "$lambda", "@", "$impure", "$random"}) \
-                        and not in_recursion(bdeps):
-                    return self._let_memo(d, body, bdeps), bdeps
-                return body, bdeps
+                return self.let_ref(d, body, bdeps), bdeps
             if not bdeps:
                 return _cached_const(body), NODEPS
             if bdeps == frozenset({STATE}):
