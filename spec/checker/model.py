@@ -461,9 +461,21 @@ class Model:
             return self.symmetry.key(base)
         return base
 
+    def base_key(self, s: dict) -> tuple:
+        """The per-variable canon keys of s, in variable order (``key`` without VIEW and SYMMETRY)."""
+        return tuple([x if type(x) in SELF_KEYED else canon(x) for x in map(s.__getitem__, self.variables)])
+
+    def base_key_from(self, s: dict, parent: dict, parent_base: tuple) -> tuple:
+        """``base_key(s)`` for a successor of ``parent`` (whose base key is ``parent_base``): a variable
+        that s left as the same object as in parent has parent's key, which is not looked up again."""
+        return tuple([c if (x := s[v]) is parent[v] else x if type(x) in SELF_KEYED else canon(x)
+                      for v, c in zip(self.variables, parent_base, strict=True)])
+
     def in_model(self, s: dict, parent: dict | None = None) -> bool:
         """s satisfies every CONSTRAINT; ``parent``, when given, is a state inside the model from which s
         was generated: a constraint reading only variables s left unchanged holds without evaluation."""
+        if not self.constraints:
+            return True
         for (_, fn), reads in zip(self.constraints, self._constraint_reads, strict=True):
             if parent is not None and reads is not None:
                 for v in reads:

@@ -686,16 +686,24 @@ def fcn_items(f: Any) -> Iterator:
 
 def fcn_update(f: Any, x: Any, v: Any) -> Any:
     """[f EXCEPT ![x] = v]: f with x mapped to v (f itself when x is not in DOMAIN f)."""
-    t = type(f)
-    if t is Fcn and f._c is None:  # the common case first: a small function whose key is not yet built
+    if type(f) is Fcn:  # the common case first
         d = f.d
         if x not in d:
-            return f
-        d = dict(d)
+            return f  # TLA+: unchanged when x is not in DOMAIN f
+        if d[x] is v:
+            return f  # the same value: the same function (its keys already built)
+        d = d.copy()
         d[x] = v
-        return Fcn(d)
-    if t is tuple:
+        h = Fcn(d)
+        c = f._c
+        if c is not None and len(d) > _FOLLOW_MIN:  # the fingerprint key follows the update
+            ck = canon(x)
+            h._c = ("$F", (c[1] - {(ck, canon(f.d[x]))}) | {(ck, canon(v))})
+        return h
+    if type(f) is tuple:
         if type(x) is int and 1 <= x <= len(f):
+            if f[x - 1] is v:
+                return f
             g = f[: x - 1] + (v,) + f[x:]
             hit = _CANON.get(id(f))
             if hit is not None:  # the fingerprint key follows the update (canon of one element)
@@ -704,20 +712,34 @@ def fcn_update(f: Any, x: Any, v: Any) -> Any:
             return g
         return f  # TLA+: [f EXCEPT ![x] = v] is f when x is not in DOMAIN f
     if type(f) is LazyFcn:
-        f = f.materialize()
-    if type(f) is Fcn:
-        d = f.d
-        if x not in d:
-            return f  # TLA+: unchanged when x is not in DOMAIN f
-        old = d[x]
-        d = dict(d)
-        d[x] = v
-        h = Fcn(d)
-        if f._c is not None and len(d) > _FOLLOW_MIN:  # the fingerprint key follows the update
-            ck = canon(x)
-            h._c = ("$F", (f._c[1] - {(ck, canon(old))}) | {(ck, canon(v))})
-        return h
+        return fcn_update(f.materialize(), x, v)
     raise EvalError(f"EXCEPT applied to {fmt(f)}, which is not a function")
+
+
+def seq_append(s: tuple, x: Any) -> tuple:
+    """Append(s, x) of a sequence s; when s's fingerprint key is known, the result's is s's and x's (a
+    queue that grows by one element per step would otherwise rebuild it from every element)."""
+    r = s + (x,)
+    if s:
+        hit = _CANON.get(id(s))
+        if hit is not None:
+            if len(_CANON) > 400_000:
+                _CANON.clear()
+            _CANON[id(r)] = (r, hit[1] + (x if type(x) in SELF_KEYED else canon(x),))
+    return r
+
+
+def seq_tail(s: tuple) -> tuple:
+    """Tail(s) of a non-empty sequence s; its fingerprint key derived from s's when that is known."""
+    r = s[1:]
+    if len(r) > 1:
+        hit = _CANON.get(id(s))
+        if hit is not None:
+            c = hit[1]
+            if len(_CANON) > 400_000:
+                _CANON.clear()
+            _CANON[id(r)] = (r, c[:1] + c[2:])
+    return r
 
 
 # A function's fingerprint key follows an EXCEPT only past this many entries: a small one's key is
