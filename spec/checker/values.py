@@ -767,8 +767,12 @@ def canon(v: Any) -> Any:
     if t is Fcn:
         c = v._c
         if c is None:
-            c = v._c = ("$F", frozenset([(k if type(k) in SELF_KEYED else canon(k), x if type(x) in SELF_KEYED else canon(x))
-                                         for k, x in v.d.items()]))
+            d = v.d
+            if SELF_KEYED.issuperset(map(type, d.values())) and SELF_KEYED.issuperset(map(type, d)):
+                c = v._c = ("$F", frozenset(d.items()))  # every pair is its own key: made in one call
+            else:
+                c = v._c = ("$F", frozenset([(k if type(k) in SELF_KEYED else canon(k),
+                                              x if type(x) in SELF_KEYED else canon(x)) for k, x in d.items()]))
         return c
     if t is tuple or t is frozenset:
         hit = _CANON.get(id(v))
