@@ -149,6 +149,7 @@ class Checker:
         self._by_var = model.view is None
         self.bases: list[tuple | None] = []
         self._parent_base: tuple | None = None
+        self._parent_vals: tuple | None = None  # the values of _parent_state, in variable order
 
     # -------------------------------------------------------------- traces
 
@@ -178,9 +179,9 @@ class Checker:
 
     # -------------------------------------------------------------- search
 
-    def _check_new(self, s: dict, parent: int, act: int) -> None:
+    def _check_new(self, s: dict, parent: int, act: int, base: tuple | None = None) -> None:
         try:  # the expanded parent satisfies every invariant: conjuncts on unchanged variables hold
-            name = self.m.violated_invariant(s, self._parent_state if parent >= 0 else None)
+            name = self.m.violated_invariant(s, self._parent_state if parent >= 0 else None, base)
         except EvalError as exc:
             tr = (self._trace_state(1, m_state(self.m, s), -1),) if parent < 0 else self.trace(parent, (s, act))
             raise _Found(Violation("evaluation", "EvalError", f"while checking invariants: {exc}", tr)) from None
@@ -218,9 +219,10 @@ class Checker:
             self._check_new(s, parent, act)
             self._last = -1
             return False
+        vals = m.state_tuple(s)
         if self._by_var:
             if parent >= 0:
-                base = m.base_key_from(s, self._parent_state, self._parent_base)  # type: ignore[arg-type]
+                base = m.base_key_from(vals, self._parent_vals, self._parent_base)  # type: ignore[arg-type]
             else:
                 base = m.base_key(s)
             k = base if m.symmetry is None else m.symmetry.key(base)
@@ -233,13 +235,13 @@ class Checker:
             return False
         idx = self._last = len(self.store)  # inserted before the invariant check, as TLC counts it
         self.seen[k] = idx
-        self.store.append((m.state_tuple(s), parent, act))
+        self.store.append((vals, parent, act))
         self.bases.append(base)
         self.depths.append(depth)
         if depth > self.max_level:
             self.max_level = depth
         TLC_CONTEXT["level"] = depth
-        self._check_new(s, parent, act)
+        self._check_new(s, parent, act, base if m.symmetry is None else None)
         self.queue.append(idx)
         if self.max_states is not None and len(self.store) >= self.max_states:
             self.complete = False
@@ -281,7 +283,8 @@ class Checker:
         for idx in batch:
             self._cur = idx
             ctx["level"] = self.depths[idx]  # TLCGet("level") while the state's actions are evaluated
-            s = self._parent_state = m.state_dict(self.store[idx][0])
+            vals = self._parent_vals = self.store[idx][0]
+            s = self._parent_state = m.state_dict(vals)
             if self._by_var:
                 pb = self.bases[idx]
                 self._parent_base = pb if pb is not None else m.base_key(s)

@@ -73,11 +73,11 @@ def test_a_successor_key_from_its_parent_equals_the_full_key(tmp_path):
     for child in ({"p": parent["p"], "q": frozenset({(1, 2), (3,)})},
                   {"p": fcn_update(parent["p"], "a", Fcn({"b": True})), "q": parent["q"]},
                   {"p": _fresh(parent["p"]), "q": _fresh(parent["q"])}):
-        assert m.base_key_from(child, parent, pb) == m.base_key(_fresh_state(child)) == m.key(child)
+        assert m.base_key_from(m.state_tuple(child), m.state_tuple(parent), pb) == m.base_key(_fresh_state(child)) == m.key(child)
     same = {"p": _fresh(parent["p"]), "q": _fresh(parent["q"])}
-    assert m.base_key_from(same, parent, pb) == pb
+    assert m.base_key_from(m.state_tuple(same), m.state_tuple(parent), pb) == pb
     one = {"p": fcn_update(parent["p"], "a", Fcn({"b": True})), "q": parent["q"]}
-    assert m.base_key_from(one, parent, pb) != pb
+    assert m.base_key_from(m.state_tuple(one), m.state_tuple(parent), pb) != pb
 
 
 def _fresh_state(s: dict) -> dict:
