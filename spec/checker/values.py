@@ -11,6 +11,7 @@ fingerprint never confuses ``TRUE`` with ``1``.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -497,7 +498,7 @@ def set_union(a: frozenset, b: frozenset) -> frozenset:
             ca = hit[1][1]
             if ca is a:  # every element is its own key
                 for z in b:
-                    if type(z) not in _SIMPLE:
+                    if type(z) not in _SIMPLE and canon(z) is not z:
                         return r
                 c = ("$S", r)
             else:
@@ -696,7 +697,11 @@ def fcn_update(f: Any, x: Any, v: Any) -> Any:
         d[x] = v
         h = Fcn(d)
         c = f._c
-        if c is not None and len(d) > _FOLLOW_MIN:  # the fingerprint key follows the update
+        if c is _OWN:
+            if type(v) in SELF_KEYED:  # still its own key
+                h._c = _OWN
+        elif c is not None and len(d) > _FOLLOW_MIN and type(v) not in SELF_KEYED:
+            # the fingerprint key follows the update (h holds v, so h is not its own key)
             ck = canon(x)
             h._c = ("$F", (c[1] - {(ck, canon(f.d[x]))}) | {(ck, canon(v))})
         return h
@@ -705,8 +710,8 @@ def fcn_update(f: Any, x: Any, v: Any) -> Any:
             if f[x - 1] is v:
                 return f
             g = f[: x - 1] + (v,) + f[x:]
-            hit = _CANON.get(id(f))
-            if hit is not None:  # the fingerprint key follows the update (canon of one element)
+            hit = _CANON.get(id(f)) if type(v) not in SELF_KEYED else None
+            if hit is not None:  # the fingerprint key follows the update (g holds v: not flat)
                 c = hit[1]
                 _CANON[id(g)] = (g, c[:x] + (canon(v),) + c[x + 1:])
             return g
@@ -732,7 +737,7 @@ def seq_append(s: tuple, x: Any) -> tuple:
 def seq_tail(s: tuple) -> tuple:
     """Tail(s) of a non-empty sequence s; its fingerprint key derived from s's when that is known."""
     r = s[1:]
-    if len(r) > 1:
+    if len(r) > 1 and not is_flat(r):
         hit = _CANON.get(id(s))
         if hit is not None:
             c = hit[1]
@@ -751,14 +756,31 @@ _BFALSE = ("$B", False)
 
 
 _CANON: dict[int, tuple] = {}  # id(container) -> (container, canon): states share most sub-values
+# Fcn._c of a function whose keys and values are all integers, strings or model values: the function
+# is its own key (Python's equality is TLA+'s on such values); a sequence of such values whose first is
+# not a string starting with "$" (a tag of the keys below) is its own key too (see is_flat)
+_OWN = ("$own",)
 _SIMPLE = (int, str, ModelValue)
 SELF_KEYED = frozenset(_SIMPLE)  # the types that are their own canon key: a container's elements skip the call
+
+
+def is_flat(v: tuple) -> bool:
+    """A sequence that is its own fingerprint key: every element an integer, string or model value (no
+    boolean, so Python's equality is TLA+'s), the first not a string starting with "$", so that it
+    never equals a tagged key such as canon(<<1>>) = ("$T", 1)."""
+    if not v:
+        return True
+    if not SELF_KEYED.issuperset(map(type, v)):
+        return False
+    x = v[0]
+    return type(x) is not str or not x.startswith("$")
 
 
 def canon(v: Any) -> Any:
     """A hashable fingerprint key that tags booleans, so TRUE and 1 (or {TRUE} and {1}) differ. Equal
     TLA+ values have equal keys; keys of sequences and sets are remembered per object (kept alive in
-    the memo, so an id is never reused while its entry exists)."""
+    the memo, so an id is never reused while its entry exists). A function or sequence of integers,
+    strings and model values only is its own key (see _OWN and is_flat), as is a set of such values."""
     t = type(v)
     if t is int or t is str or t is ModelValue:
         return v
@@ -769,12 +791,16 @@ def canon(v: Any) -> Any:
         if c is None:
             d = v.d
             if SELF_KEYED.issuperset(map(type, d.values())) and SELF_KEYED.issuperset(map(type, d)):
-                c = v._c = ("$F", frozenset(d.items()))  # every pair is its own key: made in one call
-            else:
-                c = v._c = ("$F", frozenset([(k if type(k) in SELF_KEYED else canon(k),
-                                              x if type(x) in SELF_KEYED else canon(x)) for k, x in d.items()]))
+                v._c = _OWN
+                return v
+            c = v._c = ("$F", frozenset([(k if type(k) in SELF_KEYED else canon(k),
+                                          x if type(x) in SELF_KEYED else canon(x)) for k, x in d.items()]))
+        elif c is _OWN:
+            return v
         return c
     if t is tuple or t is frozenset:
+        if t is tuple and is_flat(v):
+            return v
         hit = _CANON.get(id(v))
         if hit is not None:
             return hit[1]
@@ -784,7 +810,9 @@ def canon(v: Any) -> Any:
             c = ("$S", v)
             for x in v:
                 if type(x) not in _SIMPLE:
-                    c = ("$S", frozenset([canon(x) for x in v]))
+                    keys = [canon(y) for y in v]
+                    if not all(map(operator.is_, keys, v)):  # else every element is its own key
+                        c = ("$S", frozenset(keys))
                     break
         if len(_CANON) > 400_000:
             _CANON.clear()
@@ -804,6 +832,8 @@ def memo_key(v: Any) -> Any:
     if t is int or t is str or t is ModelValue:
         return v
     if t is tuple:  # often made for the call (F(SelectSeq(s, T))): its key is not remembered
+        if is_flat(v):
+            return v
         hit = _CANON.get(id(v))
         if hit is not None:
             return hit[1]

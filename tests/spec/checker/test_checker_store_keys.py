@@ -142,3 +142,35 @@ def test_exists_over_a_non_boolean_predicate_is_an_error(tmp_path):
     body = "VARIABLE x\nInit == x = 0\nNext == /\\ \\E i \\in {1, 2}, j \\in {3} : i + j\n        /\\ x' = x\n"
     r = check_loaded(load_model(write_spec(tmp_path, body, NOLOCK)), coverage=False)
     assert r.outcome is Outcome.EVALUATION and "non-boolean" in r.violation.message
+
+
+def test_plain_functions_and_sequences_are_their_own_keys_without_meeting_tagged_ones():
+    from kvexact.spec.checker.values import is_flat
+    rec = Fcn({"a": 1, "b": "x"})
+    assert canon(rec) is rec and canon(Fcn({"b": "x", "a": 1})) == rec
+    assert canon(Fcn({"a": True, "b": "x"})) != canon(rec) and canon(Fcn({"a": 1, "b": ("x",)})) != canon(rec)
+    assert canon((1, "a")) == (1, "a") and is_flat(())
+    assert canon(("$T", 1)) != canon((1,)) and canon(("$B", 1)) != canon(True)  # strings like the tags
+    assert canon((1,)) != canon((True,)) and canon(frozenset({(1,)})) != canon(frozenset({(True,)}))
+    # Tail that leaves only plain elements: its key is the flat sequence's own, as when built afresh
+    assert canon(seq_tail(_known(((1,), 2, 3)))) == canon((2, 3)) == (2, 3)
+    # EXCEPT that replaces the only boolean: the result's key is the plain function's own
+    big = Fcn({i: (True if i == 40 else i) for i in range(20, 60)})
+    canon(big)
+    plain = fcn_update(big, 40, 40)
+    assert canon(plain) == canon(Fcn({i: i for i in range(20, 60)})) and canon(plain) is plain
+    # a set of plain records is keyed by its elements; one with a boolean field is not equal to it
+    s1 = frozenset({rec, Fcn({"a": 2, "b": "y"})})
+    assert canon(s1) == canon(frozenset({Fcn({"b": "y", "a": 2}), Fcn({"a": 1, "b": "x"})}))
+    assert canon(s1) != canon(frozenset({rec, Fcn({"a": True, "b": "y"})}))
+
+
+def test_symmetry_permutes_plain_records():
+    from kvexact.spec.checker.symmetry import Symmetry
+    from kvexact.spec.checker.values import ModelValue
+    p, q = ModelValue("sk_p"), ModelValue("sk_q")
+    sym = Symmetry([Fcn({p: q, q: p})])
+    a = (canon(Fcn({"who": p, "n": 1})), canon(frozenset({Fcn({"who": q, "n": 2})})))
+    b = (canon(Fcn({"who": q, "n": 1})), canon(frozenset({Fcn({"who": p, "n": 2})})))  # a with p, q swapped
+    c = (canon(Fcn({"who": q, "n": 1})), canon(frozenset({Fcn({"who": q, "n": 2})})))
+    assert sym.key(a) == sym.key(b) and sym.key(a) != sym.key(c)
