@@ -768,12 +768,10 @@ def is_flat(v: tuple) -> bool:
     """A sequence that is its own fingerprint key: every element an integer, string or model value (no
     boolean, so Python's equality is TLA+'s), the first not a string starting with "$", so that it
     never equals a tagged key such as canon(<<1>>) = ("$T", 1)."""
-    if not v:
-        return True
-    if not SELF_KEYED.issuperset(map(type, v)):
-        return False
-    x = v[0]
-    return type(x) is not str or not x.startswith("$")
+    for x in v:
+        if type(x) not in SELF_KEYED:
+            return False
+    return not v or type(v[0]) is not str or v[0][:1] != "$"
 
 
 def canon(v: Any) -> Any:
@@ -799,8 +797,13 @@ def canon(v: Any) -> Any:
             return v
         return c
     if t is tuple or t is frozenset:
-        if t is tuple and is_flat(v):
-            return v
+        if t is tuple:  # is_flat(v), inline: a sequence of sequences stops at its first element
+            for x in v:
+                if type(x) not in SELF_KEYED:
+                    break
+            else:
+                if not v or type(v[0]) is not str or v[0][:1] != "$":
+                    return v
         hit = _CANON.get(id(v))
         if hit is not None:
             return hit[1]
@@ -832,8 +835,12 @@ def memo_key(v: Any) -> Any:
     if t is int or t is str or t is ModelValue:
         return v
     if t is tuple:  # often made for the call (F(SelectSeq(s, T))): its key is not remembered
-        if is_flat(v):
-            return v
+        for x in v:  # is_flat(v), inline
+            if type(x) not in SELF_KEYED:
+                break
+        else:
+            if not v or type(v[0]) is not str or v[0][:1] != "$":
+                return v
         hit = _CANON.get(id(v))
         if hit is not None:
             return hit[1]
