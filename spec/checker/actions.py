@@ -366,7 +366,10 @@ class ActionCompiler:
         def forall(s, n, e, k):
             envs: list = []
             _bindings(setters, 0, s, n, e, envs)
-            if not cell:
+            if not envs:  # \A over the empty set: the one path (s, n)
+                k(s, n)
+                return
+            if not cell:  # (the body's definition is compiled here, as on its first call)
                 cell.append(_noassign_of(body) is True)
             if cell[0]:  # each binding's paths leave (s, n) as they are: count them, binding by binding
                 _forall_counted(body, envs, s, n, k)

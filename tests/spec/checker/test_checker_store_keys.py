@@ -174,3 +174,10 @@ def test_symmetry_permutes_plain_records():
     b = (canon(Fcn({"who": q, "n": 1})), canon(frozenset({Fcn({"who": p, "n": 2})})))  # a with p, q swapped
     c = (canon(Fcn({"who": q, "n": 1})), canon(frozenset({Fcn({"who": q, "n": 2})})))
     assert sym.key(a) == sym.key(b) and sym.key(a) != sym.key(c)
+
+
+def test_forall_over_the_empty_set_is_one_path(tmp_path):
+    # \\A over {} holds: each state has its one successor (x' = 1 - x): 2 states, 1 + 1 + 1 generated
+    spec = write_spec(tmp_path, FORALL_PATHS.replace("S", "{}"), NOLOCK)
+    r = check_loaded(load_model(spec), coverage=False)
+    assert r.outcome is Outcome.SUCCESS and (r.distinct_states, r.generated_states) == (2, 3)
