@@ -150,6 +150,8 @@ class ActionCompiler:
             elif v is not False:
                 raise EvalError(f"an action conjunct has the non-boolean value {fmt(v)}", where)
         pred._pure = True  # type: ignore[attr-defined]
+        pred._noassign = True  # type: ignore[attr-defined]
+        pred._where = where  # type: ignore[attr-defined]
         pred._fn = f  # type: ignore[attr-defined]
         pred._src = (node, scope)  # type: ignore[attr-defined]
         return pred
@@ -319,27 +321,61 @@ class ActionCompiler:
         if node.quantifier == "\\E" and len(sets) == 1 and type(sets[0][1]).__name__ != "Tuple":
             fs1 = sets[0][0]
             name = _name_of(sets[0][1])
+            if getattr(body, "_pure", False):  # a predicate: each binding that satisfies it is one path
+                test, where = body._fn, body._where  # type: ignore[attr-defined]
+
+                def exists1_test(s, n, e, k):
+                    for x in ordered_elements(fs1(s, n, e)):
+                        e3 = dict(e)
+                        e3[name] = x
+                        v = test(s, n, e3)
+                        if v is True:
+                            k(s, n)
+                        elif v is not False:
+                            raise EvalError(f"an action conjunct has the non-boolean value {fmt(v)}", where)
+                exists1_test._noassign = True  # type: ignore[attr-defined]
+                return exists1_test
 
             def exists1(s, n, e, k):
                 for x in ordered_elements(fs1(s, n, e)):
                     e3 = dict(e)
                     e3[name] = x
                     body(s, n, e3, k)
+            exists1._noassign = lambda: _noassign_of(body)  # type: ignore[attr-defined]
             return exists1
         # module-level helpers, not nested recursive closures: a closure that calls itself is a reference
         # cycle, garbage only the cyclic collector frees (it was most of the collector's work)
         if node.quantifier == "\\E":
+            if getattr(body, "_pure", False):  # a predicate: each binding that satisfies it is one path
+                test_m, where_m = body._fn, body._where  # type: ignore[attr-defined]
+
+                def exists_test(s, n, e, k):
+                    _exists_test(setters, 0, s, n, e, test_m, where_m, k)
+                exists_test._noassign = True  # type: ignore[attr-defined]
+                return exists_test
+
             def exists(s, n, e, k):
                 _exists(setters, 0, s, n, e, body, k)
+            exists._noassign = lambda: _noassign_of(body)  # type: ignore[attr-defined]
             return exists
 
         if getattr(body, "_pure", False):  # no assignment inside: one predicate, as TLC evaluates it
             return self._pred(node, scope)
+        cell: list = []  # [does the body assign nothing?], known once the body's definitions are compiled
 
         def forall(s, n, e, k):
             envs: list = []
             _bindings(setters, 0, s, n, e, envs)
+            if not envs:  # \A over the empty set: the one path (s, n)
+                k(s, n)
+                return
+            if not cell:  # (the body's definition is compiled here, as on its first call)
+                cell.append(_noassign_of(body) is True)
+            if cell[0]:  # each binding's paths leave (s, n) as they are: count them, binding by binding
+                _forall_counted(body, envs, s, n, k)
+                return
             _Chain(body, envs, k).step(0, s, n)
+        forall._noassign = lambda: _noassign_of(body)  # type: ignore[attr-defined]
         return forall
 
     def _target_var(self, node, scope) -> str | None:
@@ -472,6 +508,11 @@ class ActionCompiler:
             if not holder:
                 holder.append(self.def_action(d))
             holder[0](s, n, e, k)
+
+        def resolved() -> Any:  # the definition's action, for _noassign_of (compiled on demand)
+            if not holder:
+                holder.append(self.def_action(d))
+            return _noassign_of(holder[0])
         params = [p[0] for p in d.params]
         parts = [self.c._arg(a, ar, scope)[0] for a, (_, ar) in zip(args, d.params, strict=False)]
         is_let = d.is_let
@@ -481,6 +522,7 @@ class ActionCompiler:
             for p, f in zip(params, parts, strict=False):
                 e2[p] = f(s, n, e)
             body_act(s, n, e2, k)
+        call._noassign = resolved  # type: ignore[attr-defined]
         return call
 
     def _assign(self, var, rhs, node, scope):
@@ -630,6 +672,55 @@ def _exists(setters: list, i: int, s: dict, n: dict, e: dict, body: Callable, k:
         e3 = dict(e)
         setter(e3, x)
         _exists(setters, i + 1, s, n, e3, body, k)
+
+
+def _noassign_of(a: Any) -> bool | None:
+    """True when the action ``a`` assigns no variable, so each of its paths continues with the (s, n) it
+    was given; ``_noassign`` is a bool, or a function that tells (a call, once its definition is known)."""
+    f = getattr(a, "_noassign", None)
+    if f is None or f is False:
+        return False
+    if f is True:
+        return True
+    try:
+        return f() is True
+    except RecursionError:
+        return False
+
+
+def _forall_counted(body: Callable, envs: list, s: dict, n: dict, k: Callable) -> None:
+    """\\A x \\in S : A(x) for an A that assigns nothing: its paths are the products of each binding's
+    paths, all continuing with (s, n), as _Chain makes them (a binding with no path ends it, and the
+    bindings after it are not evaluated)."""
+    total = 1
+    for env in envs:
+        cnt = [0]
+
+        def count(s2: dict, n2: dict, cnt: list = cnt) -> None:
+            cnt[0] += 1
+        body(s, n, env, count)
+        if not cnt[0]:
+            return
+        total *= cnt[0]
+    for _ in range(total):
+        k(s, n)
+
+
+def _exists_test(setters: list, i: int, s: dict, n: dict, e: dict, test: Callable, where: str, k: Callable) -> None:
+    """_exists for a body that is the predicate ``test``: k once per binding that satisfies it."""
+    fs, setter = setters[i]
+    last = i + 1 == len(setters)
+    for x in ordered_elements(fs(s, n, e)):
+        e3 = dict(e)
+        setter(e3, x)
+        if not last:
+            _exists_test(setters, i + 1, s, n, e3, test, where, k)
+            continue
+        v = test(s, n, e3)
+        if v is True:
+            k(s, n)
+        elif v is not False:
+            raise EvalError(f"an action conjunct has the non-boolean value {fmt(v)}", where)
 
 
 class _Chain:

@@ -36,6 +36,8 @@ from kvexact.spec.checker.values import (
     member,
     mk_fcn,
     order_key,
+    seq_append,
+    seq_tail,
     set_union,
     sort_by_operator,
     sorted_values,
@@ -185,7 +187,7 @@ def _len(s):
 
 
 def _append(s, x):
-    return _seq(s) + (x,)
+    return seq_append(_seq(s), x)
 
 
 def _head(s):
@@ -199,7 +201,7 @@ def _tail(s):
     s = _seq(s)
     if not s:
         raise EvalError("Tail of the empty sequence")
-    return s[1:]
+    return seq_tail(s)
 
 
 def _subseq(s, m, n):

@@ -14,6 +14,7 @@ Invariant: a Model never mutates a state dict; ``successors`` returns every succ
 from __future__ import annotations
 
 import functools
+import operator
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -127,6 +128,7 @@ class Model:
         if missing:
             raise ConfigError(f"{cfg.path}: no value for constant(s) {', '.join(missing)}")
         self.variables: list[str] = list(self.comp.variables)
+        self._index = {v: i for i, v in enumerate(self.variables)}
         self.init_comp = ActionCompiler(self.comp, "init")
         self.next_comp = ActionCompiler(self.comp, "next")
         TLC_CONTEXT.update(deadlock=cfg.check_deadlock, spec=self.spec_path.name, config=Path(cfg.path).name,
@@ -137,7 +139,8 @@ class Model:
         # name -> (the invariant's function, its conjuncts with their read variables); an invariant added
         # later (a PROPERTY []P) or replaced is evaluated whole
         self.invariant_parts = {n: (fn, self._invariant_parts(n)) for n, fn in self.invariants}
-        self._held: dict[int, tuple] = {}  # id(conjunct) -> (conjunct, its reads, keys of values it held on)
+        self._held: dict[int, tuple] = {}  # id(conjunct) -> (conjunct, its reads, keys of values it held on,
+        # the reads' positions among the variables)
         self.constraints = [(n, self._state_fn(n, "CONSTRAINT")) for n in cfg.constraints]
         # per constraint, the variables it reads (None: unknown): a successor that left them as they were in
         # its parent (an expanded state, so inside the model) satisfies it as the parent does
@@ -395,7 +398,13 @@ class Model:
         return dict(zip(self.variables, vals, strict=False))
 
     def state_tuple(self, s: dict) -> tuple:
-        return tuple(s[v] for v in self.variables)
+        if len(self.variables) > 1:
+            return self._values_of(s)
+        return tuple([s[v] for v in self.variables])
+
+    @functools.cached_property
+    def _values_of(self) -> Callable[[dict], tuple]:
+        return operator.itemgetter(*self.variables)
 
     def init_states(self, emit) -> None:
         """Call ``emit(state_dict)`` for every initial state, duplicates included."""
@@ -461,9 +470,22 @@ class Model:
             return self.symmetry.key(base)
         return base
 
+    def base_key(self, s: dict) -> tuple:
+        """The per-variable canon keys of s, in variable order (``key`` without VIEW and SYMMETRY)."""
+        return tuple([x if type(x) in SELF_KEYED else canon(x) for x in map(s.__getitem__, self.variables)])
+
+    def base_key_from(self, vals: tuple, parent_vals: tuple, parent_base: tuple) -> tuple:
+        """The base key of a successor (its values ``vals``, in variable order) of a state with values
+        ``parent_vals`` and base key ``parent_base``: a variable left as the same object keeps the parent's
+        key, which is not looked up again."""
+        return tuple([c if x is y else x if type(x) in SELF_KEYED else canon(x)
+                      for x, y, c in zip(vals, parent_vals, parent_base, strict=True)])
+
     def in_model(self, s: dict, parent: dict | None = None) -> bool:
         """s satisfies every CONSTRAINT; ``parent``, when given, is a state inside the model from which s
         was generated: a constraint reading only variables s left unchanged holds without evaluation."""
+        if not self.constraints:
+            return True
         for (_, fn), reads in zip(self.constraints, self._constraint_reads, strict=True):
             if parent is not None and reads is not None:
                 for v in reads:
@@ -481,12 +503,13 @@ class Model:
                 return False
         return True
 
-    def violated_invariant(self, s: dict, parent: dict | None = None) -> str | None:
+    def violated_invariant(self, s: dict, parent: dict | None = None, base: tuple | None = None) -> str | None:
         """The first invariant (in cfg order) that s violates, or None. With ``parent``, a state whose
         invariants all hold and from which s was generated, a conjunct whose read variables s left
         unchanged (the same values) holds in s as in parent and is not evaluated; any other outcome
         than TRUE for the conjuncts evaluated falls back to the whole invariant, so values and errors
-        are those of a full evaluation."""
+        are those of a full evaluation. ``base``, when given, is s's base key (``base_key``): the keys of
+        the values a conjunct read are taken from it."""
         changed = None
         if parent is not None:
             changed = {v for v, x in s.items() if parent.get(v) is not x}
@@ -494,7 +517,7 @@ class Model:
             if changed is not None:
                 parts = self.invariant_parts.get(name)
                 if parts is not None and parts[0] is fn and _holds_where_changed(parts[1], s, changed,
-                                                                                      self._held):
+                                                                                      self._held, base, self._index):
                     continue
             v = fn(s, None, {})
             if v is not True:
@@ -587,7 +610,8 @@ class Model:
         return "every conjunct holds, but the step is not one the action generates"
 
 
-def _holds_where_changed(parts: list, s: dict, changed: set, memo: dict) -> bool:
+def _holds_where_changed(parts: list, s: dict, changed: set, memo: dict, base: tuple | None = None,
+                         index: dict | None = None) -> bool:
     """Every conjunct is TRUE in s, knowing that those reading none of ``changed`` held in the parent,
     and that one which held in a state with the same values of the variables it reads holds in s (its
     value is a function of them: ``reads`` is None otherwise)."""
@@ -599,8 +623,13 @@ def _holds_where_changed(parts: list, s: dict, changed: set, memo: dict) -> bool
                 held = memo.get(id(fn))
                 if held is None:
                     seen: set[tuple] = set()
-                    held = memo[id(fn)] = (fn, sorted(reads), seen)  # fn kept alive: its id stays its own
-                key = tuple([canon(s[v]) for v in held[1]])
+                    names = sorted(reads)
+                    at = [index[v] for v in names] if index is not None and all(v in index for v in names) else None
+                    held = memo[id(fn)] = (fn, names, seen, at)  # fn kept alive: its id stays its own
+                if base is not None and held[3] is not None:  # the keys s's base key holds
+                    key = tuple([base[i] for i in held[3]])
+                else:
+                    key = tuple([canon(s[v]) for v in held[1]])
                 if key in held[2]:
                     continue
                 if fn(s, None, {}) is not True:

@@ -67,6 +67,8 @@ class Symmetry:
         t = type(c)
         if t is ModelValue:
             return self.mv_images.get(c)
+        if t is Fcn:  # a function of plain values, its own key (values._OWN): keys and values are permuted
+            return self._fcn_images(c)
         if t is not tuple and t is not frozenset:
             return None
         memo = self.memo
@@ -82,6 +84,16 @@ class Symmetry:
             out = tuple(zip(*cols, strict=True)) if t is tuple else tuple(map(frozenset, zip(*cols, strict=True)))
         memo[c] = out
         return out
+
+
+    def _fcn_images(self, c: Fcn) -> tuple | None:
+        imgs = self.mv_images
+        pairs = [(imgs.get(k) if type(k) is ModelValue else None, imgs.get(x) if type(x) is ModelValue else None, k, x)
+                 for k, x in c.d.items()]
+        if all(ik is None and ix is None for ik, ix, _, _ in pairs):
+            return None
+        return tuple(Fcn({(k if ik is None else ik[i]): (x if ix is None else ix[i]) for ik, ix, k, x in pairs})
+                     for i in range(self.n))
 
 
 def closure(maps: list[dict]) -> list[dict]:
@@ -117,6 +129,8 @@ def _order(c: Any) -> Any:
         return (4, tuple(sorted(_order(x) for x in c)))
     if t is ModelValue:
         return (2, c.name)
+    if t is Fcn:
+        return (5, tuple(sorted((_order(k), _order(x)) for k, x in c.d.items())))
     if t is bool:
         return (0, int(c))
     if t is int:

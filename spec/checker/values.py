@@ -11,6 +11,7 @@ fingerprint never confuses ``TRUE`` with ``1``.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -497,7 +498,7 @@ def set_union(a: frozenset, b: frozenset) -> frozenset:
             ca = hit[1][1]
             if ca is a:  # every element is its own key
                 for z in b:
-                    if type(z) not in _SIMPLE:
+                    if type(z) not in _SIMPLE and canon(z) is not z:
                         return r
                 c = ("$S", r)
             else:
@@ -686,38 +687,64 @@ def fcn_items(f: Any) -> Iterator:
 
 def fcn_update(f: Any, x: Any, v: Any) -> Any:
     """[f EXCEPT ![x] = v]: f with x mapped to v (f itself when x is not in DOMAIN f)."""
-    t = type(f)
-    if t is Fcn and f._c is None:  # the common case first: a small function whose key is not yet built
+    if type(f) is Fcn:  # the common case first
         d = f.d
         if x not in d:
-            return f
-        d = dict(d)
+            return f  # TLA+: unchanged when x is not in DOMAIN f
+        if d[x] is v:
+            return f  # the same value: the same function (its keys already built)
+        d = d.copy()
         d[x] = v
-        return Fcn(d)
-    if t is tuple:
+        h = Fcn(d)
+        c = f._c
+        if c is _OWN:
+            if type(v) in SELF_KEYED:  # still its own key
+                h._c = _OWN
+        elif c is not None and len(d) > _FOLLOW_MIN and type(v) not in SELF_KEYED:
+            # the fingerprint key follows the update (h holds v, so h is not its own key)
+            ck = canon(x)
+            h._c = ("$F", (c[1] - {(ck, canon(f.d[x]))}) | {(ck, canon(v))})
+        return h
+    if type(f) is tuple:
         if type(x) is int and 1 <= x <= len(f):
+            if f[x - 1] is v:
+                return f
             g = f[: x - 1] + (v,) + f[x:]
-            hit = _CANON.get(id(f))
-            if hit is not None:  # the fingerprint key follows the update (canon of one element)
+            hit = _CANON.get(id(f)) if type(v) not in SELF_KEYED else None
+            if hit is not None:  # the fingerprint key follows the update (g holds v: not flat)
                 c = hit[1]
                 _CANON[id(g)] = (g, c[:x] + (canon(v),) + c[x + 1:])
             return g
         return f  # TLA+: [f EXCEPT ![x] = v] is f when x is not in DOMAIN f
     if type(f) is LazyFcn:
-        f = f.materialize()
-    if type(f) is Fcn:
-        d = f.d
-        if x not in d:
-            return f  # TLA+: unchanged when x is not in DOMAIN f
-        old = d[x]
-        d = dict(d)
-        d[x] = v
-        h = Fcn(d)
-        if f._c is not None and len(d) > _FOLLOW_MIN:  # the fingerprint key follows the update
-            ck = canon(x)
-            h._c = ("$F", (f._c[1] - {(ck, canon(old))}) | {(ck, canon(v))})
-        return h
+        return fcn_update(f.materialize(), x, v)
     raise EvalError(f"EXCEPT applied to {fmt(f)}, which is not a function")
+
+
+def seq_append(s: tuple, x: Any) -> tuple:
+    """Append(s, x) of a sequence s; when s's fingerprint key is known, the result's is s's and x's (a
+    queue that grows by one element per step would otherwise rebuild it from every element)."""
+    r = s + (x,)
+    if s:
+        hit = _CANON.get(id(s))
+        if hit is not None:
+            if len(_CANON) > 400_000:
+                _CANON.clear()
+            _CANON[id(r)] = (r, hit[1] + (x if type(x) in SELF_KEYED else canon(x),))
+    return r
+
+
+def seq_tail(s: tuple) -> tuple:
+    """Tail(s) of a non-empty sequence s; its fingerprint key derived from s's when that is known."""
+    r = s[1:]
+    if len(r) > 1 and not is_flat(r):
+        hit = _CANON.get(id(s))
+        if hit is not None:
+            c = hit[1]
+            if len(_CANON) > 400_000:
+                _CANON.clear()
+            _CANON[id(r)] = (r, c[:1] + c[2:])
+    return r
 
 
 # A function's fingerprint key follows an EXCEPT only past this many entries: a small one's key is
@@ -729,14 +756,29 @@ _BFALSE = ("$B", False)
 
 
 _CANON: dict[int, tuple] = {}  # id(container) -> (container, canon): states share most sub-values
+# Fcn._c of a function whose keys and values are all integers, strings or model values: the function
+# is its own key (Python's equality is TLA+'s on such values); a sequence of such values whose first is
+# not a string starting with "$" (a tag of the keys below) is its own key too (see is_flat)
+_OWN = ("$own",)
 _SIMPLE = (int, str, ModelValue)
 SELF_KEYED = frozenset(_SIMPLE)  # the types that are their own canon key: a container's elements skip the call
+
+
+def is_flat(v: tuple) -> bool:
+    """A sequence that is its own fingerprint key: every element an integer, string or model value (no
+    boolean, so Python's equality is TLA+'s), the first not a string starting with "$", so that it
+    never equals a tagged key such as canon(<<1>>) = ("$T", 1)."""
+    for x in v:
+        if type(x) not in SELF_KEYED:
+            return False
+    return not v or type(v[0]) is not str or v[0][:1] != "$"
 
 
 def canon(v: Any) -> Any:
     """A hashable fingerprint key that tags booleans, so TRUE and 1 (or {TRUE} and {1}) differ. Equal
     TLA+ values have equal keys; keys of sequences and sets are remembered per object (kept alive in
-    the memo, so an id is never reused while its entry exists)."""
+    the memo, so an id is never reused while its entry exists). A function or sequence of integers,
+    strings and model values only is its own key (see _OWN and is_flat), as is a set of such values."""
     t = type(v)
     if t is int or t is str or t is ModelValue:
         return v
@@ -745,10 +787,23 @@ def canon(v: Any) -> Any:
     if t is Fcn:
         c = v._c
         if c is None:
-            c = v._c = ("$F", frozenset([(k if type(k) in SELF_KEYED else canon(k), x if type(x) in SELF_KEYED else canon(x))
-                                         for k, x in v.d.items()]))
+            d = v.d
+            if SELF_KEYED.issuperset(map(type, d.values())) and SELF_KEYED.issuperset(map(type, d)):
+                v._c = _OWN
+                return v
+            c = v._c = ("$F", frozenset([(k if type(k) in SELF_KEYED else canon(k),
+                                          x if type(x) in SELF_KEYED else canon(x)) for k, x in d.items()]))
+        elif c is _OWN:
+            return v
         return c
     if t is tuple or t is frozenset:
+        if t is tuple:  # is_flat(v), inline: a sequence of sequences stops at its first element
+            for x in v:
+                if type(x) not in SELF_KEYED:
+                    break
+            else:
+                if not v or type(v[0]) is not str or v[0][:1] != "$":
+                    return v
         hit = _CANON.get(id(v))
         if hit is not None:
             return hit[1]
@@ -758,7 +813,9 @@ def canon(v: Any) -> Any:
             c = ("$S", v)
             for x in v:
                 if type(x) not in _SIMPLE:
-                    c = ("$S", frozenset([canon(x) for x in v]))
+                    keys = [canon(y) for y in v]
+                    if not all(map(operator.is_, keys, v)):  # else every element is its own key
+                        c = ("$S", frozenset(keys))
                     break
         if len(_CANON) > 400_000:
             _CANON.clear()
@@ -778,6 +835,12 @@ def memo_key(v: Any) -> Any:
     if t is int or t is str or t is ModelValue:
         return v
     if t is tuple:  # often made for the call (F(SelectSeq(s, T))): its key is not remembered
+        for x in v:  # is_flat(v), inline
+            if type(x) not in SELF_KEYED:
+                break
+        else:
+            if not v or type(v[0]) is not str or v[0][:1] != "$":
+                return v
         hit = _CANON.get(id(v))
         if hit is not None:
             return hit[1]
