@@ -253,6 +253,9 @@ class ActGen:
         deps = self.c.expr(node, scope)[1]
         if PRIME in deps or in_recursion(deps) or deps & {"$impure", "$random"}:
             return None
+        act = self.ac.act(node, scope)
+        if not getattr(act, "_pure", False):  # a body with paths (an \E, a disjunction): TLC multiplies them
+            return None
         code = self.c.fast.inline(node, scope, self.ns)
         if code is None:
             return None
@@ -260,7 +263,7 @@ class ActGen:
         v = self._name("v")
         return [*pre, "try:", f"    {v} = {code}", "except Exception:", f"    {v} = None",
                 f"if {v} is True:", *_indent(call or ["pass"]), f"elif {v} is not False:",
-                *_indent(self._closure(self.ac.act(node, scope), call))]
+                *_indent(self._closure(act, call))]
 
     def _operator(self, node: Any, scope: Any, K: list[str], depth: int) -> list[str] | None:
         op = ALIASES.get(node.operator, node.operator)
