@@ -721,6 +721,24 @@ def fcn_update(f: Any, x: Any, v: Any) -> Any:
     raise EvalError(f"EXCEPT applied to {fmt(f)}, which is not a function")
 
 
+def record_of(cache: dict, keys: tuple, vals: tuple) -> Fcn:
+    """The record [keys[i] |-> vals[i]] built at one construction site whose ``cache`` (a dict of its
+    own) maps the value tuples it has built to their records when every value is an integer, string or
+    model value (Python's equality of such tuples is TLA+'s: no boolean, no nested value that Python
+    would hold equal to another kind). Such a record is its own fingerprint key (_OWN), and the one
+    object keeps its hash: a record rebuilt for every binding of every state (a membership test
+    ``[type |-> "2b", acc |-> a] \\in msgs``) is hashed once."""
+    if SELF_KEYED.issuperset(map(type, vals)):
+        r = cache.get(vals)
+        if r is None:
+            if len(cache) > 20_000:
+                cache.clear()
+            r = cache[vals] = Fcn(dict(zip(keys, vals, strict=True)))
+            r._c = _OWN
+        return r
+    return Fcn(dict(zip(keys, vals, strict=True)))
+
+
 def seq_append(s: tuple, x: Any) -> tuple:
     """Append(s, x) of a sequence s; when s's fingerprint key is known, the result's is s's and x's (a
     queue that grows by one element per step would otherwise rebuild it from every element)."""

@@ -1,0 +1,110 @@
+"""Generated code that builds less (issue 16, PaxosCommit): a record constructor keeps the records of
+integers, strings and model values it built, by their values (values.record_of), and an EXCEPT with
+several changes or nested paths that read no @ builds each level once (values.fcn_update_paths).
+Values must stay those of TLA+ (TRUE differs from 1; changes apply in their order); counts are worked
+by hand (generated states include the initial one)."""
+
+from __future__ import annotations
+
+from tla_snippets import NOLOCK, write_spec
+
+from kvexact.spec.checker.engine import check_loaded
+from kvexact.spec.checker.model import load_model
+from kvexact.spec.checker.result import Outcome
+from kvexact.spec.checker.values import Fcn, canon, record_of
+
+
+def _check(tmp_path, body: str):
+    r = check_loaded(load_model(write_spec(tmp_path, body, NOLOCK)), coverage=False)
+    assert r.outcome is Outcome.SUCCESS
+    return r.distinct_states, r.generated_states
+
+
+def test_a_record_site_returns_its_record_for_the_same_values():
+    cache: dict = {}
+    a = record_of(cache, ("x", "y"), (1, "u"))
+    b = record_of(cache, ("x", "y"), (1, "u"))
+    c = record_of(cache, ("x", "y"), (2, "u"))
+    assert a is b and a is not c
+    assert a == Fcn({"y": "u", "x": 1}) and hash(a) == hash(Fcn({"y": "u", "x": 1}))
+    assert c.d == {"x": 2, "y": "u"}
+    assert canon(a) == canon(Fcn({"x": 1, "y": "u"}))
+
+
+def test_a_record_of_true_is_not_the_record_of_1():
+    cache: dict = {}
+    one = record_of(cache, ("x",), (1,))
+    true = record_of(cache, ("x",), (True,))
+    assert type(one.d["x"]) is int and type(true.d["x"]) is bool
+    assert canon(one) != canon(true)
+    # nor a record holding {1} the one holding {TRUE} (a set is not keyed by value at the site)
+    s1 = record_of(cache, ("x",), (frozenset({1}),))
+    st = record_of(cache, ("x",), (frozenset({True}),))
+    assert type(next(iter(st.d["x"]))) is bool and type(next(iter(s1.d["x"]))) is int
+
+
+MEMBERSHIP = """
+VARIABLE msgs
+Init == msgs = {}
+Next == \\/ \\E a \\in {1, 2}, b \\in {"x", "y"} : msgs' = msgs \\cup {[f |-> a, g |-> b]}
+        \\/ /\\ \\A a \\in {1, 2} : [f |-> a, g |-> "x"] \\in msgs
+           /\\ UNCHANGED msgs
+"""
+
+
+def test_records_built_per_binding_are_told_apart(tmp_path):
+    # msgs: any subset of the 4 records: 16 states; 4 sends from each (64), and the second disjunct
+    # from the 4 states holding both [f |-> 1, g |-> "x"] and [f |-> 2, g |-> "x"]: 68, + 1 initial
+    assert _check(tmp_path, MEMBERSHIP) == (16, 69)
+
+
+def test_records_built_under_an_action_exists_give_one_path_each(tmp_path):
+    # \\E a at action level: one path per a whose record is in msgs. Each of the 2 "x" records is in
+    # 8 of the 16 states: 16 paths, + 64 sends + 1 initial
+    body = MEMBERSHIP.replace("\\A a \\in {1, 2} : [f", "\\E a \\in {1, 2} : [f")
+    assert _check(tmp_path, body) == (16, 81)
+
+
+NESTED = """
+VARIABLE a
+Init == a = [i \\in {1, 2} |-> [j \\in {"x", "y"} |-> [m |-> 0, b |-> 0]]]
+Next == \\E i \\in {1, 2}, v \\in 0..1 : a' = [a EXCEPT CHANGES]
+"""
+
+
+def test_two_changes_under_one_path_both_apply(tmp_path):
+    # a[i]["x"] becomes [m |-> v, b |-> 1 - v]: for each i one of (0, 0) (initial), (0, 1), (1, 0):
+    # 9 states, 4 successors each: 36, + 1 initial
+    body = NESTED.replace("CHANGES", '![i]["x"].m = v, ![i]["x"].b = 1 - v')
+    assert _check(tmp_path, body) == (9, 37)
+
+
+def test_a_later_change_at_a_shorter_path_replaces_the_earlier_one(tmp_path):
+    # a[i]["x"] becomes [m |-> 0, b |-> v] (the .m = 1 before it is overwritten): (0, 0) or (0, 1) for
+    # each i: 4 states, 4 successors each: 16, + 1 initial
+    body = NESTED.replace("CHANGES", '![i]["x"].m = 1, ![i]["x"] = [m |-> 0, b |-> v]')
+    assert _check(tmp_path, body) == (4, 17)
+
+
+def test_a_change_after_a_replacement_applies_to_the_new_value(tmp_path):
+    # a[i]["x"] becomes [m |-> 1, b |-> v]: (0, 0) initially, then (1, 0) or (1, 1), for each i:
+    # 9 states, 36 successors, + 1 initial
+    body = NESTED.replace("CHANGES", '![i]["x"] = [m |-> 0, b |-> v], ![i]["x"].m = 1')
+    assert _check(tmp_path, body) == (9, 37)
+
+
+def test_changes_under_two_keys_of_one_key_apply_to_both(tmp_path):
+    # a[i]["x"].m and a[i]["y"].b both become v: per i (x.m, y.b) is (0, 0) or (1, 1): 4 states, 4
+    # successors each: 16, + 1 initial
+    body = NESTED.replace("CHANGES", '![i]["x"].m = v, ![i]["y"].b = v')
+    assert _check(tmp_path, body) == (4, 17)
+
+
+def test_changes_at_keys_that_may_be_equal_keep_their_order(tmp_path):
+    # ![i]..m = 1, ![j]..m = 2, ![i]..m = 3: m of i is 3, and m of j is 2 unless j = i. From (m1, m2):
+    # (1,1) -> (3, m2), (2,2) -> (m1, 3), (1,2) -> (3, 2), (2,1) -> (2, 3). Reachable from (0, 0):
+    # (3,0), (0,3), (3,2), (2,3), (3,3): 6 states, 4 successors each: 24, + 1 initial
+    body = NESTED.replace("i \\in {1, 2}, v \\in 0..1", "i, j \\in {1, 2}").replace(
+        "CHANGES", '![i]["x"].m = 1, ![j]["x"].m = 2, ![i]["x"].m = 3')
+    assert "j \\in" in body
+    assert _check(tmp_path, body) == (6, 25)
