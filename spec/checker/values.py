@@ -257,6 +257,25 @@ class PowerSet(LazySet):
         return [frozenset(c) for r in range(len(items) + 1) for c in itertools.combinations(items, r)]
 
 
+# A finite function set or record set (a constant, as in a type invariant: [RM -> [Acceptor -> [...]]])
+# remembers the functions found to be members by their fingerprint keys, when a key was already made
+# (Fcn._c: the state's fingerprint makes it before the invariant is checked): a state that changed one
+# record of a nested function tests the one record, not every level again. Equal keys are equal TLA+
+# values (TRUE and 1 apart), and membership is a function of the value; only TRUE answers are kept.
+def _known_key(v: Any) -> Any:
+    if type(v) is Fcn:
+        c = v._c
+        if c is not None:
+            return v if c is _OWN else c
+    return None
+
+
+def _remember(known: set, key: Any) -> None:
+    if len(known) > 100_000:
+        known.clear()
+    known.add(key)
+
+
 class FcnSet(LazySet):
     """[D -> R]."""
 
@@ -265,6 +284,7 @@ class FcnSet(LazySet):
         self.rng = rng
         self._el: frozenset | None = None
         self.name = "[... -> ...]"
+        self._known: set = set()  # see _known_key
 
     def finite(self) -> bool:
         return not is_infinite(self.dom) and not is_infinite(self.rng)
@@ -276,6 +296,16 @@ class FcnSet(LazySet):
         dom = self.dom
         if type(dom) is not frozenset:  # an infinite domain: no finite function value has it
             return False
+        key = _known_key(v)
+        if key is not None and key in self._known:
+            return True
+        if self._contains(v, dom):
+            if key is not None:
+                _remember(self._known, key)
+            return True
+        return False
+
+    def _contains(self, v: Any, dom: frozenset) -> bool:
         if type(v) is tuple:
             n = len(v)
             if len(dom) != n or (n and (1 not in dom or n not in dom or any(i not in dom for i in range(2, n)))):
@@ -320,10 +350,23 @@ class RecordSet(LazySet):
     def __init__(self, fields: dict[str, Any]):
         self.fields = fields
         self._el: frozenset | None = None
+        self._known: set = set()  # see _known_key
 
     def contains(self, v: Any) -> bool:
         if type(v) is not Fcn or v.d.keys() != self.fields.keys():
             return False
+        c = v._c
+        if c is not None:
+            key = v if c is _OWN else c
+            if key in self._known:
+                return True
+            if self._contains(v):
+                _remember(self._known, key)
+                return True
+            return False
+        return self._contains(v)
+
+    def _contains(self, v: Fcn) -> bool:
         d = v.d
         for k, S in self.fields.items():
             x = d[k]

@@ -1,17 +1,19 @@
 """Generated code that builds less (issue 16, PaxosCommit): a record constructor keeps the records of
-integers, strings and model values it built, by their values (values.record_of), and an EXCEPT with
-several changes or nested paths that read no @ builds each level once (values.fcn_update_paths).
-Values must stay those of TLA+ (TRUE differs from 1; changes apply in their order); counts are worked
-by hand (generated states include the initial one)."""
+integers, strings and model values it built, by their values (values.record_of); an EXCEPT with several
+changes that read no @ updates a key shared by consecutive changes once (codegen.FastGen._merged); a
+finite function or record set remembers the members it found by their fingerprint keys
+(values._known_key). Values must stay those of TLA+ (TRUE differs from 1; changes apply in their
+order); counts are worked by hand (generated states include the initial one)."""
 
 from __future__ import annotations
 
+import pytest
 from tla_snippets import NOLOCK, write_spec
 
 from kvexact.spec.checker.engine import check_loaded
 from kvexact.spec.checker.model import load_model
 from kvexact.spec.checker.result import Outcome
-from kvexact.spec.checker.values import Fcn, canon, record_of
+from kvexact.spec.checker.values import EvalError, Fcn, FcnSet, RecordSet, canon, record_of
 
 
 def _check(tmp_path, body: str):
@@ -108,3 +110,46 @@ def test_changes_at_keys_that_may_be_equal_keep_their_order(tmp_path):
         "CHANGES", '![i]["x"].m = 1, ![j]["x"].m = 2, ![i]["x"].m = 3')
     assert "j \\in" in body
     assert _check(tmp_path, body) == (6, 25)
+
+
+def test_a_record_set_remembers_members_by_key_and_keeps_true_apart():
+    rs = RecordSet({"a": frozenset({1, 2})})
+    one = Fcn({"a": 1})
+    canon(one)  # its key made, as the state's fingerprint makes it
+    assert rs.contains(one) and one in rs._known
+    true = Fcn({"a": True})
+    canon(true)
+    assert true == one  # Python's equality would take it for the member
+    with pytest.raises(EvalError):  # TLC: a boolean compared with integers
+        rs.contains(true)
+    assert not rs.contains(Fcn({"a": 3}))
+
+
+def test_a_function_set_remembers_members_by_key():
+    inner = FcnSet(frozenset({"x", "y"}), RecordSet({"m": frozenset({0, 1})}))
+    fs = FcnSet(frozenset({1, 2}), inner)
+    r0, r1 = Fcn({"m": 0}), Fcn({"m": 1})
+    good = Fcn({1: Fcn({"x": r0, "y": r1}), 2: Fcn({"x": r0, "y": r0})})
+    canon(good)
+    assert fs.contains(good) and canon(good) in fs._known
+    bad = Fcn({1: Fcn({"x": r0, "y": r1}), 2: Fcn({"x": r0, "y": Fcn({"m": 2})})})
+    canon(bad)
+    assert not fs.contains(bad) and canon(bad) not in fs._known
+
+
+TYPED = """
+VARIABLE f
+Init == f = [i \\in {1, 2} |-> [a |-> 0]]
+Next == \\E i \\in {1, 2} : f[i].a < 3 /\\ f' = [f EXCEPT ![i].a = @ + 1]
+TypeOK == f \\in [{1, 2} -> [a : 0..TOP]]
+"""
+
+
+def test_a_type_invariant_over_nested_functions(tmp_path):
+    cfg = "INIT Init\nNEXT Next\nINVARIANT TypeOK\nCHECK_DEADLOCK FALSE\n"
+    # a in 0..3 for each i: 16 states; a step for each i with a < 3: 2 * 12 = 24, + 1 initial
+    r = check_loaded(load_model(write_spec(tmp_path, TYPED.replace("TOP", "3"), cfg)), coverage=False)
+    assert r.outcome is Outcome.SUCCESS and (r.distinct_states, r.generated_states) == (16, 25)
+    # with a in 0..2 the first state with an a = 3 violates it, though states before it passed the test
+    r = check_loaded(load_model(write_spec(tmp_path, TYPED.replace("TOP", "2"), cfg)), coverage=False)
+    assert r.outcome is Outcome.SAFETY and r.violation is not None and r.violation.name == "TypeOK"
