@@ -71,9 +71,14 @@ def _app(f: Any, x: Any) -> Any:
     return apply_fcn(f, x)
 
 
+# the kinds whose Python == is TLA+'s equality when both sides are of the kind (a model value equals
+# only itself: ModelValue has identity equality)
+_EQ_TYPES = frozenset({int, str, bool, frozenset, tuple, Fcn, ModelValue})
+
+
 def _eq(a: Any, b: Any) -> bool:
     ta = type(a)
-    if ta is type(b) and ta in (int, str, bool, frozenset, tuple, Fcn):
+    if ta is type(b) and ta in _EQ_TYPES:
         return a == b
     if ta is ModelValue or type(b) is ModelValue:
         return a is b
@@ -243,7 +248,7 @@ def _fcnn(s, n, e, binds, body):
 
 HELPERS: dict[str, Any] = {
     "_nb": _nb, "_field": _field, "_app": _app, "_eq": _eq, "_in": _in, "Fcn": Fcn, "frozenset": frozenset,
-    "_upd": fcn_update, "_rec": record_of, "_setenum": set_of, "_quant1": _quant1, "_setof1": _setof1, "_filter1": _filter1, "_fcn1": _fcn1,
+    "_upd": fcn_update, "_rec": record_of, "_EQ_TYPES": _EQ_TYPES, "_setenum": set_of, "_quant1": _quant1, "_setof1": _setof1, "_filter1": _filter1, "_fcn1": _fcn1,
     "_choose1": _choose1, "_quantn": _quantn, "_quant2": _quant2, "_setofn": _setofn, "_fcnn": _fcnn, "_min": min_value,
 }
 # A hoisted expression may not depend on these: a primed variable ("$p", compiler.PRIME: the next state
@@ -747,9 +752,14 @@ class FastGen:
         if op in ("=", "/="):
             a, b2 = self._tmp(), self._tmp()
             neg = "not " if op == "/=" else ""
+            lits = [type(x).__name__ == "StringLiteral" for x in args]
+            if lits[0] != lits[1]:  # a string literal: Python's == is TLA+'s when the other side is a string
+                lit = self.code(args[0 if lits[0] else 1], scope)
+                x = self.code(args[1 if lits[0] else 0], scope)
+                pair = f"{lit}, {a}" if lits[0] else f"{a}, {lit}"
+                return f"({neg}(({a} == {lit}) if type({a} := {x}) is str else _eq({pair})))"
             return (f"({neg}(({a} == {b2}) if type({a} := {self.code(args[0], scope)}) is type({b2} := "
-                    f"{self.code(args[1], scope)}) and type({a}) in (int, str, bool, frozenset, tuple, Fcn) "
-                    f"else _eq({a}, {b2})))")
+                    f"{self.code(args[1], scope)}) and type({a}) in _EQ_TYPES else _eq({a}, {b2})))")
         if op in ("\\in", "\\notin"):
             neg = "not " if op == "\\notin" else ""
             return f"({neg}_in({self.code(args[0], scope)}, {self.code(args[1], scope)}))"

@@ -153,3 +153,27 @@ def test_a_type_invariant_over_nested_functions(tmp_path):
     # with a in 0..2 the first state with an a = 3 violates it, though states before it passed the test
     r = check_loaded(load_model(write_spec(tmp_path, TYPED.replace("TOP", "2"), cfg)), coverage=False)
     assert r.outcome is Outcome.SAFETY and r.violation is not None and r.violation.name == "TypeOK"
+
+
+LITERAL_EQ = """
+CONSTANTS a, b
+VARIABLE x
+Init == x = a
+Next == \\/ x = a /\\ x' = b
+        \\/ EQ /\\ x' = a
+"""
+
+
+@pytest.mark.parametrize("eq", ['x = "s"', '"s" = x', '~(x /= "s")'])
+def test_a_model_value_is_not_equal_to_a_string_literal(tmp_path, eq):
+    # x = a -> b; from b no step (b is not "s", a model value equals only itself): 2 states, 1 + 1
+    cfg = "CONSTANTS a = a  b = b\n" + NOLOCK
+    r = check_loaded(load_model(write_spec(tmp_path, LITERAL_EQ.replace("EQ", eq), cfg)), coverage=False)
+    assert r.outcome is Outcome.SUCCESS and (r.distinct_states, r.generated_states) == (2, 2)
+
+
+@pytest.mark.parametrize("eq, text", [('y = "s"', 'integer 1 with string "s"'), ('"s" = y', 'string "s" with integer 1')])
+def test_an_integer_compared_with_a_string_literal_is_an_error(tmp_path, eq, text):
+    body = f"VARIABLE y\nInit == y = 1\nNext == {eq} /\\ y' = 2\n"
+    r = check_loaded(load_model(write_spec(tmp_path, body, NOLOCK)), coverage=False)
+    assert r.outcome is Outcome.EVALUATION and r.violation is not None and text in r.violation.message
