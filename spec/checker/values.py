@@ -534,6 +534,8 @@ def set_union(a: frozenset, b: frozenset) -> frozenset:
         raise _mixed(x, y)
     if len(b) > len(a):
         a, b = b, a
+    if len(b) <= 4 and b <= a:  # nothing new (a message sent again): the larger set itself, keys and all
+        return a
     r = a | b
     if len(b) <= 4 and len(r) > len(a):
         hit = _CANON.get(id(a))
@@ -555,12 +557,7 @@ def set_union(a: frozenset, b: frozenset) -> frozenset:
 def ordered_elements(s: Any) -> Sequence:
     """A set's elements in TLC's deterministic order (used for \\E branches, CHOOSE, x' \\in S); a lazy
     set (immutable, as every value) keeps its order once computed."""
-    if isinstance(s, (FcnSet, RecordSet, ProductSet, PowerSet)):
-        order = s._order
-        if order is None:
-            order = s._order = tuple(s.ordered())
-        return order
-    if type(s) is frozenset:
+    if type(s) is frozenset:  # the common case first
         if len(s) < 2:
             return list(s)
         hit = _ORDER.get(id(s))
@@ -571,6 +568,11 @@ def ordered_elements(s: Any) -> Sequence:
             _ORDER.clear()
         _ORDER[id(s)] = (s, els)  # s kept alive with its entry, so its id is not reused meanwhile
         return els
+    if isinstance(s, (FcnSet, RecordSet, ProductSet, PowerSet)):
+        order = s._order
+        if order is None:
+            order = s._order = tuple(s.ordered())
+        return order
     return sorted_values(as_set(s))
 
 

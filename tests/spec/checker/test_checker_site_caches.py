@@ -2,8 +2,9 @@
 integers, strings and model values it built, by their values (values.record_of); an EXCEPT with several
 changes that read no @ updates a key shared by consecutive changes once (codegen.FastGen._merged); a
 finite function or record set remembers the members it found by their fingerprint keys
-(values._known_key). Values must stay those of TLA+ (TRUE differs from 1; changes apply in their
-order); counts are worked by hand (generated states include the initial one)."""
+(values._known_key); a union that adds nothing is its larger operand. Values must stay those of TLA+
+(TRUE differs from 1; changes apply in their order); counts are worked by hand (generated states
+include the initial one)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from tla_snippets import NOLOCK, write_spec
 from kvexact.spec.checker.engine import check_loaded
 from kvexact.spec.checker.model import load_model
 from kvexact.spec.checker.result import Outcome
-from kvexact.spec.checker.values import EvalError, Fcn, FcnSet, RecordSet, canon, record_of
+from kvexact.spec.checker.values import EvalError, Fcn, FcnSet, RecordSet, canon, record_of, set_union
 
 
 def _check(tmp_path, body: str):
@@ -177,3 +178,15 @@ def test_an_integer_compared_with_a_string_literal_is_an_error(tmp_path, eq, tex
     body = f"VARIABLE y\nInit == y = 1\nNext == {eq} /\\ y' = 2\n"
     r = check_loaded(load_model(write_spec(tmp_path, body, NOLOCK)), coverage=False)
     assert r.outcome is Outcome.EVALUATION and r.violation is not None and text in r.violation.message
+
+
+def test_a_union_that_adds_nothing_is_the_larger_set_itself():
+    r1, r2 = Fcn({"t": "a", "v": 1}), Fcn({"t": "b", "v": 2})
+    a = frozenset({r1, r2})
+    again = set_union(a, frozenset({Fcn({"v": 1, "t": "a"})}))
+    assert again is a and set_union(frozenset({r2}), a) is a
+    grown = set_union(a, frozenset({Fcn({"t": "c", "v": 3})}))
+    assert len(grown) == 3 and grown is not a
+    # the kinds are checked first: {TRUE} is not taken for a part of {1, 2} (Python: True == 1)
+    with pytest.raises(EvalError):
+        set_union(frozenset({1, 2}), frozenset({True}))
