@@ -656,10 +656,14 @@ def _bindings(setters: list, i: int, s: dict, n: dict, e: dict, out: list) -> No
         out.append(e)
         return
     fs, setter = setters[i]
+    last = i + 1 == len(setters)
     for x in ordered_elements(fs(s, n, e)):
         e3 = dict(e)
         setter(e3, x)
-        _bindings(setters, i + 1, s, n, e3, out)
+        if last:
+            out.append(e3)
+        else:
+            _bindings(setters, i + 1, s, n, e3, out)
 
 
 def _exists(setters: list, i: int, s: dict, n: dict, e: dict, body: Callable, k: Callable) -> None:

@@ -33,6 +33,7 @@ from kvexact.spec.checker.values import (
     min_value,
     mk_fcn,
     ordered_elements,
+    record_of,
     same_kind,
     seq_length,
     set_of,
@@ -70,9 +71,14 @@ def _app(f: Any, x: Any) -> Any:
     return apply_fcn(f, x)
 
 
+# the kinds whose Python == is TLA+'s equality when both sides are of the kind (a model value equals
+# only itself: ModelValue has identity equality)
+_EQ_TYPES = frozenset({int, str, bool, frozenset, tuple, Fcn, ModelValue})
+
+
 def _eq(a: Any, b: Any) -> bool:
     ta = type(a)
-    if ta is type(b) and ta in (int, str, bool, frozenset, tuple, Fcn):
+    if ta is type(b) and ta in _EQ_TYPES:
         return a == b
     if ta is ModelValue or type(b) is ModelValue:
         return a is b
@@ -242,7 +248,7 @@ def _fcnn(s, n, e, binds, body):
 
 HELPERS: dict[str, Any] = {
     "_nb": _nb, "_field": _field, "_app": _app, "_eq": _eq, "_in": _in, "Fcn": Fcn, "frozenset": frozenset,
-    "_upd": fcn_update, "_setenum": set_of, "_quant1": _quant1, "_setof1": _setof1, "_filter1": _filter1, "_fcn1": _fcn1,
+    "_upd": fcn_update, "_rec": record_of, "_EQ_TYPES": _EQ_TYPES, "_setenum": set_of, "_quant1": _quant1, "_setof1": _setof1, "_filter1": _filter1, "_fcn1": _fcn1,
     "_choose1": _choose1, "_quantn": _quantn, "_quant2": _quant2, "_setofn": _setofn, "_fcnn": _fcnn, "_min": min_value,
 }
 # A hoisted expression may not depend on these: a primed variable ("$p", compiler.PRIME: the next state
@@ -307,6 +313,24 @@ ACTION_HELPERS = {"_nonbool": _nonbool, "_same": _same, "LazyFcn": LazyFcn}
 
 
 # ----------------------------------------------------------------------------- the generator
+
+def _shape(node: Any) -> Any:
+    """A syntax tree without its positions: equal shapes are the same expression."""
+    if isinstance(node, tuple) and hasattr(node, "_fields"):
+        return (type(node).__name__,) + tuple(_shape(getattr(node, f)) for f in node._fields
+                                               if f not in ("start", "end"))
+    if isinstance(node, (list, tuple)):
+        return tuple(_shape(x) for x in node)
+    return node
+
+
+def _same_item(a: Any, b: Any) -> bool:
+    """Two EXCEPT path items (a field name, or a list of argument expressions) are the same text, up
+    to positions."""
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    return _shape(a) == _shape(b)
+
 
 class FastGen:
     """Generates fast paths; ``compile`` returns None when an expression has none worth having."""
@@ -521,7 +545,11 @@ class FastGen:
         return f"_setenum({items})" if len(node.items) > 1 else f"frozenset({items})"
 
     def _g_Record(self, node, scope):
-        return "Fcn({" + ", ".join(f"{k!r}: {self.code(v, scope)}" for k, v in node.key_values) + "})"
+        """[k1 |-> e1, ...]: built by values.record_of with a cache of this site's own (a record of
+        integers, strings and model values is built once per value tuple)."""
+        keys = tuple(k for k, _ in node.key_values)
+        vals = "(" + "".join(self.code(v, scope) + ", " for _, v in node.key_values) + ")"
+        return f"_rec({self._const({})}, {self._const(keys)}, {vals})"
 
     def _g_If(self, node, scope):
         c = self._tmp()
@@ -567,9 +595,36 @@ class FastGen:
     def _g_Except(self, node, scope):
         """[f EXCEPT !p1 = v1, !p2 = v2]: each change applied in turn; @ is the value at the path."""
         out = self.code(node.function, scope)
-        for ch in node.changes:
+        chs = node.changes
+        if len(chs) > 1 and not any("@" in self.c.expr(ch.expression, scope)[1] for ch in chs):
+            return self._merged(out, [(ch.item, ch.expression) for ch in chs], scope)
+        for ch in chs:
             keys = [self._except_keys(item, scope) for item in ch.item]
             out = self._update(out, keys, ch.expression, scope)
+        return out
+
+    def _merged(self, fcode: str, changes: list, scope: Any) -> str:
+        """Changes (path items, value) that read no @, applied in turn to the function of ``fcode``; a run
+        of consecutive changes whose paths go on past the same first item (the same key expression, so
+        the same key: they are evaluated with the same state and names) is one update at that key, its
+        value the run's changes applied to the old one (Paxos's ![m.ins][acc].mbal, ...bal, ...val: the
+        levels above the record are built once, not once per change). Only consecutive changes: two key
+        expressions that differ may still have equal values, and the changes' order then matters."""
+        out = fcode
+        i = 0
+        while i < len(changes):
+            items, value = changes[i]
+            j = i + 1
+            if len(items) > 1:
+                while j < len(changes) and len(changes[j][0]) > 1 and _same_item(changes[j][0][0], items[0]):
+                    j += 1
+            if j == i + 1:
+                out = self._update(out, [self._except_keys(item, scope) for item in items], value, scope)
+            else:
+                f, k = self._tmp(), self._tmp()
+                inner = self._merged(f"_app({f}, {k})", [(it[1:], v) for it, v in changes[i:j]], scope)
+                out = f"_upd(({f} := {out}), ({k} := {self._except_keys(items[0], scope)}), {inner})"
+            i = j
         return out
 
     def _update(self, fcode: str, keys: list[str], value: Any, scope: Any) -> str:
@@ -697,9 +752,14 @@ class FastGen:
         if op in ("=", "/="):
             a, b2 = self._tmp(), self._tmp()
             neg = "not " if op == "/=" else ""
+            lits = [type(x).__name__ == "StringLiteral" for x in args]
+            if lits[0] != lits[1]:  # a string literal: Python's == is TLA+'s when the other side is a string
+                lit = self.code(args[0 if lits[0] else 1], scope)
+                x = self.code(args[1 if lits[0] else 0], scope)
+                pair = f"{lit}, {a}" if lits[0] else f"{a}, {lit}"
+                return f"({neg}(({a} == {lit}) if type({a} := {x}) is str else _eq({pair})))"
             return (f"({neg}(({a} == {b2}) if type({a} := {self.code(args[0], scope)}) is type({b2} := "
-                    f"{self.code(args[1], scope)}) and type({a}) in (int, str, bool, frozenset, tuple, Fcn) "
-                    f"else _eq({a}, {b2})))")
+                    f"{self.code(args[1], scope)}) and type({a}) in _EQ_TYPES else _eq({a}, {b2})))")
         if op in ("\\in", "\\notin"):
             neg = "not " if op == "\\notin" else ""
             return f"({neg}_in({self.code(args[0], scope)}, {self.code(args[1], scope)}))"

@@ -257,6 +257,25 @@ class PowerSet(LazySet):
         return [frozenset(c) for r in range(len(items) + 1) for c in itertools.combinations(items, r)]
 
 
+# A finite function set or record set (a constant, as in a type invariant: [RM -> [Acceptor -> [...]]])
+# remembers the functions found to be members by their fingerprint keys, when a key was already made
+# (Fcn._c: the state's fingerprint makes it before the invariant is checked): a state that changed one
+# record of a nested function tests the one record, not every level again. Equal keys are equal TLA+
+# values (TRUE and 1 apart), and membership is a function of the value; only TRUE answers are kept.
+def _known_key(v: Any) -> Any:
+    if type(v) is Fcn:
+        c = v._c
+        if c is not None:
+            return v if c is _OWN else c
+    return None
+
+
+def _remember(known: set, key: Any) -> None:
+    if len(known) > 100_000:
+        known.clear()
+    known.add(key)
+
+
 class FcnSet(LazySet):
     """[D -> R]."""
 
@@ -265,6 +284,7 @@ class FcnSet(LazySet):
         self.rng = rng
         self._el: frozenset | None = None
         self.name = "[... -> ...]"
+        self._known: set = set()  # see _known_key
 
     def finite(self) -> bool:
         return not is_infinite(self.dom) and not is_infinite(self.rng)
@@ -276,6 +296,16 @@ class FcnSet(LazySet):
         dom = self.dom
         if type(dom) is not frozenset:  # an infinite domain: no finite function value has it
             return False
+        key = _known_key(v)
+        if key is not None and key in self._known:
+            return True
+        if self._contains(v, dom):
+            if key is not None:
+                _remember(self._known, key)
+            return True
+        return False
+
+    def _contains(self, v: Any, dom: frozenset) -> bool:
         if type(v) is tuple:
             n = len(v)
             if len(dom) != n or (n and (1 not in dom or n not in dom or any(i not in dom for i in range(2, n)))):
@@ -320,10 +350,23 @@ class RecordSet(LazySet):
     def __init__(self, fields: dict[str, Any]):
         self.fields = fields
         self._el: frozenset | None = None
+        self._known: set = set()  # see _known_key
 
     def contains(self, v: Any) -> bool:
         if type(v) is not Fcn or v.d.keys() != self.fields.keys():
             return False
+        c = v._c
+        if c is not None:
+            key = v if c is _OWN else c
+            if key in self._known:
+                return True
+            if self._contains(v):
+                _remember(self._known, key)
+                return True
+            return False
+        return self._contains(v)
+
+    def _contains(self, v: Fcn) -> bool:
         d = v.d
         for k, S in self.fields.items():
             x = d[k]
@@ -491,6 +534,8 @@ def set_union(a: frozenset, b: frozenset) -> frozenset:
         raise _mixed(x, y)
     if len(b) > len(a):
         a, b = b, a
+    if len(b) <= 4 and b <= a:  # nothing new (a message sent again): the larger set itself, keys and all
+        return a
     r = a | b
     if len(b) <= 4 and len(r) > len(a):
         hit = _CANON.get(id(a))
@@ -512,12 +557,7 @@ def set_union(a: frozenset, b: frozenset) -> frozenset:
 def ordered_elements(s: Any) -> Sequence:
     """A set's elements in TLC's deterministic order (used for \\E branches, CHOOSE, x' \\in S); a lazy
     set (immutable, as every value) keeps its order once computed."""
-    if isinstance(s, (FcnSet, RecordSet, ProductSet, PowerSet)):
-        order = s._order
-        if order is None:
-            order = s._order = tuple(s.ordered())
-        return order
-    if type(s) is frozenset:
+    if type(s) is frozenset:  # the common case first
         if len(s) < 2:
             return list(s)
         hit = _ORDER.get(id(s))
@@ -528,6 +568,11 @@ def ordered_elements(s: Any) -> Sequence:
             _ORDER.clear()
         _ORDER[id(s)] = (s, els)  # s kept alive with its entry, so its id is not reused meanwhile
         return els
+    if isinstance(s, (FcnSet, RecordSet, ProductSet, PowerSet)):
+        order = s._order
+        if order is None:
+            order = s._order = tuple(s.ordered())
+        return order
     return sorted_values(as_set(s))
 
 
@@ -719,6 +764,24 @@ def fcn_update(f: Any, x: Any, v: Any) -> Any:
     if type(f) is LazyFcn:
         return fcn_update(f.materialize(), x, v)
     raise EvalError(f"EXCEPT applied to {fmt(f)}, which is not a function")
+
+
+def record_of(cache: dict, keys: tuple, vals: tuple) -> Fcn:
+    """The record [keys[i] |-> vals[i]] built at one construction site whose ``cache`` (a dict of its
+    own) maps the value tuples it has built to their records when every value is an integer, string or
+    model value (Python's equality of such tuples is TLA+'s: no boolean, no nested value that Python
+    would hold equal to another kind). Such a record is its own fingerprint key (_OWN), and the one
+    object keeps its hash: a record rebuilt for every binding of every state (a membership test
+    ``[type |-> "2b", acc |-> a] \\in msgs``) is hashed once."""
+    if SELF_KEYED.issuperset(map(type, vals)):
+        r = cache.get(vals)
+        if r is None:
+            if len(cache) > 20_000:
+                cache.clear()
+            r = cache[vals] = Fcn(dict(zip(keys, vals, strict=True)))
+            r._c = _OWN
+        return r
+    return Fcn(dict(zip(keys, vals, strict=True)))
 
 
 def seq_append(s: tuple, x: Any) -> tuple:
