@@ -53,6 +53,19 @@ def mutant_module(monkeypatch, module: types.ModuleType, before: str, after: str
     return copy
 
 
+def run_seed_case(name: str):
+    """One registered reference-seed case run alone (its named result)."""
+    return seed_checks.run_cases({name: seed_checks.SEED_CASES[name]})
+
+
+def assert_cases_pass_and_are_registered(cases: dict) -> None:
+    """Every case of one case module is in reference-seed and passes on the real reference."""
+    assert set(cases) <= set(seed_checks.SEED_CASES)
+    for name in cases:
+        result = run_seed_case(name)
+        assert result.verdict is Verdict.PASSED, result.detail
+
+
 def test_both_checks_pass_on_the_reference():
     for run in (seed_checks.reference_seed, seed_checks.peer_event_logs):
         result = run(GateContext())

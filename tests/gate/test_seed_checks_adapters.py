@@ -5,23 +5,20 @@ quick gate before it (the fresh seed-61 sample; cosmic-ray's mutated line applie
 from __future__ import annotations
 
 import pytest
-from test_seed_checks import mutant_module  # one line replaced, as cosmic-ray writes it
+from test_seed_checks import (  # one line replaced, as cosmic-ray writes it
+    assert_cases_pass_and_are_registered,
+    mutant_module,
+    run_seed_case,
+)
 
-from kvexact.gate import seed_checks, seed_checks_adapters
+from kvexact.gate import seed_checks_adapters
 from kvexact.gate.framework import Verdict
 from kvexact.reference import adapters
 from kvexact.reference.peers import vllm_hybrid, vllm_pool
 
 
-def _run(case: str):
-    return seed_checks.run_cases({case: seed_checks_adapters.CASES[case]})
-
-
 def test_every_adapter_case_passes_and_is_registered():
-    assert set(seed_checks_adapters.CASES) <= set(seed_checks.SEED_CASES)
-    for name in seed_checks_adapters.CASES:
-        result = _run(name)
-        assert result.verdict is Verdict.PASSED, result.detail
+    assert_cases_pass_and_are_registered(seed_checks_adapters.CASES)
 
 
 # (module, attribute to patch ("Class.attr" for a method), line before, line after, case): the seed-61 survivors
@@ -54,7 +51,7 @@ def test_a_seed61_survivor_fails_its_adapter_case(monkeypatch, module, name, bef
     target = getattr(module, owner) if owner else module
     replacement = getattr(getattr(copy, owner) if owner else copy, attr)
     monkeypatch.setattr(target, attr, replacement)
-    result = _run(case)
+    result = run_seed_case(case)
     assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
     assert case in result.detail
 

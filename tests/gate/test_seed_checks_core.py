@@ -7,7 +7,11 @@ from __future__ import annotations
 import sys
 
 import pytest
-from test_seed_checks import mutant_module  # one line replaced, as cosmic-ray writes it
+from test_seed_checks import (  # one line replaced, as cosmic-ray writes it
+    assert_cases_pass_and_are_registered,
+    mutant_module,
+    run_seed_case,
+)
 
 from kvexact.gate import seed_checks, seed_checks_core
 from kvexact.gate.framework import GateContext, Verdict
@@ -16,15 +20,8 @@ from kvexact.reference.namespaces import CacheIsolationNamespace, NamespaceRegis
 from kvexact.reference.rejections import rejection_of
 
 
-def _run(case: str):
-    return seed_checks.run_cases({case: seed_checks_core.CASES[case]})
-
-
 def test_every_core_case_passes_and_is_registered():
-    assert set(seed_checks_core.CASES) <= set(seed_checks.SEED_CASES)
-    for name in seed_checks_core.CASES:
-        result = _run(name)
-        assert result.verdict is Verdict.PASSED, result.detail
+    assert_cases_pass_and_are_registered(seed_checks_core.CASES)
 
 
 def _apply(monkeypatch, module, name, before, after):
@@ -71,7 +68,7 @@ SURVIVORS = [
                               enumerate(SURVIVORS)])
 def test_a_seed61_survivor_fails_its_core_case(monkeypatch, module, name, before, after, case):
     _apply(monkeypatch, module, name, before, after)
-    result = _run(case)
+    result = run_seed_case(case)
     assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
     assert case in result.detail
     assert seed_checks.reference_seed(GateContext()).verdict is Verdict.FAILED

@@ -7,9 +7,13 @@ from __future__ import annotations
 import sys
 
 import pytest
-from test_seed_checks import mutant_module  # one line replaced, as cosmic-ray writes it
+from test_seed_checks import (  # one line replaced, as cosmic-ray writes it
+    assert_cases_pass_and_are_registered,
+    mutant_module,
+    run_seed_case,
+)
 
-from kvexact.gate import seed_checks, seed_checks_index
+from kvexact.gate import seed_checks_index
 from kvexact.gate.framework import Verdict
 from kvexact.reference import (
     formulas,
@@ -30,15 +34,8 @@ from kvexact.reference import (
 )
 
 
-def _run(case: str):
-    return seed_checks.run_cases({case: seed_checks_index.INDEX_CASES[case]})
-
-
 def test_every_index_case_passes_and_is_registered():
-    assert set(seed_checks_index.INDEX_CASES) <= set(seed_checks.SEED_CASES)
-    for name in seed_checks_index.INDEX_CASES:
-        result = _run(name)
-        assert result.verdict is Verdict.PASSED, result.detail
+    assert_cases_pass_and_are_registered(seed_checks_index.INDEX_CASES)
 
 
 def test_the_catalog_lines_are_the_seeds_display_lines():
@@ -113,7 +110,7 @@ def test_a_former_survivor_fails_its_index_case(monkeypatch, module, name, befor
     target = getattr(module, owner) if owner else module
     replacement = getattr(getattr(copy, owner) if owner else copy, attr)
     monkeypatch.setattr(target, attr, replacement)
-    result = _run(case)
+    result = run_seed_case(case)
     assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
     assert case in result.detail
 
@@ -159,7 +156,7 @@ def _apply_everywhere(monkeypatch, module, name, before, after):
                          ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}:{a.split()[-2]}" for m, n, _b, a in IDENTITY_SURVIVORS])
 def test_an_identity_mutant_fails_the_identity_case(monkeypatch, module, name, before, after):
     _apply_everywhere(monkeypatch, module, name, before, after)
-    result = _run("identity 0x06-0x08")
+    result = run_seed_case("identity 0x06-0x08")
     assert result.verdict is Verdict.FAILED, f"the identity case passed with {after!r}"
     assert "identity 0x06-0x08" in result.detail
 
@@ -197,6 +194,6 @@ IDENTITY_SURVIVORS_2 = [
                          ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}" for m, n, _b, _a in IDENTITY_SURVIVORS_2])
 def test_an_identity_mutant_fails_the_second_identity_case(monkeypatch, module, name, before, after):
     _apply_everywhere(monkeypatch, module, name, before, after)
-    result = _run("identity 0x03-0x0CE")
+    result = run_seed_case("identity 0x03-0x0CE")
     assert result.verdict is Verdict.FAILED, f"the second identity case passed with {after!r}"
     assert "identity 0x03-0x0CE" in result.detail

@@ -5,7 +5,7 @@ survived the quick gate in the fresh seed-51 sample (cosmic-ray's mutated line a
 from __future__ import annotations
 
 import pytest
-from test_seed_checks import mutant_module  # one line replaced, as cosmic-ray writes it
+from test_seed_checks import mutant_module, run_seed_case  # one line replaced, as cosmic-ray writes it
 
 from kvexact.gate import seed_checks, seed_checks_peers
 from kvexact.gate.framework import GateContext, Verdict
@@ -23,15 +23,11 @@ from kvexact.reference.peers import (
 )
 
 
-def _run(case: str):
-    return seed_checks.run_cases({case: seed_checks.SEED_CASES[case]})
-
-
 def test_every_peer_case_passes_and_is_registered():
     assert len(seed_checks_peers.CASES) == 5
     assert set(seed_checks_peers.CASES) <= set(seed_checks.SEED_CASES)
     for name in seed_checks_peers.CASES:
-        result = _run(name)
+        result = run_seed_case(name)
         assert result.verdict is Verdict.PASSED, result.detail
     assert seed_checks.reference_seed(GateContext()).verdict is Verdict.PASSED
 
@@ -96,7 +92,7 @@ def test_a_former_survivor_fails_its_peer_case(monkeypatch, module, name, before
     owner, _, attr = name.rpartition(".")
     target = getattr(module, owner) if owner else module
     monkeypatch.setattr(target, attr, getattr(getattr(copy, owner) if owner else copy, attr))
-    result = _run(case)
+    result = run_seed_case(case)
     assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
     assert case in result.detail
 
@@ -105,5 +101,5 @@ def test_the_faulty_prefix_index_is_caught_by_its_case_only_through_the_lock():
     """The sound index passed in the faulty one's place fails the case (the lock is then kept)."""
     with pytest.MonkeyPatch.context() as m:
         m.setattr(sglang_protocol, "UnlockedPrefixAdapter", sglang_protocol.SGLangIndexAdapter)
-        result = _run("sglang tree checks")
+        result = run_seed_case("sglang tree checks")
     assert result.verdict is Verdict.FAILED and "lock dropped" in result.detail
