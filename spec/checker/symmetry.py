@@ -85,7 +85,6 @@ class Symmetry:
         memo[c] = out
         return out
 
-
     def _fcn_images(self, c: Fcn) -> tuple | None:
         imgs = self.mv_images
         pairs = [(imgs.get(k) if type(k) is ModelValue else None, imgs.get(x) if type(x) is ModelValue else None, k, x)
