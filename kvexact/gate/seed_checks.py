@@ -615,6 +615,7 @@ SEED_CASES.update(__import__("kvexact.gate.seed_checks_blocks", fromlist=["CASES
 SEED_CASES.update(__import__("kvexact.gate.seed_checks_adapters", fromlist=["CASES"]).CASES)  # adapters, vLLM pool
 SEED_CASES.update(__import__("kvexact.gate.seed_checks_core", fromlist=["CASES"]).CASES)  # core modules (i25g)
 SEED_CASES.update(__import__("kvexact.gate.seed_checks_peers", fromlist=["CASES"]).CASES)  # peers, adapters (#25)
+SEED_CASES.update(__import__("kvexact.gate.seed_checks_accounting", fromlist=["CASES"]).CASES)  # i25i
 
 
 def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:

@@ -1,0 +1,374 @@
+"""Accounting cases of the quick check ``reference-seed`` (registered in :mod:`kvexact.gate.seed_checks`, issue
+#25): telemetry's funnel, pool gauges, alerts, hygiene, export and 0x0BL counters; the ledger's request-view
+tail slots; the lifecycle's truncate, release and compensation receipts; the allocator's receipts.
+
+Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from the seed (``0x0..``
+sections), from the documented contract quoted in the docstring, or from the arithmetic written beside them, never
+from the reference's own output; a row that differs (or a case that raises) fails ``reference-seed`` by name.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Rows = list[tuple[str, Any, Any]]
+KIB = 1024
+MIB = 1024 * KIB
+
+
+def _refusal(trigger: Any) -> tuple[Any, str]:
+    """The rejection ``trigger`` raises and its detail text; ``(None, "")`` when it is accepted."""
+    from kvexact.reference.rejections import Rejected
+
+    try:
+        trigger()
+    except Rejected as exc:
+        return exc.reason, exc.detail
+    return None, ""
+
+
+def _int(text: str) -> int:
+    """An int built at run time (another object than the literal for values past the small-int cache)."""
+    return int(text)
+
+
+def telemetry_funnel() -> Rows:
+    """0x0CF: each attempt counts in the one bucket of its rejection (None: executed); stage k holds the attempts
+    minus the buckets of stages 1..k; ``check_funnel`` refuses a stage larger than the one before it
+    (FUNNEL_NOT_MONOTONE, "b=nb > a=na") and a drop that differs from its bucket's count (FUNNEL_UNRECONCILED,
+    "a->b drops d, bucket name counts n"). Seven attempts: executed, unauthorized, 2 index misses, a cross-namespace
+    candidate (compatibility), a stale tree version (generation), executed."""
+    import attrs
+
+    from kvexact.reference import reuse_gate as gate
+    from kvexact.reference import telemetry as tm
+
+    R = gate.ReuseRejection
+    outcomes = [None, R.UNAUTHORIZED_PRINCIPAL, R.INDEX_MISS, R.INDEX_MISS, R.CROSS_NAMESPACE_CANDIDATE,
+                R.STALE_TREE_VERSION, None]
+    f = tm.funnel_from_outcomes(iter(outcomes))  # any iterable, read once
+    T = tm.TelemetryRejection
+    more = attrs.evolve(f, counts={**f.counts, "executed": 3})
+    short = attrs.evolve(f, rejections={**f.rejections, "index_miss": 1})
+    unexplained = attrs.evolve(f, counts={**f.counts, "executed": 1})
+    lease = attrs.evolve(f, counts={**f.counts, **{s: 1 for s in tm.FUNNEL_STAGES[5:]}},
+                         rejections={**f.rejections, "lease": 1})
+    return [("funnel of 7 attempts", [f.counts[s] for s in tm.FUNNEL_STAGES], [7, 6, 4, 3, 2, 2, 2, 2, 2]),
+            ("funnel stages", list(f.counts), list(tm.FUNNEL_STAGES)),
+            ("rejections by bucket", dict(f.rejections),
+             {"authorization": 1, "index_miss": 2, "compatibility": 1, "generation": 1, "lease": 0, "mapping": 0,
+              "snapshot": 0}),
+            ("empty funnel", dict(tm.funnel_from_outcomes([]).counts), {s: 0 for s in tm.FUNNEL_STAGES}),
+            ("the funnel checked", _refusal(lambda: tm.check_funnel(f)), (None, "")),
+            ("executed 3 over current_snapshot 2", _refusal(lambda: tm.check_funnel(more)),
+             (T.FUNNEL_NOT_MONOTONE, "executed=3 > current_snapshot=2")),
+            ("index_miss counting 1 of the drop 6 -> 4", _refusal(lambda: tm.check_funnel(short)),
+             (T.FUNNEL_UNRECONCILED, "authorized->candidates drops 2, bucket index_miss counts 1")),
+            ("executed 1 of current_snapshot 2 (no bucket)", _refusal(lambda: tm.check_funnel(unexplained)),
+             (T.FUNNEL_UNRECONCILED, "current_snapshot->executed drops 1, bucket None counts 0")),
+            ("a drop of 1 into leased with a lease bucket of 1", _refusal(lambda: tm.check_funnel(lease)), (None, ""))]
+
+
+def telemetry_pool() -> Rows:
+    """0x0CF's pool gauges on a 4-block pool (0 free, 1 and 2 live, 3 evictable): by state 1/1/2/0; Delta_ref =
+    recorded - derived where derived counts each request map and lease entry; mismatched blocks are those whose
+    recorded and derived counts differ; L_map = max(0, required - ready). A block in an unknown state, outside
+    [0, N_pool), or states that do not sum to N_pool are refused (POOL_UNRECONCILED) naming the block or the sum."""
+    import attrs
+
+    from kvexact.reference import telemetry as tm
+
+    snap = tm.PoolSnapshot(pool_blocks=4, block_states={0: "free", 1: "live", 2: "live", 3: "evictable"},
+                           recorded_refcounts={1: 2, 2: 1}, request_maps={"r": (1, 2)}, leases={"l": (1,)},
+                           required_frontier_tokens=10, ready_frontier_tokens=4)
+    g = tm.reconcile_pool(snap)
+    # block 1: derived 2, recorded 1; block 2: 1 and 1; block 3: derived 0, recorded 3
+    skew = tm.reconcile_pool(attrs.evolve(snap, recorded_refcounts={1: 1, 2: 1, 3: 3}, ready_frontier_tokens=11))
+    P = tm.TelemetryRejection.POOL_UNRECONCILED
+    return [("gauges", (g.pool_blocks, dict(g.blocks_by_state), g.refcount_recorded, g.refcount_derived,
+                        g.refcount_delta, g.refcount_mismatched_blocks, g.mapping_lag_tokens),
+             (4, {"free": 1, "evictable": 1, "live": 2, "reserved_or_copying": 0}, 3, 3, 0, 0, 10 - 4)),
+            ("skewed refs, ready past required: recorded, derived, delta, mismatched, lag",
+             (skew.refcount_recorded, skew.refcount_derived, skew.refcount_delta, skew.refcount_mismatched_blocks,
+              skew.mapping_lag_tokens), (5, 3, 5 - 3, 2, 0)),
+            ("ready 9 of required 10: lag", tm.reconcile_pool(attrs.evolve(snap, ready_frontier_tokens=9))
+             .mapping_lag_tokens, 1),
+            ("state 'broken' refused", _refusal(lambda: tm.reconcile_pool(
+                attrs.evolve(snap, block_states={**snap.block_states, 0: "broken"}))), (P, "block 0 in state 'broken'")),
+            ("block 4 of 4 refused", _refusal(lambda: tm.reconcile_pool(
+                attrs.evolve(snap, block_states={**snap.block_states, 4: "free"}))), (P, "block 4 in state 'free'")),
+            ("block -1 refused", _refusal(lambda: tm.reconcile_pool(
+                attrs.evolve(snap, block_states={**snap.block_states, -1: "free"}))), (P, "block -1 in state 'free'")),
+            ("states summing to 4 of 5 refused", _refusal(lambda: tm.reconcile_pool(attrs.evolve(snap, pool_blocks=5))),
+             (P, "1 + 1 + 2 + 0 != 5")),
+            ("block 3 missing: 3 of 4 refused", _refusal(lambda: tm.reconcile_pool(attrs.evolve(
+                snap, block_states={0: "free", 1: "live", 2: "reserved_or_copying"}))), (P, "1 + 0 + 1 + 1 != 4"))]
+
+
+def telemetry_alerts() -> Rows:
+    """0x0CF's alerts, each a joint predicate over two samples (sorted by name): exhaustion (free = evictable = 0,
+    failures rising), locked pressure (free = 0, evictable > 0, locked rejects rising), reference leak
+    (recorded != derived for at least the grace), mapping stall (required > ready for more than the SLO budget),
+    compatibility churn and stale-receipt race (candidates stable; compatible falling / generation rejects
+    rising), security pressure (cross- or stale-namespace rejects rising). Budget 0.2 s, grace 30 s."""
+    import attrs
+
+    from kvexact.reference import telemetry as tm
+
+    base = tm.TelemetrySample(at_s=0, free_blocks=3, evictable_blocks=2, allocation_failures=5,
+                              locked_eviction_rejects=5, refcount_recorded=9, refcount_derived=9,
+                              refcount_mismatch_age_s=0, required_frontier_tokens=32, ready_frontier_tokens=32,
+                              map_wait_age_s=0, candidate_matches=9, compatible_matches=7, generation_rejects=1,
+                              cross_namespace_rejects=4, stale_namespace_rejects=4)
+
+    def alerts(**cur: Any) -> tuple[str, ...]:
+        return tm.evaluate_alerts(base, attrs.evolve(base, at_s=10, **cur), 0.2, 30)
+
+    return [("no change", alerts(), ()),
+            ("exhaustion; failures equal; evictable 1", (alerts(free_blocks=0, evictable_blocks=0, allocation_failures=6),
+                                                         alerts(free_blocks=0, evictable_blocks=0),
+                                                         alerts(free_blocks=1, evictable_blocks=0, allocation_failures=6)),
+             (("allocator_exhaustion",), (), ())),
+            ("locked pressure; evictable 0; free 1; rejects equal",
+             (alerts(free_blocks=0, evictable_blocks=1, locked_eviction_rejects=6),
+              alerts(free_blocks=0, evictable_blocks=0, locked_eviction_rejects=6),
+              alerts(free_blocks=1, evictable_blocks=1, locked_eviction_rejects=6),
+              alerts(free_blocks=0, evictable_blocks=1)), (("locked_cache_pressure",), (), (), ())),
+            ("leak at age 30, 29, recorded below derived at 31",
+             (alerts(refcount_recorded=10, refcount_mismatch_age_s=30), alerts(refcount_recorded=10,
+                                                                              refcount_mismatch_age_s=29),
+              alerts(refcount_recorded=8, refcount_mismatch_age_s=31), alerts(refcount_mismatch_age_s=31)),
+             (("reference_leak",), (), ("reference_leak",), ())),
+            ("stall at wait 0.3, 0.2; required = ready",
+             (alerts(ready_frontier_tokens=31, map_wait_age_s=0.3), alerts(ready_frontier_tokens=31, map_wait_age_s=0.2),
+              alerts(map_wait_age_s=0.3)), (("mapping_stall",), (), ())),
+            ("churn; candidates rising; compatible equal",
+             (alerts(compatible_matches=6), alerts(candidate_matches=10, compatible_matches=6),
+              alerts(compatible_matches=8)), (("compatibility_churn",), (), ())),
+            ("race; candidates rising; rejects equal, falling",
+             (alerts(generation_rejects=2), alerts(candidate_matches=10, generation_rejects=2),
+              alerts(generation_rejects=0)), (("stale_receipt_race",), (), ())),
+            ("security: cross rising, stale rising, both falling",
+             (alerts(cross_namespace_rejects=5), alerts(stale_namespace_rejects=5),
+              alerts(cross_namespace_rejects=3, stale_namespace_rejects=3)),
+             (("security_boundary_pressure",), ("security_boundary_pressure",), ())),
+            ("all seven at once, sorted", alerts(
+                free_blocks=0, evictable_blocks=0, allocation_failures=6, refcount_derived=8,
+                refcount_mismatch_age_s=40, ready_frontier_tokens=0, map_wait_age_s=1, compatible_matches=6,
+                generation_rejects=2, cross_namespace_rejects=5),
+             ("allocator_exhaustion", "compatibility_churn", "mapping_stall", "reference_leak",
+              "security_boundary_pressure", "stale_receipt_race"))]
+
+
+def telemetry_hygiene() -> Rows:
+    """0x0CE: metric and label names follow the Prometheus grammar (no leading ``__``); prompt/text, token and key
+    label names, per-request label names, token lists (two or more integers), digests (16 or more hex digits,
+    optionally ``sha256:``/``0x``), values over 64 characters or with whitespace are refused by name, the label
+    named as ``metric{label=...}``. The 0.0.4 text format: HELP, TYPE, one line per sample, ``"`` ``\\`` and line
+    feeds escaped in label values, integral values without a fraction, a line feed at the end."""
+    from kvexact.reference import telemetry as tm
+
+    T = tm.TelemetryRejection
+
+    def check(labels: dict[str, str], name: str = "kvexact_x") -> tuple[Any, str]:
+        return _refusal(lambda: tm.check_hygiene(tm.Metric(name, "counter", "h", ((labels, 1),))))
+
+    where = "kvexact_x{%s=...}"
+    rows: Rows = [("metric name 1bad, a:b_9", (check({}, "1bad"), check({}, "a:b_9")),
+                   ((T.INVALID_METRIC_NAME, "1bad"), (None, "")))]
+    cases = [("__x", "v", T.INVALID_METRIC_NAME), ("bad-name", "v", T.INVALID_METRIC_NAME),
+             ("prompt", "v", T.RAW_PROMPT_IN_METRICS), ("text", "v", T.RAW_PROMPT_IN_METRICS),
+             ("tokens", "v", T.TOKEN_LIST_IN_METRICS), ("token_ids", "v", T.TOKEN_LIST_IN_METRICS),
+             ("cache_key", "v", T.UNSALTED_CACHE_KEY_IN_METRICS), ("block_hash", "v", T.UNSALTED_CACHE_KEY_IN_METRICS),
+             ("key", "v", T.UNSALTED_CACHE_KEY_IN_METRICS), ("request_id", "v", T.HIGH_CARDINALITY_LABEL),
+             ("session_id", "v", T.HIGH_CARDINALITY_LABEL), ("user_id", "v", T.HIGH_CARDINALITY_LABEL),
+             ("trace_id", "v", T.HIGH_CARDINALITY_LABEL), ("lease_id", "v", T.HIGH_CARDINALITY_LABEL),
+             ("block_id", "v", T.HIGH_CARDINALITY_LABEL), ("v", "1, 2", T.TOKEN_LIST_IN_METRICS),
+             ("v", "(1 -2)", T.TOKEN_LIST_IN_METRICS), ("v", "[3,4]", T.TOKEN_LIST_IN_METRICS),
+             ("v", "0123456789abcdef", T.UNSALTED_CACHE_KEY_IN_METRICS),
+             ("v", "sha256:0123456789ABCDEF", T.UNSALTED_CACHE_KEY_IN_METRICS),
+             ("v", "0x0123456789abcdef", T.UNSALTED_CACHE_KEY_IN_METRICS)]
+    rows.append(("refused labels", [check({n: v}) for n, v, _r in cases], [(r, where % n) for n, v, r in cases]))
+    accepted = [("_x", "v"), ("v", "12"), ("v", "0123456789abcde"), ("v", "z" * 64), ("v", "")]
+    rows.append(("accepted labels", [check({n: v}) for n, v in accepted], [(None, "")] * len(accepted)))
+    rows.append(("65 characters, a space, a tab refused",
+                 [check({"v": v}) for v in ("z" * 65, "a b", "a\tb")],
+                 [(T.RAW_PROMPT_IN_METRICS, f"{where % 'v'} ({n} chars)") for n in (65, 3, 3)]))
+    rows.append(("the second label refused", check({"ok": "v", "request_id": "q"}),
+                 (T.HIGH_CARDINALITY_LABEL, where % "request_id")))
+    text = tm.to_prometheus([tm.Metric("m_total", "counter", "h", (({"a": 'q"x\\', "b": "y"}, 2.0),
+                                                                   ({"a": "z"}, 1.5))),
+                             tm.Metric("g", "gauge", "two words", (({}, 3),))])
+    rows.append(("0.0.4 text of a counter with two samples and a gauge", text,
+                 '# HELP m_total h\n# TYPE m_total counter\nm_total{a="q\\"x\\\\",b="y"} 2\nm_total{a="z"} 1.5\n'
+                 "# HELP g two words\n# TYPE g gauge\ng 3\n"))
+    rows.append(("a refused metric is not exported", _refusal(lambda: tm.to_prometheus(
+        [tm.Metric("g", "gauge", "h", (({"prompt": "p"}, 1),))]))[0], T.RAW_PROMPT_IN_METRICS))
+    return rows
+
+
+def telemetry_counters() -> Rows:
+    """0x0BL: a dispatch counter counts each decision once per (outcome, reason); counters only grow (a negative
+    increment is refused as COUNTER_DECREASE, "name += value"); map latency is the version difference, summed, and
+    its count; block sizes are gauges by group, exported allocator then kernel; ``metrics`` lists the block sizes,
+    the dispatch counter, the ledger gauges and the counters (``_total`` unless ``_sum``/``_count``), by name."""
+    from kvexact.reference import telemetry as tm
+    from kvexact.reference.traversal import dispatch_kernel_block
+
+    c = tm.GranularityCounters()
+    for p in (_int("16"), 16, 64, 32, 12):  # 0x0AA: 8/16/32 instantiated; 64 splits into 32; 12 divides by none
+        c.observe_dispatch(dispatch_kernel_block(p))
+    c.observe_block_sizes(1, 64, 32)
+    c.observe_block_sizes(0, 16, 16)
+    c.observe_block_sizes(0, 12, 8)  # a gauge: the last value
+    c.observe_prefix_hit(32, 17)
+    c.observe_prefix_hit(_int("1000"), 0)
+    c.observe_map_wait(3, 7)
+    c.observe_map_wait(7, 7)
+    refused = _refusal(lambda: c.observe_prefix_hit(1, -1))
+    after = dict(c.totals)
+    c.ledger["gauge_x"] = 5
+    ms = c.metrics()
+    return [("dispatch counts", dict(c.dispatch),
+             {("selected", "allocator_block_instantiated"): 3, ("fallback", "split_allocator_block"): 1,
+              ("rejected", "unsupported_kernel_block"): 1}),
+            ("totals after hits (32 + 1000, 17 + 0) and map waits (4 + 0 over 2)", after,
+             {"prefix_full_hit_tokens": 1033, "prefix_recomputed_tokens": 17, "map_latency_operations_sum": 4,
+              "map_latency_operations_count": 2}),
+            ("a negative increment refused", refused, (tm.TelemetryRejection.COUNTER_DECREASE,
+                                                       "prefix_recomputed_tokens += -1")),
+            ("block sizes", c.block_sizes, {0: (12, 8), 1: (64, 32)}),
+            ("metric names", [m.name for m in ms],
+             ["kvexact_block_size_tokens", "kvexact_kernel_dispatch_total", "kvexact_gauge_x",
+              "kvexact_map_latency_operations_count", "kvexact_map_latency_operations_sum",
+              "kvexact_prefix_full_hit_tokens_total", "kvexact_prefix_recomputed_tokens_total"]),
+            ("block size samples", ms[0].samples,
+             (({"group": "0", "kind": "allocator"}, 12), ({"group": "0", "kind": "kernel"}, 8),
+              ({"group": "1", "kind": "allocator"}, 64), ({"group": "1", "kind": "kernel"}, 32))),
+            ("dispatch samples (sorted)", ms[1].samples,
+             (({"outcome": "fallback", "reason": "split_allocator_block"}, 1),
+              ({"outcome": "rejected", "reason": "unsupported_kernel_block"}, 1),
+              ({"outcome": "selected", "reason": "allocator_block_instantiated"}, 3))),
+            ("kinds", [m.kind for m in ms], ["gauge", "counter", "gauge", "counter", "counter", "counter", "counter"])]
+
+
+def ledger_tail_valid_slots() -> Rows:
+    """0x0D: a request view's tail slots that hold rows another view materialized are not waste: in the worked
+    fixture A (33 rows) ends in block 102 holding 1 row (33 - 32 visible: 0), B (25) ends in block 101 holding 16
+    rows of which B sees 25 - 16 = 9 (16 - 9 = 7), C (16) ends in the full block 100 (0): 7 slots."""
+    import attrs
+
+    from kvexact.reference.labs.ledgers import worked_fixture
+    from kvexact.reference.ledgers import RequestView, compute_ledger
+
+    f = worked_fixture()
+    led = compute_ledger(f)
+    # D: a 20-row view of A's blocks 100, 101 (sees 20 - 16 = 4 of 101's 16 rows: 12 more)
+    more = attrs.evolve(f, requests=(*f.requests, RequestView("D", 20, 32, (100, 101))))
+    return [("request-view tail slots holding valid rows", led.request_view_tail_valid_slots, 16 - (25 - 16)),
+            ("with D (20 rows over 100, 101)", compute_ledger(more).request_view_tail_valid_slots,
+             7 + (16 - (20 - 16)))]
+
+
+def lifecycle_receipts() -> Rows:
+    """0x05E: truncate keeps ceil(keep / P) blocks per group, drops the suffix (released tail first) and publishes
+    table version + 1; keep must be in [0, context) (TRUNCATE_NOT_SHORTER, "id: keep k of n"); only the last logical
+    block may be dropped (INTERIOR_BLOCK_REMOVAL / BAD_LOGICAL_BLOCK, "id: block j of n"); release and cancel drop
+    every strong reference, group by group, with no table version; 0x04F: compensating an append truncates its row
+    and reports the truncate's version, compensating an allocation cancels it; only a PUBLISHED receipt can be
+    compensated (NOTHING_TO_COMPENSATE, "txn: outcome")."""
+    from kvexact.reference import lifecycle
+    from kvexact.reference.allocator import AllocRejection
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.labs import allocator as fx
+
+    A = AllocRejection
+    alloc = fx.fixture_0x05b()  # A at context 33, version 5: 1000@3 1001@5 1002@9 / 2000@7 2001@8 2002@12
+    appended = alloc.append("A", 133, expected_generation=1, expected_table_version=5)  # in place: version 6
+    refused = [_refusal(lambda k=k: lifecycle.truncate(alloc, "A", k)) for k in (34, 35, -1)]
+    dropped = [_refusal(lambda j=j: lifecycle.drop_logical_block(alloc, "A", j)) for j in (0, 3, -1)]
+    comp = lifecycle.compensate(alloc, appended)  # truncate(A, 33): no block leaves, version 7
+    t = lifecycle.truncate(alloc, "A", 17, expected_generation=1, expected_table_version=7)  # 2 blocks kept
+    rec = alloc.request("A")
+    h = [[BlockHandle(g, g, b, n) for b, n in blocks] for g, blocks in
+         ((0, ((1000, 3), (1001, 5), (1002, 9))), (1, ((2000, 7), (2001, 8), (2002, 12))))]
+    out: Rows = [
+        ("truncate to 34, 35, -1 of 34 refused", refused,
+         [(A.TRUNCATE_NOT_SHORTER, f"A: keep {k} of 34") for k in (34, 35, -1)]),
+        ("drop logical block 0, 3, -1 of 3 refused", dropped,
+         [(A.INTERIOR_BLOCK_REMOVAL, "A: block 0 of 3"), (A.BAD_LOGICAL_BLOCK, "A: block 3 of 3"),
+          (A.BAD_LOGICAL_BLOCK, "A: block -1 of 3")]),
+        ("compensation of the append: id, operation, outcome, version, deltas, rows, capacity",
+         (comp.transaction_id, comp.operation, comp.outcome, comp.table_version_after, comp.refcount_deltas,
+          comp.useful_new_rows, comp.new_capacity_bytes), (f"{appended.transaction_id}-compensation",
+                                                           "compensate-append", "COMPENSATED", 7, (), 0, 0)),
+        ("truncate(A, 17): reason, dropped, freed, evictable, version after, record",
+         (t.reason, t.dropped_handles, t.freed_handles, t.evictable_handles, t.table_version_after,
+          rec.table_version, rec.context_tokens, [len(x) for x in rec.tables]),
+         ("truncate", (h[0][2], h[1][2]), (h[1][2], h[0][2]), (), 8, 8, 17, [2, 2])),
+        ("truncate: epoch after, digests", (t.allocator_epoch_after == alloc.epoch,
+                                            t.predecessor_digest != t.successor_digest,
+                                            t.successor_digest == alloc.digest()), (True, True, True))]
+    empty = fx.fixture_0x05b()
+    z = lifecycle.truncate(empty, "A", 0)  # keep 0 is allowed: every block leaves, version 5 + 1
+    out.append(("truncate(A, 0) of the fixture: dropped, version after, tables",
+                (z.dropped_handles, z.table_version_after, empty.request("A").tables), ((*h[0], *h[1]), 6, ((), ()))))
+    lifecycle.cache_block(alloc, "A", 0, "A/0")
+    r = lifecycle.cancel(alloc, "A", expected_generation=1)
+    out.append(("cancel(A): reason, dropped, freed, evictable, version",
+                (r.reason, r.dropped_handles, r.freed_handles, r.evictable_handles, r.table_version_after),
+                ("cancel", (h[0][0], h[0][1], h[1][0], h[1][1]), (h[1][1], h[0][1]), (h[1][0], h[0][0]), None)))
+    f = alloc.allocate("F", list(range(16)))  # 1003 and 2003 head the free queues (free since the fixture)
+    fc = lifecycle.compensate(alloc, f)
+    out.append(("compensation of F's allocation: operation, deltas, version, ended",
+                (fc.operation, [(d.block_id, n) for d, n in fc.refcount_deltas], fc.table_version_after,
+                 "F" in alloc.requests), ("compensate-allocate", [(1003, -1), (2003, -1)], None, False)))
+    fx_alloc = fx.fixture_0x05b_forked()
+    fx_alloc.fault_after.add(("cow_reserve", 0))
+    rb = fx_alloc.append("D", 900, expected_generation=1, expected_table_version=fx_alloc.request("D").table_version)
+    out.append(("compensating a rolled-back receipt refused", _refusal(lambda: lifecycle.compensate(fx_alloc, rb)),
+                (A.NOTHING_TO_COMPENSATE, f"{rb.transaction_id}: ROLLED_BACK")))
+    return out
+
+
+def allocator_receipts() -> Rows:
+    """0x04D/0x05A receipts on 0x05B's two groups (P = 16; rows 48 and 16 KiB: 64 KiB a bundle row, 1 MiB a
+    bundle): an in-place append publishes 1 row and no block (append write 64 KiB, traffic 64 KiB, version 5 + 1);
+    an allocation of 16 tokens takes 1003@12 and 2003@6 (+1 each: 1 MiB of capacity, 16 rows written, 1 MiB,
+    version 1); a rolled-back COW append commits nothing: every count, byte and list is zero or empty, no version,
+    and the digest is unchanged."""
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.labs import allocator as fx
+
+    alloc = fx.fixture_0x05b()
+    a = alloc.append("A", 133, expected_generation=1, expected_table_version=5)
+    f = alloc.allocate("F", list(range(16)))
+    new = (BlockHandle(0, 0, 1003, 12), BlockHandle(1, 1, 2003, 6))
+    forked = fx.fixture_0x05b_forked()
+    epoch = forked.epoch
+    forked.fault_after.add(("cow_reserve", 0))
+    rb = forked.append("D", 900, expected_generation=1, expected_table_version=forked.request("D").table_version)
+    return [("in-place append: paths, rows, blocks, copied, payload, deltas, capacity, write, traffic, version",
+             (a.operation, a.outcome, a.paths, a.useful_new_rows, a.new_physical_blocks, a.copied_rows,
+              a.copy_payload_bytes, a.refcount_deltas, a.new_capacity_bytes, a.append_write_bytes,
+              a.copy_traffic_bytes, a.table_version_after, a.copies, a.rejection),
+             ("append", "PUBLISHED", ("unique", "unique"), 1, 0, 0, 0, (), 0, 64 * KIB, 64 * KIB, 6, (), None)),
+            ("in-place append: published tails", (a.published_tables[0][-1], a.published_tables[1][-1]),
+             (BlockHandle(0, 0, 1002, 9), BlockHandle(1, 1, 2002, 12))),
+            ("allocate(F, 16): paths, rows, blocks, deltas, capacity, write, version, tables",
+             (f.paths, f.useful_new_rows, f.new_physical_blocks, f.refcount_deltas, f.new_capacity_bytes,
+              f.append_write_bytes, f.table_version_after, f.published_tables, f.copy_traffic_bytes),
+             (("alloc", "alloc"), 16, 2, ((new[0], 1), (new[1], 1)), MIB, 16 * 64 * KIB, 1, ((new[0],), (new[1],)),
+              MIB)),
+            ("rolled-back COW append: every field",
+             (rb.outcome, rb.request_id, rb.operation, rb.useful_new_rows, rb.new_physical_blocks, rb.copied_rows,
+              rb.copy_payload_bytes, rb.refcount_deltas, rb.paths, rb.new_capacity_bytes, rb.append_write_bytes,
+              rb.table_version_after, rb.published_tables, rb.rejection, rb.copies, rb.copy_traffic_bytes,
+              rb.allocator_epoch_after, rb.predecessor_digest == rb.successor_digest),
+             ("ROLLED_BACK", "D", "append", 0, 0, 0, 0, (), (), 0, 0, None, (), None, (), 0, epoch, True))]
+
+
+CASES = {"telemetry funnel": telemetry_funnel, "telemetry pool": telemetry_pool, "telemetry alerts": telemetry_alerts,
+         "telemetry hygiene": telemetry_hygiene, "telemetry counters": telemetry_counters,
+         "ledger tail valid slots": ledger_tail_valid_slots, "lifecycle receipts": lifecycle_receipts,
+         "allocator receipts": allocator_receipts}

@@ -1,0 +1,96 @@
+"""The accounting cases of reference-seed (kvexact/gate/seed_checks_accounting.py, issue #25): each passes on the
+reference, is registered in the quick check, and fails, naming itself, on a survivor of the fresh samples (seeds 71,
+81) and on neighbours of those survivors (cosmic-ray's mutated line applied to a copy of its module, the mutated
+function, method or class patched in)."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from test_seed_checks import (  # one line replaced, as cosmic-ray writes it
+    assert_cases_pass_and_are_registered,
+    mutant_module,
+    run_seed_case,
+)
+
+from kvexact.gate import seed_checks, seed_checks_accounting
+from kvexact.gate.framework import GateContext, Verdict
+from kvexact.reference import allocator, ledgers, lifecycle, telemetry
+
+
+def test_every_accounting_case_passes_and_is_registered():
+    assert_cases_pass_and_are_registered(seed_checks_accounting.CASES)
+
+
+def _patch_in(monkeypatch, module, name, before, after):
+    """Patch ``name`` (a module-level function or class, or ``Class.method``) with the mutant copy's, in
+    ``module`` and in every kvexact module that imported the same object by name."""
+    copy = mutant_module(monkeypatch, module, before, after)
+    owner, _, attr = name.rpartition(".")
+    holder = getattr(module, owner) if owner else module
+    old = getattr(holder, attr)
+    new = getattr(getattr(copy, owner) if owner else copy, attr)
+    monkeypatch.setattr(holder, attr, new)
+    if owner:
+        return
+    for other in list(sys.modules.values()):
+        if other is module or not (getattr(other, "__name__", "") or "").startswith("kvexact."):
+            continue
+        if getattr(other, attr, None) is old:
+            monkeypatch.setattr(other, attr, new)
+
+
+# (module, patched name, line before, line after, the case that must fail)
+MUTANTS = [
+    # the named survivors of the fresh samples of seeds 71 and 81
+    (telemetry, "check_funnel", 'f"{a}->{b} drops {na - nb}, bucket {bucket} counts {explained}")',
+     'f"{a}->{b} drops {na << nb}, bucket {bucket} counts {explained}")', "telemetry funnel"),
+    (telemetry, "GranularityCounters.observe_dispatch", "self.dispatch[key] = self.dispatch.get(key, 0) + 1",
+     "self.dispatch[key] = self.dispatch.get(key, 0) * 1", "telemetry counters"),
+    (ledgers, "_tail_slots_holding_valid_rows", "out += valid[r.block_ids[-1]] - visible_in_last",
+     "out += valid[r.block_ids[-1]] << visible_in_last", "ledger tail valid slots"),
+    (lifecycle, "truncate", "alloc.epoch, rec.table_version + 1)", "alloc.epoch, rec.table_version - 1)",
+     "lifecycle receipts"),
+    (allocator, "AllocationReceipt", "new_capacity_bytes: int = 0", "new_capacity_bytes: int = 1",
+     "allocator receipts"),
+    # neighbours of those survivors
+    (telemetry, "check_funnel", "if nb > na:", "if nb >= na:", "telemetry funnel"),
+    (telemetry, "check_funnel", 'raise Rejected(TelemetryRejection.FUNNEL_NOT_MONOTONE, f"{b}={nb} > {a}={na}")',
+     'raise Rejected(TelemetryRejection.FUNNEL_NOT_MONOTONE, f"{b}={nb} > {a}={nb}")', "telemetry funnel"),
+    (telemetry, "reconcile_pool", "if state not in by_state or not 0 <= block < snap.pool_blocks:",
+     "if state not in by_state or not 0 <= block <= snap.pool_blocks:", "telemetry pool"),
+    (telemetry, "reconcile_pool", "if per_block.get(b, 0) != snap.recorded_refcounts.get(b, 0))",
+     "if per_block.get(b, 0) > snap.recorded_refcounts.get(b, 0))", "telemetry pool"),
+    (telemetry, "evaluate_alerts",
+     '"reference_leak": cur.refcount_recorded - cur.refcount_derived != 0 and cur.refcount_mismatch_age_s >= grace_s,',
+     '"reference_leak": cur.refcount_recorded - cur.refcount_derived > 0 and cur.refcount_mismatch_age_s >= grace_s,',
+     "telemetry alerts"),
+    (telemetry, "GranularityCounters._add", "if value < 0:", "if value < -1:", "telemetry counters"),
+    (telemetry, "check_hygiene", 'if not _LABEL_NAME.match(name) or name.startswith("__"):',
+     'if not _LABEL_NAME.match(name) or name.startswith("XX__XX"):', "telemetry hygiene"),
+    (telemetry, "check_hygiene", "if len(text) > MAX_LABEL_VALUE or re.search(r\"\\s\", text):",
+     "if len(text) >= MAX_LABEL_VALUE or re.search(r\"\\s\", text):", "telemetry hygiene"),
+    (ledgers, "_tail_slots_holding_valid_rows", "visible_in_last = r.rows_tokens - (len(r.block_ids) - 1) * f.block_tokens",
+     "visible_in_last = r.rows_tokens - (len(r.block_ids) + 1) * f.block_tokens", "ledger tail valid slots"),
+    (lifecycle, "truncate", "if not 0 <= keep_tokens < rec.context_tokens:",
+     "if not 0 < keep_tokens < rec.context_tokens:", "lifecycle receipts"),
+    (lifecycle, "drop_logical_block", "if logical_block != n - 1:", "if logical_block > n - 1:", "lifecycle receipts"),
+    (lifecycle, "compensate", 'transaction_id=f"{receipt.transaction_id}-compensation", request_id=receipt.request_id,',
+     'transaction_id=f"{receipt.transaction_id}", request_id=receipt.request_id,', "lifecycle receipts"),
+    (allocator, "AllocationReceipt", "append_write_bytes: int = 0", "append_write_bytes: int = 1",
+     "allocator receipts"),
+    (allocator, "AllocationReceipt", "paths: tuple[str, ...] = ()", "paths: tuple[str, ...] = ('x',)",
+     "allocator receipts"),
+]
+
+
+@pytest.mark.parametrize("module, name, before, after, case", MUTANTS,
+                         ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}:{i}" for i, (m, n, _b, _a, _c) in
+                              enumerate(MUTANTS)])
+def test_a_mutant_fails_its_accounting_case(monkeypatch, module, name, before, after, case):
+    _patch_in(monkeypatch, module, name, before, after)
+    result = run_seed_case(case)
+    assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
+    assert case in result.detail
+    assert seed_checks.reference_seed(GateContext()).verdict is Verdict.FAILED
