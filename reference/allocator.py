@@ -67,6 +67,7 @@ class AllocRejection(enum.Enum):
     UNEXPECTED_SOURCE_HANDLE = "expected source handle is not the request's current tail"
     READER_BUSY = "this reader already holds a snapshot"
     UNKNOWN_OPERATION = "a transaction is an allocate or an append (0x04E); any other operation name is refused"
+    BAD_PLAN = "a plan names one path per cache group: alloc for an allocate; new, cow or unique for an append"
 
 
 OPERATIONS = ("allocate", "append")  # the transactions run_txn and begin accept (0x04E)
@@ -416,6 +417,10 @@ class Allocator:
         def run() -> str:
             check_operation(operation)
             self._require_no_txn()
+            paths = ("alloc",) if operation == "allocate" else ("new", "cow", "unique")
+            if len(plan) != len(self.groups) or any(p not in paths for p in plan):
+                raise Rejected(AllocRejection.BAD_PLAN, f"{operation} plan {tuple(plan)!r} for {len(self.groups)} "
+                               "cache groups")
             if not new_tokens:
                 raise Rejected(AllocRejection.EMPTY_APPEND, f"{operation} {request_id}")
             if expected_epoch is not None and expected_epoch != self.epoch:
@@ -594,7 +599,7 @@ class Allocator:
 
         def run() -> None:
             txn = self._txn(txn_id)
-            cow_groups = [g for g, p in enumerate(txn.plan) if p == "cow"]
+            cow_groups = [g for g, path in enumerate(txn.plan) if path == "cow"]
             if txn.publication_state != "BEGUN" or set(txn.written_groups) != set(range(len(self.groups))):
                 raise Rejected(AllocRejection.STEP_OUT_OF_ORDER, f"cow_validate on {txn_id}: written "
                                f"{txn.written_groups}, state {txn.publication_state}")

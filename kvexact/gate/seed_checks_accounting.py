@@ -368,7 +368,32 @@ def allocator_receipts() -> Rows:
              ("ROLLED_BACK", "D", "append", 0, 0, 0, 0, (), (), 0, 0, None, (), None, (), 0, epoch, True))]
 
 
+def allocator_plans() -> Rows:
+    """0x04E: a transaction's plan names one path per cache group, "alloc" in every group of an allocate and "new",
+    "cow" or "unique" in each group of an append; ``begin`` refuses any other plan by name (BAD_PLAN, naming the
+    operation, the plan and the group count) and opens no transaction. On 0x05B's two groups."""
+    from kvexact.reference.allocator import AllocRejection
+    from kvexact.reference.labs import allocator as fx
+
+    alloc = fx.fixture_0x05b_forked()
+    version = alloc.request("D").table_version
+    bad = [("append", ("cow",)), ("append", ("cow", "cow", "cow")), ("append", ("alloc", "cow")),
+           ("append", ("new", "bogus")), ("allocate", ("new", "new")), ("allocate", ("alloc",)), ("append", ())]
+    refused = [_refusal(lambda o=o, p=p: alloc.begin(o, "D" if o == "append" else "N", p, (900,), 1,
+                                                     version if o == "append" else None)) for o, p in bad]
+    opened = len(alloc.txns)
+    alloc.begin("append", "D", ("new", "unique"), (900,), 1, version)  # known paths, even if not D's (cow, cow)
+    fresh = fx.fixture_0x05b()
+    fresh.begin("allocate", "N", ("alloc", "alloc"), (1,))
+    return [("bad plans refused", refused,
+             [(AllocRejection.BAD_PLAN, f"{o} plan {p!r} for 2 cache groups") for o, p in bad]),
+            ("transactions opened by the refused plans", opened, 0),
+            ("transactions opened by (new, unique) for an append, (alloc, alloc) for an allocate",
+             (len(alloc.txns), len(fresh.txns)), (1, 1))]
+
+
 CASES = {"telemetry funnel": telemetry_funnel, "telemetry pool": telemetry_pool, "telemetry alerts": telemetry_alerts,
          "telemetry hygiene": telemetry_hygiene, "telemetry counters": telemetry_counters,
          "ledger tail valid slots": ledger_tail_valid_slots, "lifecycle receipts": lifecycle_receipts,
-         "allocator receipts": allocator_receipts}
+         "allocator receipts": allocator_receipts,
+         "allocator plans": allocator_plans}

@@ -82,6 +82,10 @@ MUTANTS = [
      "allocator receipts"),
     (allocator, "AllocationReceipt", "paths: tuple[str, ...] = ()", "paths: tuple[str, ...] = ('x',)",
      "allocator receipts"),
+    (allocator, "Allocator.begin", "if len(plan) != len(self.groups) or any(p not in paths for p in plan):",
+     "if len(plan) > len(self.groups) or any(p not in paths for p in plan):", "allocator plans"),
+    (allocator, "Allocator.begin", 'paths = ("alloc",) if operation == "allocate" else ("new", "cow", "unique")',
+     'paths = ("alloc",) if operation == "allocate" else ("alloc", "new", "cow", "unique")', "allocator plans"),
 ]
 
 
@@ -94,3 +98,20 @@ def test_a_mutant_fails_its_accounting_case(monkeypatch, module, name, before, a
     assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
     assert case in result.detail
     assert seed_checks.reference_seed(GateContext()).verdict is Verdict.FAILED
+
+
+def test_begin_refuses_a_plan_of_unknown_paths_and_opens_nothing():
+    """A plan naming a path no step implements (or an allocate's path in an append) was accepted before and left
+    a transaction that no step could finish; it is refused by name now."""
+    from kvexact.reference.allocator import Allocator, AllocRejection, GroupConfig
+    from kvexact.reference.rejections import rejection_of
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 4, 8)], [[1, 2, 3, 4]] * 2)
+    alloc.allocate("r", [1, 2])
+    for operation, plan in (("append", ("alloc", "new")), ("append", ("new",)), ("allocate", ("alloc", "new")),
+                            ("append", ("new", "cow", "cow")), ("append", ["new", "x"])):
+        assert rejection_of(lambda o=operation, p=plan: alloc.begin(o, "r" if o == "append" else "q", p, (3,))) \
+            is AllocRejection.BAD_PLAN
+    assert len(alloc.txns) == 0
+    alloc.begin("append", "r", ["new", "new"], (3,))  # a list is a plan too
+    assert len(alloc.txns) == 1
