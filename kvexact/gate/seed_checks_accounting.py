@@ -331,6 +331,31 @@ def lifecycle_receipts() -> Rows:
     return out
 
 
+def lifecycle_trace_params() -> Rows:
+    """spec/KVAllocation.tla numbers a request's blocks 1..MaxBlocks (``CacheBlock(r, j)``, j in 1..MaxBlocks), so
+    the trace record of caching logical block b (0-based) carries j = b + 1; ``Truncate(r, n)`` carries the kept
+    length, ``PrefixHit(r, k)`` the number of cached bundles mapped, ``Release(r)`` the request; the allocation
+    (not a KVAllocation action) is recorded as outside the spec. One group of 2-token blocks, 4 blocks."""
+    from kvexact.reference import lifecycle as lc
+    from kvexact.reference.adapters import TraceRecorder
+    from kvexact.reference.allocator import Allocator, GroupConfig
+    from kvexact.spec.checker.values import ModelValue
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+    rec = TraceRecorder("KVAllocation", requests=["r", "s"]).attach(alloc)
+    alloc.allocate("r", [1, 2, 3, 4])
+    lc.cache_block(alloc, "r", 1, "7")
+    lc.cache_block(alloc, "r", 0, "5")
+    lc.truncate(alloc, "r", 3)
+    lc.release(alloc, "r")
+    lc.prefix_hit(alloc, "s", ["5"])
+    r, s = ModelValue("r"), ModelValue("s")
+    return [("actions, params, in spec", [(x["action"], x["params"], x.get("in_spec", True)) for x in rec.records],
+             [("allocate", {"r": r, "n": 4}, False), ("cache_block", {"r": r, "j": 2}, True),
+              ("cache_block", {"r": r, "j": 1}, True), ("truncate", {"r": r, "n": 3}, True),
+              ("release", {"r": r}, True), ("prefix_hit", {"r": s, "k": 1}, True)])]
+
+
 def allocator_receipts() -> Rows:
     """0x04D/0x05A receipts on 0x05B's two groups (P = 16; rows 48 and 16 KiB: 64 KiB a bundle row, 1 MiB a
     bundle): an in-place append publishes 1 row and no block (append write 64 KiB, traffic 64 KiB, version 5 + 1);
@@ -395,5 +420,6 @@ def allocator_plans() -> Rows:
 CASES = {"telemetry funnel": telemetry_funnel, "telemetry pool": telemetry_pool, "telemetry alerts": telemetry_alerts,
          "telemetry hygiene": telemetry_hygiene, "telemetry counters": telemetry_counters,
          "ledger tail valid slots": ledger_tail_valid_slots, "lifecycle receipts": lifecycle_receipts,
+         "lifecycle trace params": lifecycle_trace_params,
          "allocator receipts": allocator_receipts,
          "allocator plans": allocator_plans}
