@@ -270,6 +270,122 @@ def ledger_tail_valid_slots() -> Rows:
              7 + (16 - (20 - 16)))]
 
 
+def ledger_validation() -> Rows:
+    """0x0D's fixture rules, each refused by name with the first failing check (detail naming the value): positive
+    P and B_row (bools refused), non-negative int record sizes, unique request ids, rows >= 0, reservation >= rows,
+    exactly ceil(rows / P) distinct pool blocks a table, valid rows in 1..P and >= the rows a view sees, no valid
+    count for an unreachable block, free queue = pool - reachable without repeats, cached hashes on full blocks.
+    ``reconcile`` names a wrong claim by its figure. On the worked fixture (A 33 over 100-102, B 25 over 100-101, C 16
+    over 100; valid 16/16/1; pool 100-107; free 103-107; cached 100, 101)."""
+    import attrs
+
+    from kvexact.reference.labs.ledgers import worked_fixture
+    from kvexact.reference.ledgers import LedgerRejection, RequestView, compute_ledger, reconcile
+
+    L = LedgerRejection
+    f = worked_fixture()
+    a, b, c = f.requests
+
+    def valid(**blocks: int) -> Any:
+        return attrs.evolve(f, valid_rows_by_block=tuple({**dict(f.valid_rows_by_block),
+                                                          **{int(k[1:]): v for k, v in blocks.items()}}.items()))
+
+    def reqs(*views: Any) -> Any:
+        return attrs.evolve(f, requests=views)
+
+    rows_of = [
+        (attrs.evolve(f, block_tokens=0), (L.NON_POSITIVE_BLOCK_SIZE, "block_tokens=0")),
+        (attrs.evolve(f, block_tokens=True), (L.NON_POSITIVE_BLOCK_SIZE, "block_tokens=True")),
+        (attrs.evolve(f, row_bytes=-1), (L.NON_POSITIVE_ROW_BYTES, "row_bytes=-1")),
+        (attrs.evolve(f, record_sizes=attrs.evolve(f.record_sizes, fixed_bytes=-1)),
+         (L.NEGATIVE_RECORD_SIZE, "fixed_bytes=-1")),
+        (attrs.evolve(f, record_sizes=attrs.evolve(f.record_sizes, map_entry_bytes=1.5)),
+         (L.NEGATIVE_RECORD_SIZE, "map_entry_bytes=1.5")),
+        (attrs.evolve(f, record_sizes=attrs.evolve(f.record_sizes, hash_entry_bytes=0)), (None, "")),
+        (reqs(a, b, c, RequestView("A", 0, 0, ())), (L.DUPLICATE_REQUEST, "request ids ['A', 'B', 'C', 'A']")),
+        (reqs(a, b, RequestView("C", -1, 32, ())), (L.NEGATIVE_LENGTH, "request C: rows_tokens=-1")),
+        (reqs(a, b, RequestView("C", 16, 15, (100,))), (L.RESERVATION_BELOW_ROWS, "request C: reserved 15 < rows 16")),
+        (reqs(a, b, RequestView("C", 16, 16, (100,))), (None, "")),
+        (reqs(a, b, RequestView("C", 17, 32, (100,))), (L.TABLE_TOO_SHORT, "request C: 1 blocks, needs 2")),
+        (reqs(a, b, RequestView("C", 16, 32, (100, 101))), (L.TABLE_TOO_LONG, "request C: 2 blocks, needs 1")),
+        (reqs(a, b, RequestView("C", 0, 32, ())), (None, "")),
+        (reqs(a, RequestView("B", 25, 48, (100, 100)), c), (L.DUPLICATE_BLOCK_IN_TABLE, "request B: (100, 100)")),
+        (reqs(a, b, RequestView("C", 16, 32, (99,))), (L.BLOCK_NOT_IN_POOL, "request C: block 99")),
+        (reqs(a, b, RequestView("C", 16, 32, (103,))), (L.MISSING_VALID_ROWS, "request C: block 103")),
+        (valid(b102=0), (L.VALID_ROWS_OUT_OF_RANGE, "block 102: valid_rows=0")),
+        (valid(b102=17), (L.VALID_ROWS_OUT_OF_RANGE, "block 102: valid_rows=17")),
+        (valid(b102=16), (None, "")),
+        (valid(b101=15), (L.VISIBLE_ROW_NOT_MATERIALIZED, "request A sees 16 rows of block 101, which has 15 valid")),
+        (valid(b103=5), (L.UNREACHABLE_BLOCK_COUNTED, "blocks [103]")),
+        (attrs.evolve(f, free_queue_block_ids=(103, 104, 105, 106, 107, 107)),
+         (L.FREE_QUEUE_MISMATCH, "free queue [103, 104, 105, 106, 107, 107], expected [103, 104, 105, 106, 107]")),
+        (attrs.evolve(f, free_queue_block_ids=(103, 104, 105, 106, 107, 102)),
+         (L.FREE_QUEUE_MISMATCH, "free queue [102, 103, 104, 105, 106, 107], expected [103, 104, 105, 106, 107]")),
+        (attrs.evolve(f, cached_hash_block_ids=(100, 102)), (L.CACHED_HASH_NOT_FULL, "block 102")),
+        (attrs.evolve(f, cached_hash_block_ids=(103,)), (L.CACHED_HASH_NOT_FULL, "block 103")),
+    ]
+    out: Rows = [("fixture rules", [_refusal(lambda x=x: compute_ledger(x)) for x, _e in rows_of],
+                  [e for _x, e in rows_of])]
+    claims = [({"unique_blocks": 6}, (L.UNIQUE_BLOCKS_MISCOUNTED, "unique_blocks: claimed 6, computed 3")),
+              ({"unique_tail_slots": 48 - 33 + 1}, (L.TAIL_MISATTRIBUTED, "unique_tail_slots: claimed 16, computed 15")),
+              ({"metadata_bytes": 481}, (L.METADATA_MISMATCH, "metadata_bytes: claimed 481, computed 482")),
+              ({"logical_rows_tokens": 75}, (L.LEDGER_FIGURE_MISMATCH, "logical_rows_tokens: claimed 75, computed 74")),
+              ({"unique_blocks": 3, "logical_rows_tokens": 74}, (None, ""))]
+    out.append(("claims", [_refusal(lambda cl=cl: reconcile(f, cl)) for cl, _e in claims], [e for _c, e in claims]))
+    try:
+        reconcile(f, {"no_such_figure": 1})
+        unknown = ""
+    except KeyError as exc:
+        unknown = str(exc)
+    out.append(("an unknown claimed figure", unknown, "\"unknown ledger figure 'no_such_figure'\""))
+    return out
+
+
+def ledger_costs() -> Rows:
+    """0x02F: F_ext = 1 - largest / total (not applicable for a full arena; a negative or non-int extent refused);
+    interchangeable blocks fit when ceil(bytes / block) <= free; 0x09C: a COW after s shared tokens copies
+    r = s mod P rows (traffic 2 r B_row, a new block of P B_row, amplification P / r; r = 0 at a boundary: not
+    applicable), a COW append's traffic is 2 r B_row + B_row (2r + 1 rows); 0x09B refuses an empty prompt and a pool
+    that is not whole blocks. B_row = 64 KiB."""
+    from fractions import Fraction
+
+    from kvexact.reference.labs.ledgers import WORKED_RECORD_SIZES
+    from kvexact.reference.ledgers import (
+        NOT_APPLICABLE,
+        LedgerRejection,
+        block_pool_fit,
+        block_size_cost,
+        cow_cost,
+        external_fragmentation,
+    )
+
+    L = LedgerRejection
+    r4, r0 = cow_cost(16, 20), cow_cost(16, 32)
+    return [("F_ext of [], [0, 0], [3, 1], [5]", [external_fragmentation(e) for e in ([], [0, 0], [3, 1], [5])],
+             [NOT_APPLICABLE, NOT_APPLICABLE, Fraction(1, 4), Fraction(0)]),
+            ("extents -1, 1.0 refused", [_refusal(lambda e=e: external_fragmentation([4, e])) for e in (-1, 1.0)],
+             [(L.NEGATIVE_SIZE, "free extent -1"), (L.NEGATIVE_SIZE, "free extent 1.0")]),
+            ("block fit: 128 B in 2 of 64, 129 B in 2, 129 B in 3, 0 B in 0",
+             [block_pool_fit(2, 128, 64), block_pool_fit(2, 129, 64), block_pool_fit(3, 129, 64),
+              block_pool_fit(0, 0, 64)], [True, False, True, True]),
+            ("block bytes 0 refused", _refusal(lambda: block_pool_fit(1, 1, 0)),
+             (L.NON_POSITIVE_BLOCK_SIZE, "block_bytes=0")),
+            ("COW after 20 of P 16: rows, traffic, destination, amplification, payload, append traffic, x",
+             (r4.tail_rows, r4.copy_traffic_bytes, r4.destination_bytes, r4.capacity_amplification,
+              r4.copy_payload_bytes, r4.traffic_bytes, r4.amplification),
+             (4, 2 * 4 * 64 * KIB, MIB, 4, 4 * 64 * KIB, (2 * 4 + 1) * 64 * KIB, 2 * 4 + 1)),
+            ("COW after 32 of P 16: rows, traffic, amplification, append traffic",
+             (r0.tail_rows, r0.copy_traffic_bytes, r0.capacity_amplification, r0.traffic_bytes),
+             (0, 0, NOT_APPLICABLE, 64 * KIB)),
+            ("COW refusals: shared -1, P 0", [_refusal(lambda: cow_cost(16, -1)), _refusal(lambda: cow_cost(0))],
+             [(L.NEGATIVE_LENGTH, "shared_tokens=-1"), (L.NON_POSITIVE_BLOCK_SIZE, "block_tokens=0")]),
+            ("0x09B refusals: a 0-token prompt, 100 slots at P 16",
+             [_refusal(lambda: block_size_cost(16, [33, 0], 64, 128, WORKED_RECORD_SIZES)),
+              _refusal(lambda: block_size_cost(16, [33], 64, 100, WORKED_RECORD_SIZES))],
+             [(L.NEGATIVE_LENGTH, "request length 0 (a prompt needs >= 1 row)"),
+              (L.POOL_NOT_WHOLE_BLOCKS, "100 slots, P=16")])]
+
+
 def lifecycle_receipts() -> Rows:
     """0x05E: truncate keeps ceil(keep / P) blocks per group, drops the suffix (released tail first) and publishes
     table version + 1; keep must be in [0, context) (TRUNCATE_NOT_SHORTER, "id: keep k of n"); only the last logical
@@ -419,7 +535,8 @@ def allocator_plans() -> Rows:
 
 CASES = {"telemetry funnel": telemetry_funnel, "telemetry pool": telemetry_pool, "telemetry alerts": telemetry_alerts,
          "telemetry hygiene": telemetry_hygiene, "telemetry counters": telemetry_counters,
-         "ledger tail valid slots": ledger_tail_valid_slots, "lifecycle receipts": lifecycle_receipts,
+         "ledger tail valid slots": ledger_tail_valid_slots,
+         "ledger validation": ledger_validation, "ledger costs": ledger_costs, "lifecycle receipts": lifecycle_receipts,
          "lifecycle trace params": lifecycle_trace_params,
          "allocator receipts": allocator_receipts,
          "allocator plans": allocator_plans}
