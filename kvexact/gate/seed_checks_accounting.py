@@ -533,10 +533,128 @@ def allocator_plans() -> Rows:
              (len(alloc.txns), len(fresh.txns)), (1, 1))]
 
 
+def pool_queue() -> Rows:
+    """0x04B/0x05F block pool: a malformed config (P or B_row <= 0, no ids, duplicate or negative ids) is refused
+    (BAD_POOL_CONFIG); LRU takes the queue head, MRU the tail, LOWEST_ID the smallest id, skipping blocks that left
+    the queue; a taken block's generation goes up by 1 and it loses its cache key (returned); incref takes a
+    zero-ref block out of the queue, decref to 0 puts it at the tail (EVICTABLE with a key, else FREE); an empty
+    queue is OUT_OF_MEMORY; handles of another pool or group, unknown blocks and older generations are refused by
+    name, as are a decref below 0 and a publication by another transaction."""
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.pool import BlockPool, BlockState, GroupConfig, Journal, PoolRejection, QueuePolicy
+
+    R = PoolRejection
+    bad = [(GroupConfig(0, 0, 0, 8), [1]), (GroupConfig(0, 0, 4, 0), [1]), (GroupConfig(2, 0, 4, 8), []),
+           (GroupConfig(0, 0, 4, 8), [1, 1]), (GroupConfig(0, 0, 4, 8), [-1, 2])]
+    refused = [_refusal(lambda c=c, ids=ids: BlockPool(Journal(), c, ids)) for c, ids in bad]
+    expected_bad = [(R.BAD_POOL_CONFIG, f"group {c.cache_group_id}: {c}") for c, _ids in bad[:3]]
+    expected_bad += [(R.BAD_POOL_CONFIG, "group 0: duplicate or negative block ids")] * 2
+    pool = BlockPool(Journal(), GroupConfig(0, 3, 4, 8), [5, 6, 7, 8], generations={6: 2})
+    first = (pool.config.block_bytes, pool.queue_order(), pool.num_queued(), pool.handle(6))
+    h5, lost5 = pool.reserve("t1")
+    reserved5 = pool.state_of(5)
+    pool.set_cache_key(6, "k")
+    pool.incref(6)
+    pool.incref(6)
+    held = (pool.refcount(6), pool.state_of(6), pool.queue_order())
+    pool.decref(6)
+    once = (pool.refcount(6), pool.state_of(6))
+    pool.decref(6)
+    back = (pool.refcount(6), pool.state_of(6), pool.queue_order(), pool.state_of(5))
+    taken = [pool.reserve(t) for t in ("t2", "t3", "t4")]
+    empty = _refusal(lambda: pool.reserve("t5"))
+    under = _refusal(lambda: pool.decref(5))
+    wrong = _refusal(lambda: pool.publish_reserved(h5, "t2"))
+    pool.publish_reserved(h5, "t1")
+    handles = [_refusal(lambda h=h: pool.check_handle(h)) for h in
+               (BlockHandle(4, 0, 5, 1), BlockHandle(3, 1, 5, 1), BlockHandle(3, 0, 9, 0), BlockHandle(3, 0, 5, 0),
+                BlockHandle(3, 0, 5, 1))]
+
+    def order(policy: QueuePolicy, ids: list[int], drop: int | None = None, cycle: int | None = None) -> list[int]:
+        q = BlockPool(Journal(), GroupConfig(0, 0, 4, 8), ids, policy=policy)
+        if drop is not None:
+            q.incref(drop)
+        if cycle is not None:
+            q.incref(cycle)
+            q.decref(cycle)
+        return [q.reserve(f"t{i}")[0].block_id for i in range(q.num_queued())]
+
+    return [("malformed configs refused", refused, expected_bad),
+            ("block bytes, queue, queued, handle of 6", first, (32, [5, 6, 7, 8], 4, BlockHandle(3, 0, 6, 2))),
+            ("LRU reserve: handle, lost key, state", (h5, lost5, reserved5),
+             (BlockHandle(3, 0, 5, 1), None, BlockState.RESERVED)),
+            ("6 keyed, held twice: refs, state, queue", held, (2, BlockState.REFERENCED, [7, 8])),
+            ("one decref: refs, state", once, (1, BlockState.REFERENCED)),
+            ("second decref: refs, state, queue; 5 reserved", back,
+             (0, BlockState.EVICTABLE, [7, 8, 6], BlockState.RESERVED)),
+            ("next three reserves: handles, lost keys", taken,
+             [(BlockHandle(3, 0, 7, 1), None), (BlockHandle(3, 0, 8, 1), None), (BlockHandle(3, 0, 6, 3), "k")]),
+            ("empty queue, decref of 0 refs, publication by t2", [empty, under, wrong],
+             [(R.OUT_OF_MEMORY, "group 0 (pool 3)"), (R.REFCOUNT_UNDERFLOW, "block 5 of group 0"),
+              (R.BLOCK_NOT_RESERVED, "p3/g0/5@1 by t2")]),
+            ("published 5: state", pool.state_of(5), BlockState.FREE),
+            ("handles refused", handles,
+             [(R.FOREIGN_POOL_HANDLE, "p4/g0/5@1 given to pool 3 group 0"),
+              (R.FOREIGN_POOL_HANDLE, "p3/g1/5@1 given to pool 3 group 0"), (R.UNKNOWN_BLOCK, "p3/g0/9@0"),
+              (R.STALE_BLOCK_GENERATION, "p3/g0/5@0 but block 5 is at generation 1"), (None, "")]),
+            ("orders: LRU, MRU, LOWEST_ID", [order(p, [9, 3, 5, 1]) for p in QueuePolicy],
+             [[9, 3, 5, 1], [1, 5, 3, 9], [1, 3, 5, 9]]),
+            ("LRU without its head, MRU without its tail", (order(QueuePolicy.LRU, [1, 2, 3], drop=1),
+                                                            order(QueuePolicy.MRU, [1, 2, 3, 4], drop=4)),
+             ([2, 3], [3, 2, 1])),
+            ("block id 0 is a block: LOWEST_ID order of [2, 0]", order(QueuePolicy.LOWEST_ID, [2, 0]), [0, 2]),
+            ("2 released again goes to the tail: LRU, MRU", (order(QueuePolicy.LRU, [1, 2, 3], cycle=2),
+                                                             order(QueuePolicy.MRU, [1, 2, 3], cycle=2)),
+             ([1, 3, 2], [2, 3, 1]))]
+
+
+def journal_digest() -> Rows:
+    """pool.py's digest: each cell (table, key, value) hashes as SHA-256 of "table US repr(key) US repr(value)"
+    (US = 0x1f), the cells' hashes sum modulo 2**256, and the digest is SHA-256 of the tag
+    b"kvexact/allocator-state/v1" plus that sum in 32 big-endian bytes; every write and delete counts once and is
+    undone exactly back to a mark; deleting a missing key is a KeyError."""
+    import hashlib
+
+    from kvexact.reference.pool import JDict, Journal
+
+    def cell(table: str, key: Any, value: Any) -> int:
+        return int.from_bytes(hashlib.sha256(f"{table}\x1f{key!r}\x1f{value!r}".encode()).digest(), "big")
+
+    def digest(*cells: int) -> str:
+        return hashlib.sha256(b"kvexact/allocator-state/v1" + (sum(cells) % (1 << 256)).to_bytes(32, "big")).hexdigest()
+
+    j = Journal()
+    t, u = JDict(j, "t"), JDict(j, "u")
+    empty = j.digest()
+    t["a"] = 1
+    one = j.digest()
+    m = j.mark()
+    t["a"] = 2
+    u[_int("300")] = "x"
+    del t["a"]
+    after = (j.digest(), j.recompute_digest(), j.writes, dict(t.items()), len(u), _int("300") in u, list(u))
+    try:
+        del t["missing"]
+        missing = ""
+    except KeyError as exc:
+        missing = str(exc)
+    j.undo_to(m)
+    undone = (j.digest(), dict(t.items()), len(u), j.mark())
+    j.undo_to(0)
+    return [("empty digest", empty, digest()),
+            ("after t[a] = 1", one, digest(cell("t", "a", 1))),
+            ("after t[a] = 2, u[300] = x, del t[a]: digest, recomputed, writes, t, len u, 300 in u, keys", after,
+             (digest(cell("u", 300, "x")), digest(cell("u", 300, "x")), 4, {}, 1, True, [300])),
+            ("del of a missing key", missing, "'missing'"),
+            ("undone to the mark: digest, t, len u, mark", undone, (one, {"a": 1}, 0, 1)),
+            ("undone to 0: digest, t", (j.digest(), dict(t.items())), (empty, {}))]
+
+
 CASES = {"telemetry funnel": telemetry_funnel, "telemetry pool": telemetry_pool, "telemetry alerts": telemetry_alerts,
          "telemetry hygiene": telemetry_hygiene, "telemetry counters": telemetry_counters,
          "ledger tail valid slots": ledger_tail_valid_slots,
          "ledger validation": ledger_validation, "ledger costs": ledger_costs, "lifecycle receipts": lifecycle_receipts,
          "lifecycle trace params": lifecycle_trace_params,
          "allocator receipts": allocator_receipts,
-         "allocator plans": allocator_plans}
+         "allocator plans": allocator_plans,
+         "pool queue": pool_queue, "journal digest": journal_digest}

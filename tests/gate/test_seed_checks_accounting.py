@@ -16,7 +16,7 @@ from test_seed_checks import (  # one line replaced, as cosmic-ray writes it
 
 from kvexact.gate import seed_checks, seed_checks_accounting
 from kvexact.gate.framework import GateContext, Verdict
-from kvexact.reference import allocator, ledgers, lifecycle, telemetry
+from kvexact.reference import allocator, ledgers, lifecycle, pool, telemetry
 
 
 def test_every_accounting_case_passes_and_is_registered():
@@ -97,6 +97,18 @@ MUTANTS = [
      'alloc.emit({"r": request_id, "j": logical_block % 1, "key": key})', "lifecycle trace params"),
     (lifecycle, "prefix_hit", 'alloc.emit({"r": request_id, "k": len(keys), "keys": tuple(keys)})',
      'alloc.emit({"r": request_id, "k": len(keys) + 1, "keys": tuple(keys)})', "lifecycle trace params"),
+    (pool, "BlockPool.reserve", "self.blocks[block_id] = BlockRecord(generation=rec.generation + 1, reserved_by=txn_id)",
+     "self.blocks[block_id] = BlockRecord(generation=rec.generation + 2, reserved_by=txn_id)", "pool queue"),
+    (pool, "BlockPool.check_handle",
+     "if handle.pool_id != self.config.pool_id or handle.cache_group_id != self.group:",
+     "if handle.pool_id != self.config.pool_id and handle.cache_group_id != self.group:", "pool queue"),
+    (pool, "BlockPool.decref", "if n <= 0:", "if n < 0:", "pool queue"),
+    (pool, "BlockPool.__init__", "if len(set(block_ids)) != len(block_ids) or min(block_ids) < 0:",
+     "if len(set(block_ids)) != len(block_ids) or min(block_ids) <= 0:", "pool queue"),
+    (pool, "JDict._raw_set", "self.journal.acc = (self.journal.acc - _cell_hash(self.name, key, old)) % _MOD",
+     "self.journal.acc = (self.journal.acc + _cell_hash(self.name, key, old)) % _MOD", "journal digest"),
+    (pool, "JDict.__delitem__", "self.journal.writes += 1\n        self.journal.undo.append((self, key, self.data[key]))",
+     "self.journal.writes += 2\n        self.journal.undo.append((self, key, self.data[key]))", "journal digest"),
     (allocator, "Allocator.begin", "if len(plan) != len(self.groups) or any(p not in paths for p in plan):",
      "if len(plan) > len(self.groups) or any(p not in paths for p in plan):", "allocator plans"),
     (allocator, "Allocator.begin", 'paths = ("alloc",) if operation == "allocate" else ("new", "cow", "unique")',
