@@ -472,6 +472,79 @@ def lifecycle_trace_params() -> Rows:
               ("release", {"r": r}, True), ("prefix_hit", {"r": s, "k": 1}, True)])]
 
 
+def lifecycle_mappings() -> Rows:
+    """0x05A-0x05F on one group of 2-token blocks 1..4 (pool 0): fork maps every parent block into a child at
+    version 1 and request generation ended + 1 (onto itself: FORK_ONTO_SELF; onto a live id: DUPLICATE_REQUEST);
+    only a full block of the table gets a weak identity (CACHE_PARTIAL_BLOCK, BAD_LOGICAL_BLOCK, a keyed block:
+    CACHE_BLOCK_ALREADY_KEYED, a key on another block: CACHE_KEY_CONFLICT); a prefix hit maps the bundles of its keys
+    (context = keys x P, version 1), refusing a live id, no keys (EMPTY_APPEND) and a missing key; evict drops the
+    identity and keeps the mapping; read leases are numbered from 1 and take a reference; a delayed writer's stale,
+    retired or published handle is refused; a reader's snapshot leases every block once (READER_BUSY, LEASE_NOT_HELD)."""
+    from kvexact.reference import lifecycle as lc
+    from kvexact.reference.allocator import Allocator, AllocRejection, GroupConfig
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.pool import PoolRejection
+
+    A, P = AllocRejection, PoolRejection
+    alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+    alloc.allocate("r", [1, 2, 3])  # blocks 1 (2 rows) and 2 (1 row), generation 1
+    h1, h2 = BlockHandle(0, 0, 1, 1), BlockHandle(0, 0, 2, 1)
+    refs = alloc.pools[0].refcount
+    out: Rows = [("fork onto itself", _refusal(lambda: lc.fork(alloc, "r", "r")), (A.FORK_ONTO_SELF, "r"))]
+    child = lc.fork(alloc, "r", "s")
+    out.append(("fork r -> s: generation, version, context, tables, refs of 1 and 2",
+                (child.request_generation, child.table_version, child.context_tokens, child.tables, refs(1), refs(2)),
+                (1, 1, 3, ((h1, h2),), 2, 2)))
+    out.append(("fork onto live s", _refusal(lambda: lc.fork(alloc, "r", "s")), (A.DUPLICATE_REQUEST, "request 's'")))
+    lc.release(alloc, "s")
+    again = lc.fork(alloc, "r", "s")
+    out.append(("s forked again after its release: generation, refs of 1", (again.request_generation, refs(1)), (2, 2)))
+    out.append(("cache block 1 (1 of 2 rows), block 2 of 2",
+                [_refusal(lambda: lc.cache_block(alloc, "r", 1, "6")), _refusal(lambda: lc.cache_block(alloc, "r", 2, "6"))],
+                [(A.CACHE_PARTIAL_BLOCK, "r block 1 group 0: 1 of 2 rows"), (A.BAD_LOGICAL_BLOCK, "r: block 2")]))
+    keyed = lc.cache_block(alloc, "r", 0, "5")
+    alloc.allocate("q", [7, 8])  # block 3
+    out.append(("cache block 0 as 5; again as 6; q's block 3 as 5", (
+        keyed, _refusal(lambda: lc.cache_block(alloc, "r", 0, "6")), _refusal(lambda: lc.cache_block(alloc, "q", 0, "5"))),
+        ((h1,), (A.CACHE_BLOCK_ALREADY_KEYED, "p0/g0/1@1 carries '5'"), (A.CACHE_KEY_CONFLICT, "'5' already names p0/g0/1@1"))))
+    out.append(("lookups of 5 and 9", (lc.lookup_all_groups(alloc, "5"), lc.lookup_all_groups(alloc, "9")), ((h1,), None)))
+    out.append(("prefix hits: live r, no keys, missing key 9",
+                [_refusal(lambda: lc.prefix_hit(alloc, "r", ["5"])), _refusal(lambda: lc.prefix_hit(alloc, "t", [])),
+                 _refusal(lambda: lc.prefix_hit(alloc, "t", ["9"]))],
+                [(A.DUPLICATE_REQUEST, "request 'r'"), (A.EMPTY_APPEND, "prefix hit of t without keys"),
+                 (A.CACHE_IDENTITY_MISSING, "'9'")]))
+    hit = lc.prefix_hit(alloc, "t", ["5"])
+    out.append(("prefix hit of t on 5: generation, version, context, tables, refs of 1",
+                (hit.request_generation, hit.table_version, hit.context_tokens, hit.tables, refs(1)), (1, 1, 2, ((h1,),), 3)))
+    out.append(("evict 9", _refusal(lambda: lc.evict(alloc, "9")), (A.CACHE_IDENTITY_MISSING, "'9'")))
+    evicted = lc.evict(alloc, "5")
+    out.append(("evict 5: handles, lookup, refs of 1, key", (evicted, lc.lookup_all_groups(alloc, "5"), refs(1),
+                                                            alloc.pools[0].blocks[1].cache_key), ((h1,), None, 3, None)))
+    leases = [lc.retain_read(alloc, h1), lc.retain_read(alloc, h2)]
+    out.append(("read leases of 1 and 2: ids, refs", (leases, refs(1), refs(2)), ([1, 2], 4, 3)))
+    out.append(("leases refused: group 5, free block 4, unknown lease 9",
+                [_refusal(lambda: lc.retain_read(alloc, BlockHandle(0, 5, 1, 1))),
+                 _refusal(lambda: lc.retain_read(alloc, BlockHandle(0, 0, 4, 0))),
+                 _refusal(lambda: lc.release_lease(alloc, 9))],
+                [(P.FOREIGN_POOL_HANDLE, "p0/g5/1@1"), (A.CACHE_IDENTITY_MISSING, "p0/g0/4@0 is not mapped by any request"),
+                 (A.LEASE_NOT_HELD, "lease 9")]))
+    lc.release_lease(alloc, 1)
+    out.append(("lease 1 released: refs of 1", refs(1), 3))
+    out.append(("delayed writes: generation 0 of 1, free 4, published 1, group 3",
+                [_refusal(lambda h=h: lc.delayed_write(alloc, h, 0, 9)) for h in
+                 (BlockHandle(0, 0, 1, 0), BlockHandle(0, 0, 4, 0), h1, BlockHandle(0, 3, 1, 1))],
+                [(P.STALE_BLOCK_GENERATION, "p0/g0/1@0 but block 1 is at generation 1"), (P.HANDLE_NOT_OWNED, "p0/g0/4@0"),
+                 (A.WRONG_STEP_FOR_PATH, "p0/g0/1@1 is published; write through append"), (P.FOREIGN_POOL_HANDLE, "p0/g3/1@1")]))
+    snap = lc.reader_snapshot(alloc, "x", "r")
+    during = (snap.tables, refs(1), refs(2))
+    out.append(("reader x of r: tables, refs of 1 and 2; x again; release of y", (
+        during, _refusal(lambda: lc.reader_snapshot(alloc, "x", "r")), _refusal(lambda: lc.reader_release(alloc, "y"))),
+        ((((h1, h2),), 4, 4), (A.READER_BUSY, "reader 'x'"), (A.LEASE_NOT_HELD, "reader 'y'"))))
+    lc.reader_release(alloc, "x")
+    out.append(("reader x released: refs of 1 and 2", (refs(1), refs(2)), (3, 3)))
+    return out
+
+
 def allocator_receipts() -> Rows:
     """0x04D/0x05A receipts on 0x05B's two groups (P = 16; rows 48 and 16 KiB: 64 KiB a bundle row, 1 MiB a
     bundle): an in-place append publishes 1 row and no block (append write 64 KiB, traffic 64 KiB, version 5 + 1);
@@ -655,6 +728,7 @@ CASES = {"telemetry funnel": telemetry_funnel, "telemetry pool": telemetry_pool,
          "ledger tail valid slots": ledger_tail_valid_slots,
          "ledger validation": ledger_validation, "ledger costs": ledger_costs, "lifecycle receipts": lifecycle_receipts,
          "lifecycle trace params": lifecycle_trace_params,
+         "lifecycle mappings": lifecycle_mappings,
          "allocator receipts": allocator_receipts,
          "allocator plans": allocator_plans,
          "pool queue": pool_queue, "journal digest": journal_digest}
