@@ -582,6 +582,143 @@ def allocator_receipts() -> Rows:
              ("ROLLED_BACK", "D", "append", 0, 0, 0, 0, (), (), 0, 0, None, (), None, (), 0, epoch, True))]
 
 
+def allocator_self_check() -> Rows:
+    """allocator.py's self check recomputes every invariant and names the first one broken (one table per group,
+    ceil(context / P) blocks, current handles of the group's pool, published blocks holding every visible row,
+    groups agreeing on the rows, readers and leases on current handles, stored = reachable refcounts, consistent
+    queue maps, each block exactly one of queued/referenced/reserved, reservations by open transactions, keys the
+    index maps back, at most P rows, index entries carried, the incremental digest equal to the recomputed one).
+    One group of 2-token blocks 1..4: r = [1, 2, 3] holds 1 (2 rows) and 2 (1 row) at generation 1."""
+    import attrs
+
+    from kvexact.reference.allocator import Allocator, GroupConfig, SelfCheckFailed
+    from kvexact.reference.handles import BlockHandle
+
+    h1, h2, old1 = BlockHandle(0, 0, 1, 1), BlockHandle(0, 0, 2, 1), BlockHandle(0, 0, 1, 0)
+
+    def make() -> tuple[Any, Any, Any]:
+        alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]])
+        alloc.allocate("r", [1, 2, 3])
+        return alloc, alloc.pools[0], alloc.requests["r"]
+
+    def req(**changes: Any) -> Any:
+        def corrupt(a: Any, p: Any, r: Any) -> None:
+            a.requests["r"] = attrs.evolve(r, **changes)
+        return corrupt
+
+    def block(b: int, **changes: Any) -> Any:
+        def corrupt(a: Any, p: Any, r: Any) -> None:
+            p.blocks[b] = attrs.evolve(p.blocks[b], **changes)
+        return corrupt
+
+    def swap(a: Any, p: Any, r: Any) -> None:
+        s3, s4 = p.q_seq[3], p.q_seq[4]
+        p.q_at[s3], p.q_at[s4] = 4, 3
+
+    def reserved_closed(a: Any, p: Any, r: Any) -> None:
+        p._dequeue(3)
+        p.blocks[3] = attrs.evolve(p.blocks[3], reserved_by="t9")
+
+    def set_item(table: str, key: Any, value: Any) -> Any:
+        def corrupt(a: Any, p: Any, r: Any) -> None:
+            getattr(p if table in ("refs", "q_at") else a, table)[key] = value
+        return corrupt
+
+    def drop_q(a: Any, p: Any, r: Any) -> None:
+        del p.q_at[p.q_seq[3]]
+
+    def bump(a: Any, p: Any, r: Any) -> None:
+        a.journal.acc += 1
+
+    cases = [
+        (None, None),
+        (req(tables=(((h1, h2)), (h1, h2))), "r: 2 tables for 1 groups"),
+        (req(context_tokens=5), "r group 0: 2 blocks for 5 tokens"),
+        (req(tables=((old1, h2),)), "r group 0 maps stale or foreign p0/g0/1@0"),
+        (req(tables=((BlockHandle(7, 0, 1, 1), h2),)), "r group 0 maps stale or foreign p7/g0/1@1"),
+        (req(tables=((BlockHandle(0, 0, 9, 1), h2),)), "r group 0 maps stale or foreign p0/g0/9@1"),
+        (block(1, reserved_by="t9"), "r maps unpublished p0/g0/1@1"),
+        (block(2, rows=()), "r sees 1 rows of p0/g0/2@1 which holds 0"),
+        (set_item("readers", "x", (attrs.evolve(make()[2], tables=((old1, h2),)), ())), "reader x holds stale p0/g0/1@0"),
+        (set_item("leases", 5, old1), "lease 5 holds stale p0/g0/1@0"),
+        (set_item("refs", 1, 2), "group 0: stored refcounts {1: 2, 2: 1} != reachable {1: 1, 2: 1}"),
+        (drop_q, "group 0: queue maps disagree"),
+        (swap, "group 0: queue position of block 3 is inconsistent"),
+        (block(3, reserved_by="t1"), "group 0: block 3 is queued/referenced/reserved = [True, False, True]"),
+        (reserved_closed, "group 0: block 3 reserved by closed transaction t9"),
+        (block(1, cache_key="k"), "group 0: block 1 carries key 'k' the index does not map to it"),
+        (block(3, rows=(1, 2, 3)), "group 0: block 3 holds 3 rows"),
+        (block(3, rows=(1, 2)), None),
+        (set_item("index", (0, "z"), h1), "index entry 'z' in group 0 names p0/g0/1@1, which does not carry it"),
+        (bump, "incremental digest differs from the digest recomputed from scratch"),
+    ]
+    got = []
+    for corrupt, _msg in cases:
+        alloc, pool, rec = make()
+        if corrupt is not None:
+            corrupt(alloc, pool, rec)
+        try:
+            alloc.self_check()
+            got.append(None)
+        except SelfCheckFailed as exc:
+            got.append(str(exc))
+    two = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 8)], [[1, 2], [5, 6]])
+    two.allocate("r", [1, 2])
+    two.pools[1].blocks[5] = attrs.evolve(two.pools[1].blocks[5], rows=(1, 9))
+    try:
+        two.self_check()
+        disagree = ""
+    except SelfCheckFailed as exc:
+        disagree = str(exc)
+    return [("self-check verdicts", got, [m for _c, m in cases]),
+            ("two groups holding other rows", disagree, "r: cache groups disagree on the request's rows")]
+
+
+def allocator_queries() -> Rows:
+    """allocator.py's queries and predecessor checks: a missing request is UNKNOWN_REQUEST, an ended one
+    REQUEST_ALREADY_ENDED ("request 'id'"); the expected epoch, generation and table version are checked in that
+    order ("expected e, current c"); transactions are numbered t1, t2, ...; a second one while one is open is
+    TRANSACTION_IN_FLIGHT ("in flight: [...]"); an unknown id UNKNOWN_TRANSACTION; the tail rows are context -
+    (blocks - 1) P; an ended request comes back at generation + 1; a handle's refcount and state."""
+    from kvexact.reference import lifecycle as lc
+    from kvexact.reference.allocator import Allocator, AllocRejection, GroupConfig
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.pool import BlockState
+
+    A = AllocRejection
+    alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[1, 2, 3, 4]], epoch=_int("700"))
+    alloc.allocate("r", [1, 2, 3])
+    alloc.allocate("e", [4])
+    lc.release(alloc, "e")
+    rec = alloc.request("r")
+    checks = [_refusal(lambda: alloc.request("x")), _refusal(lambda: alloc.request("e")),
+              _refusal(lambda: alloc.validate_expected("r", 2, 3, 5)),
+              _refusal(lambda: alloc.validate_expected("r", 2, 3, None)),
+              _refusal(lambda: alloc.validate_expected("r", 1, 3, _int("701"))),
+              _refusal(lambda: alloc.validate_expected("r", None, 3, None)),
+              _refusal(lambda: alloc.validate_expected("r", _int("1"), _int("1"), _int("701"))),
+              _refusal(lambda: alloc.validate_expected("r", 0, None, None)),
+              _refusal(lambda: alloc.validate_expected("r", None, 0, None)),
+              _refusal(lambda: alloc.validate_expected("r", 1, 1, 703))]
+    t = alloc.begin("append", "r", ("unique",), (4,))
+    open_ = [t, _refusal(lambda: alloc.begin("append", "r", ("unique",), (4,))),
+             _refusal(lambda: alloc.cow_begin("t9"))]
+    return [("refusals", checks,
+             [(A.UNKNOWN_REQUEST, "request 'x'"), (A.REQUEST_ALREADY_ENDED, "request 'e'"),
+              (A.EPOCH_MISMATCH, "expected 5, current 702"), (A.REQUEST_GENERATION_MISMATCH, "r: expected 2, current 1"),
+              (A.EPOCH_MISMATCH, "expected 701, current 702"), (A.TABLE_VERSION_MISMATCH, "r: expected 3, current 1"),
+              (A.EPOCH_MISMATCH, "expected 701, current 702"), (A.REQUEST_GENERATION_MISMATCH, "r: expected 0, current 1"),
+              (A.TABLE_VERSION_MISMATCH, "r: expected 0, current 1"), (A.EPOCH_MISMATCH, "expected 703, current 702")]),
+            ("the third transaction; another while it is open; an unknown one", open_,
+             ["t3", (A.TRANSACTION_IN_FLIGHT, "in flight: ['t3']"), (A.UNKNOWN_TRANSACTION, "transaction 't9'")]),
+            ("r: tail rows, tokens, refcount and state of block 2", (alloc.tail_rows(rec, 0), alloc.tokens_of("r"),
+                                                                    alloc.refcount(BlockHandle(0, 0, 2, 1)),
+                                                                    alloc.block_state(BlockHandle(0, 0, 2, 1))),
+             (3 - 1 * 2, (1, 2, 3), 1, BlockState.REFERENCED)),
+            ("e after its release: generation, version, context, tables", alloc.current_or_empty("e"),
+             type(rec)(2, 0, 0, ((),)))]
+
+
 def allocator_plans() -> Rows:
     """0x04E: a transaction's plan names one path per cache group, "alloc" in every group of an allocate and "new",
     "cow" or "unique" in each group of an append; ``begin`` refuses any other plan by name (BAD_PLAN, naming the
@@ -731,4 +868,5 @@ CASES = {"telemetry funnel": telemetry_funnel, "telemetry pool": telemetry_pool,
          "lifecycle mappings": lifecycle_mappings,
          "allocator receipts": allocator_receipts,
          "allocator plans": allocator_plans,
+         "allocator self check": allocator_self_check, "allocator queries": allocator_queries,
          "pool queue": pool_queue, "journal digest": journal_digest}
