@@ -341,6 +341,37 @@ def ledger_validation() -> Rows:
     return out
 
 
+def ledger_figures() -> Rows:
+    """0x0D's worked ledger, every figure (B_row 64 KiB, P 16): rows 33 + 25 + 16 = 74 logical, 64 + 48 + 32 = 144
+    reserved, 6 refs = 96 slots, tails 96 - 74 = 22 slots, 7 of them valid; 3 unique blocks, 33 materialized rows,
+    48 slots, tail 15; dedup 74 - 33 = 41 rows; sharing avoided 6 - 3 blocks; pool 8 blocks, idle 5; metadata 482.
+    0x09B's cost vector of the same three requests at P 16 and 8 (128 slots): unique ceil(33 / P), refs sum of
+    ceil(T / P), hashes floor(33 / P), free pool - unique, hits P floor(T / P) and P floor((T - 1) / P) over the
+    consumers 25 and 16, recompute 41 - capped, partial hits (T - 1), metadata from 0x0D's record sizes."""
+    from kvexact.reference.labs.ledgers import nested_prefix_cost, worked_fixture
+    from kvexact.reference.ledgers import compute_ledger
+
+    R = 64 * KIB
+    led = compute_ledger(worked_fixture())
+    fields = ("row_bytes", "block_bytes", "logical_rows_tokens", "logical_bytes", "reserved_rows_tokens",
+              "reserved_bytes", "rect_slack_bytes", "ref_blocks", "request_view_slots", "paged_ref_bytes",
+              "request_view_tail_slots", "request_view_tail_bytes", "request_view_tail_valid_slots", "unique_blocks",
+              "unique_materialized_rows", "unique_materialized_bytes", "unique_slots", "unique_capacity_bytes",
+              "unique_tail_slots", "unique_tail_bytes", "dedup_payload_bytes", "sharing_avoided_bytes", "pool_blocks",
+              "pool_bytes", "live_unique_bytes", "pool_idle_bytes", "metadata_bytes")
+    expected = (R, 16 * R, 74, 74 * R, 144, 144 * R, 70 * R, 6, 96, 96 * R, 22, 22 * R, 7, 3, 33, 33 * R, 48, 48 * R,
+                15, 15 * R, 41 * R, 48 * R, 8, 8 * MIB, 3 * MIB, 5 * MIB, 482)
+    cost_fields = ("block_tokens", "request_view_tail_bytes", "unique_blocks", "unique_tail_bytes", "map_entries",
+                   "pool_descriptors", "cached_hashes", "free_blocks", "metadata_bytes", "full_hit_tokens",
+                   "full_hit_tokens_capped", "recompute_tokens_capped", "partial_hit_tokens_capped")
+    # P 8: tails 7 + 7 + 0; metadata 4 x 11 + 32 x 16 + 24 x 4 + 2 x 3 + 4 x 11 + 128 = 830
+    costs = {16: (16, 22 * R, 3, 15 * R, 6, 8, 2, 5, 482, 16 + 16, 16 + 0, 41 - 16, 24 + 15),
+             8: (8, 14 * R, 5, 7 * R, 11, 16, 4, 11, 830, 24 + 16, 24 + 8, 41 - 32, 24 + 15)}
+    return [("worked ledger: " + ", ".join(fields), tuple(getattr(led, n) for n in fields), expected),
+            *((f"0x09B at P {p}: " + ", ".join(cost_fields),
+               tuple(getattr(nested_prefix_cost(p), n) for n in cost_fields), want) for p, want in costs.items())]
+
+
 def ledger_costs() -> Rows:
     """0x02F: F_ext = 1 - largest / total (not applicable for a full arena; a negative or non-int extent refused);
     interchangeable blocks fit when ceil(bytes / block) <= free; 0x09C: a COW after s shared tokens copies
@@ -863,7 +894,7 @@ def journal_digest() -> Rows:
 CASES = {"telemetry funnel": telemetry_funnel, "telemetry pool": telemetry_pool, "telemetry alerts": telemetry_alerts,
          "telemetry hygiene": telemetry_hygiene, "telemetry counters": telemetry_counters,
          "ledger tail valid slots": ledger_tail_valid_slots,
-         "ledger validation": ledger_validation, "ledger costs": ledger_costs, "lifecycle receipts": lifecycle_receipts,
+         "ledger validation": ledger_validation, "ledger figures": ledger_figures, "ledger costs": ledger_costs, "lifecycle receipts": lifecycle_receipts,
          "lifecycle trace params": lifecycle_trace_params,
          "lifecycle mappings": lifecycle_mappings,
          "allocator receipts": allocator_receipts,

@@ -73,6 +73,10 @@ MUTANTS = [
      "if len(text) >= MAX_LABEL_VALUE or re.search(r\"\\s\", text):", "telemetry hygiene"),
     (ledgers, "_tail_slots_holding_valid_rows", "visible_in_last = r.rows_tokens - (len(r.block_ids) - 1) * f.block_tokens",
      "visible_in_last = r.rows_tokens - (len(r.block_ids) + 1) * f.block_tokens", "ledger tail valid slots"),
+    # survivors of the exploration sample of reference.ledgers, seed 1253
+    (ledgers, "compute_ledger", "row_bytes=B, block_bytes=P * B,", "row_bytes=B, block_bytes=P << B,", "ledger figures"),
+    (ledgers, "block_size_cost", "map_entries=refs, pool_descriptors=pool, cached_hashes=hashes, free_blocks=pool - unique,",
+     "map_entries=refs, pool_descriptors=pool, cached_hashes=hashes, free_blocks=pool // unique,", "ledger figures"),
     (ledgers, "validate_fixture", "if not 1 <= v <= f.block_tokens:", "if not 1 <= v < f.block_tokens:",
      "ledger validation"),
     (ledgers, "validate_fixture", "if visible > v:", "if visible >= v:", "ledger validation"),
