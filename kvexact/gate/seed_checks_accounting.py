@@ -27,6 +27,11 @@ def _refusal(trigger: Any) -> tuple[Any, str]:
     return None, ""
 
 
+def _shown(value: Any) -> Any:
+    """``value``, or a short marker for an int too long to print (a mutant's ``P << B`` has 65,000 bits)."""
+    return f"<{value.bit_length()}-bit int>" if isinstance(value, int) and value.bit_length() > 256 else value
+
+
 def _int(text: str) -> int:
     """An int built at run time (another object than the literal for values past the small-int cache)."""
     return int(text)
@@ -367,9 +372,9 @@ def ledger_figures() -> Rows:
     # P 8: tails 7 + 7 + 0; metadata 4 x 11 + 32 x 16 + 24 x 4 + 2 x 3 + 4 x 11 + 128 = 830
     costs = {16: (16, 22 * R, 3, 15 * R, 6, 8, 2, 5, 482, 16 + 16, 16 + 0, 41 - 16, 24 + 15),
              8: (8, 14 * R, 5, 7 * R, 11, 16, 4, 11, 830, 24 + 16, 24 + 8, 41 - 32, 24 + 15)}
-    return [("worked ledger: " + ", ".join(fields), tuple(getattr(led, n) for n in fields), expected),
+    return [("worked ledger: " + ", ".join(fields), tuple(_shown(getattr(led, n)) for n in fields), expected),
             *((f"0x09B at P {p}: " + ", ".join(cost_fields),
-               tuple(getattr(nested_prefix_cost(p), n) for n in cost_fields), want) for p, want in costs.items())]
+               tuple(_shown(getattr(nested_prefix_cost(p), n)) for n in cost_fields), want) for p, want in costs.items())]
 
 
 def ledger_costs() -> Rows:
