@@ -257,6 +257,52 @@ def telemetry_counters() -> Rows:
             ("kinds", [m.kind for m in ms], ["gauge", "counter", "gauge", "counter", "counter", "counter", "counter"])]
 
 
+def telemetry_snapshot() -> Rows:
+    """0x0CF on a live allocator (one group of 2-token blocks 10..14, renumbered densely 0..4): r = [1, 2, 3] in 10,
+    11; u = [7, 8] in 12; r's block 0 cached; s forked from r; a read lease on 11; reader x of s; u's boundary append
+    reserves 13; 14 free. Recorded refs 10: r, s, x = 3; 11: r, s, x, lease = 4; 12: u = 1 (8 = the 8 derived
+    from the maps and the lease). The standard families: the funnel by stage, rejections by bucket, blocks by state,
+    capacity, recorded, derived, delta, mismatched blocks, mapping lag."""
+    from kvexact.reference import lifecycle as lc
+    from kvexact.reference import telemetry as tm
+    from kvexact.reference.allocator import Allocator, GroupConfig
+    from kvexact.reference.handles import BlockHandle
+
+    alloc = Allocator([GroupConfig(0, 0, 2, 8)], [[10, 11, 12, 13, 14]])
+    alloc.allocate("r", [1, 2, 3])
+    alloc.allocate("u", [7, 8])
+    lc.cache_block(alloc, "r", 0, "5")
+    lc.fork(alloc, "r", "s")
+    lc.retain_read(alloc, BlockHandle(0, 0, 11, 1))
+    lc.reader_snapshot(alloc, "x", "s")
+    t = alloc.begin("append", "u", ("new",), (9,))
+    alloc.append_reserve(t, 0)
+    snap = tm.allocator_pool_snapshot(alloc, 0)
+    g = tm.reconcile_pool(snap)
+    metrics = tm.standard_metrics(tm.funnel_from_outcomes([None, None]), g)
+    return [("snapshot: blocks, states, recorded refs, maps, leases, frontiers",
+             (snap.pool_blocks, dict(snap.block_states), dict(snap.recorded_refcounts), dict(snap.request_maps),
+              dict(snap.leases), snap.required_frontier_tokens, snap.ready_frontier_tokens),
+             (5, {0: "live", 1: "live", 2: "live", 3: "reserved_or_copying", 4: "free"}, {0: 3, 1: 4, 2: 1},
+              {"request:r": (0, 1), "request:s": (0, 1), "request:u": (2,), "reader:x": (0, 1)}, {"lease:1": (1,)},
+              0, 0)),
+            ("gauges: by state, recorded, derived, delta, mismatched, lag",
+             (dict(g.blocks_by_state), g.refcount_recorded, g.refcount_derived, g.refcount_delta,
+              g.refcount_mismatched_blocks, g.mapping_lag_tokens),
+             ({"free": 1, "evictable": 0, "live": 3, "reserved_or_copying": 1}, 8, 8, 0, 0, 0)),
+            ("standard families: name, kind", [(m.name, m.kind) for m in metrics],
+             [("kvexact_reuse_funnel_total", "counter"), ("kvexact_reuse_rejections_total", "counter"),
+              ("kvexact_pool_blocks", "gauge"), ("kvexact_pool_capacity_blocks", "gauge"),
+              ("kvexact_refcount_recorded", "gauge"), ("kvexact_refcount_derived", "gauge"),
+              ("kvexact_refcount_delta", "gauge"), ("kvexact_refcount_mismatched_blocks", "gauge"),
+              ("kvexact_mapping_lag_tokens", "gauge")]),
+            ("standard samples", [m.samples for m in metrics],
+             [tuple(({"stage": st}, 2) for st in tm.FUNNEL_STAGES), tuple(({"bucket": b}, 0) for b in tm.BUCKETS),
+              (({"state": "free"}, 1), ({"state": "evictable"}, 0), ({"state": "live"}, 3),
+               ({"state": "reserved_or_copying"}, 1)), (({}, 5),), (({}, 8),), (({}, 8),), (({}, 0),), (({}, 0),),
+              (({}, 0),)])]
+
+
 def ledger_tail_valid_slots() -> Rows:
     """0x0D: a request view's tail slots that hold rows another view materialized are not waste: in the worked
     fixture A (33 rows) ends in block 102 holding 1 row (33 - 32 visible: 0), B (25) ends in block 101 holding 16
@@ -898,6 +944,7 @@ def journal_digest() -> Rows:
 
 CASES = {"telemetry funnel": telemetry_funnel, "telemetry pool": telemetry_pool, "telemetry alerts": telemetry_alerts,
          "telemetry hygiene": telemetry_hygiene, "telemetry counters": telemetry_counters,
+         "telemetry snapshot": telemetry_snapshot,
          "ledger tail valid slots": ledger_tail_valid_slots,
          "ledger validation": ledger_validation, "ledger figures": ledger_figures, "ledger costs": ledger_costs, "lifecycle receipts": lifecycle_receipts,
          "lifecycle trace params": lifecycle_trace_params,
