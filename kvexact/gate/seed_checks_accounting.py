@@ -801,6 +801,93 @@ def allocator_queries() -> Rows:
              type(rec)(2, 0, 0, ((),)))]
 
 
+def allocator_steps() -> Rows:
+    """0x05C's COW steps and 0x04A's boundary steps taken by hand, every out-of-order step refused by name with
+    its detail. One group of 4-token blocks 1..6: r = [1, 2, 3] in block 1 (3 rows), forked to s (the tail is
+    shared, so r's append copies on write: lease the source, reserve block 2, copy exactly 3 rows, write row 9 at
+    offset 3, validate, publish version 2 at epoch 1 + 1, release the lease). Then u = [5, 6, 7, 8] (a full block)
+    appends 9 at a boundary: reserve, write, append_write, publish."""
+    from kvexact.reference import lifecycle as lc
+    from kvexact.reference.allocator import Allocator, AllocRejection, GroupConfig
+    from kvexact.reference.handles import BlockHandle
+
+    A = AllocRejection
+    alloc = Allocator([GroupConfig(0, 0, 4, 8)], [[1, 2, 3, 4, 5, 6]])
+    alloc.allocate("r", [1, 2, 3])
+    lc.fork(alloc, "r", "s")
+    t = alloc.begin("append", "r", ("cow",), (9,))
+    dst = BlockHandle(0, 0, 2, 1)
+    before = [_refusal(lambda: alloc.cow_reserve(t, 0)), _refusal(lambda: alloc.append_reserve(t, 0)),
+              _refusal(lambda: alloc.cow_copy(t, 0, 3)), _refusal(lambda: alloc.write_rows(t, 0, dst, 0, (9,))),
+              _refusal(lambda: alloc.cow_validate(t)), _refusal(lambda: alloc.cow_release_sources(t))]
+    leases = alloc.cow_begin(t)
+    begun = (leases, alloc.pools[0].refcount(1), _refusal(lambda: alloc.cow_begin(t)))
+    reserved = alloc.cow_reserve(t, 0)
+    mid = [_refusal(lambda: alloc.cow_reserve(t, 0)), _refusal(lambda: alloc.cow_write(t, 0, dst, 3, (9,))),
+           _refusal(lambda: alloc.cow_copy(t, 0, 2))]
+    alloc.cow_copy(t, 0, 3)
+    copied = (alloc.pools[0].blocks[2].rows, alloc.txns[t].copied_rows, _refusal(lambda: alloc.cow_copy(t, 0, 3)))
+    writes = [_refusal(lambda: alloc.cow_write(t, 0, dst, 2, (9,))), _refusal(lambda: alloc.cow_write(t, 0, dst, 3, (9, 9)))]
+    alloc.cow_write(t, 0, dst, 3, (9,))
+    late = [_refusal(lambda: alloc.cow_write(t, 0, dst, 4, (9,))), _refusal(lambda: alloc.cow_publish(t)),
+            _refusal(lambda: alloc.append_rollback(t, 0))]
+    alloc.cow_validate(t)
+    alloc.cow_publish(t)
+    rec = alloc.request("r")
+    published = (rec.tables, rec.table_version, rec.context_tokens, alloc.epoch, alloc.pools[0].blocks[2].bundle_epoch,
+                 _refusal(lambda: alloc.cow_rollback(t, 0)), alloc.pools[0].refcount(1))
+    alloc.cow_release_sources(t)
+    closed = (len(alloc.txns), alloc.pools[0].refcount(1), alloc.pools[0].refcount(2), len(alloc.leases))
+    alloc.allocate("u", [5, 6, 7, 8])  # block 3, epoch 3
+    b = alloc.begin("append", "u", ("new",), (9,))
+    new = BlockHandle(0, 0, 4, 1)
+    boundary = [_refusal(lambda: alloc.append_publish(b))]
+    alloc.append_reserve(b, 0)
+    boundary.append(_refusal(lambda: alloc.append_publish(b)))
+    boundary.append(_refusal(lambda: alloc.append_write(b)))
+    alloc.write_rows(b, 0, new, 0, (9,))
+    boundary.append(_refusal(lambda: alloc.append_publish(b)))
+    alloc.append_write(b)
+    boundary.append(_refusal(lambda: alloc.append_write(b)))
+    alloc.append_publish(b)
+    u = alloc.request("u")
+    return [("COW steps before cow_begin", before,
+             [(A.STEP_OUT_OF_ORDER, "cow_reserve before cow_begin"),
+              (A.WRONG_STEP_FOR_PATH, "new reservation for group 0 on a 'cow' path in state RESERVED"),
+              (A.STEP_OUT_OF_ORDER, "copy needs a reserved destination and a leased source in group 0"),
+              (A.WRONG_STEP_FOR_PATH, "group 0 copies on write: cow_write writes it"),
+              (A.STEP_OUT_OF_ORDER, f"cow_validate on {t}: written (), state RESERVED"),
+              (A.STEP_OUT_OF_ORDER, f"{t} is RESERVED")]),
+            ("cow_begin: leases, refs of the source (r, s, lease), again", begun,
+             ((1,), 3, (A.STEP_OUT_OF_ORDER, f"cow_begin on {t} (BEGUN)"))),
+            ("reserved destination", reserved, dst),
+            ("a second destination, a write before the copy, a copy of 2 of 3 rows", mid,
+             [(A.WRONG_STEP_FOR_PATH, "group 0 already has a destination"),
+              (A.STEP_OUT_OF_ORDER, "cow_write on group 0 before its copy, or twice"),
+              (A.COPY_ROW_COUNT_MISMATCH, "group 0: 2 rows, predecessor tail holds 3")]),
+            ("copied: rows, copied rows, a second copy", copied, ((1, 2, 3), 3, (A.WRONG_STEP_FOR_PATH, "cow_copy on group 0"))),
+            ("writes at offset 2, and of 2 rows at 3", writes,
+             [(A.WRITE_OFFSET_MISMATCH, "p0/g0/2@1: offset 2, frontier 3, 1 rows, block 4"),
+              (A.WRITE_OFFSET_MISMATCH, "p0/g0/2@1: offset 3, frontier 3, 2 rows, block 4")]),
+            ("a second write, publication before validation, a boundary rollback of a COW", late,
+             [(A.STEP_OUT_OF_ORDER, "cow_write on group 0 before its copy, or twice"),
+              (A.FRONTIER_NOT_VALID, f"{t} publishes before cow_validate"),
+              (A.WRONG_STEP_FOR_PATH, f"{t} follows the paths ('cow',)")]),
+            ("published: tables, version, context, epoch, bundle epoch, rollback, source refs (s, lease)", published,
+             (((dst,),), 2, 4, 2, 2, (A.ROLLBACK_AFTER_PUBLICATION, t), 2)),
+            ("sources released: open transactions, refs of 1 and 2, leases", closed, (0, 1, 1, 0)),
+            ("boundary: publish before reserve, before write; append_write before write; publish before append_write;"
+             " append_write twice", boundary,
+             [(A.HALF_BUNDLE_PUBLICATION, "group 0 would map 1 blocks for 5 tokens (needs 2) or lacks its destination"),
+              (A.FRONTIER_NOT_VALID, f"{b}: groups written ()"),
+              (A.STEP_OUT_OF_ORDER, f"append_write on {b}: written (), state RESERVED"),
+              (A.STEP_OUT_OF_ORDER, f"{b} publishes before append_write"),
+              (A.STEP_OUT_OF_ORDER, f"append_write on {b}: written (0,), state READY_TO_PUBLISH")]),
+            ("boundary published: tables, version, context, epoch, bundle epoch",
+             (u.tables, u.table_version, u.context_tokens, alloc.epoch, alloc.pools[0].blocks[4].bundle_epoch),
+             (((BlockHandle(0, 0, 3, 1), new),), 2, 5, 4, 4))]
+
+
 def allocator_plans() -> Rows:
     """0x04E: a transaction's plan names one path per cache group, "alloc" in every group of an allocate and "new",
     "cow" or "unique" in each group of an append; ``begin`` refuses any other plan by name (BAD_PLAN, naming the
@@ -950,6 +1037,6 @@ CASES = {"telemetry funnel": telemetry_funnel, "telemetry pool": telemetry_pool,
          "lifecycle trace params": lifecycle_trace_params,
          "lifecycle mappings": lifecycle_mappings,
          "allocator receipts": allocator_receipts,
-         "allocator plans": allocator_plans,
+         "allocator plans": allocator_plans, "allocator steps": allocator_steps,
          "allocator self check": allocator_self_check, "allocator queries": allocator_queries,
          "pool queue": pool_queue, "journal digest": journal_digest}
