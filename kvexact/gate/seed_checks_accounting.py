@@ -888,6 +888,68 @@ def allocator_steps() -> Rows:
              (((BlockHandle(0, 0, 3, 1), new),), 2, 5, 4, 4))]
 
 
+def allocator_appends() -> Rows:
+    """0x04E's append paths per group (a boundary reserves "new"; else a shared or keyed tail makes every
+    non-boundary group "cow", otherwise "unique"), on groups of 2- and 4-token blocks (8 B rows); an append writes
+    exactly one row (0: EMPTY_APPEND, 2: WRITE_OFFSET_MISMATCH, "append writes exactly one row, got n"); an append
+    to an unknown id with a table version is UNKNOWN_REQUEST; a mixed append publishes one new 2-token block
+    (16 B of capacity) and writes 8 + 8 B; a fault after the reservation rolls the append back to the predecessor
+    digest; a COW rollback of a boundary transaction is refused; an allocator needs one id list per group, ids
+    0..n-1 in order."""
+    from kvexact.reference import lifecycle as lc
+    from kvexact.reference.allocator import Allocator, AllocRejection, GroupConfig
+
+    A = AllocRejection
+
+    def make() -> Any:
+        return Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 4, 8)], [[1, 2, 3, 4], [5, 6, 7, 8]])
+
+    plans = []
+    for n in (2, 3, 4):
+        alloc = make()
+        alloc.allocate("r", list(range(n)))
+        unique = alloc.append_plan(alloc.request("r"))
+        lc.fork(alloc, "r", "s")
+        plans.append((unique, alloc.append_plan(alloc.request("r"))))
+    empty = make().append_plan(make().current_or_empty("z"))
+    alloc = make()
+    alloc.allocate("r", [1, 2])
+    refused = [_refusal(lambda: alloc.run_txn("append", "r", ())), _refusal(lambda: alloc.run_txn("append", "r", (1, 2))),
+               _refusal(lambda: alloc.append("zz", 3, expected_table_version=3))]
+    mixed = alloc.append("r", 3)
+    faulty = make()
+    faulty.allocate("r", [1, 2])
+    before = faulty.digest()
+    faulty.fault_after.add(("append_reserve", 0))
+    rb = faulty.append("r", 3)
+    unchanged = faulty.digest() == before
+    t = faulty.begin("append", "r", ("new", "unique"), (3,))
+    wrong = _refusal(lambda: faulty.cow_rollback(t, 0))
+    errors = []
+    for groups, ids in (([], []), ([GroupConfig(1, 0, 2, 8)], [[1]]), ([GroupConfig(0, 0, 2, 8)], [[1], [2]])):
+        try:
+            Allocator(groups, ids)
+            errors.append("")
+        except ValueError as exc:
+            errors.append(str(exc))
+    return [("plans at 2, 3, 4 tokens: unique tails, shared tails", plans,
+             [(("new", "unique"), ("new", "cow")), (("unique", "unique"), ("cow", "cow")), (("new", "new"), ("new", "new"))]),
+            ("plan of a request not yet admitted", empty, ("new", "new")),
+            ("appends of 0 and 2 rows, to an unknown id", refused,
+             [(A.EMPTY_APPEND, "append writes exactly one row, got 0"),
+              (A.WRITE_OFFSET_MISMATCH, "append writes exactly one row, got 2"), (A.UNKNOWN_REQUEST, "request 'zz'")]),
+            ("mixed append: paths, new blocks, capacity, write bytes, context, tables per group",
+             (mixed.paths, mixed.new_physical_blocks, mixed.new_capacity_bytes, mixed.append_write_bytes,
+              alloc.request("r").context_tokens, [len(x) for x in alloc.request("r").tables]),
+             (("new", "unique"), 1, 2 * 8, 8 + 8, 3, [2, 1])),
+            ("fault after the reservation: outcome, digest unchanged, new blocks",
+             (rb.outcome, unchanged, rb.new_physical_blocks), ("ROLLED_BACK", True, 0)),
+            ("COW rollback of a boundary transaction", wrong, (A.WRONG_STEP_FOR_PATH, f"{t} follows the paths ('new', 'unique')")),
+            ("allocators without groups, with group id 1 first, with two id lists for one group", errors,
+             ["one block id list per cache group is required", "cache group ids must be 0..n-1 in order",
+              "one block id list per cache group is required"])]
+
+
 def allocator_plans() -> Rows:
     """0x04E: a transaction's plan names one path per cache group, "alloc" in every group of an allocate and "new",
     "cow" or "unique" in each group of an append; ``begin`` refuses any other plan by name (BAD_PLAN, naming the
@@ -1038,5 +1100,6 @@ CASES = {"telemetry funnel": telemetry_funnel, "telemetry pool": telemetry_pool,
          "lifecycle mappings": lifecycle_mappings,
          "allocator receipts": allocator_receipts,
          "allocator plans": allocator_plans, "allocator steps": allocator_steps,
+         "allocator appends": allocator_appends,
          "allocator self check": allocator_self_check, "allocator queries": allocator_queries,
          "pool queue": pool_queue, "journal digest": journal_digest}
