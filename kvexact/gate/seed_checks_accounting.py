@@ -479,8 +479,13 @@ def lifecycle_receipts() -> Rows:
     from kvexact.reference.allocator import AllocRejection
     from kvexact.reference.handles import BlockHandle
     from kvexact.reference.labs import allocator as fx
+    from kvexact.reference.pool import PoolRejection
 
     A = AllocRejection
+
+    def lc_cow(a: Any, tail: Any) -> Any:
+        return lifecycle.cow_append(a, "D", 900, 1, 1, expected_tail=tail)
+
     alloc = fx.fixture_0x05b()  # A at context 33, version 5: 1000@3 1001@5 1002@9 / 2000@7 2001@8 2002@12
     appended = alloc.append("A", 133, expected_generation=1, expected_table_version=5)  # in place: version 6
     refused = [_refusal(lambda k=k: lifecycle.truncate(alloc, "A", k)) for k in (34, 35, -1)]
@@ -521,6 +526,16 @@ def lifecycle_receipts() -> Rows:
     out.append(("compensation of F's allocation: operation, deltas, version, ended",
                 (fc.operation, [(d.block_id, n) for d, n in fc.refcount_deltas], fc.table_version_after,
                  "F" in alloc.requests), ("compensate-allocate", [(1003, -1), (2003, -1)], None, False)))
+    forked = fx.fixture_0x05b_forked()  # D (version 1) shares A's tails 1002@9 and 2002@12
+    tails = [(h[0][1], h[1][2]), (BlockHandle(0, 0, 1002, 8), h[1][2]), (h[0][2], h[1][1])]
+    out.append(("0x05C step 2: COW append expecting tails 1001@5, 1002@8, 2001@8 refused",
+                [_refusal(lambda x=x: lc_cow(forked, x)) for x in tails],
+                [(A.UNEXPECTED_SOURCE_HANDLE, "group 0: p0/g0/1001@5"),
+                 (PoolRejection.STALE_BLOCK_GENERATION, "p0/g0/1002@8 but block 1002 is at generation 9"),
+                 (A.UNEXPECTED_SOURCE_HANDLE, "group 1: p1/g1/2001@8")]))
+    cow = lc_cow(forked, (h[0][2], h[1][2]))
+    out.append(("COW append expecting the current tails: outcome, version after", (cow.outcome, cow.table_version_after),
+                ("PUBLISHED", 2)))
     fx_alloc = fx.fixture_0x05b_forked()
     fx_alloc.fault_after.add(("cow_reserve", 0))
     rb = fx_alloc.append("D", 900, expected_generation=1, expected_table_version=fx_alloc.request("D").table_version)

@@ -95,6 +95,8 @@ MUTANTS = [
     (lifecycle, "truncate", "if not 0 <= keep_tokens < rec.context_tokens:",
      "if not 0 < keep_tokens < rec.context_tokens:", "lifecycle receipts"),
     (lifecycle, "drop_logical_block", "if logical_block != n - 1:", "if logical_block > n - 1:", "lifecycle receipts"),
+    (lifecycle, "cow_append", "if not rec.tables[g] or rec.tables[g][-1] != h:",
+     "if not rec.tables[g] or rec.tables[g][0] != h:", "lifecycle receipts"),
     (lifecycle, "compensate", 'transaction_id=f"{receipt.transaction_id}-compensation", request_id=receipt.request_id,',
      'transaction_id=f"{receipt.transaction_id}", request_id=receipt.request_id,', "lifecycle receipts"),
     (allocator, "AllocationReceipt", "append_write_bytes: int = 0", "append_write_bytes: int = 1",
