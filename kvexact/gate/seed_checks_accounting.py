@@ -830,7 +830,7 @@ def allocator_steps() -> Rows:
     alloc = Allocator([GroupConfig(0, 0, 4, 8)], [[1, 2, 3, 4, 5, 6]])
     alloc.allocate("r", [1, 2, 3])
     lc.fork(alloc, "r", "s")
-    t = alloc.begin("append", "r", ("cow",), (9,))
+    t = alloc.begin("append", "r", ("".join(("c", "ow")),), (9,))  # a path name built at run time: equal, not the literal
     dst = BlockHandle(0, 0, 2, 1)
     before = [_refusal(lambda: alloc.cow_reserve(t, 0)), _refusal(lambda: alloc.append_reserve(t, 0)),
               _refusal(lambda: alloc.cow_copy(t, 0, 3)), _refusal(lambda: alloc.write_rows(t, 0, dst, 0, (9,))),
@@ -854,7 +854,7 @@ def allocator_steps() -> Rows:
     alloc.cow_release_sources(t)
     closed = (len(alloc.txns), alloc.pools[0].refcount(1), alloc.pools[0].refcount(2), len(alloc.leases))
     alloc.allocate("u", [5, 6, 7, 8])  # block 3, epoch 3
-    b = alloc.begin("append", "u", ("new",), (9,))
+    b = alloc.begin("append", "u", ("".join(("n", "ew")),), (9,))
     new = BlockHandle(0, 0, 4, 1)
     boundary = [_refusal(lambda: alloc.append_publish(b))]
     alloc.append_reserve(b, 0)
@@ -900,7 +900,29 @@ def allocator_steps() -> Rows:
               (A.STEP_OUT_OF_ORDER, f"append_write on {b}: written (0,), state READY_TO_PUBLISH")]),
             ("boundary published: tables, version, context, epoch, bundle epoch",
              (u.tables, u.table_version, u.context_tokens, alloc.epoch, alloc.pools[0].blocks[4].bundle_epoch),
-             (((BlockHandle(0, 0, 3, 1), new),), 2, 5, 4, 4))]
+             (((BlockHandle(0, 0, 3, 1), new),), 2, 5, 4, 4)),
+            ("a hand plan (unique, cow) on two groups of 4: tables, rows of both tails", _mixed_unique_cow(),
+             (((BlockHandle(0, 0, 1, 1),), (BlockHandle(1, 1, 6, 1),)), (1, 2, 3, 9), (1, 2, 3, 9)))]
+
+
+def _mixed_unique_cow() -> tuple[Any, Any, Any]:
+    """r = [1, 2, 3] on two groups of 4-token blocks (1..4, 5..8), appended by hand on the plan (unique, cow): group 0
+    writes its private tail in place, group 1 copies its tail (block 5) into block 6 and writes there."""
+    from kvexact.reference.allocator import Allocator, GroupConfig
+    from kvexact.reference.handles import BlockHandle
+
+    alloc = Allocator([GroupConfig(0, 0, 4, 8), GroupConfig(1, 1, 4, 8)], [[1, 2, 3, 4], [5, 6, 7, 8]])
+    alloc.allocate("r", [1, 2, 3])
+    t = alloc.begin("append", "r", ("unique", "cow"), (9,))
+    alloc.write_rows(t, 0, BlockHandle(0, 0, 1, 1), 3, (9,))
+    alloc.cow_begin(t)
+    dst = alloc.cow_reserve(t, 1)
+    alloc.cow_copy(t, 1, 3)
+    alloc.cow_write(t, 1, dst, 3, (9,))
+    alloc.cow_validate(t)
+    alloc.cow_publish(t)
+    alloc.cow_release_sources(t)
+    return alloc.request("r").tables, alloc.pools[0].blocks[1].rows, alloc.pools[1].blocks[6].rows
 
 
 def allocator_appends() -> Rows:
