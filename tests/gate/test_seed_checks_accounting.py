@@ -174,6 +174,7 @@ MUTANTS = [
 ]
 
 
+@pytest.mark.filterwarnings("ignore::SyntaxWarning")  # an `is` mutant compares with a literal on purpose
 @pytest.mark.parametrize("module, name, before, after, case", MUTANTS,
                          ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}:{i}" for i, (m, n, _b, _a, _c) in
                               enumerate(MUTANTS)])
