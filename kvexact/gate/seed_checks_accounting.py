@@ -475,6 +475,8 @@ def lifecycle_receipts() -> Rows:
     every strong reference, group by group, with no table version; 0x04F: compensating an append truncates its row
     and reports the truncate's version, compensating an allocation cancels it; only a PUBLISHED receipt can be
     compensated (NOTHING_TO_COMPENSATE, "txn: outcome")."""
+    import attrs
+
     from kvexact.reference import lifecycle
     from kvexact.reference.allocator import AllocRejection
     from kvexact.reference.handles import BlockHandle
@@ -490,7 +492,9 @@ def lifecycle_receipts() -> Rows:
     appended = alloc.append("A", 133, expected_generation=1, expected_table_version=5)  # in place: version 6
     refused = [_refusal(lambda k=k: lifecycle.truncate(alloc, "A", k)) for k in (34, 35, -1)]
     dropped = [_refusal(lambda j=j: lifecycle.drop_logical_block(alloc, "A", j)) for j in (0, 3, -1)]
-    comp = lifecycle.compensate(alloc, appended)  # truncate(A, 33): no block leaves, version 7
+    # the receipt's outcome and operation as a caller might rebuild them (equal strings, other objects)
+    rebuilt = attrs.evolve(appended, outcome="".join(("PUB", "LISHED")), operation="".join(("app", "end")))
+    comp = lifecycle.compensate(alloc, rebuilt)  # truncate(A, 33): no block leaves, version 7
     t = lifecycle.truncate(alloc, "A", 17, expected_generation=1, expected_table_version=7)  # 2 blocks kept
     rec = alloc.request("A")
     h = [[BlockHandle(g, g, b, n) for b, n in blocks] for g, blocks in
@@ -522,7 +526,7 @@ def lifecycle_receipts() -> Rows:
                 (r.reason, r.dropped_handles, r.freed_handles, r.evictable_handles, r.table_version_after),
                 ("cancel", (h[0][0], h[0][1], h[1][0], h[1][1]), (h[1][1], h[0][1]), (h[1][0], h[0][0]), None)))
     f = alloc.allocate("F", list(range(16)))  # 1003 and 2003 head the free queues (free since the fixture)
-    fc = lifecycle.compensate(alloc, f)
+    fc = lifecycle.compensate(alloc, attrs.evolve(f, operation="".join(("allo", "cate"))))
     out.append(("compensation of F's allocation: operation, deltas, version, ended",
                 (fc.operation, [(d.block_id, n) for d, n in fc.refcount_deltas], fc.table_version_after,
                  "F" in alloc.requests), ("compensate-allocate", [(1003, -1), (2003, -1)], None, False)))
@@ -1003,7 +1007,7 @@ def allocator_plans() -> Rows:
     opened = len(alloc.txns)
     alloc.begin("append", "D", ("new", "unique"), (900,), 1, version)  # known paths, even if not D's (cow, cow)
     fresh = fx.fixture_0x05b()
-    fresh.begin("allocate", "N", ("alloc", "alloc"), (1,))
+    fresh.begin("".join(("allo", "cate")), "N", ("alloc", "".join(("al", "loc"))), (1,))  # names built at run time
     return [("bad plans refused", refused,
              [(AllocRejection.BAD_PLAN, f"{o} plan {p!r} for 2 cache groups") for o, p in bad]),
             ("transactions opened by the refused plans", opened, 0),
