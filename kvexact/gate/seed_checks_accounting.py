@@ -157,6 +157,11 @@ def telemetry_alerts() -> Rows:
              (alerts(cross_namespace_rejects=5), alerts(stale_namespace_rejects=5),
               alerts(cross_namespace_rejects=3, stale_namespace_rejects=3)),
              (("security_boundary_pressure",), ("security_boundary_pressure",), ())),
+            ("churn and race with 1000 candidates in both samples (equal ints, other objects)",
+             tm.evaluate_alerts(attrs.evolve(base, candidate_matches=_int("1000")),
+                                attrs.evolve(base, at_s=10, candidate_matches=_int("1000"), compatible_matches=6,
+                                             generation_rejects=2), 0.2, 30),
+             ("compatibility_churn", "stale_receipt_race")),
             ("all seven at once, sorted", alerts(
                 free_blocks=0, evictable_blocks=0, allocation_failures=6, refcount_derived=8,
                 refcount_mismatch_age_s=40, ready_frontier_tokens=0, map_wait_age_s=1, compatible_matches=6,
@@ -331,7 +336,13 @@ def ledger_validation() -> Rows:
     import attrs
 
     from kvexact.reference.labs.ledgers import worked_fixture
-    from kvexact.reference.ledgers import LedgerRejection, RequestView, compute_ledger, reconcile
+    from kvexact.reference.ledgers import (
+        LedgerFixture,
+        LedgerRejection,
+        RequestView,
+        compute_ledger,
+        reconcile,
+    )
 
     L = LedgerRejection
     f = worked_fixture()
@@ -375,6 +386,11 @@ def ledger_validation() -> Rows:
         (attrs.evolve(f, cached_hash_block_ids=(100, 102)), (L.CACHED_HASH_NOT_FULL, "block 102")),
         (attrs.evolve(f, cached_hash_block_ids=(103,)), (L.CACHED_HASH_NOT_FULL, "block 103")),
     ]
+    big = _int("300")  # a block of 300 tokens, its count built at run time (not the literal's object)
+    large = LedgerFixture(row_bytes=1, block_tokens=big, requests=(RequestView("A", _int("300"), 300, (1,)),),
+                          valid_rows_by_block=((1, _int("300")),), pool_block_ids=(1, 2), cached_hash_block_ids=(1,),
+                          free_queue_block_ids=(2,), record_sizes=f.record_sizes)
+    rows_of.append((large, (None, "")))
     out: Rows = [("fixture rules", [_refusal(lambda x=x: compute_ledger(x)) for x, _e in rows_of],
                   [e for _x, e in rows_of])]
     claims = [({"unique_blocks": 6}, (L.UNIQUE_BLOCKS_MISCOUNTED, "unique_blocks: claimed 6, computed 3")),
