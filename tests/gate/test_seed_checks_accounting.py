@@ -176,6 +176,7 @@ MUTANTS = [
     (allocator, "Allocator.begin", 'paths = ("alloc",) if operation == "allocate" else ("new", "cow", "unique")',
      'paths = ("alloc",) if operation == "allocate" else ("alloc", "new", "cow", "unique")', "allocator plans"),
 ]
+NAMED = {(m, b, a) for m, _n, b, a, _c in MUTANTS[:5]}  # the five named survivors of seeds 71 and 81
 
 
 @pytest.mark.filterwarnings("ignore::SyntaxWarning")  # an `is` mutant compares with a literal on purpose
@@ -187,7 +188,8 @@ def test_a_mutant_fails_its_accounting_case(monkeypatch, module, name, before, a
     result = run_seed_case(case)
     assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
     assert case in result.detail
-    assert seed_checks.reference_seed(GateContext()).verdict is Verdict.FAILED
+    if (module, before, after) in NAMED:  # the whole quick check too (once per named survivor: it takes seconds)
+        assert seed_checks.reference_seed(GateContext()).verdict is Verdict.FAILED
 
 
 def test_begin_refuses_a_plan_of_unknown_paths_and_opens_nothing():
