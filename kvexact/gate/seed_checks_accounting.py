@@ -102,6 +102,8 @@ def telemetry_pool() -> Rows:
                 attrs.evolve(snap, block_states={**snap.block_states, 0: "broken"}))), (P, "block 0 in state 'broken'")),
             ("block 4 of 4 refused", _refusal(lambda: tm.reconcile_pool(
                 attrs.evolve(snap, block_states={**snap.block_states, 4: "free"}))), (P, "block 4 in state 'free'")),
+            ("block 5 of 4 refused", _refusal(lambda: tm.reconcile_pool(
+                attrs.evolve(snap, block_states={**snap.block_states, 5: "free"}))), (P, "block 5 in state 'free'")),
             ("block -1 refused", _refusal(lambda: tm.reconcile_pool(
                 attrs.evolve(snap, block_states={**snap.block_states, -1: "free"}))), (P, "block -1 in state 'free'")),
             ("states summing to 4 of 5 refused", _refusal(lambda: tm.reconcile_pool(attrs.evolve(snap, pool_blocks=5))),
@@ -1113,7 +1115,7 @@ def journal_digest() -> Rows:
     undone exactly back to a mark; deleting a missing key is a KeyError."""
     import hashlib
 
-    from kvexact.reference.pool import JDict, Journal
+    from kvexact.reference.pool import BlockPool, BlockRecord, GroupConfig, JDict, Journal
 
     def cell(table: str, key: Any, value: Any) -> int:
         return int.from_bytes(hashlib.sha256(f"{table}\x1f{key!r}\x1f{value!r}".encode()).digest(), "big")
@@ -1139,7 +1141,13 @@ def journal_digest() -> Rows:
     j.undo_to(m)
     undone = (j.digest(), dict(t.items()), len(u), j.mark())
     j.undo_to(0)
-    return [("empty digest", empty, digest()),
+    # a one-block pool: its record, the queue's two maps (the i-th release gets sequence number i, from 0) and ends
+    pj = Journal()
+    BlockPool(pj, GroupConfig(0, 0, 2, 8), [7])
+    pool_cells = (cell("g0/blocks", 7, BlockRecord(0)), cell("g0/queue_at", 0, 7), cell("g0/queue_seq", 7, 0),
+                  cell("g0/queue_ends", "head", 0), cell("g0/queue_ends", "next", 1))
+    rows_pool = [("a one-block pool's digest", pj.digest(), digest(*pool_cells))]
+    return rows_pool + [("empty digest", empty, digest()),
             ("after t[a] = 1", one, digest(cell("t", "a", 1))),
             ("after t[a] = 2, u[300] = x, del t[a]: digest, recomputed, writes, t, len u, 300 in u, keys", after,
              (digest(cell("u", 300, "x")), digest(cell("u", 300, "x")), 4, {}, 1, True, [300])),

@@ -111,6 +111,10 @@ MUTANTS = [
      'alloc.emit({"r": request_id, "j": logical_block % 1, "key": key})', "lifecycle trace params"),
     (lifecycle, "prefix_hit", 'alloc.emit({"r": request_id, "k": len(keys), "keys": tuple(keys)})',
      'alloc.emit({"r": request_id, "k": len(keys) + 1, "keys": tuple(keys)})', "lifecycle trace params"),
+    # survivors of the exploration sample of reference.telemetry + reference.pool, seed 1256
+    (pool, "BlockPool.__init__", 'self.q_ends["next"] = 0', 'self.q_ends["next"] = 1', "journal digest"),
+    (telemetry, "reconcile_pool", "if state not in by_state or not 0 <= block < snap.pool_blocks:",
+     "if state not in by_state or not 0 <= block is not snap.pool_blocks:", "telemetry pool"),
     (pool, "BlockPool.reserve", "self.blocks[block_id] = BlockRecord(generation=rec.generation + 1, reserved_by=txn_id)",
      "self.blocks[block_id] = BlockRecord(generation=rec.generation + 2, reserved_by=txn_id)", "pool queue"),
     (pool, "BlockPool.check_handle",
