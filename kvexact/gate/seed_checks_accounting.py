@@ -771,7 +771,7 @@ def allocator_self_check() -> Rows:
         (set_item("index", (0, "z"), h1), "index entry 'z' in group 0 names p0/g0/1@1, which does not carry it"),
         (bump, "incremental digest differs from the digest recomputed from scratch"),
     ]
-    got = []
+    got: list[str | None] = []
     for corrupt, _msg in cases:
         alloc, pool, rec = make()
         if corrupt is not None:
