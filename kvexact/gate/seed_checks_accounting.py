@@ -393,6 +393,11 @@ def ledger_validation() -> Rows:
                           valid_rows_by_block=((1, _int("300")),), pool_block_ids=(1, 2), cached_hash_block_ids=(1,),
                           free_queue_block_ids=(2,), record_sizes=f.record_sizes)
     rows_of.append((large, (None, "")))
+    # P = 3 (not a power of two): A's 5 rows see 5 - 3 = 2 rows of its second block, which holds 2
+    odd = LedgerFixture(row_bytes=1, block_tokens=3, requests=(RequestView("A", 5, 6, (1, 2)),),
+                        valid_rows_by_block=((1, 3), (2, 2)), pool_block_ids=(1, 2, 3), cached_hash_block_ids=(1,),
+                        free_queue_block_ids=(3,), record_sizes=f.record_sizes)
+    rows_of.append((odd, (None, "")))
     out: Rows = [("fixture rules", [_refusal(lambda x=x: compute_ledger(x)) for x, _e in rows_of],
                   [e for _x, e in rows_of])]
     claims = [({"unique_blocks": 6}, (L.UNIQUE_BLOCKS_MISCOUNTED, "unique_blocks: claimed 6, computed 3")),

@@ -87,6 +87,9 @@ MUTANTS = [
      "map_entries=refs, pool_descriptors=pool, cached_hashes=hashes, free_blocks=pool // unique,", "ledger figures"),
     (ledgers, "validate_fixture", "if not 1 <= v <= f.block_tokens:", "if not 1 <= v < f.block_tokens:",
      "ledger validation"),
+    # a survivor of the fresh sample of allocator + ledgers, seed 1257
+    (ledgers, "validate_fixture", "visible = min(f.block_tokens, r.rows_tokens - j * f.block_tokens)",
+     "visible = min(f.block_tokens, r.rows_tokens ^ j * f.block_tokens)", "ledger validation"),
     (ledgers, "validate_fixture", "if visible > v:", "if visible >= v:", "ledger validation"),
     (ledgers, "validate_fixture", "if len(set(free)) != len(free) or set(free) != pool - reachable:",
      "if len(set(free)) > len(free) or set(free) != pool - reachable:", "ledger validation"),
