@@ -288,6 +288,73 @@ def scopes_and_refusals() -> Rows:
              [(True, None, 4), (False, "UNAUTHORIZED_TENANT", 0), (True, None, 0)])]
 
 
+def pinned_defaults_and_refusals() -> Rows:
+    """notes/sglang.md §3: a fresh ``Req`` has matched, protected, inserted and owned nothing (every counter 0),
+    holds no row, node or lock, and has the default priority 0; §1: an edge's key and value have equal lengths,
+    so ``check_invariants`` refuses an edge whose value is longer, shorter or gone ("edge <id> key/value
+    lengths"). notes/vllm.md §1: block ids are ints in 0..num_blocks - 1; a negative id, the pool size, any id
+    above it, a bool and a non-int are refused as UNKNOWN_BLOCK naming the range. vLLM's ``free`` pops the
+    request's blocks and its cached-block count: freeing an unknown request is a no-op (the same state, no
+    blocks), a request with a cached-block count but no blocks is no longer running afterwards, and a request's
+    blocks are handed back tail first (55 tokens in 16-token blocks: blocks 1..4, freed 4, 3, 2, 1)."""
+    import attrs
+
+    from kvexact.reference.peers.sglang import RadixCache, Req
+    from kvexact.reference.peers.vllm import VllmConfig, VllmKVCacheManager
+    from kvexact.reference.peers.vllm_pool import _check_block, new_pool
+    from kvexact.reference.rejections import Rejected
+
+    fresh = Req("r", [1, 2])
+    defaults = (fresh.num_matched_prefix_tokens, fresh.cache_protected_len, fresh.cache_inserted_len,
+                fresh.owned_len, fresh.priority, fresh.output_ids, fresh.prefix_indices, fresh.req_pool_idx,
+                fresh.last_node, fresh.tree_lock, fresh.extra_key, fresh.cache_salt, fresh.logprob_start_len)
+    tree = RadixCache()
+    tree.insert([1, 2, 3], [11, 12, 13])
+    node = tree.nodes()[-1]
+    edges: list[str | None] = []
+    for value in ((11, 12, 13, 14), (11, 12), None, (21, 22, 23)):
+        saved, node.value = node.value, value
+        try:
+            tree.check_invariants()
+            edges.append(None)
+        except AssertionError as exc:
+            edges.append(str(exc))
+        finally:
+            node.value = saved
+    pool = new_pool(4)
+    ids: list[str | None] = []
+    for block_id in (-1, 0, 3, 4, 5, 1000, True, "1", 1.0):
+        try:
+            _check_block(pool, block_id)
+            ids.append(None)
+        except Rejected as exc:
+            ids.append(str(exc))
+    manager = VllmKVCacheManager.create(VllmConfig(11, 16))
+    request = manager.make_request("r0", [0] * 16 + [1] * 16 + [2] * 16 + [3] * 7)
+    manager, _ = manager.allocate_slots(request, 55)
+    same, unknown = manager.free("x")
+    tracked = attrs.evolve(manager, num_cached_block=(*manager.num_cached_block, ("t", 0)))
+    untracked, none_held = tracked.free("t")
+    freed, receipt = manager.free("r0")
+    refused = "PoolRejection.UNKNOWN_BLOCK: block {} not in 0..3"
+    return [("a fresh Req's matched, protected, inserted, owned lengths, priority, outputs, prefix, row, node, "
+             "lock, extra key, salt, logprob start", defaults, (0, 0, 0, 0, 0, [], (), None, None, None, None,
+                                                               None, None)),
+            ("check_invariants with the edge [1, 2, 3]'s value 4 long, 2 long, gone, 3 long",
+             edges, [f"edge {node.id} key/value lengths"] * 3 + [None]),
+            ("block ids -1, 0, 3, 4, 5, 1000, True, '1', 1.0 of a 4-block pool", ids,
+             [refused.format(-1), None, None, refused.format(4), refused.format(5), refused.format(1000),
+              refused.format(True), refused.format(repr("1")), refused.format(1.0)]),
+            ("free of unknown x: the same manager, receipt", (same is manager, unknown.request_id,
+                                                             unknown.freed_block_ids), (True, "x", ())),
+            ("free of t (a cached-block count, no blocks): t running before, after; blocks freed",
+             (tracked.is_running("t"), untracked.is_running("t"), none_held.freed_block_ids), (True, False, ())),
+            ("free of r0 (55 tokens, blocks 1..4): freed order, r0 running after, free blocks after",
+             (receipt.freed_block_ids, freed.is_running("r0"), freed.blocks_of("r0"), freed.pool.num_free_blocks),
+             ((4, 3, 2, 1), False, (), 10))]
+
+
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
          "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
-         "scopes and refusals": scopes_and_refusals}
+         "scopes and refusals": scopes_and_refusals,
+         "pinned defaults and refusals": pinned_defaults_and_refusals}

@@ -15,6 +15,7 @@ from kvexact.reference.peers import (
     sglang_adapter,
     sglang_protocol,
     sglang_stream,
+    vllm,
     vllm_adapter,
     vllm_hashing,
     vllm_hybrid,
@@ -24,7 +25,7 @@ from kvexact.reference.peers import (
 
 
 def test_every_peer_case_passes_and_is_registered():
-    assert len(seed_checks_peers.CASES) == 5
+    assert len(seed_checks_peers.CASES) == 6
     assert set(seed_checks_peers.CASES) <= set(seed_checks.SEED_CASES)
     for name in seed_checks_peers.CASES:
         result = run_seed_case(name)
@@ -82,6 +83,15 @@ SURVIVORS = [
     # killed since the sample by the block side's "peer units" (a float timeout: `^` raises TypeError)
     (vllm_wire, "Publisher.wait_for_subscriber", "if not self._sock.poll(int(timeout_s * 1000)):",
      "if not self._sock.poll(int(timeout_s ^ 1000)):", "peer units"),
+    # named survivors of issue #25 (i25k), closed by "pinned defaults and refusals"
+    (vllm, "VllmKVCacheManager.free", "if not self.is_running(request_id) and not blocks:",
+     "if not not self.is_running(request_id) and not blocks:", "pinned defaults and refusals"),
+    (sglang, "Req", "    num_matched_prefix_tokens: int = 0", "    num_matched_prefix_tokens: int = 1",
+     "pinned defaults and refusals"),
+    (sglang, "RadixCache.check_invariants", "and len(n.key) == len(n.value), f", "and len(n.key) <= len(n.value), f",
+     "pinned defaults and refusals"),
+    (vllm_pool, "_check_block", "or not 0 <= block_id < pool.num_blocks:", "or not 0 <= block_id is not pool.num_blocks:",
+     "pinned defaults and refusals"),
 ]
 
 
