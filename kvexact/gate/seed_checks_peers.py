@@ -354,7 +354,192 @@ def pinned_defaults_and_refusals() -> Rows:
              ((4, 3, 2, 1), False, (), 10))]
 
 
+def vllm_hybrid_finders() -> Rows:
+    """notes/vllm.md §2: a group of block size ``k * hash_block_size`` reads block j under fine hash ``(j + 1) * k
+    - 1`` (5 fine hashes at 16 read at 32: B, D; 7 read at 48: C, F). §3 and scenario 22 (the window finder
+    alone: 2-token blocks, window 4 so ceil(3 / 2) = 2 contiguous blocks, max_length twice the pattern, fine hash
+    i cached as block 10 + i where the pattern has a 1): 1 -> (2, [10]), 10 -> (2, [10]), 11 -> (4, [10, 11]),
+    1110 -> (6, [0, 11, 12]), 110100110111 -> (24, [0 x 10, 20, 21]), 11010011000 and 110100110001 -> (16,
+    [0 x 6, 16, 17]). Under an alignment of 4 tokens a run must end on a multiple of 4 (hand-derived: 1110 skips
+    block 2 and takes 10, 11: 4 tokens; 0111 -> [0, 0, 12, 13]: 8; 011 -> no run from block 0: 0). Full
+    attention stops at the first miss, reads at most max_length // block_size blocks, must hit in every group of
+    its bucket (group 1 cached as 20 + i) and rounds down to the alignment (hashes 0, 1, 2, 4 cached; hand-
+    derived). The coordinator, scenario 17 (full attention + two windows of 32 at 16, each prompt published in
+    group order, so C48 + [3] * 7 takes blocks 1-3, 4-6, 7-9 of an 11-block pool): C48 + [3] * 5 (cap 52) hits 48
+    = ((1, 2, 3), (0, 5, 6), (0, 8, 9)); with group 1's block 5 removed the window buckets keep only the run from
+    block 0 (16 tokens: (1,), (4,), (7,)) and 48 - 16 = 32 tokens of full attention are left uncached.
+    Scenario 18 (full attention at 32, a window of 32 at 16, 112 of 160 distinct tokens published: 96 cacheable,
+    blocks 1-3 and 4-9): its first 113 tokens hit 96 = ((1, 2, 3), (0, 0, 0, 0, 8, 9)); without the window keys
+    of fine hashes 5 and 6 (block 9; hash 6 was never cached) the window run is 6, 7 ending at 64, and full
+    attention is cut to 2 blocks, 32 tokens uncached. With three buckets the loop repeats (hand-derived): the
+    window of 6 lowers 16 to 12 (run 3-5), the window of 4 then lowers 12 to 10 (run 3, 4, its block 5 gone), the
+    third pass changes nothing: 10 tokens, full attention cut to 5 blocks, 16 - 10 = 6 uncached. ``publish_request``
+    reuses its own hit and caches up to the lcm (4): 10 tokens cache fine hashes 0-3 in group 0 (blocks 1-4) and
+    views 0, 1 (fine 1, 3) in the window group (5, 6); 14 tokens then hit 8 and cache fine 4, 5 (7, 8) and view 2
+    (fine 5: 9). ``evict_block`` drops one identity, and nothing for a view index past the end."""
+    from kvexact.reference.peers.vllm_hashing import BlockHasher, key_with_group, split_key
+    from kvexact.reference.peers.vllm_hybrid import (
+        GroupSpec,
+        evict_block,
+        full_attention_hit,
+        hash_view,
+        publish_request,
+        sliding_window_hit,
+        stored_then_lookup,
+    )
+    from kvexact.reference.peers.vllm_pool import insert_cached, new_pool
+
+    fine = [bytes([65 + i]) for i in range(7)]
+
+    def cached(pattern: str, groups: int = 1) -> tuple[Any, list[bytes]]:
+        pool, hashes = new_pool(40), [bytes([i]) * 8 for i in range(len(pattern))]
+        for i, bit in enumerate(pattern):
+            for g in range(groups) if bit == "1" else ():
+                pool = insert_cached(pool, 10 * (g + 1) + i, key_with_group(hashes[i], g))
+        return pool, hashes
+
+    def window(pattern: str, alignment: int) -> tuple[int, list[int]]:
+        pool, hashes = cached(pattern)
+        blocks, hit = sliding_window_hit(pool, hashes, [0], 2, 4, 2 * len(pattern), alignment)
+        return hit, blocks[0]
+
+    notes22 = ["1", "10", "11", "1110", "110100110111", "11010011000", "110100110001"]
+    both, hashes = cached("11101", groups=2)
+    one_group, _ = cached("11101")
+    both = insert_cached(both, 39, key_with_group(hashes[1], 0))  # a second block under hash 1, group 0
+    fa = [full_attention_hit(one_group, hashes, [0], 2, 10, 2), full_attention_hit(one_group, hashes, [0], 2, 10, 4),
+          full_attention_hit(one_group, hashes, [0], 2, 5, 2), full_attention_hit(both, hashes, [0, 1], 2, 10, 2),
+          full_attention_hit(one_group, hashes, [1], 2, 10, 2)]
+    s17 = [GroupSpec(16), GroupSpec(16, 32), GroupSpec(16, 32)]
+    c48 = [0] * 16 + [1] * 16 + [2] * 16
+    s18, t = [GroupSpec(32), GroupSpec(16, 32)], list(range(160))
+    hits = [stored_then_lookup(s17, [c48 + [3] * 7], [], c48 + [3] * 5),
+            stored_then_lookup(s17, [c48 + [3] * 7], [(0, 1, 1)], c48 + [3] * 5),
+            stored_then_lookup(s18, [t[:112]], [], t[:113]),
+            stored_then_lookup(s18, [t[:112]], [(0, 1, 5), (0, 1, 6)], t[:113])]
+    loop = stored_then_lookup([GroupSpec(2), GroupSpec(2, 4), GroupSpec(2, 6)], [list(range(16))],
+                              [(0, 1, 5), (0, 2, 6)], list(range(17)))
+    pub_specs, hasher = [GroupSpec(2), GroupSpec(4, 8)], BlockHasher(2)
+    stream = hasher.hashes(list(range(14)))
+    pool = publish_request(new_pool(30), pub_specs, hasher.hashes(list(range(10))), 2, 10)
+    pool = publish_request(pool, pub_specs, stream, 2, 14)
+    published = [None if k is None else (stream.index(split_key(k)[0]), split_key(k)[1]) for k in pool.block_key]
+    gone = evict_block(pool, pub_specs[1], 1, stream, 2, 1)
+    evicted = [(i, None if gone.block_key[i] is None else "kept" if gone.block_key[i] == pool.block_key[i] else "?")
+               for i in range(1, 10)]
+    same = evict_block(pool, pub_specs[1], 1, stream, 2, 3)
+    return [("hash views of 5 fine hashes at 16 -> 32, 16 -> 16; of 7 at 16 -> 48",
+             [hash_view(fine[:5], 16, 32), hash_view(fine[:5], 16, 16), hash_view(fine, 16, 48)],
+             [(b"B", b"D"), tuple(fine[:5]), (b"C", b"F")]),
+            ("scenario 22 window finds (hit tokens, blocks)", [window(p, 2) for p in notes22],
+             [(2, [10]), (2, [10]), (4, [10, 11]), (6, [0, 11, 12]), (24, [0] * 10 + [20, 21]),
+              (16, [0] * 6 + [16, 17]), (16, [0] * 6 + [16, 17])]),
+            ("window finds of 1110, 0111, 011 aligned to 4 tokens", [window(p, 4) for p in ("1110", "0111", "011")],
+             [(4, [10, 11]), (8, [0, 0, 12, 13]), (0, [])]),
+            ("full attention over 11101 (2-token blocks): max 10 align 2, align 4, max 5, groups 0 and 1, group 1 "
+             "alone", [(h, b) for b, h in fa],
+             [(6, [[10, 11, 12]]), (4, [[10, 11]]), (4, [[10, 11]]), (6, [[10, 11, 12], [20, 21, 22]]), (0, [[]])]),
+            ("three buckets (full attention, windows 4 and 6 at 2 tokens; 16 tokens published in blocks 1-8, "
+             "9-16, 17-24; window-4 block 5 and window-6 block 6 gone), 17-token query: (hit, blocks, uncached)",
+             (loop.hit_length, loop.blocks_by_group, loop.uncached_common_prefix),
+             (10, ((1, 2, 3, 4, 5), (0, 0, 0, 12, 13), (0, 0, 19, 20, 21)), 6)),
+            ("publish 10 then 14 tokens (full attention at 2, a window of 8 at 4; 30 blocks): each block's (fine "
+             "hash, group), free blocks; evict window view 1 (block 6), view 3 (none: the same pool)",
+             (published, pool.num_free_blocks, evicted, same is pool),
+             ([None, (0, 0), (1, 0), (2, 0), (3, 0), (1, 1), (3, 1), (4, 0), (5, 0), (5, 1)] + [None] * 20, 20,
+              [(i, None) if i == 6 else (i, "kept") for i in range(1, 10)], True)),
+            ("scenario 17 C48 + [3] * 5, then without group 1's block 1; scenario 18 first 113 tokens, then without "
+             "window hashes 5, 6: (hit, blocks, uncached)",
+             [(h.hit_length, h.blocks_by_group, h.uncached_common_prefix) for h in hits],
+             [(48, ((1, 2, 3), (0, 5, 6), (0, 8, 9)), 0), (16, ((1,), (4,), (7,)), 32),
+              (96, ((1, 2, 3), (0, 0, 0, 0, 8, 9)), 0), (64, ((1, 2), (0, 0, 6, 7)), 32)])]
+
+
+def vllm_hashing_pinned() -> Rows:
+    """notes/vllm.md §2, the formula itself: a block hash is ``sha256(pickle.dumps((parent, tuple(tokens),
+    extra_keys), protocol=5))`` with NONE_HASH (``sha256(pickle("vllm-none-hash"))``, or of ``$PYTHONHASHSEED`` when
+    given) for any falsy parent; only full blocks are hashed, and a continuation picks up after the blocks already
+    hashed. Extra keys, in order: LoRA on every block, each overlapping multimodal item at its block-relative
+    offset (the scan index advances past an item that ends inside the block and stays on one that continues),
+    the cache salt on block 0 only, the prompt-embedding digest (sha256 of the rows' bytes); None when there are
+    none. Events publish them untagged. Refusals (HashRejection, with the value named): block sizes 0, -1, True,
+    2.0; a token that is not an int (bools included, the first one named); group ids -1, 2**32 and '1' (0 and
+    2**32 - 1 fit in the 4 big-endian bytes); a prefix-cache key of 4 bytes or fewer. ``external_hash`` keeps the low 64 bits, big-endian."""
+    import hashlib
+    import pickle
+
+    import numpy as np
+
+    from kvexact.reference.peers import vllm_hashing as vh
+    from kvexact.reference.rejections import Rejected
+
+    def sha(obj: Any) -> bytes:
+        return hashlib.sha256(pickle.dumps(obj, protocol=5)).digest()
+
+    def refused(call: Any) -> str | None:
+        try:
+            call()
+            return None
+        except Rejected as exc:
+            return str(exc)
+
+    none = sha("vllm-none-hash")
+    hasher = vh.BlockHasher(3)
+    tokens = list(range(10, 20))
+    b0 = sha((none, (10, 11, 12), None))
+    b1 = sha((b0, (13, 14, 15), None))
+    b2 = sha((b1, (16, 17, 18), None))
+    first, keys = hasher.extend(tokens[:7], vh.NO_EXTRAS, (), ())
+    more, more_keys = hasher.extend(tokens, vh.NO_EXTRAS, first, keys)
+    lora = vh.LoraRef("n", "/p", 7)
+    mm = (vh.MMFeature("a", 1, 2), vh.MMFeature("b", 2, 5), vh.MMFeature("c", 9, 1))
+    embeds = np.arange(20, dtype=np.float32).reshape(10, 2)
+    extras = vh.RequestExtras(lora=lora, mm=mm, cache_salt="s", prompt_embeds=embeds)
+
+    def digest(a: int, b: int) -> tuple[str, bytes]:
+        return ("prompt_embeds", hashlib.sha256(embeds[a:b].tobytes()).digest())
+
+    _, all_keys = hasher.extend(tokens, extras, (), ())
+    scans = [vh.block_extra_keys(vh.RequestExtras(mm=mm), a, a + 3, i) for a, i in ((0, 0), (3, 1), (6, 1), (9, 2))]
+    return [("NONE_HASH; with hash seed 'x'", (hasher.none_hash, vh.none_hash(vh.HashAlgo.SHA256, "x")),
+             (none, sha("x"))),
+            ("hashes of 7 tokens in 3-token blocks; continued to 10 tokens; block 0 with parent b'' ",
+             (first, more, hasher.hash_block(b"", (10, 11, 12), None)), ((b0, b1), (b0, b1, b2), b0)),
+            ("extra keys of the 3 blocks: none; continued", (keys, more_keys), ((None, None), (None, None, None))),
+            ("extra keys of blocks [0, 3), [3, 6), [6, 9) with LoRA, items a [1, 3), b [2, 7), c [9, 10), salt, "
+             "embeddings", all_keys,
+             ((("lora", "n", "/p"), ("mm", "a", 1), ("mm", "b", 2), ("cache_salt", "s"), digest(0, 3)),
+              (("lora", "n", "/p"), ("mm", "b", -1), digest(3, 6)),
+              (("lora", "n", "/p"), ("mm", "b", -4), digest(6, 9)))),
+            ("mm keys and next scan index of blocks at 0, 3, 6, 9 (3 tokens)", scans,
+             [((("mm", "a", 1), ("mm", "b", 2)), 1), ((("mm", "b", -1),), 1), ((("mm", "b", -4),), 2),
+              ((("mm", "c", 0),), 3)]),
+            ("first overlapping item of a [1, 3), b [2, 7), c [9, 10) from token 0, 2, 3, 7, 9, 10",
+             [vh.first_overlapping_item(mm, t) for t in (0, 2, 3, 7, 9, 10)], [0, 0, 1, 2, 2, 3]),
+            ("untagged keys: None; LoRA, mm, salt", (vh.untagged(None), vh.untagged(
+                (("lora", "n", "/p"), ("mm", "a", -2), ("cache_salt", "s")))), (None, ("n", ("a", -2), "s"))),
+            ("block sizes 0, -1, True, 2.0 refused",
+             [refused(lambda b=b: vh.BlockHasher(b)) for b in (0, -1, True, 2.0)],
+             [f"HashRejection.BAD_BLOCK_SIZE: block_size={b!r}" for b in (0, -1, True, 2.0)]),
+            ("tokens [1, True, 2.5], [1, '2'] refused naming the first bad one",
+             [refused(lambda t=t: hasher.hashes(t)) for t in ([1, True, 2.5], [1, "2"])],
+             ["HashRejection.BAD_TOKEN: non-int token id True", "HashRejection.BAD_TOKEN: non-int token id '2'"]),
+            ("group ids -1, 2**32, '1' refused; 2**32 - 1, 0 keyed",
+             [refused(lambda g=g: vh.key_with_group(b"h", g)) for g in (-1, 2 ** 32, "1")]
+             + [vh.key_with_group(b"h", 2 ** 32 - 1), vh.key_with_group(b"h", 0)],
+             [f"HashRejection.BAD_GROUP_ID: group id {g!r}" for g in (-1, 2 ** 32, "1")]
+             + [b"h\xff\xff\xff\xff", b"h\x00\x00\x00\x00"]),
+            ("split of a 4-byte key refused; of h + group 65536",
+             (refused(lambda: vh.split_key(b"abcd")), vh.split_key(b"h\x00\x01\x00\x00")),
+             ("HashRejection.BAD_KEY: key of 4 bytes", (b"h", 65536))),
+            ("external hash of 9 bytes 01..09: as int, raw", (vh.external_hash(bytes(range(1, 10))),
+                                                               vh.external_hash(bytes(range(1, 10)), False)),
+             (int.from_bytes(bytes(range(2, 10)), "big"), bytes(range(1, 10))))]
+
+
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
          "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
          "scopes and refusals": scopes_and_refusals,
-         "pinned defaults and refusals": pinned_defaults_and_refusals}
+         "pinned defaults and refusals": pinned_defaults_and_refusals,
+         "vllm hybrid finders": vllm_hybrid_finders,
+         "vllm hashing pinned": vllm_hashing_pinned}
