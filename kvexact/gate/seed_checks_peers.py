@@ -376,10 +376,12 @@ def vllm_hybrid_finders() -> Rows:
     third pass changes nothing: 10 tokens, full attention cut to 5 blocks, 16 - 10 = 6 uncached. ``publish_request``
     reuses its own hit and caches up to the lcm (4): 10 tokens cache fine hashes 0-3 in group 0 (blocks 1-4) and
     views 0, 1 (fine 1, 3) in the window group (5, 6); 14 tokens then hit 8 and cache fine 4, 5 (7, 8) and view 2
-    (fine 5: 9). ``evict_block`` drops one identity, and nothing for a view index past the end."""
+    (fine 5: 9). ``evict_block`` drops one identity, and nothing for a view index past the end. Trimming to the
+    alignment pops whole blocks from every group until the hit (blocks x block size) is a multiple of it."""
     from kvexact.reference.peers.vllm_hashing import BlockHasher, key_with_group, split_key
     from kvexact.reference.peers.vllm_hybrid import (
         GroupSpec,
+        _trim_to_alignment,
         evict_block,
         full_attention_hit,
         hash_view,
@@ -428,7 +430,14 @@ def vllm_hybrid_finders() -> Rows:
     evicted = [(i, None if gone.block_key[i] is None else "kept" if gone.block_key[i] == pool.block_key[i] else "?")
                for i in range(1, 10)]
     same = evict_block(pool, pub_specs[1], 1, stream, 2, 3)
-    return [("hash views of 5 fine hashes at 16 -> 32, 16 -> 16; of 7 at 16 -> 48",
+    trims = []
+    for groups, size, alignment in (([[1, 2, 3], [4, 5, 6]], 2, 4), ([[1, 2, 3]], 2, 2), ([[1, 2, 3, 4, 5]], 2, 8),
+                                    ([[1]], 4, 4), ([[1, 2, 3]], 4, 8), ([[]], 2, 4)):
+        _trim_to_alignment(groups, size, alignment)
+        trims.append(groups)
+    return [("trim to alignment: 3 blocks of 2 to 4 tokens (two groups), to 2; 5 blocks of 2 to 8; 1 of 4 to 4; "
+             "3 of 4 to 8; none", trims, [[[1, 2], [4, 5]], [[1, 2, 3]], [[1, 2, 3, 4]], [[1]], [[1, 2]], [[]]]),
+            ("hash views of 5 fine hashes at 16 -> 32, 16 -> 16; of 7 at 16 -> 48",
              [hash_view(fine[:5], 16, 32), hash_view(fine[:5], 16, 16), hash_view(fine, 16, 48)],
              [(b"B", b"D"), tuple(fine[:5]), (b"C", b"F")]),
             ("scenario 22 window finds (hit tokens, blocks)", [window(p, 2) for p in notes22],
@@ -537,9 +546,116 @@ def vllm_hashing_pinned() -> Rows:
              (int.from_bytes(bytes(range(2, 10)), "big"), bytes(range(1, 10))))]
 
 
+def vllm_pool_pinned() -> Rows:
+    """notes/vllm.md §1, §4-§6 and scenarios 19-21. The free queue (scenario 20, blocks 0-4): popleft -> 0;
+    remove 2 -> [1, 3, 4]; append 2 -> [1, 3, 4, 2]; prepend_n [5, 0] -> [5, 0, 1, 3, 4, 2]; popleft_n(3) ->
+    [5, 0, 1], 3 left; an empty popleft, popleft_n past the length, removing an absent block, adding a present
+    or repeated one and a negative / bool / float count are refused by name with the values. The map (scenario
+    19): K <- b0, K <- b1: get_one b0; pop(K, 7) None; pop(K, 0) b0; get_one b1; pop(K, 1) empties it. The pool
+    (scenario 21, 8 blocks, 2-token blocks): [1..7]; get_new_blocks(4) -> [1, 2, 3, 4]; caching the first 2 then
+    free_blocks([4, 3, 2, 1]) -> [4, 3, 5, 6, 7, 2, 1] (unhashed prepended, hashed appended, in walk order);
+    get_new_blocks(99) refused "Cannot get 99 free blocks from the pool". Usage = 1 - free / (blocks - 1) (0.0
+    for a 1-block pool). cache_full_blocks publishes one BlockStored per call (hashes of blocks
+    [cached, full), parent = block cached - 1's hash, their tokens, untagged extra keys, the group), as the
+    low 64 bits unless raw hashes are asked for; popping a cached block for reuse evicts its identity (one
+    BlockRemoved); reset is refused while a block is held and otherwise clears every identity (AllBlocksCleared)
+    without reordering the queue; touch skips the null block and takes a free block out of the queue. With
+    caching off, freed blocks all go to the front and popped blocks keep no identity."""
+    from kvexact.reference.peers import vllm_pool as vp
+    from kvexact.reference.peers.vllm_hashing import external_hash, key_with_group
+    from kvexact.reference.rejections import Rejected
+
+    def refused(call: Any) -> str | None:
+        try:
+            call()
+            return None
+        except Rejected as exc:
+            return str(exc)
+
+    q0 = vp.FreeQueue(range(5))
+    q1, head = q0.popleft()
+    q2 = q1.remove(2)
+    q3 = q2.append(2)
+    q4 = q3.prepend_n([5, 0])
+    q5, taken = q4.popleft_n(3)
+    queue_refusals = [refused(c) for c in (lambda: vp.FreeQueue().popleft(), lambda: q5.popleft_n(4),
+                                           lambda: q5.remove(9), lambda: q5.append_n([3]),
+                                           lambda: q5.prepend_n([7, 7]), lambda: q5.popleft_n(-1),
+                                           lambda: q5.popleft_n(True), lambda: q5.popleft_n(1.0))]
+    m1 = vp.HashToBlockMap().insert(b"K", 0).insert(b"K", 1)
+    m2, miss = m1.pop(b"K", 7)
+    m3, hit = m2.pop(b"K", 0)
+    m4, last = m3.pop(b"K", 1)
+    pool = vp.new_pool(8, enable_events=True)
+    usage = [pool.usage()]
+    pool, got = vp.get_new_blocks(pool, 4)
+    usage.append(pool.usage())
+    hashes = tuple(bytes([i]) * 9 for i in range(4))
+    source = vp.CacheSource(tuple(range(100, 108)), hashes, (None, (("mm", "a", -1),), (("cache_salt", "s"),), None),
+                            lora_id=3, lora_name="L")
+    pool = vp.cache_full_blocks(pool, source, got, 0, 1, 2, 5)
+    pool = vp.cache_full_blocks(pool, source, got, 1, 2, 2, 5)
+    unchanged = vp.cache_full_blocks(pool, source, got, 2, 2, 2, 5) is pool
+    pool, stored = vp.take_events(pool)
+    held, reset_done = vp.reset_prefix_cache(pool)
+    unchanged_reset = held is pool
+    pool = vp.free_blocks(pool, [4, 3, 2, 1])
+    order = pool.free.blocks
+    reused, popped = vp.get_new_blocks(pool, 3)  # 4, 3, 5: no identities; then 6, 7, 2 evicts 2's
+    reused, popped2 = vp.get_new_blocks(reused, 3)
+    reused, removed = vp.take_events(reused)
+    raw = vp.cache_full_blocks(vp.new_pool(4, enable_events=True, use_int_block_hashes=False), source, (1, 2), 0, 2,
+                               2)
+    cleared, done = vp.reset_prefix_cache(vp.free_blocks(raw, []))
+    touched = vp.touch(vp.new_pool(4), [0, 2, 2])
+    off = vp.new_pool(5, enable_caching=False)
+    off, ids = vp.get_new_blocks(off, 3)
+    off = vp.free_blocks(off, [1, 2])
+    k0, k1 = (key_with_group(h, 5) for h in hashes[:2])
+    return [("queue: popleft, remove 2, append 2, prepend [5, 0], popleft_n(3)",
+             (head, q2.blocks, q3.blocks, q4.blocks, taken, len(q5)),
+             (0, (1, 3, 4), (1, 3, 4, 2), (5, 0, 1, 3, 4, 2), (5, 0, 1), 3)),
+            ("queue refusals", queue_refusals,
+             ["PoolRejection.NO_FREE_BLOCKS: No free blocks available",
+              "PoolRejection.CANNOT_GET_FREE_BLOCKS: popleft_n(4) with 3 free", "PoolRejection.BLOCK_NOT_FREE: remove(9)",
+              "PoolRejection.BLOCK_ALREADY_FREE: blocks [3] (present: [3])",
+              "PoolRejection.BLOCK_ALREADY_FREE: blocks [7, 7] (present: [])", "PoolRejection.BAD_COUNT: count -1",
+              "PoolRejection.BAD_COUNT: count True", "PoolRejection.BAD_COUNT: count 1.0"]),
+            ("map: get_one, pop 7, pop 0, get_one, pop 1, entries left",
+             (m1.get_one(b"K"), miss, m2 is m1, hit, m3.get_one(b"K"), last, len(m4), m4.get_one(b"K")),
+             (0, None, True, 0, 1, 1, 0, None)),
+            ("pool sizes 0, True, 2.0 refused", [refused(lambda n=n: vp.new_pool(n)) for n in (0, True, 2.0)],
+             [f"PoolRejection.BAD_POOL_SIZE: num_blocks={n!r}" for n in (0, True, 2.0)]),
+            ("usage of 8 blocks: fresh, with 4 taken; of a 1-block pool", usage + [vp.new_pool(1).usage()],
+             [0.0, 1 - 3 / 7, 0.0]),
+            ("get_new_blocks(4) of [1..7]; free [4, 3, 2, 1] with 1, 2 cached -> queue", (got, order),
+             ((1, 2, 3, 4), (4, 3, 5, 6, 7, 2, 1))),
+            ("the two BlockStored events (blocks 0, then 1, group 5), nothing for 2..2",
+             (stored, unchanged),
+             ((vp.BlockStored((external_hash(hashes[0]),), None, (100, 101), 2, 3, "L", (None,), 5),
+               vp.BlockStored((external_hash(hashes[1]),), external_hash(hashes[0]), (102, 103), 2, 3, "L",
+                              ((("a", -1),),), 5)), True)),
+            ("reset with blocks held: refused, the same pool", (reset_done, unchanged_reset), (False, True)),
+            ("reuse 3 then 3 more: popped, events (block 2's identity evicted), block 2's key, map",
+             (popped, popped2, removed, reused.block_key[2], reused.cached.as_dict()),
+             ((4, 3, 5), (6, 7, 2), (vp.BlockRemoved((external_hash(hashes[1]),), 5),), None, {k0: (1,)})),
+            ("raw hashes: the event of blocks 0, 1 (group 0); reset: done, keys, queue, events",
+             (raw.events, done, cleared.block_key, cleared.free.blocks, cleared.events[-1:]),
+             ((vp.BlockStored(hashes[:2], None, (100, 101, 102, 103), 2, 3, "L", (None, (("a", -1),)), 0),), True,
+              (None,) * 4, (1, 2, 3), (vp.AllBlocksCleared(),))),
+            ("touch null 0, free 2 twice of a 4-block pool: refs, queue", (touched.ref_cnt, touched.free.blocks),
+             ((0, 0, 2, 0), (1, 3))),
+            ("caching off: take 3, free [1, 2]: queue, keys", (ids, off.free.blocks, off.block_key),
+             ((1, 2, 3), (1, 2, 4), (None,) * 5)),
+            ("cache_full_blocks past the hashes refused", refused(
+                lambda: vp.cache_full_blocks(vp.new_pool(8), source, (1, 2, 3, 4, 5), 0, 5, 2)),
+             "PoolRejection.BAD_COUNT: num_full_blocks=5 with 4 hashes, 5 blocks")]
+
+
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
          "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
          "scopes and refusals": scopes_and_refusals,
          "pinned defaults and refusals": pinned_defaults_and_refusals,
          "vllm hybrid finders": vllm_hybrid_finders,
-         "vllm hashing pinned": vllm_hashing_pinned}
+         "vllm hashing pinned": vllm_hashing_pinned,
+         "vllm pool pinned": vllm_pool_pinned}
