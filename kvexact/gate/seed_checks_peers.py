@@ -652,10 +652,144 @@ def vllm_pool_pinned() -> Rows:
              "PoolRejection.BAD_COUNT: num_full_blocks=5 with 4 hashes, 5 blocks")]
 
 
+def sglang_tree_pinned() -> Rows:
+    """notes/sglang.md §1-§5 on hand-traced trees (page size 1 unless said, the profile's counter clock: each
+    reading is the next integer from 1, the root taking 1). §4's ranking (smallest evicted first) of a node with
+    hit count 3, priority 2, created at 5, last used at 7: lru 7, lfu (3, 7), fifo 5, mru -7, filo -5, priority
+    (2, 7), slru (hit count >= threshold 2: 1, 7) and (0, 7) under threshold 4; tlru is refused as not reproduced,
+    an unknown name with the known ones; names are lower-cased, and a disabled cache uses lru whatever is asked.
+    Inserting [1, 2, 3, 4] (clock 2; leaf 1 made at 3) and matching [1, 2, 9] (clock 4) splits the edge at 2: the
+    new upper node 2 is made at 5, takes [1, 2] / slots 11, 12 and copies the hit count 1; the leaf keeps [3, 4],
+    made at 3 and used at 4. Locking the leaf moves both edges to protected (delta -4; unlocking moves them back, +4),
+    a second lock on the upper node moves nothing, each unlock moves back only what reaches lock 0, and an extra unlock drives both locks to -1
+    with no size change. Eviction frees whole leaves in policy order, a parent left childless joins the heap
+    (lru: [5] then [7], [1, 2]; mru: [7], then [1, 2], [5]). Insert: priorities only rise along the path (the
+    root's too); too few slots, a disabled cache, page-aligned keys; a leaf its parent no longer holds and a node
+    of another tree are refused by name. ``pretty_print`` lists edges (first 10 units) with their locks, then the
+    token count."""
+    import sys
+
+    from kvexact.reference.peers import sglang as sg
+    from kvexact.reference.rejections import Rejected
+
+    def refused(call: Any) -> str | None:
+        try:
+            call()
+            return None
+        except Rejected as exc:
+            return str(exc)
+
+    node = sg.TreeNode(9, 5, priority=2)
+    node.hit_count, node.last_access_time = 3, 7
+    ranks = [sg.eviction_priority(p)(node) for p in ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru")]
+    ranks.append(sg.eviction_priority("slru", 4)(node))
+    policy_refusals = [refused(lambda p=p: sg.eviction_priority(p)) for p in ("tlru", "bogus")]
+    names = (sg.RadixCache(eviction_policy="LFU").eviction_policy,
+             sg.RadixCache(disable=True, eviction_policy="bogus").eviction_policy)
+    c = sg.RadixCache()
+    root = c.root_node
+    fresh = (root.id, root.lock_ref, root.priority, root.creation_time, c.sizes(), dict(c.evictable_leaves))
+    first = c.insert([1, 2, 3, 4], [11, 12, 13, 14])
+    leaf = first.last_device_node
+    assert leaf is not None
+    m = c.match_prefix([1, 2, 9])
+    upper = m.last_device_node
+    split = (m.device_prefix_len, upper.id, upper.creation_time, upper.last_access_time, upper.hit_count,
+             upper.key.units, upper.value, leaf.id, leaf.creation_time, leaf.last_access_time, leaf.key.units,
+             leaf.value, leaf.parent is upper, root.last_access_time, m.last_host_node is upper)
+    deltas = [c.inc_lock_ref(leaf).delta, c.dec_lock_ref(leaf).delta]
+    held = c.lock(leaf)
+    deltas.append(c.inc_lock_ref(upper).delta)
+    sizes = [c.sizes()]
+    deltas += [c.unlock(held).delta, c.dec_lock_ref(upper).delta]
+    sizes.append(c.sizes())
+    deltas.append(c.dec_lock_ref(leaf).delta)
+    sizes.append(c.sizes())
+    after = (held.node is leaf, leaf.lock_ref, upper.lock_ref, list(c.evictable_leaves) == [leaf])
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.freed: list[tuple[tuple[int, ...], int]] = []
+
+        def free_segment(self, slots: Any, start_pos: int = 0) -> None:
+            self.freed.append((tuple(slots), start_pos))
+
+    evictions = []
+    for policy in ("lru", "mru"):
+        rec = Recorder()
+        t = sg.RadixCache(allocator=rec, eviction_policy=policy)
+        t.insert([1, 2], [11, 12])
+        t.insert([5], [15])
+        t.insert([1, 2, 7], [11, 12, 17])
+        evictions.append((t.evict(1), t.sizes(), t.evict(10), t.sizes(), rec.freed))
+    p = sg.RadixCache()
+    p.insert([1, 2], priority=3)
+    p.insert([1, 2, 3], priority=5)
+    again = p.insert([1, 2], priority=1)
+    prio = (p.root_node.priority, [n.priority for n in p.nodes()], again.prefix_len, again.last_device_node.key.units
+            if again.last_device_node else None)
+    off = sg.RadixCache(disable=True)
+    disabled = (off.insert([1]).prefix_len, off.insert([1]).last_device_node, off.match_prefix([1]).device_prefix_len,
+                off.evict(5), off.inc_lock_ref(off.root_node).delta, off.sizes())
+    paged = sg.RadixCache(page_size=2)
+    paged_insert = paged.insert([1, 2, 3])
+    paged_rows = (paged_insert.prefix_len, paged.tree_slots(), paged.match_prefix([1, 2, 3]).device_prefix_len,
+                  paged.match_prefix([1]).device_prefix_len, paged.match_prefix([1, 3]).device_prefix_len)
+    orphan_tree = sg.RadixCache()
+    orphan = orphan_tree.insert([4, 5]).last_device_node
+    assert orphan is not None
+    orphan_tree.root_node.children.clear()
+    other = sg.RadixCache()
+    stranger = other.insert([6]).last_device_node
+    shown = sg.RadixCache()
+    shown.insert(list(range(12)))
+    shown.insert([*range(12), 99])
+    shown.lock(shown.nodes()[-1])
+    return [("rankings lru, lfu, fifo, mru, filo, priority, slru (2), slru (4)", ranks,
+             [7, (3, 7), 5, -7, -5, (2, 7), (1, 7), (0, 7)]),
+            ("policies tlru, bogus refused", policy_refusals,
+             ["SGLangRejection.POLICY_NOT_REPRODUCED: eviction policy 'tlru'",
+              "SGLangRejection.UNKNOWN_EVICTION_POLICY: eviction policy 'bogus'; known: ['fifo', 'filo', 'lfu', 'lru', "
+              "'mru', 'priority', 'slru']"]),
+            ("policy names LFU; bogus when disabled", names, ("lfu", "lru")),
+            ("page sizes 0, '2' refused", [refused(lambda n=n: sg.RadixCache(page_size=n)) for n in (0, "2")],
+             ["SGLangRejection.BAD_PAGE_SIZE: page_size=0", "SGLangRejection.BAD_PAGE_SIZE: page_size='2'"]),
+            ("fresh root: id, lock, priority, made at, sizes, evictable leaves", fresh,
+             (0, 1, -sys.maxsize, 1, (0, 0, 0), {})),
+            ("first insert: prefix, leaf id, hit count, made at", (first.prefix_len, leaf.id, leaf.hit_count,
+                                                                   leaf.creation_time), (0, 1, 1, 3)),
+            ("match [1, 2, 9]: matched, upper id, made, used, hits, key, value; leaf id, made, used, key, value, "
+             "parent; root used; host node", split,
+             (2, 2, 5, 5, 1, (1, 2), (11, 12), 1, 3, 4, (3, 4), (13, 14), True, 4, True)),
+            ("inc, dec of the leaf; then lock leaf, inc upper, unlock leaf, dec upper, extra dec of leaf: deltas",
+             deltas, [-4, 4, 0, 2, 2, 0]),
+            ("sizes after the two locks, after both unlocks, after the extra unlock", sizes,
+             [(4, 0, 4), (4, 4, 0), (4, 4, 0)]),
+            ("after the extra unlock: lock node, leaf and upper locks, evictable leaves = [leaf]", after,
+             (True, -1, -1, True)),
+            ("evict 1 then 10 of [1, 2] + [7], [5] (lru, mru): freed, sizes, freed, sizes, segments", evictions,
+             [(1, (3, 3, 0), 3, (0, 0, 0), [((15,), 0), ((17,), 0), ((11, 12), 0)]),
+              (1, (3, 3, 0), 3, (0, 0, 0), [((17,), 0), ((11, 12), 0), ((15,), 0)])]),
+            ("priorities 3, 5, then 1: root, nodes; the last insert's prefix and node", prio,
+             (5, [5, 5], 2, (1, 2))),
+            ("disabled: insert prefix, node, match, evict, lock delta, sizes", disabled, (0, None, 0, 0, 0, (0, 0, 0))),
+            ("page size 2, insert [1, 2, 3]: prefix, slots, matches of [1, 2, 3], [1], [1, 3]", paged_rows,
+             (0, [1, 2], 2, 0, 0)),
+            ("too few slots; an orphaned leaf deleted; a node of another tree locked",
+             [refused(lambda: c.insert([7, 8, 9], [1])), refused(lambda: orphan_tree._delete_leaf(orphan)),
+              refused(lambda: c.lock(stranger))],
+             ["SGLangRejection.VALUE_SHORTER_THAN_KEY: 1 slots for a key of 3 units",
+              f"SGLangRejection.LEAF_NOT_IN_TREE: node {orphan.id} is no child of node {orphan_tree.root_node.id}",
+              f"SGLangRejection.FOREIGN_NODE: node {stranger.id} is not in this tree"]),
+            ("pretty_print of range(12) + [99] with the [99] edge locked", shown.pretty_print(),
+             "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9] r=1\n  [99] r=1\n#tokens: 13")]
+
+
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
          "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
          "scopes and refusals": scopes_and_refusals,
          "pinned defaults and refusals": pinned_defaults_and_refusals,
          "vllm hybrid finders": vllm_hybrid_finders,
          "vllm hashing pinned": vllm_hashing_pinned,
-         "vllm pool pinned": vllm_pool_pinned}
+         "vllm pool pinned": vllm_pool_pinned,
+         "sglang tree pinned": sglang_tree_pinned}

@@ -25,7 +25,7 @@ from kvexact.reference.peers import (
 
 
 def test_every_peer_case_passes_and_is_registered():
-    assert len(seed_checks_peers.CASES) == 9
+    assert len(seed_checks_peers.CASES) == 10
     assert set(seed_checks_peers.CASES) <= set(seed_checks.SEED_CASES)
     for name in seed_checks_peers.CASES:
         result = run_seed_case(name)
@@ -92,6 +92,11 @@ SURVIVORS = [
      "pinned defaults and refusals"),
     (vllm_pool, "_check_block", "or not 0 <= block_id < pool.num_blocks:", "or not 0 <= block_id is not pool.num_blocks:",
      "pinned defaults and refusals"),
+    # survivors of i25k's exploration samples (seeds 1001+), closed by the pinned cases
+    (vllm_hybrid, "_trim_to_alignment", "while block_size != alignment_tokens and", "while block_size >= alignment_tokens and",
+     "vllm hybrid finders"),
+    (vllm_hybrid, "_trim_to_alignment", "len(blocks[0]) * block_size % alignment_tokens:",
+     "len(blocks[0]) & block_size % alignment_tokens:", "vllm hybrid finders"),
 ]
 
 
