@@ -785,6 +785,98 @@ def sglang_tree_pinned() -> Rows:
              "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9] r=1\n  [99] r=1\n#tokens: 13")]
 
 
+def vllm_adapters_pinned() -> Rows:
+    """notes/vllm.md §3-§5 through the two vLLM adapters, hand-traced. ``VllmAdapter(5, 2)`` (blocks 1-4 of 2
+    tokens, queue [1, 2, 3, 4]): a = [1, 2, 3] hits nothing (cap 2, nothing cached), takes blocks 1, 2 and caches
+    its one full block 1 at once (trace: allocate_block 1, 2, cache_block j 0); b = [1, 2, 5] hits block 1 (2
+    tokens) and takes 3 (prefix_hit k 1, allocate_block 3); a's decode token 4 fills block 2 (no new block,
+    cache_block j 1); freeing a hands back 2, 1 (tail first): 2 (hashed, now free) goes to the back, 1 stays
+    held by b; a reset is refused while b runs; a lookup of [1, 2, 3, 4, 9] (cap 4) hits both cached blocks. Each
+    record's state projects ref counts, identities (the low 64 bits of the block hash, sha256 over pickle of
+    (NONE_HASH, (1, 2), None) for block 1), rows written (a full block for a cached one) and tables; the steps
+    with no KVAllocation twin say ``in_spec: false``. Refusals: a duplicate, an empty prompt, an unknown
+    request, fork. ``VllmProtocolAdapter`` (2 identical groups of 3 blocks, 2-token blocks): the same a and b
+    (tables [1, 2] and [1, 3] in both groups, b hits 2 tokens), a duplicate, an empty prompt, 5 tokens with no
+    block free, b's 5th token (a third block) refused as INSUFFICIENT_BLOCKS; unknown ids refused on append,
+    release and cache; lengths; a refused operation leaves the digest as it was."""
+    import hashlib
+    import pickle
+
+    from kvexact.reference.adapters import AdapterConfig
+    from kvexact.reference.peers.vllm_adapter import VllmAdapter
+    from kvexact.reference.peers.vllm_protocol import VllmProtocolAdapter
+    from kvexact.reference.rejections import Rejected
+
+    def refused(call: Any) -> str | None:
+        try:
+            call()
+            return None
+        except Rejected as exc:
+            return str(exc)
+
+    none = hashlib.sha256(pickle.dumps("vllm-none-hash", protocol=5)).digest()
+    h0 = hashlib.sha256(pickle.dumps((none, (1, 2), None), protocol=5)).digest()
+    ident0 = int.from_bytes(h0[-8:], "big")
+    ad = VllmAdapter(5, 2)
+    a = ad.allocate("a", [1, 2, 3])
+    state_a = ad.trace[-1].state
+    b = ad.allocate("b", [1, 2, 5])
+    grown = ad.append("a", [4])
+    freed = ad.free("a")
+    queue = ad.free_queue()
+    reset = ad.reset_prefix_cache()
+    looked = ad.lookup([1, 2, 3, 4, 9])
+    short = ad.allocate("c", list(range(9)))
+    steps = [(r.action, r.params) for r in ad.trace]
+    out_of_spec = [r.as_dict().get("in_spec", True) for r in ad.trace]
+    adapter_refusals = [refused(c) for c in (lambda: ad.allocate("b", [1]), lambda: ad.allocate("d", []),
+                                             lambda: ad.append("zz", [1]), lambda: ad.free("zz"),
+                                             lambda: ad.fork("b", "e"))]
+    pa = VllmProtocolAdapter(AdapterConfig(block_tokens=2, num_groups=2, blocks_per_group=3, row_bytes=(8, 8)))
+    started = [pa.start("a", [1, 2, 3]), pa.start("b", [1, 2, 5])]
+    tables = [pa.table(r, g) for r in ("a", "b") for g in (0, 1)]
+    before = pa.digest()
+    refusals = [pa.start("a", [1]), pa.start("c", []), pa.start("c", [7] * 5), pa.append("x", 1),
+                pa.release("x"), pa.cache("x")]
+    unchanged = pa.digest() == before
+    grown_ops = [pa.append("a", 4), pa.append("b", 6), pa.append("b", 7), pa.cache("a")]
+    lengths = (pa.length("a"), pa.length("b"), pa.length("x"))
+    pa.self_check()
+    released = (pa.release("a"), pa.table("a", 0), pa.block_ids(1), pa.digest() != before)
+    return [("VllmAdapter a, b: (hit tokens, hit blocks, new blocks); a's decode; free a; queue; reset; lookup; "
+             "c of 9 tokens", ((a.num_hit_tokens, a.hit_block_ids, a.new_block_ids) if a else None,
+                               (b.num_hit_tokens, b.hit_block_ids, b.new_block_ids) if b else None,
+                               grown, freed, queue, reset, looked, short),
+             ((0, (), (1, 2)), (2, (1,), (3,)), (), (2, 1), (4, 2), False, 4, None)),
+            ("VllmAdapter trace steps", steps,
+             [("allocate_block", {"r": "a", "g": 0, "b": 1}), ("allocate_block", {"r": "a", "g": 0, "b": 2}),
+              ("cache_block", {"r": "a", "j": 0}), ("prefix_hit", {"r": "b", "k": 1}),
+              ("allocate_block", {"r": "b", "g": 0, "b": 3}), ("cache_block", {"r": "a", "j": 1}),
+              ("release", {"r": "a"}), ("reset_prefix_cache", {"succeeded": False})]),
+            ("in_spec of each step", out_of_spec, [False, False, True, True, False, True, True, False]),
+            ("state after a: ref, ident, rows, tables, len",
+             (dict(state_a["ref"][0]), dict(state_a["ident"][0]), dict(state_a["rows"][0]),
+              {r: dict(t) for r, t in state_a["tables"].items()}, dict(state_a["len"])),
+             ({1: 1, 2: 1, 3: 0, 4: 0}, {1: ident0, 2: 0, 3: 0, 4: 0}, {1: 2, 2: 1, 3: 0, 4: 0},
+              {"a": {0: [{"block": 1}, {"block": 2}]}}, {"a": 3})),
+            ("VllmAdapter refusals", adapter_refusals,
+             ["ManagerRejection.DUPLICATE_REQUEST: request 'b'", "AdapterRejection.EMPTY_PROMPT: request 'd'",
+              "ManagerRejection.UNKNOWN_REQUEST: request 'zz'", "ManagerRejection.UNKNOWN_REQUEST: request 'zz'",
+              "AdapterRejection.FORK_UNSUPPORTED: fork('b', 'e')"]),
+            ("protocol adapter: name, lockstep; starts a, b (accepted, rejection, hit); tables a, b in groups 0, 1",
+             (pa.name, pa.lockstep, [(o.accepted, o.rejection, o.hit_tokens) for o in started], tables),
+             ("vllm-0.33.0", False, [(True, None, 0), (True, None, 2)], [[1, 2], [1, 2], [1, 3], [1, 3]])),
+            ("protocol refusals (duplicate, empty, no blocks, unknown append, release, cache); digest unchanged",
+             ([(o.accepted, o.rejection) for o in refusals], unchanged),
+             ([(False, "DUPLICATE_REQUEST"), (False, "EMPTY_APPEND"), (False, "INSUFFICIENT_BLOCKS"),
+               (False, "UNKNOWN_REQUEST"), (False, "UNKNOWN_REQUEST"), (False, "UNKNOWN_REQUEST")], True)),
+            ("append a 4, b 6, b 7 (a third block: none free), cache a; lengths a, b, x",
+             ([(o.accepted, o.rejection) for o in grown_ops], lengths),
+             ([(True, None), (True, None), (False, "INSUFFICIENT_BLOCKS"), (True, None)], (4, 4, 0))),
+            ("release a: accepted; a's table; group 1's block ids; digest changed",
+             (released[0].accepted, released[1], released[2], released[3]), (True, [], [1, 2, 3], True))]
+
+
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
          "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
          "scopes and refusals": scopes_and_refusals,
@@ -792,4 +884,5 @@ CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_h
          "vllm hybrid finders": vllm_hybrid_finders,
          "vllm hashing pinned": vllm_hashing_pinned,
          "vllm pool pinned": vllm_pool_pinned,
-         "sglang tree pinned": sglang_tree_pinned}
+         "sglang tree pinned": sglang_tree_pinned,
+         "vllm adapters pinned": vllm_adapters_pinned}
