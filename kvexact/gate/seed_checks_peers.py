@@ -877,6 +877,106 @@ def vllm_adapters_pinned() -> Rows:
              (released[0].accepted, released[1], released[2], released[3]), (True, [], [1, 2, 3], True))]
 
 
+def stream_log_contract() -> Rows:
+    """``vllm_wire.random_stream_log``'s contract (its docstring), checked call by call through a recording driver
+    (seed 5, 400 operations, at most 3 running, a 10-token stream): one token stream of ints below 2**15 that
+    every request replays (prompts are its prefixes of 1 to 10 - 3 tokens, appends continue it by 1 to 3 tokens
+    and never past its end); request ``q<op>`` is admitted at operation ``op`` and only while fewer than 3 run; a
+    refused admission (the driver refuses every third) never runs, a refused append (every second) leaves the
+    request's length; frees take a running request; one batch per operation whose events are not empty (the
+    driver returns an event on even operations only). The profile's own driver (``_ProfileDriver``): 9 blocks of
+    2 tokens, events on (full-attention BlockStored events: hashes as the low 64 bits of the chain), and each batch
+    it returns drains the manager's events and the adapter's trace."""
+    import hashlib
+    import pickle
+
+    from kvexact.reference.peers import vllm_pool as bp
+    from kvexact.reference.peers import vllm_wire as wire
+
+    class Recording:
+        def __init__(self) -> None:
+            self.op = 0
+            self.seqs: dict[str, list[int]] = {}
+            self.refused: set[str] = set()
+            self.bad: list[str] = []
+            self.admits = self.appends = 0
+            self.prompts: set[int] = set()
+            self.steps: set[int] = set()
+            self.peak = 0
+            self.kinds: set[str] = set()
+            self.done: list[list[int]] = []  # each request's tokens at every accepted append and at its free
+
+        def allocate(self, rid: str, tokens: list[int]) -> tuple[int, ...] | None:
+            self.kinds.add("allocate")
+            if rid != f"q{self.op}" or len(self.seqs) >= 3 or rid in self.refused:
+                self.bad.append(f"allocate {rid} at op {self.op} with {len(self.seqs)} running")
+            self.prompts.add(len(tokens))
+            self.admits += 1
+            if self.admits % 3 == 0:
+                self.refused.add(rid)
+                return None
+            self.seqs[rid] = list(tokens)
+            self.peak = max(self.peak, len(self.seqs))
+            return ()
+
+        def append(self, rid: str, tokens: list[int]) -> tuple[int, ...] | None:
+            self.kinds.add("append")
+            if rid not in self.seqs:
+                self.bad.append(f"append to {rid}")
+                return None
+            self.steps.add(len(tokens))
+            self.appends += 1
+            if self.appends % 2 == 0:
+                return None
+            self.seqs[rid].extend(tokens)
+            self.done.append(list(self.seqs[rid]))
+            return ()
+
+        def free(self, rid: str) -> None:
+            self.kinds.add("free")
+            if rid not in self.seqs:
+                self.bad.append(f"free of {rid}")
+            self.done.append(self.seqs.pop(rid, []))
+
+        def reset_prefix_cache(self) -> bool:
+            self.kinds.add("reset")
+            return True
+
+        def take_events(self) -> tuple[Any, ...]:
+            self.op += 1
+            return (self.op - 1,) if (self.op - 1) % 2 == 0 else ()
+
+    rec = Recording()
+    batches = wire.random_stream_log(5, 400, max_running=3, stream_tokens=10, driver=rec)
+    seqs = rec.done + list(rec.seqs.values())
+    longest = max(seqs, key=len)
+    stream_ok = all(seq == longest[:len(seq)] for seq in seqs) and all(0 <= t < 1 << 15 for t in longest)
+    parent, ext = hashlib.sha256(pickle.dumps("vllm-none-hash", protocol=5)).digest(), []
+    for pair in ((1, 2), (3, 4), (5, 6)):  # notes/vllm.md §2: the chain; §1: events carry the low 64 bits
+        parent = hashlib.sha256(pickle.dumps((parent, pair, None), protocol=5)).digest()
+        ext.append(int.from_bytes(parent[-8:], "big"))
+    profile = wire._ProfileDriver(9, 2)
+    profile.allocate("a", [1, 2, 3, 4, 5])
+    profile.append("a", [6])
+    first = profile.take_events()
+    drained = (profile.take_events(), profile.adapter.trace, profile.adapter.manager.config.num_blocks,
+               profile.adapter.block_size)
+    return [("calls against the contract", rec.bad, []),
+            ("every request replays one stream of ints below 2**15; the longest request's length",
+             (stream_ok, len(longest)), (True, 10)),
+            ("prompt lengths, decode step sizes drawn; peak running", (sorted(rec.prompts), sorted(rec.steps),
+                                                                       rec.peak),
+             (list(range(1, 8)), [1, 2, 3], 3)),
+            ("call kinds drawn", sorted(rec.kinds), ["allocate", "append", "free", "reset"]),
+            ("batches: the even operations' events", batches, [(op,) for op in range(0, 400, 2)]),
+            ("profile driver: the first batch (a = 5 tokens: 2 blocks cached; its 6th token: block 3 cached)",
+             first, (bp.BlockStored((ext[0], ext[1]), None, (1, 2, 3, 4), 2, None, None, (None, None), 0,
+                                    kv_cache_spec_kind="full_attention"),
+                     bp.BlockStored((ext[2],), ext[1], (5, 6), 2, None, None, (None,), 0,
+                                    kv_cache_spec_kind="full_attention"))),
+            ("profile driver: the next batch, the trace after it, blocks, block size", drained, ((), [], 9, 2))]
+
+
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
          "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
          "scopes and refusals": scopes_and_refusals,
@@ -885,4 +985,5 @@ CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_h
          "vllm hashing pinned": vllm_hashing_pinned,
          "vllm pool pinned": vllm_pool_pinned,
          "sglang tree pinned": sglang_tree_pinned,
-         "vllm adapters pinned": vllm_adapters_pinned}
+         "vllm adapters pinned": vllm_adapters_pinned,
+         "stream log contract": stream_log_contract}
