@@ -977,6 +977,138 @@ def stream_log_contract() -> Rows:
             ("profile driver: the next batch, the trace after it, blocks, block size", drained, ((), [], 9, 2))]
 
 
+def vllm_manager_scenarios() -> Rows:
+    """notes/vllm.md's measured scenarios on the manager (C48 = 16 zeros, 16 ones, 16 twos). 6 (caching off, 4-token
+    blocks, 5 blocks): range(10) takes [1, 2, 3]; freed they are prepended ([3, 2, 1, 4]); range(16) takes
+    [3, 2, 1, 4]; range(4) then gets None. 11 (16-token blocks, 11 blocks): r0 = C48 takes [1, 2, 3]; r1 = C48 * 2
+    hits 48 and takes [4, 5, 6]; freed, refs of 1-6 are [1, 1, 1, 0, 0, 0] and the queue [7, 8, 9, 10, 6, 5, 4];
+    r2 = [7] * 32 takes [7, 8] (5 free); r3 = C48 * 3 hits 96 ([1..6]) and its allocation of 48 more is refused
+    (3 new + 3 evictable hits = 6 > 5: required 6, free 5), queue and refs unchanged. 12: r0 = C48 + [3] * 7, r1
+    = C48 + [4] * 7 (takes [5]); reset refused while they run; both freed, reset clears every identity with one
+    AllBlocksCleared and keeps the queue [5, 4, 6, 7, 8, 9, 10, 3, 2, 1]. 15: a prompt-logprobs request skips
+    reading (hit 0) but still caches [1, 2, 3, 4]; the same prompt without hits 48 and takes [5]; after both are
+    freed a logprobs request takes [5, 4, 6, 7] and caches duplicates of the first three keys. 24: a hit of 3
+    cached free blocks + 1 new fits a 4-free pool, + 2 new does not. 27: 20 tokens + 20 lookahead take 3 blocks and
+    cache 1. 28 (4-token blocks): range(10) in chunks of 5 takes [1, 2] (1 cached), then [3] (2 cached); range(10) +
+    [99] meanwhile hits 8 ([1, 2]). Also (hand-derived): max_model_len 6 caps 10 tokens at 2 blocks of 4; reserved
+    blocks count against the free ones; the named refusals and their values."""
+    from kvexact.reference.peers.vllm import ManagerRejection, VllmConfig, VllmKVCacheManager
+    from kvexact.reference.peers.vllm_pool import AllBlocksCleared
+    from kvexact.reference.rejections import Rejected
+
+    def refused(call: Any) -> str | None:
+        try:
+            call()
+            return None
+        except Rejected as exc:
+            return str(exc)
+
+    def admit(m: VllmKVCacheManager, rid: str, tokens: list[int], **kw: Any) -> tuple[Any, ...]:
+        r = m.make_request(rid, tokens, **kw)
+        hit = m.get_computed_blocks(r)
+        m2, receipt = m.allocate_slots(r, r.num_tokens - hit.num_computed_tokens, hit.num_computed_tokens,
+                                       hit.block_ids)
+        return m2, hit, receipt
+
+    c48 = [0] * 16 + [1] * 16 + [2] * 16
+    m = VllmKVCacheManager.create(VllmConfig(5, 4, enable_caching=False))
+    m, _, a = admit(m, "r1", list(range(10)))
+    m, _ = m.free("r1")
+    q6 = m.pool.free.blocks
+    m, _, b = admit(m, "r2", list(range(16)))
+    _, _, c = admit(m, "r3", list(range(4)))
+    s6 = (a.block_ids, q6, b.block_ids, c.block_ids, c.rejection)
+    m = VllmKVCacheManager.create(VllmConfig(11, 16))
+    m, _, a = admit(m, "r0", c48)
+    m, h1, b = admit(m, "r1", c48 * 2)
+    m, _ = m.free("r1")
+    refs, q11 = m.pool.ref_cnt[1:7], m.pool.free.blocks
+    m, _, c = admit(m, "r2", [7] * 32)
+    m3, h3, d = admit(m, "r3", c48 * 3)
+    s11 = (a.block_ids, h1.num_computed_tokens, b.block_ids, refs, q11, c.block_ids, m.pool.num_free_blocks,
+           h3.block_ids, (d.block_ids, d.num_required_blocks, d.num_free_blocks), m3 is m)
+    m = VllmKVCacheManager.create(VllmConfig(11, 16, enable_kv_cache_events=True))
+    m, _, _ = admit(m, "r0", c48 + [3] * 7)
+    m, _, b = admit(m, "r1", c48 + [4] * 7)
+    m, _ = m.take_events()
+    m, busy = m.reset_prefix_cache()
+    m, _ = m.free("r0")
+    m, _ = m.free("r1")
+    m, done = m.reset_prefix_cache()
+    m, events = m.take_events()
+    s12 = (b.block_ids, busy, done, events, m.pool.free.blocks, len(m.pool.cached), set(m.pool.block_key))
+    m = VllmKVCacheManager.create(VllmConfig(11, 16))
+    m, h0, a = admit(m, "r0", c48 + [3] * 7, prompt_logprobs=True)
+    m, h1, b = admit(m, "r1", c48 + [3] * 7)
+    m, _ = m.free("r0")
+    m, _ = m.free("r1")
+    m, h2, c = admit(m, "r2", c48 + [3] * 7, prompt_logprobs=True)
+    s15 = ((h0.num_computed_tokens, a.block_ids, a.newly_cached_block_ids), (h1.num_computed_tokens, b.block_ids),
+           (h2.num_computed_tokens, c.block_ids), sorted(ids for _k, ids in m.pool.cached.entries))
+    m = VllmKVCacheManager.create(VllmConfig(5, 4))
+    m, _, _ = admit(m, "w", list(range(12)) + [50])  # 4 blocks; 3 full ones cached
+    m, _ = m.free("w")
+    r = m.make_request("x", list(range(12)) + [60, 61])
+    hit = m.get_computed_blocks(r)
+    fits = m.allocate_slots(r, 2, 12, hit.block_ids)[1]
+    r2 = m.make_request("y", list(range(12)) + [60] * 5)
+    tight = m.allocate_slots(r2, 5, 12, m.get_computed_blocks(r2).block_ids)[1]
+    s24 = (hit.block_ids, fits.block_ids, (tight.block_ids, tight.num_required_blocks, tight.num_free_blocks))
+    m = VllmKVCacheManager.create(VllmConfig(11, 16))
+    r = m.make_request("r", list(range(20)))
+    look = m.allocate_slots(r, 20, num_lookahead_tokens=20)[1]
+    m = VllmKVCacheManager.create(VllmConfig(11, 4))
+    r = m.make_request("r", list(range(10)))
+    m, first = m.allocate_slots(r, 5)
+    m, second = m.allocate_slots(r.with_computed(5), 5)
+    other = m.get_computed_blocks(m.make_request("o", list(range(10)) + [99]))
+    s28 = (first.block_ids, first.newly_cached_block_ids, second.block_ids, second.newly_cached_block_ids,
+           other.block_ids, other.num_computed_tokens)
+    capped = VllmKVCacheManager.create(VllmConfig(11, 4, max_model_len=6))
+    capped_blocks = capped.allocate_slots(capped.make_request("r", list(range(10))), 10)[1].block_ids
+    small = VllmKVCacheManager.create(VllmConfig(5, 4))
+    req = small.make_request("r", list(range(8)))
+    reserved = [small.allocate_slots(req, 8, reserved_blocks=k)[1].block_ids for k in (2, 3)]
+    running, _ = small.allocate_slots(req, 8)
+    hits_refused = refused(lambda: running.allocate_slots(req, 1, 4, (1,)))
+    config_refusals = [refused(lambda kw=kw: VllmConfig(**kw)) for kw in (
+        {"num_blocks": 0, "block_size": 4}, {"num_blocks": 3, "block_size": True},
+        {"num_blocks": 3, "block_size": 4, "max_model_len": 0}, {"num_blocks": 3, "block_size": 2.0})]
+    arg_refusals = [refused(c) for c in (lambda: small.allocate_slots(req, -1),
+                                         lambda: small.allocate_slots(req, 1, reserved_blocks=-2),
+                                         lambda: small.allocate_slots(req, 1, num_lookahead_tokens=-3),
+                                         lambda: small.get_computed_blocks(req, -1), lambda: req.with_computed(True),
+                                         lambda: small.allocate_slots(req, 0))]
+    return [("scenario 6: r1's blocks, queue after free, r2's blocks, r3's, its rejection", s6,
+             ((1, 2, 3), (3, 2, 1, 4), (3, 2, 1, 4), None, ManagerRejection.INSUFFICIENT_BLOCKS)),
+            ("scenario 11: r0, r1 hit, r1 blocks, refs 1-6, queue, r2 blocks, free, r3 hits, r3 receipt, unchanged",
+             s11, ((1, 2, 3), 48, (4, 5, 6), (1, 1, 1, 0, 0, 0), (7, 8, 9, 10, 6, 5, 4), (7, 8), 5, (1, 2, 3, 4, 5, 6),
+                   (None, 6, 5), True)),
+            ("scenario 12: r1 blocks, reset while running, after both freed, events, queue, map entries, keys", s12,
+             ((5,), False, True, (AllBlocksCleared(),), (5, 4, 6, 7, 8, 9, 10, 3, 2, 1), 0, {None})),
+            ("scenario 15: logprobs r0 (hit, blocks, cached), r1 (hit, blocks), logprobs r2 (hit, blocks), map ids",
+             s15, ((0, (1, 2, 3, 4), (1, 2, 3)), (48, (5,)), (0, (5, 4, 6, 7)), [(1, 5), (2, 4), (3, 6)])),
+            ("scenario 24: hit blocks, hit + 1 new, hit + 2 new (receipt)", s24,
+             ((1, 2, 3), (4,), (None, 5, 4))),
+            ("scenario 27: 20 tokens + 20 lookahead: blocks, cached", (look.block_ids, look.newly_cached_block_ids),
+             ((1, 2, 3), (1,))),
+            ("scenario 28: chunk 1 blocks, cached; chunk 2 blocks, cached; the other request's hit", s28,
+             ((1, 2), (1,), (3,), (2,), (1, 2), 8)),
+            ("max_model_len 6: blocks for 10 tokens; 8 tokens with 2, 3 of 4 free blocks reserved",
+             (capped_blocks, reserved), ((1, 2), [(1, 2), None])),
+            ("hits offered to a running request", hits_refused,
+             "ManagerRejection.HITS_FOR_RUNNING_REQUEST: request 'r'"),
+            ("configs refused", config_refusals,
+             ["ManagerRejection.BAD_CONFIG: num_blocks=0", "ManagerRejection.BAD_CONFIG: block_size=True",
+              "ManagerRejection.BAD_CONFIG: max_model_len=0", "ManagerRejection.BAD_CONFIG: block_size=2.0"]),
+            ("arguments refused", arg_refusals,
+             ["ManagerRejection.BAD_ARGUMENT: num_new_tokens=-1", "ManagerRejection.BAD_ARGUMENT: reserved_blocks=-2",
+              "ManagerRejection.BAD_ARGUMENT: num_lookahead_tokens=-3",
+              "ManagerRejection.BAD_ARGUMENT: max_cache_hit_length=-1",
+              "ManagerRejection.BAD_ARGUMENT: num_computed_tokens=True",
+              "ManagerRejection.NO_TOKENS_TO_SCHEDULE: request 'r'"])]
+
+
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
          "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
          "scopes and refusals": scopes_and_refusals,
@@ -986,4 +1118,5 @@ CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_h
          "vllm pool pinned": vllm_pool_pinned,
          "sglang tree pinned": sglang_tree_pinned,
          "vllm adapters pinned": vllm_adapters_pinned,
-         "stream log contract": stream_log_contract}
+         "stream log contract": stream_log_contract,
+         "vllm manager scenarios": vllm_manager_scenarios}
