@@ -1109,6 +1109,93 @@ def vllm_manager_scenarios() -> Rows:
               "ManagerRejection.NO_TOKENS_TO_SCHEDULE: request 'r'"])]
 
 
+def sglang_pools_pinned() -> Rows:
+    """notes/sglang.md §7, hand-traced. Page size 1 (4 slots): alloc takes the first free slots ([1, 2]), refuses
+    more than are left (None), free appends in the given order ([3, 4, 2, 1]); with ``need_sort`` freed slots are
+    staged (still available) and merged sorted when an alloc runs short ([1, 3] after freeing 3, 1 of [1, 2, 3]);
+    a free group defers every free to its end; the free log records each call. Pages of 2 (8 slots, pages 1-4):
+    alloc of an odd count and a segment that starts off a page are refused by name; alloc(4) gives slots of pages
+    1, 2 ([2, 3, 4, 5]); ``free`` releases the sorted unique pages touched, in front of the free list; a segment
+    releases one page per page-step of its slots in segment order ([6, 7, 2, 3] -> pages 3, 1); a group releases
+    its frees' pages first, then its segments' pages, each in front (free [4], segments [2, 3], [6, 7] -> [1, 3,
+    2]); ``need_sort`` stages pages until an alloc runs short.
+    ``ReqToTokenPool`` (2 rows of 4): rows 1, 2 then none; a freed row returns to the back; write and read
+    slices; the recording allocator keeps every freed segment."""
+    from kvexact.reference.peers import sglang_pool as sp
+    from kvexact.reference.rejections import Rejected
+
+    def refused(call: Any) -> str | None:
+        try:
+            call()
+            return None
+        except Rejected as exc:
+            return str(exc)
+
+    t = sp.TokenToKVPoolAllocator(4)
+    t.freed_log = []
+    one = (t.alloc(2), t.alloc(3), t.available_size())
+    t.free([2, 1])
+    t.free([])
+    one += (list(t.free_pages), t.available_size(), list(t.freed_log))
+    t.free_group_begin()
+    t.alloc(4)
+    t.free([3])
+    t.free_segment([1, 4], start_pos=3)
+    grouped = list(t.free_pages)
+    t.free_group_end()
+    one += (grouped, t.free_pages, t.freed_log[-1])
+    s = sp.TokenToKVPoolAllocator(4, need_sort=True)
+    staged = (s.alloc(3), s.free([3, 1]), s.free_pages, s.release_pages, s.available_size(), s.alloc(2), s.free_pages,
+              s.release_pages)
+    p = sp.PagedTokenToKVPoolAllocator(8, 2)
+    paged = [p.alloc(4), p.available_size(), refused(lambda: p.alloc(3)),
+             refused(lambda: p.free_segment([4, 5], start_pos=1))]
+    p.free([5, 2, 3])
+    paged.append(list(p.free_pages))
+    p.alloc(8)
+    p.free_segment([6, 7, 2, 3], 0)
+    paged.append(list(p.free_pages))
+    p.free([9, 8])
+    paged += [list(p.free_pages), p.alloc(4), p.available_size()]
+    g = sp.PagedTokenToKVPoolAllocator(8, 2)
+    g.alloc(8)
+    g.free_group_begin()
+    g.free([4])
+    g.free_segment([2, 3], 0)
+    g.free_segment([6, 7], 0)
+    during = list(g.free_pages)
+    g.free_group_end()
+    n = sp.PagedTokenToKVPoolAllocator(8, 2, need_sort=True)
+    n.alloc(8)
+    n.free([2])
+    sorted_rows = (n.free_pages, n.release_pages, n.available_size(), n.alloc(2), n.release_pages)
+    rows = sp.ReqToTokenPool(2, 4)
+    table = [rows.alloc(1), rows.alloc(2), rows.alloc(1), rows.available_size()]
+    rows.free(1)
+    rows.write(2, 1, [7, 8])
+    table += [rows.free_slots, rows.req_to_token[2], rows.read(2, 0, 3), rows.req_to_token[0]]
+    rec = sp.RecordingAllocator()
+    rec.free_segment([3, 4], start_pos=2)
+    rec.free([5])
+    return [("page size 1: alloc 2, alloc 3, available; after free [2, 1]: queue, available, log; group: queue "
+             "during, after, last log", one,
+             ([1, 2], None, 2, [3, 4, 2, 1], 4, [(2, 1)], [], [3, 1, 4], (3, 1, 4))),
+            ("need_sort: alloc 3, free [3, 1], free, staged, available, alloc 2, free, staged", staged,
+             ([1, 2, 3], None, [4], [3, 1], 3, [1, 3], [4], [])),
+            ("pages of 2: alloc 4, available, alloc 3, segment at 1; free [5, 2, 3]; all taken then segment "
+             "[6, 7, 2, 3]; free [9, 8]; alloc 4; available", paged,
+             [[2, 3, 4, 5], 4, "SGLangRejection.PAGE_MISALIGNED_ALLOC: alloc(3) with page size 2",
+              "SGLangRejection.PAGE_MISALIGNED_SEGMENT: start_pos 1 with page size 2", [1, 2, 3, 4], [3, 1],
+              [4, 3, 1], [8, 9, 6, 7], 2]),
+            ("paged group: free list during, after", (during, g.free_pages), ([], [1, 3, 2])),
+            ("paged need_sort: free, staged, available, alloc 2, staged", sorted_rows, ([], [1], 2, [2, 3], [])),
+            ("paged page size 0", refused(lambda: sp.PagedTokenToKVPoolAllocator(8, 0)),
+             "SGLangRejection.BAD_PAGE_SIZE: page_size=0"),
+            ("rows: alloc 1, 2, 1, available; free slots, row 2, read 0..3, padding row", table,
+             [[1], None, [2], 0, [1], [0, 7, 8, 0], [0, 7, 8], [0, 0, 0, 0]]),
+            ("recording allocator: freed, available", (rec.freed, rec.available_size()), ([(3, 4), (5,)], 0))]
+
+
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
          "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
          "scopes and refusals": scopes_and_refusals,
@@ -1119,4 +1206,5 @@ CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_h
          "sglang tree pinned": sglang_tree_pinned,
          "vllm adapters pinned": vllm_adapters_pinned,
          "stream log contract": stream_log_contract,
-         "vllm manager scenarios": vllm_manager_scenarios}
+         "vllm manager scenarios": vllm_manager_scenarios,
+         "sglang pools pinned": sglang_pools_pinned}
