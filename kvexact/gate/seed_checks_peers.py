@@ -1196,6 +1196,104 @@ def sglang_pools_pinned() -> Rows:
             ("recording allocator: freed, available", (rec.freed, rec.available_size()), ([(3, 4), (5,)], 0))]
 
 
+def sglang_keys_events_orders() -> Rows:
+    """notes/sglang.md §1 (keys), the event recorder's contract (its module docstring) and §6 (queue orders),
+    hand-traced. Keys: non-int tokens refused naming their index; ``limit`` caps the raw tokens; the EAGLE view
+    pairs neighbours (N tokens -> N - 1 units, idempotent); an index outside the key is refused with the length;
+    ``match`` is the common prefix floored to the page size and refuses keys of different namespaces; a child
+    key is the first unit (page size 1) or the first page, wrapped with the extra key and salt; repr shows ten
+    units then "...". Events (pages of 2; a page's hash is blake2b-8 of repr of the path to its end, signed):
+    the constructor records AllBlocksCleared; [1, 2, 3, 4] is one BlockStored of both pages (the second chained
+    to the first and merged); [1, 2, 5, 6] splits silently and stores [5, 6] under [1, 2]; LRU eviction of 2
+    tokens removes [3, 4]; evicting the rest removes [5, 6] then [1, 2], merged; a disabled cache records
+    nothing. Orders: with thresholds 8 / 2 the third request, sharing 2 tokens with an earlier queued one,
+    waits; LPM sorts by matched length, FCFS when the cache is off or more than 128 wait; DFS weight visits
+    heavier subtrees first and emits a node's own requests after its subtree."""
+    import hashlib
+
+    from kvexact.reference.peers import sglang as sg
+    from kvexact.reference.peers.sglang_events import EventRecorder
+    from kvexact.reference.peers.sglang_key import RadixKey
+    from kvexact.reference.peers.sglang_sched import compute_prefix_matches, dfs_weight_order, lpm_order
+    from kvexact.reference.rejections import Rejected
+
+    def refused(call: Any) -> str | None:
+        try:
+            call()
+            return None
+        except Rejected as exc:
+            return str(exc)
+
+    def h(*units: int) -> int:
+        return int.from_bytes(hashlib.blake2b(repr(units).encode(), digest_size=8).digest(), "big", signed=True)
+
+    k = RadixKey.of([1, 2, 3, 4, 5], "e", "s", limit=4)
+    keys = [refused(lambda: RadixKey.of([1, True])), k.units, (k.extra_key, k.cache_salt, k.is_bigram),
+            RadixKey.of([1, 2, 3]).bigram_view().units, RadixKey.of([1, 2]).bigram_view().bigram_view().units,
+            refused(lambda: RadixKey.of([1, 2, 3])[5]), RadixKey.of([1, 2, 3])[-1].units,
+            RadixKey.of([1, 2, 3, 4, 5]).page_aligned(2).units,
+            RadixKey.of([1, 2, 3, 9]).match(RadixKey.of([1, 2, 3, 4]), 2), RadixKey.of([1, 2]).match(RadixKey.of([1, 2])),
+            refused(lambda: RadixKey.of([1], "e").match(RadixKey.of([1]))),
+            [RadixKey.of([7, 8], e, c).child_key(p) for e, c, p in ((None, None, 1), (None, None, 2), ("e", None, 1),
+                                                                   (None, "s", 2), ("e", "s", 1))],
+            repr(RadixKey.of(range(11), "e")), repr(RadixKey.of([3]))]
+    c = sg.RadixCache(page_size=2, kv_events=True)
+    events = [c.kv_events.take()]
+    c.insert([1, 2, 3, 4])
+    c.insert([1, 2, 5, 6])
+    events.append(c.kv_events.take())
+    c.evict(2)
+    events.append(c.kv_events.take())
+    c.evict(10)
+    events.append(c.kv_events.take())
+    quiet = [sg.RadixCache(kv_events=False), sg.RadixCache(disable=True, kv_events=True)]
+    for q in quiet:
+        q.insert([1, 2])
+    rec = EventRecorder(2)
+    rec.record_store((), (1, 2, 3))  # pages [1, 2], [3]: block sizes 2 and 1 are not merged
+    mixed = rec.take()
+
+    def stored(hashes: list[int], parent: int | None, tokens: list[int], size: int = 2) -> dict[str, Any]:
+        return {"type": "BlockStored", "block_hashes": hashes, "parent_block_hash": parent, "token_ids": tokens,
+                "block_size": size, "lora_id": None, "medium": "GPU"}
+
+    tree = sg.RadixCache()
+    tree.insert([1, 2, 3, 4])
+    queue = [sg.Req("a", [9, 9]), sg.Req("b", [1, 2, 3, 4, 5]), sg.Req("c", [1, 2, 7])]
+    matches = compute_prefix_matches(tree, queue, check_threshold=8, deprioritize_threshold=2)
+    fresh = [sg.Req("a", [9, 9]), sg.Req("b", [1, 2, 3, 4, 5]), sg.Req("c", [1, 2, 7])]
+    orders = [lpm_order(tree, fresh), lpm_order(sg.RadixCache(disable=True), fresh),
+              lpm_order(tree, [sg.Req(str(i), [1, 2, 3]) for i in range(129)])[:3]]
+    dfs = sg.RadixCache()
+    for tokens in ([1, 2, 3], [1, 2, 4], [5]):
+        dfs.insert(tokens)
+    node = {tuple(dfs.path_key_units(n)): n for n in dfs.nodes()}
+    last = [node[(5,)], node[(1, 2, 4)], node[(1, 2, 3)], node[(1, 2, 3)], dfs.root_node]
+    return [("keys: bad token, limit, namespace, bigrams, bigram of bigram, index 5, index -1, page-aligned, "
+             "matches, namespace mismatch, child keys, reprs", keys,
+             ["SGLangRejection.BAD_TOKEN: RadixKey token 1: token True is not an int", (1, 2, 3, 4), ("e", "s", False),
+              ((1, 2), (2, 3)), ((1, 2),), "SGLangRejection.KEY_INDEX_OUT_OF_RANGE: index 5 of a key of length 3",
+              (3,), (1, 2, 3, 4), 2, 2,
+              "SGLangRejection.NAMESPACE_MISMATCH: ('e', None, False) against (None, None, False)",
+              [7, (7, 8), ("e", 7), ((None, "s"), (7, 8)), (("e", "s"), 7)],
+              "RadixKey(extra_key='e', token_ids=[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]...)",
+              "RadixKey(extra_key=None, token_ids=[3])"]),
+            ("events: at creation; two inserts; evict 2; evict the rest", events,
+             [[{"type": "AllBlocksCleared"}],
+              [stored([h(1, 2), h(1, 2, 3, 4)], None, [1, 2, 3, 4]), stored([h(1, 2, 5, 6)], h(1, 2), [5, 6])],
+              [{"type": "BlockRemoved", "block_hashes": [h(1, 2, 3, 4)], "medium": "GPU"}],
+              [{"type": "BlockRemoved", "block_hashes": [h(1, 2, 5, 6), h(1, 2)], "medium": "GPU"}]]),
+            ("events off, cache disabled: recorded", [q.kv_events.take() for q in quiet], [[], []]),
+            ("a 3-token node in pages of 2", mixed, [stored([h(1, 2)], None, [1, 2]),
+                                                    stored([h(1, 2, 3)], h(1, 2), [3], 1)]),
+            ("prefix matches (thresholds 8, 2): matched, deprioritized", (matches.num_matched_prefix_tokens,
+                                                                         matches.deprioritized), ((0, 4, 2), {2})),
+            ("LPM; disabled cache; 129 waiting (first three)", orders, [[1, 2, 0], [0, 1, 2], [0, 1, 2]]),
+            ("DFS weight over [5], [1, 2, 4], [1, 2, 3] twice, the root", dfs_weight_order(dfs, last),
+             [2, 3, 1, 0, 4]),
+            ("DFS weight with the cache off", dfs_weight_order(sg.RadixCache(disable=True), last), [0, 1, 2, 3, 4])]
+
+
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
          "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
          "scopes and refusals": scopes_and_refusals,
@@ -1207,4 +1305,5 @@ CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_h
          "vllm adapters pinned": vllm_adapters_pinned,
          "stream log contract": stream_log_contract,
          "vllm manager scenarios": vllm_manager_scenarios,
-         "sglang pools pinned": sglang_pools_pinned}
+         "sglang pools pinned": sglang_pools_pinned,
+         "sglang keys events orders": sglang_keys_events_orders}
