@@ -1294,6 +1294,91 @@ def sglang_keys_events_orders() -> Rows:
             ("DFS weight with the cache off", dfs_weight_order(sg.RadixCache(disable=True), last), [0, 1, 2, 3, 4])]
 
 
+def sglang_adapters_pinned() -> Rows:
+    """The SGLang adapters (their module docstrings; notes/sglang.md §3, §5, §7), hand-traced on slots 1..n of a
+    page-size-1 pool. Slot level (6 slots): a reserves 1, 2, 3; b's 4 are refused (3 left); inserting a's [1, 2, 3]
+    moves its slots to the tree (no duplicates); a lock on [1, 2] splits the edge and protects 2 tokens (lock id
+    1, delta -2); unlocking gives them back (+2), a second unlock of the same id drives the lock to -1 and moves
+    nothing; the unlocked leaf [3] is evicted alone (its parent, at lock -1, is not queued in that pass) and the
+    parent in the next. Request protocol (8 slots): r = [1, 2, 3] is admitted with nothing matched (private 1, 2,
+    3), a checkpoint at 2 publishes [1, 2] (private 3), finishing publishes [3]; s = [1, 2, 3, 4] then matches 3
+    and takes slot 4, its lock protecting 3 tokens; an unknown request is refused by name; an admission short of
+    slots changes nothing. The index adapter: decode takes one slot at the end of the row, cancel caches nothing,
+    the self-check passes; pages of 2 list slots page by page."""
+    from kvexact.reference.index import IndexConfig
+    from kvexact.reference.peers.sglang_adapter import MatchObservation, SGLangAdapter
+    from kvexact.reference.peers.sglang_protocol import (
+        SGLangIndexAdapter,
+        faulty_unlocked_prefix,
+        sglang_factory,
+    )
+    from kvexact.reference.rejections import Rejected
+
+    def refused(call: Any) -> str | None:
+        try:
+            call()
+            return None
+        except Rejected as exc:
+            return str(exc)
+
+    ad = SGLangAdapter(6)
+    slot_level = [ad.reserve("a", 3), ad.reserve("b", 4)]
+    ins = ad.insert([1, 2, 3], (1, 2, 3), "a")
+    slot_level += [(ins.prefix_tokens, ins.duplicate_slot_ids), dict(ad.private), ad.release("a"), dict(ad.private)]
+    lk = ad.lock([1, 2])
+    slot_level += [(lk.lock_id, lk.matched_tokens, lk.delta), ad.partition().protected_tokens, ad.unlock(1),
+                   ad.unlock(1), ad.cache.sizes()]
+    first, second = ad.evict(1), ad.evict(5)
+    slot_level += [(first.released_tokens, first.freed_slot_ids), (second.released_tokens, second.freed_slot_ids),
+                   ad.partition().free_slot_ids, ad.match([1, 2])]
+    actions = [r.action for r in ad.trace]
+    pr = SGLangAdapter(8)
+    proto = [pr.admit("r", [1, 2, 3]), dict(pr.private)]
+    pr.checkpoint("r", 2)
+    proto += [dict(pr.private), pr.project()["edges"]]
+    pr.finish("r")
+    proto += [dict(pr.private), pr.project()["edges"], pr.admit("s", [1, 2, 3, 4]), dict(pr.private),
+              pr.cache.sizes(), pr.slot_tokens()]
+    p = pr.partition()
+    proto += [(p.tree_slot_ids, p.private_slot_ids, p.free_slot_ids, p.partition_holds, p.i1_holds),
+              refused(lambda: pr.finish("x"))]
+    short = SGLangAdapter(2)
+    short_rows = (short.admit("a", [1, 2, 3]), short.cache.req_to_token_pool.available_size()
+                  if short.cache.req_to_token_pool else None, short.partition().free_slot_ids, short.requests)
+    ix = sglang_factory(IndexConfig(6))
+    ix.admit("q", [1, 2])
+    decoded = (ix.extend("q", 7), ix.slot_ids("q"), ix.sglang.requests["q"].tokens(), ix.free_slot_ids())
+    ix.self_check()
+    ix.cancel("q")
+    cancelled = (ix.sglang.cache.sizes(), ix.free_slot_ids(), "q" in ix.sglang.requests, ix.sglang.private)
+    full = SGLangIndexAdapter(IndexConfig(2))
+    full.admit("q", [1, 2])
+    paged = SGLangAdapter(8, page_size=2)
+    paged.reserve("a", 4)
+    pp = paged.partition()
+    return [("slot level: reserves, insert (prefix, duplicates), private, release, private, lock, protected, "
+             "unlocks, sizes, evictions, free slots, match [1, 2]", slot_level,
+             [(1, 2, 3), None, (0, ()), {"a": []}, (), {}, (1, 2, -2), 2, 2, 0, (3, 3, 0), (1, ((3,),)),
+              (2, ((1, 2),)), (1, 2, 3, 4, 5, 6), MatchObservation(0, ())]),
+            ("slot level trace actions", actions,
+             ["reserve", "insert", "release", "lock", "unlock", "unlock", "evict", "evict", "match"]),
+            ("protocol: admit r, private; after checkpoint 2: private, edges; after finish: private, edges; admit s, "
+             "private, sizes, slot tokens; partition; finish x", proto,
+             [0, {"r": [1, 2, 3]}, {"r": [3]}, [[[1, 2], [1, 2], 1]], {}, [[[1, 2], [1, 2], 0], [[3], [3], 0]], 3,
+              {"s": [4]}, (3, 0, 3), {1: ((None, None), (1,)), 2: ((None, None), (1, 2)), 3: ((None, None), (1, 2, 3))},
+              ((1, 2, 3), (4,), (5, 6, 7, 8), True, True),
+              "SGLangRejection.NO_REQUEST_ROW: request 'x' is not running"]),
+            ("admission short of slots: result, free rows, free slots, requests", short_rows, (None, 64, (1, 2), {})),
+            ("index adapter: decode 7 (accepted, row, tokens, free slots)", decoded,
+             (True, [1, 2, 3], [1, 2, 7], (4, 5, 6))),
+            ("after cancel: sizes, free slots, running, private", cancelled, ((0, 0, 0), (1, 2, 3, 4, 5, 6), False, {})),
+            ("a decode with no slot left; names", (full.extend("q", 3), ix.name, faulty_unlocked_prefix(
+                IndexConfig(2)).name), (False, "sglang-0.5.23", "faulty-unlocked-prefix")),
+            ("pages of 2, 8 slots, a reserves 4: private, free, universe", (pp.private_slot_ids, pp.free_slot_ids,
+                                                                           pp.pool_slot_ids),
+             ((2, 3, 4, 5), (6, 7, 8, 9), (2, 3, 4, 5, 6, 7, 8, 9)))]
+
+
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
          "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
          "scopes and refusals": scopes_and_refusals,
@@ -1306,4 +1391,5 @@ CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_h
          "stream log contract": stream_log_contract,
          "vllm manager scenarios": vllm_manager_scenarios,
          "sglang pools pinned": sglang_pools_pinned,
-         "sglang keys events orders": sglang_keys_events_orders}
+         "sglang keys events orders": sglang_keys_events_orders,
+         "sglang adapters pinned": sglang_adapters_pinned}

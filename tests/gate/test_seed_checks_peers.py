@@ -25,7 +25,7 @@ from kvexact.reference.peers import (
 
 
 def test_every_peer_case_passes_and_is_registered():
-    assert len(seed_checks_peers.CASES) == 15
+    assert len(seed_checks_peers.CASES) == 16
     assert set(seed_checks_peers.CASES) <= set(seed_checks.SEED_CASES)
     for name in seed_checks_peers.CASES:
         result = run_seed_case(name)
