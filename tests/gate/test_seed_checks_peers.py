@@ -13,6 +13,8 @@ from kvexact.reference import adapters
 from kvexact.reference.peers import (
     sglang,
     sglang_adapter,
+    sglang_events,
+    sglang_pool,
     sglang_protocol,
     sglang_stream,
     vllm,
@@ -20,6 +22,7 @@ from kvexact.reference.peers import (
     vllm_hashing,
     vllm_hybrid,
     vllm_pool,
+    vllm_protocol,
     vllm_wire,
 )
 
@@ -97,6 +100,26 @@ SURVIVORS = [
      "vllm hybrid finders"),
     (vllm_hybrid, "_trim_to_alignment", "len(blocks[0]) * block_size % alignment_tokens:",
      "len(blocks[0]) & block_size % alignment_tokens:", "vllm hybrid finders"),
+    # one mutant per pinned case, of the families the cases were written against
+    (vllm_hashing, "split_key", "if len(key) <= GROUP_ID_BYTES:", "if len(key) < GROUP_ID_BYTES:",
+     "vllm hashing pinned"),
+    (vllm_pool, "PoolState.usage", "return 0.0 if usable == 0 else", "return 0.0 if usable == 1 else",
+     "vllm pool pinned"),
+    (sglang, "RadixCache._lock_walk", "if step > 0 and cur.lock_ref == 0:", "if step > 1 and cur.lock_ref == 0:",
+     "sglang tree pinned"),
+    (vllm_protocol, "VllmProtocolAdapter.block_ids", "return list(range(1, self.config.blocks_per_group + 1))",
+     "return list(range(2, self.config.blocks_per_group + 1))", "vllm adapters pinned"),
+    (vllm_wire, "random_stream_log", "n = rng.randrange(1, stream_tokens - 2)",
+     "n = rng.randrange(1, stream_tokens - 3)", "stream log contract"),
+    (vllm, "VllmKVCacheManager.num_blocks_to_allocate", "and self.pool.ref_cnt[b] == 0)",
+     "and self.pool.ref_cnt[b] == 1)", "vllm manager scenarios"),
+    (sglang_pool, "PagedTokenToKVPoolAllocator.available_size",
+     "return (len(self.free_pages) + len(self.release_pages)) * self.page_size",
+     "return (len(self.free_pages) + len(self.release_pages)) / self.page_size", "sglang pools pinned"),
+    (sglang_events, "EventRecorder.enqueue", 'and event["parent_block_hash"] == tail["block_hashes"][-1]:',
+     'and event["parent_block_hash"] != tail["block_hashes"][-1]:', "sglang keys events orders"),
+    (sglang_adapter, "SGLangAdapter.__init__", "self._lock_ids = itertools.count(1)",
+     "self._lock_ids = itertools.count(2)", "sglang adapters pinned"),
 ]
 
 
