@@ -1379,6 +1379,88 @@ def sglang_adapters_pinned() -> Rows:
              ((2, 3, 4, 5), (6, 7, 8, 9), (2, 3, 4, 5, 6, 7, 8, 9)))]
 
 
+def sglang_protocol_pinned() -> Rows:
+    """notes/sglang.md §3 and §5 (0.5.23's request protocol), hand-traced (page size 1). ``match_kv_cache``
+    matches the whole key but caps ``num_matched_prefix_tokens`` at input_len - 1 and at the logprob start.
+    ``admit`` needs a request row and the unmatched slots: without a row, or short of slots (the row is given
+    back), it returns False and changes nothing; admitted with nothing matched it locks the root (no size moves).
+    ``checkpoint`` publishes the row's tokens up to a point, moves the lock to the new last node and, when output
+    tokens follow the prompt, inserts the prompt part again one priority higher (splitting [3, 7] at the prompt's
+    end); a disabled cache checkpoints nothing; a request without a row is refused by name. ``release_kv_cache``
+    without a checkpoint frees the private rest and the row; I2 (available + evictable + protected + uncached =
+    pool size) holds throughout. EAGLE keys are bigram views (values: each bigram's first token)."""
+    from kvexact.reference.peers import sglang as sg
+    from kvexact.reference.peers.sglang_pool import ReqToTokenPool, TokenToKVPoolAllocator
+    from kvexact.reference.rejections import Rejected
+
+    def refused(call: Any) -> str | None:
+        try:
+            call()
+            return None
+        except Rejected as exc:
+            return str(exc)
+
+    c = sg.RadixCache()
+    c.insert([1, 2, 3, 4], [11, 12, 13, 14])
+    matched = []
+    for tokens, start in (([1, 2, 3, 4], None), ([1, 2, 3, 4], 1), ([1, 2, 9], None), ([], None)):
+        r = sg.Req("m", tokens, logprob_start_len=start)
+        res = sg.match_kv_cache(c, r)
+        matched.append((res.device_prefix_len, r.prefix_indices, r.cache_protected_len, r.num_matched_prefix_tokens))
+    alloc = TokenToKVPoolAllocator(5)
+    cache = sg.RadixCache(allocator=alloc, req_to_token_pool=ReqToTokenPool(2, 8))
+    a = sg.Req("a", [1, 2, 3])
+    admitted = [sg.admit(cache, alloc, a), a.req_pool_idx, a.owned_len, a.tree_lock.node is cache.root_node
+                if a.tree_lock else None, cache.sizes()]
+    big = sg.Req("big", [5] * 3)
+    admitted += [sg.admit(cache, alloc, big), big.req_pool_idx, alloc.free_pages,
+                 cache.req_to_token_pool.free_slots if cache.req_to_token_pool else None]
+    sg.checkpoint(cache, a, 2)
+    first = (cache.sizes(), a.cache_protected_len, a.cache_inserted_len, a.prefix_indices,
+             a.tree_lock.node.key.units if a.tree_lock else None)
+    a.output_ids.append(7)
+    assert cache.req_to_token_pool is not None and a.req_pool_idx is not None
+    cache.req_to_token_pool.write(a.req_pool_idx, 3, alloc.alloc(1) or [])
+    a.owned_len = 4
+    sg.checkpoint(cache, a, 4)
+    second = ([(n.key.units, n.value, n.priority) for n in cache.nodes()], cache.sizes(), a.prefix_indices,
+              a.tree_lock.node.key.units if a.tree_lock else None)
+    accounting = sg.pool_accounting(cache, alloc, 5, [a])
+    b = sg.Req("b", [1, 2, 3, 7, 8])
+    sg.admit(cache, alloc, b)
+    sg.release_kv_cache(cache, b, do_checkpoint=False)
+    released = (alloc.free_pages, b.req_pool_idx, b.tree_lock, cache.sizes(),
+                sg.pool_accounting(cache, alloc, 5, [a]).holds)
+    off = sg.RadixCache(disable=True, req_to_token_pool=ReqToTokenPool(1, 4))
+    z = sg.Req("z", [1], req_pool_idx=1, owned_len=1)
+    sg.checkpoint(off, z, 1)
+    eagle = sg.RadixCache(is_eagle=True)
+    eagle.insert([1, 2, 3])
+    return [("match of [1, 2, 3, 4], with logprob start 1, [1, 2, 9], []: matched, prefix, protected, counted",
+             matched, [(4, (11, 12, 13, 14), 4, 3), (4, (11, 12, 13, 14), 4, 1), (2, (11, 12), 2, 2), (0, (), 0, 0)]),
+            ("admit a [1, 2, 3] (5 slots, 2 rows): admitted, row, owned, root locked, sizes; then 3 more slots for "
+             "big: admitted, row, free slots, free rows", admitted,
+             [True, 1, 3, True, (0, 0, 0), False, None, [4, 5], [2]]),
+            ("checkpoint a at 2: sizes, protected, inserted, prefix, locked node", first,
+             ((2, 0, 2), 2, 2, (1, 2), (1, 2))),
+            ("a decodes 7 (slot 4), checkpoint at 4: edges (units, slots, priority), sizes, prefix, locked node",
+             second, ([((1, 2), (1, 2), 1), ((3,), (3,), 1), ((7,), (4,), 0)], (4, 0, 4), (1, 2, 3, 4), (7,))),
+            ("I2 terms with a running: available, evictable, protected, session, uncached, pool; holds",
+             (accounting.available_slots, accounting.evictable_slots, accounting.protected_slots,
+              accounting.session_held_slots, accounting.uncached_slots, accounting.pool_slots, accounting.holds),
+             (1, 0, 4, 0, 0, 5, True)),
+            ("b [1, 2, 3, 7, 8] admitted (slot 5) and released without checkpoint: free slots, row, lock, sizes, I2",
+             released, ([5], None, None, (4, 0, 4), True)),
+            ("disabled cache checkpoint: row untouched, protected", (z.cache_protected_len, off.sizes()),
+             (0, (0, 0, 0))),
+            ("checkpoint of a request without a row", refused(lambda: sg.checkpoint(c, sg.Req("q", [1]), 1)),
+             "SGLangRejection.NO_REQUEST_ROW: request q"),
+            ("EAGLE: edges, match of [1, 2, 3], cache key of [1, 2, 3, 4]",
+             ([(n.key.units, n.value) for n in eagle.nodes()], eagle.match_prefix([1, 2, 3]).device_prefix_len,
+              eagle.cache_key([1, 2, 3, 4]).units),
+             ([(((1, 2), (2, 3)), (1, 2))], 2, ((1, 2), (2, 3), (3, 4))))]
+
+
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
          "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
          "scopes and refusals": scopes_and_refusals,
@@ -1392,4 +1474,5 @@ CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_h
          "vllm manager scenarios": vllm_manager_scenarios,
          "sglang pools pinned": sglang_pools_pinned,
          "sglang keys events orders": sglang_keys_events_orders,
-         "sglang adapters pinned": sglang_adapters_pinned}
+         "sglang adapters pinned": sglang_adapters_pinned,
+         "sglang protocol pinned": sglang_protocol_pinned}

@@ -28,7 +28,7 @@ from kvexact.reference.peers import (
 
 
 def test_every_peer_case_passes_and_is_registered():
-    assert len(seed_checks_peers.CASES) == 16
+    assert len(seed_checks_peers.CASES) == 17
     assert set(seed_checks_peers.CASES) <= set(seed_checks.SEED_CASES)
     for name in seed_checks_peers.CASES:
         result = run_seed_case(name)
@@ -120,6 +120,8 @@ SURVIVORS = [
      'and event["parent_block_hash"] != tail["block_hashes"][-1]:', "sglang keys events orders"),
     (sglang_adapter, "SGLangAdapter.__init__", "self._lock_ids = itertools.count(1)",
      "self._lock_ids = itertools.count(2)", "sglang adapters pinned"),
+    (sglang, "match_kv_cache", "    cap = len(req.tokens()) - 1", "    cap = len(req.tokens()) - 2",
+     "sglang protocol pinned"),
 ]
 
 
