@@ -471,12 +471,14 @@ def vllm_hashing_pinned() -> Rows:
     hashed. Extra keys, in order: LoRA on every block, each overlapping multimodal item at its block-relative
     offset (the scan index advances past an item that ends inside the block and stays on one that continues),
     the cache salt on block 0 only, the prompt-embedding digest (sha256 of the rows' bytes); None when there are
-    none. Events publish them untagged. Refusals (HashRejection, with the value named): block sizes 0, -1, True,
+    none. Events publish them untagged. The algorithms: sha256 over pickle or canonical CBOR; the xxhash ones
+    (xxh3_128) need the optional package and are refused by name without it. Refusals (HashRejection, with the value named): block sizes 0, -1, True,
     2.0; a token that is not an int (bools included, the first one named); group ids -1, 2**32 and '1' (0 and
     2**32 - 1 fit in the 4 big-endian bytes); a prefix-cache key of 4 bytes or fewer. ``external_hash`` keeps the low 64 bits, big-endian."""
     import hashlib
     import pickle
 
+    import cbor2
     import numpy as np
 
     from kvexact.reference.peers import vllm_hashing as vh
@@ -509,8 +511,25 @@ def vllm_hashing_pinned() -> Rows:
         return ("prompt_embeds", hashlib.sha256(embeds[a:b].tobytes()).digest())
 
     _, all_keys = hasher.extend(tokens, extras, (), ())
+    algos = [(a.value, a.is_xxhash) for a in vh.HashAlgo]
+    cbor_digest = vh.hash_function(vh.HashAlgo.SHA256_CBOR)((None, (1, 2), None))
+    if vh.xxhash_available():  # the optional package decides which of the two a run can see
+        import xxhash
+
+        fast: Any = vh.hash_function(vh.HashAlgo.XXHASH_CBOR)((1,)) == xxhash.xxh3_128_digest(cbor2.dumps((1,)))
+    else:
+        fast = [refused(lambda a=a: vh.hash_function(a)) for a in (vh.HashAlgo.XXHASH, vh.HashAlgo.XXHASH_CBOR)] + [
+            refused(lambda: vh.none_hash(vh.HashAlgo.XXHASH))]
     scans = [vh.block_extra_keys(vh.RequestExtras(mm=mm), a, a + 3, i) for a, i in ((0, 0), (3, 1), (6, 1), (9, 2))]
-    return [("NONE_HASH; with hash seed 'x'", (hasher.none_hash, vh.none_hash(vh.HashAlgo.SHA256, "x")),
+    unavailable = "HashRejection.XXHASH_UNAVAILABLE: hash algorithm {!r} needs xxhash"
+    return [("algorithms and which are xxhash", algos,
+             [("sha256", False), ("sha256_cbor", False), ("xxhash", True), ("xxhash_cbor", True)]),
+            ("sha256_cbor digest of (None, (1, 2), None)", cbor_digest,
+             hashlib.sha256(cbor2.dumps((None, (1, 2), None), canonical=True)).digest()),
+            ("xxhash variants: xxh3_128 of canonical CBOR when installed, else refused by name", fast,
+             True if vh.xxhash_available() else [unavailable.format("xxhash"), unavailable.format("xxhash_cbor"),
+                                                 unavailable.format("xxhash")]),
+            ("NONE_HASH; with hash seed 'x'", (hasher.none_hash, vh.none_hash(vh.HashAlgo.SHA256, "x")),
              (none, sha("x"))),
             ("hashes of 7 tokens in 3-token blocks; continued to 10 tokens; block 0 with parent b'' ",
              (first, more, hasher.hash_block(b"", (10, 11, 12), None)), ((b0, b1), (b0, b1, b2), b0)),
