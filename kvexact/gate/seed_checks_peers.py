@@ -1480,6 +1480,105 @@ def sglang_protocol_pinned() -> Rows:
              ([(((1, 2), (2, 3)), (1, 2))], 2, ((1, 2), (2, 3), (3, 4))))]
 
 
+def peer_odds_and_ends() -> Rows:
+    """The peers' small contracts no other case reaches (their docstrings; notes/vllm.md §2, §5; notes/sglang.md
+    §1-§5), hand-derived. vLLM hashing: a block that starts past an item that ended before it skips that item and
+    keys the next overlapping one ([6, 9): b at -4, scan index 2); a block at or after the last item's end has no
+    mm keys and keeps its scan index. The manager: ``cache_blocks`` of a request without blocks, or with caching
+    off, is the same state; ``evict_blocks`` drops identities only; usage counts usable blocks; a queued block
+    with a reference is refused when popped (BLOCK_IN_USE). The adapter: an empty decode step allocates nothing;
+    its observables. SGLang: nodes order by last use and print their id, key and lock; ``touch_prefix`` returns
+    the matched node; the sizes' accessors; a release of chosen slots frees exactly those; the index adapter's
+    evict lists the freed segments and its self-check names a broken partition; a paged allocator short of
+    pages returns None, and a paged free inside a group waits for the group's end."""
+    import attrs
+
+    from kvexact.reference.adapters import AdapterConfig
+    from kvexact.reference.index import IndexConfig
+    from kvexact.reference.peers import sglang as sg
+    from kvexact.reference.peers import vllm_hashing as vh
+    from kvexact.reference.peers import vllm_pool as vp
+    from kvexact.reference.peers.sglang_adapter import SGLangAdapter
+    from kvexact.reference.peers.sglang_pool import PagedTokenToKVPoolAllocator
+    from kvexact.reference.peers.sglang_protocol import sglang_factory
+    from kvexact.reference.peers.vllm import VllmConfig, VllmKVCacheManager
+    from kvexact.reference.peers.vllm_adapter import VllmAdapter
+    from kvexact.reference.peers.vllm_protocol import VllmProtocolAdapter, vllm_factory
+    from kvexact.reference.rejections import Rejected
+
+    def refused(call: Any) -> str | None:
+        try:
+            call()
+            return None
+        except (Rejected, AssertionError) as exc:
+            return str(exc)
+
+    mm = vh.RequestExtras(mm=(vh.MMFeature("a", 1, 2), vh.MMFeature("b", 2, 5), vh.MMFeature("c", 9, 1)))
+    scans = [vh.block_extra_keys(mm, 6, 9, 0), vh.block_extra_keys(mm, 12, 15, 3), vh.block_extra_keys(mm, 10, 13, 2)]
+    m = VllmKVCacheManager.create(VllmConfig(6, 2))
+    r = m.make_request("r", [1, 2, 3, 4, 5])
+    m2, _ = m.allocate_slots(r, 5, delay_cache_blocks=True)
+    unchanged = [m.cache_blocks(r, 4) is m,
+                 VllmKVCacheManager.create(VllmConfig(6, 2, enable_caching=False)).cache_blocks(r, 4).pool.cached]
+    cached = m2.cache_blocks(r, 4)
+    evicted = cached.evict_blocks([1, 5])  # block 1 cached, block 5 never was
+    manager_rows = (unchanged[0], len(unchanged[1]), len(cached.pool.cached), len(evicted.pool.cached),
+                    evicted.pool.ref_cnt == cached.pool.ref_cnt, evicted.pool.free == cached.pool.free,
+                    cached.usage(), m.usage())
+    in_use = attrs.evolve(vp.new_pool(3), ref_cnt=(0, 1, 0))
+    ad = VllmAdapter(5, 2)
+    ad.allocate("a", [1, 2, 3])
+    adapter_rows = (ad.append("a", []), ad.tokens_of("a"), ad.blocks_of("a"), ad.ref_count(1), ad.ref_count(3),
+                    ad.num_free_blocks(), ad.cached_block_ids(), len(ad.trace))
+    c = sg.RadixCache()
+    c.insert([1, 2])
+    c.insert([3])
+    older, newer = c.nodes()
+    order = (older < newer, newer < older)  # made at 3 and 5 (the root took 1, the inserts 2 and 4)
+    touched = c.touch_prefix([1, 2, 3])
+    sg_rows = (*order, repr(older), touched is older, older.last_access_time, newer < older, c.evictable_size(),
+               c.protected_size())
+    sa = SGLangAdapter(6)
+    sa.reserve("a", 3)
+    chosen = (sa.release("a", [2, 9]), dict(sa.private), sa.allocator.free_pages, sa.trace[-1].as_dict()["action"],
+              sa.trace[-1].as_dict()["params"])
+    ix = sglang_factory(IndexConfig(4))
+    ix.admit("q", [1, 2])
+    ix.finish("q")
+    freed = list(ix.evict(5))
+    ix.sglang.private["ghost"] = [1]
+    broken = refused(ix.self_check)
+    paged = PagedTokenToKVPoolAllocator(4, 2)
+    short = (paged.alloc(6), paged.alloc(4), paged.alloc(2))
+    paged.free_group_begin()
+    paged.free([2, 3])
+    waiting = list(paged.free_pages)
+    paged.free_group_end()
+    config = AdapterConfig(block_tokens=2, num_groups=1, blocks_per_group=2, row_bytes=(8,))
+    return [("mm keys and scan index of blocks [6, 9) from 0, [12, 15) from 3, [10, 13) from 2", scans,
+             [((("mm", "b", -4),), 2), (None, 3), (None, 2)]),
+            ("manager: cache_blocks unchanged, with caching off (map size); after a delayed allocation cached, "
+             "evicted (map sizes), refs and queue kept; usage with 3 of 5 held, fresh", manager_rows,
+             (True, 0, 2, 1, True, True, 3 / 5, 0.0)),
+            ("a queued block with a reference popped", refused(lambda: vp.get_new_blocks(in_use, 1)),
+             "PoolRejection.BLOCK_IN_USE: block 1 popped with ref_cnt 1"),
+            ("vLLM adapter: empty decode, tokens, blocks, refs of 1 and 3, free blocks, cached, trace length",
+             adapter_rows, ((), (1, 2, 3), (1, 2), 1, 0, 2, frozenset({1}), 3)),
+            ("SGLang nodes: older < newer, newer < older, repr, touched node, its last use, newer < touched, "
+             "evictable, protected",
+             sg_rows, (True, False, "TreeNode(id=1, key=[1, 2], lock_ref=0)", True, 6, True, 3, 0)),
+            ("release of chosen slots 2, 9: released, private, free slots, trace action and params", chosen,
+             ((2, 9), {"a": [1, 3]}, [4, 5, 6, 2, 9], "release", {"request_id": "a", "slot_ids": [2, 9]})),
+            ("index adapter: evict of a finished [1, 2]; self-check with a slot both free and private",
+             (freed, broken is not None and broken.startswith("SGLang profile: slot partition or I1 broken")),
+             ([(1, 2)], True)),
+            ("paged (4 slots, pages of 2): alloc 6, 4, 2; free list inside a group, after", (short, waiting,
+                                                                                            paged.free_pages),
+             ((None, [2, 3, 4, 5], None), [], [1])),
+            ("factories", (type(vllm_factory(config)) is VllmProtocolAdapter, vllm_factory(config).managers[0].config
+                           == VllmConfig(3, 2)), (True, True))]
+
+
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
          "stream workloads": stream_workloads, "adapter transactions": adapter_transactions,
          "scopes and refusals": scopes_and_refusals,
@@ -1494,4 +1593,5 @@ CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_h
          "sglang pools pinned": sglang_pools_pinned,
          "sglang keys events orders": sglang_keys_events_orders,
          "sglang adapters pinned": sglang_adapters_pinned,
-         "sglang protocol pinned": sglang_protocol_pinned}
+         "sglang protocol pinned": sglang_protocol_pinned,
+         "peer odds and ends": peer_odds_and_ends}
