@@ -1483,7 +1483,8 @@ def sglang_protocol_pinned() -> Rows:
 def peer_odds_and_ends() -> Rows:
     """The peers' small contracts no other case reaches (their docstrings; notes/vllm.md §2, §5; notes/sglang.md
     §1-§5), hand-derived. vLLM hashing: a block that starts past an item that ended before it skips that item and
-    keys the next overlapping one ([6, 9): b at -4, scan index 2); a block at or after the last item's end has no
+    keys the next overlapping one ([6, 9): b at -4, scan index 2; an item ending exactly at the block's start is
+    skipped too); a block at or after the last item's end has no
     mm keys and keeps its scan index. The manager: ``cache_blocks`` of a request without blocks, or with caching
     off, is the same state; ``evict_blocks`` drops identities only; usage counts usable blocks; a queued block
     with a reference is refused when popped (BLOCK_IN_USE). The adapter: an empty decode step allocates nothing;
@@ -1514,7 +1515,8 @@ def peer_odds_and_ends() -> Rows:
             return str(exc)
 
     mm = vh.RequestExtras(mm=(vh.MMFeature("a", 1, 2), vh.MMFeature("b", 2, 5), vh.MMFeature("c", 9, 1)))
-    scans = [vh.block_extra_keys(mm, 6, 9, 0), vh.block_extra_keys(mm, 12, 15, 3), vh.block_extra_keys(mm, 10, 13, 2)]
+    scans = [vh.block_extra_keys(mm, 6, 9, 0), vh.block_extra_keys(mm, 3, 6, 0), vh.block_extra_keys(mm, 12, 15, 3),
+             vh.block_extra_keys(mm, 10, 13, 2)]
     m = VllmKVCacheManager.create(VllmConfig(6, 2))
     r = m.make_request("r", [1, 2, 3, 4, 5])
     m2, _ = m.allocate_slots(r, 5, delay_cache_blocks=True)
@@ -1555,8 +1557,8 @@ def peer_odds_and_ends() -> Rows:
     waiting = list(paged.free_pages)
     paged.free_group_end()
     config = AdapterConfig(block_tokens=2, num_groups=1, blocks_per_group=2, row_bytes=(8,))
-    return [("mm keys and scan index of blocks [6, 9) from 0, [12, 15) from 3, [10, 13) from 2", scans,
-             [((("mm", "b", -4),), 2), (None, 3), (None, 2)]),
+    return [("mm keys and scan index of blocks [6, 9) from 0, [3, 6) from 0 (a ends at 3), [12, 15) from 3, "
+             "[10, 13) from 2", scans, [((("mm", "b", -4),), 2), ((("mm", "b", -1),), 1), (None, 3), (None, 2)]),
             ("manager: cache_blocks unchanged, with caching off (map size); after a delayed allocation cached, "
              "evicted (map sizes), refs and queue kept; usage with 3 of 5 held, fresh", manager_rows,
              (True, 0, 2, 1, True, True, 3 / 5, 0.0)),
