@@ -1450,6 +1450,16 @@ def sglang_protocol_pinned() -> Rows:
     sg.release_kv_cache(cache, b, do_checkpoint=False)
     released = (alloc.free_pages, b.req_pool_idx, b.tree_lock, cache.sizes(),
                 sg.pool_accounting(cache, alloc, 5, [a]).holds)
+    one_alloc = TokenToKVPoolAllocator(4)
+    one = sg.RadixCache(allocator=one_alloc, req_to_token_pool=ReqToTokenPool(1, 4))
+    solo = sg.Req("solo", [5])
+    sg.admit(one, one_alloc, solo)
+    assert one.req_to_token_pool is not None and solo.req_pool_idx is not None
+    solo.output_ids.append(6)
+    one.req_to_token_pool.write(solo.req_pool_idx, 1, one_alloc.alloc(1) or [])
+    solo.owned_len = 2
+    sg.checkpoint(one, solo, 2)
+    single = [(n.key.units, n.value, n.priority) for n in one.nodes()]
     off = sg.RadixCache(disable=True, req_to_token_pool=ReqToTokenPool(1, 4))
     z = sg.Req("z", [1], req_pool_idx=1, owned_len=1)
     sg.checkpoint(off, z, 1)
@@ -1464,6 +1474,8 @@ def sglang_protocol_pinned() -> Rows:
              ((2, 0, 2), 2, 2, (1, 2), (1, 2))),
             ("a decodes 7 (slot 4), checkpoint at 4: edges (units, slots, priority), sizes, prefix, locked node",
              second, ([((1, 2), (1, 2), 1), ((3,), (3,), 1), ((7,), (4,), 0)], (4, 0, 4), (1, 2, 3, 4), (7,))),
+            ("a 1-token prompt [5] with output 6, checkpoint at 2: edges (units, slots, priority)", single,
+             [((5,), (1,), 1), ((6,), (2,), 0)]),
             ("I2 terms with a running: available, evictable, protected, session, uncached, pool; holds",
              (accounting.available_slots, accounting.evictable_slots, accounting.protected_slots,
               accounting.session_held_slots, accounting.uncached_slots, accounting.pool_slots, accounting.holds),

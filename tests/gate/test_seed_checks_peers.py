@@ -124,6 +124,11 @@ SURVIVORS = [
      "sglang protocol pinned"),
     (vllm_hashing, "_mm_keys", "        if start >= item.offset + item.length:", "        if start > item.offset + item.length:",
      "peer odds and ends"),
+    # survivors of i25k's seed-1004 sample over reference.peers.sglang
+    (sglang, "checkpoint", "if 0 < prompt_units < len(key):", "if 1 < prompt_units < len(key):",
+     "sglang protocol pinned"),
+    (sglang, "checkpoint", "priority=req.priority + 1, inserted_len=prompt_units)",
+     "priority=req.priority + 2, inserted_len=prompt_units)", "sglang protocol pinned"),
 ]
 
 
