@@ -371,7 +371,9 @@ def vllm_hybrid_finders() -> Rows:
     Scenario 18 (full attention at 32, a window of 32 at 16, 112 of 160 distinct tokens published: 96 cacheable,
     blocks 1-3 and 4-9): its first 113 tokens hit 96 = ((1, 2, 3), (0, 0, 0, 0, 8, 9)); without the window keys
     of fine hashes 5 and 6 (block 9; hash 6 was never cached) the window run is 6, 7 ending at 64, and full
-    attention is cut to 2 blocks, 32 tokens uncached. With three buckets the loop repeats (hand-derived): the
+    attention is cut to 2 blocks, 32 tokens uncached. Full attention is looked up first whatever the spec order (a
+    window group listed first still sees only full attention's 6 tokens: nothing uncached), and groups of one spec
+    are one bucket that hits only where every group does. With three buckets the loop repeats (hand-derived): the
     window of 6 lowers 16 to 12 (run 3-5), the window of 4 then lowers 12 to 10 (run 3, 4, its block 5 gone), the
     third pass changes nothing: 10 tokens, full attention cut to 5 blocks, 16 - 10 = 6 uncached. ``publish_request``
     reuses its own hit and caches up to the lcm (4): 10 tokens cache fine hashes 0-3 in group 0 (blocks 1-4) and
@@ -419,6 +421,8 @@ def vllm_hybrid_finders() -> Rows:
             stored_then_lookup(s17, [c48 + [3] * 7], [(0, 1, 1)], c48 + [3] * 5),
             stored_then_lookup(s18, [t[:112]], [], t[:113]),
             stored_then_lookup(s18, [t[:112]], [(0, 1, 5), (0, 1, 6)], t[:113])]
+    window_first = stored_then_lookup([GroupSpec(2, 4), GroupSpec(2)], [list(range(16))], [(0, 1, 3)], list(range(17)))
+    twins = stored_then_lookup([GroupSpec(2), GroupSpec(2)], [list(range(8))], [(0, 1, 2)], list(range(9)))
     loop = stored_then_lookup([GroupSpec(2), GroupSpec(2, 4), GroupSpec(2, 6)], [list(range(16))],
                               [(0, 1, 5), (0, 2, 6)], list(range(17)))
     pub_specs, hasher = [GroupSpec(2), GroupSpec(4, 8)], BlockHasher(2)
@@ -448,6 +452,11 @@ def vllm_hybrid_finders() -> Rows:
             ("full attention over 11101 (2-token blocks): max 10 align 2, align 4, max 5, groups 0 and 1, group 1 "
              "alone", [(h, b) for b, h in fa],
              [(6, [[10, 11, 12]]), (4, [[10, 11]]), (4, [[10, 11]]), (6, [[10, 11, 12], [20, 21, 22]]), (0, [[]])]),
+            ("a window group listed before full attention (blocks 1-8, 9-16; full attention's block 3 gone): "
+             "(hit, blocks, uncached)", (window_first.hit_length, window_first.blocks_by_group,
+                                         window_first.uncached_common_prefix), (6, ((0, 2, 3), (9, 10, 11)), 0)),
+            ("two full-attention groups of one spec (blocks 1-4, 5-8; group 1's block 2 gone): (hit, blocks)",
+             (twins.hit_length, twins.blocks_by_group), (4, ((1, 2), (5, 6)))),
             ("three buckets (full attention, windows 4 and 6 at 2 tokens; 16 tokens published in blocks 1-8, "
              "9-16, 17-24; window-4 block 5 and window-6 block 6 gone), 17-token query: (hit, blocks, uncached)",
              (loop.hit_length, loop.blocks_by_group, loop.uncached_common_prefix),
@@ -674,7 +683,7 @@ def vllm_pool_pinned() -> Rows:
 def sglang_tree_pinned() -> Rows:
     """notes/sglang.md §1-§5 on hand-traced trees (page size 1 unless said, the profile's counter clock: each
     reading is the next integer from 1, the root taking 1). §4's ranking (smallest evicted first) of a node with
-    hit count 3, priority 2, created at 5, last used at 7: lru 7, lfu (3, 7), fifo 5, mru -7, filo -5, priority
+    hit count 2, priority 2, created at 5, last used at 7: lru 7, lfu (2, 7), fifo 5, mru -7, filo -5, priority
     (2, 7), slru (hit count >= threshold 2: 1, 7) and (0, 7) under threshold 4; tlru is refused as not reproduced,
     an unknown name with the known ones; names are lower-cased, and a disabled cache uses lru whatever is asked.
     Inserting [1, 2, 3, 4] (clock 2; leaf 1 made at 3) and matching [1, 2, 9] (clock 4) splits the edge at 2: the
@@ -699,7 +708,7 @@ def sglang_tree_pinned() -> Rows:
             return str(exc)
 
     node = sg.TreeNode(9, 5, priority=2)
-    node.hit_count, node.last_access_time = 3, 7
+    node.hit_count, node.last_access_time = 2, 7
     ranks = [sg.eviction_priority(p)(node) for p in ("lru", "lfu", "fifo", "mru", "filo", "priority", "slru")]
     ranks.append(sg.eviction_priority("slru", 4)(node))
     policy_refusals = [refused(lambda p=p: sg.eviction_priority(p)) for p in ("tlru", "bogus")]
@@ -765,7 +774,7 @@ def sglang_tree_pinned() -> Rows:
     shown.insert([*range(12), 99])
     shown.lock(shown.nodes()[-1])
     return [("rankings lru, lfu, fifo, mru, filo, priority, slru (2), slru (4)", ranks,
-             [7, (3, 7), 5, -7, -5, (2, 7), (1, 7), (0, 7)]),
+             [7, (2, 7), 5, -7, -5, (2, 7), (1, 7), (0, 7)]),
             ("policies tlru, bogus refused", policy_refusals,
              ["SGLangRejection.POLICY_NOT_REPRODUCED: eviction policy 'tlru'",
               "SGLangRejection.UNKNOWN_EVICTION_POLICY: eviction policy 'bogus'; known: ['fifo', 'filo', 'lfu', 'lru', "
