@@ -129,6 +129,10 @@ SURVIVORS = [
      "sglang protocol pinned"),
     (sglang, "checkpoint", "priority=req.priority + 1, inserted_len=prompt_units)",
      "priority=req.priority + 2, inserted_len=prompt_units)", "sglang protocol pinned"),
+    (vllm_hybrid, "find_longest_cache_hit", "buckets.sort(key=lambda b: b[0].sliding_window is not None)",
+     "buckets.sort(key=lambda b: b[0].sliding_window is None)", "vllm hybrid finders"),
+    (sglang, "eviction_priority", "1 if n.hit_count >= slru_threshold else 0", "1 if n.hit_count > slru_threshold else 0",
+     "sglang tree pinned"),
 ]
 
 
