@@ -914,7 +914,10 @@ def stream_log_contract() -> Rows:
     request's length; frees take a running request; one batch per operation whose events are not empty (the
     driver returns an event on even operations only). The profile's own driver (``_ProfileDriver``): 9 blocks of
     2 tokens, events on (full-attention BlockStored events: hashes as the low 64 bits of the chain), and each batch
-    it returns drains the manager's events and the adapter's trace."""
+    it returns drains the manager's events and the adapter's trace. ``sglang_stream.random_event_log`` (its
+    docstring): a log begins with the constructor's AllBlocksCleared, stores pages of ``page_size`` tokens drawn
+    from 1..``tokens``, removes only pages it stored, trims the tree to ``capacity_pages`` after every operation,
+    and draws a rare reset when nothing is leased."""
     import hashlib
     import pickle
 
@@ -979,6 +982,30 @@ def stream_log_contract() -> Rows:
     seqs = rec.done + list(rec.seqs.values())
     longest = max(seqs, key=len)
     stream_ok = all(seq == longest[:len(seq)] for seq in seqs) and all(0 <= t < 1 << 15 for t in longest)
+    from kvexact.reference.peers.sglang_stream import random_event_log
+
+    def replay(events: list[dict[str, Any]]) -> tuple[set[int], int, bool, set[int], set[int]]:
+        live: set[int] = set()
+        peak, removals_known, tokens, sizes = 0, True, set(), set()
+        for e in events:
+            if e["type"] == "AllBlocksCleared":
+                live.clear()
+            elif e["type"] == "BlockStored":
+                live.update(e["block_hashes"])
+                tokens.update(e["token_ids"])
+                sizes.add(e["block_size"])
+            else:
+                removals_known = removals_known and set(e["block_hashes"]) <= live
+                live.difference_update(e["block_hashes"])
+            peak = max(peak, len(live))
+        return live, peak, removals_known, tokens, sizes
+
+    sg_logs = [random_event_log(seed, 60, page_size=2, tokens=3, max_pages=2, capacity_pages=4) for seed in range(8)]
+    sg_rows = [replay(log) for log in sg_logs]
+    sg_summary = (all(log[0] == {"type": "AllBlocksCleared"} for log in sg_logs),
+                  set().union(*(r[3] for r in sg_rows)), set().union(*(r[4] for r in sg_rows)),
+                  all(r[2] for r in sg_rows), max(len(r[0]) for r in sg_rows) <= 4,
+                  any(e["type"] == "AllBlocksCleared" for log in sg_logs for e in log[1:]))
     parent, ext = hashlib.sha256(pickle.dumps("vllm-none-hash", protocol=5)).digest(), []
     for pair in ((1, 2), (3, 4), (5, 6)):  # notes/vllm.md §2: the chain; §1: events carry the low 64 bits
         parent = hashlib.sha256(pickle.dumps((parent, pair, None), protocol=5)).digest()
@@ -1002,7 +1029,10 @@ def stream_log_contract() -> Rows:
                                     kv_cache_spec_kind="full_attention"),
                      bp.BlockStored((ext[2],), ext[1], (5, 6), 2, None, None, (None,), 0,
                                     kv_cache_spec_kind="full_attention"))),
-            ("profile driver: the next batch, the trace after it, blocks, block size", drained, ((), [], 9, 2))]
+            ("profile driver: the next batch, the trace after it, blocks, block size", drained, ((), [], 9, 2)),
+            ("SGLang logs (seeds 0-7, 60 operations, pages of 2, tokens 1-3, at most 4 pages kept): begin cleared, "
+             "tokens seen, block sizes, removals of stored pages only, at most 4 pages live at the end, a reset "
+             "drawn", sg_summary, (True, {1, 2, 3}, {2}, True, True, True))]
 
 
 def vllm_manager_scenarios() -> Rows:
