@@ -1174,7 +1174,7 @@ def sglang_pools_pinned() -> Rows:
     a free group defers every free to its end; the free log records each call. Pages of 2 (8 slots, pages 1-4):
     alloc of an odd count and a segment that starts off a page are refused by name; alloc(4) gives slots of pages
     1, 2 ([2, 3, 4, 5]); ``free`` releases the sorted unique pages touched, in front of the free list; a segment
-    releases one page per page-step of its slots in segment order ([6, 7, 2, 3] -> pages 3, 1); a group releases
+    releases one page per page-step of its slots in segment order ([6, 7, 2, 3] at position 4 -> pages 3, 1); a group releases
     its frees' pages first, then its segments' pages, each in front (free [4], segments [2, 3], [6, 7] -> [1, 3,
     2]); ``need_sort`` stages pages until an alloc runs short.
     ``ReqToTokenPool`` (2 rows of 4): rows 1, 2 then none; a freed row returns to the back; write and read
@@ -1211,7 +1211,7 @@ def sglang_pools_pinned() -> Rows:
     p.free([5, 2, 3])
     paged.append(list(p.free_pages))
     p.alloc(8)
-    p.free_segment([6, 7, 2, 3], 0)
+    p.free_segment([6, 7, 2, 3], 4)  # a segment starting at logical position 4: on a page boundary
     paged.append(list(p.free_pages))
     p.free([9, 8])
     paged += [list(p.free_pages), p.alloc(4), p.available_size()]

@@ -133,6 +133,12 @@ SURVIVORS = [
      "buckets.sort(key=lambda b: b[0].sliding_window is None)", "vllm hybrid finders"),
     (sglang, "eviction_priority", "1 if n.hit_count >= slru_threshold else 0", "1 if n.hit_count > slru_threshold else 0",
      "sglang tree pinned"),
+    # a survivor of i25k's seed-1005 sample over reference.peers.*
+    (sglang_pool, "PagedTokenToKVPoolAllocator.free_segment", "        if start_pos % self.page_size:\n            raise "
+     "SGLangError(SGLangRejection.PAGE_MISALIGNED_SEGMENT,\n                              f\"start_pos {start_pos} with page "
+     "size {self.page_size}\")\n        if not len(slots):", "        if start_pos / self.page_size:\n            raise "
+     "SGLangError(SGLangRejection.PAGE_MISALIGNED_SEGMENT,\n                              f\"start_pos {start_pos} with page "
+     "size {self.page_size}\")\n        if not len(slots):", "sglang pools pinned"),
 ]
 
 
