@@ -692,7 +692,8 @@ def sglang_tree_pinned() -> Rows:
     a second lock on the upper node moves nothing, each unlock moves back only what reaches lock 0, and an extra unlock drives both locks to -1
     with no size change. Eviction frees whole leaves in policy order, a parent left childless joins the heap
     (lru: [5] then [7], [1, 2]; mru: [7], then [1, 2], [5]). Insert: priorities only rise along the path (the
-    root's too); too few slots, a disabled cache, page-aligned keys; a leaf its parent no longer holds and a node
+    root's too); a one-token match splits a cached [5, 6], an empty one returns the root without a walk; too few
+    slots, a disabled cache, page-aligned keys; a leaf its parent no longer holds and a node
     of another tree are refused by name. ``pretty_print`` lists edges (first 10 units) with their locks, then the
     token count."""
     import sys
@@ -756,6 +757,10 @@ def sglang_tree_pinned() -> Rows:
     again = p.insert([1, 2], priority=1)
     prio = (p.root_node.priority, [n.priority for n in p.nodes()], again.prefix_len, again.last_device_node.key.units
             if again.last_device_node else None)
+    single = sg.RadixCache()
+    single.insert([5, 6])
+    singles = (single.match_prefix([5]).device_prefix_len, single.match_prefix([]).device_prefix_len,
+               single.root_node.last_access_time, [n.key.units for n in single.nodes()])
     off = sg.RadixCache(disable=True)
     disabled = (off.insert([1]).prefix_len, off.insert([1]).last_device_node, off.match_prefix([1]).device_prefix_len,
                 off.evict(5), off.inc_lock_ref(off.root_node).delta, off.sizes())
@@ -800,6 +805,8 @@ def sglang_tree_pinned() -> Rows:
               (1, (3, 3, 0), 3, (0, 0, 0), [((17,), 0), ((11, 12), 0), ((15,), 0)])]),
             ("priorities 3, 5, then 1: root, nodes; the last insert's prefix and node", prio,
              (5, [5, 5], 2, (1, 2))),
+            ("[5, 6] cached: match [5] (splits), match [] (no walk, no clock reading), root last used, edges",
+             singles, (1, 0, 4, [(5,), (6,)])),
             ("disabled: insert prefix, node, match, evict, lock delta, sizes", disabled, (0, None, 0, 0, 0, (0, 0, 0))),
             ("page size 2, insert [1, 2, 3]: prefix, slots, matches of [1, 2, 3], [1], [1, 3]", paged_rows,
              (0, [1, 2], 2, 0, 0)),

@@ -139,6 +139,8 @@ SURVIVORS = [
      "size {self.page_size}\")\n        if not len(slots):", "        if start_pos / self.page_size:\n            raise "
      "SGLangError(SGLangRejection.PAGE_MISALIGNED_SEGMENT,\n                              f\"start_pos {start_pos} with page "
      "size {self.page_size}\")\n        if not len(slots):", "sglang pools pinned"),
+    (sglang, "RadixCache.match_prefix", "if self.disable or len(key) == 0:", "if self.disable or len(key) == 1:",
+     "sglang tree pinned"),
 ]
 
 
