@@ -1393,7 +1393,7 @@ def sglang_adapters_pinned() -> Rows:
     lk = ad.lock([1, 2])
     slot_level += [(lk.lock_id, lk.matched_tokens, lk.delta), ad.partition().protected_tokens, ad.unlock(1),
                    ad.unlock(1), ad.cache.sizes()]
-    first, second = ad.evict(1), ad.evict(5)
+    first, second = ad.evict(5), ad.evict(5)  # the first pass stops at [3]: its parent is at lock -1
     slot_level += [(first.released_tokens, first.freed_slot_ids), (second.released_tokens, second.freed_slot_ids),
                    ad.partition().free_slot_ids, ad.match([1, 2])]
     actions = [r.action for r in ad.trace]

@@ -141,6 +141,8 @@ SURVIVORS = [
      "size {self.page_size}\")\n        if not len(slots):", "sglang pools pinned"),
     (sglang, "RadixCache.match_prefix", "if self.disable or len(key) == 0:", "if self.disable or len(key) == 1:",
      "sglang tree pinned"),
+    (sglang, "RadixCache.evict", "and not parent.children and parent.lock_ref == 0:",
+     "and not parent.children and parent.lock_ref <= 0:", "sglang adapters pinned"),
 ]
 
 
