@@ -481,9 +481,11 @@ def vllm_hashing_pinned() -> Rows:
     offset (the scan index advances past an item that ends inside the block and stays on one that continues),
     the cache salt on block 0 only, the prompt-embedding digest (sha256 of the rows' bytes); None when there are
     none. Events publish them untagged. The algorithms: sha256 over pickle or canonical CBOR; the xxhash ones
-    (xxh3_128) need the optional package and are refused by name without it. Refusals (HashRejection, with the value named): block sizes 0, -1, True,
+    (xxh3_128) need the optional package and are refused by name without it. Refusals (HashRejection, with the
+    value named): block sizes 0, -1, True,
     2.0; a token that is not an int (bools included, the first one named); group ids -1, 2**32 and '1' (0 and
-    2**32 - 1 fit in the 4 big-endian bytes); a prefix-cache key of 4 bytes or fewer. ``external_hash`` keeps the low 64 bits, big-endian."""
+    2**32 - 1 fit in the 4 big-endian bytes); a prefix-cache key of 4 bytes or fewer. ``external_hash`` keeps
+    the low 64 bits, big-endian."""
     import hashlib
     import pickle
 
@@ -689,7 +691,8 @@ def sglang_tree_pinned() -> Rows:
     Inserting [1, 2, 3, 4] (clock 2; leaf 1 made at 3) and matching [1, 2, 9] (clock 4) splits the edge at 2: the
     new upper node 2 is made at 5, takes [1, 2] / slots 11, 12 and copies the hit count 1; the leaf keeps [3, 4],
     made at 3 and used at 4. Locking the leaf moves both edges to protected (delta -4; unlocking moves them back, +4),
-    a second lock on the upper node moves nothing, each unlock moves back only what reaches lock 0, and an extra unlock drives both locks to -1
+    a second lock on the upper node moves nothing, each unlock moves back only what reaches lock 0, and an
+    extra unlock drives both locks to -1
     with no size change. Eviction frees whole leaves in policy order, a parent left childless joins the heap
     (lru: [5] then [7], [1, 2]; mru: [7], then [1, 2], [5]). Insert: priorities only rise along the path (the
     root's too); a one-token match splits a cached [5, 6], an empty one returns the root without a walk; too few
@@ -1054,7 +1057,8 @@ def vllm_manager_scenarios() -> Rows:
     reading (hit 0) but still caches [1, 2, 3, 4]; the same prompt without hits 48 and takes [5]; after both are
     freed a logprobs request takes [5, 4, 6, 7] and caches duplicates of the first three keys. 24: a hit of 3
     cached free blocks + 1 new fits a 4-free pool, + 2 new does not. 27: 20 tokens + 20 lookahead take 3 blocks and
-    cache 1. 28 (4-token blocks): range(10) in chunks of 5 takes [1, 2] (1 cached), then [3] (2 cached); range(10) +
+    cache 1; the next decode token (21 slots in 2 blocks) takes none. 28 (4-token blocks): range(10) in chunks
+    of 5 takes [1, 2] (1 cached), then [3] (2 cached); range(10) +
     [99] meanwhile hits 8 ([1, 2]). Also (hand-derived): max_model_len 6 caps 10 tokens at 2 blocks of 4; reserved
     blocks count against the free ones; the named refusals and their values."""
     from kvexact.reference.peers.vllm import ManagerRejection, VllmConfig, VllmKVCacheManager
@@ -1121,7 +1125,10 @@ def vllm_manager_scenarios() -> Rows:
     s24 = (hit.block_ids, fits.block_ids, (tight.block_ids, tight.num_required_blocks, tight.num_free_blocks))
     m = VllmKVCacheManager.create(VllmConfig(11, 16))
     r = m.make_request("r", list(range(20)))
-    look = m.allocate_slots(r, 20, num_lookahead_tokens=20)[1]
+    m, look = m.allocate_slots(r, 20, num_lookahead_tokens=20)
+    grown = r.append_output(m.hasher, [99]).with_computed(20)
+    m, step = m.allocate_slots(grown, 1)  # 21 slots need 2 blocks; it holds 3
+    after_lookahead = (step.block_ids, step.num_required_blocks, m.blocks_of("r"))
     m = VllmKVCacheManager.create(VllmConfig(11, 4))
     r = m.make_request("r", list(range(10)))
     m, first = m.allocate_slots(r, 5)
@@ -1155,8 +1162,9 @@ def vllm_manager_scenarios() -> Rows:
              s15, ((0, (1, 2, 3, 4), (1, 2, 3)), (48, (5,)), (0, (5, 4, 6, 7)), [(1, 5), (2, 4), (3, 6)])),
             ("scenario 24: hit blocks, hit + 1 new, hit + 2 new (receipt)", s24,
              ((1, 2, 3), (4,), (None, 5, 4))),
-            ("scenario 27: 20 tokens + 20 lookahead: blocks, cached", (look.block_ids, look.newly_cached_block_ids),
-             ((1, 2, 3), (1,))),
+            ("scenario 27: 20 tokens + 20 lookahead: blocks, cached; the next decode token: new blocks, required, "
+             "table", (look.block_ids, look.newly_cached_block_ids, after_lookahead),
+             ((1, 2, 3), (1,), ((), 0, (1, 2, 3)))),
             ("scenario 28: chunk 1 blocks, cached; chunk 2 blocks, cached; the other request's hit", s28,
              ((1, 2), (1,), (3,), (2,), (1, 2), 8)),
             ("max_model_len 6: blocks for 10 tokens; 8 tokens with 2, 3 of 4 free blocks reserved",
@@ -1181,7 +1189,8 @@ def sglang_pools_pinned() -> Rows:
     a free group defers every free to its end; the free log records each call. Pages of 2 (8 slots, pages 1-4):
     alloc of an odd count and a segment that starts off a page are refused by name; alloc(4) gives slots of pages
     1, 2 ([2, 3, 4, 5]); ``free`` releases the sorted unique pages touched, in front of the free list; a segment
-    releases one page per page-step of its slots in segment order ([6, 7, 2, 3] at position 4 -> pages 3, 1); a group releases
+    releases one page per page-step of its slots in segment order ([6, 7, 2, 3] at position 4 -> pages 3, 1); a
+    group releases
     its frees' pages first, then its segments' pages, each in front (free [4], segments [2, 3], [6, 7] -> [1, 3,
     2]); ``need_sort`` stages pages until an alloc runs short.
     ``ReqToTokenPool`` (2 rows of 4): rows 1, 2 then none; a freed row returns to the back; write and read

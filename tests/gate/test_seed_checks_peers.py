@@ -143,6 +143,9 @@ SURVIVORS = [
      "sglang tree pinned"),
     (sglang, "RadixCache.evict", "and not parent.children and parent.lock_ref == 0:",
      "and not parent.children and parent.lock_ref <= 0:", "sglang adapters pinned"),
+    # a survivor of i25k's seed-1006 sample over reference.peers.*
+    (vllm, "VllmKVCacheManager.allocate_slots", "max(cdiv(num_slots, self.config.block_size) - len(blocks), 0))",
+     "max(cdiv(num_slots, self.config.block_size) - len(blocks), -1))", "vllm manager scenarios"),
 ]
 
 
