@@ -695,7 +695,8 @@ def sglang_tree_pinned() -> Rows:
     extra unlock drives both locks to -1
     with no size change. Eviction frees whole leaves in policy order, a parent left childless joins the heap
     (lru: [5] then [7], [1, 2]; mru: [7], then [1, 2], [5]). Insert: priorities only rise along the path (the
-    root's too); a one-token match splits a cached [5, 6], an empty one returns the root without a walk; too few
+    root's too); edges of 300 and 301 tokens compare their lengths by value (no split at a full match);
+    a one-token match splits a cached [5, 6], an empty one returns the root without a walk; too few
     slots, a disabled cache, page-aligned keys; a leaf its parent no longer holds and a node
     of another tree are refused by name. ``pretty_print`` lists edges (first 10 units) with their locks, then the
     token count."""
@@ -760,6 +761,11 @@ def sglang_tree_pinned() -> Rows:
     again = p.insert([1, 2], priority=1)
     prio = (p.root_node.priority, [n.priority for n in p.nodes()], again.prefix_len, again.last_device_node.key.units
             if again.last_device_node else None)
+    long = sg.RadixCache()  # edges longer than CPython's cached small ints: lengths compared by value
+    long.insert(list(range(300)))
+    grown = long.insert(list(range(301)))
+    longs = (grown.prefix_len, [len(n.key) for n in long.nodes()], long.match_prefix(list(range(301))).device_prefix_len,
+             long.match_prefix(list(range(300)) + [7]).device_prefix_len, [len(n.key) for n in long.nodes()])
     single = sg.RadixCache()
     single.insert([5, 6])
     singles = (single.match_prefix([5]).device_prefix_len, single.match_prefix([]).device_prefix_len,
@@ -808,6 +814,8 @@ def sglang_tree_pinned() -> Rows:
               (1, (3, 3, 0), 3, (0, 0, 0), [((17,), 0), ((11, 12), 0), ((15,), 0)])]),
             ("priorities 3, 5, then 1: root, nodes; the last insert's prefix and node", prio,
              (5, [5, 5], 2, (1, 2))),
+            ("range(300) then range(301) inserted: prefix, edge lengths; matches of range(301), range(300) + [7]; "
+             "edge lengths", longs, (300, [300, 1], 301, 300, [300, 1])),
             ("[5, 6] cached: match [5] (splits), match [] (no walk, no clock reading), root last used, edges",
              singles, (1, 0, 4, [(5,), (6,)])),
             ("disabled: insert prefix, node, match, evict, lock delta, sizes", disabled, (0, None, 0, 0, 0, (0, 0, 0))),
@@ -922,7 +930,7 @@ def stream_log_contract() -> Rows:
     and never past its end); request ``q<op>`` is admitted at operation ``op`` and only while fewer than 3 run; a
     refused admission (the driver refuses every third) never runs, a refused append (every second) leaves the
     request's length; frees take a running request; one batch per operation whose events are not empty (the
-    driver returns an event on even operations only). The profile's own driver (``_ProfileDriver``): 9 blocks of
+    driver returns an event on even operations only); a 13-token stream draws prompts of 1 to 10 tokens. The profile's own driver (``_ProfileDriver``): 9 blocks of
     2 tokens, events on (full-attention BlockStored events: hashes as the low 64 bits of the chain), and each batch
     it returns drains the manager's events and the adapter's trace. ``sglang_stream.random_event_log`` (its
     docstring): a log begins with the constructor's AllBlocksCleared, stores pages of ``page_size`` tokens drawn
@@ -989,6 +997,8 @@ def stream_log_contract() -> Rows:
 
     rec = Recording()
     batches = wire.random_stream_log(5, 400, max_running=3, stream_tokens=10, driver=rec)
+    odd = Recording()  # 13 tokens: prompts of 1 to 10
+    wire.random_stream_log(6, 400, max_running=3, stream_tokens=13, driver=odd)
     seqs = rec.done + list(rec.seqs.values())
     longest = max(seqs, key=len)
     stream_ok = all(seq == longest[:len(seq)] for seq in seqs) and all(0 <= t < 1 << 15 for t in longest)
@@ -1033,6 +1043,8 @@ def stream_log_contract() -> Rows:
                                                                        rec.peak),
              (list(range(1, 8)), [1, 2, 3], 3)),
             ("call kinds drawn", sorted(rec.kinds), ["allocate", "append", "free", "reset"]),
+            ("a 13-token stream: calls against the contract, prompt lengths drawn", (odd.bad, sorted(odd.prompts)),
+             ([], list(range(1, 11)))),
             ("batches: the even operations' events", batches, [(op,) for op in range(0, 400, 2)]),
             ("profile driver: the first batch (a = 5 tokens: 2 blocks cached; its 6th token: block 3 cached)",
              first, (bp.BlockStored((ext[0], ext[1]), None, (1, 2, 3, 4), 2, None, None, (None, None), 0,

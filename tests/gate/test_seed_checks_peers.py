@@ -146,6 +146,11 @@ SURVIVORS = [
     # a survivor of i25k's seed-1006 sample over reference.peers.*
     (vllm, "VllmKVCacheManager.allocate_slots", "max(cdiv(num_slots, self.config.block_size) - len(blocks), 0))",
      "max(cdiv(num_slots, self.config.block_size) - len(blocks), -1))", "vllm manager scenarios"),
+    # survivors of i25k's seed-1007 sample over reference.peers.*
+    (vllm_wire, "random_stream_log", "n = rng.randrange(1, stream_tokens - 2)", "n = rng.randrange(1, stream_tokens ^ 2)",
+     "stream log contract"),
+    (sglang, "RadixCache.insert", "            if p < len(child.key):\n                child = self._split_node(child, p)",
+     "            if p is not len(child.key):\n                child = self._split_node(child, p)", "sglang tree pinned"),
 ]
 
 
