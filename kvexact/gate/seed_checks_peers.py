@@ -1292,7 +1292,8 @@ def sglang_keys_events_orders() -> Rows:
     the constructor records AllBlocksCleared; [1, 2, 3, 4] is one BlockStored of both pages (the second chained
     to the first and merged); [1, 2, 5, 6] splits silently and stores [5, 6] under [1, 2]; LRU eviction of 2
     tokens removes [3, 4]; evicting the rest removes [5, 6] then [1, 2], merged; a disabled cache records
-    nothing. Orders: with thresholds 8 / 2 the third request, sharing 2 tokens with an earlier queued one,
+    nothing; a store whose parent is the last stored page (computed afresh) is merged into it, and large token ids
+    compare by value. Orders: with thresholds 8 / 2 the third request, sharing 2 tokens with an earlier queued one,
     waits; LPM sorts by matched length, FCFS when the cache is off or more than 128 wait; DFS weight visits
     heavier subtrees first and emits a node's own requests after its subtree."""
     import hashlib
@@ -1332,6 +1333,16 @@ def sglang_keys_events_orders() -> Rows:
     events.append(c.kv_events.take())
     c.evict(10)
     events.append(c.kv_events.take())
+    chained = sg.RadixCache(page_size=2, kv_events=True)
+    chained.kv_events.take()
+    chained.insert([1, 2])
+    chained.insert([1, 2, 3, 4])  # its parent hash is computed afresh: merged by value
+    merged = chained.kv_events.take()
+    big = [1000 + i for i in range(3)]  # token ids built at run time: equal values, distinct objects
+    big_tree = sg.RadixCache()
+    big_tree.insert(big)
+    bigs = (RadixKey.of(big).match(RadixKey.of([999 + i + 1 for i in range(3)])),
+            big_tree.match_prefix([2000 - 1000 + i for i in range(4)]).device_prefix_len)
     quiet = [sg.RadixCache(kv_events=False), sg.RadixCache(disable=True, kv_events=True)]
     for q in quiet:
         q.insert([1, 2])
@@ -1369,6 +1380,9 @@ def sglang_keys_events_orders() -> Rows:
               [stored([h(1, 2), h(1, 2, 3, 4)], None, [1, 2, 3, 4]), stored([h(1, 2, 5, 6)], h(1, 2), [5, 6])],
               [{"type": "BlockRemoved", "block_hashes": [h(1, 2, 3, 4)], "medium": "GPU"}],
               [{"type": "BlockRemoved", "block_hashes": [h(1, 2, 5, 6), h(1, 2)], "medium": "GPU"}]]),
+            ("events of [1, 2], then [1, 2, 3, 4] (pages of 2)", merged,
+             [stored([h(1, 2), h(1, 2, 3, 4)], None, [1, 2, 3, 4])]),
+            ("tokens 1000-1002 built twice at run time: key match, tree match of 1000-1003", bigs, (3, 3)),
             ("events off, cache disabled: recorded", [q.kv_events.take() for q in quiet], [[], []]),
             ("a 3-token node in pages of 2", mixed, [stored([h(1, 2)], None, [1, 2]),
                                                     stored([h(1, 2, 3)], h(1, 2), [3], 1)]),

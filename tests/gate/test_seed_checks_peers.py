@@ -14,6 +14,7 @@ from kvexact.reference.peers import (
     sglang,
     sglang_adapter,
     sglang_events,
+    sglang_key,
     sglang_pool,
     sglang_protocol,
     sglang_stream,
@@ -151,6 +152,10 @@ SURVIVORS = [
      "stream log contract"),
     (sglang, "RadixCache.insert", "            if p < len(child.key):\n                child = self._split_node(child, p)",
      "            if p is not len(child.key):\n                child = self._split_node(child, p)", "sglang tree pinned"),
+    # identity for equality on values built at run time
+    (sglang_events, "EventRecorder.enqueue", 'and event["parent_block_hash"] == tail["block_hashes"][-1]:',
+     'and event["parent_block_hash"] is tail["block_hashes"][-1]:', "sglang keys events orders"),
+    (sglang_key, "RadixKey.match", "            if a != b:", "            if a is not b:", "sglang keys events orders"),
 ]
 
 
