@@ -1292,7 +1292,7 @@ def sglang_keys_events_orders() -> Rows:
     the constructor records AllBlocksCleared; [1, 2, 3, 4] is one BlockStored of both pages (the second chained
     to the first and merged); [1, 2, 5, 6] splits silently and stores [5, 6] under [1, 2]; LRU eviction of 2
     tokens removes [3, 4]; evicting the rest removes [5, 6] then [1, 2], merged; a disabled cache records
-    nothing; a store whose parent is the last stored page (computed afresh) is merged into it, and large token ids
+    nothing; a check threshold of 0 still checks unmatched requests, -1 turns the check off; a store whose parent is the last stored page (computed afresh) is merged into it, and large token ids
     compare by value. Orders: with thresholds 8 / 2 the third request, sharing 2 tokens with an earlier queued one,
     waits; LPM sorts by matched length, FCFS when the cache is off or more than 128 wait; DFS weight visits
     heavier subtrees first and emits a node's own requests after its subtree."""
@@ -1358,6 +1358,8 @@ def sglang_keys_events_orders() -> Rows:
     tree.insert([1, 2, 3, 4])
     queue = [sg.Req("a", [9, 9]), sg.Req("b", [1, 2, 3, 4, 5]), sg.Req("c", [1, 2, 7])]
     matches = compute_prefix_matches(tree, queue, check_threshold=8, deprioritize_threshold=2)
+    thresholds = [compute_prefix_matches(tree, [sg.Req("a", [9, 9]), sg.Req("b", [9, 9, 1])], check_threshold=t,
+                                         deprioritize_threshold=1).deprioritized for t in (0, -1)]
     fresh = [sg.Req("a", [9, 9]), sg.Req("b", [1, 2, 3, 4, 5]), sg.Req("c", [1, 2, 7])]
     orders = [lpm_order(tree, fresh), lpm_order(sg.RadixCache(disable=True), fresh),
               lpm_order(tree, [sg.Req(str(i), [1, 2, 3]) for i in range(129)])[:3]]
@@ -1388,6 +1390,8 @@ def sglang_keys_events_orders() -> Rows:
                                                     stored([h(1, 2, 3)], h(1, 2), [3], 1)]),
             ("prefix matches (thresholds 8, 2): matched, deprioritized", (matches.num_matched_prefix_tokens,
                                                                          matches.deprioritized), ((0, 4, 2), {2})),
+            ("[9, 9] then [9, 9, 1] (nothing cached), deprioritize at 1: deprioritized with check threshold 0, -1 "
+             "(off)", thresholds, [{1}, set()]),
             ("LPM; disabled cache; 129 waiting (first three)", orders, [[1, 2, 0], [0, 1, 2], [0, 1, 2]]),
             ("DFS weight over [5], [1, 2, 4], [1, 2, 3] twice, the root", dfs_weight_order(dfs, last),
              [2, 3, 1, 0, 4]),

@@ -17,6 +17,7 @@ from kvexact.reference.peers import (
     sglang_key,
     sglang_pool,
     sglang_protocol,
+    sglang_sched,
     sglang_stream,
     vllm,
     vllm_adapter,
@@ -156,6 +157,8 @@ SURVIVORS = [
     (sglang_events, "EventRecorder.enqueue", 'and event["parent_block_hash"] == tail["block_hashes"][-1]:',
      'and event["parent_block_hash"] is tail["block_hashes"][-1]:', "sglang keys events orders"),
     (sglang_key, "RadixKey.match", "            if a != b:", "            if a is not b:", "sglang keys events orders"),
+    (sglang_sched, "compute_prefix_matches", "if check_threshold != -1 and", "if check_threshold != 0 and",
+     "sglang keys events orders"),
 ]
 
 
