@@ -695,7 +695,7 @@ def sglang_tree_pinned() -> Rows:
     extra unlock drives both locks to -1
     with no size change. Eviction frees whole leaves in policy order, a parent left childless joins the heap
     (lru: [5] then [7], [1, 2]; mru: [7], then [1, 2], [5]). Insert: priorities only rise along the path (the
-    root's too); edges of 300 and 301 tokens compare their lengths by value (no split at a full match);
+    root's too); a new leaf ending at or below ``inserted_len`` gains no hit; edges of 300 and 301 tokens compare their lengths by value (no split at a full match);
     a one-token match splits a cached [5, 6], an empty one returns the root without a walk; too few
     slots, a disabled cache, page-aligned keys; a leaf its parent no longer holds and a node
     of another tree are refused by name. ``pretty_print`` lists edges (first 10 units) with their locks, then the
@@ -766,6 +766,10 @@ def sglang_tree_pinned() -> Rows:
     grown = long.insert(list(range(301)))
     longs = (grown.prefix_len, [len(n.key) for n in long.nodes()], long.match_prefix(list(range(301))).device_prefix_len,
              long.match_prefix(list(range(300)) + [7]).device_prefix_len, [len(n.key) for n in long.nodes()])
+    below = sg.RadixCache()
+    below_hits = [below.insert([7, 8], inserted_len=5).last_device_node, below.insert([9], inserted_len=1)
+                  .last_device_node]
+    below_rows = [n.hit_count if n is not None else None for n in below_hits]
     single = sg.RadixCache()
     single.insert([5, 6])
     singles = (single.match_prefix([5]).device_prefix_len, single.match_prefix([]).device_prefix_len,
@@ -816,6 +820,8 @@ def sglang_tree_pinned() -> Rows:
              (5, [5, 5], 2, (1, 2))),
             ("range(300) then range(301) inserted: prefix, edge lengths; matches of range(301), range(300) + [7]; "
              "edge lengths", longs, (300, [300, 1], 301, 300, [300, 1])),
+            ("hit counts of new leaves [7, 8] (inserted_len 5: ends below it) and [9] (inserted_len 1: ends at it)",
+             below_rows, [0, 0]),
             ("[5, 6] cached: match [5] (splits), match [] (no walk, no clock reading), root last used, edges",
              singles, (1, 0, 4, [(5,), (6,)])),
             ("disabled: insert prefix, node, match, evict, lock delta, sizes", disabled, (0, None, 0, 0, 0, (0, 0, 0))),
@@ -1072,7 +1078,10 @@ def vllm_manager_scenarios() -> Rows:
     cache 1; the next decode token (21 slots in 2 blocks) takes none. 28 (4-token blocks): range(10) in chunks
     of 5 takes [1, 2] (1 cached), then [3] (2 cached); range(10) +
     [99] meanwhile hits 8 ([1, 2]). Also (hand-derived): max_model_len 6 caps 10 tokens at 2 blocks of 4; reserved
-    blocks count against the free ones; the named refusals and their values."""
+    blocks count against the free ones; the manager's self-check names the first block whose ref count is not
+    its number of holders; the named refusals and their values."""
+    import attrs
+
     from kvexact.reference.peers.vllm import ManagerRejection, VllmConfig, VllmKVCacheManager
     from kvexact.reference.peers.vllm_pool import AllBlocksCleared
     from kvexact.reference.rejections import Rejected
@@ -1148,6 +1157,17 @@ def vllm_manager_scenarios() -> Rows:
     other = m.get_computed_blocks(m.make_request("o", list(range(10)) + [99]))
     s28 = (first.block_ids, first.newly_cached_block_ids, second.block_ids, second.newly_cached_block_ids,
            other.block_ids, other.num_computed_tokens)
+    def check(manager: VllmKVCacheManager) -> str | None:
+        try:
+            manager.check()
+            return None
+        except AssertionError as exc:
+            return str(exc)
+
+    held = VllmKVCacheManager.create(VllmConfig(4, 2))
+    held, _ = held.allocate_slots(held.make_request("h", [1, 2, 3]), 3)  # blocks 1, 2
+    checks = [check(held)] + [check(attrs.evolve(held, pool=attrs.evolve(held.pool, ref_cnt=refs)))
+                              for refs in ((0, 2, 1, 0), (0, 1, 0, 1))]
     capped = VllmKVCacheManager.create(VllmConfig(11, 4, max_model_len=6))
     capped_blocks = capped.allocate_slots(capped.make_request("r", list(range(10))), 10)[1].block_ids
     small = VllmKVCacheManager.create(VllmConfig(5, 4))
@@ -1181,6 +1201,8 @@ def vllm_manager_scenarios() -> Rows:
              ((1, 2), (1,), (3,), (2,), (1, 2), 8)),
             ("max_model_len 6: blocks for 10 tokens; 8 tokens with 2, 3 of 4 free blocks reserved",
              (capped_blocks, reserved), ((1, 2), [(1, 2), None])),
+            ("manager check as is; with block 1 counted twice; with block 3 counted instead of 2 (the pool's own "
+             "check fires first: block 2 at ref 0 is not queued)", checks, [None, "block 1: held 1, ref 2", "block 2"]),
             ("hits offered to a running request", hits_refused,
              "ManagerRejection.HITS_FOR_RUNNING_REQUEST: request 'r'"),
             ("configs refused", config_refusals,

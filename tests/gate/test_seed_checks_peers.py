@@ -159,6 +159,10 @@ SURVIVORS = [
     (sglang_key, "RadixKey.match", "            if a != b:", "            if a is not b:", "sglang keys events orders"),
     (sglang_sched, "compute_prefix_matches", "if check_threshold != -1 and", "if check_threshold != 0 and",
      "sglang keys events orders"),
+    (sglang, "RadixCache.insert", "if pos + len(key) > inserted_len:", "if pos + len(key) is not inserted_len:",
+     "sglang tree pinned"),
+    (vllm, "VllmKVCacheManager.check", "assert held[b] == self.pool.ref_cnt[b],", "assert held[b] <= self.pool.ref_cnt[b],",
+     "vllm manager scenarios"),
 ]
 
 
