@@ -434,7 +434,7 @@ def vllm_hybrid_finders() -> Rows:
     evicted = [(i, None if gone.block_key[i] is None else "kept" if gone.block_key[i] == pool.block_key[i] else "?")
                for i in range(1, 10)]
     same = evict_block(pool, pub_specs[1], 1, stream, 2, 3)
-    trims = []
+    trims: list[Any] = []
     for groups, size, alignment in (([[1, 2, 3], [4, 5, 6]], 2, 4), ([[1, 2, 3]], 2, 2), ([[1, 2, 3, 4, 5]], 2, 8),
                                     ([[1]], 4, 4), ([[1, 2, 3]], 4, 8), ([[]], 2, 4)):
         _trim_to_alignment(groups, size, alignment)
@@ -1241,7 +1241,7 @@ def sglang_pools_pinned() -> Rows:
 
     t = sp.TokenToKVPoolAllocator(4)
     t.freed_log = []
-    one = (t.alloc(2), t.alloc(3), t.available_size())
+    one: tuple[Any, ...] = (t.alloc(2), t.alloc(3), t.available_size())
     t.free([2, 1])
     t.free([])
     one += (list(t.free_pages), t.available_size(), list(t.freed_log))
