@@ -13,18 +13,24 @@ from kvexact.reference import adapters
 from kvexact.reference.peers import (
     sglang,
     sglang_adapter,
+    sglang_events,
+    sglang_key,
+    sglang_pool,
     sglang_protocol,
+    sglang_sched,
     sglang_stream,
+    vllm,
     vllm_adapter,
     vllm_hashing,
     vllm_hybrid,
     vllm_pool,
+    vllm_protocol,
     vllm_wire,
 )
 
 
 def test_every_peer_case_passes_and_is_registered():
-    assert len(seed_checks_peers.CASES) == 5
+    assert len(seed_checks_peers.CASES) == 18
     assert set(seed_checks_peers.CASES) <= set(seed_checks.SEED_CASES)
     for name in seed_checks_peers.CASES:
         result = run_seed_case(name)
@@ -82,6 +88,81 @@ SURVIVORS = [
     # killed since the sample by the block side's "peer units" (a float timeout: `^` raises TypeError)
     (vllm_wire, "Publisher.wait_for_subscriber", "if not self._sock.poll(int(timeout_s * 1000)):",
      "if not self._sock.poll(int(timeout_s ^ 1000)):", "peer units"),
+    # named survivors of issue #25 (i25k), closed by "pinned defaults and refusals"
+    (vllm, "VllmKVCacheManager.free", "if not self.is_running(request_id) and not blocks:",
+     "if not not self.is_running(request_id) and not blocks:", "pinned defaults and refusals"),
+    (sglang, "Req", "    num_matched_prefix_tokens: int = 0", "    num_matched_prefix_tokens: int = 1",
+     "pinned defaults and refusals"),
+    (sglang, "RadixCache.check_invariants", "and len(n.key) == len(n.value), f", "and len(n.key) <= len(n.value), f",
+     "pinned defaults and refusals"),
+    (vllm_pool, "_check_block", "or not 0 <= block_id < pool.num_blocks:", "or not 0 <= block_id is not pool.num_blocks:",
+     "pinned defaults and refusals"),
+    # survivors of i25k's exploration samples (seeds 1001+), closed by the pinned cases
+    (vllm_hybrid, "_trim_to_alignment", "while block_size != alignment_tokens and", "while block_size >= alignment_tokens and",
+     "vllm hybrid finders"),
+    (vllm_hybrid, "_trim_to_alignment", "len(blocks[0]) * block_size % alignment_tokens:",
+     "len(blocks[0]) & block_size % alignment_tokens:", "vllm hybrid finders"),
+    # one mutant per pinned case, of the families the cases were written against
+    (vllm_hashing, "split_key", "if len(key) <= GROUP_ID_BYTES:", "if len(key) < GROUP_ID_BYTES:",
+     "vllm hashing pinned"),
+    (vllm_pool, "PoolState.usage", "return 0.0 if usable == 0 else", "return 0.0 if usable == 1 else",
+     "vllm pool pinned"),
+    (sglang, "RadixCache._lock_walk", "if step > 0 and cur.lock_ref == 0:", "if step > 1 and cur.lock_ref == 0:",
+     "sglang tree pinned"),
+    (vllm_protocol, "VllmProtocolAdapter.block_ids", "return list(range(1, self.config.blocks_per_group + 1))",
+     "return list(range(2, self.config.blocks_per_group + 1))", "vllm adapters pinned"),
+    (vllm_wire, "random_stream_log", "n = rng.randrange(1, stream_tokens - 2)",
+     "n = rng.randrange(1, stream_tokens - 3)", "stream log contract"),
+    (vllm, "VllmKVCacheManager.num_blocks_to_allocate", "and self.pool.ref_cnt[b] == 0)",
+     "and self.pool.ref_cnt[b] == 1)", "vllm manager scenarios"),
+    (sglang_pool, "PagedTokenToKVPoolAllocator.available_size",
+     "return (len(self.free_pages) + len(self.release_pages)) * self.page_size",
+     "return (len(self.free_pages) + len(self.release_pages)) / self.page_size", "sglang pools pinned"),
+    (sglang_events, "EventRecorder.enqueue", 'and event["parent_block_hash"] == tail["block_hashes"][-1]:',
+     'and event["parent_block_hash"] != tail["block_hashes"][-1]:', "sglang keys events orders"),
+    (sglang_adapter, "SGLangAdapter.__init__", "self._lock_ids = itertools.count(1)",
+     "self._lock_ids = itertools.count(2)", "sglang adapters pinned"),
+    (sglang, "match_kv_cache", "    cap = len(req.tokens()) - 1", "    cap = len(req.tokens()) - 2",
+     "sglang protocol pinned"),
+    (vllm_hashing, "_mm_keys", "        if start >= item.offset + item.length:", "        if start > item.offset + item.length:",
+     "peer odds and ends"),
+    # survivors of i25k's seed-1004 sample over reference.peers.sglang
+    (sglang, "checkpoint", "if 0 < prompt_units < len(key):", "if 1 < prompt_units < len(key):",
+     "sglang protocol pinned"),
+    (sglang, "checkpoint", "priority=req.priority + 1, inserted_len=prompt_units)",
+     "priority=req.priority + 2, inserted_len=prompt_units)", "sglang protocol pinned"),
+    (vllm_hybrid, "find_longest_cache_hit", "buckets.sort(key=lambda b: b[0].sliding_window is not None)",
+     "buckets.sort(key=lambda b: b[0].sliding_window is None)", "vllm hybrid finders"),
+    (sglang, "eviction_priority", "1 if n.hit_count >= slru_threshold else 0", "1 if n.hit_count > slru_threshold else 0",
+     "sglang tree pinned"),
+    # a survivor of i25k's seed-1005 sample over reference.peers.*
+    (sglang_pool, "PagedTokenToKVPoolAllocator.free_segment", "        if start_pos % self.page_size:\n            raise "
+     "SGLangError(SGLangRejection.PAGE_MISALIGNED_SEGMENT,\n                              f\"start_pos {start_pos} with page "
+     "size {self.page_size}\")\n        if not len(slots):", "        if start_pos / self.page_size:\n            raise "
+     "SGLangError(SGLangRejection.PAGE_MISALIGNED_SEGMENT,\n                              f\"start_pos {start_pos} with page "
+     "size {self.page_size}\")\n        if not len(slots):", "sglang pools pinned"),
+    (sglang, "RadixCache.match_prefix", "if self.disable or len(key) == 0:", "if self.disable or len(key) == 1:",
+     "sglang tree pinned"),
+    (sglang, "RadixCache.evict", "and not parent.children and parent.lock_ref == 0:",
+     "and not parent.children and parent.lock_ref <= 0:", "sglang adapters pinned"),
+    # a survivor of i25k's seed-1006 sample over reference.peers.*
+    (vllm, "VllmKVCacheManager.allocate_slots", "max(cdiv(num_slots, self.config.block_size) - len(blocks), 0))",
+     "max(cdiv(num_slots, self.config.block_size) - len(blocks), -1))", "vllm manager scenarios"),
+    # survivors of i25k's seed-1007 sample over reference.peers.*
+    (vllm_wire, "random_stream_log", "n = rng.randrange(1, stream_tokens - 2)", "n = rng.randrange(1, stream_tokens ^ 2)",
+     "stream log contract"),
+    (sglang, "RadixCache.insert", "            if p < len(child.key):\n                child = self._split_node(child, p)",
+     "            if p is not len(child.key):\n                child = self._split_node(child, p)", "sglang tree pinned"),
+    # identity for equality on values built at run time
+    (sglang_events, "EventRecorder.enqueue", 'and event["parent_block_hash"] == tail["block_hashes"][-1]:',
+     'and event["parent_block_hash"] is tail["block_hashes"][-1]:', "sglang keys events orders"),
+    (sglang_key, "RadixKey.match", "            if a != b:", "            if a is not b:", "sglang keys events orders"),
+    (sglang_sched, "compute_prefix_matches", "if check_threshold != -1 and", "if check_threshold != 0 and",
+     "sglang keys events orders"),
+    (sglang, "RadixCache.insert", "if pos + len(key) > inserted_len:", "if pos + len(key) is not inserted_len:",
+     "sglang tree pinned"),
+    (vllm, "VllmKVCacheManager.check", "assert held[b] == self.pool.ref_cnt[b],", "assert held[b] <= self.pool.ref_cnt[b],",
+     "vllm manager scenarios"),
 ]
 
 
