@@ -215,7 +215,89 @@ def allocator_write_frontier() -> Rows:
              [M, (), None, (5, 6)])]
 
 
+def shared_prefix_chunk_first() -> Rows:
+    """0x0BD/0x0BE: chunk-first metadata keeps the chunks whose coverage exceeds the threshold tau, in tree order,
+    with begins, ends and offsets (each offset the running sum of the coverages before it). The seed's partial rows
+    are coverage(C0) + coverage(C1) + coverage(C2) = 4 + 2 + 2 = 8, so its tau is 1, the default of every entry
+    point (bind_chunk_first, chunk_attention, ledger, the metadata itself). On 0x0BB's tree (coverages 4, 2, 2, 1,
+    1, 1, 1): tau 0 keeps all 7 (4 + 2 + 2 + 4 x 1 = 12 rows), tau 2 and 3 keep C0 (4), tau 4 none. A partial row
+    is the state of the chunk for that sequence, at offset + seq - begin; a sequence outside the chunk's range is
+    refused by name, as is metadata of another snapshot, sequence order or threshold."""
+    import attrs
+
+    from kvexact.reference import shared_prefix as sp
+    from kvexact.reference.labs import shared_prefix as sp_lab
+    from kvexact.reference.rejections import Rejected, rejection_of
+
+    R = sp.SharedPrefixRejection
+    tree = sp_lab.SEED_TREE
+    fx = sp_lab.seed_fixture()
+
+    def shape(m: sp.ChunkFirstMetadata) -> tuple[Any, ...]:
+        return m.chunks, m.begins, m.ends, m.offsets, m.partial_rows, m.threshold
+
+    def detail(trigger: Any) -> tuple[Any, str]:
+        try:
+            trigger()
+        except Rejected as exc:
+            return exc.reason, exc.detail
+        return None, ""
+
+    out, partial = sp.chunk_attention(fx)
+    meta = sp.bind_chunk_first(fx)
+    mono = sp.monolithic(fx)
+    want_rows = [sp.partition_state(fx.q[s], fx.k[c], fx.v[c], fx.scale, fx.d_v)
+                 for c, b, e in ((0, 0, 4), (1, 0, 2), (2, 2, 4)) for s in range(b, e)]
+    reordered = attrs.evolve(fx, q=(fx.q[1], fx.q[0], *fx.q[2:]), seq_ids=(1, 0, 2, 3))
+    changed = attrs.evolve(fx, k=(((fx.k[0][0][0] + 1.0, fx.k[0][0][1]), *fx.k[0][1:]), *fx.k[1:]))
+    requeried = attrs.evolve(fx, q=(fx.q[1], *fx.q[1:]))
+    led = sp.ledger(tree, 4, 2, 3)
+    return [("metadata at tau 0, 1, 2, 3, 4",
+             [shape(sp.chunk_first_metadata(tree, t)) for t in (0, 1, 2, 3, 4)],
+             [((0, 1, 2, 3, 4, 5, 6), (0, 0, 2, 0, 1, 2, 3), (4, 2, 4, 1, 2, 3, 4), (0, 4, 6, 8, 9, 10, 11), 12, 0),
+              ((0, 1, 2), (0, 0, 2), (4, 2, 4), (0, 4, 6), 8, 1), ((0,), (0,), (4,), (0,), 4, 2),
+              ((0,), (0,), (4,), (0,), 4, 3), ((), (), (), (), 0, 4)]),
+            ("defaults: bound metadata, a bare metadata's tau, ledger partial rows, bytes",
+             (shape(meta), sp.ChunkFirstMetadata((), (), (), (), 0).threshold, led.partial_rows,
+              led.partial_buffer_bytes), (((0, 1, 2), (0, 0, 2), (4, 2, 4), (0, 4, 6), 8, 1), 1, 8, 112)),
+            ("bound metadata: digest, sequence ids", (meta.digest == sp.snapshot_digest(fx), meta.seq_ids),
+             (True, (0, 1, 2, 3))),
+            ("chunk_attention at the default tau: partial buffer = C0's 4, C1's 2, C2's 2 rows", partial,
+             want_rows),
+            ("outputs at the default tau, with the default metadata passed, at tau 0 and 4: within 2.3e-16",
+             [sp.max_abs_difference(mono, o) <= 2.3e-16 for o in
+              (out, sp.chunk_attention(fx, meta=meta)[0], sp.chunk_attention(fx, 0)[0],
+               sp.chunk_attention(fx, 4)[0])], [True] * 4),
+            ("partial buffer sizes at tau 0, 2, 4", [len(sp.chunk_attention(fx, t)[1]) for t in (0, 2, 4)],
+             [12, 4, 0]),
+            ("partial rows read: C1 for 0, 1; C2 for 2, 3",
+             [sp.partial_row(partial, meta, c, s) for c, s in ((1, 0), (1, 1), (2, 2), (2, 3))],
+             [want_rows[4], want_rows[5], want_rows[6], want_rows[7]]),
+            ("partial rows out of coverage: C1 for 2, C2 for 1, C2 for 4",
+             [detail(lambda c=c, s=s: sp.partial_row(partial, meta, c, s)) for c, s in ((1, 2), (2, 1), (2, 4))],
+             [(R.PARTIAL_ROW_OUT_OF_COVERAGE, "chunk 1 covers [0, 2), not 2"),
+              (R.PARTIAL_ROW_OUT_OF_COVERAGE, "chunk 2 covers [2, 4), not 1"),
+              (R.PARTIAL_ROW_OUT_OF_COVERAGE, "chunk 2 covers [2, 4), not 4")]),
+            ("default metadata used at tau 2; tau-2 metadata used at the default",
+             [detail(lambda: sp.chunk_attention(fx, 2, meta=meta)),
+              detail(lambda: sp.chunk_attention(fx, meta=sp.bind_chunk_first(fx, 2)))],
+             [(R.THRESHOLD_MISMATCH, "built at 1, used at 2"), (R.THRESHOLD_MISMATCH, "built at 2, used at 1")]),
+            ("default metadata on a reordered batch, on changed K",
+             [detail(lambda: sp.chunk_attention(reordered, meta=meta)),
+              detail(lambda: sp.chunk_attention(changed, meta=meta))],
+             [(R.SEQUENCE_ORDER_CHANGED, "(0, 1, 2, 3) became (1, 0, 2, 3)"),
+              (R.STALE_SNAPSHOT, "metadata digest differs from the tree's")]),
+            ("the digest covers K, not the queries: changed K, changed queries keep it",
+             (sp.snapshot_digest(changed) == meta.digest, sp.snapshot_digest(requeried) == meta.digest),
+             (False, True)),
+            ("the snapshot's scale passed, 0.5 passed (d_qk 2: 1/sqrt(2))",
+             [rejection_of(lambda: sp.chunk_attention(fx, scale=fx.scale)),
+              detail(lambda: sp.chunk_attention(fx, scale=0.5))],
+             [None, (R.SCALE_MISMATCH, "scale 0.5 != 1/sqrt(2)")])]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
-         "allocator write frontier": allocator_write_frontier}
+         "allocator write frontier": allocator_write_frontier,
+         "shared prefix chunk first": shared_prefix_chunk_first}

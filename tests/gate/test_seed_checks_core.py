@@ -15,7 +15,7 @@ from test_seed_checks import (  # one line replaced, as cosmic-ray writes it
 
 from kvexact.gate import seed_checks, seed_checks_core
 from kvexact.gate.framework import GateContext, Verdict
-from kvexact.reference import allocator, ledgers, namespaces, pool, prefix, vmm
+from kvexact.reference import allocator, ledgers, namespaces, pool, prefix, shared_prefix, vmm
 from kvexact.reference.namespaces import CacheIsolationNamespace, NamespaceRegistry, NamespaceRejection
 from kvexact.reference.rejections import rejection_of
 
@@ -60,6 +60,15 @@ SURVIVORS = [
      "if offset != len(rows) or offset + len(tokens) > self.groups[group].block_tokens:",
      "if offset != len(rows) or offset ** len(tokens) > self.groups[group].block_tokens:",
      "allocator write frontier"),
+    # issue #25, i25l: the seed-71 survivor (the default tau of chunk_attention)
+    (shared_prefix, "chunk_attention", "def chunk_attention(fx: Fixture, threshold: int = 1,",
+     "def chunk_attention(fx: Fixture, threshold: int = 2,", "shared prefix chunk first"),
+    (shared_prefix, "bind_chunk_first", "def bind_chunk_first(fx: Fixture, threshold: int = 1)",
+     "def bind_chunk_first(fx: Fixture, threshold: int = 0)", "shared prefix chunk first"),
+    (shared_prefix, "chunk_first_metadata", "if c.coverage <= threshold:", "if c.coverage < threshold:",
+     "shared prefix chunk first"),
+    (shared_prefix, "partial_row", "return partial[meta.offsets[i] + seq - meta.begins[i]]",
+     "return partial[meta.offsets[i] + seq]", "shared prefix chunk first"),
 ]
 
 
