@@ -296,8 +296,100 @@ def shared_prefix_chunk_first() -> Rows:
              [None, (R.SCALE_MISMATCH, "scale 0.5 != 1/sqrt(2)")])]
 
 
+def prefix_lookup_receipts() -> Rows:
+    """0x07A/0x07E/0x07F on the fixture cache (P = 16, 64 KiB bundle rows) holding A's 33 tokens (2 full blocks
+    published, publication generation 1). A logits-producing lookup caps at S_prompt - 1: 40 tokens hit
+    16 floor(min(32, 32, 39) / 16) = 32, recompute 8 in ceil(8 / 16) = 1 new bundle (16 x 64 KiB = 1 MiB),
+    8 x 64 KiB useful; 32 tokens hit 16 floor(31 / 16) = 16 (32 without logits: 0 recomputed, 0 bundles). A given
+    S_sem lies in 0..S_prompt (both ends accepted, -1 and S_prompt + 1 refused by name with both numbers); an
+    empty prompt is refused only with logits; a lookup refused before the walk (manifest, block size) makes no
+    probe; a walk probes each indexed block once. S_sem (none given) is the indexed rows plus the common prefix
+    with an indexed child of the last matched block: 1 for B's 1 token (A's block 0 starts with it)."""
+    import attrs
+
+    from kvexact.reference.keys import KeyRejection
+    from kvexact.reference.labs import prefix as px_lab
+    from kvexact.reference.prefix import PrefixPolicy, PrefixRejection
+    from kvexact.reference.rejections import Rejected
+
+    R = PrefixRejection
+    kib = 1024
+    s = list(px_lab.STREAM)
+
+    def detail(trigger: Any) -> tuple[Any, str]:
+        try:
+            trigger()
+        except Rejected as exc:
+            return exc.reason, exc.detail
+        return None, ""
+
+    def fields(r: Any) -> tuple[Any, ...]:
+        return (r.prompt_tokens, r.semantic_match_tokens, r.indexed_tokens, r.cap_tokens, r.runtime_hit_tokens,
+                r.prompt_rows_recomputed, len(r.matched_group_handles), len(r.matched_keys), r.new_block_bundles,
+                r.new_capacity_bytes, r.useful_recompute_bytes, r.copy_valid_partial_rows, r.logits_path)
+
+    cache = px_lab.cache_with(s[:33])
+    gen = cache.publication_generation
+    probes0 = cache.probes
+    forty = cache.lookup(px_lab.request("B", s[:40]))
+    probes1 = cache.probes
+    refused = [detail(lambda: cache.lookup(attrs.evolve(px_lab.request("B", s[:40]), manifest_sha256="1" * 64))),
+               detail(lambda: cache.lookup(px_lab.request("B", s[:40]), PrefixPolicy(block_tokens=8))),
+               detail(lambda: cache.lookup(px_lab.request("B", s[:40]), PrefixPolicy(block_tokens=0)))[0],
+               detail(lambda: cache.lookup(px_lab.request("B", [])))]
+    probes2 = cache.probes
+    sems = [detail(lambda t=t: cache.lookup(px_lab.request("B", s[:40], semantic_match_tokens=t)))
+            for t in (-1, 41)]
+    sem_hits = [cache.lookup(px_lab.request("B", s[:40], semantic_match_tokens=t)).runtime_hit_tokens
+                for t in (0, 15, 16, 40)]
+    kept = attrs.evolve(cache.lookup(px_lab.request("B", s[:40])), receipt_sha256="")
+    return [("publication generation, probes of a 2-block walk", (gen, probes0, probes1 - probes0), (1, 0, 2)),
+            ("B's 40 tokens with logits", fields(forty),
+             (40, 32, 32, 39, 32, 8, 2, 2, 1, 1024 * kib, 8 * 64 * kib, 0, "prompt-cap")),
+            ("B's 32 tokens with logits", fields(cache.lookup(px_lab.request("B", s[:32]))),
+             (32, 32, 32, 31, 16, 16, 1, 1, 1, 1024 * kib, 16 * 64 * kib, 0, "prompt-cap")),
+            ("B's 32 tokens without logits", fields(cache.lookup(px_lab.request("B", s[:32], requires_logits=False))),
+             (32, 32, 32, 32, 32, 0, 2, 2, 0, 0, 0, 0, "no-logits")),
+            ("B's 1 token with logits; an empty prompt without logits",
+             (fields(cache.lookup(px_lab.request("B", s[:1]))),
+              fields(cache.lookup(px_lab.request("B", [], requires_logits=False)))),
+             ((1, 1, 0, 0, 0, 1, 0, 0, 1, 1024 * kib, 64 * kib, 0, "prompt-cap"),
+              (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, "no-logits"))),
+            ("refused: another manifest, a policy of 8 and of 0 tokens, an empty prompt with logits", refused,
+             [(R.MANIFEST_MISMATCH, "111111111111 != 000000000000"), (R.POLICY_BLOCK_SIZE_MISMATCH,
+                                                                     "policy 8, allocator 16"),
+              KeyRejection.NON_POSITIVE_BLOCK_SIZE, (R.EMPTY_PROMPT_WITH_LOGITS, "B")]),
+            ("refused lookups probe nothing", probes2 - probes1, 0),
+            ("given S_sem -1, 41 of 40 refused as", sems,
+             [(R.SEMANTIC_MATCH_OUT_OF_RANGE, "S_sem=-1, S_prompt=40"),
+              (R.SEMANTIC_MATCH_OUT_OF_RANGE, "S_sem=41, S_prompt=40")]),
+            ("given S_sem 0, 15, 16, 40 of 40: hits", sem_hits, [0, 0, 16, 32]),
+            ("a lookup is read-only: the same receipt again", kept == attrs.evolve(forty, receipt_sha256=""), True)]
+
+
+def prefix_partial_tail_p12() -> Rows:
+    """0x07D at P = 12 (a block size that is not a power of two): A's 20 tokens publish 1 full block and an
+    8-row tail; B's 21 tokens with logits hit 12 full-block rows plus min(8, 20 - 12) = 8 copied rows (20 = 21 - 1,
+    the logits cap). Admitting maps (20 - 8) / 12 = 1 full block and copies the 8 rows from the tail (the second
+    matched bundle): B holds its 21 tokens."""
+    from kvexact.reference.labs import prefix as px_lab
+    from kvexact.reference.prefix import PrefixPolicy, admit
+
+    s = list(px_lab.STREAM)
+    tail = PrefixPolicy(block_tokens=12, partial_tail=True)
+    cache = px_lab.cache_with(s[:20], tail, block_tokens=12)
+    r = cache.lookup(px_lab.request("B", s[:21]), tail)
+    rec, receipts = admit(cache, r, s[:21], tail)
+    return [("B's 21 tokens: indexed, hit, copied rows, bundles, new bundles",
+             (r.indexed_tokens, r.runtime_hit_tokens, r.copy_valid_partial_rows, len(r.matched_group_handles),
+              r.new_block_bundles), (20, 20, 8, 2, 1)),
+            ("admitted: context, tokens, appended rows", (rec.context_tokens, cache.alloc.tokens_of("B"),
+                                                          len(receipts)), (21, tuple(s[:21]), 9))]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
          "allocator write frontier": allocator_write_frontier,
-         "shared prefix chunk first": shared_prefix_chunk_first}
+         "shared prefix chunk first": shared_prefix_chunk_first,
+         "prefix lookup receipts": prefix_lookup_receipts, "prefix partial tail p12": prefix_partial_tail_p12}

@@ -69,6 +69,13 @@ SURVIVORS = [
      "shared prefix chunk first"),
     (shared_prefix, "partial_row", "return partial[meta.offsets[i] + seq - meta.begins[i]]",
      "return partial[meta.offsets[i] + seq]", "shared prefix chunk first"),
+    # i25l's exploration sample over reference.prefix (seed 1001)
+    (prefix, "PrefixCache.lookup", "not 0 <= req.semantic_match_tokens <= s_prompt:",
+     "not 0 <= req.semantic_match_tokens < s_prompt:", "prefix lookup receipts"),
+    (prefix, "PrefixCache.lookup", "not 0 <= req.semantic_match_tokens <= s_prompt:",
+     "not 0 < req.semantic_match_tokens <= s_prompt:", "prefix lookup receipts"),
+    (prefix, "admit", "full = (receipt.runtime_hit_tokens - copied) // cache.block_tokens",
+     "full = (receipt.runtime_hit_tokens | copied) // cache.block_tokens", "prefix partial tail p12"),
 ]
 
 
