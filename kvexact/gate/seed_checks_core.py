@@ -387,9 +387,60 @@ def prefix_partial_tail_p12() -> Rows:
                                                           len(receipts)), (21, tuple(s[:21]), 9))]
 
 
+def revocation_walks() -> Rows:
+    """0x0CE against ``spec/NamespaceRevocation.tla`` (the embedded checker as the oracle) along seeded random
+    walks: from the initial state and from the seed scenario's published, leased and executing states, four walks
+    of 25 steps each (random.Random(k), k = 0..15, picking among the enabled steps). In every state visited the
+    reference's enabled steps lead to exactly the spec's successor states, every invariant twin holds as the spec's
+    invariant does, every one of the spec's 22 actions is taken somewhere, and each step's trace record carries the
+    spec's action name and the projection of the state it led to."""
+    import random
+
+    from kvexact.conformance.machines.revocation import RevocationMachine
+    from kvexact.reference import revocation as rv
+    from kvexact.reference.labs import revocation as rv_lab
+
+    model = RevocationMachine.model()
+    spec_inv = dict(model.invariants)
+    init = rv.RevState.init()
+    published = rv.play(init, rv_lab.PUBLISH_T1)[0]
+    leased = rv.play(published, rv_lab.LEASE_T1)[0]
+    executing = rv.execute(leased, "t1")[0]
+    seen: set[Any] = set()
+    differ, broken, records, taken = [], [], [], set()
+    k = 0
+    for start in (init, published, leased, executing):
+        for _ in range(4):
+            rng, st = random.Random(k), start
+            k += 1
+            for _step in range(25):
+                tla = rv.project_tla(st)
+                key = model.key(tla)
+                steps = rv.enabled_steps(st)
+                if key not in seen:
+                    seen.add(key)
+                    ref = {model.key(rv.project_tla(take()[0])) for _n, _p, take in steps}
+                    if ref != frozenset(model.key(n) for _a, n in model.expand(tla)):
+                        differ.append(len(seen))
+                    broken += [name for name, twin in rv.INVARIANTS.items()
+                               if twin(st) != (spec_inv[name](tla, None, {}) is True)]
+                if not steps:
+                    break
+                name, _params, take = rng.choice(steps)
+                st, rec = take()
+                taken.add(name)
+                if rec["action"] != name or rec["state"] != rv.project_state(st):
+                    records.append(name)
+    return [("states whose successors differ from the spec's", differ, []),
+            ("invariant twins that disagree with the spec", sorted(set(broken)), []),
+            ("records naming another action or state", records, []),
+            ("actions taken", len(taken), 22)]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
          "allocator write frontier": allocator_write_frontier,
          "shared prefix chunk first": shared_prefix_chunk_first,
-         "prefix lookup receipts": prefix_lookup_receipts, "prefix partial tail p12": prefix_partial_tail_p12}
+         "prefix lookup receipts": prefix_lookup_receipts, "prefix partial tail p12": prefix_partial_tail_p12,
+         "revocation walks": revocation_walks}
