@@ -437,10 +437,94 @@ def revocation_walks() -> Rows:
             ("actions taken", len(taken), 22)]
 
 
+def namespace_contract() -> Rows:
+    """0x01A/0x07F, reference/namespaces.py's contract, every branch: a namespace's string fields are non-empty
+    strings and its generations non-negative ints (not bools), else BAD_NAMESPACE_FIELD naming the field and
+    value; invalidation by a model-affecting reason advances model_generation by one, an isolation reset keeps
+    it, a given model generation (0 included) or salt ('' included) replaces the old one; lookups check the tenant,
+    then retirement, then the current generation; publications check retirement, then the generation; an entry
+    scope is checked by id, then generation. Ids are built at run time (equal values, other objects)."""
+    import attrs
+
+    from kvexact.reference import namespaces as nsm
+    from kvexact.reference.rejections import Rejected
+
+    R, W = nsm.NamespaceRejection, nsm.InvalidationReason
+
+    def detail(trigger: Any) -> tuple[Any, Any]:
+        try:
+            out = trigger()
+        except Rejected as exc:
+            return exc.reason, exc.detail
+        return None, out
+
+    def fresh(*parts: str) -> str:
+        return "".join(parts)
+
+    def ns(**changes: Any) -> nsm.CacheIsolationNamespace:
+        fields = dict(deployment_namespace="prod", tenant_id=fresh("t", "1"), namespace_id=fresh("n", "s"),
+                      generation=2, cache_salt="salt", model_generation=3)
+        fields.update(changes)
+        return nsm.CacheIsolationNamespace(**fields)
+
+    bad = [("deployment_namespace", ""), ("tenant_id", ""), ("namespace_id", 7), ("publication_policy", ""),
+           ("generation", -1), ("generation", True), ("model_generation", -1), ("model_generation", "3")]
+    base = ns()
+    other = ns(tenant_id="t2", namespace_id="other", generation=0, cache_salt=None, model_generation=0)
+    reg = nsm.create_namespace(nsm.create_namespace(nsm.NamespaceRegistry(), base), other)
+    reasons = [nsm.invalidate(reg, fresh("n", "s"), w)[0].get("ns").model_generation for w in W]
+    given, receipt = nsm.invalidate(reg, "ns", W.ISOLATION_RESET, model_generation=0, cache_salt="")
+    after = nsm.invalidate(reg, "ns", W.ADAPTER)[0]
+    return [("fields refused as", [detail(lambda n=n, v=v: ns(**{n: v})) for n, v in bad],
+             [(R.BAD_NAMESPACE_FIELD, f"{n}={v!r}") for n, v in bad]),
+            ("generation 0, model generation 0, no salt accepted; scope",
+             detail(lambda: ns(generation=0, model_generation=0, cache_salt=None).scope), (None, ("ns", 0))),
+            ("digests: 64 hex digits; equal namespaces, another generation",
+             (len(base.digest), ns().digest == base.digest, ns(generation=3).digest == base.digest), (64, True, False)),
+            ("model generation after each reason (3 before; the last an isolation reset)", reasons,
+             [4, 4, 4, 4, 4, 4, 3]),
+            ("given model generation 0 and salt '': model generation, salt, generation, receipt",
+             (given.get("ns").model_generation, given.get("ns").cache_salt, given.get("ns").generation,
+              receipt.reason, receipt.retired == base), (0, "", 3, W.ISOLATION_RESET, True)),
+            ("after one invalidation: order of ids, other untouched, salt kept, retired",
+             ([c.namespace_id for c in after.current], after.get("other") == other, after.get("ns").cache_salt,
+              sorted(after.retired)), (["ns", "other"], True, "salt", [("ns", 2)])),
+            ("duplicate id, unknown id refused as",
+             [detail(lambda: nsm.create_namespace(reg, ns(generation=9))), detail(lambda: reg.get("nope"))],
+             [(R.DUPLICATE_NAMESPACE, "ns"), (R.UNKNOWN_NAMESPACE, "nope")]),
+            ("a registry retiring generation 2, 3 of a current 2; 1; another id's 5",
+             [detail(lambda r=r: nsm.NamespaceRegistry((base,), frozenset({r})))[0] for r in
+              (("ns", 2), ("ns", 3), ("ns", 1), ("zz", 5))],
+             [R.RETIRED_GENERATION, R.RETIRED_GENERATION, None, None]),
+            ("the refusal names both generations", detail(lambda: nsm.NamespaceRegistry((base,),
+                                                                                         frozenset({("ns", 4)}))),
+             (R.RETIRED_GENERATION, "ns@4 retired, current is 2")),
+            ("lookups after one invalidation: t2 at 2; t1 at 2, 4, 3",
+             [detail(lambda t=t, g=g: nsm.authorize_lookup(after, t, fresh("n", "s"), g)) for t, g in
+              (("t2", 2), ("t1", 2), ("t1", 4), (fresh("t", "1"), 3))],
+             [(R.UNAUTHORIZED_TENANT, "'t2' in 'ns'"), (R.RETIRED_GENERATION, "ns@2"),
+              (R.FUTURE_GENERATION, "ns@4, current is 3"), (None, after.get("ns"))]),
+            ("publications after one invalidation at 2, 4, 3; to an unknown id",
+             [detail(lambda g=g: nsm.authorize_publish(after, (fresh("n", "s"), g))) for g in (2, 4, 3)] +
+             [detail(lambda: nsm.authorize_publish(after, ("zz", 0)))[0]],
+             [(R.PUBLISH_TO_RETIRED_GENERATION, "ns@2"), (R.FUTURE_GENERATION, "ns@4"), (None, None),
+              R.UNKNOWN_NAMESPACE]),
+            ("entry scopes (other, 2), (other, 1), (ns, 1), (ns, 2) against ns@2",
+             [detail(lambda e=e: nsm.check_entry_scope(base, e)) for e in
+              (("other", 2), ("other", 1), (fresh("n", "s"), 1), (fresh("n", "s"), 2))],
+             [(R.CROSS_NAMESPACE_ENTRY, "other != ns"), (R.CROSS_NAMESPACE_ENTRY, "other != ns"),
+              (R.STALE_ENTRY_GENERATION, "entry generation 1, lookup generation 2"), (None, None)]),
+            ("visible: (ns, 2), (ns, 1), (other, 2)",
+             [nsm.entry_visible(base, e) for e in ((fresh("n", "s"), 2), ("ns", 1), ("other", 2))],
+             [True, False, False]),
+            ("an evolved namespace with generation -1 refused as",
+             detail(lambda: attrs.evolve(base, generation=-1))[0], R.BAD_NAMESPACE_FIELD)]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
          "allocator write frontier": allocator_write_frontier,
          "shared prefix chunk first": shared_prefix_chunk_first,
          "prefix lookup receipts": prefix_lookup_receipts, "prefix partial tail p12": prefix_partial_tail_p12,
-         "revocation walks": revocation_walks}
+         "revocation walks": revocation_walks, "namespace contract": namespace_contract}
