@@ -521,10 +521,97 @@ def namespace_contract() -> Rows:
              detail(lambda: attrs.evolve(base, generation=-1))[0], R.BAD_NAMESPACE_FIELD)]
 
 
+def keys_chain_contract() -> Rows:
+    """0x07B/0x07D, reference/keys.py's contract, with a recording hash (link i's hash is b"h<i>", so each row
+    shows exactly what was hashed): h_i = H(h_{i-1}, X_i, E_i) over full blocks only; E_i lists the LoRA name,
+    each feature overlapping the block (ordered by start, then id) with its block-relative offset, the salt on
+    block 0 only, the SHA-256 of the block's embedding rows; None when empty. A tail key hashes ("partial",
+    parent, tail, v, policy, E_tail). Group block j of k fine blocks is fine hash (j + 1) k - 1; the lookup key
+    appends the group id as 4 big-endian bytes. Malformed inputs are refused by name, with the offending values."""
+    import hashlib
+
+    from kvexact.reference import keys as kz
+    from kvexact.reference.rejections import Rejected
+
+    K = kz.KeyRejection
+    seen: list[Any] = []
+
+    def rec(payload: Any) -> bytes:
+        seen.append(payload)
+        return b"h%d" % (len(seen) - 1)
+
+    def detail(trigger: Any) -> tuple[Any, Any]:
+        try:
+            trigger()
+        except Rejected as exc:
+            return exc.reason, exc.detail
+        return None, None
+
+    mm = (kz.MultimodalFeature("img", 1, 2), kz.MultimodalFeature("aud", 1, 1), kz.MultimodalFeature("b", 4, 1))
+    inputs = kz.KeyInputs((1, 2, 3, 4, 5), lora_name="L", mm_features=mm, cache_salt="s")
+    full = kz.hash_full_blocks(inputs, 2, rec)
+    chain = list(seen)
+    seen.clear()
+    tail = kz.partial_tail_key(inputs, 2, 3, "pol", rec)
+    rows = (b"a", b"bb", b"c")
+    embeds = kz.block_extra_keys(kz.KeyInputs((0, 0, 0), prompt_embed_rows=rows), 1, 3)
+    counts = [len(kz.hash_full_blocks(kz.KeyInputs(tuple(range(n))), p)) for n, p in ((4, 2), (3, 3), (2, 3), (7, 3))]
+    bad_inputs = [lambda: kz.KeyInputs((1, -1)), lambda: kz.KeyInputs((1, True)),
+                  lambda: kz.KeyInputs((0, 1, 2, 3, 4), mm_features=(kz.MultimodalFeature("x", 3, 3),)),
+                  lambda: kz.KeyInputs((0, 1), mm_features=(kz.MultimodalFeature("y", -1, 1),)),
+                  lambda: kz.KeyInputs((0, 1), mm_features=(kz.MultimodalFeature("z", 0, 0),)),
+                  lambda: kz.KeyInputs((0, 1, 2), prompt_embed_rows=(b"a", b"b")),
+                  lambda: kz.KeyInputs((0,), cache_salt=""), lambda: kz.KeyInputs((0,), cache_salt=5)]
+    fine = [b"f0", b"f1", b"f2", b"f3", b"f4"]
+    return [("full blocks of 5 tokens at P 2: hashes, payloads", (full, chain),
+             ([b"h0", b"h1"], [(None, (1, 2), (("lora", "L"), ("mm", "aud", 1), ("mm", "img", 1), ("cache_salt", "s"))),
+                               (b"h0", (3, 4), (("lora", "L"), ("mm", "img", -1)))])),
+            ("the tail key: payload of its last hash, group, valid rows, partial",
+             (seen[-1], tail.block_hash, tail.cache_group_id, tail.valid_rows, tail.is_partial),
+             (("partial", b"h1", (5,), 1, "pol", (("lora", "L"), ("mm", "b", 0))), b"h2", 3, 1, True)),
+            ("extras: embedding rows 1..2, no declared source",
+             (embeds, kz.block_extra_keys(kz.KeyInputs((1, 2)), 0, 2)),
+             ((("prompt_embeds", hashlib.sha256(b"bbc").hexdigest()),), None)),
+            ("full blocks of 4 at P 2, 3 at 3, 2 at 3, 7 at 3", counts, [2, 1, 0, 2]),
+            ("tail keys refused: a drifting row count, a block-aligned prompt; tail of 1 token with no full block",
+             [detail(lambda: kz.partial_tail_key(inputs, 2, 0, "pol", valid_rows=2)),
+              detail(lambda: kz.partial_tail_key(kz.KeyInputs((1, 2, 3, 4)), 2, 0, "pol")),
+              kz.partial_tail_key(kz.KeyInputs((7,)), 2, 0, "pol", rec).valid_rows, seen[-1][1]],
+             [(K.PARTIAL_TAIL_ROWS_DRIFT, "valid_rows=2 but the tail has 1 tokens"),
+              (K.PARTIAL_TAIL_EMPTY, "4 tokens end on a block boundary"), 1, None]),
+            ("inputs refused as", [detail(f) for f in bad_inputs],
+             [(K.BAD_TOKEN_ID, "token 1 is -1"), (K.BAD_TOKEN_ID, "token 1 is True"),
+              (K.FEATURE_OUT_OF_RANGE, "feature 'x' covers [3, 6) of 5 tokens"),
+              (K.FEATURE_OUT_OF_RANGE, "feature 'y' covers [-1, 0) of 2 tokens"),
+              (K.FEATURE_OUT_OF_RANGE, "feature 'z' covers [0, 0) of 2 tokens"),
+              (K.PROMPT_EMBEDS_LENGTH_MISMATCH, "2 embedding rows for 3 tokens"),
+              (K.EMPTY_SALT, "cache_salt=''"), (K.EMPTY_SALT, "cache_salt=5")]),
+            ("a feature ending at the last token accepted; block sizes 0, -1, 2.0 refused as",
+             [detail(lambda: kz.KeyInputs((0, 1), mm_features=(kz.MultimodalFeature("w", 1, 1),)))] +
+             [detail(lambda p=p: kz.hash_full_blocks(kz.KeyInputs((1,)), p)) for p in (0, -1, 2.0)],
+             [(None, None), (K.NON_POSITIVE_BLOCK_SIZE, "block size 0"), (K.NON_POSITIVE_BLOCK_SIZE, "block size -1"),
+              (K.NON_POSITIVE_BLOCK_SIZE, "block size 2.0")]),
+            ("lookup keys of groups 0 and 258; group -1 refused as",
+             (kz.ConcretePrefixKey(b"k", 0).lookup_key, kz.ConcretePrefixKey(b"k", 258).lookup_key,
+              kz.ConcretePrefixKey(b"k", 0).is_partial, detail(lambda: kz.ConcretePrefixKey(b"k", -1))),
+             (b"k\x00\x00\x00\x00", b"k\x00\x00\x01\x02", False, (K.NEGATIVE_GROUP_ID, "cache_group_id=-1"))),
+            ("prefix keys of 4 tokens at P 2 in group 5: groups, hashes",
+             [(k.cache_group_id, k.block_hash) for k in kz.prefix_keys(kz.KeyInputs((1, 2, 3, 4)), 2, 5)],
+             [(5, h) for h in kz.hash_full_blocks(kz.KeyInputs((1, 2, 3, 4)), 2)]),
+            ("group blocks of 5 fine hashes: 2 in 4, 1 in 1, 2 in 6 refused as",
+             [kz.group_block_hashes(fine, 2, 4), kz.group_block_hashes(fine, 1, 1),
+              detail(lambda: kz.group_block_hashes(fine, 4, 6))],
+             [[b"f1", b"f3"], fine, (K.HASH_BLOCK_NOT_DIVIDING, "hash block 4 does not divide group block 6")]),
+            ("matching leading blocks", [kz.matching_full_blocks(a, b) for a, b in
+                                         ((fine[:3], [b"f0", b"f1", b"x"]), (fine[:1], fine[:2]), ([], fine),
+                                          (fine[:3], [b"x", b"f1", b"f2"]), (fine, fine))], [2, 1, 0, 0, 5])]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
          "allocator write frontier": allocator_write_frontier,
          "shared prefix chunk first": shared_prefix_chunk_first,
          "prefix lookup receipts": prefix_lookup_receipts, "prefix partial tail p12": prefix_partial_tail_p12,
-         "revocation walks": revocation_walks, "namespace contract": namespace_contract}
+         "revocation walks": revocation_walks, "namespace contract": namespace_contract,
+         "keys chain contract": keys_chain_contract}
