@@ -607,6 +607,58 @@ def keys_chain_contract() -> Rows:
                                           (fine[:3], [b"x", b"f1", b"f2"]), (fine, fine))], [2, 1, 0, 0, 5])]
 
 
+def session_resume_contract() -> Rows:
+    """0x0CC: a session receipt resumes a turn only if every field matches; check_resume names the first field
+    that breaks (session, tenant, namespace scope, semantic digest, layout digest, position contract, an
+    incomplete save, the interval [0, H), the publication generation), and plan_turn prefills U = 30 tokens on
+    resume, H + U = 100 + 30 = 130 otherwise (no receipt: no rejection named). Values are built at run time
+    (equal, other objects)."""
+    import attrs
+
+    from kvexact.reference import sessions as ss
+    from kvexact.reference.rejections import Rejected
+
+    S = ss.SessionRejection
+
+    def fresh(*parts: str) -> str:
+        return "".join(parts)
+
+    def num(n: int) -> int:
+        return int(str(n))
+
+    turn = ss.SessionTurn(fresh("s", "1"), fresh("t", "1"), fresh("n", "s"), num(1000), fresh("sem", "0"),
+                          fresh("lay", "0"), fresh("rope", "-v1"), num(100), 30, num(2000))
+    good = ss.SessionReuseReceipt("s1", "t1", "ns", 1000, "sem0", "lay0", (0, 100), "rope-v1", 2000, "obj-7")
+
+    def detail(r: ss.SessionReuseReceipt) -> tuple[Any, Any]:
+        try:
+            ss.check_resume(r, turn)
+        except Rejected as exc:
+            return exc.reason, exc.detail
+        return None, None
+
+    changes = [dict(session_id="s2", tenant_id="t2"), dict(tenant_id="t2", namespace_id="nx"),
+               dict(namespace_id="nx", semantic_digest="sem1"), dict(namespace_generation=999),
+               dict(semantic_digest="sem1", layout_digest="lay1"), dict(layout_digest="lay1", position_contract="alibi"),
+               dict(position_contract="alibi", save_complete=False),
+               dict(save_complete=False, covered_interval=(1, 100)),
+               dict(covered_interval=(1, 100), publication_generation=1999), dict(covered_interval=(0, 99)),
+               dict(covered_interval=(0, 101)), dict(publication_generation=1999), dict(publication_generation=2001)]
+    plans = [ss.plan_turn(r, turn) for r in (None, good, attrs.evolve(good, layout_digest="x"))]
+    return [("changed fields refused as (the first broken one named)",
+             [detail(attrs.evolve(good, **c)) for c in changes],
+             [(S.SESSION_MISMATCH, "s2 != s1"), (S.TENANT_MISMATCH, "t2 != t1"),
+              (S.NAMESPACE_ROTATED, "nx@1000 vs ns@1000"), (S.NAMESPACE_ROTATED, "ns@999 vs ns@1000"),
+              (S.SEMANTIC_CHANGED, "s1"), (S.LAYOUT_CHANGED, "s1"), (S.POSITION_CONTRACT_CHANGED, "alibi != rope-v1"),
+              (S.INCOMPLETE_SAVE, "obj-7"), (S.INTERVAL_MISMATCH, "(1, 100) vs [0, 100)"),
+              (S.INTERVAL_MISMATCH, "(0, 99) vs [0, 100)"), (S.INTERVAL_MISMATCH, "(0, 101) vs [0, 100)"),
+              (S.STALE_PUBLICATION, "1999 < 2000"), (S.STALE_PUBLICATION, "2001 < 2000")]),
+            ("the matching receipt accepted", detail(good), (None, None)),
+            ("plans: no receipt, the matching one, a changed layout",
+             [(p.resume, p.prefill_tokens, p.rejection) for p in plans],
+             [(False, 130, None), (True, 30, None), (False, 130, S.LAYOUT_CHANGED)])]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
@@ -614,4 +666,5 @@ CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": nam
          "shared prefix chunk first": shared_prefix_chunk_first,
          "prefix lookup receipts": prefix_lookup_receipts, "prefix partial tail p12": prefix_partial_tail_p12,
          "revocation walks": revocation_walks, "namespace contract": namespace_contract,
-         "keys chain contract": keys_chain_contract}
+         "keys chain contract": keys_chain_contract,
+         "session resume contract": session_resume_contract}
