@@ -659,6 +659,81 @@ def session_resume_contract() -> Rows:
              [(False, 130, None), (True, 30, None), (False, 130, S.LAYOUT_CHANGED)])]
 
 
+def modules_contract() -> Rows:
+    """0x0CB: H_module = [T_p = T_c][Pi_p = Pi_c][S_p = S_c][A_p = A_c] (layout and namespace are checked after
+    it, not part of it); check_module names the first failing factor (schema id, generation, tokens, positions,
+    ABI, then layout, namespace); assembly authorizes, checks the schema, refuses overlapping declared positions,
+    takes a cached module only on a full hit (a miss or an uncached item is computed, an uncached item makes no
+    lookup) and returns segments in declared position order (a module with no positions first)."""
+    import attrs
+
+    from kvexact.reference import modules as md
+    from kvexact.reference.rejections import Rejected
+
+    M = md.ModuleRejection
+
+    def detail(trigger: Any) -> tuple[Any, Any]:
+        try:
+            out = trigger()
+        except Rejected as exc:
+            return exc.reason, exc.detail
+        return None, out
+
+    decl = {"sys": md.DeclaredModule("sys", 0, 3), "doc": md.DeclaredModule("doc", 10, 2),
+            "gap": md.DeclaredModule("gap", 3, 4, explicit=(3, 5)), "nil": md.DeclaredModule("nil", 20, 0),
+            "over": md.DeclaredModule("over", 2, 2)}
+    schema = md.PromptSchema("sch", 4, decl)
+    ns = md.Namespace("ns", 2, frozenset({"alice"}))
+
+    def receipt(mid: str, tokens: tuple[int, ...], **changes: Any) -> md.PromptModuleReceipt:
+        r = md.PromptModuleReceipt("sch", 4, mid, "", tokens, decl[mid].positions(), "sem", "lay", "ns", 2)
+        return attrs.evolve(r, **changes)
+
+    base = receipt("sys", (1, 2, 3))
+    factor = [dict(token_ids=(1, 2, 4)), dict(position_ids=(1, 2, 3)), dict(schema_id="other"),
+              dict(schema_generation=5), dict(semantic_manifest_digest="x"), dict(layout_manifest_digest="x"),
+              dict(namespace_id="other"), dict(namespace_generation=3)]
+    first = [dict(schema_id="other", schema_generation=5), dict(schema_generation=5, token_ids=(9, 9, 9)),
+             dict(token_ids=(9, 9, 9), position_ids=(4, 5, 6)), dict(position_ids=(4, 5, 6),
+                                                                       semantic_manifest_digest="x"),
+             dict(semantic_manifest_digest="x", layout_manifest_digest="x"),
+             dict(layout_manifest_digest="x", namespace_id="other"), dict(namespace_generation=3)]
+    cache = {("sch", "sys", ""): base, ("sch", "doc", ""): receipt("doc", (7, 8))}
+    items = [md.PromptItem("doc", (7, 8)), md.PromptItem("gap", (5, 6), cached=False), md.PromptItem("sys", (1, 2, 3)),
+             md.PromptItem("nil", ())]
+    lookups: list[str] = []
+    segs = md.assemble_declared_prompt("alice", "sch", 4, items, schema, cache, ns, "sem", "lay", lookups)
+
+    def assemble(principal: str = "alice", sid: str = "sch", gen: int = 4, its: Any = items) -> Any:
+        return md.assemble_declared_prompt(principal, sid, gen, its, schema, cache, ns, "sem", "lay")
+
+    return [("positions of sys, gap (explicit), nil", [decl[m].positions() for m in ("sys", "gap", "nil")],
+             [(0, 1, 2), (3, 5), ()]),
+            ("H_module with one field changed: tokens, positions, schema id, generation, ABI, layout, namespace id, gen",
+             [md.module_hit(base, attrs.evolve(base, **c)) for c in factor] + [md.module_hit(base, receipt("sys", (1, 2, 3)))],
+             [False, False, False, False, False, True, True, True, True]),
+            ("check_module: the first failing factor named",
+             [detail(lambda c=c: md.check_module(attrs.evolve(base, **c), base)) for c in first],
+             [(M.SCHEMA_ID_MISMATCH, "other != sch"), (M.SCHEMA_GENERATION_MISMATCH, "5 != 4"), (M.TOKEN_MISMATCH, "sys"),
+              (M.POSITION_MISMATCH, "sys: cached at (4, 5, 6)..., needed at (0, 1, 2)..."),
+              (M.SEMANTIC_ABI_MISMATCH, "sys"), (M.LAYOUT_MISMATCH, "sys"), (M.NAMESPACE_MISMATCH, "ns@3")]),
+            ("a receipt of 2 tokens at 1 position refused as",
+             detail(lambda: md.PromptModuleReceipt("s", 1, "m", "", (1, 2), (0,), "a", "b", "n", 0)),
+             (M.TOKEN_POSITION_LENGTH_MISMATCH, "m: 2 tokens, 1 positions")),
+            ("assembled: module, source, positions in order; lookups made",
+             ([(g.module_id, g.source, g.position_ids) for g in segs], lookups),
+             ([("nil", "compute", ()), ("sys", "cache", (0, 1, 2)), ("gap", "compute", (3, 5)),
+               ("doc", "cache", (10, 11))], ["doc", "sys", "nil"])),
+            ("assembly refused: eve, schema other, generation 5, an undeclared module, overlapping sys and over",
+             [detail(lambda: assemble("eve"))[0], detail(lambda: assemble(sid="other")), detail(lambda: assemble(gen=5)),
+              detail(lambda: assemble(its=[md.PromptItem("zz", (1,))])),
+              detail(lambda: assemble(its=[md.PromptItem("sys", (1, 2, 3)), md.PromptItem("over", (4, 5))]))],
+             [M.UNAUTHORIZED_NAMESPACE, (M.SCHEMA_ID_MISMATCH, "other != sch"), (M.SCHEMA_GENERATION_MISMATCH, "5 != 4"),
+              (M.UNDECLARED_MODULE, "'zz' in sch"), (M.OVERLAPPING_POSITIONS, "over")]),
+            ("a cached module whose tokens changed refused as",
+             detail(lambda: assemble(its=[md.PromptItem("sys", (1, 2, 9))]))[0], M.TOKEN_MISMATCH)]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
@@ -667,4 +742,5 @@ CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": nam
          "prefix lookup receipts": prefix_lookup_receipts, "prefix partial tail p12": prefix_partial_tail_p12,
          "revocation walks": revocation_walks, "namespace contract": namespace_contract,
          "keys chain contract": keys_chain_contract,
-         "session resume contract": session_resume_contract}
+         "session resume contract": session_resume_contract,
+         "modules contract": modules_contract}
