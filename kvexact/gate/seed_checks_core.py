@@ -393,8 +393,12 @@ def revocation_walks() -> Rows:
     of 25 steps each (random.Random(k), k = 0..15, picking among the enabled steps). In every state visited the
     reference's enabled steps lead to exactly the spec's successor states, every invariant twin holds as the spec's
     invariant does, every one of the spec's 22 actions is taken somewhere, and each step's trace record carries the
-    spec's action name and the projection of the state it led to."""
+    spec's action name and the projection of the state it led to. The same holds in states off the reachable graph
+    (an entry published twice, a request authorized for another namespace or not authorized, a lease on another
+    namespace's block, a receipt without its lease, stale bytes, a revoked generation's copy left behind)."""
     import random
+
+    import attrs
 
     from kvexact.conformance.machines.revocation import RevocationMachine
     from kvexact.reference import revocation as rv
@@ -406,8 +410,26 @@ def revocation_walks() -> Rows:
     published = rv.play(init, rv_lab.PUBLISH_T1)[0]
     leased = rv.play(published, rv_lab.LEASE_T1)[0]
     executing = rv.execute(leased, "t1")[0]
+    written = rv.play(init, rv_lab.PUBLISH_T1[:5])[0]
+    req = published.req
+    constructed = [  # off the reachable graph: the twins must still be the spec's actions and invariants
+        attrs.evolve(written, index=frozenset({rv.Entry("t1", 0, 1)})),  # publishing an entry already indexed
+        attrs.evolve(published, req={**req, "t2": rv.Req("hit", "t2", 0, 1, False)}),  # unauthorized, authz holds
+        attrs.evolve(published, req={**req, "t2": rv.Req("hit", "t1", 0, 1, True)}),  # authorized, authz fails
+        attrs.evolve(published, req={**req, "t2": rv.Req("leased", "t2", 0, 1, True)},
+                     leases=frozenset({rv.Held("t2", "t2", 0, 1)})),  # a lease on another namespace's block
+        attrs.evolve(executing, leases=frozenset()),  # a receipt without its lease
+        attrs.evolve(published, bytes_={1: "t2", 2: "t1"}, owner={1: rv.Owner("t1", 0), 2: rv.Owner("t2", 0)}),
+        attrs.evolve(published, done={"t1": 1, "t2": 0}, external=frozenset({rv.Copy("t1", 0)}))]
     seen: set[Any] = set()
     differ, broken, records, taken = [], [], [], set()
+    for st in constructed:
+        tla = rv.project_tla(st)
+        seen.add(model.key(tla))
+        if {model.key(rv.project_tla(take()[0])) for _n, _p, take in rv.enabled_steps(st)} != frozenset(
+                model.key(n) for _a, n in model.expand(tla)):
+            differ.append(("constructed", len(seen)))
+        broken += [name for name, twin in rv.INVARIANTS.items() if twin(st) != (spec_inv[name](tla, None, {}) is True)]
     k = 0
     for start in (init, published, leased, executing):
         for _ in range(4):

@@ -15,7 +15,7 @@ from test_seed_checks import (  # one line replaced, as cosmic-ray writes it
 
 from kvexact.gate import seed_checks, seed_checks_core
 from kvexact.gate.framework import GateContext, Verdict
-from kvexact.reference import allocator, ledgers, namespaces, pool, prefix, shared_prefix, vmm
+from kvexact.reference import allocator, ledgers, namespaces, pool, prefix, revocation, shared_prefix, vmm
 from kvexact.reference.namespaces import CacheIsolationNamespace, NamespaceRegistry, NamespaceRejection
 from kvexact.reference.rejections import rejection_of
 
@@ -76,6 +76,11 @@ SURVIVORS = [
      "not 0 < req.semantic_match_tokens <= s_prompt:", "prefix lookup receipts"),
     (prefix, "admit", "full = (receipt.runtime_hit_tokens - copied) // cache.block_tokens",
      "full = (receipt.runtime_hit_tokens | copied) // cache.block_tokens", "prefix partial tail p12"),
+    # i25l's exploration sample over reference.revocation (seed 1002)
+    (revocation, "INVARIANTS", "return all(r.authorized and authz(p, r.ns) for p, r in s.req.items()",
+     "return all(r.authorized or authz(p, r.ns) for p, r in s.req.items()", "revocation walks"),
+    (revocation, "publish_entry", "index = s.index | {Entry(r.ns, r.gen, r.block)} if _current(s, p) else s.index",
+     "index = s.index ^ {Entry(r.ns, r.gen, r.block)} if _current(s, p) else s.index", "revocation walks"),
 ]
 
 
