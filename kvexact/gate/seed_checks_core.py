@@ -756,6 +756,141 @@ def modules_contract() -> Rows:
              detail(lambda: assemble(its=[md.PromptItem("sys", (1, 2, 9))]))[0], M.TOKEN_MISMATCH)]
 
 
+def vmm_contract() -> Rows:
+    """0x06A/0x06I on the 0x06F geometry (L 2, B 3, T_max 12, H_kv 2, d_h 4, b 2, G 64 B, 12 handles): a row is
+    2 x 4 x 2 = 16 B, a page 64 / 16 = 4 tokens, R = 64 ceil(12 x 16 / 64) = 192 B (3 pages), M_VA = 2 x 2 x 3 x
+    192 = 2304 B, the pool 12 x 64 = 768 B, a bundle 2L x G = 256 B. The V1 scalar (slot 2, t 5, h 1, d 3) lies
+    at u = (5 x 8 + 1 x 4 + 3) x 2 = 94 B (page 1, delta 30), A_VA = 3 x 3 x 192 + 2 x 192 + 94 = 2206. A writes
+    5 rows into 2 synchronously mapped pages: mapped 512 B = valid 5 x 16 x 4 = 320 + slack 192; free handles
+    4 x 64 = 256 B; freed with its mappings retained they are 512 B of inactive retained backing. Every refusal
+    names its reason and the numbers involved; every committed step advances the version by one."""
+    import attrs
+
+    from kvexact.reference import vmm
+    from kvexact.reference.labs import vmm as lab
+    from kvexact.reference.rejections import Rejected
+
+    V = vmm.VmmRejection
+    c = lab.SEED_CONFIG
+
+    def detail(trigger: Any) -> tuple[Any, Any]:
+        try:
+            trigger()
+        except Rejected as exc:
+            return exc.reason, exc.detail
+        return None, None
+
+    def led(st: vmm.VmmState) -> tuple[int, ...]:
+        x = vmm.check_state(st)
+        return (x.virtual_bytes, x.pool_bytes, x.mapped_bytes, x.free_handle_bytes, x.active_valid_bytes,
+                x.active_slack_bytes, x.inactive_retained_bytes)
+
+    geometry = (c.row_bytes, c.page_tokens, c.request_range_bytes, c.pages_per_request, c.virtual_bytes, c.pool_bytes,
+                c.bundle_bytes, c.tensors, [c.pages_for(t) for t in (0, 1, 4, 5, 8, 9, 12)])
+    addr = vmm.virtual_address(c, "V", 1, 2, 5, 1, 3)
+    s0 = vmm.VmmState.initial(c)
+    s1, r1 = vmm.reserve_virtual(s0)
+    s2, r2 = vmm.create_handles(s1)
+    s3, r3 = vmm.alloc_reqid(s2, 0, "A")
+    s4, sync = vmm.step_sync(s3, 0, 5)
+    s5, r5 = vmm.write_rows(s4, 0, 1, 0, 5)
+    s6, r6 = vmm.free_reqid(s5, 0)
+    s7, r7 = vmm.alloc_reqid(s6, 0, "B")
+    live = s5
+    bad_geometry = [dict(layers=0), dict(handles=-1), dict(kv_heads=True), dict(page_bytes=60), dict(head_dim=2.0)]
+    slot0 = live.slots[0]
+    broken = [attrs.evolve(live, slots=(attrs.evolve(slot0, pages=(slot0.pages[0][:3], slot0.pages[1])), *live.slots[1:])),
+              attrs.evolve(live, slots=(attrs.evolve(slot0, ready_pages=3), *live.slots[1:])),
+              attrs.evolve(live, slots=(attrs.evolve(slot0, valid_tokens=9, ready_pages=2), *live.slots[1:])),
+              attrs.evolve(s6, slots=(attrs.evolve(s6.slots[0], valid_tokens=1), *s6.slots[1:])),
+              attrs.evolve(live, free_handles=live.free_handles | {0}),
+              attrs.evolve(live, free_handles=live.free_handles - {11})]
+    return [("geometry: row, page tokens, R, pages, M_VA, pool, bundle, tensors, pages for 0, 1, 4, 5, 8, 9, 12",
+             geometry, (16, 4, 192, 3, 2304, 768, 256, 4, [0, 1, 1, 2, 2, 3, 3])),
+            ("tensor indices K0, V0, K1, V1; K2, X0, K-1 refused as",
+             [c.tensor_index(k, layer) for k, layer in (("K", 0), ("V", 0), ("K", 1), ("V", 1))] +
+             [detail(lambda k=k, layer=layer: c.tensor_index(k, layer)) for k, layer in (("K", 2), ("X", 0), ("K", -1))],
+             [0, 1, 2, 3, (V.COORDINATE_OUT_OF_RANGE, "tensor K2"), (V.COORDINATE_OUT_OF_RANGE, "tensor X0"),
+              (V.COORDINATE_OUT_OF_RANGE, "tensor K-1")]),
+            ("V1 (slot 2, t 5, h 1, d 3): address, u, page, delta",
+             (addr.virtual_address, addr.offset_in_request_bytes, addr.page, addr.delta_bytes), (2206, 94, 1, 30)),
+            ("coordinates refused: slot 3, t 12, h 2, d 4, t -1",
+             [detail(lambda a=a: vmm.virtual_address(c, "K", 0, *a)) for a in
+              ((3, 0, 0, 0), (0, 12, 0, 0), (0, 0, 2, 0), (0, 0, 0, 4), (0, -1, 0, 0))],
+             [(V.COORDINATE_OUT_OF_RANGE, "slot=3, t=0, h=0, d=0"), (V.COORDINATE_OUT_OF_RANGE, "slot=0, t=12, h=0, d=0"),
+              (V.COORDINATE_OUT_OF_RANGE, "slot=0, t=0, h=2, d=0"), (V.COORDINATE_OUT_OF_RANGE, "slot=0, t=0, h=0, d=4"),
+              (V.COORDINATE_OUT_OF_RANGE, "slot=0, t=-1, h=0, d=0")]),
+            ("geometries refused as", [detail(lambda g=g: attrs.evolve(c, **g)) for g in bad_geometry],
+             [(V.NON_POSITIVE_GEOMETRY, "layers=0"), (V.NON_POSITIVE_GEOMETRY, "handles=-1"),
+              (V.NON_POSITIVE_GEOMETRY, "kv_heads=True"), (V.PAGE_NOT_DIVISIBLE, "G=60 B, row=16 B"),
+              (V.NON_POSITIVE_GEOMETRY, "head_dim=2.0")]),
+            ("ledgers: reserved, created, A's 5 rows, A freed (retained)", [led(x) for x in (s1, s2, s5, s6)],
+             [(2304, 0, 0, 0, 0, 0, 0), (2304, 768, 0, 768, 0, 0, 0), (2304, 768, 512, 256, 320, 192, 0),
+              (2304, 768, 512, 256, 0, 0, 512)]),
+            ("receipts: operation, version, maps, unmaps, detail",
+             [(r.operation, r.version, r.maps, r.unmaps, r.detail) for r in (r1, r2, r3, r5, r6, r7)],
+             [("reserve_virtual", 1, 0, 0, 2304), ("create_handles", 2, 0, 0, 768),
+              ("alloc_reqid", 3, 0, 0, {"slot": 0, "generation": 1, "retained_pages": 0}),
+              ("write_rows", 6, 0, 0, {"slot": 0, "rows": (0, 5)}),
+              ("free_reqid", 7, 0, 0, {"slot": 0, "retained_pages": 2, "unmap": False}),
+              ("alloc_reqid", 8, 0, 0, {"slot": 0, "generation": 2, "retained_pages": 2})]),
+            ("A's sync receipt: slot, generation, ready, covered, handles, ready before use",
+             (sync.slot, sync.generation, sync.ready_pages, sync.covered_tokens, sync.page_handles, sync.ready_before_use),
+             (0, 1, 2, 8, ((0, 1, 2, 3), (4, 5, 6, 7)), True)),
+            ("B on A's retained slot: generation, valid rows, pages, ready, old K/V valid; B uses 1 row refused as",
+             (s7.slots[0].generation, s7.slots[0].valid_tokens, len(s7.slots[0].pages), s7.slots[0].ready_pages,
+              s7.slots[0].old_kv_semantically_valid, detail(lambda: vmm.require_use(s7, 0, 2, 1))),
+             (2, 0, 2, 2, False, (V.ROWS_NOT_VALID, "1 rows requested, 0 valid"))),
+            ("writes refused: 0 rows, at row 4, through row 12 (T_max), through row 8 (ready 2 pages)",
+             [detail(lambda a=a: vmm.write_rows(live, 0, 1, *a)) for a in ((5, 0), (4, 2), (5, 8), (5, 4))],
+             [(V.NON_CONTIGUOUS_ROWS, "rows [5, 5) after 5 valid"), (V.NON_CONTIGUOUS_ROWS, "rows [4, 6) after 5 valid"),
+              (V.ROWS_BEYOND_TMAX, "13 > T_max 12"), (V.MAPPING_NOT_READY, "row 8 beyond ready frontier of 2 pages")]),
+            ("a write up to the ready frontier (rows 5..7): valid rows", vmm.write_rows(live, 0, 1, 5, 3)[0].slots[0].valid_tokens,
+             8),
+            ("a stale generation, an inactive slot, slot 3, slot '0' refused as",
+             [detail(lambda: vmm.write_rows(live, 0, 2, 5, 1)), detail(lambda: vmm.write_rows(live, 1, 1, 0, 1)),
+              detail(lambda: vmm.alloc_reqid(live, 3, "C")), detail(lambda: vmm.alloc_reqid(live, "0", "C")),
+              detail(lambda: vmm.alloc_reqid(live, 0, "C"))],
+             [(V.STALE_GENERATION, "slot 0 is at generation 1, not 2"), (V.SLOT_INACTIVE, "slot 1"),
+              (V.SLOT_OUT_OF_RANGE, "slot 3"), (V.SLOT_OUT_OF_RANGE, "slot '0'"), (V.SLOT_ACTIVE, "slot 0 holds A@1")]),
+            ("maps refused: page 3, page 1 at frontier 2, 3 handles, a repeated handle, handle 12, handle -1, mapped H0",
+             [detail(lambda a=a: vmm.map_bundle(live, 0, *a)) for a in
+              ((3,), (1,), (2, (8, 9, 10)), (2, (8, 8, 9, 10)), (2, (8, 9, 10, 12)), (2, (8, 9, 10, -1)),
+               (2, (8, 9, 10, 0)))],
+             [(V.PAGE_BEYOND_RESERVATION, "page 3 of 3"), (V.NON_CONTIGUOUS_FRONTIER, "page 1, frontier 2"),
+              (V.INCOMPLETE_BUNDLE, "(8, 9, 10) for 4 tensors"), (V.INCOMPLETE_BUNDLE, "(8, 8, 9, 10) for 4 tensors"),
+              (V.UNKNOWN_HANDLE, "handle 12"), (V.UNKNOWN_HANDLE, "handle -1"), (V.HANDLE_NOT_FREE, "handle H0")]),
+            ("a map of the handles 11, 10, 9, 8 given: page 2's bundle, ready pages, free handles",
+             (lambda st: (st.slots[0].pages[2], st.slots[0].ready_pages, sorted(st.free_handles)))(
+                 vmm.map_bundle(live, 0, 2, (11, 10, 9, 8))[0]), ((11, 10, 9, 8), 3, [])),
+            ("an async map: ready pages, pending; a sync map behind it, await refused as, after await: ready",
+             (lambda st: (st.slots[0].ready_pages, len(st.slots[0].pages),
+                          detail(lambda: vmm.map_bundle(st, 1, 0)), detail(lambda: vmm.await_mapping(live, 0)),
+                          vmm.await_mapping(st, 0)[1].ready_pages))(vmm.map_bundle(live, 0, 2, asynchronous=True)[0]),
+             (2, 3, (V.SLOT_INACTIVE, "slot 1"), (V.NOTHING_PENDING, "slot 0"), 3)),
+            ("translate t 8 of A (page 2 not ready), release handles, release VA, reclaim A, reclaim empty slot 1",
+             [detail(lambda: vmm.translate(live, "K", 0, 0, 8, 0, 0)), detail(lambda: vmm.release_handles(live)),
+              detail(lambda: vmm.release_virtual(live)), detail(lambda: vmm.reclaim_inactive(live, 0)),
+              detail(lambda: vmm.reclaim_inactive(s6, 1)), detail(lambda: vmm.step_sync(live, 0, 13))],
+             [(V.MAPPING_NOT_READY, "slot 0 page 2"), (V.HANDLES_STILL_MAPPED, "8 handles mapped"),
+              (V.VA_IN_USE, "release the physical handles first"), (V.RECLAIM_ACTIVE_SLOT, "slot 0 holds A@1"),
+              (V.NOTHING_TO_RECLAIM, "slot 1"), (V.ROWS_BEYOND_TMAX, "13 > 12")]),
+            ("require_covered: A's receipt for 8 rows, 9 rows, generation 2",
+             [detail(lambda g=g, t=t: vmm.require_covered(sync, g, t)) for g, t in ((1, 8), (1, 9), (2, 1))],
+             [(None, None), (V.FRONTIER_NOT_COVERED, "receipt 0@1 covers 8 rows"),
+              (V.FRONTIER_NOT_COVERED, "receipt 0@1 covers 8 rows")]),
+            ("A freed with unmap: unmaps, free handles, ready pages; reclaiming retained A: page, handles",
+             (lambda f, rc: (f[1].unmaps, len(f[0].free_handles), f[0].slots[0].ready_pages, rc[1].detail))(
+                 vmm.free_reqid(live, 0, unmap=True), vmm.reclaim_inactive(s6, 0)),
+             (2, 12, 0, {"slot": 0, "page": 1, "handles": (4, 5, 6, 7)})),
+            ("states refused by check_state", [detail(lambda b=b: vmm.check_state(b)) for b in broken],
+             [(V.INCOMPLETE_BUNDLE, "slot 0"), (V.LEDGER_MISMATCH, "slot 0: ready 3, mapped 2"),
+              (V.LEDGER_MISMATCH, "slot 0: 9 rows beyond the frontier"),
+              (V.LEDGER_MISMATCH, "inactive slot 0 claims valid rows"),
+              (V.LEDGER_MISMATCH, "mapped 8 + free 5 handles != created 12"),
+              (V.LEDGER_MISMATCH, "mapped 8 + free 3 handles != created 12")])]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
@@ -765,4 +900,4 @@ CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": nam
          "revocation walks": revocation_walks, "namespace contract": namespace_contract,
          "keys chain contract": keys_chain_contract,
          "session resume contract": session_resume_contract,
-         "modules contract": modules_contract}
+         "modules contract": modules_contract, "vmm contract": vmm_contract}
