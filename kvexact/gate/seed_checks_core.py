@@ -891,6 +891,100 @@ def vmm_contract() -> Rows:
               (V.LEDGER_MISMATCH, "mapped 8 + free 3 handles != created 12")])]
 
 
+def prompt_markup_contract() -> Rows:
+    """0x0CB markup (reference/prompt_cache.py): positions come from the schema alone. With one token per word,
+    <module sys>a b <param x len=2/> c</module> takes positions 0, 1, 4 (slot x = 2, 3); the union's members
+    both start at 5 (u1: 5..7, u2: 5) and it spans its longest member, so tail's h is at 8 and the schema ends at
+    9. A prompt importing sys with x="p", u2 and the text "hello world" assembles, in position order, sys (cache,
+    0 1 4), its argument (compute, 2), u2 (cache, 5), the text (compute, 9 10), leaving gaps 3, 6, 7, 8 below 11.
+    Every malformed schema, prompt or revision is refused by name with its line."""
+    import attrs
+
+    from kvexact.reference import prompt_cache as pc
+    from kvexact.reference.modules import ModuleRejection, Namespace
+    from kvexact.reference.rejections import Rejected
+
+    P, M = pc.MarkupRejection, ModuleRejection
+
+    def enc(text: str) -> tuple[int, ...]:
+        return tuple(ord(w[0]) for w in text.split())
+
+    def detail(trigger: Any) -> tuple[Any, Any]:
+        try:
+            trigger()
+        except Rejected as exc:
+            return exc.reason, exc.detail
+        return None, None
+
+    src = ('<schema name="s" generation="2"><module name="sys">a b <param name="x" len="2"/> c</module>'
+           '<union><module name="u1">d e f</module><module name="u2">g</module></union>'
+           '<module name="tail">h</module></schema>')
+    schema = pc.parse_schema(src, enc)
+    ns = Namespace("ns", 1, frozenset({"alice"}))
+    store = pc.ModuleStore().populate(schema, ["sys", "u1", "u2"], ns, "sem", "lay")
+    segs = pc.assemble_markup("alice", '<prompt schema="s" generation="2"><sys x="p"/><u2/>hello world</prompt>',
+                              schema, store, ns, "sem", "lay", enc)
+    layout = {n: (m.position_ids, dict(m.slots), m.union) for n, m in schema.modules.items()}
+
+    def bad_schema(text: str) -> tuple[Any, Any]:
+        return detail(lambda: pc.parse_schema(text, enc))
+
+    def bad_prompt(body: str, sid: str = "s") -> tuple[Any, Any]:
+        return detail(lambda: pc.parse_prompt(f'<prompt schema="{sid}" generation="2">{body}</prompt>', schema, enc))
+
+    revised = attrs.evolve(schema, generation=3)
+    return [("layout: positions, slots, union; end", (layout, schema.end),
+             ({"sys": ((0, 1, 4), {"x": (2, 3)}, None), "u1": ((5, 6, 7), {}, 1), "u2": ((5,), {}, 1),
+               "tail": ((8,), {}, None)}, 9)),
+            ("sys declared: start, length, positions", (lambda d: (d.start_position, d.length_tokens, d.positions()))(
+                schema.modules["sys"].declared()), (0, 3, (0, 1, 4))),
+            ("assembled: module, source, positions; gaps below 11",
+             ([(g.module_id, g.source, g.position_ids) for g in segs], pc.gaps(segs, 11)),
+             ([("sys", "cache", (0, 1, 4)), ("sys.x", "compute", (2,)), ("u2", "cache", (5,)),
+               ("#text@9", "compute", (9, 10))], (3, 6, 7, 8))),
+            ("a schema without generation is at 0; one word gives one token",
+             (pc.parse_schema('<schema name="z"/>').generation, len(pc.word_tokens("one two  three"))), (0, 3)),
+            ("schemas refused as",
+             [bad_schema(t) for t in (
+                 '<prompt schema="s"/>', '<schema generation="1"/>', '<schema name="s" generation="-1"/>',
+                 '<schema name="s"><module name="a">x <param name="p" len="0"/></module></schema>',
+                 '<schema name="s"><module name="a"><b/></module></schema>',
+                 '<schema name="s"><union><b/></union></schema>', '<schema name="s"><b/></schema>',
+                 '<schema name="s">oops<module name="a">x</module></schema>',
+                 '<schema name="s"><union>oops<module name="a">x</module></union></schema>',
+                 '<schema name="s"><module name="a">x</module>\n<module name="a">y</module></schema>',
+                 '<schema name="s"><module name="a"><param name="p" len="1"/><param name="p" len="2"/></module></schema>',
+                 '<schema name="s">\n<union></union></schema>')] + [bad_schema("<schema")[0]],
+             [(P.WRONG_ROOT, "expected <schema>, found <prompt> on line 1"),
+              (P.MISSING_ATTRIBUTE, "<schema> on line 1 needs name="),
+              (P.BAD_NUMBER, "generation='-1' on <schema> line 1"), (P.BAD_NUMBER, "len='0' on <param> line 1"),
+              (P.UNKNOWN_ELEMENT, "<b> on line 1 inside module 'a'"), (P.UNKNOWN_ELEMENT, "<b> on line 1 inside <union>"),
+              (P.UNKNOWN_ELEMENT, "<b> on line 1 inside <schema>"), (P.STRAY_TEXT, "'oops' on line 1 inside <schema>"),
+              (P.STRAY_TEXT, "'oops' on line 1 inside <union>"), (P.DUPLICATE_MODULE, "'a' on line 2, first on line 1"),
+              (P.DUPLICATE_PARAMETER, "'p' on line 1 in module 'a'"), (P.EMPTY_UNION, "<union> on line 2"),
+              P.NOT_WELL_FORMED]),
+            ("prompts refused as",
+             [bad_prompt(b) for b in ('<zz/>', '<sys>text</sys>', '<sys/>\n<sys/>', '<u1/><u2/>', '<sys y="p"/>',
+                                      '<sys x="p q r"/>')] + [bad_prompt("", "t")],
+             [(P.UNDECLARED_MODULE, "<zz> on line 1 in s"), (P.CONTENT_IN_IMPORT, "<sys> on line 1 must be empty"),
+              (P.REPEATED_MODULE, "<sys> on line 2, first on line 1"),
+              (P.UNION_CONFLICT, "<u2> on line 1 and <u1> share a union"),
+              (P.UNDECLARED_PARAMETER, "y= on <sys> line 1"),
+              (P.ARGUMENT_TOO_LONG, "x= on <sys> line 1: 3 tokens, slot of 2"),
+              (M.SCHEMA_ID_MISMATCH, "line 1: t != s")]),
+            ("an argument filling its slot: positions", [d.positions() for _i, d in pc.parse_prompt(
+                '<prompt schema="s"><sys x="p q"/></prompt>', schema, enc).items], [(0, 1, 4), (2, 3)]),
+            ("revisions: generation 2 again refused as; 3 drops; rotating the namespace to 2 drops",
+             (detail(lambda: store.revise_schema(schema)), store.revise_schema(revised)[1],
+              store.rotate_namespace(Namespace("ns", 2, frozenset()))[1],
+              store.rotate_namespace(Namespace("ns", 1, frozenset()))[1],
+              pc.ModuleStore().revise_schema(attrs.evolve(schema, generation=0))[1]),
+             ((P.STALE_REVISION, "s: generation 2 after 2"), ("sys", "u1", "u2"), ("sys", "u1", "u2"), (), ())),
+            ("bob assembling refused as", detail(lambda: pc.assemble_markup("bob", "<prompt schema='s'/>", schema,
+                                                                            store, ns, "sem", "lay", enc)),
+             (M.UNAUTHORIZED_NAMESPACE, "'bob' in ns"))]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
@@ -900,4 +994,5 @@ CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": nam
          "revocation walks": revocation_walks, "namespace contract": namespace_contract,
          "keys chain contract": keys_chain_contract,
          "session resume contract": session_resume_contract,
-         "modules contract": modules_contract, "vmm contract": vmm_contract}
+         "modules contract": modules_contract, "vmm contract": vmm_contract,
+         "prompt markup contract": prompt_markup_contract}
