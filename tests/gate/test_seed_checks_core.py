@@ -81,6 +81,8 @@ SURVIVORS = [
      "return all(r.authorized or authz(p, r.ns) for p, r in s.req.items()", "revocation walks"),
     (revocation, "publish_entry", "index = s.index | {Entry(r.ns, r.gen, r.block)} if _current(s, p) else s.index",
      "index = s.index ^ {Entry(r.ns, r.gen, r.block)} if _current(s, p) else s.index", "revocation walks"),
+    # i25l's exploration sample over reference.namespaces, vmm, shared_prefix (seed 1003)
+    (vmm, "require_use", "if tokens > s.valid_tokens:", "if tokens != s.valid_tokens:", "vmm contract"),
 ]
 
 
