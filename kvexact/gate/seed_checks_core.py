@@ -988,6 +988,81 @@ def prompt_markup_contract() -> Rows:
              (M.UNAUTHORIZED_NAMESPACE, "'bob' in ns"))]
 
 
+def shared_prefix_merges() -> Rows:
+    """0x0BA/0x0BE/0x0BI: the merge of two valid states is (max m, l_a e^{m_a - m} + l_b e^{m_b - m}, the same for
+    u, c_a + c_b) and the empty state is its two-sided identity; a valid state needs finite positive mass, a key
+    and a finite maximum; Hydragen's (LSE, O) merge weighs each output by e^{LSE - max}; the ledgers' sizes must
+    be non-negative and 0x0BI's at P_c: S 5, U (3, 0), 10 B rows, P_c 4, d_v 2: 2 x 5 + 3 = 13 logical, 8 unique,
+    5 saved rows (130 / 80 / 50 B), ceil(8/4) + ceil(5/4) = 4 ordinary and 2 + 1 + 0 = 3 shared chunks, 2 x 2 = 4
+    partial rows of 2 x 2 + 8 = 12 B."""
+    import math
+
+    from kvexact.reference import shared_prefix as sp
+    from kvexact.reference.labs import shared_prefix as sp_lab
+    from kvexact.reference.rejections import Rejected
+
+    R = sp.SharedPrefixRejection
+    St = sp.PartitionState
+
+    def detail(trigger: Any) -> tuple[Any, Any]:
+        try:
+            out = trigger()
+        except Rejected as exc:
+            return exc.reason, exc.detail
+        return None, out
+
+    a, b = St(True, 0.0, 2.0, (4.0, 1.0), 1), St(True, 0.0, 3.0, (1.0, 2.0), 2)
+    hi = St(True, 1.0, 2.0, (4.0, 1.0), 1)
+    e = math.exp(-1.0)
+    empty = sp.empty_state(2)
+    invalid = [St(True, 0.0, 0.0, (0.0,), 1), St(True, 0.0, 1.0, (0.0,), 0), St(True, math.inf, 1.0, (0.0,), 1),
+               St(True, 0.0, math.inf, (0.0,), 1), St(True, 0.0, -1.0, (0.0,), 1)]
+    reg = sp.regular_prefix_ledger(5, [3, 0], 10, 4, 2)
+    tree = sp_lab.SEED_TREE
+    return [("merges: equal maxima, unequal (both orders), with the empty state (both sides)",
+             [sp.merge_states(a, b), sp.merge_states(hi, b), sp.merge_states(b, hi), sp.merge_states(empty, a),
+              sp.merge_states(a, empty), sp.merge_states(empty, empty)],
+             [St(True, 0.0, 5.0, (5.0, 3.0), 3), St(True, 1.0, 2.0 + 3.0 * e, (4.0 + e, 1.0 + 2.0 * e), 3),
+              St(True, 1.0, 3.0 * e + 2.0, (e + 4.0, 2.0 * e + 1.0), 3), a, a, empty]),
+            ("merging widths 2 and 3 refused as", detail(lambda: sp.merge_states(a, sp.empty_state(3))),
+             (R.STATE_WIDTH_MISMATCH, "widths 2 and 3")),
+            ("valid states with l 0, c 0, m inf, l inf, l -1 refused as",
+             [detail(lambda x=x: sp.merge_states(x, x))[0] for x in invalid] +
+             [detail(lambda: sp.check_state(invalid[0]))[1]], [R.INVALID_STATE] * 5 + ["valid state with m=0.0, l=0.0, c=1"]),
+            ("an invalid state with no mass passes the check", detail(lambda: sp.check_state(empty)), (None, None)),
+            ("finalize a, the empty state; a's LSE and output", (sp.finalize(a), sp.finalize(empty), a.lse_output()),
+             ((2.0, 0.5), (0.0, 0.0), (math.log(2.0), (2.0, 0.5)))),
+            ("the state of no keys; of two keys scoring 0", (sp.partition_state((1.0, 0.0), (), (), 1.0, 2),
+                                                            sp.partition_state((1.0, 0.0), ((0.0, 1.0), (0.0, 2.0)),
+                                                                               ((1.0, 2.0), (3.0, 4.0)), 1.0, 2)),
+             (empty, St(True, 0.0, 2.0, (4.0, 6.0), 2))),
+            ("merge_lse of nothing, of infinite and NaN LSEs refused as",
+             [detail(lambda: sp.merge_lse([])),
+              detail(lambda: sp.merge_lse([(0.0, (1.0,)), (math.inf, (2.0,)), (math.nan, (3.0,))]))],
+             [(R.UNCOVERED_SEQUENCE, "no (LSE, O) pair to merge"), (R.NON_FINITE_LSE, "parts [1, 2]")]),
+            ("merge_lse of equal LSEs; of LSEs log 3 and 0 (weights 1, 1/3)",
+             (sp.merge_lse([(0.0, (1.0, 3.0)), (0.0, (3.0, 1.0))]),
+              round(sp.merge_lse([(math.log(3.0), (1.0,)), (0.0, (5.0,))])[0], 12)), ((2.0, 2.0), 2.0)),
+            ("0x0BI at S 5, U (3, 0), P_c 4", (reg.logical_rows, reg.unique_rows, reg.saved_rows, reg.baseline_bytes,
+                                               reg.shared_bytes, reg.saved_bytes, reg.ordinary_chunks, reg.shared_chunks,
+                                               reg.partial_rows, reg.partial_bytes),
+             (13, 8, 5, 130, 80, 50, 4, 3, 4, 48)),
+            ("0x0BI refused: no suffixes, P_c 0, P_c -1, a suffix of -1",
+             [detail(lambda: sp.regular_prefix_ledger(5, [], 10, 4, 2)),
+              detail(lambda: sp.regular_prefix_ledger(5, [3], 10, 0, 2)),
+              detail(lambda: sp.regular_prefix_ledger(5, [3], 10, -1, 2)),
+              detail(lambda: sp.regular_prefix_ledger(5, [3, -1], 10, 4, 2))[0]],
+             [(R.EMPTY_BATCH, "no suffixes given"), (R.NON_POSITIVE_CHUNK, "chunk size 0"),
+              (R.NON_POSITIVE_CHUNK, "chunk size -1"), R.NEGATIVE_SIZE]),
+            ("0x0BE ledger with a negative width or byte size; with zero state bytes: partial row bytes",
+             [detail(lambda k=k: sp.ledger(tree, 4, 2, 3, **{k: -1}))[0] for k in
+              ("kv_elem_bytes", "out_elem_bytes", "state_bytes")] +
+             [detail(lambda: sp.ledger(tree, 4, -1, 3))[0], sp.ledger(tree, 4, 2, 3, state_bytes=0).partial_row_bytes],
+             [R.NEGATIVE_SIZE] * 4 + [6]),
+            ("a fixture with d_qk -1 refused as", detail(lambda: sp.draw_fixture(tree, 4, -1, 3, 0)),
+             (R.NEGATIVE_SIZE, "d_qk=-1, d_v=3"))]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
@@ -998,4 +1073,5 @@ CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": nam
          "keys chain contract": keys_chain_contract,
          "session resume contract": session_resume_contract,
          "modules contract": modules_contract, "vmm contract": vmm_contract,
-         "prompt markup contract": prompt_markup_contract}
+         "prompt markup contract": prompt_markup_contract,
+         "shared prefix merges": shared_prefix_merges}
