@@ -83,6 +83,12 @@ SURVIVORS = [
      "index = s.index ^ {Entry(r.ns, r.gen, r.block)} if _current(s, p) else s.index", "revocation walks"),
     # i25l's exploration sample over reference.namespaces, vmm, shared_prefix (seed 1003)
     (vmm, "require_use", "if tokens > s.valid_tokens:", "if tokens != s.valid_tokens:", "vmm contract"),
+    (vmm, "virtual_address", "and 0 <= d < config.head_dim):", "and -1 <= d < config.head_dim):", "vmm contract"),
+    (vmm, "_commit", "after = attrs.evolve(after, version=state.version + 1)",
+     "after = attrs.evolve(after, version=state.version + 2)", "vmm contract"),
+    (vmm, "write_rows", "end = start_token + count_tokens", "end = start_token | count_tokens", "vmm contract"),
+    (vmm, "write_rows", 'f"row {end - 1} beyond ready frontier', 'f"row {end - 2} beyond ready frontier',
+     "vmm contract"),
 ]
 
 
