@@ -1065,6 +1065,78 @@ def shared_prefix_merges() -> Rows:
              (R.NEGATIVE_SIZE, "d_qk=-1, d_v=3"))]
 
 
+def vmm_lifecycle() -> Rows:
+    """0x06B-0x06E on the 0x06F geometry (3 bundles of 4 handles, 4-token pages, 3 pages a request): lifecycle
+    steps out of order are refused by name with the phase they found; an asynchronous grow with no free bundle
+    reclaims an inactive slot's top retained bundle, lowest slot first (A's on slot 0 before C's on slot 2), and
+    maps nothing ready until awaited; an unmap keeps the ready frontier at or below the remaining pages; a live
+    request's top page may go once its valid rows end at the page below (4 rows, 2 pages); a slot freed with its
+    mappings retained has them all ready (spec/VirtualMapping.tla FreeReqid: ready' = Len(pages)); freeing with unmap
+    returns every bundle, after which handles and then the range are released (every ledger 0)."""
+    from kvexact.reference import vmm
+    from kvexact.reference.labs import vmm as lab
+    from kvexact.reference.rejections import Rejected
+
+    V = vmm.VmmRejection
+    c = lab.SEED_CONFIG
+
+    def detail(trigger: Any) -> tuple[Any, Any]:
+        try:
+            trigger()
+        except Rejected as exc:
+            return exc.reason, exc.detail
+        return None, None
+
+    s0 = vmm.VmmState.initial(c)
+    s1 = vmm.reserve_virtual(s0)[0]
+    s2 = vmm.create_handles(s1)[0]
+    a = vmm.step_sync(vmm.alloc_reqid(s2, 0, "A")[0], 0, 4)[0]
+    ac = vmm.step_sync(vmm.alloc_reqid(a, 2, "C")[0], 2, 4)[0]
+    retained = vmm.free_reqid(vmm.free_reqid(ac, 0)[0], 2)[0]
+    b, pending = vmm.step_async(vmm.alloc_reqid(retained, 1, "B")[0], 1, 12)
+    b_ready, ready = vmm.await_mapping(b, 1)
+    full = vmm.step_sync(vmm.alloc_reqid(s2, 0, "A")[0], 0, 12)[0]
+    half = vmm.map_bundle(vmm.step_sync(vmm.alloc_reqid(s2, 0, "A")[0], 0, 4)[0], 0, 1, asynchronous=True)[0]
+    unmapped = vmm.unmap_bundle(half, 0)[0]
+    four = vmm.write_rows(vmm.step_sync(vmm.alloc_reqid(s2, 0, "A")[0], 0, 8)[0], 0, 1, 0, 4)[0]
+    gone = vmm.free_reqid(full, 0, unmap=True)
+    end = vmm.release_virtual(vmm.release_handles(gone[0])[0])[0]
+    x = vmm.check_state(end)
+    return [("out of order: reserve twice, create before reserve, create twice, alloc before reserve, map before "
+             "create, release handles before create",
+             [detail(lambda: vmm.reserve_virtual(s1)), detail(lambda: vmm.create_handles(s0)),
+              detail(lambda: vmm.create_handles(s2)), detail(lambda: vmm.alloc_reqid(s0, 0, "A")),
+              detail(lambda: vmm.map_bundle(vmm.alloc_reqid(s1, 0, "A")[0], 0, 0)),
+              detail(lambda: vmm.release_handles(s1))],
+             [(V.VA_ALREADY_RESERVED, "VA_RESERVED"), (V.VA_NOT_RESERVED, "UNRESERVED"),
+              (V.HANDLES_ALREADY_CREATED, "12 handles"), (V.VA_NOT_RESERVED, "UNRESERVED"),
+              (V.HANDLES_NOT_CREATED, "map before create"), (V.HANDLES_NOT_CREATED, "nothing to release")]),
+            ("B's async grow to 12 over A's and C's retained bundles: pages, ready, covered, ready before use",
+             (b.slots[1].pages, pending.ready_pages, pending.covered_tokens, pending.ready_before_use,
+              len(b.slots[0].pages), len(b.slots[2].pages)),
+             (((8, 9, 10, 11), (0, 1, 2, 3), (4, 5, 6, 7)), 0, 0, False, 0, 0)),
+            ("B awaited: ready pages, covered, ready before use, receipt version",
+             (ready.ready_pages, ready.covered_tokens, ready.ready_before_use, b_ready.version - b.version), (3, 12, True, 1)),
+            ("every handle mapped: a sync grow, an async grow refused as",
+             [detail(lambda: vmm.step_sync(vmm.alloc_reqid(full, 1, "D")[0], 1, 1)),
+              detail(lambda: vmm.step_async(vmm.alloc_reqid(full, 1, "D")[0], 1, 1))],
+             [(V.NO_FREE_HANDLES, "0 free, 4 needed"), (V.NO_FREE_HANDLES,
+                                                        "no free bundle and no inactive retained page for 1")]),
+            ("a pending page unmapped: pages, ready; freeing a slot with a pending page: ready",
+             (len(unmapped.slots[0].pages), unmapped.slots[0].ready_pages, vmm.free_reqid(half, 0)[0].slots[0].ready_pages),
+             (1, 1, 2)),
+            ("A with 4 valid rows in 2 pages: unmap its top page: pages left, valid rows",
+             (lambda st: (len(st.slots[0].pages), st.slots[0].valid_tokens))(vmm.unmap_bundle(four, 0)[0]), (1, 4)),
+            ("A freed with unmap: receipt unmaps, detail; free handles",
+             (gone[1].unmaps, gone[1].detail, len(gone[0].free_handles)),
+             (3, {"slot": 0, "retained_pages": 0, "unmap": True}, 12)),
+            ("released: phase, handles; ledgers; release the range again, reserve again refused as",
+             (end.phase, end.handles_created, (x.virtual_bytes, x.pool_bytes, x.mapped_bytes, x.free_handle_bytes),
+              detail(lambda: vmm.release_virtual(end)), detail(lambda: vmm.reserve_virtual(end))),
+             ("VA_RELEASED", False, (0, 0, 0, 0), (V.VA_NOT_RESERVED, "VA_RELEASED"),
+              (V.VA_ALREADY_RESERVED, "VA_RELEASED")))]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
@@ -1076,4 +1148,5 @@ CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": nam
          "session resume contract": session_resume_contract,
          "modules contract": modules_contract, "vmm contract": vmm_contract,
          "prompt markup contract": prompt_markup_contract,
-         "shared prefix merges": shared_prefix_merges}
+         "shared prefix merges": shared_prefix_merges,
+         "vmm lifecycle": vmm_lifecycle}
