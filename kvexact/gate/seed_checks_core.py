@@ -1137,6 +1137,82 @@ def vmm_lifecycle() -> Rows:
               (V.VA_ALREADY_RESERVED, "VA_RELEASED")))]
 
 
+def prefix_receipt_bounds() -> Rows:
+    """0x07G's claimed-receipt contract at its boundaries, on B's 40-token receipt over A's 33 cached tokens (hit
+    32 in 2 bundles, S_sem 32, S_indexed 32, 8 recomputed in 1 new bundle): each claim is re-signed so only the
+    contract can catch it, and each refusal names the numbers. A prompt-cap hit may reach S_prompt - 1, not
+    S_prompt; a hit may equal S_sem and S_indexed, not exceed them. Publication: A's 33 tokens publish 2 full
+    blocks (a trailing partial block never), a second publication of the same blocks publishes nothing but still
+    advances the publication generation; under a partial-tail policy the 1-row tail is published once."""
+    import attrs
+
+    from kvexact.reference.handles import BlockHandle
+    from kvexact.reference.keys import KeyInputs
+    from kvexact.reference.labs import prefix as px_lab
+    from kvexact.reference.prefix import PrefixPolicy, PrefixRejection, verify_receipt
+    from kvexact.reference.rejections import Rejected
+
+    R = PrefixRejection
+    s = list(px_lab.STREAM)
+    forge = px_lab.forge
+
+    def detail(trigger: Any) -> tuple[Any, Any]:
+        try:
+            trigger()
+        except Rejected as exc:
+            return exc.reason, exc.detail
+        return None, None
+
+    cache = px_lab.cache_with(s[:33])
+    r = cache.lookup(px_lab.request("B", s[:40]))
+    full, tail = PrefixPolicy(), PrefixPolicy(partial_tail=True)
+    h0 = r.matched_group_handles[0]
+    older = attrs.evolve(h0[0], generation=h0[0].generation + 1)
+
+    def check(receipt: Any, policy: PrefixPolicy = full, alloc: Any = None) -> tuple[Any, Any]:
+        return detail(lambda: verify_receipt(receipt, policy, 2, alloc))
+
+    claims = [attrs.evolve(r, runtime_hit_tokens=16), forge(r, prompt_tokens=32), forge(r, prompt_tokens=33),
+              forge(r, copy_valid_partial_rows=8), forge(r, runtime_hit_tokens=24), forge(r, semantic_match_tokens=31),
+              forge(r, indexed_tokens=16), forge(r, prompt_rows_recomputed=7), forge(r, new_block_bundles=2),
+              forge(r, matched_group_handles=r.matched_group_handles[:1]),
+              forge(r, matched_group_handles=(h0[:1], r.matched_group_handles[1])),
+              forge(r, matched_group_handles=((h0[0], h0[0]), r.matched_group_handles[1]))]
+    pub = px_lab.fixture_cache()
+    pub.alloc.allocate("A", s[:33])
+    first = pub.publish("A", KeyInputs(tuple(s[:33])), px_lab.NAMESPACE, 0)
+    again = pub.publish("A", KeyInputs(tuple(s[:33])), px_lab.NAMESPACE, 0)
+    tails = px_lab.fixture_cache()
+    tails.alloc.allocate("A", s[:33])
+    with_tail = tails.publish("A", KeyInputs(tuple(s[:33])), px_lab.NAMESPACE, 0, tail)
+    tail_again = tails.publish("A", KeyInputs(tuple(s[:33])), px_lab.NAMESPACE, 0, tail)
+    return [("claims refused as", [check(x) for x in claims],
+             [(R.RECEIPT_DIGEST_MISMATCH, "B"), (R.LOGITS_CAP_EXCEEDED, "S_runtime=32, S_prompt=32"),
+              (R.RECOMPUTE_ROWS_MISMATCH, "8"), (R.PARTIAL_ROWS_WITHOUT_PARTIAL_POLICY, "8 rows"),
+              (R.HIT_NOT_BLOCK_ALIGNED, "S_runtime=24, P=16"), (R.HIT_EXCEEDS_SEMANTIC_MATCH, "32 > 31"),
+              (R.HIT_EXCEEDS_INDEXED, "32 > 16"), (R.RECOMPUTE_ROWS_MISMATCH, "7"), (R.NEW_BUNDLES_MISMATCH, "2"),
+              (R.MATCHED_HANDLES_COUNT_MISMATCH, "1"), (R.HALF_GROUP_MATCH, f"{h0[:1]}"),
+              (R.HALF_GROUP_MATCH, f"{(h0[0], h0[0])}")]),
+            ("accepted: the receipt, with the allocator; S_sem = S_indexed = 32 claimed; the no-logits path at 32 of 32",
+             [check(r), check(r, alloc=cache.alloc), check(forge(r, semantic_match_tokens=32, indexed_tokens=32)),
+              check(forge(r, logits_path="no-logits", prompt_tokens=32, prompt_rows_recomputed=0, new_block_bundles=0))],
+             [(None, None)] * 4),
+            ("a handle of the next generation checked against the allocator refused as; without it accepted",
+             [check(forge(r, matched_group_handles=((older, h0[1]), r.matched_group_handles[1])), alloc=cache.alloc),
+              check(forge(r, matched_group_handles=((older, h0[1]), r.matched_group_handles[1])))],
+             [(R.STALE_MATCHED_HANDLE, str(older)), (None, None)]),
+            ("a handle's name", str(BlockHandle(3, 1, 7, 2)), "p3/g1/7@2"),
+            ("publications: A's blocks, again; generation; children of the root and of block 0",
+             (len(first), again, pub.publication_generation, len(pub.children[None]), pub.children[first[0]]),
+             (2, (), 2, 1, [first[1]])),
+            ("with the partial-tail policy: published, again; the tail's valid rows, parent",
+             (len(with_tail), tail_again, tails.entries[with_tail[2]].valid_rows, tails.entries[with_tail[2]].parent),
+             (3, (), 1, with_tail[1])),
+            ("publishing tokens that are not A's refused as",
+             detail(lambda: pub.publish("A", KeyInputs(tuple(s[1:34])), px_lab.NAMESPACE, 0)),
+             (R.NOT_A_PREFIX_OF_REQUEST, "A: key inputs are not its tokens"))]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
@@ -1149,4 +1225,5 @@ CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": nam
          "modules contract": modules_contract, "vmm contract": vmm_contract,
          "prompt markup contract": prompt_markup_contract,
          "shared prefix merges": shared_prefix_merges,
-         "vmm lifecycle": vmm_lifecycle}
+         "vmm lifecycle": vmm_lifecycle,
+         "prefix receipt bounds": prefix_receipt_bounds}
