@@ -371,7 +371,9 @@ def prefix_partial_tail_p12() -> Rows:
     """0x07D at P = 12 (a block size that is not a power of two): A's 20 tokens publish 1 full block and an
     8-row tail; B's 21 tokens with logits hit 12 full-block rows plus min(8, 20 - 12) = 8 copied rows (20 = 21 - 1,
     the logits cap). Admitting maps (20 - 8) / 12 = 1 full block and copies the 8 rows from the tail (the second
-    matched bundle): B holds its 21 tokens."""
+    matched bundle): B holds its 21 tokens. At P = 16 with A's 48 tokens in 3 full blocks, B's 45 tokens that
+    leave A's at row 42 hit 32 full-block rows plus min(10, min(42, 44) - 32) = 10 rows copied from A's third
+    (full) block; 45 - 42 = 3 rows recomputed in ceil((45 - 32) / 16) = 1 new bundle."""
     from kvexact.reference.labs import prefix as px_lab
     from kvexact.reference.prefix import PrefixPolicy, admit
 
@@ -380,7 +382,17 @@ def prefix_partial_tail_p12() -> Rows:
     cache = px_lab.cache_with(s[:20], tail, block_tokens=12)
     r = cache.lookup(px_lab.request("B", s[:21]), tail)
     rec, receipts = admit(cache, r, s[:21], tail)
-    return [("B's 21 tokens: indexed, hit, copied rows, bundles, new bundles",
+    full = PrefixPolicy(partial_tail=True)
+    a48 = px_lab.cache_with(s[:48], full)
+    b45 = [*s[:42], 9001, 9002, 9003]  # A's rows 0..41, then other tokens
+    r45 = a48.lookup(px_lab.request("B", b45), full)
+    rec45, _ = admit(a48, r45, b45, full)
+    return [("B's 45 tokens over A's 3 full blocks, differing at row 42: S_sem, indexed, hit, copied, bundles, "
+             "recomputed, new bundles; admitted: context, tokens",
+             (r45.semantic_match_tokens, r45.indexed_tokens, r45.runtime_hit_tokens, r45.copy_valid_partial_rows,
+              len(r45.matched_group_handles), r45.prompt_rows_recomputed, r45.new_block_bundles, rec45.context_tokens,
+              a48.alloc.tokens_of("B")), (42, 42, 42, 10, 3, 3, 1, 45, tuple(b45))),
+            ("B's 21 tokens: indexed, hit, copied rows, bundles, new bundles",
              (r.indexed_tokens, r.runtime_hit_tokens, r.copy_valid_partial_rows, len(r.matched_group_handles),
               r.new_block_bundles), (20, 20, 8, 2, 1)),
             ("admitted: context, tokens, appended rows", (rec.context_tokens, cache.alloc.tokens_of("B"),
