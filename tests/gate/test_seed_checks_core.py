@@ -15,7 +15,17 @@ from test_seed_checks import (  # one line replaced, as cosmic-ray writes it
 
 from kvexact.gate import seed_checks, seed_checks_core
 from kvexact.gate.framework import GateContext, Verdict
-from kvexact.reference import allocator, ledgers, namespaces, pool, prefix, revocation, shared_prefix, vmm
+from kvexact.reference import (
+    allocator,
+    ledgers,
+    namespaces,
+    pool,
+    prefix,
+    prompt_cache,
+    revocation,
+    shared_prefix,
+    vmm,
+)
 from kvexact.reference.namespaces import CacheIsolationNamespace, NamespaceRegistry, NamespaceRejection
 from kvexact.reference.rejections import rejection_of
 
@@ -89,6 +99,9 @@ SURVIVORS = [
     (vmm, "write_rows", "end = start_token + count_tokens", "end = start_token | count_tokens", "vmm contract"),
     (vmm, "write_rows", 'f"row {end - 1} beyond ready frontier', 'f"row {end - 2} beyond ready frontier',
      "vmm contract"),
+    # i25l's exploration sample over reference.keys, sessions, modules, prompt_cache, namespaces (seed 1004)
+    (prompt_cache, "parse_schema", "{text.strip()[:20]!r} on line", "{text.strip()[: 19]!r} on line",
+     "prompt markup contract"),
 ]
 
 
