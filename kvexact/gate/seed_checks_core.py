@@ -1,6 +1,10 @@
 """Core-module cases of the quick check ``reference-seed`` (registered in :mod:`kvexact.gate.seed_checks`, issue
 #25): the VMM lab's unmap refusal, namespace succession, the prefix cache's partial-tail admission, the allocator's
-state digest, the ledgers' contiguous fit and the allocator's predecessor and write-frontier checks.
+state digest, the ledgers' contiguous fit and the allocator's predecessor and write-frontier checks; then (i25l)
+whole-contract cases that pin each core module's observable behaviour (every branch, exact values, refusal details,
+defaults and boundaries) so that families of mutants die: shared-prefix chunk-first metadata and merges, prefix
+lookups, receipts and partial tails, revocation walks against NamespaceRevocation.tla, namespaces, keys, sessions,
+declared modules and their markup, and the VMM's geometry, refusals and lifecycle.
 
 Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from the seed (``0x0..``
 sections), from the documented contract quoted in the docstring, or from the arithmetic written beside them, never
