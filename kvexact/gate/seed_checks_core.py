@@ -347,6 +347,8 @@ def prefix_lookup_receipts() -> Rows:
     sem_hits = [cache.lookup(px_lab.request("B", s[:40], semantic_match_tokens=t)).runtime_hit_tokens
                 for t in (0, 15, 16, 40)]
     kept = attrs.evolve(cache.lookup(px_lab.request("B", s[:40])), receipt_sha256="")
+    same = PrefixPolicy(collision_witness=True, hash_fn=lambda _payload: bytes(range(32)))  # every block collides
+    collided = detail(lambda: px_lab.cache_with(s[:33], same).lookup(px_lab.request("B", s[1:20]), same))
     return [("publication generation, probes of a 2-block walk", (gen, probes0, probes1 - probes0), (1, 0, 2)),
             ("B's 40 tokens with logits", fields(forty),
              (40, 32, 32, 39, 32, 8, 2, 2, 1, 1024 * kib, 8 * 64 * kib, 0, "prompt-cap")),
@@ -368,7 +370,9 @@ def prefix_lookup_receipts() -> Rows:
              [(R.SEMANTIC_MATCH_OUT_OF_RANGE, "S_sem=-1, S_prompt=40"),
               (R.SEMANTIC_MATCH_OUT_OF_RANGE, "S_sem=41, S_prompt=40")]),
             ("given S_sem 0, 15, 16, 40 of 40: hits", sem_hits, [0, 0, 16, 32]),
-            ("a lookup is read-only: the same receipt again", kept == attrs.evolve(forty, receipt_sha256=""), True)]
+            ("a lookup is read-only: the same receipt again", kept == attrs.evolve(forty, receipt_sha256=""), True),
+            ("a forced equal digest over other tokens, witness on: refused as, naming the block and 12 hex digits",
+             collided, (R.COLLISION_WITNESS_MISMATCH, "block 0: key 000102030405"))]
 
 
 def prefix_partial_tail_p12() -> Rows:
@@ -469,7 +473,10 @@ def revocation_walks() -> Rows:
                 taken.add(name)
                 if rec["action"] != name or rec["state"] != rv.project_state(st):
                     records.append(name)
-    return [("states whose successors differ from the spec's", differ, []),
+    inits: list[Any] = []
+    model.init_states(lambda st: inits.append(model.key(st)))
+    return [("the initial state is the spec's one initial state", inits, [model.key(rv.project_tla(init))]),
+            ("states whose successors differ from the spec's", differ, []),
             ("invariant twins that disagree with the spec", sorted(set(broken)), []),
             ("records naming another action or state", records, []),
             ("actions taken", len(taken), 22)]
