@@ -102,6 +102,11 @@ SURVIVORS = [
     # i25l's exploration sample over reference.keys, sessions, modules, prompt_cache, namespaces (seed 1004)
     (prompt_cache, "parse_schema", "{text.strip()[:20]!r} on line", "{text.strip()[: 19]!r} on line",
      "prompt markup contract"),
+    # i25l's exploration sample over reference.prefix, revocation, vmm, shared_prefix (seed 1005)
+    (prefix, "PrefixCache.lookup", 'f"block {j}: key {key[:12]}")', 'f"block {j}: key {key[: 11]}")',
+     "prefix lookup receipts"),
+    (revocation, "RevState", '{t: "none" for t in ts}, {t: 0 for t in ts},', '{t: "none" for t in ts}, {t: -1 for t in ts},',
+     "revocation walks"),
 ]
 
 
