@@ -1171,9 +1171,11 @@ def prefix_receipt_bounds() -> Rows:
     contract can catch it, and each refusal names the numbers. A prompt-cap hit may reach S_prompt - 1, not
     S_prompt; a hit may equal S_sem and S_indexed, not exceed them. Publication: A's 33 tokens publish 2 full
     blocks (a trailing partial block never), a second publication of the same blocks publishes nothing but still
-    advances the publication generation; under a partial-tail policy the 1-row tail is published once."""
+    advances the publication generation; under a partial-tail policy the 1-row tail is published once. Keys whose
+    blocks were evicted are published again for the recomputed blocks (as vLLM does), under the same parents."""
     import attrs
 
+    from kvexact.reference import lifecycle
     from kvexact.reference.handles import BlockHandle
     from kvexact.reference.keys import KeyInputs
     from kvexact.reference.labs import prefix as px_lab
@@ -1214,7 +1216,19 @@ def prefix_receipt_bounds() -> Rows:
     tails.alloc.allocate("A", s[:33])
     with_tail = tails.publish("A", KeyInputs(tuple(s[:33])), px_lab.NAMESPACE, 0, tail)
     tail_again = tails.publish("A", KeyInputs(tuple(s[:33])), px_lab.NAMESPACE, 0, tail)
-    return [("claims refused as", [check(x) for x in claims],
+    evicted = px_lab.cache_with(s[:33])
+    tree_before = {k: list(v) for k, v in evicted.children.items()}
+    lifecycle.release(evicted.alloc, "A")
+    evicted.alloc.allocate("Z", [9000 + i for i in range(24 * 16)])  # every block of the pool: A's are evicted
+    gone = evicted.lookup(px_lab.request("B", s[:40])).runtime_hit_tokens
+    lifecycle.release(evicted.alloc, "Z")
+    evicted.alloc.allocate("C", s[:33])
+    republished = evicted.publish("C", KeyInputs(tuple(s[:33])), px_lab.NAMESPACE, 0)
+    return [("A's blocks evicted: B's hit; C recomputes and publishes A's tokens: published, generation, the tree "
+             "unchanged (each key once, same parent), B's hit",
+             (gone, len(republished), evicted.publication_generation, evicted.children == tree_before,
+              evicted.lookup(px_lab.request("B", s[:40])).runtime_hit_tokens), (0, 2, 2, True, 32)),
+            ("claims refused as", [check(x) for x in claims],
              [(R.RECEIPT_DIGEST_MISMATCH, "B"), (R.LOGITS_CAP_EXCEEDED, "S_runtime=32, S_prompt=32"),
               (R.RECOMPUTE_ROWS_MISMATCH, "8"), (R.PARTIAL_ROWS_WITHOUT_PARTIAL_POLICY, "8 rows"),
               (R.HIT_NOT_BLOCK_ALIGNED, "S_runtime=24, P=16"), (R.HIT_EXCEEDS_SEMANTIC_MATCH, "32 > 31"),
