@@ -70,7 +70,12 @@ SURVIVORS = [
      "if offset != len(rows) or offset + len(tokens) > self.groups[group].block_tokens:",
      "if offset != len(rows) or offset ** len(tokens) > self.groups[group].block_tokens:",
      "allocator write frontier"),
-    # issue #25, i25l: the seed-71 survivor (the default tau of chunk_attention)
+]
+
+# issue #25, i25l: the seed-71 survivor (the default tau of chunk_attention), its neighbours, and the survivors of
+# i25l's exploration samples (seeds 1001-1005); each fails its case by name (the case is registered in
+# reference-seed by test_every_core_case_passes_and_is_registered, so reference-seed fails with it)
+CONTRACT_SURVIVORS = [
     (shared_prefix, "chunk_attention", "def chunk_attention(fx: Fixture, threshold: int = 1,",
      "def chunk_attention(fx: Fixture, threshold: int = 2,", "shared prefix chunk first"),
     (shared_prefix, "bind_chunk_first", "def bind_chunk_first(fx: Fixture, threshold: int = 1)",
@@ -121,9 +126,28 @@ def test_a_seed61_survivor_fails_its_core_case(monkeypatch, module, name, before
     assert seed_checks.reference_seed(GateContext()).verdict is Verdict.FAILED
 
 
+@pytest.mark.parametrize("module, name, before, after, case", CONTRACT_SURVIVORS,
+                         ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}:{i}" for i, (m, n, _b, _a, _c) in
+                              enumerate(CONTRACT_SURVIVORS)])
+def test_a_mutant_of_a_core_contract_fails_its_case(monkeypatch, module, name, before, after, case):
+    _apply(monkeypatch, module, name, before, after)
+    result = run_seed_case(case)
+    assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
+    assert case in result.detail
+
+
 def test_a_registry_listing_its_current_generation_as_retired_is_refused():
     ns = CacheIsolationNamespace("prod", "t1", "ns", 2, None, 0)
     for retired in (2, 3):
         assert rejection_of(lambda r=retired: NamespaceRegistry((ns,), frozenset({("ns", r)}))) \
             is NamespaceRejection.RETIRED_GENERATION
     assert NamespaceRegistry((ns,), frozenset({("ns", 0), ("ns", 1), ("other", 9)})).get("ns") is ns
+
+
+def test_the_seed71_default_threshold_survivor_fails_reference_seed(monkeypatch):
+    """reference.shared_prefix:290 (main d15a566): chunk_attention's default threshold 1 -> 2."""
+    module, name, before, after, case = CONTRACT_SURVIVORS[0]
+    _apply(monkeypatch, module, name, before, after)
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED
+    assert case in result.detail
