@@ -381,7 +381,9 @@ def prefix_partial_tail_p12() -> Rows:
     the logits cap). Admitting maps (20 - 8) / 12 = 1 full block and copies the 8 rows from the tail (the second
     matched bundle): B holds its 21 tokens. At P = 16 with A's 48 tokens in 3 full blocks, B's 45 tokens that
     leave A's at row 42 hit 32 full-block rows plus min(10, min(42, 44) - 32) = 10 rows copied from A's third
-    (full) block; 45 - 42 = 3 rows recomputed in ceil((45 - 32) / 16) = 1 new bundle."""
+    (full) block; 45 - 42 = 3 rows recomputed in ceil((45 - 32) / 16) = 1 new bundle. With S_sem 20 given, B's 50
+    tokens hit 16 full-block rows plus 20 - 16 = 4 rows of the next matched block: 2 bundles (not all 3 matched),
+    30 recomputed, ceil((50 - 16) / 16) = 3 new bundles."""
     from kvexact.reference.labs import prefix as px_lab
     from kvexact.reference.prefix import PrefixPolicy, admit
 
@@ -395,7 +397,11 @@ def prefix_partial_tail_p12() -> Rows:
     b45 = [*s[:42], 9001, 9002, 9003]  # A's rows 0..41, then other tokens
     r45 = a48.lookup(px_lab.request("B", b45), full)
     rec45, _ = admit(a48, r45, b45, full)
-    return [("B's 45 tokens over A's 3 full blocks, differing at row 42: S_sem, indexed, hit, copied, bundles, "
+    r20 = a48.lookup(px_lab.request("B", s[:50], semantic_match_tokens=20), full)
+    return [("B's 50 tokens over A's 3 full blocks with S_sem 20: indexed, hit, copied, bundles, recomputed, new",
+             (r20.indexed_tokens, r20.runtime_hit_tokens, r20.copy_valid_partial_rows, len(r20.matched_group_handles),
+              r20.prompt_rows_recomputed, r20.new_block_bundles), (48, 20, 4, 2, 30, 3)),
+            ("B's 45 tokens over A's 3 full blocks, differing at row 42: S_sem, indexed, hit, copied, bundles, "
              "recomputed, new bundles; admitted: context, tokens",
              (r45.semantic_match_tokens, r45.indexed_tokens, r45.runtime_hit_tokens, r45.copy_valid_partial_rows,
               len(r45.matched_group_handles), r45.prompt_rows_recomputed, r45.new_block_bundles, rec45.context_tokens,
