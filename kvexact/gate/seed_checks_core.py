@@ -375,7 +375,7 @@ def prefix_lookup_receipts() -> Rows:
              collided, (R.COLLISION_WITNESS_MISMATCH, "block 0: key 000102030405"))]
 
 
-def prefix_partial_tail_p12() -> Rows:
+def prefix_partial_tails() -> Rows:
     """0x07D at P = 12 (a block size that is not a power of two): A's 20 tokens publish 1 full block and an
     8-row tail; B's 21 tokens with logits hit 12 full-block rows plus min(8, 20 - 12) = 8 copied rows (20 = 21 - 1,
     the logits cap). Admitting maps (20 - 8) / 12 = 1 full block and copies the 8 rows from the tail (the second
@@ -1266,7 +1266,7 @@ CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": nam
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
          "allocator write frontier": allocator_write_frontier,
          "shared prefix chunk first": shared_prefix_chunk_first,
-         "prefix lookup receipts": prefix_lookup_receipts, "prefix partial tail p12": prefix_partial_tail_p12,
+         "prefix lookup receipts": prefix_lookup_receipts, "prefix partial tails": prefix_partial_tails,
          "revocation walks": revocation_walks, "namespace contract": namespace_contract,
          "keys chain contract": keys_chain_contract,
          "session resume contract": session_resume_contract,

@@ -90,7 +90,7 @@ CONTRACT_SURVIVORS = [
     (prefix, "PrefixCache.lookup", "not 0 <= req.semantic_match_tokens <= s_prompt:",
      "not 0 < req.semantic_match_tokens <= s_prompt:", "prefix lookup receipts"),
     (prefix, "admit", "full = (receipt.runtime_hit_tokens - copied) // cache.block_tokens",
-     "full = (receipt.runtime_hit_tokens | copied) // cache.block_tokens", "prefix partial tail p12"),
+     "full = (receipt.runtime_hit_tokens | copied) // cache.block_tokens", "prefix partial tails"),
     # i25l's exploration sample over reference.revocation (seed 1002)
     (revocation, "INVARIANTS", "return all(r.authorized and authz(p, r.ns) for p, r in s.req.items()",
      "return all(r.authorized or authz(p, r.ns) for p, r in s.req.items()", "revocation walks"),
@@ -113,7 +113,7 @@ CONTRACT_SURVIVORS = [
     (revocation, "RevState", '{t: "none" for t in ts}, {t: 0 for t in ts},', '{t: "none" for t in ts}, {t: -1 for t in ts},',
      "revocation walks"),    # i25l's exploration sample over reference.prefix, revocation, vmm, shared_prefix, namespaces (seed 1006)
     (prefix, "PrefixCache.lookup", "kept = full_blocks + (1 if partial_rows else 0)",
-     "kept = full_blocks + ( 2 if partial_rows else 0)", "prefix partial tail p12"),
+     "kept = full_blocks + ( 2 if partial_rows else 0)", "prefix partial tails"),
 ]
 
 
