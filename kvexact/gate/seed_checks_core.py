@@ -421,7 +421,8 @@ def revocation_walks() -> Rows:
     invariant does, every one of the spec's 22 actions is taken somewhere, and each step's trace record carries the
     spec's action name and the projection of the state it led to. The same holds in states off the reachable graph
     (an entry published twice, a request authorized for another namespace or not authorized, a lease on another
-    namespace's block, a receipt without its lease, stale bytes, a revoked generation's copy left behind)."""
+    namespace's block, a receipt without its lease, stale bytes, a revoked generation's copy left behind, a later generation's entry, owner, copy, lease and
+    receipt above done)."""
     import random
 
     import attrs
@@ -446,7 +447,11 @@ def revocation_walks() -> Rows:
                      leases=frozenset({rv.Held("t2", "t2", 0, 1)})),  # a lease on another namespace's block
         attrs.evolve(executing, leases=frozenset()),  # a receipt without its lease
         attrs.evolve(published, bytes_={1: "t2", 2: "t1"}, owner={1: rv.Owner("t1", 0), 2: rv.Owner("t2", 0)}),
-        attrs.evolve(published, done={"t1": 1, "t2": 0}, external=frozenset({rv.Copy("t1", 0)}))]
+        attrs.evolve(published, done={"t1": 1, "t2": 0}, external=frozenset({rv.Copy("t1", 0)})),
+        attrs.evolve(published, ns_gen={"t1": 1, "t2": 0}, index=frozenset({rv.Entry("t1", 1, 1)}),  # all above done
+                     owner={1: rv.Owner("t1", 1), 2: rv.NO_OWNER}, external=frozenset({rv.Copy("t1", 1)}),
+                     req={**req, "t1": rv.Req("executing", "t1", 1, 1, True)},
+                     leases=frozenset({rv.Held("t1", "t1", 1, 1)}), receipts=frozenset({rv.Held("t1", "t1", 1, 1)}))]
     seen: set[Any] = set()
     differ, broken, records, taken = [], [], [], set()
     for st in constructed:
