@@ -256,6 +256,10 @@ def shared_prefix_chunk_first() -> Rows:
     changed = attrs.evolve(fx, k=(((fx.k[0][0][0] + 1.0, fx.k[0][0][1]), *fx.k[0][1:]), *fx.k[1:]))
     requeried = attrs.evolve(fx, q=(fx.q[1], *fx.q[1:]))
     led = sp.ledger(tree, 4, 2, 3)
+    C = sp.TreeChunk
+    odd = sp.draw_fixture([C("r", 1, 0, 3), C("a", 1, 0, 2), C("b", 1, 2, 3)], 3, 2, 2, seed=1)  # offsets 0, 3
+    odd_meta = sp.bind_chunk_first(odd)
+    odd_partial = sp.chunk_attention(odd)[1]
     return [("metadata at tau 0, 1, 2, 3, 4",
              [shape(sp.chunk_first_metadata(tree, t)) for t in (0, 1, 2, 3, 4)],
              [((0, 1, 2, 3, 4, 5, 6), (0, 0, 2, 0, 1, 2, 3), (4, 2, 4, 1, 2, 3, 4), (0, 4, 6, 8, 9, 10, 11), 12, 0),
@@ -277,6 +281,9 @@ def shared_prefix_chunk_first() -> Rows:
             ("partial rows read: C1 for 0, 1; C2 for 2, 3",
              [sp.partial_row(partial, meta, c, s) for c, s in ((1, 0), (1, 1), (2, 2), (2, 3))],
              [want_rows[4], want_rows[5], want_rows[6], want_rows[7]]),
+            ("a tree [0, 3) > [0, 2), [2, 3): offsets; chunk a's rows for 0, 1 (at 3 + 0, 3 + 1)",
+             (odd_meta.offsets, [sp.partial_row(odd_partial, odd_meta, 1, q) for q in (0, 1)]),
+             ((0, 3), [sp.partition_state(odd.q[q], odd.k[1], odd.v[1], odd.scale, 2) for q in (0, 1)])),
             ("partial rows out of coverage: C1 for 2, C2 for 1, C2 for 4",
              [detail(lambda c=c, s=s: sp.partial_row(partial, meta, c, s)) for c, s in ((1, 2), (2, 1), (2, 4))],
              [(R.PARTIAL_ROW_OUT_OF_COVERAGE, "chunk 1 covers [0, 2), not 2"),
@@ -484,9 +491,14 @@ def revocation_walks() -> Rows:
                 taken.add(name)
                 if rec["action"] != name or rec["state"] != rv.project_state(st):
                     records.append(name)
+    upper = rv.RevState.init(tenants=("A", "t2"))  # "A" < "NoTenant" < "t2" as strings
+    left = attrs.evolve(upper, owner={1: rv.Owner("A", 0), 2: rv.NO_OWNER}, done={"A": 1, "t2": 0})
     inits: list[Any] = []
     model.init_states(lambda st: inits.append(model.key(st)))
     return [("the initial state is the spec's one initial state", inits, [model.key(rv.project_tla(init))]),
+            ("RevocationComplete with tenant A's generation-0 block owned after done[A] = 1; with it released",
+             [rv.revocation_complete(left), rv.revocation_complete(attrs.evolve(left, owner=upper.owner))],
+             [False, True]),
             ("states whose successors differ from the spec's", differ, []),
             ("invariant twins that disagree with the spec", sorted(set(broken)), []),
             ("records naming another action or state", records, []),
@@ -936,7 +948,8 @@ def prompt_markup_contract() -> Rows:
     both start at 5 (u1: 5..7, u2: 5) and it spans its longest member, so tail's h is at 8 and the schema ends at
     9. A prompt importing sys with x="p", u2 and the text "hello world" assembles, in position order, sys (cache,
     0 1 4), its argument (compute, 2), u2 (cache, 5), the text (compute, 9 10), leaving gaps 3, 6, 7, 8 below 11.
-    Every malformed schema, prompt or revision is refused by name with its line."""
+    Every malformed schema, prompt or revision is refused by name with its line (and, for markup that is not
+    well-formed, the 1-based column: expat's 0-based offset of the mismatched name </c> after "  <b></" is 7)."""
     import attrs
 
     from kvexact.reference import prompt_cache as pc
@@ -996,7 +1009,7 @@ def prompt_markup_contract() -> Rows:
                  '<schema name="s">\n<union></union></schema>',
                  '<schema name="s">first one<module name="a">x</module>\nsecond</schema>',
                  '<schema name="s">\n  this stray text is longer than twenty  <module name="a">x</module></schema>')] +
-             [bad_schema("<schema")[0]],
+             [bad_schema("<schema")[0], bad_schema('<schema name="s">\n  <b></c></schema>')],
              [(P.WRONG_ROOT, "expected <schema>, found <prompt> on line 1"),
               (P.MISSING_ATTRIBUTE, "<schema> on line 1 needs name="),
               (P.BAD_NUMBER, "generation='-1' on <schema> line 1"), (P.BAD_NUMBER, "len='0' on <param> line 1"),
@@ -1006,7 +1019,7 @@ def prompt_markup_contract() -> Rows:
               (P.DUPLICATE_PARAMETER, "'p' on line 1 in module 'a'"), (P.EMPTY_UNION, "<union> on line 2"),
               (P.STRAY_TEXT, "'first one' on line 1 inside <schema>"),
               (P.STRAY_TEXT, "'this stray text is l' on line 2 inside <schema>"),
-              P.NOT_WELL_FORMED]),
+              P.NOT_WELL_FORMED, (P.NOT_WELL_FORMED, "line 2 column 8: mismatched tag")]),
             ("prompts refused as",
              [bad_prompt(b) for b in ('<zz/>', '<sys>text</sys>', '<sys/>\n<sys/>', '<u1/><u2/>', '<sys y="p"/>',
                                       '<sys x="p q r"/>')] + [bad_prompt("", "t")],

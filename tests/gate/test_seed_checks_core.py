@@ -115,7 +115,11 @@ CONTRACT_SURVIVORS = [
     (prefix, "PrefixCache.lookup", "kept = full_blocks + (1 if partial_rows else 0)",
      "kept = full_blocks + ( 2 if partial_rows else 0)", "prefix partial tails"),    # i25l's exploration sample over all nine core modules (seed 1007)
     (revocation, "INVARIANTS", "return all(x.gen >= s.done[x.ns] for x in s.receipts)",
-     "return all(x.gen is s.done[x.ns] for x in s.receipts)", "revocation walks"),
+     "return all(x.gen is s.done[x.ns] for x in s.receipts)", "revocation walks"),    (revocation, "revocation_complete", "for o in s.owner.values() if o.ns != NO_TENANT))",
+     "for o in s.owner.values() if o.ns > NO_TENANT))", "revocation walks"),
+    (prompt_cache, "_parse_xml", "column {exc.offset + 1}:", "column {exc.offset % 1}:", "prompt markup contract"),
+    (shared_prefix, "partial_row", "return partial[meta.offsets[i] + seq - meta.begins[i]]",
+     "return partial[meta.offsets[i] ^ seq - meta.begins[i]]", "shared prefix chunk first"),
 ]
 
 
