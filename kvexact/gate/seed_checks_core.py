@@ -460,7 +460,10 @@ def revocation_walks() -> Rows:
                      req={**req, "t1": rv.Req("executing", "t1", 1, 1, True)},
                      leases=frozenset({rv.Held("t1", "t1", 1, 1)}), receipts=frozenset({rv.Held("t1", "t1", 1, 1)}))]
     seen: set[Any] = set()
-    differ, broken, records, taken = [], [], [], set()
+    differ: list[Any] = []
+    broken: list[str] = []
+    records: list[str] = []
+    taken: set[str] = set()
     for st in constructed:
         tla = rv.project_tla(st)
         seen.add(model.key(tla))
@@ -705,7 +708,7 @@ def session_resume_contract() -> Rows:
             return exc.reason, exc.detail
         return None, None
 
-    changes = [dict(session_id="s2", tenant_id="t2"), dict(tenant_id="t2", namespace_id="nx"),
+    changes: list[dict[str, Any]] = [dict(session_id="s2", tenant_id="t2"), dict(tenant_id="t2", namespace_id="nx"),
                dict(namespace_id="nx", semantic_digest="sem1"), dict(namespace_generation=999),
                dict(semantic_digest="sem1", layout_digest="lay1"), dict(layout_digest="lay1", position_contract="alibi"),
                dict(position_contract="alibi", save_complete=False),
@@ -758,10 +761,10 @@ def modules_contract() -> Rows:
         return attrs.evolve(r, **changes)
 
     base = receipt("sys", (1, 2, 3))
-    factor = [dict(token_ids=(1, 2, 4)), dict(position_ids=(1, 2, 3)), dict(schema_id="other"),
+    factor: list[dict[str, Any]] = [dict(token_ids=(1, 2, 4)), dict(position_ids=(1, 2, 3)), dict(schema_id="other"),
               dict(schema_generation=5), dict(semantic_manifest_digest="x"), dict(layout_manifest_digest="x"),
               dict(namespace_id="other"), dict(namespace_generation=3)]
-    first = [dict(schema_id="other", schema_generation=5), dict(schema_generation=5, token_ids=(9, 9, 9)),
+    first: list[dict[str, Any]] = [dict(schema_id="other", schema_generation=5), dict(schema_generation=5, token_ids=(9, 9, 9)),
              dict(token_ids=(9, 9, 9), position_ids=(4, 5, 6)), dict(position_ids=(4, 5, 6),
                                                                        semantic_manifest_digest="x"),
              dict(semantic_manifest_digest="x", layout_manifest_digest="x"),
