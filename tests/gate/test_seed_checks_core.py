@@ -15,7 +15,17 @@ from test_seed_checks import (  # one line replaced, as cosmic-ray writes it
 
 from kvexact.gate import seed_checks, seed_checks_core
 from kvexact.gate.framework import GateContext, Verdict
-from kvexact.reference import allocator, ledgers, namespaces, pool, prefix, vmm
+from kvexact.reference import (
+    allocator,
+    ledgers,
+    namespaces,
+    pool,
+    prefix,
+    prompt_cache,
+    revocation,
+    shared_prefix,
+    vmm,
+)
 from kvexact.reference.namespaces import CacheIsolationNamespace, NamespaceRegistry, NamespaceRejection
 from kvexact.reference.rejections import rejection_of
 
@@ -62,6 +72,56 @@ SURVIVORS = [
      "allocator write frontier"),
 ]
 
+# issue #25, i25l: the seed-71 survivor (the default tau of chunk_attention), its neighbours, and the survivors of
+# i25l's exploration samples (seeds 1001-1007); each fails its case by name (the case is registered in
+# reference-seed by test_every_core_case_passes_and_is_registered, so reference-seed fails with it)
+CONTRACT_SURVIVORS = [
+    (shared_prefix, "chunk_attention", "def chunk_attention(fx: Fixture, threshold: int = 1,",
+     "def chunk_attention(fx: Fixture, threshold: int = 2,", "shared prefix chunk first"),
+    (shared_prefix, "bind_chunk_first", "def bind_chunk_first(fx: Fixture, threshold: int = 1)",
+     "def bind_chunk_first(fx: Fixture, threshold: int = 0)", "shared prefix chunk first"),
+    (shared_prefix, "chunk_first_metadata", "if c.coverage <= threshold:", "if c.coverage < threshold:",
+     "shared prefix chunk first"),
+    (shared_prefix, "partial_row", "return partial[meta.offsets[i] + seq - meta.begins[i]]",
+     "return partial[meta.offsets[i] + seq]", "shared prefix chunk first"),
+    # i25l's exploration sample over reference.prefix (seed 1001)
+    (prefix, "PrefixCache.lookup", "not 0 <= req.semantic_match_tokens <= s_prompt:",
+     "not 0 <= req.semantic_match_tokens < s_prompt:", "prefix lookup receipts"),
+    (prefix, "PrefixCache.lookup", "not 0 <= req.semantic_match_tokens <= s_prompt:",
+     "not 0 < req.semantic_match_tokens <= s_prompt:", "prefix lookup receipts"),
+    (prefix, "admit", "full = (receipt.runtime_hit_tokens - copied) // cache.block_tokens",
+     "full = (receipt.runtime_hit_tokens | copied) // cache.block_tokens", "prefix partial tails"),
+    # i25l's exploration sample over reference.revocation (seed 1002)
+    (revocation, "INVARIANTS", "return all(r.authorized and authz(p, r.ns) for p, r in s.req.items()",
+     "return all(r.authorized or authz(p, r.ns) for p, r in s.req.items()", "revocation walks"),
+    (revocation, "publish_entry", "index = s.index | {Entry(r.ns, r.gen, r.block)} if _current(s, p) else s.index",
+     "index = s.index ^ {Entry(r.ns, r.gen, r.block)} if _current(s, p) else s.index", "revocation walks"),
+    # i25l's exploration sample over reference.namespaces, vmm, shared_prefix (seed 1003)
+    (vmm, "require_use", "if tokens > s.valid_tokens:", "if tokens != s.valid_tokens:", "vmm contract"),
+    (vmm, "virtual_address", "and 0 <= d < config.head_dim):", "and -1 <= d < config.head_dim):", "vmm contract"),
+    (vmm, "_commit", "after = attrs.evolve(after, version=state.version + 1)",
+     "after = attrs.evolve(after, version=state.version + 2)", "vmm contract"),
+    (vmm, "write_rows", "end = start_token + count_tokens", "end = start_token | count_tokens", "vmm contract"),
+    (vmm, "write_rows", 'f"row {end - 1} beyond ready frontier', 'f"row {end - 2} beyond ready frontier',
+     "vmm contract"),
+    # i25l's exploration sample over reference.keys, sessions, modules, prompt_cache, namespaces (seed 1004)
+    (prompt_cache, "parse_schema", "{text.strip()[:20]!r} on line", "{text.strip()[: 19]!r} on line",
+     "prompt markup contract"),
+    # i25l's exploration sample over reference.prefix, revocation, vmm, shared_prefix (seed 1005)
+    (prefix, "PrefixCache.lookup", 'f"block {j}: key {key[:12]}")', 'f"block {j}: key {key[: 11]}")',
+     "prefix lookup receipts"),
+    (revocation, "RevState", '{t: "none" for t in ts}, {t: 0 for t in ts},', '{t: "none" for t in ts}, {t: -1 for t in ts},',
+     "revocation walks"),    # i25l's exploration sample over reference.prefix, revocation, vmm, shared_prefix, namespaces (seed 1006)
+    (prefix, "PrefixCache.lookup", "kept = full_blocks + (1 if partial_rows else 0)",
+     "kept = full_blocks + ( 2 if partial_rows else 0)", "prefix partial tails"),    # i25l's exploration sample over all nine core modules (seed 1007)
+    (revocation, "INVARIANTS", "return all(x.gen >= s.done[x.ns] for x in s.receipts)",
+     "return all(x.gen is s.done[x.ns] for x in s.receipts)", "revocation walks"),    (revocation, "revocation_complete", "for o in s.owner.values() if o.ns != NO_TENANT))",
+     "for o in s.owner.values() if o.ns > NO_TENANT))", "revocation walks"),
+    (prompt_cache, "_parse_xml", "column {exc.offset + 1}:", "column {exc.offset % 1}:", "prompt markup contract"),
+    (shared_prefix, "partial_row", "return partial[meta.offsets[i] + seq - meta.begins[i]]",
+     "return partial[meta.offsets[i] ^ seq - meta.begins[i]]", "shared prefix chunk first"),
+]
+
 
 @pytest.mark.parametrize("module, name, before, after, case", SURVIVORS,
                          ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}:{i}" for i, (m, n, _b, _a, _c) in
@@ -74,9 +134,28 @@ def test_a_seed61_survivor_fails_its_core_case(monkeypatch, module, name, before
     assert seed_checks.reference_seed(GateContext()).verdict is Verdict.FAILED
 
 
+@pytest.mark.parametrize("module, name, before, after, case", CONTRACT_SURVIVORS,
+                         ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}:{i}" for i, (m, n, _b, _a, _c) in
+                              enumerate(CONTRACT_SURVIVORS)])
+def test_a_mutant_of_a_core_contract_fails_its_case(monkeypatch, module, name, before, after, case):
+    _apply(monkeypatch, module, name, before, after)
+    result = run_seed_case(case)
+    assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
+    assert case in result.detail
+
+
 def test_a_registry_listing_its_current_generation_as_retired_is_refused():
     ns = CacheIsolationNamespace("prod", "t1", "ns", 2, None, 0)
     for retired in (2, 3):
         assert rejection_of(lambda r=retired: NamespaceRegistry((ns,), frozenset({("ns", r)}))) \
             is NamespaceRejection.RETIRED_GENERATION
     assert NamespaceRegistry((ns,), frozenset({("ns", 0), ("ns", 1), ("other", 9)})).get("ns") is ns
+
+
+def test_the_seed71_default_threshold_survivor_fails_reference_seed(monkeypatch):
+    """reference.shared_prefix:290 (main d15a566): chunk_attention's default threshold 1 -> 2."""
+    module, name, before, after, case = CONTRACT_SURVIVORS[0]
+    _apply(monkeypatch, module, name, before, after)
+    result = seed_checks.reference_seed(GateContext())
+    assert result.verdict is Verdict.FAILED
+    assert case in result.detail
