@@ -134,6 +134,46 @@ def vllm_hybrid_duplicates_s16() -> Rows:
             ("C48 + [5] after one block of block 2's key is evicted: hit", after, 48)]
 
 
+def adapter_delayed_writer() -> Rows:
+    """``ReferenceAdapter.delayed_writer`` (its docstring, 0x05E/0x05F) is the handle of the first group's old tail
+    that the last truncate returned to the free pool, until the fence refuses it. In 2-token blocks r (4 tokens)
+    holds blocks 1, 2 (ceil(4 / 2) = 2; the fresh queue hands out 1, 2, 3) of generation 1 (allocated once); its
+    fork c maps them too; r appends 2 tokens into block 3. r truncated to 1 token keeps ceil(1 / 2) = 1 block
+    and drops blocks 2 (c still maps it: not freed) and 3 (freed): the old tail is the LAST dropped block of
+    group 0, (group 0, block 3, generation 1). c truncated to 1 token then drops block 2, now freed: c's old
+    tail (0, 2, 1) is the writer. A write through a handle of s's live block is refused WRONG_STEP_FOR_PATH (not
+    a fence refusal: the writer stays); the writer's own handle on block 2 is refused by the fence (block 2
+    free again, or handed out again at generation 2) and the writer is gone."""
+    from kvexact.reference import adapters as ad
+
+    def writer(a: Any) -> Any:
+        h = a.delayed_writer
+        return None if h is None else (h.cache_group_id, h.block_id, h.generation)
+
+    a = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)
+    a.start("r", [1, 2, 3, 4])
+    a.fork("r", "c")
+    a.append("r", 5)
+    a.append("r", 6)
+    grown = (writer(a), a.table("r", 0), a.table("c", 0))
+    a.truncate("r", 1)
+    tail = (writer(a), a.table("r", 0), a.table("r", 1))
+    a.truncate("c", 1)
+    shared = writer(a)
+    a.start("s", [7, 8])
+    live = a.table("s", 0)[0]
+    refused = a.stale_write(0, live, a.generation(0, live)).rejection
+    after_live = writer(a)
+    fenced = a.stale_write(0, 2, 1).rejection
+    return [("writer, r's and c's group 0 tables after r grew to 6 tokens", grown, (None, [1, 2, 3], [1, 2])),
+            ("writer, r's tables in groups 0 and 1 after r's truncate to 1 token", tail, ((0, 3, 1), [1], [1])),
+            ("writer after c's truncate to 1 token frees block 2", shared, (0, 2, 1)),
+            ("write through s's live block: rejection, writer after", (refused, after_live),
+             ("WRONG_STEP_FOR_PATH", (0, 2, 1))),
+            ("the writer's own handle on block 2: a fence refusal; writer after",
+             (fenced in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"), writer(a)), (True, None))]
+
 CASES = {"adapter geometry": adapter_geometry, "adapter idle projections": adapter_idle_projections,
          "adapter stale tail": adapter_stale_tail, "vllm pool self-check": vllm_pool_self_check,
-         "vllm hybrid duplicates s16": vllm_hybrid_duplicates_s16}
+         "vllm hybrid duplicates s16": vllm_hybrid_duplicates_s16,
+         "adapter delayed writer": adapter_delayed_writer}

@@ -1396,6 +1396,59 @@ def refusals_0x03_0x08() -> Rows:
              ((2,), {"q": (3,)}, [2, 4]))]
 
 
+def radix_pages_0x08() -> Rows:
+    """0x08 with pages (SGLang's ``page_size``): an insert caches only ``tokens``' whole pages, ``n - n mod P``
+    tokens; the unaligned tail's slots stay private to their request. Over slots 0..7, a request q that reserved
+    slots 0..n-1 and inserts n tokens: P 4, n 7 caches 4 (q keeps 4, 5, 6); P 3, n 5 caches 3 (q keeps 3, 4);
+    P 4, n 8 caches 8 (q keeps nothing); P 4, n 3 caches nothing (no node). A transition prepared against the
+    tree's version runs (the version then one higher), against another one is refused STALE_VERSION; the
+    versions are ints above 256 built at run time (equal, not identical)."""
+    import attrs
+
+    from kvexact.reference import radix as rx
+    from kvexact.reference.rejections import Rejected
+
+    def inserted(page: int, n: int) -> Any:
+        s, _ = rx.reserve(rx.RadixState.empty(8, 0, page_size=page), "q", range(n))
+        s, receipt = rx.insert(s, tuple(range(10, 10 + n)), tuple(range(n)), "q")
+        return (receipt.prefix_tokens, receipt.new_node_id is None, s.edges(), dict(s.private_slot_ids))
+
+    def version_outcome(fn: Any) -> Any:
+        try:
+            return fn()[0].version
+        except Rejected as exc:
+            return exc.reason.name
+
+    s300 = attrs.evolve(rx.RadixState.empty(4), version=_big(300))
+    return [("inserts of n tokens at page size P: prefix, no new node, edges, private slots",
+             [inserted(4, 7), inserted(3, 5), inserted(4, 8), inserted(4, 3)],
+             [(0, False, {(10, 11, 12, 13): (0, 1, 2, 3)}, {"q": (4, 5, 6)}),
+              (0, False, {(10, 11, 12): (0, 1, 2)}, {"q": (3, 4)}),
+              (0, False, {tuple(range(10, 18)): tuple(range(8))}, {}),
+              (0, True, {}, {"q": (0, 1, 2)})]),
+            ("at version 300: match expecting 300, 299, 301; insert expecting 300 and 299",
+             [version_outcome(lambda v=v: rx.match(s300, [1], expected_version=_big(v))) for v in (300, 299, 301)]
+             + [version_outcome(lambda v=v: rx.insert(s300, (), (), expected_version=_big(v))) for v in (300, 299)],
+             [301, "STALE_VERSION", "STALE_VERSION", 301, "STALE_VERSION"])]
+
+
+def hybrid_publish_0x07C() -> Rows:
+    """0x07C (reference/hybrid.py's invariant): groups of block sizes 2 and 3 align at A = lcm(2, 3) = 6. An 8-token
+    prompt published into an empty index adds blocks from its hit 0 up to its A-aligned length 8 - 8 mod 6 = 6:
+    prefixes of 2, 4, 6 tokens in the first group and of 3, 6 in the second, one block each. Its lookup then hits
+    6 (cap 8 - 1 = 7, aligned down to 6, both groups hold every block below it), so publishing it again adds
+    nothing (its own hit reaches its aligned length)."""
+    from kvexact.reference import hybrid as hy
+
+    t = tuple(range(10, 18))
+    once = hy.HybridIndex.empty([hy.CacheGroup(2), hy.CacheGroup(3)]).publish(t)
+    twice = once.publish(t)
+    expected = ({t[:2]: 1, t[:4]: 1, t[:6]: 1}, {t[:3]: 1, t[:6]: 1})
+    return [("an 8-token prompt published once: blocks per group; its lookup", (once.counts, once.lookup(t)),
+             (expected, 6)),
+            ("the same prompt published again: blocks per group", twice.counts, expected)]
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -1418,4 +1471,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "identity 0x06-0x08": identity_0x06_0x08,
                "identity 0x03-0x0CE": identity_0x03_0x0CE,
                "bounds 0x03I-0x0CE": bounds_0x03I_0x0CE,
-               "refusals 0x03-0x08": refusals_0x03_0x08}
+               "refusals 0x03-0x08": refusals_0x03_0x08,
+               "radix pages 0x08": radix_pages_0x08, "hybrid publish 0x07C": hybrid_publish_0x07C}

@@ -40,6 +40,12 @@ SURVIVORS = [
      "vllm hybrid duplicates s16"),
     (vllm_pool, "PoolState.check", "for b in range(1, self.num_blocks):", "for b in range( 2, self.num_blocks):",
      "vllm pool self-check"),
+    # the named survivors of issue #25 (main d15a566): the delayed writer's tail and its fence
+    (adapters, "ReferenceAdapter.truncate", "if old_tails and old_tails[-1] in released.freed_handles:",
+     "if old_tails and old_tails[not 1] in released.freed_handles:", "adapter delayed writer"),
+    (adapters, "ReferenceAdapter.stale_write",
+     'if result.rejection in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"):',
+     'if not result.rejection in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"):', "adapter delayed writer"),
 ]
 
 

@@ -18,6 +18,7 @@ from kvexact.gate.framework import Verdict
 from kvexact.reference import (
     formulas,
     formulas_seed,
+    hybrid,
     keys,
     manifest,
     modules,
@@ -99,6 +100,13 @@ SURVIVORS = [
     (radix, "check_state", "        if n.lock_ref < 0:", "        if n.lock_ref < -1:", "refusals 0x03-0x08"),
     (radix, "_Draft.add_lock", "if count < 0:", "if count < -1:", "refusals 0x03-0x08"),
     (radix, "_Draft.release_private", "        if remaining:", "        if not remaining:", "refusals 0x03-0x08"),
+    # the named survivors of issue #25 (main d15a566): a page-rounding `-` and a version `!=`
+    (radix, "_Draft.insert", "whole = len(tokens) - len(tokens) % self.page_size",
+     "whole = len(tokens) | len(tokens) % self.page_size", "radix pages 0x08"),
+    (radix, "_check_expected", "if expected_version is not None and expected_version != state.version:",
+     "if expected_version is not None and expected_version is not state.version:", "radix pages 0x08"),
+    (hybrid, "HybridIndex.publish", "hit, stop = self.lookup(tokens), len(tokens) - len(tokens) % alignment(",
+     "hit, stop = self.lookup(tokens), len(tokens) ^ len(tokens) % alignment(", "hybrid publish 0x07C"),
 ]
 
 
