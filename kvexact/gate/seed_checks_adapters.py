@@ -54,12 +54,16 @@ def adapter_idle_projections() -> Rows:
     kv.release("b")
     kv.start("b", [3])
     kv.release("d")
-    rgen = ad.project_kv_allocation(kv.alloc, ["a", "b", "c", "d"])["rgen"]
+    kv_state = ad.project_kv_allocation(kv.alloc, ["a", "b", "c", "d"])
+    rgen = kv_state["rgen"]
+    absent = [(dict(kv_state["tables"][r]), kv_state["len"][r], kv_state["tver"][r]) for r in "cd"]
     return [("reader x holding r's snapshot: on, len", (held["x"]["on"], held["x"]["len"]), (True, 3)),
             ("readers x (released) and y (never held): on, tables, len, tokens",
              [(s["on"], dict(s["tables"]), s["len"], s["tokens"]) for s in (snap["x"], snap["y"])], [no_snap] * 2),
             ("rgen of a (first lifetime), b (released, started again), c (never started), d (released)",
-             [rgen[r] for r in "abcd"], [0, 1, 0, 1])]
+             [rgen[r] for r in "abcd"], [0, 1, 0, 1]),
+            ("c (never started) and d (released): tables, len, tver (KVAllocation's Init: <<>>, 0, 0)", absent,
+             [({0: [], 1: []}, 0, 0)] * 2)]
 
 
 def adapter_stale_tail() -> Rows:
@@ -173,7 +177,54 @@ def adapter_delayed_writer() -> Rows:
             ("the writer's own handle on block 2: a fence refusal; writer after",
              (fenced in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"), writer(a)), (True, None))]
 
+def adapter_prefix_cap() -> Rows:
+    """``ReferenceAdapter.start`` (its docstring, 0x07A's logits cap): a start maps the longest cached chain of full
+    blocks, capped one token short of the prompt, i.e. at most (n - 1) // P blocks of an n-token prompt. In
+    2-token blocks r (1, 2, 3, 4) publishes both its blocks; then the same 4 tokens hit (4 - 1) // 2 = 1 block (2
+    tokens), r's 4 tokens plus one hit both (4), 2 tokens hit none ((2 - 1) // 2 = 0), 3 tokens hit 1 block (2);
+    every hit maps r's blocks (block 1, then 2) and the rest of the prompt is appended (the request's length is its
+    prompt's; ceil(n / 2) blocks in every group)."""
+    from kvexact.reference import adapters as ad
+
+    a = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)
+    a.start("r", [1, 2, 3, 4])
+    a.cache("r")
+    got = []
+    for rid, prompt in (("s", [1, 2, 3, 4]), ("t", [1, 2, 3, 4, 5]), ("u", [1, 2]), ("v", [1, 2, 3])):
+        result = a.start(rid, prompt)
+        got.append((result.accepted, result.hit_tokens, a.table(rid, 0)[:result.hit_tokens // 2], a.length(rid),
+                    len(a.table(rid, 1))))
+    return [("starts of 1 2 3 4 / 1 2 3 4 5 / 1 2 / 1 2 3: accepted, hit tokens, hit blocks, length, group 1 blocks",
+             got, [(True, 2, [1], 4, 2), (True, 4, [1, 2], 5, 3), (True, 0, [], 2, 1), (True, 2, [1], 3, 2)]),
+            *_adapter_evicted_prefix()]
+
+
+def _adapter_evicted_prefix() -> Rows:
+    """Refusals (an empty prompt has nothing to append: EMPTY_APPEND; caching an unknown request; evicting a prefix
+    never published: CACHE_IDENTITY_MISSING), then r (1, 2, 3, 4) cached and its 4-token prefix evicted: only
+    (1, 2) stays cached, so s (1, 2, 3, 4, 5) hits 2 tokens (r's block 1) and takes two fresh blocks; caching s
+    publishes the 4-token prefix again."""
+    from kvexact.reference import adapters as ad
+
+    a = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)
+    refused = [(r.accepted, r.rejection) for r in (a.start("e", []), a.cache("zz"), a.evict((9, 9)))]
+    a.start("r", [1, 2, 3, 4])
+    a.cache("r")
+    cached = a.cached_prefixes()
+    a.evict((1, 2, 3, 4))
+    after = a.cached_prefixes()
+    hit = a.start("s", [1, 2, 3, 4, 5]).hit_tokens
+    s_table = a.table("s", 0)
+    a.cache("s")
+    return [("empty start, cache of an unknown request, evict of an unpublished prefix", refused,
+             [(False, "EMPTY_APPEND"), (False, "UNKNOWN_REQUEST"), (False, "CACHE_IDENTITY_MISSING")]),
+            ("cached prefixes after r's cache; after its 4-token prefix is evicted", (cached, after),
+             ([(1, 2), (1, 2, 3, 4)], [(1, 2)])),
+            ("s's hit, s's first block, s's cache: cached prefixes", (hit, s_table[0], a.cached_prefixes()),
+             (2, 1, [(1, 2), (1, 2, 3, 4)]))]
+
+
 CASES = {"adapter geometry": adapter_geometry, "adapter idle projections": adapter_idle_projections,
          "adapter stale tail": adapter_stale_tail, "vllm pool self-check": vllm_pool_self_check,
          "vllm hybrid duplicates s16": vllm_hybrid_duplicates_s16,
-         "adapter delayed writer": adapter_delayed_writer}
+         "adapter delayed writer": adapter_delayed_writer, "adapter prefix cap": adapter_prefix_cap}

@@ -46,6 +46,13 @@ SURVIVORS = [
     (adapters, "ReferenceAdapter.stale_write",
      'if result.rejection in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"):',
      'if not result.rejection in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"):', "adapter delayed writer"),
+    # survivors of the seed-1001 sample over reference.adapters (issue #25 exploration)
+    (adapters, "_request_vars", "lens[r] = rec.context_tokens if rec else 0", "lens[r] = rec.context_tokens if rec else 1",
+     "adapter idle projections"),
+    (adapters, "ReferenceAdapter.start", "for j in range((len(prompt) - 1) // p):",
+     "for j in range((len(prompt) - 1) * p):", "adapter prefix cap"),
+    (adapters, "ReferenceAdapter.start", "for t in prompt[len(hit) * p:]]", "for t in prompt[len(hit) ** p:]]",
+     "adapter prefix cap"),
 ]
 
 
