@@ -224,7 +224,76 @@ def _adapter_evicted_prefix() -> Rows:
              (2, 1, [(1, 2), (1, 2, 3, 4)]))]
 
 
+_KV_CONSTANTS = {"Groups": {0, 1}, "Blocks": set(range(1, 7)), "NoReq": "NoReq", "P": 2, "MaxTokens": 32,
+                 "MaxGen": 64, "MaxEpoch": 64, "MaxVersion": 64}
+
+
+def _spec_verdict(adapter: Any, spec: str, constants: dict[str, Any]) -> Any:
+    """The adapter's recorded trace validated step by step against ``spec/<spec>.tla`` (the embedded checker)."""
+    from kvexact.conformance.trace import validate_recorded
+    from kvexact.spec import spec_dir
+
+    v = validate_recorded(adapter.recorder, constants, spec_dir() / f"{spec}.tla", spec_dir() / f"{spec}.cfg")
+    return v.ok, v.steps, dict(v.actions), v.failure
+
+
+def adapter_traces() -> Rows:
+    """The reference's recorded traces are traces of the specs (the embedded checker is the oracle of every
+    projected variable and of the recorder's history variables). KVAllocation, 2-token blocks: r starts (1, 2, 3),
+    appends 4, caches its 2 full blocks, fails an append of 6 (fault after the first group's reservation: rolled
+    back), appends 6; s (1, 2, 3, 4, 5) hits 4 tokens; the 4-token prefix is evicted; r and s truncated to 1 and 2
+    tokens; the delayed writer's handle refused; a reader x snapshots r (a reference KVAllocation does not
+    count: its steps stutter); s released and started again on (7); x releases its snapshot. Appends crossing a block
+    boundary: r's 1, 3, 6, s's 5 and 7 (5, one append_reserve per group each: 10, plus the rolled-back one's
+    first: 11; one write and one publication each); in place: r's 2 and 4; every step recorded counts, x's two
+    stuttering ones too (33 + 2). CowPublication (lowest free block
+    first): r starts (1, 2, 3), c forks r and appends 4 into the shared partial block 2: a copy-on-write to
+    block 3 in both groups (one begin, validate, publish, source release; a reserve, copy and write per group);
+    r appends 5 in place (block 2 is r's alone again); reader x snapshots c; c is released; r's failed append
+    of 6 and its append of 6 (a boundary); x releases its snapshot; r is released."""
+    from kvexact.reference import adapters as ad
+    from kvexact.reference import lifecycle
+    from kvexact.reference.pool import QueuePolicy
+
+    kv = ad.ReferenceAdapter(ad.AdapterConfig(), requests=["r", "s"])
+    kv_ops = [kv.start("r", [1, 2, 3]), kv.append("r", 4), kv.cache("r"), kv.append_with_failure("r", 6),
+              kv.append("r", 6), kv.start("s", [1, 2, 3, 4, 5]), kv.evict((1, 2, 3, 4)), kv.truncate("r", 1),
+              kv.truncate("s", 2)]
+    writer = kv.delayed_writer
+    kv_ops.append(kv.stale_write(0, writer.block_id, writer.generation) if writer else None)
+    lifecycle.reader_snapshot(kv.alloc, "x", "r")
+    kv_ops += [kv.release("s"), kv.start("s", [7])]
+    lifecycle.reader_release(kv.alloc, "x")
+    cow = ad.ReferenceAdapter(ad.AdapterConfig(), spec="CowPublication", requests=["r", "c"], readers=["x", "y"],
+                              policy=QueuePolicy.LOWEST_ID)
+    cow_ops = [cow.start("r", [1, 2, 3]), cow.fork("r", "c"), cow.append("c", 4), cow.append("r", 5)]
+    lifecycle.reader_snapshot(cow.alloc, "x", "c")
+    cow_ops += [cow.release("c"), cow.append_with_failure("r", 6), cow.append("r", 6)]
+    lifecycle.reader_release(cow.alloc, "x")
+    cow_ops.append(cow.release("r"))
+    ok = (True, None, 0, ())
+    return [("KVAllocation scenario: results (accepted, rejection, hit, copies)",
+             [None if r is None else (r.accepted, r.rejection, r.hit_tokens, r.copies) for r in kv_ops],
+             [ok, ok, ok, (False, "ROLLED_BACK", 0, ()), ok, (True, None, 4, ()), ok, ok, ok,
+              (False, "HANDLE_NOT_OWNED", 0, ()), ok, ok]),
+            ("KVAllocation scenario against the spec: valid, steps, actions, failure",
+             _spec_verdict(kv, "KVAllocation", {**_KV_CONSTANTS, "Requests": {"r", "s"}}),
+             (True, 35, {"append_reserve": 11, "append_write": 5, "append_publish": 5, "append_in_place": 2,
+                         "cache_block": 2, "append_rollback": 1, "prefix_hit": 1, "evict": 2, "truncate": 2,
+                         "stale_write_rejected": 1, "reader_snapshot": 1, "release": 1, "reader_release": 1}, None)),
+            ("CowPublication scenario: results (accepted, rejection, hit, copies)",
+             [(r.accepted, r.rejection, r.hit_tokens, r.copies) for r in cow_ops],
+             [ok, ok, (True, None, 0, ((0, 2, 3), (1, 2, 3))), ok, ok, (False, "ROLLED_BACK", 0, ()), ok, ok]),
+            ("CowPublication scenario against the spec: valid, steps, actions, failure",
+             _spec_verdict(cow, "CowPublication", {**_KV_CONSTANTS, "Requests": {"r", "c"}, "Readers": {"x", "y"},
+                                                   "Tokens": set(range(1, 7))}),
+             (True, 20, {"append_boundary": 3, "append_in_place": 2, "fork": 1, "cow_begin": 1, "cow_reserve": 2,
+                         "cow_copy": 2, "cow_write": 2, "cow_validate": 1, "cow_publish": 1, "cow_release_sources": 1,
+                         "reader_snapshot": 1, "release": 2, "reader_release": 1}, None))]
+
+
 CASES = {"adapter geometry": adapter_geometry, "adapter idle projections": adapter_idle_projections,
          "adapter stale tail": adapter_stale_tail, "vllm pool self-check": vllm_pool_self_check,
          "vllm hybrid duplicates s16": vllm_hybrid_duplicates_s16,
-         "adapter delayed writer": adapter_delayed_writer, "adapter prefix cap": adapter_prefix_cap}
+         "adapter delayed writer": adapter_delayed_writer, "adapter prefix cap": adapter_prefix_cap,
+         "adapter traces": adapter_traces}

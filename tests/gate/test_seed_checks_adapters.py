@@ -53,6 +53,19 @@ SURVIVORS = [
      "for j in range((len(prompt) - 1) * p):", "adapter prefix cap"),
     (adapters, "ReferenceAdapter.start", "for t in prompt[len(hit) * p:]]", "for t in prompt[len(hit) ** p:]]",
      "adapter prefix cap"),
+    # neighbours in the projections and the recorder, which the spec-validated traces catch
+    (adapters, "project_kv_allocation", "ref[g][b] = pool.refcount(b) - other[g].get(b, 0)",
+     "ref[g][b] = pool.refcount(b) + other[g].get(b, 0)", "adapter traces"),
+    (adapters, "project_kv_allocation", "rows[g][b] = 0 if pool.state_of(b) is BlockState.FREE else rec.valid_rows",
+     "rows[g][b] = 0 if pool.state_of(b) is not BlockState.FREE else rec.valid_rows", "adapter traces"),
+    (adapters, "project_kv_allocation", 'txn["phase"] = "ready" if open_txn.publication_state == "READY_TO_PUBLISH"',
+     'txn["phase"] = "ready" if open_txn.publication_state != "READY_TO_PUBLISH"', "adapter traces"),
+    (adapters, "project_cow_publication", "valid[g][b] = 0 if (not live or pending) else rec.valid_rows",
+     "valid[g][b] = 0 if (live or pending) else rec.valid_rows", "adapter traces"),
+    (adapters, "project_cow_publication", "pending = rec.reserved_by is not None and not validated",
+     "pending = rec.reserved_by is not None or not validated", "adapter traces"),
+    (adapters, "no_stale", '{"grp": min(groups), "block": NO_STALE_BLOCK, "gen": 0}',
+     '{"grp": max(groups), "block": NO_STALE_BLOCK, "gen": 0}', "adapter traces"),
 ]
 
 
