@@ -289,7 +289,33 @@ def adapter_traces() -> Rows:
                                                    "Tokens": set(range(1, 7))}),
              (True, 20, {"append_boundary": 3, "append_in_place": 2, "fork": 1, "cow_begin": 1, "cow_reserve": 2,
                          "cow_copy": 2, "cow_write": 2, "cow_validate": 1, "cow_publish": 1, "cow_release_sources": 1,
-                         "reader_snapshot": 1, "release": 2, "reader_release": 1}, None))]
+                         "reader_snapshot": 1, "release": 2, "reader_release": 1}, None)),
+            *_adapter_stream_trace()]
+
+
+def _adapter_stream_trace() -> Rows:
+    """KVAllocation's position identity: over the stream 1..8 (2-token blocks, 6 blocks a group) only requests that
+    follow the stream publish, each full block under its 1-based position. r (1..5) publishes positions 1, 2; u
+    (9, 9, 9) publishes nothing; s (1..6) hits 4 tokens and publishes position 3; s's append of 7 needs a 7th
+    block (r 3 + u 2 + s's one fresh block hold all 6): OUT_OF_MEMORY; evicting (1..4) drops position 2 in both
+    groups; r is released. Steps: boundaries r 1, 3, 5, u 1, 3, s 5 (6 x 2 reserves, 6 writes, 6 publications),
+    in place r 2, 4, u 2, s 6 (4), 3 cache_block, 1 prefix_hit, 2 evict, 1 release: 35."""
+    from kvexact.reference import adapters as ad
+
+    a = ad.ReferenceAdapter(ad.AdapterConfig(), requests=["r", "s", "u"], stream=list(range(1, 9)))
+    ok = (True, None, 0)
+    ops = [a.start("r", [1, 2, 3, 4, 5]), a.cache("r"), a.start("u", [9, 9, 9]), a.cache("u"),
+           a.start("s", [1, 2, 3, 4, 5, 6]), a.append("s", 7), a.cache("s")]
+    positions = sorted(a.positions.values())
+    ops += [a.evict((1, 2, 3, 4)), a.release("r")]
+    return [("stream scenario: results (accepted, rejection, hit); positions published",
+             ([(r.accepted, r.rejection, r.hit_tokens) for r in ops], positions),
+             ([ok, ok, ok, ok, (True, None, 4), (False, "OUT_OF_MEMORY", 0), ok, ok, ok], [1, 2, 3])),
+            ("stream scenario: cached prefixes after the eviction", a.cached_prefixes(), [(1, 2), (1, 2, 3, 4, 5, 6)]),
+            ("stream scenario against KVAllocation: valid, steps, actions, failure",
+             _spec_verdict(a, "KVAllocation", {**_KV_CONSTANTS, "Requests": {"r", "s", "u"}}),
+             (True, 35, {"append_reserve": 12, "append_write": 6, "append_publish": 6, "append_in_place": 4,
+                         "cache_block": 3, "prefix_hit": 1, "evict": 2, "release": 1}, None))]
 
 
 CASES = {"adapter geometry": adapter_geometry, "adapter idle projections": adapter_idle_projections,

@@ -609,6 +609,8 @@ def tables_0x0AB() -> Rows:
             ("dense table of [5, 6, 7], [8], []", tv.dense_staging_table([[5, 6, 7], [8], []]),
              [[5, 6, 7], [8, -1, -1], [-1, -1, -1]]),
             ("dense table of nothing", tv.dense_staging_table([]), []),
+            ("dense table of [1, 2, 3, 4], [5], [6, 7] (4 - 1 = 3 and 4 - 2 = 2 pads)",
+             tv.dense_staging_table([[1, 2, 3, 4], [5], [6, 7]]), [[1, 2, 3, 4], [5, -1, -1, -1], [6, 7, -1, -1]]),
             ("cells 0 and 1 of [8, -1]", (tv.read_table_cell([8, -1], 0), rejection_of(
                 lambda: tv.read_table_cell([8, -1], 1))), (8, T.PADDING_CELL_READ)),
             ("kernel table of [3, 9] at 32 -> 16, at 32 -> 8", (tv.kernel_table([3, 9], 32, 16),

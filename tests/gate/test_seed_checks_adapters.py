@@ -66,6 +66,10 @@ SURVIVORS = [
      "pending = rec.reserved_by is not None or not validated", "adapter traces"),
     (adapters, "no_stale", '{"grp": min(groups), "block": NO_STALE_BLOCK, "gen": 0}',
      '{"grp": max(groups), "block": NO_STALE_BLOCK, "gen": 0}', "adapter traces"),
+    (adapters, "ReferenceAdapter._publish", "self.positions[digest.hex()] = j + 1",
+     "self.positions[digest.hex()] = j + 2", "adapter traces"),
+    (adapters, "ReferenceAdapter._publish", "if tokens != self.stream[: len(tokens)]:",
+     "if tokens == self.stream[: len(tokens)]:", "adapter traces"),
 ]
 
 

@@ -107,6 +107,9 @@ SURVIVORS = [
      "if expected_version is not None and expected_version is not state.version:", "radix pages 0x08"),
     (hybrid, "HybridIndex.publish", "hit, stop = self.lookup(tokens), len(tokens) - len(tokens) % alignment(",
      "hit, stop = self.lookup(tokens), len(tokens) ^ len(tokens) % alignment(", "hybrid publish 0x07C"),
+    # survivors of the seed-1002 sample over reference.traversal (issue #25 exploration)
+    (traversal, "dense_staging_table", "return [list(t) + [PAD] * (width - len(t)) for t in tables]",
+     "return [list(t) + [PAD] * (width ^ len(t)) for t in tables]", "tables 0x0AB"),
 ]
 
 
