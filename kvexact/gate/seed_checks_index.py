@@ -1451,6 +1451,84 @@ def hybrid_publish_0x07C() -> Rows:
             ("the same prompt published again: blocks per group", twice.counts, expected)]
 
 
+def radix_eviction_0x08E() -> Rows:
+    """0x08E/0x08G over slots 1..8 (page size 1; every transition advances the tree's clock by one and stamps the
+    nodes it creates or walks through): q reserves slots 1..6 (clock 1); X = (1, 2) on slots 1, 2 (node 1, clock
+    2); Y = (3, 4, 5) on slots 3..5 (node 2, clock 3); (1, 2, 9) walks X and adds Z = (9) on slot 6 below it (node
+    3, clock 4); a match of (3, 4, 5) touches Y (clock 5). LRU ranks (last access, creation, id): Z (4, 4) before
+    X (4, 2 -- a candidate once Z is gone) before Y (5); FIFO ranks (creation, id): Y (3) first. Evicting stops
+    once the target is released. ``evict_node`` refuses the root, an inner node and a locked leaf. A handoff of
+    h's prompt (3, 4, 5, 7 x 7: 10 tokens) matches 3 (compute 7); a receipt changed without resealing, one
+    resealed with a policy decision, with a suffix not starting at the match, ending before it, or with 2 prefix
+    slots for 3 matched tokens is refused; h's lock keeps its receipt valid at a later version until a split
+    moves its terminal node under a new one (path mismatch); released, the receipt is stale; so is, at a later
+    version, h's receipt of another prompt (h's lock ends elsewhere). A whole match (k: (1, 2)) has the empty
+    suffix (2, 2), and is valid. X locked keeps X when Z goes (4 tokens released: Z, Y). Prefill at B_row 16,
+    P 4: useful 7 x 16 = 112 bytes; blocks ceil(max(7 - tail, 0) / 4) for free tails 0, 2, 3, 9: 2, 2, 1, 0."""
+    import attrs
+
+    from kvexact.reference import radix as rx
+    from kvexact.reference.rejections import rejection_of
+
+    R = rx.RadixRejection
+    st = rx.reserve(rx.RadixState.empty(8, 1), "q", range(1, 7))[0]
+    st = rx.insert(st, (1, 2), (1, 2), "q")[0]
+    st = rx.insert(st, (3, 4, 5), (3, 4, 5), "q")[0]
+    st = rx.insert(st, (1, 2, 9), (1, 2, 6), "q")[0]
+    st = rx.match(st, (3, 4, 5))[0]
+
+    def evicted(target: Any, ranking: Any = rx.lru, state: Any = st) -> Any:
+        try:
+            r = rx.evict(state, target, ranking)[1]
+        except Exception:
+            return rejection_of(lambda: rx.evict(state, target, ranking))
+        return r.released_tokens, r.evicted_node_ids, r.freed_slot_ids
+
+    locked = rx.lock(st, 3)[0]
+    x_locked = rx.lock(st, 1)[0]
+    held, receipt = rx.match_and_lock(st, "h", 0, (3, 4, 5, *[7] * 7))
+    other = rx.match_and_lock(st, "h", 0, (1, 2, 9))[1]  # h's receipt of another prompt: ends at Z, not at Y
+    whole = rx.match_and_lock(st, "k", 0, (1, 2))
+    bad = [attrs.evolve(receipt, matched_tokens=2), rx._seal(attrs.evolve(receipt, policy_decision="admit")),
+           *[rx._seal(attrs.evolve(receipt, **kw)) for kw in ({"suffix_interval": (2, 10)},
+                                                              {"suffix_interval": (3, 2)}, {"prefix_slot_ids": (3, 4)})]]
+    later = rx.match(held, (1, 2))[0]
+    split = rx.insert(rx.reserve(held, "o", [7])[0], (3, 4, 8), (3, 4, 7), "o")[0]
+    released = rx.release_request(held, "h")[0]
+    est = [rx.prefill_estimate(receipt, 16, 4, tail) for tail in (0, 2, 3, 9)]
+    return [("LRU evictions of 0, 1, 3, 100 tokens: released, nodes, slots",
+             [evicted(t) for t in (0, 1, 3, 100)],
+             [(0, (), ()), (1, (3,), ((6,),)), (3, (3, 1), ((6,), (1, 2))),
+              (6, (3, 1, 2), ((6,), (1, 2), (3, 4, 5)))]),
+            ("FIFO eviction of 1 token; LRU of 100 with Z locked, with X locked; targets -1, True",
+             [evicted(1, rx.fifo), evicted(100, state=locked), evicted(100, state=x_locked), evicted(-1),
+              evicted(True)],
+             [(3, (2,), ((3, 4, 5),)), (3, (2,), ((3, 4, 5),)), (4, (3, 2), ((6,), (3, 4, 5))),
+              R.NEGATIVE_EVICTION_TARGET, R.NEGATIVE_EVICTION_TARGET]),
+            ("evict_node of the root, X (inner), Z locked, node 99; Y: released, nodes, slots",
+             [rejection_of(lambda n=n, s=s: rx.evict_node(s, n)) for n, s in ((0, st), (1, st), (3, locked), (99, st))]
+             + [(lambda r: (r.released_tokens, r.evicted_node_ids, r.freed_slot_ids))(rx.evict_node(st, 2)[1])],
+             [R.ROOT_EVICTION, R.INTERNAL_NODE_EVICTION, R.LOCKED_LEAF_EVICTION, R.UNKNOWN_NODE,
+              (3, (2,), ((3, 4, 5),))]),
+            ("h's receipt: matched, suffix; changed receipts refused as",
+             (receipt.matched_tokens, receipt.suffix_interval, [rejection_of(lambda b=b: rx.verify_handoff(held, b))
+                                                                for b in bad]),
+             (3, (3, 10), [R.RECEIPT_TAMPERED, R.POLICY_DECISION_FORBIDDEN] + [R.SUFFIX_MISMATCH] * 3)),
+            ("h's receipt at its version, a later one (locked), after a split, after h's release",
+             [rejection_of(lambda s=s: rx.verify_handoff(s, receipt)) for s in (held, later, split, released)],
+             [None, None, R.PATH_SLOT_MISMATCH, R.STALE_VERSION]),
+            ("at the later version: h's receipt ending at Z (h locks Y); k's receipt of a whole match: suffix, verdict",
+             (rejection_of(lambda: rx.verify_handoff(later, other)), whole[1].suffix_interval,
+              rejection_of(lambda: rx.verify_handoff(*whole))), (R.STALE_VERSION, (2, 2), None)),
+            ("prefill at B_row 16, P 4, tails 0, 2, 3, 9: compute, useful, blocks, capacity",
+             [(e.prompt_tokens_to_compute, e.new_useful_kv_bytes, e.new_physical_blocks,
+               e.new_physical_capacity_bytes) for e in est],
+             [(7, 112, 2, 128), (7, 112, 2, 128), (7, 112, 1, 64), (7, 112, 0, 0)]),
+            ("prefill with tail -1, P 0, B_row -1 refused as",
+             [rejection_of(lambda a=a: rx.prefill_estimate(receipt, *a)) for a in ((16, 4, -1), (16, 0), (-1, 4))],
+             [R.MALFORMED_INPUT] * 3)]
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -1474,4 +1552,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "identity 0x03-0x0CE": identity_0x03_0x0CE,
                "bounds 0x03I-0x0CE": bounds_0x03I_0x0CE,
                "refusals 0x03-0x08": refusals_0x03_0x08,
-               "radix pages 0x08": radix_pages_0x08, "hybrid publish 0x07C": hybrid_publish_0x07C}
+               "radix pages 0x08": radix_pages_0x08, "hybrid publish 0x07C": hybrid_publish_0x07C,
+               "radix eviction 0x08E": radix_eviction_0x08E}

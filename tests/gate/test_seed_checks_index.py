@@ -110,6 +110,20 @@ SURVIVORS = [
     # survivors of the seed-1002 sample over reference.traversal (issue #25 exploration)
     (traversal, "dense_staging_table", "return [list(t) + [PAD] * (width - len(t)) for t in tables]",
      "return [list(t) + [PAD] * (width ^ len(t)) for t in tables]", "tables 0x0AB"),
+    # neighbours in radix eviction, handoff and prefill estimates (issue #25 exploration)
+    (radix, "evict", "    while released < target_tokens and candidates:", "    while released <= target_tokens and candidates:",
+     "radix eviction 0x08E"),
+    (radix, "lru", "return (node.last_access, node.created_at, node.node_id)",
+     "return (node.created_at, node.last_access, node.node_id)", "radix eviction 0x08E"),
+    (radix, "evict", "if parent.node_id != ROOT and not parent.children and parent.lock_ref == 0:",
+     "if parent.node_id != ROOT and not parent.children:", "radix eviction 0x08E"),
+    (radix, "verify_handoff", "locked = entry is not None and entry.last_node_id == receipt.terminal_node_id",
+     "locked = entry is not None", "radix eviction 0x08E"),
+    (radix, "verify_handoff", "if start != receipt.matched_tokens or stop < start or",
+     "if start != receipt.matched_tokens or stop <= start or", "radix eviction 0x08E"),
+    (radix, "prefill_estimate", "blocks = -(-max(compute - free_private_tail_slots, 0) // block_tokens)",
+     "blocks = -(-max(compute - free_private_tail_slots, 1) // block_tokens)", "radix eviction 0x08E"),
+    (radix, "evict_node", "    if node.lock_ref:", "    if node.lock_ref < 0:", "radix eviction 0x08E"),
 ]
 
 
