@@ -1439,16 +1439,43 @@ def hybrid_publish_0x07C() -> Rows:
     prompt published into an empty index adds blocks from its hit 0 up to its A-aligned length 8 - 8 mod 6 = 6:
     prefixes of 2, 4, 6 tokens in the first group and of 3, 6 in the second, one block each. Its lookup then hits
     6 (cap 8 - 1 = 7, aligned down to 6, both groups hold every block below it), so publishing it again adds
-    nothing (its own hit reaches its aligned length)."""
+    nothing (its own hit reaches its aligned length); a 7-token query hits 6 too, a 6-token one (cap 5) none.
+    Evicting drops one holder (never below none; a prefix held by none changes nothing); with group 0's first
+    block gone no frontier is common: hit 0. Refusals (the module's rejections): a block size that is not a
+    positive int, a window under 2 tokens, no groups, a negative cap. A full group needs blocks 0..L/P - 1, a window
+    W group the ceil((W - 1) / P) blocks just before L / P (from 0): 10 at P 4: 0, 1; 12 at P 4, W 5: block 2 (ceil(4 / 4) = 1); W 6:
+    blocks 1, 2 (ceil(5 / 4) = 2); 4 at P 4, W 9: block 0."""
     from kvexact.reference import hybrid as hy
+    from kvexact.reference.rejections import rejection_of
 
     t = tuple(range(10, 18))
     once = hy.HybridIndex.empty([hy.CacheGroup(2), hy.CacheGroup(3)]).publish(t)
     twice = once.publish(t)
     expected = ({t[:2]: 1, t[:4]: 1, t[:6]: 1}, {t[:3]: 1, t[:6]: 1})
+    H = hy.HybridRejection
+    gone = once.evict(0, t[:2])
+    bad = [lambda: hy.CacheGroup(0), lambda: hy.CacheGroup(-2), lambda: hy.CacheGroup(2.0),  # type: ignore[arg-type]
+           lambda: hy.CacheGroup(2, 1), lambda: hy.CacheGroup(2, 2), lambda: hy.alignment([]),
+           lambda: hy.HybridIndex.empty([]), lambda: hy.converged_hit([hy.CacheGroup(2)], [[0]], -1)]
     return [("an 8-token prompt published once: blocks per group; its lookup", (once.counts, once.lookup(t)),
              (expected, 6)),
-            ("the same prompt published again: blocks per group", twice.counts, expected)]
+            ("the same prompt published again: blocks per group", twice.counts, expected),
+            ("block size 0, -2, 2.0; window 1, 2; no groups (alignment, index); cap -1: refused as",
+             [rejection_of(f) for f in bad], [H.BAD_BLOCK_SIZE] * 3 + [H.BAD_WINDOW, None] + [H.NO_GROUPS] * 2
+             + [H.NEGATIVE_CAP]),
+            ("group 0's (10, 11) evicted once, twice; (9,) evicted (held by none): holders of (10, 11); counts same",
+             (gone.counts[0][t[:2]], gone.evict(0, t[:2]).counts[0][t[:2]], once.evict(1, (9,)).counts == once.counts),
+             (0, 0, True)),
+            ("the lookup once group 0's (10, 11) is gone; a 7-token query's hit (cap 6); a 6-token one's (cap 5)",
+             (gone.lookup(t), once.lookup(t[:7]), once.lookup(t[:6])), (0, 6, 0)),
+            ("blocks needed for 10 tokens at P 4; for 12 at P 4 window 5, window 6; for 4 at P 4 window 9; cap 0's hit",
+             (list(hy.CacheGroup(4).needed_blocks(10)), list(hy.CacheGroup(4, 5).needed_blocks(12)),
+              list(hy.CacheGroup(4, 6).needed_blocks(12)), list(hy.CacheGroup(4, 9).needed_blocks(4)),
+              hy.converged_hit([hy.CacheGroup(2)], [[0, 1]], 0)),
+             ([0, 1], [2], [1, 2], [0], 0)),
+            ("blocks of (1..5) at P 2 held by the prefixes (1, 2), (1, 2, 3, 4), (9, 9); by (1, 2, 3, 4) alone",
+             (sorted(hy.cached_blocks(hy.CacheGroup(2), [1, 2, 3, 4, 5], [(1, 2), (1, 2, 3, 4), (9, 9)])),
+              sorted(hy.cached_blocks(hy.CacheGroup(2), [1, 2, 3, 4, 5], [(1, 2, 3, 4)]))), ([0, 1], [1]))]
 
 
 def radix_eviction_0x08E() -> Rows:

@@ -124,6 +124,17 @@ SURVIVORS = [
     (radix, "prefill_estimate", "blocks = -(-max(compute - free_private_tail_slots, 0) // block_tokens)",
      "blocks = -(-max(compute - free_private_tail_slots, 1) // block_tokens)", "radix eviction 0x08E"),
     (radix, "evict_node", "    if node.lock_ref:", "    if node.lock_ref < 0:", "radix eviction 0x08E"),
+    # neighbours in reference/hybrid.py (issue #25 exploration)
+    (hybrid, "CacheGroup.__attrs_post_init__", "if self.window is not None and self.window < 2:",
+     "if self.window is not None and self.window < 1:", "hybrid publish 0x07C"),
+    (hybrid, "CacheGroup.needed_blocks", "math.ceil((self.window - 1) / self.block_size)",
+     "math.ceil((self.window - 2) / self.block_size)", "hybrid publish 0x07C"),
+    (hybrid, "converged_hit", "    if cap < 0:", "    if cap < -1:", "hybrid publish 0x07C"),
+    (hybrid, "HybridIndex.evict", "if c.get(tuple(prefix), 0) > 0:", "if c.get(tuple(prefix), 0) >= 0:",
+     "hybrid publish 0x07C"),
+    (hybrid, "HybridIndex.lookup", "[p for p, n in c.items() if n > 0]", "[p for p, n in c.items() if n >= 0]",
+     "hybrid publish 0x07C"),
+    (hybrid, "HybridIndex.lookup", "max(0, len(query) - 1)", "max(0, len(query) - 0)", "hybrid publish 0x07C"),
 ]
 
 
