@@ -1556,6 +1556,90 @@ def radix_eviction_0x08E() -> Rows:
              [R.MALFORMED_INPUT] * 3)]
 
 
+def translate_refusals_0x03I() -> Rows:
+    """0x03I's translator on Loop 4's snapshot (reference/labs/translate.py: g0 = layers 0..23, 4 KV heads of 128
+    lanes, 16-token blocks, 8 slots, axis order slot, layer, token, head, lane; A is 33 tokens on g0 blocks 1000,
+    1001, 1002 (slots 2, 5, 7; 16, 16, 1 valid rows), generation 3, pool 0), checked in the seed's order, the first
+    failing step named: visibility (0 <= t < 33), table bounds, the handle's group, pool, id, generation, the row,
+    head (0..3), lane (0..127), kind (K or V). A's V scalar at token 16, layer 0, head 0, lane 0 is slot 5, offset
+    0: element 5 x (24 x 16 x 4 x 128) = 983,040 of g0's V tensor (base 4 GiB + 3 MiB, 2-byte scalars). A snapshot
+    is refused for a slot outside 0..7 or shared, valid rows outside 0..16, overlapping tensors (g0's K and V
+    exactly adjacent are not), a table whose length is not ceil(context / 16), one logical block with different
+    valid rows in two groups, a group without its one pool; a successor of another request generation, or not of
+    a newer table version."""
+    import attrs
+
+    from kvexact.reference import translate as tr
+    from kvexact.reference.labs.translate import loop4_snapshot, loop4_successor_snapshot
+    from kvexact.reference.rejections import rejection_of
+
+    TR = tr.TranslateRejection
+    snap = loop4_snapshot()
+    a = snap.request("A")
+
+    def with_a(table0: Any = None, context: int = 33) -> Any:
+        tables = a.block_tables if table0 is None else ((0, table0), a.block_tables[1])
+        grown = attrs.evolve(a, context_length_tokens=context, block_tables=tables)
+        return attrs.evolve(snap, requests=tuple(grown if r.request_id == "A" else r for r in snap.requests))
+
+    def read(s: Any, token: int = 0, head: int = 0, lane: int = 0, kind: str = "K", request: str = "A") -> Any:
+        return rejection_of(lambda: tr.resolve_kv_address(s, request, token, 0, kind, head, lane))
+
+    h0 = a.table(0)[0]
+    handles = [attrs.evolve(h0, cache_group_id=1), attrs.evolve(h0, pool_id=1),
+               attrs.evolve(h0, cache_group_id=1, pool_id=1), attrs.evolve(h0, block_id=999),
+               attrs.evolve(h0, generation=4)]
+    g0, g1 = snap.pools
+
+    def with_desc(i: int, **kw: Any) -> Any:
+        d = list(g0.descriptors)
+        d[i] = attrs.evolve(d[i], **kw)
+        return attrs.evolve(snap, pools=(attrs.evolve(g0, descriptors=d), g1))
+
+    def g1_rows(rows: int) -> Any:
+        d = [attrs.evolve(x, valid_rows=rows) if x.block_id == 2002 else x for x in g1.descriptors]
+        return attrs.evolve(snap, pools=(g0, attrs.evolve(g1, descriptors=d)))
+
+    snapshots = [with_desc(0, physical_slot=8), with_desc(0, physical_slot=-1), with_desc(0, physical_slot=5),
+                 with_desc(1, valid_rows=17), with_desc(1, valid_rows=-1),
+                 attrs.evolve(snap, pools=(attrs.evolve(g0, v_base_address=g0.v_base_address - 2), g1)),
+                 with_a(context=49), with_a(context=32), g1_rows(2), attrs.evolve(snap, pools=(g0,)),
+                 attrs.evolve(snap, pools=(g0, g1, g1)), with_desc(1, valid_rows=16), g1_rows(1)]
+    succ = loop4_successor_snapshot()
+    c = succ.request("C")
+
+    def with_c(**kw: Any) -> Any:
+        return attrs.evolve(succ, requests=tuple(attrs.evolve(c, **kw) if r.request_id == "C" else r
+                                                 for r in succ.requests))
+
+    v = tr.resolve_kv_address(snap, "A", 16, 0, "V", 0, 0)
+    return [("A's tokens -1, 33, 32; request Z", [read(snap, t) for t in (-1, 33, 32)] + [read(snap, request="Z")],
+             [TR.TOKEN_NOT_VISIBLE, TR.TOKEN_NOT_VISIBLE, None, TR.UNKNOWN_REQUEST]),
+            ("heads -1, 4, 3; lanes -1, 128, 127; kinds Q, V; head 4 + lane 128 + Q; lane 128 + Q; token 33 + head 4",
+             [read(snap, head=h) for h in (-1, 4, 3)] + [read(snap, lane=n) for n in (-1, 128, 127)]
+             + [read(snap, kind=k) for k in ("Q", "V")]
+             + [read(snap, head=4, lane=128, kind="Q"), read(snap, lane=128, kind="Q"), read(snap, 33, head=4)],
+             [TR.HEAD_OUT_OF_RANGE, TR.HEAD_OUT_OF_RANGE, None, TR.LANE_OUT_OF_RANGE, TR.LANE_OUT_OF_RANGE, None,
+              TR.BAD_KV_KIND, None, TR.HEAD_OUT_OF_RANGE, TR.LANE_OUT_OF_RANGE, TR.TOKEN_NOT_VISIBLE]),
+            ("A's first g0 handle in group 1, pool 1, both, id 999, generation 4; token 48 of 49 on 3 blocks",
+             [read(with_a((h, *a.table(0)[1:]))) for h in handles] + [read(with_a(context=49), 48)],
+             [TR.WRONG_GROUP_HANDLE, TR.WRONG_POOL, TR.WRONG_GROUP_HANDLE, TR.UNKNOWN_PHYSICAL_ID,
+              TR.STALE_PHYSICAL_GENERATION, TR.TABLE_INDEX_OUT_OF_RANGE]),
+            ("A's V at token 16, layer 0, head 0, lane 0: slot id, coordinate, element, byte address",
+             (v.slot_id, v.coordinate, v.element_offset, v.byte_address),
+             (5 * 16, (5, 0, 0, 0, 0), 5 * 24 * 16 * 4 * 128, 4 * 1024 ** 3 + 3 * 1024 ** 2 + 2 * 983_040)),
+            ("snapshots: slot 8, -1, shared; rows 17, -1; V overlapping K; A at 49, 32 tokens; bundle rows 1 vs 2; "
+             "one pool, three pools; rows 16; the fixture",
+             [rejection_of(lambda x=x: tr.validate_snapshot(x)) for x in snapshots],
+             [TR.SLOT_OUT_OF_RANGE, TR.SLOT_OUT_OF_RANGE, TR.SLOT_REUSED, TR.VALID_ROWS_OUT_OF_RANGE,
+              TR.VALID_ROWS_OUT_OF_RANGE, TR.OVERLAPPING_TENSOR_RANGES, TR.TABLE_LENGTH_DRIFT, TR.TABLE_LENGTH_DRIFT,
+              TR.BUNDLE_MISMATCH, TR.MISSING_GROUP_POOL, TR.MISSING_GROUP_POOL, None, None]),
+            ("C's successor at generation 2; at version 2 (C's), 1; at 3",
+             [rejection_of(lambda x=x: tr.consume_successor(snap, x, "C"))
+              for x in (with_c(request_generation=2), with_c(table_version=2), with_c(table_version=1), succ)],
+             [TR.REQUEST_GENERATION_DRIFT, TR.STALE_SUCCESSOR_VERSION, TR.STALE_SUCCESSOR_VERSION, None])]
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -1580,4 +1664,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "bounds 0x03I-0x0CE": bounds_0x03I_0x0CE,
                "refusals 0x03-0x08": refusals_0x03_0x08,
                "radix pages 0x08": radix_pages_0x08, "hybrid publish 0x07C": hybrid_publish_0x07C,
-               "radix eviction 0x08E": radix_eviction_0x08E}
+               "radix eviction 0x08E": radix_eviction_0x08E,
+               "translate refusals 0x03I": translate_refusals_0x03I}

@@ -135,6 +135,25 @@ SURVIVORS = [
     (hybrid, "HybridIndex.lookup", "[p for p, n in c.items() if n > 0]", "[p for p, n in c.items() if n >= 0]",
      "hybrid publish 0x07C"),
     (hybrid, "HybridIndex.lookup", "max(0, len(query) - 1)", "max(0, len(query) - 0)", "hybrid publish 0x07C"),
+    # neighbours in reference/translate.py: bounds at their edge and refusals in order (issue #25 exploration)
+    (translate, "resolve_kv_address", "if not 0 <= token < request.context_length_tokens:",
+     "if not 0 <= token <= request.context_length_tokens:", "translate refusals 0x03I"),
+    (translate, "resolve_kv_address", "if not 0 <= head < group.kv_heads_local:",
+     "if not 0 <= head <= group.kv_heads_local:", "translate refusals 0x03I"),
+    (translate, "resolve_kv_address", "if not 0 <= lane < group.head_dim:", "if not 0 < lane < group.head_dim:",
+     "translate refusals 0x03I"),
+    (translate, "resolve_kv_address", "    if j >= len(table):", "    if j > len(table):", "translate refusals 0x03I"),
+    (translate, "validate_snapshot", "if not 0 <= d.physical_slot < g.num_slots:",
+     "if not 0 <= d.physical_slot <= g.num_slots:", "translate refusals 0x03I"),
+    (translate, "validate_snapshot", "if not 0 <= d.valid_rows <= g.block_size_tokens:",
+     "if not 0 <= d.valid_rows < g.block_size_tokens:", "translate refusals 0x03I"),
+    (translate, "validate_snapshot", "        if lo2 < hi1:", "        if lo2 <= hi1:", "translate refusals 0x03I"),
+    (translate, "validate_snapshot", "if len(set(rows)) > 1:", "if len(set(rows)) > 2:", "translate refusals 0x03I"),
+    (translate, "validate_snapshot", "or len(s.pools) != len(group_ids):", ":", "translate refusals 0x03I"),
+    (translate, "validate_snapshot", "need = -(-r.context_length_tokens // g.block_size_tokens)",
+     "need = (-r.context_length_tokens // g.block_size_tokens)", "translate refusals 0x03I"),
+    (translate, "consume_successor", "if new.table_version <= old.table_version:",
+     "if new.table_version < old.table_version:", "translate refusals 0x03I"),
 ]
 
 
