@@ -1404,7 +1404,8 @@ def radix_pages_0x08() -> Rows:
     slots 0..n-1 and inserts n tokens: P 4, n 7 caches 4 (q keeps 4, 5, 6); P 3, n 5 caches 3 (q keeps 3, 4);
     P 4, n 8 caches 8 (q keeps nothing); P 4, n 3 caches nothing (no node). A transition prepared against the
     tree's version runs (the version then one higher), against another one is refused STALE_VERSION; the
-    versions are ints above 256 built at run time (equal, not identical)."""
+    versions are ints above 256 built at run time (equal, not identical). A parent files a child edge under its
+    first token at page size 1, under its first page (a tuple) above (``selector``'s docstring)."""
     import attrs
 
     from kvexact.reference import radix as rx
@@ -1422,12 +1423,18 @@ def radix_pages_0x08() -> Rows:
             return exc.reason.name
 
     s300 = attrs.evolve(rx.RadixState.empty(4), version=_big(300))
+    keys = []
+    for page in (1, 2):
+        st, _ = rx.reserve(rx.RadixState.empty(4, 0, page_size=page), "q", range(2))
+        keys.append(list(rx.insert(st, (5, 6), (0, 1), "q")[0].nodes[rx.ROOT].children))
     return [("inserts of n tokens at page size P: prefix, no new node, edges, private slots",
              [inserted(4, 7), inserted(3, 5), inserted(4, 8), inserted(4, 3)],
              [(0, False, {(10, 11, 12, 13): (0, 1, 2, 3)}, {"q": (4, 5, 6)}),
               (0, False, {(10, 11, 12): (0, 1, 2)}, {"q": (3, 4)}),
               (0, False, {tuple(range(10, 18)): tuple(range(8))}, {}),
               (0, True, {}, {"q": (0, 1, 2)})]),
+            ("the root's child keys after inserting (5, 6) at page size 1, 2; selector of (5, 6, 7) at 1, 2",
+             (keys, rx.selector((5, 6, 7), 1), rx.selector((5, 6, 7), 2)), ([[5], [(5, 6)]], 5, (5, 6))),
             ("at version 300: match expecting 300, 299, 301; insert expecting 300 and 299",
              [version_outcome(lambda v=v: rx.match(s300, [1], expected_version=_big(v))) for v in (300, 299, 301)]
              + [version_outcome(lambda v=v: rx.insert(s300, (), (), expected_version=_big(v))) for v in (300, 299)],
@@ -1640,6 +1647,68 @@ def translate_refusals_0x03I() -> Rows:
              [TR.REQUEST_GENERATION_DRIFT, TR.STALE_SUCCESSOR_VERSION, TR.STALE_SUCCESSOR_VERSION, None])]
 
 
+def traversal_refusals_0x0A() -> Rows:
+    """0x0A's decode block loop on Loop 4 (group 1, 16-token blocks: B is 25 tokens on blocks 2000, 2001 of 16
+    valid rows; A 33 tokens on 2000, 2001, 2002, the last with 1 valid row): told T tokens it reads ceil(T / 16)
+    tiles, the last T mod 16 or 16 rows. B: T 25 -> 16, 9; 16 -> 16; 17 -> 16, 1; 0 -> none; 26 (past B's
+    context) READ_PAST_VISIBLE; -1 NEGATIVE_LENGTH. A at 34 tokens reads 2 rows of block 2002, which holds 1:
+    READ_PAST_MATERIALIZED; with 2 table entries its third tile is out of the table; a handle of an unknown id, or
+    of another generation, is refused. Sizes: 512 % 24 != 0 (PARTITION_NOT_MULTIPLE), 512 % 16 = 0 (a geometry),
+    512 % 1024 = 512 (refused); 64 is not launchable
+    (pinned 8, 16, 32); an empty batch; a 0-byte entry; 8 suffixes for B = 7 or 9 rows; a shared prefix of -1; a page
+    group of 64 KiB + 1 over 2,048-byte rows; 0-byte rows. 0x0BJ: 64 KiB groups hold 32 tokens, so T = 1,025
+    needs 33 groups, 33 x 65,536 - 1,025 x 2,048 = 63,488 bytes of tail; T = 0 needs none."""
+    import attrs
+
+    from kvexact.reference import traversal as tv
+    from kvexact.reference.labs.translate import loop4_snapshot
+    from kvexact.reference.rejections import rejection_of
+    from kvexact.reference.translate import TranslateRejection as TR
+
+    T = tv.TraversalRejection
+    snap = loop4_snapshot()
+
+    def tiles(s: Any, request: str, n: int | None) -> Any:
+        try:
+            return [(st.handle.block_id, st.rows_read) for st in tv.decode_traversal(s, request, 1, n)]
+        except Exception:
+            return rejection_of(lambda: tv.decode_traversal(s, request, 1, n))
+
+    a = snap.request("A")
+
+    def with_a(table1: Any = None, context: int = 33) -> Any:
+        tables = a.block_tables if table1 is None else (a.block_tables[0], (1, table1))
+        grown = attrs.evolve(a, context_length_tokens=context, block_tables=tables)
+        return attrs.evolve(snap, requests=tuple(grown if r.request_id == "A" else r for r in snap.requests))
+
+    t1 = a.table(1)
+    sizes = [lambda: tv.kernel_geometry(2049, 24), lambda: tv.require_launchable(64), lambda: tv.require_launchable(16),
+             lambda: tv.ragged_table_ledger([], 16), lambda: tv.ragged_table_ledger([1], 16, 0),
+             lambda: tv.kernel_geometry(2049, 16), lambda: tv.kernel_geometry(2049, 1024),
+             lambda: tv.chunk_ledger(16, batch_rows=7), lambda: tv.chunk_ledger(16, batch_rows=9),
+             lambda: tv.chunk_ledger(16, shared_tokens=-1),
+             lambda: tv.page_group_row(65536 + 1, 1025), lambda: tv.page_group_row(65536, 1025, 0),
+             lambda: tv.page_group_row(65536, -1)]
+    rows = [tv.page_group_row(65536, t) for t in (1025, 0)]
+    return [("B told 25, 16, 17, 0, 26, -1 tokens: tiles (block, rows)",
+             [tiles(snap, "B", n) for n in (25, 16, 17, 0, 26, -1)] + [tiles(snap, "B", None)],
+             [[(2000, 16), (2001, 9)], [(2000, 16)], [(2000, 16), (2001, 1)], [], T.READ_PAST_VISIBLE,
+              T.NEGATIVE_LENGTH, [(2000, 16), (2001, 9)]]),
+            ("A: at 33 tokens; at 34; on 2 entries; block 2002 as id 999; as generation 8",
+             [tiles(snap, "A", None), tiles(with_a(context=34), "A", None), tiles(with_a(t1[:2]), "A", None),
+              tiles(with_a((*t1[:2], attrs.evolve(t1[2], block_id=999))), "A", None),
+              tiles(with_a((*t1[:2], attrs.evolve(t1[2], generation=8))), "A", None)],
+             [[(2000, 16), (2001, 16), (2002, 1)], T.READ_PAST_MATERIALIZED, TR.TABLE_INDEX_OUT_OF_RANGE,
+              TR.UNKNOWN_PHYSICAL_ID, TR.STALE_PHYSICAL_GENERATION]),
+            ("sizes refused as", [rejection_of(f) for f in sizes],
+             [T.PARTITION_NOT_MULTIPLE, T.UNSUPPORTED_KERNEL_BLOCK, None, T.EMPTY_BATCH, T.NON_POSITIVE_SIZE,
+              None, T.PARTITION_NOT_MULTIPLE, T.SUFFIX_COUNT_MISMATCH, T.SUFFIX_COUNT_MISMATCH, T.NEGATIVE_LENGTH, T.PAGE_GROUP_NOT_MULTIPLE, T.NON_POSITIVE_SIZE,
+              T.NEGATIVE_LENGTH]),
+            ("64 KiB page groups at T 1,025 and 0: tokens per group, groups, tail bytes",
+             [(r.tokens_per_group, r.groups, r.waste_bytes) for r in rows],
+             [(32, 33, 33 * 65536 - 1025 * 2048), (32, 0, 0)])]
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -1665,4 +1734,5 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "refusals 0x03-0x08": refusals_0x03_0x08,
                "radix pages 0x08": radix_pages_0x08, "hybrid publish 0x07C": hybrid_publish_0x07C,
                "radix eviction 0x08E": radix_eviction_0x08E,
-               "translate refusals 0x03I": translate_refusals_0x03I}
+               "translate refusals 0x03I": translate_refusals_0x03I,
+               "traversal refusals 0x0A": traversal_refusals_0x0A}

@@ -154,6 +154,23 @@ SURVIVORS = [
      "need = (-r.context_length_tokens // g.block_size_tokens)", "translate refusals 0x03I"),
     (translate, "consume_successor", "if new.table_version <= old.table_version:",
      "if new.table_version < old.table_version:", "translate refusals 0x03I"),
+    # neighbours in reference/traversal.py (issue #25 exploration)
+    (traversal, "decode_traversal", "    if T > request.context_length_tokens:",
+     "    if T >= request.context_length_tokens:", "traversal refusals 0x0A"),
+    (traversal, "decode_traversal", "rows = P if j < n - 1 else (T % P or P)", "rows = P if j < n - 1 else (T % P or 1)",
+     "traversal refusals 0x0A"),
+    (traversal, "decode_traversal", "        if rows > desc.valid_rows:", "        if rows >= desc.valid_rows:",
+     "traversal refusals 0x0A"),
+    (traversal, "kernel_geometry", "    if partition_tokens % kernel_block_tokens:",
+     "    if partition_tokens // kernel_block_tokens:", "traversal refusals 0x0A"),
+    (traversal, "chunk_ledger", "    if len(suffix_tokens) != batch_rows:", "    if len(suffix_tokens) > batch_rows:",
+     "traversal refusals 0x0A"),
+    (traversal, "page_group_row", "    if page_group_bytes % tensor_row_bytes:",
+     "    if page_group_bytes // tensor_row_bytes:", "traversal refusals 0x0A"),
+    (traversal, "ragged_table_ledger", "    if not lengths_tokens:", "    if lengths_tokens:", "traversal refusals 0x0A"),
+    # the seed-1003 sample over reference.radix (issue #25 exploration)
+    (radix, "selector", "return tokens[0] if page_size == 1 else tuple(tokens[:page_size])",
+     "return tokens[0] if page_size > 1 else tuple(tokens[:page_size])", "radix pages 0x08"),
 ]
 
 
