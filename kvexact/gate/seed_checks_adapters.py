@@ -255,7 +255,7 @@ def adapter_traces() -> Rows:
     from kvexact.reference import lifecycle
     from kvexact.reference.pool import QueuePolicy
 
-    kv = ad.ReferenceAdapter(ad.AdapterConfig(), requests=["r", "s"])
+    kv = ad.ReferenceAdapter(ad.AdapterConfig(), requests=["r", "s", "u"])  # the stream scenario's (one model)
     kv_ops = [kv.start("r", [1, 2, 3]), kv.append("r", 4), kv.cache("r"), kv.append_with_failure("r", 6),
               kv.append("r", 6), kv.start("s", [1, 2, 3, 4, 5]), kv.evict((1, 2, 3, 4)), kv.truncate("r", 1),
               kv.truncate("s", 2)]
@@ -277,7 +277,7 @@ def adapter_traces() -> Rows:
              [ok, ok, ok, (False, "ROLLED_BACK", 0, ()), ok, (True, None, 4, ()), ok, ok, ok,
               (False, "HANDLE_NOT_OWNED", 0, ()), ok, ok]),
             ("KVAllocation scenario against the spec: valid, steps, actions, failure",
-             _spec_verdict(kv, "KVAllocation", {**_KV_CONSTANTS, "Requests": {"r", "s"}}),
+             _spec_verdict(kv, "KVAllocation", {**_KV_CONSTANTS, "Requests": {"r", "s", "u"}}),
              (True, 35, {"append_reserve": 11, "append_write": 5, "append_publish": 5, "append_in_place": 2,
                          "cache_block": 2, "append_rollback": 1, "prefix_hit": 1, "evict": 2, "truncate": 2,
                          "stale_write_rejected": 1, "reader_snapshot": 1, "release": 1, "reader_release": 1}, None)),
