@@ -1497,7 +1497,8 @@ def radix_eviction_0x08E() -> Rows:
     slots for 3 matched tokens is refused; h's lock keeps its receipt valid at a later version until a split
     moves its terminal node under a new one (path mismatch); released, the receipt is stale; so is, at a later
     version, h's receipt of another prompt (h's lock ends elsewhere). A whole match (k: (1, 2)) has the empty
-    suffix (2, 2), and is valid. X locked keeps X when Z goes (4 tokens released: Z, Y). Prefill at B_row 16,
+    suffix (2, 2), and is valid. X locked keeps X when Z goes (4 tokens released: Z, Y). A tree whose next node id is 300
+    evicts its node 300 named by an equal int built at run time (the root keeps no child). Prefill at B_row 16,
     P 4: useful 7 x 16 = 112 bytes; blocks ceil(max(7 - tail, 0) / 4) for free tails 0, 2, 3, 9: 2, 2, 1, 0."""
     import attrs
 
@@ -1530,6 +1531,9 @@ def radix_eviction_0x08E() -> Rows:
     split = rx.insert(rx.reserve(held, "o", [7])[0], (3, 4, 8), (3, 4, 7), "o")[0]
     released = rx.release_request(held, "h")[0]
     est = [rx.prefill_estimate(receipt, 16, 4, tail) for tail in (0, 2, 3, 9)]
+    big = rx.reserve(attrs.evolve(rx.RadixState.empty(2, 1), next_node_id=_big(300)), "q", [1, 2])[0]
+    big = rx.insert(big, (1, 2), (1, 2), "q")[0]  # node 300
+    gone300 = rx.evict_node(big, _big(300))
     return [("LRU evictions of 0, 1, 3, 100 tokens: released, nodes, slots",
              [evicted(t) for t in (0, 1, 3, 100)],
              [(0, (), ()), (1, (3,), ((6,),)), (3, (3, 1), ((6,), (1, 2))),
@@ -1554,6 +1558,9 @@ def radix_eviction_0x08E() -> Rows:
             ("at the later version: h's receipt ending at Z (h locks Y); k's receipt of a whole match: suffix, verdict",
              (rejection_of(lambda: rx.verify_handoff(later, other)), whole[1].suffix_interval,
               rejection_of(lambda: rx.verify_handoff(*whole))), (R.STALE_VERSION, (2, 2), None)),
+            ("node 300 evicted by an equal id built at run time: nodes evicted, the root's children, free slots",
+             (gone300[1].evicted_node_ids, dict(gone300[0].nodes[rx.ROOT].children), sorted(gone300[0].free_slot_ids)),
+             ((300,), {}, [1, 2])),
             ("prefill at B_row 16, P 4, tails 0, 2, 3, 9: compute, useful, blocks, capacity",
              [(e.prompt_tokens_to_compute, e.new_useful_kv_bytes, e.new_physical_blocks,
                e.new_physical_capacity_bytes) for e in est],

@@ -171,6 +171,8 @@ SURVIVORS = [
     # the seed-1003 sample over reference.radix (issue #25 exploration)
     (radix, "selector", "return tokens[0] if page_size == 1 else tuple(tokens[:page_size])",
      "return tokens[0] if page_size > 1 else tuple(tokens[:page_size])", "radix pages 0x08"),
+    (radix, "_delete_leaf", "children={k: v for k, v in parent.children.items() if v != node_id}",
+     "children={k: v for k, v in parent.children.items() if v is not node_id}", "radix eviction 0x08E"),
 ]
 
 
