@@ -254,6 +254,7 @@ def adapter_traces() -> Rows:
     from kvexact.reference import adapters as ad
     from kvexact.reference import lifecycle
     from kvexact.reference.pool import QueuePolicy
+    from kvexact.spec import itf
 
     kv = ad.ReferenceAdapter(ad.AdapterConfig(), requests=["r", "s", "u"])  # the stream scenario's (one model)
     kv_ops = [kv.start("r", [1, 2, 3]), kv.append("r", 4), kv.cache("r"), kv.append_with_failure("r", 6),
@@ -269,6 +270,10 @@ def adapter_traces() -> Rows:
     cow_ops = [cow.start("r", [1, 2, 3]), cow.fork("r", "c"), cow.append("c", 4), cow.append("r", 5)]
     lifecycle.reader_snapshot(cow.alloc, "x", "c")
     cow_ops += [cow.release("c"), cow.append_with_failure("r", 6), cow.append("r", 6)]
+    states = (ad.project_state(kv.alloc, requests=["r", "s", "u"]),
+              itf.encode_plain(ad.project_kv_allocation(kv.alloc, ["r", "s", "u"])))
+    cow_now = (ad.project_state(cow.alloc, "CowPublication", ["r", "c"], ["x", "y"]),
+               itf.encode_plain(ad.project_cow_publication(cow.alloc, ["r", "c"], ["x", "y"])))
     lifecycle.reader_release(cow.alloc, "x")
     cow_ops.append(cow.release("r"))
     ok = (True, None, 0, ())
@@ -290,6 +295,10 @@ def adapter_traces() -> Rows:
              (True, 20, {"append_boundary": 3, "append_in_place": 2, "fork": 1, "cow_begin": 1, "cow_reserve": 2,
                          "cow_copy": 2, "cow_write": 2, "cow_validate": 1, "cow_publish": 1, "cow_release_sources": 1,
                          "reader_snapshot": 1, "release": 2, "reader_release": 1}, None)),
+            ("project_state (its docstring: the ITF encoding of the spec's variables; KVAllocation by default) of the "
+             "KVAllocation scenario's end; of the CowPublication one while x holds its snapshot: equal, x on",
+             (states[0] == states[1], cow_now[0] == cow_now[1], cow_now[0]["snap"]["#map"][0][1]["on"]),
+             (True, True, True)),
             *_adapter_stream_trace()]
 
 
