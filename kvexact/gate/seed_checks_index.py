@@ -1467,6 +1467,9 @@ def hybrid_publish_0x07C() -> Rows:
     return [("an 8-token prompt published once: blocks per group; its lookup", (once.counts, once.lookup(t)),
              (expected, 6)),
             ("the same prompt published again: blocks per group", twice.counts, expected),
+            ("(1..5) published over block sizes 1 and 2 (A = 2, aligned length 4): blocks per group",
+             hy.HybridIndex.empty([hy.CacheGroup(1), hy.CacheGroup(2)]).publish([1, 2, 3, 4, 5]).counts,
+             ({(1,): 1, (1, 2): 1, (1, 2, 3): 1, (1, 2, 3, 4): 1}, {(1, 2): 1, (1, 2, 3, 4): 1})),
             ("block size 0, -2, 2.0; window 1, 2; no groups (alignment, index); cap -1: refused as",
              [rejection_of(f) for f in bad], [H.BAD_BLOCK_SIZE] * 3 + [H.BAD_WINDOW, None] + [H.NO_GROUPS] * 2
              + [H.NEGATIVE_CAP]),

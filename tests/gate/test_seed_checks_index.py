@@ -135,6 +135,8 @@ SURVIVORS = [
     (hybrid, "HybridIndex.lookup", "[p for p, n in c.items() if n > 0]", "[p for p, n in c.items() if n >= 0]",
      "hybrid publish 0x07C"),
     (hybrid, "HybridIndex.lookup", "max(0, len(query) - 1)", "max(0, len(query) - 0)", "hybrid publish 0x07C"),
+    (hybrid, "HybridIndex.publish", "for end in range(hit + g.block_size, stop + 1, g.block_size):",
+     "for end in range(hit + g.block_size, stop + 2, g.block_size):", "hybrid publish 0x07C"),
     # neighbours in reference/translate.py: bounds at their edge and refusals in order (issue #25 exploration)
     (translate, "resolve_kv_address", "if not 0 <= token < request.context_length_tokens:",
      "if not 0 <= token <= request.context_length_tokens:", "translate refusals 0x03I"),
