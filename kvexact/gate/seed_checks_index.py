@@ -1630,6 +1630,10 @@ def translate_refusals_0x03I() -> Rows:
                                                  for r in succ.requests))
 
     v = tr.resolve_kv_address(snap, "A", 16, 0, "V", 0, 0)
+    no_g1 = attrs.evolve(snap, requests=tuple(attrs.evolve(r, block_tables=r.block_tables[:1]) if r.request_id == "A"
+                                              else r for r in snap.requests))
+    missing = [rejection_of(lambda layer=layer: tr.resolve_kv_address(no_g1, "A", 0, layer, "K", 0, 0))
+               for layer in (23, 24)]
     return [("A's tokens -1, 33, 32; request Z", [read(snap, t) for t in (-1, 33, 32)] + [read(snap, request="Z")],
              [TR.TOKEN_NOT_VISIBLE, TR.TOKEN_NOT_VISIBLE, None, TR.UNKNOWN_REQUEST]),
             ("heads -1, 4, 3; lanes -1, 128, 127; kinds Q, V; head 4 + lane 128 + Q; lane 128 + Q; token 33 + head 4",
@@ -1642,6 +1646,8 @@ def translate_refusals_0x03I() -> Rows:
              [read(with_a((h, *a.table(0)[1:]))) for h in handles] + [read(with_a(context=49), 48)],
              [TR.WRONG_GROUP_HANDLE, TR.WRONG_POOL, TR.WRONG_GROUP_HANDLE, TR.UNKNOWN_PHYSICAL_ID,
               TR.STALE_PHYSICAL_GENERATION, TR.TABLE_INDEX_OUT_OF_RANGE]),
+            ("A without its group 1 table read at layer 23 (group 0), 24 (group 1)", missing,
+             [None, TR.MISSING_GROUP_TABLE]),
             ("A's V at token 16, layer 0, head 0, lane 0: slot id, coordinate, element, byte address",
              (v.slot_id, v.coordinate, v.element_offset, v.byte_address),
              (5 * 16, (5, 0, 0, 0, 0), 5 * 24 * 16 * 4 * 128, 4 * 1024 ** 3 + 3 * 1024 ** 2 + 2 * 983_040)),
