@@ -18,7 +18,8 @@ Rows = list[tuple[str, Any, Any]]
 def adapter_geometry() -> Rows:
     """``AdapterConfig.row_bytes`` gives group g the row bytes ``row_bytes[g mod len(row_bytes)]`` (its docstring):
     3 groups over ``(8,)`` are 8, 8, 8 and 5 groups over ``(8, 4)`` are 8, 4, 8, 4, 8; such a reference adapter
-    starts a 3-token request in 2-token blocks on ceil(3 / 2) = 2 blocks of every group."""
+    starts a 3-token request in 2-token blocks on ceil(3 / 2) = 2 blocks of every group. The defaults: 2-token
+    blocks, 2 groups of 6 blocks (ids 1..6), row bytes (8, 4)."""
     from kvexact.reference import adapters as ad
 
     out: Rows = []
@@ -28,6 +29,10 @@ def adapter_geometry() -> Rows:
         out.append((f"{groups} groups over row bytes {row_bytes}: row bytes per group; 3 tokens started, blocks",
                     ([g.row_bytes for g in a.alloc.groups], started, [len(a.table("r", g)) for g in range(groups)]),
                     (expected, True, [2] * groups)))
+    d = ad.ReferenceAdapter(ad.AdapterConfig(), spec=None)
+    out.append(("the default config (AdapterConfig's defaults): block tokens, groups' row bytes, block ids of groups 0, 1",
+                (d.config.block_tokens, [g.row_bytes for g in d.alloc.groups], list(d.block_ids(0)),
+                 list(d.block_ids(1))), (2, [8, 4], [1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6])))
     return out
 
 
