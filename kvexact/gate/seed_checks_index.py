@@ -1405,7 +1405,10 @@ def radix_pages_0x08() -> Rows:
     P 4, n 8 caches 8 (q keeps nothing); P 4, n 3 caches nothing (no node). A transition prepared against the
     tree's version runs (the version then one higher), against another one is refused STALE_VERSION; the
     versions are ints above 256 built at run time (equal, not identical). A parent files a child edge under its
-    first token at page size 1, under its first page (a tuple) above (``selector``'s docstring)."""
+    first token at page size 1, under its first page (a tuple) above (``selector``'s docstring). A running request
+    (``publish_unfinished``, 0x08C) publishes its whole pages only: (1, 2, 3) at page size 2 caches (1, 2) (node 1,
+    locked by q, 2 tokens protected) and keeps slot 2 private; passing the tail (3) again with 4 publishes (3, 4)
+    (node 2) and moves q's lock there (node 1 stays locked through the path); releasing q drops every lock."""
     import attrs
 
     from kvexact.reference import radix as rx
@@ -1423,6 +1426,15 @@ def radix_pages_0x08() -> Rows:
             return exc.reason.name
 
     s300 = attrs.evolve(rx.RadixState.empty(4), version=_big(300))
+
+    def view(st: Any) -> Any:
+        return (st.edges(), dict(st.private_slot_ids),
+                {r: (e.last_node_id, e.protected_tokens) for r, e in st.requests.items()},
+                {n.node_id: n.lock_ref for n in st.nodes.values()}, sorted(st.free_slot_ids))
+
+    run = rx.publish_unfinished(rx.RadixState.empty(8, 0, page_size=2), "q", [1, 2, 3], [0, 1, 2])[0]
+    run2 = rx.publish_unfinished(run, "q", [3, 4], [2, 3])[0]
+    running = [view(run), view(run2), view(rx.release_request(run2, "q")[0])]
     keys = []
     for page in (1, 2):
         st, _ = rx.reserve(rx.RadixState.empty(4, 0, page_size=page), "q", range(2))
@@ -1435,6 +1447,12 @@ def radix_pages_0x08() -> Rows:
               (0, True, {}, {"q": (0, 1, 2)})]),
             ("the root's child keys after inserting (5, 6) at page size 1, 2; selector of (5, 6, 7) at 1, 2",
              (keys, rx.selector((5, 6, 7), 1), rx.selector((5, 6, 7), 2)), ([[5], [(5, 6)]], 5, (5, 6))),
+            ("page size 2: q publishes (1, 2, 3) on slots 0..2, then (3, 4) on 2, 3, then is released: edges, private,"
+             " requests (last node, protected), locks, free",
+             running,
+             [({(1, 2): (0, 1)}, {"q": (2,)}, {"q": (1, 2)}, {0: 0, 1: 1}, [3, 4, 5, 6, 7]),
+              ({(1, 2): (0, 1), (3, 4): (2, 3)}, {}, {"q": (2, 4)}, {0: 0, 1: 1, 2: 1}, [4, 5, 6, 7]),
+              ({(1, 2): (0, 1), (3, 4): (2, 3)}, {}, {}, {0: 0, 1: 0, 2: 0}, [4, 5, 6, 7])]),
             ("at version 300: match expecting 300, 299, 301; insert expecting 300 and 299",
              [version_outcome(lambda v=v: rx.match(s300, [1], expected_version=_big(v))) for v in (300, 299, 301)]
              + [version_outcome(lambda v=v: rx.insert(s300, (), (), expected_version=_big(v))) for v in (300, 299)],
