@@ -1738,6 +1738,13 @@ def traversal_refusals_0x0A() -> Rows:
              [T.PARTITION_NOT_MULTIPLE, T.UNSUPPORTED_KERNEL_BLOCK, None, T.EMPTY_BATCH, T.NON_POSITIVE_SIZE,
               None, T.PARTITION_NOT_MULTIPLE, T.SUFFIX_COUNT_MISMATCH, T.SUFFIX_COUNT_MISMATCH, T.NEGATIVE_LENGTH, T.PAGE_GROUP_NOT_MULTIPLE, T.NON_POSITIVE_SIZE,
               T.NEGATIVE_LENGTH]),
+            ("0x0AA geometry at T 2,049 with the defaults (P_part 512, warp 32, 2-byte scalars), P_k 1, 8, 16, 32, "
+             "64, 128: seq blocks, partitions, blocks a partition, thread group, tokens a group, vector, pinned",
+             [(g.seq_blocks, g.partitions, g.blocks_per_partition, g.thread_group_size, g.tokens_per_thread_group,
+               g.value_vector_width, g.instantiated_by_pinned_v1)
+              for g in (tv.kernel_geometry(2049, p) for p in (1, 8, 16, 32, 64, 128))],
+             [(-(-2049 // p), -(-2049 // 512), 512 // p, max(32 // p, 1), -(-p // 32), min(16 // 2, p), p in (8, 16, 32))
+              for p in (1, 8, 16, 32, 64, 128)]),
             ("64 KiB page groups at T 1,025 and 0: tokens per group, groups, tail bytes",
              [(r.tokens_per_group, r.groups, r.waste_bytes) for r in rows],
              [(32, 33, 33 * 65536 - 1025 * 2048), (32, 0, 0)])]

@@ -156,7 +156,7 @@ SURVIVORS = [
      "need = (-r.context_length_tokens // g.block_size_tokens)", "translate refusals 0x03I"),
     (translate, "consume_successor", "if new.table_version <= old.table_version:",
      "if new.table_version < old.table_version:", "translate refusals 0x03I"),
-    # neighbours in reference/traversal.py (issue #25 exploration)
+    # neighbours in reference/traversal.py (issue #25 exploration; kernel_geometry's default of the seed-1010 sample)
     (traversal, "decode_traversal", "    if T > request.context_length_tokens:",
      "    if T >= request.context_length_tokens:", "traversal refusals 0x0A"),
     (traversal, "decode_traversal", "rows = P if j < n - 1 else (T % P or P)", "rows = P if j < n - 1 else (T % P or 1)",
@@ -170,6 +170,8 @@ SURVIVORS = [
     (traversal, "page_group_row", "    if page_group_bytes % tensor_row_bytes:",
      "    if page_group_bytes // tensor_row_bytes:", "traversal refusals 0x0A"),
     (traversal, "ragged_table_ledger", "    if not lengths_tokens:", "    if lengths_tokens:", "traversal refusals 0x0A"),
+    (traversal, "kernel_geometry", "warp_size: int = 32, scalar_bytes: int = 2) -> KernelGeometry:",
+     "warp_size: int = 33, scalar_bytes: int = 2) -> KernelGeometry:", "traversal refusals 0x0A"),
     # the seed-1003 sample over reference.radix (issue #25 exploration)
     (radix, "selector", "return tokens[0] if page_size == 1 else tuple(tokens[:page_size])",
      "return tokens[0] if page_size > 1 else tuple(tokens[:page_size])", "radix pages 0x08"),
