@@ -1519,7 +1519,8 @@ def radix_eviction_0x08E() -> Rows:
     moves its terminal node under a new one (path mismatch); released, the receipt is stale; so is, at a later
     version, h's receipt of another prompt (h's lock ends elsewhere). A whole match (k: (1, 2)) has the empty
     suffix (2, 2), and is valid. X locked keeps X when Z goes (4 tokens released: Z, Y). A tree whose next node id is 300
-    evicts its node 300 named by an equal int built at run time (the root keeps no child). Prefill at B_row 16,
+    evicts its node 300 named by an equal int built at run time (the root keeps no child). A node's lock count
+    must equal the terminal locks on and below it (0x08D): a count below or above them is refused. Prefill at B_row 16,
     P 4: useful 7 x 16 = 112 bytes; blocks ceil(max(7 - tail, 0) / 4) for free tails 0, 2, 3, 9: 2, 2, 1, 0."""
     import attrs
 
@@ -1579,6 +1580,10 @@ def radix_eviction_0x08E() -> Rows:
             ("at the later version: h's receipt ending at Z (h locks Y); k's receipt of a whole match: suffix, verdict",
              (rejection_of(lambda: rx.verify_handoff(later, other)), whole[1].suffix_interval,
               rejection_of(lambda: rx.verify_handoff(*whole))), (R.STALE_VERSION, (2, 2), None)),
+            ("check_state: Z's terminal lock recorded without its path's counts; the counts without the lock; both",
+             [rejection_of(lambda t=t: rx.check_state(t)) for t in (attrs.evolve(st, terminal_locks={3: 1}),
+                                                                   attrs.evolve(locked, terminal_locks={}), locked)],
+             [R.LOCK_COUNT_MISMATCH, R.LOCK_COUNT_MISMATCH, None]),
             ("node 300 evicted by an equal id built at run time: nodes evicted, the root's children, free slots",
              (gone300[1].evicted_node_ids, dict(gone300[0].nodes[rx.ROOT].children), sorted(gone300[0].free_slot_ids)),
              ((300,), {}, [1, 2])),

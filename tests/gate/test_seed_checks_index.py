@@ -177,6 +177,8 @@ SURVIVORS = [
      "return tokens[0] if page_size > 1 else tuple(tokens[:page_size])", "radix pages 0x08"),
     (radix, "_delete_leaf", "children={k: v for k, v in parent.children.items() if v != node_id}",
      "children={k: v for k, v in parent.children.items() if v is not node_id}", "radix eviction 0x08E"),
+    (radix, "check_state", "        if n.lock_ref != derived[n.node_id]:", "        if n.lock_ref > derived[n.node_id]:",
+     "radix eviction 0x08E"),
 ]
 
 
