@@ -1580,10 +1580,14 @@ def radix_eviction_0x08E() -> Rows:
             ("at the later version: h's receipt ending at Z (h locks Y); k's receipt of a whole match: suffix, verdict",
              (rejection_of(lambda: rx.verify_handoff(later, other)), whole[1].suffix_interval,
               rejection_of(lambda: rx.verify_handoff(*whole))), (R.STALE_VERSION, (2, 2), None)),
-            ("check_state: Z's terminal lock recorded without its path's counts; the counts without the lock; both",
-             [rejection_of(lambda t=t: rx.check_state(t)) for t in (attrs.evolve(st, terminal_locks={3: 1}),
-                                                                   attrs.evolve(locked, terminal_locks={}), locked)],
-             [R.LOCK_COUNT_MISMATCH, R.LOCK_COUNT_MISMATCH, None]),
+            ("check_state: Z's terminal lock recorded without its path's counts; the counts without the lock; both; "
+             "X not listed by the root; X under a parent 99 that does not exist",
+             [rejection_of(lambda t=t: rx.check_state(t)) for t in (
+                 attrs.evolve(st, terminal_locks={3: 1}), attrs.evolve(locked, terminal_locks={}), locked,
+                 attrs.evolve(st, nodes={**st.nodes, rx.ROOT: attrs.evolve(st.nodes[rx.ROOT], children={
+                     k: v for k, v in st.nodes[rx.ROOT].children.items() if v != 1})}),
+                 attrs.evolve(st, nodes={**st.nodes, 1: attrs.evolve(st.nodes[1], parent_id=99)}))],
+             [R.LOCK_COUNT_MISMATCH, R.LOCK_COUNT_MISMATCH, None, R.ORPHAN_NODE, R.ORPHAN_NODE]),
             ("node 300 evicted by an equal id built at run time: nodes evicted, the root's children, free slots",
              (gone300[1].evicted_node_ids, dict(gone300[0].nodes[rx.ROOT].children), sorted(gone300[0].free_slot_ids)),
              ((300,), {}, [1, 2])),

@@ -172,6 +172,8 @@ SURVIVORS = [
     (traversal, "ragged_table_ledger", "    if not lengths_tokens:", "    if lengths_tokens:", "traversal refusals 0x0A"),
     (traversal, "kernel_geometry", "warp_size: int = 32, scalar_bytes: int = 2) -> KernelGeometry:",
      "warp_size: int = 33, scalar_bytes: int = 2) -> KernelGeometry:", "traversal refusals 0x0A"),
+    (traversal, "kernel_geometry", "warp_size: int = 32, scalar_bytes: int = 2) -> KernelGeometry:",
+     "warp_size: int = 32, scalar_bytes: int = 3) -> KernelGeometry:", "traversal refusals 0x0A"),
     # the seed-1003 sample over reference.radix (issue #25 exploration)
     (radix, "selector", "return tokens[0] if page_size == 1 else tuple(tokens[:page_size])",
      "return tokens[0] if page_size > 1 else tuple(tokens[:page_size])", "radix pages 0x08"),
@@ -179,6 +181,8 @@ SURVIVORS = [
      "children={k: v for k, v in parent.children.items() if v is not node_id}", "radix eviction 0x08E"),
     (radix, "check_state", "        if n.lock_ref != derived[n.node_id]:", "        if n.lock_ref > derived[n.node_id]:",
      "radix eviction 0x08E"),
+    (radix, "check_state", "parent.children.get(selector(n.token_ids, state.page_size)) != n.node_id:",
+     "parent.children.get(selector(n.token_ids, state.page_size)) > n.node_id:", "radix eviction 0x08E"),
 ]
 
 
