@@ -304,7 +304,32 @@ def adapter_traces() -> Rows:
              "KVAllocation scenario's end; of the CowPublication one while x holds its snapshot: equal, x on",
              (states[0] == states[1], cow_now[0] == cow_now[1], cow_now[0]["snap"]["#map"][0][1]["on"]),
              (True, True, True)),
-            *_adapter_stream_trace()]
+            *_adapter_stream_trace(), *_adapter_txn_after_rollback()]
+
+
+def _adapter_txn_after_rollback() -> Rows:
+    """The projection's ``txn`` (module docstring): a boundary append in flight is phase ``reserved``; the recorder
+    keeps ``rolled_back`` after ``append_rollback`` only while no transaction is in flight. After r's failed append
+    of 3, a lease (a step outside the spec) keeps ``rolled_back``; once a boundary append of 3 is begun (plan new
+    in both groups, nothing reserved yet), a lease records the append in flight: phase ``reserved``, request r."""
+    from kvexact.reference import adapters as ad
+    from kvexact.reference import lifecycle
+    from kvexact.spec.checker.values import ModelValue
+
+    a = ad.ReferenceAdapter(ad.AdapterConfig(), requests=["r"])
+    rec = a.recorder
+    assert rec is not None
+    a.start("r", [1, 2])
+    a.append_with_failure("r", 3)
+    head = a.alloc.request("r").tables[0][0]
+    lifecycle.retain_read(a.alloc, head)
+    idle = rec.records[-1]["state"]["txn"]
+    a.alloc.begin("append", "r", ("new", "new"), (3,))
+    lifecycle.retain_read(a.alloc, head)
+    open_txn = rec.records[-1]["state"]["txn"]
+    NO_REQ, R = ModelValue(ad.NO_REQ), ModelValue("r")  # request ids are model values in the records
+    return [("after a rollback, a lease with no transaction in flight, one with a boundary append begun: phase, req",
+             [(t.d["phase"], t.d["req"]) for t in (idle, open_txn)], [("rolled_back", NO_REQ), ("reserved", R)])]
 
 
 def _adapter_stream_trace() -> Rows:
