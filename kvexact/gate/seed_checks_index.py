@@ -1496,6 +1496,9 @@ def hybrid_publish_0x07C() -> Rows:
              (0, 0, True)),
             ("the lookup once group 0's (10, 11) is gone; a 7-token query's hit (cap 6); a 6-token one's (cap 5)",
              (gone.lookup(t), once.lookup(t[:7]), once.lookup(t[:6])), (0, 6, 0)),
+            ("sizes 2 and 3 holding blocks 0..9 each: hits at caps 8, 7, 5 (the largest multiple of 6 at most the cap)",
+             [hy.converged_hit([hy.CacheGroup(2), hy.CacheGroup(3)], [range(10), range(10)], c) for c in (8, 7, 5)],
+             [6, 6, 0]),
             ("blocks needed for 10 tokens at P 4; for 12 at P 4 window 5, window 6; for 4 at P 4 window 9; cap 0's hit",
              (list(hy.CacheGroup(4).needed_blocks(10)), list(hy.CacheGroup(4, 5).needed_blocks(12)),
               list(hy.CacheGroup(4, 6).needed_blocks(12)), list(hy.CacheGroup(4, 9).needed_blocks(4)),
@@ -1657,6 +1660,14 @@ def translate_refusals_0x03I() -> Rows:
                                                  for r in succ.requests))
 
     v = tr.resolve_kv_address(snap, "A", 16, 0, "V", 0, 0)
+    from kvexact.reference.labs.translate import loop4_layout
+
+    lay = loop4_layout(cache_groups=(attrs.evolve(snap.layout.cache_groups[0], v_scalar_bytes=1),
+                                     snap.layout.cache_groups[1]))
+    narrow = attrs.evolve(snap, layout=lay)  # g0's V in 1-byte scalars, its K in 2-byte ones
+    kv_narrow = [tr.resolve_kv_address(narrow, "A", 16, 0, k, 0, 0) for k in ("K", "V")]
+    frozen = [rejection_of(lambda d=d: tr.check_frozen_address(snap, tr.FrozenAddress(
+        "A", 5, 16, 0, "V", 0, 0, 4 * 1024 ** 3 + 3 * 1024 ** 2 + 2 * 983_040 + d))) for d in (-2, 0, 2)]
     no_g1 = attrs.evolve(snap, requests=tuple(attrs.evolve(r, block_tables=r.block_tables[:1]) if r.request_id == "A"
                                               else r for r in snap.requests))
     missing = [rejection_of(lambda layer=layer: tr.resolve_kv_address(no_g1, "A", 0, layer, "K", 0, 0))
@@ -1673,6 +1684,11 @@ def translate_refusals_0x03I() -> Rows:
              [read(with_a((h, *a.table(0)[1:]))) for h in handles] + [read(with_a(context=49), 48)],
              [TR.WRONG_GROUP_HANDLE, TR.WRONG_POOL, TR.WRONG_GROUP_HANDLE, TR.UNKNOWN_PHYSICAL_ID,
               TR.STALE_PHYSICAL_GENERATION, TR.TABLE_INDEX_OUT_OF_RANGE]),
+            ("g0's V in 1-byte scalars: A's K and V at token 16, layer 0, head 0, lane 0: byte offsets, addresses",
+             [(r.byte_offset, r.byte_address) for r in kv_narrow],
+             [(2 * 983_040, 4 * 1024 ** 3 + 2 * 983_040), (983_040, 4 * 1024 ** 3 + 3 * 1024 ** 2 + 983_040)]),
+            ("A's V address at token 16 frozen 2 bytes low, exact, 2 bytes high", frozen,
+             [TR.FROZEN_ADDRESS_DRIFT, None, TR.FROZEN_ADDRESS_DRIFT]),
             ("A without its group 1 table read at layer 23 (group 0), 24 (group 1)", missing,
              [None, TR.MISSING_GROUP_TABLE]),
             ("A's V at token 16, layer 0, head 0, lane 0: slot id, coordinate, element, byte address",

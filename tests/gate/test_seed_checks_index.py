@@ -181,6 +181,15 @@ SURVIVORS = [
      "children={k: v for k, v in parent.children.items() if v is not node_id}", "radix eviction 0x08E"),
     (radix, "check_state", "        if n.lock_ref != derived[n.node_id]:", "        if n.lock_ref > derived[n.node_id]:",
      "radix eviction 0x08E"),
+    # the seed-1011 sample over the five modules
+    (hybrid, "converged_hit", "for length in range(cap - cap % a, 0, -a):", "for length in range(cap ^ cap % a, 0, -a):",
+     "hybrid publish 0x07C"),
+    (translate, "resolve_kv_address",
+     '    scalar = group.k_scalar_bytes if kind == "K" else group.v_scalar_bytes\n    base, end',
+     '    scalar = group.k_scalar_bytes if not kind == "K" else group.v_scalar_bytes\n    base, end',
+     "translate refusals 0x03I"),
+    (translate, "check_frozen_address", "if got.byte_address != frozen.byte_address:",
+     "if got.byte_address < frozen.byte_address:", "translate refusals 0x03I"),
     (radix, "check_state", "parent.children.get(selector(n.token_ids, state.page_size)) != n.node_id:",
      "parent.children.get(selector(n.token_ids, state.page_size)) > n.node_id:", "radix eviction 0x08E"),
 ]
