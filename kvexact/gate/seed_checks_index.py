@@ -1559,6 +1559,8 @@ def radix_eviction_0x08E() -> Rows:
     big = rx.reserve(attrs.evolve(rx.RadixState.empty(2, 1), next_node_id=_big(300)), "q", [1, 2])[0]
     big = rx.insert(big, (1, 2), (1, 2), "q")[0]  # node 300
     gone300 = rx.evict_node(big, _big(300))
+    neg = rx.reserve(attrs.evolve(rx.RadixState.empty(2, 1), next_node_id=-5), "q", [1, 2])[0]
+    neg = rx.insert(neg, (1, 2), (1, 2), "q")[0]  # node ids are labels: this tree numbers its nodes from -5
     return [("LRU evictions of 0, 1, 3, 100 tokens: released, nodes, slots",
              [evicted(t) for t in (0, 1, 3, 100)],
              [(0, (), ()), (1, (3,), ((6,),)), (3, (3, 1), ((6,), (1, 2))),
@@ -1594,6 +1596,8 @@ def radix_eviction_0x08E() -> Rows:
             ("node 300 evicted by an equal id built at run time: nodes evicted, the root's children, free slots",
              (gone300[1].evicted_node_ids, dict(gone300[0].nodes[rx.ROOT].children), sorted(gone300[0].free_slot_ids)),
              ((300,), {}, [1, 2])),
+            ("node -5 (only the root, node 0, is refused): nodes evicted", rx.evict_node(neg, -5)[1].evicted_node_ids,
+             (-5,)),
             ("prefill at B_row 16, P 4, tails 0, 2, 3, 9: compute, useful, blocks, capacity",
              [(e.prompt_tokens_to_compute, e.new_useful_kv_bytes, e.new_physical_blocks,
                e.new_physical_capacity_bytes) for e in est],

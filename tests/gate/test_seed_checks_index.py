@@ -181,6 +181,8 @@ SURVIVORS = [
      "children={k: v for k, v in parent.children.items() if v is not node_id}", "radix eviction 0x08E"),
     (radix, "check_state", "        if n.lock_ref != derived[n.node_id]:", "        if n.lock_ref > derived[n.node_id]:",
      "radix eviction 0x08E"),
+    # the seed-1012 sample over the five modules (final commit): evict_node refuses the root only
+    (radix, "evict_node", "    if node_id == ROOT:", "    if node_id <= ROOT:", "radix eviction 0x08E"),
     # the seed-1011 sample over the five modules
     (hybrid, "converged_hit", "for length in range(cap - cap % a, 0, -a):", "for length in range(cap ^ cap % a, 0, -a):",
      "hybrid publish 0x07C"),
