@@ -609,6 +609,8 @@ def tables_0x0AB() -> Rows:
             ("dense table of [5, 6, 7], [8], []", tv.dense_staging_table([[5, 6, 7], [8], []]),
              [[5, 6, 7], [8, -1, -1], [-1, -1, -1]]),
             ("dense table of nothing", tv.dense_staging_table([]), []),
+            ("dense table of [1, 2, 3, 4], [5], [6, 7] (4 - 1 = 3 and 4 - 2 = 2 pads)",
+             tv.dense_staging_table([[1, 2, 3, 4], [5], [6, 7]]), [[1, 2, 3, 4], [5, -1, -1, -1], [6, 7, -1, -1]]),
             ("cells 0 and 1 of [8, -1]", (tv.read_table_cell([8, -1], 0), rejection_of(
                 lambda: tv.read_table_cell([8, -1], 1))), (8, T.PADDING_CELL_READ)),
             ("kernel table of [3, 9] at 32 -> 16, at 32 -> 8", (tv.kernel_table([3, 9], 32, 16),
@@ -1396,6 +1398,387 @@ def refusals_0x03_0x08() -> Rows:
              ((2,), {"q": (3,)}, [2, 4]))]
 
 
+def radix_pages_0x08() -> Rows:
+    """0x08 with pages (SGLang's ``page_size``): an insert caches only ``tokens``' whole pages, ``n - n mod P``
+    tokens; the unaligned tail's slots stay private to their request. Over slots 0..7, a request q that reserved
+    slots 0..n-1 and inserts n tokens: P 4, n 7 caches 4 (q keeps 4, 5, 6); P 3, n 5 caches 3 (q keeps 3, 4);
+    P 4, n 8 caches 8 (q keeps nothing); P 4, n 3 caches nothing (no node). A transition prepared against the
+    tree's version runs (the version then one higher), against another one is refused STALE_VERSION; the
+    versions are ints above 256 built at run time (equal, not identical). A parent files a child edge under its
+    first token at page size 1, under its first page (a tuple) above (``selector``'s docstring). A running request
+    (``publish_unfinished``, 0x08C) publishes its whole pages only: (1, 2, 3) at page size 2 caches (1, 2) (node 1,
+    locked by q, 2 tokens protected) and keeps slot 2 private; passing the tail (3) again with 4 publishes (3, 4)
+    (node 2) and moves q's lock there (node 1 stays locked through the path); releasing q drops every lock."""
+    import attrs
+
+    from kvexact.reference import radix as rx
+    from kvexact.reference.rejections import Rejected
+
+    def inserted(page: int, n: int) -> Any:
+        s, _ = rx.reserve(rx.RadixState.empty(8, 0, page_size=page), "q", range(n))
+        s, receipt = rx.insert(s, tuple(range(10, 10 + n)), tuple(range(n)), "q")
+        return (receipt.prefix_tokens, receipt.new_node_id is None, s.edges(), dict(s.private_slot_ids))
+
+    def version_outcome(fn: Any) -> Any:
+        try:
+            return fn()[0].version
+        except Rejected as exc:
+            return exc.reason.name
+
+    s300 = attrs.evolve(rx.RadixState.empty(4), version=_big(300))
+
+    def view(st: Any) -> Any:
+        return (st.edges(), dict(st.private_slot_ids),
+                {r: (e.last_node_id, e.protected_tokens) for r, e in st.requests.items()},
+                {n.node_id: n.lock_ref for n in st.nodes.values()}, sorted(st.free_slot_ids))
+
+    run = rx.publish_unfinished(rx.RadixState.empty(8, 0, page_size=2), "q", [1, 2, 3], [0, 1, 2])[0]
+    run2 = rx.publish_unfinished(run, "q", [3, 4], [2, 3])[0]
+    running = [view(run), view(run2), view(rx.release_request(run2, "q")[0])]
+    keys = []
+    for page in (1, 2):
+        st, _ = rx.reserve(rx.RadixState.empty(4, 0, page_size=page), "q", range(2))
+        keys.append(list(rx.insert(st, (5, 6), (0, 1), "q")[0].nodes[rx.ROOT].children))
+    return [("inserts of n tokens at page size P: prefix, no new node, edges, private slots",
+             [inserted(4, 7), inserted(3, 5), inserted(4, 8), inserted(4, 3)],
+             [(0, False, {(10, 11, 12, 13): (0, 1, 2, 3)}, {"q": (4, 5, 6)}),
+              (0, False, {(10, 11, 12): (0, 1, 2)}, {"q": (3, 4)}),
+              (0, False, {tuple(range(10, 18)): tuple(range(8))}, {}),
+              (0, True, {}, {"q": (0, 1, 2)})]),
+            ("the root's child keys after inserting (5, 6) at page size 1, 2; selector of (5, 6, 7) at 1, 2",
+             (keys, rx.selector((5, 6, 7), 1), rx.selector((5, 6, 7), 2)), ([[5], [(5, 6)]], 5, (5, 6))),
+            ("page size 2: q publishes (1, 2, 3) on slots 0..2, then (3, 4) on 2, 3, then is released: edges, private,"
+             " requests (last node, protected), locks, free",
+             running,
+             [({(1, 2): (0, 1)}, {"q": (2,)}, {"q": (1, 2)}, {0: 0, 1: 1}, [3, 4, 5, 6, 7]),
+              ({(1, 2): (0, 1), (3, 4): (2, 3)}, {}, {"q": (2, 4)}, {0: 0, 1: 1, 2: 1}, [4, 5, 6, 7]),
+              ({(1, 2): (0, 1), (3, 4): (2, 3)}, {}, {}, {0: 0, 1: 0, 2: 0}, [4, 5, 6, 7])]),
+            ("at version 300: match expecting 300, 299, 301; insert expecting 300 and 299",
+             [version_outcome(lambda v=v: rx.match(s300, [1], expected_version=_big(v))) for v in (300, 299, 301)]
+             + [version_outcome(lambda v=v: rx.insert(s300, (), (), expected_version=_big(v))) for v in (300, 299)],
+             [301, "STALE_VERSION", "STALE_VERSION", 301, "STALE_VERSION"])]
+
+
+def hybrid_publish_0x07C() -> Rows:
+    """0x07C (reference/hybrid.py's invariant): groups of block sizes 2 and 3 align at A = lcm(2, 3) = 6. An 8-token
+    prompt published into an empty index adds blocks from its hit 0 up to its A-aligned length 8 - 8 mod 6 = 6:
+    prefixes of 2, 4, 6 tokens in the first group and of 3, 6 in the second, one block each. Its lookup then hits
+    6 (cap 8 - 1 = 7, aligned down to 6, both groups hold every block below it), so publishing it again adds
+    nothing (its own hit reaches its aligned length); a 7-token query hits 6 too, a 6-token one (cap 5) none.
+    Evicting drops one holder (never below none; a prefix held by none changes nothing); with group 0's first
+    block gone no frontier is common: hit 0. Refusals (the module's rejections): a block size that is not a
+    positive int, a window under 2 tokens, no groups, a negative cap. A full group needs blocks 0..L/P - 1, a window
+    W group the ceil((W - 1) / P) blocks just before L / P (from 0): 10 at P 4: 0, 1; 12 at P 4, W 5: block 2 (ceil(4 / 4) = 1); W 6:
+    blocks 1, 2 (ceil(5 / 4) = 2); 4 at P 4, W 9: block 0."""
+    from kvexact.reference import hybrid as hy
+    from kvexact.reference.rejections import rejection_of
+
+    t = tuple(range(10, 18))
+    once = hy.HybridIndex.empty([hy.CacheGroup(2), hy.CacheGroup(3)]).publish(t)
+    twice = once.publish(t)
+    expected = ({t[:2]: 1, t[:4]: 1, t[:6]: 1}, {t[:3]: 1, t[:6]: 1})
+    H = hy.HybridRejection
+    gone = once.evict(0, t[:2])
+    bad = [lambda: hy.CacheGroup(0), lambda: hy.CacheGroup(-2), lambda: hy.CacheGroup(2.0),  # type: ignore[arg-type]
+           lambda: hy.CacheGroup(2, 1), lambda: hy.CacheGroup(2, 2), lambda: hy.alignment([]),
+           lambda: hy.HybridIndex.empty([]), lambda: hy.converged_hit([hy.CacheGroup(2)], [[0]], -1)]
+    return [("an 8-token prompt published once: blocks per group; its lookup", (once.counts, once.lookup(t)),
+             (expected, 6)),
+            ("the same prompt published again: blocks per group", twice.counts, expected),
+            ("(1..5) published over block sizes 1 and 2 (A = 2, aligned length 4): blocks per group",
+             hy.HybridIndex.empty([hy.CacheGroup(1), hy.CacheGroup(2)]).publish([1, 2, 3, 4, 5]).counts,
+             ({(1,): 1, (1, 2): 1, (1, 2, 3): 1, (1, 2, 3, 4): 1}, {(1, 2): 1, (1, 2, 3, 4): 1})),
+            ("block size 0, -2, 2.0; window 1, 2; no groups (alignment, index); cap -1: refused as",
+             [rejection_of(f) for f in bad], [H.BAD_BLOCK_SIZE] * 3 + [H.BAD_WINDOW, None] + [H.NO_GROUPS] * 2
+             + [H.NEGATIVE_CAP]),
+            ("group 0's (10, 11) evicted once, twice; (9,) evicted (held by none): holders of (10, 11); counts same",
+             (gone.counts[0][t[:2]], gone.evict(0, t[:2]).counts[0][t[:2]], once.evict(1, (9,)).counts == once.counts),
+             (0, 0, True)),
+            ("the lookup once group 0's (10, 11) is gone; a 7-token query's hit (cap 6); a 6-token one's (cap 5)",
+             (gone.lookup(t), once.lookup(t[:7]), once.lookup(t[:6])), (0, 6, 0)),
+            ("sizes 2 and 3 holding blocks 0..9 each: hits at caps 8, 7, 5 (the largest multiple of 6 at most the cap)",
+             [hy.converged_hit([hy.CacheGroup(2), hy.CacheGroup(3)], [range(10), range(10)], c) for c in (8, 7, 5)],
+             [6, 6, 0]),
+            ("blocks needed for 10 tokens at P 4; for 12 at P 4 window 5, window 6; for 4 at P 4 window 9; cap 0's hit",
+             (list(hy.CacheGroup(4).needed_blocks(10)), list(hy.CacheGroup(4, 5).needed_blocks(12)),
+              list(hy.CacheGroup(4, 6).needed_blocks(12)), list(hy.CacheGroup(4, 9).needed_blocks(4)),
+              hy.converged_hit([hy.CacheGroup(2)], [[0, 1]], 0)),
+             ([0, 1], [2], [1, 2], [0], 0)),
+            ("blocks of (1..5) at P 2 held by the prefixes (1, 2), (1, 2, 3, 4), (9, 9); by (1, 2, 3, 4) alone",
+             (sorted(hy.cached_blocks(hy.CacheGroup(2), [1, 2, 3, 4, 5], [(1, 2), (1, 2, 3, 4), (9, 9)])),
+              sorted(hy.cached_blocks(hy.CacheGroup(2), [1, 2, 3, 4, 5], [(1, 2, 3, 4)]))), ([0, 1], [1]))]
+
+
+def radix_eviction_0x08E() -> Rows:
+    """0x08E/0x08G over slots 1..8 (page size 1; every transition advances the tree's clock by one and stamps the
+    nodes it creates or walks through): q reserves slots 1..6 (clock 1); X = (1, 2) on slots 1, 2 (node 1, clock
+    2); Y = (3, 4, 5) on slots 3..5 (node 2, clock 3); (1, 2, 9) walks X and adds Z = (9) on slot 6 below it (node
+    3, clock 4); a match of (3, 4, 5) touches Y (clock 5). LRU ranks (last access, creation, id): Z (4, 4) before
+    X (4, 2 -- a candidate once Z is gone) before Y (5); FIFO ranks (creation, id): Y (3) first. Evicting stops
+    once the target is released. ``evict_node`` refuses the root, an inner node and a locked leaf. A handoff of
+    h's prompt (3, 4, 5, 7 x 7: 10 tokens) matches 3 (compute 7); a receipt changed without resealing, one
+    resealed with a policy decision, with a suffix not starting at the match, ending before it, or with 2 prefix
+    slots for 3 matched tokens is refused; h's lock keeps its receipt valid at a later version until a split
+    moves its terminal node under a new one (path mismatch); released, the receipt is stale; so is, at a later
+    version, h's receipt of another prompt (h's lock ends elsewhere). A whole match (k: (1, 2)) has the empty
+    suffix (2, 2), and is valid. X locked keeps X when Z goes (4 tokens released: Z, Y). A tree whose next node id is 300
+    evicts its node 300 named by an equal int built at run time (the root keeps no child). A node's lock count
+    must equal the terminal locks on and below it (0x08D): a count below or above them is refused. Prefill at B_row 16,
+    P 4: useful 7 x 16 = 112 bytes; blocks ceil(max(7 - tail, 0) / 4) for free tails 0, 2, 3, 9: 2, 2, 1, 0."""
+    import attrs
+
+    from kvexact.reference import radix as rx
+    from kvexact.reference.rejections import rejection_of
+
+    R = rx.RadixRejection
+    st = rx.reserve(rx.RadixState.empty(8, 1), "q", range(1, 7))[0]
+    st = rx.insert(st, (1, 2), (1, 2), "q")[0]
+    st = rx.insert(st, (3, 4, 5), (3, 4, 5), "q")[0]
+    st = rx.insert(st, (1, 2, 9), (1, 2, 6), "q")[0]
+    st = rx.match(st, (3, 4, 5))[0]
+
+    def evicted(target: Any, ranking: Any = rx.lru, state: Any = st) -> Any:
+        try:
+            r = rx.evict(state, target, ranking)[1]
+        except Exception:
+            return rejection_of(lambda: rx.evict(state, target, ranking))
+        return r.released_tokens, r.evicted_node_ids, r.freed_slot_ids
+
+    locked = rx.lock(st, 3)[0]
+    x_locked = rx.lock(st, 1)[0]
+    held, receipt = rx.match_and_lock(st, "h", 0, (3, 4, 5, *[7] * 7))
+    other = rx.match_and_lock(st, "h", 0, (1, 2, 9))[1]  # h's receipt of another prompt: ends at Z, not at Y
+    whole = rx.match_and_lock(st, "k", 0, (1, 2))
+    bad = [attrs.evolve(receipt, matched_tokens=2), rx._seal(attrs.evolve(receipt, policy_decision="admit")),
+           *[rx._seal(attrs.evolve(receipt, **kw)) for kw in ({"suffix_interval": (2, 10)},
+                                                              {"suffix_interval": (3, 2)}, {"prefix_slot_ids": (3, 4)})]]
+    later = rx.match(held, (1, 2))[0]
+    split = rx.insert(rx.reserve(held, "o", [7])[0], (3, 4, 8), (3, 4, 7), "o")[0]
+    released = rx.release_request(held, "h")[0]
+    est = [rx.prefill_estimate(receipt, 16, 4, tail) for tail in (0, 2, 3, 9)]
+    big = rx.reserve(attrs.evolve(rx.RadixState.empty(2, 1), next_node_id=_big(300)), "q", [1, 2])[0]
+    big = rx.insert(big, (1, 2), (1, 2), "q")[0]  # node 300
+    gone300 = rx.evict_node(big, _big(300))
+    neg = rx.reserve(attrs.evolve(rx.RadixState.empty(2, 1), next_node_id=-5), "q", [1, 2])[0]
+    neg = rx.insert(neg, (1, 2), (1, 2), "q")[0]  # node ids are labels: this tree numbers its nodes from -5
+    return [("LRU evictions of 0, 1, 3, 100 tokens: released, nodes, slots",
+             [evicted(t) for t in (0, 1, 3, 100)],
+             [(0, (), ()), (1, (3,), ((6,),)), (3, (3, 1), ((6,), (1, 2))),
+              (6, (3, 1, 2), ((6,), (1, 2), (3, 4, 5)))]),
+            ("FIFO eviction of 1 token; LRU of 100 with Z locked, with X locked; targets -1, True",
+             [evicted(1, rx.fifo), evicted(100, state=locked), evicted(100, state=x_locked), evicted(-1),
+              evicted(True)],
+             [(3, (2,), ((3, 4, 5),)), (3, (2,), ((3, 4, 5),)), (4, (3, 2), ((6,), (3, 4, 5))),
+              R.NEGATIVE_EVICTION_TARGET, R.NEGATIVE_EVICTION_TARGET]),
+            ("evict_node of the root, X (inner), Z locked, node 99; Y: released, nodes, slots",
+             [rejection_of(lambda n=n, s=s: rx.evict_node(s, n)) for n, s in ((0, st), (1, st), (3, locked), (99, st))]
+             + [(lambda r: (r.released_tokens, r.evicted_node_ids, r.freed_slot_ids))(rx.evict_node(st, 2)[1])],
+             [R.ROOT_EVICTION, R.INTERNAL_NODE_EVICTION, R.LOCKED_LEAF_EVICTION, R.UNKNOWN_NODE,
+              (3, (2,), ((3, 4, 5),))]),
+            ("h's receipt: matched, suffix; changed receipts refused as",
+             (receipt.matched_tokens, receipt.suffix_interval, [rejection_of(lambda b=b: rx.verify_handoff(held, b))
+                                                                for b in bad]),
+             (3, (3, 10), [R.RECEIPT_TAMPERED, R.POLICY_DECISION_FORBIDDEN] + [R.SUFFIX_MISMATCH] * 3)),
+            ("h's receipt at its version, a later one (locked), after a split, after h's release",
+             [rejection_of(lambda s=s: rx.verify_handoff(s, receipt)) for s in (held, later, split, released)],
+             [None, None, R.PATH_SLOT_MISMATCH, R.STALE_VERSION]),
+            ("at the later version: h's receipt ending at Z (h locks Y); k's receipt of a whole match: suffix, verdict",
+             (rejection_of(lambda: rx.verify_handoff(later, other)), whole[1].suffix_interval,
+              rejection_of(lambda: rx.verify_handoff(*whole))), (R.STALE_VERSION, (2, 2), None)),
+            ("check_state: Z's terminal lock recorded without its path's counts; the counts without the lock; both; "
+             "X not listed by the root; X under a parent 99 that does not exist",
+             [rejection_of(lambda t=t: rx.check_state(t)) for t in (
+                 attrs.evolve(st, terminal_locks={3: 1}), attrs.evolve(locked, terminal_locks={}), locked,
+                 attrs.evolve(st, nodes={**st.nodes, rx.ROOT: attrs.evolve(st.nodes[rx.ROOT], children={
+                     k: v for k, v in st.nodes[rx.ROOT].children.items() if v != 1})}),
+                 attrs.evolve(st, nodes={**st.nodes, 1: attrs.evolve(st.nodes[1], parent_id=99)}))],
+             [R.LOCK_COUNT_MISMATCH, R.LOCK_COUNT_MISMATCH, None, R.ORPHAN_NODE, R.ORPHAN_NODE]),
+            ("node 300 evicted by an equal id built at run time: nodes evicted, the root's children, free slots",
+             (gone300[1].evicted_node_ids, dict(gone300[0].nodes[rx.ROOT].children), sorted(gone300[0].free_slot_ids)),
+             ((300,), {}, [1, 2])),
+            ("node -5 (only the root, node 0, is refused): nodes evicted", rx.evict_node(neg, -5)[1].evicted_node_ids,
+             (-5,)),
+            ("prefill at B_row 16, P 4, tails 0, 2, 3, 9: compute, useful, blocks, capacity",
+             [(e.prompt_tokens_to_compute, e.new_useful_kv_bytes, e.new_physical_blocks,
+               e.new_physical_capacity_bytes) for e in est],
+             [(7, 112, 2, 128), (7, 112, 2, 128), (7, 112, 1, 64), (7, 112, 0, 0)]),
+            ("prefill with tail -1, P 0, B_row -1 refused as",
+             [rejection_of(lambda a=a: rx.prefill_estimate(receipt, *a)) for a in ((16, 4, -1), (16, 0), (-1, 4))],
+             [R.MALFORMED_INPUT] * 3)]
+
+
+def translate_refusals_0x03I() -> Rows:
+    """0x03I's translator on Loop 4's snapshot (reference/labs/translate.py: g0 = layers 0..23, 4 KV heads of 128
+    lanes, 16-token blocks, 8 slots, axis order slot, layer, token, head, lane; A is 33 tokens on g0 blocks 1000,
+    1001, 1002 (slots 2, 5, 7; 16, 16, 1 valid rows), generation 3, pool 0), checked in the seed's order, the first
+    failing step named: visibility (0 <= t < 33), table bounds, the handle's group, pool, id, generation, the row,
+    head (0..3), lane (0..127), kind (K or V). A's V scalar at token 16, layer 0, head 0, lane 0 is slot 5, offset
+    0: element 5 x (24 x 16 x 4 x 128) = 983,040 of g0's V tensor (base 4 GiB + 3 MiB, 2-byte scalars). A snapshot
+    is refused for a slot outside 0..7 or shared, valid rows outside 0..16, overlapping tensors (g0's K and V
+    exactly adjacent are not), a table whose length is not ceil(context / 16), one logical block with different
+    valid rows in two groups, a group without its one pool; a successor of another request generation, or not of
+    a newer table version."""
+    import attrs
+
+    from kvexact.reference import translate as tr
+    from kvexact.reference.labs.translate import loop4_snapshot, loop4_successor_snapshot
+    from kvexact.reference.rejections import rejection_of
+
+    TR = tr.TranslateRejection
+    snap = loop4_snapshot()
+    a = snap.request("A")
+
+    def with_a(table0: Any = None, context: int = 33) -> Any:
+        tables = a.block_tables if table0 is None else ((0, table0), a.block_tables[1])
+        grown = attrs.evolve(a, context_length_tokens=context, block_tables=tables)
+        return attrs.evolve(snap, requests=tuple(grown if r.request_id == "A" else r for r in snap.requests))
+
+    def read(s: Any, token: int = 0, head: int = 0, lane: int = 0, kind: str = "K", request: str = "A") -> Any:
+        return rejection_of(lambda: tr.resolve_kv_address(s, request, token, 0, kind, head, lane))
+
+    h0 = a.table(0)[0]
+    handles = [attrs.evolve(h0, cache_group_id=1), attrs.evolve(h0, pool_id=1),
+               attrs.evolve(h0, cache_group_id=1, pool_id=1), attrs.evolve(h0, block_id=999),
+               attrs.evolve(h0, generation=4)]
+    g0, g1 = snap.pools
+
+    def with_desc(i: int, **kw: Any) -> Any:
+        d = list(g0.descriptors)
+        d[i] = attrs.evolve(d[i], **kw)
+        return attrs.evolve(snap, pools=(attrs.evolve(g0, descriptors=d), g1))
+
+    def g1_rows(rows: int) -> Any:
+        d = [attrs.evolve(x, valid_rows=rows) if x.block_id == 2002 else x for x in g1.descriptors]
+        return attrs.evolve(snap, pools=(g0, attrs.evolve(g1, descriptors=d)))
+
+    snapshots = [with_desc(0, physical_slot=8), with_desc(0, physical_slot=-1), with_desc(0, physical_slot=5),
+                 with_desc(1, valid_rows=17), with_desc(1, valid_rows=-1),
+                 attrs.evolve(snap, pools=(attrs.evolve(g0, v_base_address=g0.v_base_address - 2), g1)),
+                 with_a(context=49), with_a(context=32), g1_rows(2), attrs.evolve(snap, pools=(g0,)),
+                 attrs.evolve(snap, pools=(g0, g1, g1)), with_desc(1, valid_rows=16), g1_rows(1)]
+    succ = loop4_successor_snapshot()
+    c = succ.request("C")
+
+    def with_c(**kw: Any) -> Any:
+        return attrs.evolve(succ, requests=tuple(attrs.evolve(c, **kw) if r.request_id == "C" else r
+                                                 for r in succ.requests))
+
+    v = tr.resolve_kv_address(snap, "A", 16, 0, "V", 0, 0)
+    from kvexact.reference.labs.translate import loop4_layout
+
+    lay = loop4_layout(cache_groups=(attrs.evolve(snap.layout.cache_groups[0], v_scalar_bytes=1),
+                                     snap.layout.cache_groups[1]))
+    narrow = attrs.evolve(snap, layout=lay)  # g0's V in 1-byte scalars, its K in 2-byte ones
+    kv_narrow = [tr.resolve_kv_address(narrow, "A", 16, 0, k, 0, 0) for k in ("K", "V")]
+    frozen = [rejection_of(lambda d=d: tr.check_frozen_address(snap, tr.FrozenAddress(
+        "A", 5, 16, 0, "V", 0, 0, 4 * 1024 ** 3 + 3 * 1024 ** 2 + 2 * 983_040 + d))) for d in (-2, 0, 2)]
+    no_g1 = attrs.evolve(snap, requests=tuple(attrs.evolve(r, block_tables=r.block_tables[:1]) if r.request_id == "A"
+                                              else r for r in snap.requests))
+    missing = [rejection_of(lambda layer=layer: tr.resolve_kv_address(no_g1, "A", 0, layer, "K", 0, 0))
+               for layer in (23, 24)]
+    return [("A's tokens -1, 33, 32; request Z", [read(snap, t) for t in (-1, 33, 32)] + [read(snap, request="Z")],
+             [TR.TOKEN_NOT_VISIBLE, TR.TOKEN_NOT_VISIBLE, None, TR.UNKNOWN_REQUEST]),
+            ("heads -1, 4, 3; lanes -1, 128, 127; kinds Q, V; head 4 + lane 128 + Q; lane 128 + Q; token 33 + head 4",
+             [read(snap, head=h) for h in (-1, 4, 3)] + [read(snap, lane=n) for n in (-1, 128, 127)]
+             + [read(snap, kind=k) for k in ("Q", "V")]
+             + [read(snap, head=4, lane=128, kind="Q"), read(snap, lane=128, kind="Q"), read(snap, 33, head=4)],
+             [TR.HEAD_OUT_OF_RANGE, TR.HEAD_OUT_OF_RANGE, None, TR.LANE_OUT_OF_RANGE, TR.LANE_OUT_OF_RANGE, None,
+              TR.BAD_KV_KIND, None, TR.HEAD_OUT_OF_RANGE, TR.LANE_OUT_OF_RANGE, TR.TOKEN_NOT_VISIBLE]),
+            ("A's first g0 handle in group 1, pool 1, both, id 999, generation 4; token 48 of 49 on 3 blocks",
+             [read(with_a((h, *a.table(0)[1:]))) for h in handles] + [read(with_a(context=49), 48)],
+             [TR.WRONG_GROUP_HANDLE, TR.WRONG_POOL, TR.WRONG_GROUP_HANDLE, TR.UNKNOWN_PHYSICAL_ID,
+              TR.STALE_PHYSICAL_GENERATION, TR.TABLE_INDEX_OUT_OF_RANGE]),
+            ("g0's V in 1-byte scalars: A's K and V at token 16, layer 0, head 0, lane 0: byte offsets, addresses",
+             [(r.byte_offset, r.byte_address) for r in kv_narrow],
+             [(2 * 983_040, 4 * 1024 ** 3 + 2 * 983_040), (983_040, 4 * 1024 ** 3 + 3 * 1024 ** 2 + 983_040)]),
+            ("A's V address at token 16 frozen 2 bytes low, exact, 2 bytes high", frozen,
+             [TR.FROZEN_ADDRESS_DRIFT, None, TR.FROZEN_ADDRESS_DRIFT]),
+            ("A without its group 1 table read at layer 23 (group 0), 24 (group 1)", missing,
+             [None, TR.MISSING_GROUP_TABLE]),
+            ("A's V at token 16, layer 0, head 0, lane 0: slot id, coordinate, element, byte address",
+             (v.slot_id, v.coordinate, v.element_offset, v.byte_address),
+             (5 * 16, (5, 0, 0, 0, 0), 5 * 24 * 16 * 4 * 128, 4 * 1024 ** 3 + 3 * 1024 ** 2 + 2 * 983_040)),
+            ("snapshots: slot 8, -1, shared; rows 17, -1; V overlapping K; A at 49, 32 tokens; bundle rows 1 vs 2; "
+             "one pool, three pools; rows 16; the fixture",
+             [rejection_of(lambda x=x: tr.validate_snapshot(x)) for x in snapshots],
+             [TR.SLOT_OUT_OF_RANGE, TR.SLOT_OUT_OF_RANGE, TR.SLOT_REUSED, TR.VALID_ROWS_OUT_OF_RANGE,
+              TR.VALID_ROWS_OUT_OF_RANGE, TR.OVERLAPPING_TENSOR_RANGES, TR.TABLE_LENGTH_DRIFT, TR.TABLE_LENGTH_DRIFT,
+              TR.BUNDLE_MISMATCH, TR.MISSING_GROUP_POOL, TR.MISSING_GROUP_POOL, None, None]),
+            ("C's successor at generation 2; at version 2 (C's), 1; at 3",
+             [rejection_of(lambda x=x: tr.consume_successor(snap, x, "C"))
+              for x in (with_c(request_generation=2), with_c(table_version=2), with_c(table_version=1), succ)],
+             [TR.REQUEST_GENERATION_DRIFT, TR.STALE_SUCCESSOR_VERSION, TR.STALE_SUCCESSOR_VERSION, None])]
+
+
+def traversal_refusals_0x0A() -> Rows:
+    """0x0A's decode block loop on Loop 4 (group 1, 16-token blocks: B is 25 tokens on blocks 2000, 2001 of 16
+    valid rows; A 33 tokens on 2000, 2001, 2002, the last with 1 valid row): told T tokens it reads ceil(T / 16)
+    tiles, the last T mod 16 or 16 rows. B: T 25 -> 16, 9; 16 -> 16; 17 -> 16, 1; 0 -> none; 26 (past B's
+    context) READ_PAST_VISIBLE; -1 NEGATIVE_LENGTH. A at 34 tokens reads 2 rows of block 2002, which holds 1:
+    READ_PAST_MATERIALIZED; with 2 table entries its third tile is out of the table; a handle of an unknown id, or
+    of another generation, is refused. Sizes: 512 % 24 != 0 (PARTITION_NOT_MULTIPLE), 512 % 16 = 0 (a geometry),
+    512 % 1024 = 512 (refused); 64 is not launchable
+    (pinned 8, 16, 32); an empty batch; a 0-byte entry; 8 suffixes for B = 7 or 9 rows; a shared prefix of -1; a page
+    group of 64 KiB + 1 over 2,048-byte rows; 0-byte rows. 0x0BJ: 64 KiB groups hold 32 tokens, so T = 1,025
+    needs 33 groups, 33 x 65,536 - 1,025 x 2,048 = 63,488 bytes of tail; T = 0 needs none."""
+    import attrs
+
+    from kvexact.reference import traversal as tv
+    from kvexact.reference.labs.translate import loop4_snapshot
+    from kvexact.reference.rejections import rejection_of
+    from kvexact.reference.translate import TranslateRejection as TR
+
+    T = tv.TraversalRejection
+    snap = loop4_snapshot()
+
+    def tiles(s: Any, request: str, n: int | None) -> Any:
+        try:
+            return [(st.handle.block_id, st.rows_read) for st in tv.decode_traversal(s, request, 1, n)]
+        except Exception:
+            return rejection_of(lambda: tv.decode_traversal(s, request, 1, n))
+
+    a = snap.request("A")
+
+    def with_a(table1: Any = None, context: int = 33) -> Any:
+        tables = a.block_tables if table1 is None else (a.block_tables[0], (1, table1))
+        grown = attrs.evolve(a, context_length_tokens=context, block_tables=tables)
+        return attrs.evolve(snap, requests=tuple(grown if r.request_id == "A" else r for r in snap.requests))
+
+    t1 = a.table(1)
+    sizes = [lambda: tv.kernel_geometry(2049, 24), lambda: tv.require_launchable(64), lambda: tv.require_launchable(16),
+             lambda: tv.ragged_table_ledger([], 16), lambda: tv.ragged_table_ledger([1], 16, 0),
+             lambda: tv.kernel_geometry(2049, 16), lambda: tv.kernel_geometry(2049, 1024),
+             lambda: tv.chunk_ledger(16, batch_rows=7), lambda: tv.chunk_ledger(16, batch_rows=9),
+             lambda: tv.chunk_ledger(16, shared_tokens=-1),
+             lambda: tv.page_group_row(65536 + 1, 1025), lambda: tv.page_group_row(65536, 1025, 0),
+             lambda: tv.page_group_row(65536, -1)]
+    rows = [tv.page_group_row(65536, t) for t in (1025, 0)]
+    return [("B told 25, 16, 17, 0, 26, -1 tokens: tiles (block, rows)",
+             [tiles(snap, "B", n) for n in (25, 16, 17, 0, 26, -1)] + [tiles(snap, "B", None)],
+             [[(2000, 16), (2001, 9)], [(2000, 16)], [(2000, 16), (2001, 1)], [], T.READ_PAST_VISIBLE,
+              T.NEGATIVE_LENGTH, [(2000, 16), (2001, 9)]]),
+            ("A: at 33 tokens; at 34; on 2 entries; block 2002 as id 999; as generation 8",
+             [tiles(snap, "A", None), tiles(with_a(context=34), "A", None), tiles(with_a(t1[:2]), "A", None),
+              tiles(with_a((*t1[:2], attrs.evolve(t1[2], block_id=999))), "A", None),
+              tiles(with_a((*t1[:2], attrs.evolve(t1[2], generation=8))), "A", None)],
+             [[(2000, 16), (2001, 16), (2002, 1)], T.READ_PAST_MATERIALIZED, TR.TABLE_INDEX_OUT_OF_RANGE,
+              TR.UNKNOWN_PHYSICAL_ID, TR.STALE_PHYSICAL_GENERATION]),
+            ("sizes refused as", [rejection_of(f) for f in sizes],
+             [T.PARTITION_NOT_MULTIPLE, T.UNSUPPORTED_KERNEL_BLOCK, None, T.EMPTY_BATCH, T.NON_POSITIVE_SIZE,
+              None, T.PARTITION_NOT_MULTIPLE, T.SUFFIX_COUNT_MISMATCH, T.SUFFIX_COUNT_MISMATCH, T.NEGATIVE_LENGTH, T.PAGE_GROUP_NOT_MULTIPLE, T.NON_POSITIVE_SIZE,
+              T.NEGATIVE_LENGTH]),
+            ("0x0AA geometry at T 2,049 with the defaults (P_part 512, warp 32, 2-byte scalars), P_k 1, 8, 16, 32, "
+             "64, 128: seq blocks, partitions, blocks a partition, thread group, tokens a group, vector, pinned",
+             [(g.seq_blocks, g.partitions, g.blocks_per_partition, g.thread_group_size, g.tokens_per_thread_group,
+               g.value_vector_width, g.instantiated_by_pinned_v1)
+              for g in (tv.kernel_geometry(2049, p) for p in (1, 8, 16, 32, 64, 128))],
+             [(-(-2049 // p), -(-2049 // 512), 512 // p, max(32 // p, 1), -(-p // 32), min(16 // 2, p), p in (8, 16, 32))
+              for p in (1, 8, 16, 32, 64, 128)]),
+            ("64 KiB page groups at T 1,025 and 0: tokens per group, groups, tail bytes",
+             [(r.tokens_per_group, r.groups, r.waste_bytes) for r in rows],
+             [(32, 33, 33 * 65536 - 1025 * 2048), (32, 0, 0)])]
+
+
 def _raises(fn: Any) -> str | None:
     try:
         fn()
@@ -1418,4 +1801,8 @@ INDEX_CASES = {"formulas catalog 0x10A": formulas_catalog_0x10A, "formulas z3 0x
                "identity 0x06-0x08": identity_0x06_0x08,
                "identity 0x03-0x0CE": identity_0x03_0x0CE,
                "bounds 0x03I-0x0CE": bounds_0x03I_0x0CE,
-               "refusals 0x03-0x08": refusals_0x03_0x08}
+               "refusals 0x03-0x08": refusals_0x03_0x08,
+               "radix pages 0x08": radix_pages_0x08, "hybrid publish 0x07C": hybrid_publish_0x07C,
+               "radix eviction 0x08E": radix_eviction_0x08E,
+               "translate refusals 0x03I": translate_refusals_0x03I,
+               "traversal refusals 0x0A": traversal_refusals_0x0A}

@@ -40,6 +40,40 @@ SURVIVORS = [
      "vllm hybrid duplicates s16"),
     (vllm_pool, "PoolState.check", "for b in range(1, self.num_blocks):", "for b in range( 2, self.num_blocks):",
      "vllm pool self-check"),
+    # the named survivors of issue #25 (main d15a566): the delayed writer's tail and its fence
+    (adapters, "ReferenceAdapter.truncate", "if old_tails and old_tails[-1] in released.freed_handles:",
+     "if old_tails and old_tails[not 1] in released.freed_handles:", "adapter delayed writer"),
+    (adapters, "ReferenceAdapter.stale_write",
+     'if result.rejection in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"):',
+     'if not result.rejection in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"):', "adapter delayed writer"),
+    # survivors of the seed-1001 sample over reference.adapters (issue #25 exploration)
+    (adapters, "_request_vars", "lens[r] = rec.context_tokens if rec else 0", "lens[r] = rec.context_tokens if rec else 1",
+     "adapter idle projections"),
+    (adapters, "ReferenceAdapter.start", "for j in range((len(prompt) - 1) // p):",
+     "for j in range((len(prompt) - 1) * p):", "adapter prefix cap"),
+    (adapters, "ReferenceAdapter.start", "for t in prompt[len(hit) * p:]]", "for t in prompt[len(hit) ** p:]]",
+     "adapter prefix cap"),
+    # neighbours in the projections and the recorder, which the spec-validated traces catch
+    (adapters, "project_kv_allocation", "ref[g][b] = pool.refcount(b) - other[g].get(b, 0)",
+     "ref[g][b] = pool.refcount(b) + other[g].get(b, 0)", "adapter traces"),
+    (adapters, "project_kv_allocation", "rows[g][b] = 0 if pool.state_of(b) is BlockState.FREE else rec.valid_rows",
+     "rows[g][b] = 0 if pool.state_of(b) is not BlockState.FREE else rec.valid_rows", "adapter traces"),
+    (adapters, "project_kv_allocation", 'txn["phase"] = "ready" if open_txn.publication_state == "READY_TO_PUBLISH"',
+     'txn["phase"] = "ready" if open_txn.publication_state != "READY_TO_PUBLISH"', "adapter traces"),
+    (adapters, "project_cow_publication", "valid[g][b] = 0 if (not live or pending) else rec.valid_rows",
+     "valid[g][b] = 0 if (live or pending) else rec.valid_rows", "adapter traces"),
+    (adapters, "project_cow_publication", "pending = rec.reserved_by is not None and not validated",
+     "pending = rec.reserved_by is not None or not validated", "adapter traces"),
+    (adapters, "no_stale", '{"grp": min(groups), "block": NO_STALE_BLOCK, "gen": 0}',
+     '{"grp": max(groups), "block": NO_STALE_BLOCK, "gen": 0}', "adapter traces"),
+    (adapters, "ReferenceAdapter._publish", "self.positions[digest.hex()] = j + 1",
+     "self.positions[digest.hex()] = j + 2", "adapter traces"),
+    (adapters, "ReferenceAdapter._publish", "if tokens != self.stream[: len(tokens)]:",
+     "if tokens == self.stream[: len(tokens)]:", "adapter traces"),
+    # the seed-1010 sample over the five modules: the recorder's rolled-back marker with a transaction in flight
+    (adapters, "TraceRecorder._kv_history",
+     'if prev["txn"]["phase"] == "rolled_back" and state["txn"]["phase"] == "idle":',
+     'if prev["txn"]["phase"] == "rolled_back" and state["txn"]["phase"] >= "idle":', "adapter traces"),
 ]
 
 
