@@ -11,6 +11,7 @@ integer arithmetic against the z3 encoding); none is copied from the code's outp
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from fractions import Fraction
 from typing import Any
@@ -1408,7 +1409,10 @@ def radix_pages_0x08() -> Rows:
     first token at page size 1, under its first page (a tuple) above (``selector``'s docstring). A running request
     (``publish_unfinished``, 0x08C) publishes its whole pages only: (1, 2, 3) at page size 2 caches (1, 2) (node 1,
     locked by q, 2 tokens protected) and keeps slot 2 private; passing the tail (3) again with 4 publishes (3, 4)
-    (node 2) and moves q's lock there (node 1 stays locked through the path); releasing q drops every lock."""
+    (node 2) and moves q's lock there (node 1 stays locked through the path); releasing q drops every lock. The
+    state digest covers the page size above 1 only: page size 1 keeps the digest of a tree without pages (the
+    canonical JSON of ``state_sha256``'s docstring, computed here by hand), so page sizes 1, 2, 4 differ. A match
+    whose query runs out inside an edge splits it there, at the root's edge (1,) or one edge down (1, 2, 3, 4)."""
     import attrs
 
     from kvexact.reference import radix as rx
@@ -1439,6 +1443,22 @@ def radix_pages_0x08() -> Rows:
     for page in (1, 2):
         st, _ = rx.reserve(rx.RadixState.empty(4, 0, page_size=page), "q", range(2))
         keys.append(list(rx.insert(st, (5, 6), (0, 1), "q")[0].nodes[rx.ROOT].children))
+
+    def empty_digest(**paged: int) -> str:  # the digest contract by hand: canonical JSON of the empty tree on 0..3
+        body = {**paged, "pool": [0, 1, 2, 3], "nodes": [[0, None, [], [], [], 0]], "free": [0, 1, 2, 3],
+                "private": [], "terminal_locks": [], "requests": [], "version": 0}
+        return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    digests = [rx.state_sha256(rx.RadixState.empty(4, 0, page_size=p)) for p in (1, 2, 4)]
+    # a match ending inside an edge with the query used up: (1, 2) then (3, 4, 5) below it, queried with
+    # (1, 2, 3, 4) (ends 2 tokens into the second edge, at offset 2) and (1,) (ends inside (1, 2) at offset 0)
+    inner = rx.reserve(rx.RadixState.empty(8), "q", range(5))[0]
+    inner = rx.insert(inner, (1, 2), (0, 1), "q")[0]
+    inner = rx.insert(inner, (1, 2, 3, 4, 5), (0, 1, 2, 3, 4), "q")[0]
+    inner_rows = []
+    for query in ((1, 2, 3, 4), (1,), (1, 2, 3, 4, 5, 6)):
+        after, got = rx.match(inner, query)
+        inner_rows.append((got.matched_tokens, got.prefix_slot_ids, got.split, after.edges()))
     return [("inserts of n tokens at page size P: prefix, no new node, edges, private slots",
              [inserted(4, 7), inserted(3, 5), inserted(4, 8), inserted(4, 3)],
              [(0, False, {(10, 11, 12, 13): (0, 1, 2, 3)}, {"q": (4, 5, 6)}),
@@ -1447,6 +1467,15 @@ def radix_pages_0x08() -> Rows:
               (0, True, {}, {"q": (0, 1, 2)})]),
             ("the root's child keys after inserting (5, 6) at page size 1, 2; selector of (5, 6, 7) at 1, 2",
              (keys, rx.selector((5, 6, 7), 1), rx.selector((5, 6, 7), 2)), ([[5], [(5, 6)]], 5, (5, 6))),
+            ("the empty tree on slots 0..3: digest at page size 1 (no page_size field, the old digest), at 2 (with"
+             " it); page sizes 1, 2, 4 give three distinct digests",
+             (digests[0] == empty_digest(), digests[1] == empty_digest(page_size=2), len(set(digests))),
+             (True, True, 3)),
+            ("tree (1, 2) -> (3, 4, 5): matches of (1, 2, 3, 4), (1,), (1, 2, 3, 4, 5, 6): matched, slots, split, edges",
+             inner_rows,
+             [(4, (0, 1, 2, 3), True, {(1, 2): (0, 1), (3, 4): (2, 3), (5,): (4,)}),
+              (1, (0,), True, {(1,): (0,), (2,): (1,), (3, 4, 5): (2, 3, 4)}),
+              (5, (0, 1, 2, 3, 4), False, {(1, 2): (0, 1), (3, 4, 5): (2, 3, 4)})]),
             ("page size 2: q publishes (1, 2, 3) on slots 0..2, then (3, 4) on 2, 3, then is released: edges, private,"
              " requests (last node, protected), locks, free",
              running,
@@ -1520,8 +1549,8 @@ def radix_eviction_0x08E() -> Rows:
     resealed with a policy decision, with a suffix not starting at the match, ending before it, or with 2 prefix
     slots for 3 matched tokens is refused; h's lock keeps its receipt valid at a later version until a split
     moves its terminal node under a new one (path mismatch); released, the receipt is stale; so is, at a later
-    version, h's receipt of another prompt (h's lock ends elsewhere). A whole match (k: (1, 2)) has the empty
-    suffix (2, 2), and is valid. X locked keeps X when Z goes (4 tokens released: Z, Y). A tree whose next node id is 300
+    version, h's receipt of another prompt (h's lock ends elsewhere, at a node of a lower or a higher id). A
+    whole match (k: (1, 2)) has the empty suffix (2, 2), and is valid. X locked keeps X when Z goes (4 tokens released: Z, Y). A tree whose next node id is 300
     evicts its node 300 named by an equal int built at run time (the root keeps no child). A node's lock count
     must equal the terminal locks on and below it (0x08D): a count below or above them is refused. Prefill at B_row 16,
     P 4: useful 7 x 16 = 112 bytes; blocks ceil(max(7 - tail, 0) / 4) for free tails 0, 2, 3, 9: 2, 2, 1, 0."""
@@ -1553,6 +1582,7 @@ def radix_eviction_0x08E() -> Rows:
            *[rx._seal(attrs.evolve(receipt, **kw)) for kw in ({"suffix_interval": (2, 10)},
                                                               {"suffix_interval": (3, 2)}, {"prefix_slot_ids": (3, 4)})]]
     later = rx.match(held, (1, 2))[0]
+    later_z = rx.match(rx.match_and_lock(st, "h", 0, (1, 2, 9))[0], (1, 2))[0]  # h locks Z (node 3), not Y (node 2)
     split = rx.insert(rx.reserve(held, "o", [7])[0], (3, 4, 8), (3, 4, 7), "o")[0]
     released = rx.release_request(held, "h")[0]
     est = [rx.prefill_estimate(receipt, 16, 4, tail) for tail in (0, 2, 3, 9)]
@@ -1585,6 +1615,8 @@ def radix_eviction_0x08E() -> Rows:
             ("at the later version: h's receipt ending at Z (h locks Y); k's receipt of a whole match: suffix, verdict",
              (rejection_of(lambda: rx.verify_handoff(later, other)), whole[1].suffix_interval,
               rejection_of(lambda: rx.verify_handoff(*whole))), (R.STALE_VERSION, (2, 2), None)),
+            ("at a later version with h locking Z (node 3): h's receipt ending at Y (node 2, a lower id)",
+             rejection_of(lambda: rx.verify_handoff(later_z, receipt)), R.STALE_VERSION),
             ("check_state: Z's terminal lock recorded without its path's counts; the counts without the lock; both; "
              "X not listed by the root; X under a parent 99 that does not exist",
              [rejection_of(lambda t=t: rx.check_state(t)) for t in (

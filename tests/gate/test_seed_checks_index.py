@@ -194,6 +194,14 @@ SURVIVORS = [
      "if got.byte_address < frozen.byte_address:", "translate refusals 0x03I"),
     (radix, "check_state", "parent.children.get(selector(n.token_ids, state.page_size)) != n.node_id:",
      "parent.children.get(selector(n.token_ids, state.page_size)) > n.node_id:", "radix eviction 0x08E"),
+    # the fresh seed-91 sample over reference/: the page size in the digest, a lock compared by order, a walk
+    # whose query runs out inside an edge
+    (radix, "state_sha256", 'paged = {"page_size": state.page_size} if state.page_size > 1 else {}',
+     'paged = {"page_size": state.page_size} if not state.page_size > 1 else {}', "radix pages 0x08"),
+    (radix, "verify_handoff", "locked = entry is not None and entry.last_node_id == receipt.terminal_node_id",
+     "locked = entry is not None and entry.last_node_id >= receipt.terminal_node_id", "radix eviction 0x08E"),
+    (radix, "_Draft.walk", "while m < len(edge) and offset + m < len(tokens) and edge[m] == tokens[offset + m]:",
+     "while m < len(edge) and offset >> m < len(tokens) and edge[m] == tokens[offset + m]:", "radix pages 0x08"),
 ]
 
 
