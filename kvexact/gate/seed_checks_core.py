@@ -788,6 +788,10 @@ def modules_contract() -> Rows:
              [(M.SCHEMA_ID_MISMATCH, "other != sch"), (M.SCHEMA_GENERATION_MISMATCH, "5 != 4"), (M.TOKEN_MISMATCH, "sys"),
               (M.POSITION_MISMATCH, "sys: cached at (4, 5, 6)..., needed at (0, 1, 2)..."),
               (M.SEMANTIC_ABI_MISMATCH, "sys"), (M.LAYOUT_MISMATCH, "sys"), (M.NAMESPACE_MISMATCH, "ns@3")]),
+            ("check_module on a 5-token module: positions shown as their first 3 of each side",
+             detail(lambda: md.check_module(attrs.evolve(base, token_ids=(1, 2, 3, 4, 5), position_ids=(4, 5, 6, 7, 8)),
+                                            attrs.evolve(base, token_ids=(1, 2, 3, 4, 5), position_ids=(0, 1, 2, 3, 4)))),
+             (M.POSITION_MISMATCH, "sys: cached at (4, 5, 6)..., needed at (0, 1, 2)...")),
             ("a receipt of 2 tokens at 1 position refused as",
              detail(lambda: md.PromptModuleReceipt("s", 1, "m", "", (1, 2), (0,), "a", "b", "n", 0)),
              (M.TOKEN_POSITION_LENGTH_MISMATCH, "m: 2 tokens, 1 positions")),
@@ -933,6 +937,12 @@ def vmm_contract() -> Rows:
              [detail(lambda g=g, t=t: vmm.require_covered(sync, g, t)) for g, t in ((1, 8), (1, 9), (2, 1))],
              [(None, None), (V.FRONTIER_NOT_COVERED, "receipt 0@1 covers 8 rows"),
               (V.FRONTIER_NOT_COVERED, "receipt 0@1 covers 8 rows")]),
+            ("a receipt of generation 300 for 4 rows (generations read at run time, above the small-int cache): "
+             "covers 300 for 4 rows, for 5 rows, 301 for 4 rows; require_covered 300 for 4 rows",
+             (lambda r: (r.covers(int("3" + "00"), 4), r.covers(int("300"), 5), r.covers(int("301"), 4),
+                         detail(lambda: vmm.require_covered(r, int("30" + "0"), 4))))(
+                 vmm.MappedFrontierReceipt(0, int("300"), 1, 4, ((0,), (1,)), True)),
+             (True, False, False, (None, None))),
             ("A freed with unmap: unmaps, free handles, ready pages; reclaiming retained A: page, handles",
              (lambda f, rc: (f[1].unmaps, len(f[0].free_handles), f[0].slots[0].ready_pages, rc[1].detail))(
                  vmm.free_reqid(live, 0, unmap=True), vmm.reclaim_inactive(s6, 0)),
@@ -1282,6 +1292,28 @@ def prefix_receipt_bounds() -> Rows:
              (R.NOT_A_PREFIX_OF_REQUEST, "A: key inputs are not its tokens"))]
 
 
+def negative_registry_sections() -> Rows:
+    """The negative-case registry selects by section (reference/rejections.py): ``negative_cases(s)`` is exactly
+    the cases of the whole registry whose section is ``s``, in registration order; a section with no case selects
+    nothing; each of the seed's counted failure labs (labs.SEED_COUNTS: 0x05G 22, 0x06I 20, 0x07G 22, 0x08I 18,
+    0x0D 14, 0x0CG 27) selects at least its count, every case of its own section."""
+    from kvexact.reference import labs
+    from kvexact.reference.rejections import negative_cases
+
+    every = labs.cases()
+    sections = sorted({c.section for c in every})
+    seed = {"0x05G": 22, "0x06I": 20, "0x07G": 22, "0x08I": 18, "0x0D": 14, "0x0CG": 27}
+    return [("sections whose selection differs from the whole registry filtered by section",
+             [s for s in sections if negative_cases(s) != [c for c in every if c.section == s]], []),
+            ("the selections of all sections together: as many as the registry", sum(len(negative_cases(s))
+                                                                                    for s in sections), len(every)),
+            ("a section with no case (0xFFZ) selects", negative_cases("0xFFZ"), []),
+            ("the seed's counted labs: every selected case of its section, at least the seed's count",
+             {s: (all(c.section == s for c in negative_cases(s)), len(negative_cases(s)) >= n) for s, n in seed.items()},
+             {s: (True, True) for s in seed}),
+            ("the whole registry: at least the seed's 211 cases", len(negative_cases()) >= 211, True)]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
@@ -1295,4 +1327,5 @@ CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": nam
          "prompt markup contract": prompt_markup_contract,
          "shared prefix merges": shared_prefix_merges,
          "vmm lifecycle": vmm_lifecycle,
-         "prefix receipt bounds": prefix_receipt_bounds}
+         "prefix receipt bounds": prefix_receipt_bounds,
+         "negative registry sections": negative_registry_sections}

@@ -111,6 +111,8 @@ def stream_workloads() -> Rows:
     one operation inserts at most ``max_pages`` (3) pages, so a one-operation log (seeds 0-9) never removes a
     block, while most of those ten logs store one; with a capacity of 1 page nothing is leased in one operation,
     so the trim leaves at most 1 token (replaying the log: stores add their hashes, removals take them away)."""
+    import random
+
     from kvexact.reference.peers import vllm_wire as wire
     from kvexact.reference.peers.sglang_stream import random_event_log
 
@@ -156,6 +158,35 @@ def stream_workloads() -> Rows:
         return n
 
     tight = [live_at_end(random_event_log(seed, 1, capacity_pages=1)) for seed in range(10)]
+
+    def mirror(seed: int, ops: int) -> list[str]:
+        """The event types of a log of one token value (a single chain: a store extends it, merged with a store
+        just before it; an evict removes its one leaf), derived from the documented mix drawn from
+        ``random.Random(seed)`` in the generator's order: pages 1..3 and their tokens, then the operation: below
+        0.45 insert, below 0.65 match (a lease drawn only on a non-empty tree), below 0.9 evict 1..2 tokens,
+        else an unlock when anything is leased, or a reset with probability 0.3."""
+        rng, types, length = random.Random(seed), ["AllBlocksCleared"], 0
+        for _ in range(ops):
+            n = rng.randint(1, 3)
+            for _ in range(n):
+                rng.randint(1, 1)
+            op = rng.random()
+            if op < 0.45:
+                types += [] if n <= length or types[-1] == "BlockStored" else ["BlockStored"]
+                length = max(length, n)
+            elif op < 0.65:
+                if length:
+                    rng.random()
+            elif op < 0.9:
+                rng.randint(1, 2)
+                types += ["BlockRemoved"] if length else []
+                length = 0
+            elif rng.random() < 0.3:
+                types, length = types + ["AllBlocksCleared"], 0
+        return types
+
+    mix = [(seed, ops) for ops in (1, 2) for seed in range(300)
+           if [e["type"] for e in random_event_log(seed, ops, tokens=1)] != mirror(seed, ops)]
     return [("decode step sizes drawn", sorted(driver.steps), [1, 2, 3]),
             ("SGLang one-operation logs of seeds 0-9: any store, any removal",
              (any("BlockStored" in k for k in one_op), any("BlockRemoved" in k for k in one_op)), (True, False)),
@@ -163,7 +194,9 @@ def stream_workloads() -> Rows:
              [n for n in tight if n > 1], []),
             ("shortest and longest prompt, longest request", (min(driver.prompts), max(driver.prompts),
                                                                driver.longest), (1, 11, 14)),
-            ("resets drawn while requests run (vLLM refuses those)", any(n > 0 for n in driver.resets), True)]
+            ("resets drawn while requests run (vLLM refuses those)", any(n > 0 for n in driver.resets), True),
+            ("SGLang logs of one token value (seeds 0-299, 1 and 2 operations) whose event types differ from the "
+             "mix derived from the seed's draws", mix, [])]
 
 
 def adapter_transactions() -> Rows:

@@ -18,10 +18,12 @@ from kvexact.gate.framework import GateContext, Verdict
 from kvexact.reference import (
     allocator,
     ledgers,
+    modules,
     namespaces,
     pool,
     prefix,
     prompt_cache,
+    rejections,
     revocation,
     shared_prefix,
     vmm,
@@ -121,6 +123,28 @@ CONTRACT_SURVIVORS = [
     (shared_prefix, "partial_row", "return partial[meta.offsets[i] + seq - meta.begins[i]]",
      "return partial[meta.offsets[i] ^ seq - meta.begins[i]]", "shared prefix chunk first"),
 ]
+
+# issue #25, i25n: survivors of the fresh seed-91 sample; each also fails reference-seed
+SEED91_SURVIVORS = [
+    (rejections, "negative_cases", "if section is None or c.section == section]",
+     "if section is None or c.section != section]", "negative registry sections"),
+    (modules, "check_module", 'f"{expected.position_ids[:3]}...")', 'f"{expected.position_ids[: 4]}...")',
+     "modules contract"),
+    (vmm, "MappedFrontierReceipt.covers", "return generation == self.generation and",
+     "return generation is self.generation and", "vmm contract"),
+]
+
+
+@pytest.mark.parametrize("module, name, before, after, case", SEED91_SURVIVORS,
+                         ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}" for m, n, *_ in SEED91_SURVIVORS])
+def test_a_seed91_survivor_fails_its_core_case(monkeypatch, module, name, before, after, case):
+    _apply(monkeypatch, module, name, before, after)
+    if module is rejections:  # the copy selects from the real registry, not from an empty one of its own
+        monkeypatch.setitem(rejections.negative_cases.__globals__, "_REGISTRY", rejections._REGISTRY)
+    result = run_seed_case(case)
+    assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
+    assert case in result.detail
+    assert seed_checks.reference_seed(GateContext()).verdict is Verdict.FAILED
 
 
 @pytest.mark.parametrize("module, name, before, after, case", SURVIVORS,

@@ -163,6 +163,13 @@ SURVIVORS = [
      "sglang tree pinned"),
     (vllm, "VllmKVCacheManager.check", "assert held[b] == self.pool.ref_cnt[b],", "assert held[b] <= self.pool.ref_cnt[b],",
      "vllm manager scenarios"),
+    # a survivor of the fresh seed-91 sample (i25n): the reset drawn with probability 0.7 instead of 0.3
+    (sglang_stream, "random_event_log", "elif rng.random() < 0.3:", "elif rng.random() >= 0.3:",
+     "stream workloads"),
+    # its neighbours in the operation mix (i25n)
+    (sglang_stream, "random_event_log", "elif op < 0.65:", "elif op < 0.75:", "stream workloads"),
+    (sglang_stream, "random_event_log", "if op < 0.45:", "if op <= 0.4:", "stream workloads"),
+    (sglang_stream, "random_event_log", "elif op < 0.9:", "elif op < 0.95:", "stream workloads"),
 ]
 
 
