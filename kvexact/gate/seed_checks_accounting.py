@@ -11,20 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvexact.gate.seed_checks_core import _refusal  # the one refusal helper of the case modules
+
 Rows = list[tuple[str, Any, Any]]
 KIB = 1024
 MIB = 1024 * KIB
-
-
-def _refusal(trigger: Any) -> tuple[Any, str]:
-    """The rejection ``trigger`` raises and its detail text; ``(None, "")`` when it is accepted."""
-    from kvexact.reference.rejections import Rejected
-
-    try:
-        trigger()
-    except Rejected as exc:
-        return exc.reason, exc.detail
-    return None, ""
 
 
 def _shown(value: Any) -> Any:

@@ -29,6 +29,23 @@ def _refusal(trigger: Any) -> tuple[Any, str]:
     return None, ""
 
 
+def _refusal_or_none(trigger: Any) -> tuple[Any, str | None]:
+    """As :func:`_refusal`, with ``(None, None)`` when ``trigger`` is accepted."""
+    reason, text = _refusal(trigger)
+    return (reason, text) if reason is not None else (None, None)
+
+
+def _outcome(trigger: Any) -> tuple[Any, Any]:
+    """The rejection ``trigger`` raises and its detail text, or ``(None, result)`` when it is accepted."""
+    from kvexact.reference.rejections import Rejected
+
+    try:
+        out = trigger()
+    except Rejected as exc:
+        return exc.reason, exc.detail
+    return None, out
+
+
 def vmm_unmap_live_rows() -> Rows:
     """0x06F/0x06I: unmapping a live request's highest page is refused (UNMAP_LIVE_ROWS) and the refusal names the
     page and the highest valid row it backs. On the lab's seed geometry (4-row pages) E holds rows 0..4 in pages 0
@@ -231,7 +248,7 @@ def shared_prefix_chunk_first() -> Rows:
 
     from kvexact.reference import shared_prefix as sp
     from kvexact.reference.labs import shared_prefix as sp_lab
-    from kvexact.reference.rejections import Rejected, rejection_of
+    from kvexact.reference.rejections import rejection_of
 
     R = sp.SharedPrefixRejection
     tree = sp_lab.SEED_TREE
@@ -240,12 +257,7 @@ def shared_prefix_chunk_first() -> Rows:
     def shape(m: sp.ChunkFirstMetadata) -> tuple[Any, ...]:
         return m.chunks, m.begins, m.ends, m.offsets, m.partial_rows, m.threshold
 
-    def detail(trigger: Any) -> tuple[Any, str]:
-        try:
-            trigger()
-        except Rejected as exc:
-            return exc.reason, exc.detail
-        return None, ""
+    detail = _refusal
 
     out, partial = sp.chunk_attention(fx)
     meta = sp.bind_chunk_first(fx)
@@ -321,18 +333,12 @@ def prefix_lookup_receipts() -> Rows:
     from kvexact.reference.keys import KeyRejection
     from kvexact.reference.labs import prefix as px_lab
     from kvexact.reference.prefix import PrefixPolicy, PrefixRejection
-    from kvexact.reference.rejections import Rejected
 
     R = PrefixRejection
     kib = 1024
     s = list(px_lab.STREAM)
 
-    def detail(trigger: Any) -> tuple[Any, str]:
-        try:
-            trigger()
-        except Rejected as exc:
-            return exc.reason, exc.detail
-        return None, ""
+    detail = _refusal
 
     def fields(r: Any) -> tuple[Any, ...]:
         return (r.prompt_tokens, r.semantic_match_tokens, r.indexed_tokens, r.cap_tokens, r.runtime_hit_tokens,
@@ -518,16 +524,10 @@ def namespace_contract() -> Rows:
     import attrs
 
     from kvexact.reference import namespaces as nsm
-    from kvexact.reference.rejections import Rejected
 
     R, W = nsm.NamespaceRejection, nsm.InvalidationReason
 
-    def detail(trigger: Any) -> tuple[Any, Any]:
-        try:
-            out = trigger()
-        except Rejected as exc:
-            return exc.reason, exc.detail
-        return None, out
+    detail = _outcome
 
     def fresh(*parts: str) -> str:
         return "".join(parts)
@@ -602,7 +602,6 @@ def keys_chain_contract() -> Rows:
     import hashlib
 
     from kvexact.reference import keys as kz
-    from kvexact.reference.rejections import Rejected
 
     K = kz.KeyRejection
     seen: list[Any] = []
@@ -611,12 +610,7 @@ def keys_chain_contract() -> Rows:
         seen.append(payload)
         return b"h%d" % (len(seen) - 1)
 
-    def detail(trigger: Any) -> tuple[Any, Any]:
-        try:
-            trigger()
-        except Rejected as exc:
-            return exc.reason, exc.detail
-        return None, None
+    detail = _refusal_or_none
 
     mm = (kz.MultimodalFeature("img", 1, 2), kz.MultimodalFeature("aud", 1, 1), kz.MultimodalFeature("b", 4, 1))
     inputs = kz.KeyInputs((1, 2, 3, 4, 5), lora_name="L", mm_features=mm, cache_salt="s")
@@ -739,16 +733,10 @@ def modules_contract() -> Rows:
     import attrs
 
     from kvexact.reference import modules as md
-    from kvexact.reference.rejections import Rejected
 
     M = md.ModuleRejection
 
-    def detail(trigger: Any) -> tuple[Any, Any]:
-        try:
-            out = trigger()
-        except Rejected as exc:
-            return exc.reason, exc.detail
-        return None, out
+    detail = _outcome
 
     decl = {"sys": md.DeclaredModule("sys", 0, 3), "doc": md.DeclaredModule("doc", 10, 2),
             "gap": md.DeclaredModule("gap", 3, 4, explicit=(3, 5)), "nil": md.DeclaredModule("nil", 20, 0),
@@ -821,17 +809,11 @@ def vmm_contract() -> Rows:
 
     from kvexact.reference import vmm
     from kvexact.reference.labs import vmm as lab
-    from kvexact.reference.rejections import Rejected
 
     V = vmm.VmmRejection
     c = lab.SEED_CONFIG
 
-    def detail(trigger: Any) -> tuple[Any, Any]:
-        try:
-            trigger()
-        except Rejected as exc:
-            return exc.reason, exc.detail
-        return None, None
+    detail = _refusal_or_none
 
     def led(st: vmm.VmmState) -> tuple[int, ...]:
         x = vmm.check_state(st)
@@ -967,19 +949,13 @@ def prompt_markup_contract() -> Rows:
 
     from kvexact.reference import prompt_cache as pc
     from kvexact.reference.modules import ModuleRejection, Namespace
-    from kvexact.reference.rejections import Rejected
 
     P, M = pc.MarkupRejection, ModuleRejection
 
     def enc(text: str) -> tuple[int, ...]:
         return tuple(ord(w[0]) for w in text.split())
 
-    def detail(trigger: Any) -> tuple[Any, Any]:
-        try:
-            trigger()
-        except Rejected as exc:
-            return exc.reason, exc.detail
-        return None, None
+    detail = _refusal_or_none
 
     src = ('<schema name="s" generation="2"><module name="sys">a b <param name="x" len="2"/> c</module>'
            '<union><module name="u1">d e f</module><module name="u2">g</module></union>'
@@ -1066,17 +1042,11 @@ def shared_prefix_merges() -> Rows:
 
     from kvexact.reference import shared_prefix as sp
     from kvexact.reference.labs import shared_prefix as sp_lab
-    from kvexact.reference.rejections import Rejected
 
     R = sp.SharedPrefixRejection
     St = sp.PartitionState
 
-    def detail(trigger: Any) -> tuple[Any, Any]:
-        try:
-            out = trigger()
-        except Rejected as exc:
-            return exc.reason, exc.detail
-        return None, out
+    detail = _outcome
 
     a, b = St(True, 0.0, 2.0, (4.0, 1.0), 1), St(True, 0.0, 3.0, (1.0, 2.0), 2)
     hi = St(True, 1.0, 2.0, (4.0, 1.0), 1)
@@ -1140,17 +1110,11 @@ def vmm_lifecycle() -> Rows:
     returns every bundle, after which handles and then the range are released (every ledger 0)."""
     from kvexact.reference import vmm
     from kvexact.reference.labs import vmm as lab
-    from kvexact.reference.rejections import Rejected
 
     V = vmm.VmmRejection
     c = lab.SEED_CONFIG
 
-    def detail(trigger: Any) -> tuple[Any, Any]:
-        try:
-            trigger()
-        except Rejected as exc:
-            return exc.reason, exc.detail
-        return None, None
+    detail = _refusal_or_none
 
     s0 = vmm.VmmState.initial(c)
     s1 = vmm.reserve_virtual(s0)[0]
@@ -1217,18 +1181,12 @@ def prefix_receipt_bounds() -> Rows:
     from kvexact.reference.keys import KeyInputs
     from kvexact.reference.labs import prefix as px_lab
     from kvexact.reference.prefix import PrefixPolicy, PrefixRejection, verify_receipt
-    from kvexact.reference.rejections import Rejected
 
     R = PrefixRejection
     s = list(px_lab.STREAM)
     forge = px_lab.forge
 
-    def detail(trigger: Any) -> tuple[Any, Any]:
-        try:
-            trigger()
-        except Rejected as exc:
-            return exc.reason, exc.detail
-        return None, None
+    detail = _refusal_or_none
 
     cache = px_lab.cache_with(s[:33])
     r = cache.lookup(px_lab.request("B", s[:40]))

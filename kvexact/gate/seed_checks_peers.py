@@ -16,6 +16,17 @@ from typing import Any
 Rows = list[tuple[str, Any, Any]]
 
 
+def _refused(call: Any) -> str | None:
+    """The text of the rejection ``call`` raises; ``None`` when it is accepted."""
+    from kvexact.reference.rejections import Rejected
+
+    try:
+        call()
+        return None
+    except Rejected as exc:
+        return str(exc)
+
+
 def sglang_tree_checks() -> Rows:
     """notes/sglang.md §5 I1: ``evictable_size() + protected_size() == total_size()``; ``check_invariants`` must
     refuse a tree whose evictable counter is one too high as well as one too low. §3: inserting [1, 2, 9] with
@@ -526,17 +537,11 @@ def vllm_hashing_pinned() -> Rows:
     import numpy as np
 
     from kvexact.reference.peers import vllm_hashing as vh
-    from kvexact.reference.rejections import Rejected
 
     def sha(obj: Any) -> bytes:
         return hashlib.sha256(pickle.dumps(obj, protocol=5)).digest()
 
-    def refused(call: Any) -> str | None:
-        try:
-            call()
-            return None
-        except Rejected as exc:
-            return str(exc)
+    refused = _refused
 
     none = sha("vllm-none-hash")
     hasher = vh.BlockHasher(3)
@@ -626,14 +631,8 @@ def vllm_pool_pinned() -> Rows:
     caching off, freed blocks all go to the front and popped blocks keep no identity."""
     from kvexact.reference.peers import vllm_pool as vp
     from kvexact.reference.peers.vllm_hashing import external_hash, key_with_group
-    from kvexact.reference.rejections import Rejected
 
-    def refused(call: Any) -> str | None:
-        try:
-            call()
-            return None
-        except Rejected as exc:
-            return str(exc)
+    refused = _refused
 
     q0 = vp.FreeQueue(range(5))
     q1, head = q0.popleft()
@@ -736,14 +735,8 @@ def sglang_tree_pinned() -> Rows:
     import sys
 
     from kvexact.reference.peers import sglang as sg
-    from kvexact.reference.rejections import Rejected
 
-    def refused(call: Any) -> str | None:
-        try:
-            call()
-            return None
-        except Rejected as exc:
-            return str(exc)
+    refused = _refused
 
     node = sg.TreeNode(9, 5, priority=2)
     node.hit_count, node.last_access_time = 2, 7
@@ -890,14 +883,8 @@ def vllm_adapters_pinned() -> Rows:
     from kvexact.reference.adapters import AdapterConfig
     from kvexact.reference.peers.vllm_adapter import VllmAdapter
     from kvexact.reference.peers.vllm_protocol import VllmProtocolAdapter
-    from kvexact.reference.rejections import Rejected
 
-    def refused(call: Any) -> str | None:
-        try:
-            call()
-            return None
-        except Rejected as exc:
-            return str(exc)
+    refused = _refused
 
     none = hashlib.sha256(pickle.dumps("vllm-none-hash", protocol=5)).digest()
     h0 = hashlib.sha256(pickle.dumps((none, (1, 2), None), protocol=5)).digest()
@@ -1117,14 +1104,8 @@ def vllm_manager_scenarios() -> Rows:
 
     from kvexact.reference.peers.vllm import ManagerRejection, VllmConfig, VllmKVCacheManager
     from kvexact.reference.peers.vllm_pool import AllBlocksCleared
-    from kvexact.reference.rejections import Rejected
 
-    def refused(call: Any) -> str | None:
-        try:
-            call()
-            return None
-        except Rejected as exc:
-            return str(exc)
+    refused = _refused
 
     def admit(m: VllmKVCacheManager, rid: str, tokens: list[int], **kw: Any) -> tuple[Any, ...]:
         r = m.make_request(rid, tokens, **kw)
@@ -1263,14 +1244,8 @@ def sglang_pools_pinned() -> Rows:
     ``ReqToTokenPool`` (2 rows of 4): rows 1, 2 then none; a freed row returns to the back; write and read
     slices; the recording allocator keeps every freed segment."""
     from kvexact.reference.peers import sglang_pool as sp
-    from kvexact.reference.rejections import Rejected
 
-    def refused(call: Any) -> str | None:
-        try:
-            call()
-            return None
-        except Rejected as exc:
-            return str(exc)
+    refused = _refused
 
     t = sp.TokenToKVPoolAllocator(4)
     t.freed_log = []
@@ -1357,14 +1332,8 @@ def sglang_keys_events_orders() -> Rows:
     from kvexact.reference.peers.sglang_events import EventRecorder
     from kvexact.reference.peers.sglang_key import RadixKey
     from kvexact.reference.peers.sglang_sched import compute_prefix_matches, dfs_weight_order, lpm_order
-    from kvexact.reference.rejections import Rejected
 
-    def refused(call: Any) -> str | None:
-        try:
-            call()
-            return None
-        except Rejected as exc:
-            return str(exc)
+    refused = _refused
 
     def h(*units: int) -> int:
         return int.from_bytes(hashlib.blake2b(repr(units).encode(), digest_size=8).digest(), "big", signed=True)
@@ -1471,14 +1440,8 @@ def sglang_adapters_pinned() -> Rows:
         faulty_unlocked_prefix,
         sglang_factory,
     )
-    from kvexact.reference.rejections import Rejected
 
-    def refused(call: Any) -> str | None:
-        try:
-            call()
-            return None
-        except Rejected as exc:
-            return str(exc)
+    refused = _refused
 
     ad = SGLangAdapter(6)
     slot_level = [ad.reserve("a", 3), ad.reserve("b", 4)]
@@ -1550,14 +1513,8 @@ def sglang_protocol_pinned() -> Rows:
     pool size) holds throughout. EAGLE keys are bigram views (values: each bigram's first token)."""
     from kvexact.reference.peers import sglang as sg
     from kvexact.reference.peers.sglang_pool import ReqToTokenPool, TokenToKVPoolAllocator
-    from kvexact.reference.rejections import Rejected
 
-    def refused(call: Any) -> str | None:
-        try:
-            call()
-            return None
-        except Rejected as exc:
-            return str(exc)
+    refused = _refused
 
     c = sg.RadixCache()
     c.insert([1, 2, 3, 4], [11, 12, 13, 14])
