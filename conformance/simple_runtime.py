@@ -1,7 +1,7 @@
 """A small stand-alone block allocator written the way a runtime would, behind the adapter protocol.
 
 It exists for two reasons: it is the worked example of wiring one's own allocator into the machines
-(README, "Wiring your runtime"), and it is the in-tree faulty allocator the gate must catch: with
+(docs/runtime.md, "Wiring your runtime"), and it is the in-tree faulty allocator the gate must catch: with
 ``copy_on_write=False`` it appends in place into a shared partial tail; with ``bump_generation=False`` it
 hands a freed block to a new owner under its old generation, so a delayed writer still holding the old
 handle writes into another request's block (the ABA of 0x05F).

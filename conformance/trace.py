@@ -1,4 +1,4 @@
-"""Trace export and trace validation against the TLA+ specs (DESIGN.md, "Steps are the spec's actions").
+"""Trace export and trace validation against the TLA+ specs (docs/design.md, "Steps are the spec's actions").
 
 A trace is a header (spec name, constants bound to the finite values seen in the run, model-value names,
 the initial state) and one record per spec action: ``{"action", "params", "state"}`` with values in ITF

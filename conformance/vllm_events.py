@@ -1,6 +1,6 @@
 """vLLM's KV-cache events, read as vLLM publishes them and validated against ``KVAllocation``.
 
-The mapping (hashes are opaque identities; ``notes/vllm.md`` section 4 for the events):
+The mapping (hashes are opaque identities; ``docs/peers/vllm.md`` §4 for the events):
 
 - ``KVAllocation`` models one shared token stream whose logical block ``j`` has identity ``j``. A hash is
   placed in that stream by its parent chain: a ``BlockStored`` with parent ``p`` stores its hashes at depths

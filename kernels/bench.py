@@ -48,7 +48,7 @@ def write_atomic(path: str, text: str) -> None:
 
 def decode_bytes(seq_lens: Sequence[int], num_q_heads: int, num_kv_heads: int, head_dim: int, block_size: int,
                  kv_elem_bytes: int, q_elem_bytes: int, out_elem_bytes: int, num_splits: int) -> int:
-    """Roofline bytes of one paged decode step (notes/kernels.md section 4), with exact L_b since tail
+    """Roofline bytes of one paged decode step (docs/kernels.md, "Roofline of one paged decode step"), with exact L_b since tail
     loads are masked: KV rows + q and out + block-table entries + the fp32 split workspace (output and lse
     per split), written by stage 1 and read by the merge (also for one split: the merge always runs)."""
     batch = len(seq_lens)

@@ -367,7 +367,7 @@ WRAPPER_DEFAULTS: dict[str, dict[str, object]] = {
                           "block_n": None},
     "plan_chunks": {"threshold": 1, "chunk_splits": 1},
 }
-"""The documented defaults of the wrappers' options (README, kernels): validation on, the scale 1/sqrt(Dk) when
+"""The documented defaults of the wrappers' options (docs/kernels.md): validation on, the scale 1/sqrt(Dk) when
 None, the split count of the device when None, one split of each kind, ChunkAttention's threshold 1 (a chunk is
 shared when it covers more than one sequence), no LSE returned, the block tile of the dtype when None. A caller
 that leaves an option out relies on these; a changed default changes what every such call computes."""

@@ -7,7 +7,7 @@ Invariants kept by :class:`Allocator`:
 * a multi-group bundle publishes in one step or not at all: publishing only some groups is rejected;
 * a transaction that fails before publication leaves the state digest exactly as it was (0x04F);
   after publication history is never erased: a compensating successor is published instead;
-* counters (DESIGN.md "Counters"): the allocator epoch advances when a transaction that reserved physical
+* counters (docs/design.md "Counters"): the allocator epoch advances when a transaction that reserved physical
   blocks publishes (never on rollback or rejection); a block's generation advances each time it leaves
   the free+evictable queue for a new owner; a request's table version advances on every publication
   that changes its snapshot (tables, length or valid rows); a request's generation is 1 on first

@@ -1,4 +1,4 @@
-"""The one handle type that names a physical block everywhere (DESIGN.md, "One handle type").
+"""The one handle type that names a physical block everywhere (docs/design.md, "One handle type").
 
 Invariant: a handle is valid only while ``generation`` equals the block's current generation in its
 pool; two handles with equal ``block_id`` but different generations name different ownership epochs

@@ -1,4 +1,4 @@
-"""Named rejections and the cumulative negative-case registry (DESIGN.md, "Named failures").
+"""Named rejections and the cumulative negative-case registry (docs/design.md, "Named failures").
 
 Each object family defines its own ``enum.Enum`` of rejection names. A rejected operation raises
 :class:`Rejected` (or returns a receipt carrying the reason). Every failure-lab case is registered once

@@ -8,7 +8,7 @@ Invariant: every sequence's path covers its legal keys exactly once, so all thre
 an empty partition is a two-sided identity of the merge, never a state with m = -inf.
 
 The seed does not give 0x0BE's Q/K/V values, so :func:`draw_fixture` draws them from a seeded generator
-(DESIGN.md, "Seed fixtures that the seed only summarizes"); the seed's tree and widths are fixtures in
+(docs/design.md, "Seed fixtures that the seed only summarizes"); the seed's tree and widths are fixtures in
 :mod:`kvexact.reference.labs.shared_prefix`.
 """
 

@@ -11,7 +11,7 @@
 (* Readers take a snapshot of a request's tables (with leases) and read   *)
 (* through it later.                                                       *)
 (*                                                                         *)
-(* Counters (DESIGN.md "Counters"; the same rule is in the reference):     *)
+(* Counters (docs/design.md "Counters"; same rule in the reference):       *)
 (*  - epoch advances by one when a transaction that reserved physical      *)
 (*    blocks publishes (a boundary append or a COW publication), never on  *)
 (*    a rollback, an in-place append or a fork (0x05B: A's in-place append *)

@@ -29,7 +29,7 @@ import attrs
 from kvexact.spec import CI_STATE_BUDGET, spec_dir
 
 # A mutant is one edit of a CI model; its bug must show within the first MUTANT_STATE_LIMIT distinct states
-# of the breadth-first search. Derivation (`kvexact bench specs --models mutants`, README "Mutants and
+# of the breadth-first search. Derivation (`kvexact bench specs --models mutants`, docs/specs.md "Mutants and
 # witnesses"): the costliest kill of the shipped mutants (KVAllocation_DuplicateIdentity) takes
 # MUTANT_KILL_MAX distinct states; the bound is four times that, room for the specs to grow.
 MUTANT_KILL_MAX = 3_188

@@ -1,4 +1,4 @@
-"""The layering as a test (DESIGN.md): imports run one way, down, and no two modules import each other.
+"""The layering as a test (docs/design.md): imports run one way, down, and no two modules import each other.
 
 Layers, bottom to top: ``kvexact.spec`` <- ``kvexact.reference`` <- ``kvexact.kernels`` <-
 ``kvexact.conformance`` <- the front (``kvexact`` itself: ``kvexact.cli``, ``kvexact.gate``). Every

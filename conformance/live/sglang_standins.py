@@ -8,7 +8,7 @@ positions; the live adapter keeps each request's row itself) and the metrics col
 before SGLang is imported; each raises if SGLang ever calls into it. The wheels' files are never changed.
 
 Also :func:`counter_clock`: SGLang stamps access times with ``time.monotonic()``; the live adapter gives
-``radix_cache`` a counter instead (as notes/sglang.md §8 prescribes for reproducible LRU order), the
+``radix_cache`` a counter instead (as docs/peers/sglang.md §8 prescribes for reproducible LRU order), the
 same clock the profile uses.
 """
 

@@ -1,7 +1,7 @@
 """The ``kvexact`` command: a click group whose subcommands (one module each in this package) are
 imported on first use, so ``kvexact --help`` and a light subcommand do not import the checker or torch.
 
-Invariant: every subcommand returns an exit code (DESIGN.md, "Exit codes"); bad usage prints one line
+Invariant: every subcommand returns an exit code (docs/design.md, "Exit codes"); bad usage prints one line
 and exits 2; an internal error (a missing module included) prints one line and exits 3; nothing prints
 a traceback unless ``KVEXACT_DEBUG=1``.
 """

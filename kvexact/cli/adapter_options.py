@@ -38,7 +38,7 @@ def limit_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class CouldNotRun(click.ClickException):
-    """One line, exit 3: the command could not run (DESIGN.md, "Exit codes")."""
+    """One line, exit 3: the command could not run (docs/design.md, "Exit codes")."""
 
     exit_code = 3
 

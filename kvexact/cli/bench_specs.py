@@ -25,7 +25,7 @@ from kvexact.spec.files import write_atomic
               show_default=True, help="which models: the deep ones, the CI ones, or the mutants and witnesses")
 @click.option("--json", "json_path", default=None, help="write the figures as JSON")
 def bench_specs(max_states: int, only: tuple[str, ...], workers: int, kind: str, json_path: str | None) -> int:
-    """Check each spec's deep (or CI) model, or every mutant, with the embedded engine (README figures)."""
+    """Check each spec's deep (or CI) model, or every mutant, with the embedded engine (the figures of docs/specs.md)."""
     from kvexact.gate.spec_checks import SPECS as SPEC_ACTIONS
     from kvexact.spec import spec_dir
     from kvexact.spec.checker import check_model

@@ -4,7 +4,7 @@ peer profiles' event logs against the specs (``peer-event-logs``).
 Invariant: ``reference-seed`` passes only when every case gives the seed's numbers (the expected values below are
 the seed's, or follow from them by the arithmetic written beside them) and the reference adapter meets the
 adapter protocol's names and arities; ``peer-event-logs`` passes only when the
-vLLM profile reproduces the measured scenario of ``notes/vllm.md`` and one event log of each profile, from a fixed
+vLLM profile reproduces the measured scenario of ``docs/peers/vllm.md`` and one event log of each profile, from a fixed
 seed, is accepted by the normative spec. Each mismatch is named by its case.
 """
 
@@ -619,7 +619,7 @@ SEED_CASES.update(__import__("kvexact.gate.seed_checks_accounting", fromlist=["C
 
 
 def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
-    """notes/vllm.md scenario 1 (measured on vLLM 0.33.0): 55 tokens admitted into 11 blocks, then 53 tokens
+    """docs/peers/vllm.md scenario 1 (measured on vLLM 0.33.0): 55 tokens admitted into 11 blocks, then 53 tokens
     hit the 3 cached full blocks (48 tokens) and take one new block; refs 2, 2, 2, 1, 1; 5 blocks free; freeing r1
     leaves r0 its blocks, and once both are freed the same 53 tokens hit 3 blocks of the free queue."""
     from kvexact.reference.peers.vllm import VllmConfig, VllmKVCacheManager
@@ -651,7 +651,7 @@ def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
 
 
 def vllm_adapters_s01() -> list[tuple[str, Any, Any]]:
-    """notes/vllm.md scenario 1 through the profile's two adapters: the user-facing ``VllmAdapter`` (r0's table
+    """docs/peers/vllm.md scenario 1 through the profile's two adapters: the user-facing ``VllmAdapter`` (r0's table
     1..4, r1 hits 48 tokens and holds 1, 2, 3 and the new 5) and the conformance protocol adapter with one group of
     10 blocks (11 with the null block): r1's start reports the 48-token hit and its table is 1, 2, 3, 5."""
     from kvexact.reference.adapters import AdapterConfig
@@ -697,7 +697,7 @@ def sglang_event_log() -> list[tuple[str, Any, Any]]:
 
 
 def vllm_units() -> list[tuple[str, Any, Any]]:
-    """notes/vllm.md: the prefix-cache key is the block hash + the group id as 4 big-endian bytes (an id that
+    """docs/peers/vllm.md: the prefix-cache key is the block hash + the group id as 4 big-endian bytes (an id that
     does not fit is refused); ``allocate_slots`` with no new and no computed tokens is refused (vLLM raises)."""
     from kvexact.reference.peers import vllm_hashing as vh
     from kvexact.reference.peers.vllm import ManagerRejection, VllmConfig, VllmKVCacheManager
@@ -716,7 +716,7 @@ def vllm_units() -> list[tuple[str, Any, Any]]:
 
 
 def sglang_units() -> list[tuple[str, Any, Any]]:
-    """notes/sglang.md: 0.5.23's ``match_kv_cache`` matches the whole key but caps ``num_matched_prefix_tokens``
+    """docs/peers/sglang.md: 0.5.23's ``match_kv_cache`` matches the whole key but caps ``num_matched_prefix_tokens``
     at input_len - 1 (8 cached tokens: 7 for an 8-token input, 8 for a 9-token one); ``inc_lock_ref`` moves a
     node's tokens from evictable to protected when its lock goes 0 -> 1, ``dec_lock_ref`` back on 1 -> 0, and
     evictable + protected = total (I1)."""
@@ -750,7 +750,7 @@ def sglang_units() -> list[tuple[str, Any, Any]]:
 
 
 def sglang_paged() -> list[tuple[str, Any, Any]]:
-    """notes/sglang.md §7: the paged allocator (page size > 1) numbers pages from 1 and hands out whole pages;
+    """docs/peers/sglang.md §7: the paged allocator (page size > 1) numbers pages from 1 and hands out whole pages;
     ``free`` releases every page a freed slot touches; ``available_size`` = (free + staged pages) x page size. On
     the adapter (8 slots in pages of 2): 4 reserved slots are pages 1, 2 = slots 2..5, the pool is slots 2..9, and a
     tree slot holds the token path up to its token. §6: a queued request whose tokens an earlier queued request
@@ -786,7 +786,7 @@ def sglang_paged() -> list[tuple[str, Any, Any]]:
 
 
 def vllm_hybrid_s17() -> list[tuple[str, Any, Any]]:
-    """notes/vllm.md scenario 17 (FA + 2 x SWA window 32, block size 16): r0 = C48 + [3] * 7 stored, then
+    """docs/peers/vllm.md scenario 17 (FA + 2 x SWA window 32, block size 16): r0 = C48 + [3] * 7 stored, then
     C48 + [3] * 5 looked up after removing keys (hash index, group): {(0,1),(0,2)} -> 3 blocks, {(0,0)} -> 0,
     {(2,0)} -> 2, {(1,1)} -> 1 (16 tokens a block)."""
     from kvexact.reference.peers.vllm_hybrid import GroupSpec, stored_then_lookup
@@ -800,7 +800,7 @@ def vllm_hybrid_s17() -> list[tuple[str, Any, Any]]:
 
 
 def vllm_multimodal_s09() -> list[tuple[str, Any, Any]]:
-    """notes/vllm.md scenario 9 (block size 16): images (offset, length, id) (11, 10, aaa), (30, 18, bbb), (48, 7,
+    """docs/peers/vllm.md scenario 9 (block size 16): images (offset, length, id) (11, 10, aaa), (30, 18, bbb), (48, 7,
     ccc) key block 0 with ("mm", "aaa", 11), block 1 with ("mm", "aaa", -5), ("mm", "bbb", 14), block 2 with
     ("mm", "bbb", -2), and, once 5 output tokens complete block 3, block 3 with ("mm", "ccc", 0); the measured
     example: an image at offset 0 keys block 0 with ("mm", id, 0) between the LoRA and the salt."""
@@ -821,7 +821,7 @@ def vllm_multimodal_s09() -> list[tuple[str, Any, Any]]:
 
 
 def sglang_pool_units() -> list[tuple[str, Any, Any]]:
-    """notes/sglang.md §7: ``TokenToKVPoolAllocator`` (page size 1) hands out slots 1..size from the front; by
+    """docs/peers/sglang.md §7: ``TokenToKVPoolAllocator`` (page size 1) hands out slots 1..size from the front; by
     default (no ``need_sort``) ``free`` appends to the back of ``free_pages``, so freed slots come back last."""
     from kvexact.reference.peers.sglang_pool import TokenToKVPoolAllocator
 
@@ -833,7 +833,7 @@ def sglang_pool_units() -> list[tuple[str, Any, Any]]:
 
 
 def vllm_cap_s16() -> list[tuple[str, Any, Any]]:
-    """notes/vllm.md scenario 16 (FA, block size 16): after caching C48, the identical 48-token prompt hits 32
+    """docs/peers/vllm.md scenario 16 (FA, block size 16): after caching C48, the identical 48-token prompt hits 32
     tokens (blocks 1, 2: the num_tokens - 1 cap), the 49-token C48 + [5] hits 48, and max_cache_hit_length=48 gives
     48."""
     from kvexact.reference.peers.vllm import VllmConfig, VllmKVCacheManager
@@ -851,7 +851,7 @@ def vllm_cap_s16() -> list[tuple[str, Any, Any]]:
 
 
 def vllm_hybrid_s18() -> list[tuple[str, Any, Any]]:
-    """notes/vllm.md scenario 18 (full attention in blocks of 32, a window of 32 over blocks of 16, hashes of 16):
+    """docs/peers/vllm.md scenario 18 (full attention in blocks of 32, a window of 32 over blocks of 16, hashes of 16):
     r0's 112 of 160 distinct tokens published; the first 113 tokens hit 96 with group lengths [3, 6], 97 tokens hit
     96; after the window group's keys of fine hashes 5 and 6 are removed, 113 tokens hit 64 with lengths [2, 4]."""
     from kvexact.reference.peers.vllm_hybrid import GroupSpec, stored_then_lookup

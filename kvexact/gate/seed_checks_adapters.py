@@ -3,7 +3,7 @@ reference adapter's pool geometry, its projections onto the specs' variables (``
 vLLM profile's block-pool self-check and hybrid publication (``reference/peers/vllm_pool.py``, ``vllm_hybrid.py``).
 
 Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from the specs
-(``spec/KVAllocation.tla``, ``spec/CowPublication.tla``), from ``notes/vllm.md``, from the documented contract of
+(``spec/KVAllocation.tla``, ``spec/CowPublication.tla``), from ``docs/peers/vllm.md``, from the documented contract of
 the code under test (its docstrings), or from the arithmetic written beside them, never from the reference's own
 output; a row that differs (or a case that raises) fails ``reference-seed`` by name.
 """
@@ -99,7 +99,7 @@ def adapter_stale_tail() -> Rows:
 
 
 def vllm_pool_self_check() -> Rows:
-    """reference/peers/vllm_pool.py's invariant (notes/vllm.md §1): block 0 is the null block, and every other
+    """reference/peers/vllm_pool.py's invariant (docs/peers/vllm.md §1): block 0 is the null block, and every other
     block is in the free queue exactly when its ref count is 0. A fresh 4-block pool passes ``check``; the same
     pool with block 1 taken out of the queue at ref count 0, or with block 1 at ref count 1 still queued, fails
     it (AssertionError)."""
@@ -121,7 +121,7 @@ def vllm_pool_self_check() -> Rows:
 
 
 def vllm_hybrid_duplicates_s16() -> Rows:
-    """notes/vllm.md scenario 16 with §1's duplicates (full attention, blocks of 16): after C48 is cached, the
+    """docs/peers/vllm.md scenario 16 with §1's duplicates (full attention, blocks of 16): after C48 is cached, the
     identical 48-token prompt hits only 32 tokens (the num_tokens - 1 cap), so its admission (``publish_request``)
     takes one fresh block for block 2 and caches it too: the key of block 2 then maps to two blocks (no
     de-duplication, as in scenarios 15 and 29). In a pool of 8 (7 usable) blocks that is 3 + 1 = 4 blocks taken,

@@ -3,7 +3,7 @@ allocator, its lifecycle steps, the adapter protocol's reference adapter, the hy
 peer profiles' block bookkeeping.
 
 Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from the seed
-(``0x0..`` sections), from ``notes/vllm.md`` / ``notes/sglang.md``, or from the arithmetic written beside them,
+(``0x0..`` sections), from ``docs/peers/vllm.md`` / ``docs/peers/sglang.md``, or from the arithmetic written beside them,
 never from the reference's own output; a row that differs (or a case that raises) fails ``reference-seed`` by name.
 """
 
@@ -17,7 +17,7 @@ Rows = list[tuple[str, Any, Any]]
 def allocator_epochs() -> Rows:
     """0x05C step 1: a transaction carries the allocator epoch it expects; the check is by value, so an epoch read
     back from a wire (a fresh integer object, here past CPython's small-int cache) is accepted when equal and
-    refused (EPOCH_MISMATCH) when not; a transaction that reserves blocks advances the epoch by one (DESIGN.md
+    refused (EPOCH_MISMATCH) when not; a transaction that reserves blocks advances the epoch by one (docs/design.md
     "Counters"). ``run_txn`` knows two
     operations, allocate and append (0x04E); any other name is refused by name (UNKNOWN_OPERATION), also in a
     receipt given to compensate (0x04F)."""
@@ -403,7 +403,7 @@ def _adapter_check_rows() -> Rows:
 
 
 def hybrid_windows_s17() -> Rows:
-    """0x07C with sliding windows, on notes/vllm.md scenario 17 (full attention and two sliding-window groups of
+    """0x07C with sliding windows, on docs/peers/vllm.md scenario 17 (full attention and two sliding-window groups of
     window 32, 16-token blocks): r0 = C48 + [3] x 7 is published; C48 + [3] x 5 then hits 48 tokens, and after
     removing the keys (block index, group) {(0,1),(0,2)}, {(0,0)}, {(2,0),(2,1),(2,2)}, {(2,0)}, {(2,1)},
     {(2,0),(0,1),(0,2)}, {(1,1)} it hits 3, 0, 2, 2, 2, 0, 1 blocks (the notes' figures, x 16 tokens): a window
@@ -435,11 +435,11 @@ def hybrid_windows_s17() -> Rows:
             ("hits after each removal", [without(k) for k in removals], [16 * b for b in (3, 0, 2, 2, 2, 0, 1)])]
 
 
-SHA256_BLOCK0 = "9da1c53089c000ad1a79a77c143b68dda00e2a85315bc1f690bbd03ba4a195dd"  # notes/vllm.md §3, measured
+SHA256_BLOCK0 = "9da1c53089c000ad1a79a77c143b68dda00e2a85315bc1f690bbd03ba4a195dd"  # docs/peers/vllm.md §3, measured
 
 
 def vllm_golden_hashes() -> Rows:
-    """notes/vllm.md §3 (measured, PYTHONHASHSEED unset): NONE_HASH and the block hashes of tokens [0, 1, 2, 3]
+    """docs/peers/vllm.md §3 (measured, PYTHONHASHSEED unset): NONE_HASH and the block hashes of tokens [0, 1, 2, 3]
     then [4, 5, 6, 7] under sha256 (pickle) and sha256_cbor (canonical CBOR), and sha256_cbor's block 0 with cache
     salt "s1"."""
     from kvexact.reference.peers.vllm_hashing import BlockHasher, HashAlgo, external_hash
@@ -466,7 +466,7 @@ def vllm_golden_hashes() -> Rows:
 
 
 def vllm_hybrid_alignment() -> Rows:
-    """notes/vllm.md §4: a full-attention group's hit is rounded down to the alignment (the lcm of the groups'
+    """docs/peers/vllm.md §4: a full-attention group's hit is rounded down to the alignment (the lcm of the groups'
     block sizes), and a prompt is cached only up to ``num_tokens`` rounded down to the scheduler block size (the
     lcm). Full attention in 16-token blocks with a window group of 32-token blocks (window 64): after a 128-token
     prompt, a 50-token query (cap 49: 3 full-attention blocks, 48) hits 32 = 2 + 1 blocks and no group alone
@@ -540,7 +540,7 @@ def reuse_gate_0x0CD() -> Rows:
 
 
 def sglang_orders_and_pools() -> Rows:
-    """notes/sglang.md: S25 DFS-weight order ([1,2,3], [1,2,4], [5,6]; last nodes [5,6], [3], [4], [4] -> 2, 3, 1, 0);
+    """docs/peers/sglang.md: S25 DFS-weight order ([1,2,3], [1,2,4], [5,6]; last nodes [5,6], [3], [4], [4] -> 2, 3, 1, 0);
     §6 longest-prefix-match: a stable sort by matched length, FCFS when the cache is disabled (cached [1,2,3,4]:
     queue [9,9], [1,2,3,4,5], [1,2,7] matches 0, 4, 2 -> 1, 2, 0); §7 the token allocator with ``need_sort`` stages
     freed slots (available = free + staged) and a merge sorts them back (alloc takes the first n), and a paged
@@ -677,11 +677,11 @@ def sglang_orders_and_pools() -> Rows:
 
 
 def peer_units() -> Rows:
-    """Unit facts of the peer profiles. notes/vllm.md scenario 20 (queue primitives on blocks 0-4); an allocation
+    """Unit facts of the peer profiles. docs/peers/vllm.md scenario 20 (queue primitives on blocks 0-4); an allocation
     that does not fit says INSUFFICIENT_BLOCKS (§5); the coordinator over three bucket specs (full attention, windows
     of 32 and 64, 16-token blocks; §4): 96 cached tokens with the 64-window group's block 4 gone hit 64 (the window
     64 needs the ceil(63 / 16) = 4 blocks before the hit's end, and 0..3 is the only such run; full attention is
-    looked up once and then only lowered). notes/sglang.md §8's bigram oracle (ps 1: [1,2,3,4,5] vs [1,2,3,9,5] ->
+    looked up once and then only lowered). docs/peers/sglang.md §8's bigram oracle (ps 1: [1,2,3,4,5] vs [1,2,3,9,5] ->
     2, identical 5 tokens -> 4, [1,2] vs [1,2] -> 1) and §9 (out-of-range indexing refused; repr names RadixKey,
     the extra key and ends in ... beyond 10 tokens)."""
     from kvexact.reference.peers.sglang_key import RadixKey, SGLangRejection
@@ -711,7 +711,7 @@ def peer_units() -> Rows:
 
     key = RadixKey.of(list(range(12)), "test")
     wire_rows = _vllm_wire_rows() + _vllm_pool_rows()
-    # notes/vllm.md §5 step 7: with delay_cache_blocks (P/D) nothing is cached at allocation; cache_blocks(r, 8)
+    # docs/peers/vllm.md §5 step 7: with delay_cache_blocks (P/D) nothing is cached at allocation; cache_blocks(r, 8)
     # then registers r's 2 full 4-token blocks, so a 9-token request with r's tokens hits 0 before and 8 after
     d = VllmKVCacheManager.create(VllmConfig(11, 4))
     r8 = d.make_request("r", list(range(8)))
@@ -739,7 +739,7 @@ def peer_units() -> Rows:
 
 
 def _vllm_pool_rows() -> Rows:
-    """notes/vllm.md §5 (the block pool, blocks 1..4 usable, block 0 the null block): usage = 1 - free / usable (0
+    """docs/peers/vllm.md §5 (the block pool, blocks 1..4 usable, block 0 the null block): usage = 1 - free / usable (0
     with no usable block); the free queue and pool refuse what vLLM raises on; the hash map keeps duplicates in
     insertion order and a pop of an id it does not hold changes nothing; touch and free skip the null block, a freed
     unhashed block goes to the queue's front; cache_full_blocks with no new full block is a no-op, with more full
@@ -803,7 +803,7 @@ def _vllm_pool_rows() -> Rows:
 
 
 def _vllm_wire_rows() -> Rows:
-    """notes/vllm.md (KV events, vllm.distributed.kv_events): a batch is ``[ts, events, data_parallel_rank]`` in
+    """docs/peers/vllm.md (KV events, vllm.distributed.kv_events): a batch is ``[ts, events, data_parallel_rank]`` in
     MessagePack, each event a tagged array struct with every field in order (``BlockStored``: hashes, parent, token
     ids, block size, lora id, medium, lora name, extra keys, group, spec kind; ``BlockRemoved``: hashes, medium,
     group; msgspec's ``omit_defaults`` does not shorten array-like structs, jcrist/msgspec#720); the JSON encoder writes the same arrays; the ZMQ publisher sends ``[topic, seq,
@@ -859,7 +859,7 @@ def _vllm_wire_rows() -> Rows:
 
 
 def vllm_protocol_adapter() -> Rows:
-    """The vLLM profile behind the adapter protocol (2 groups of 6 two-token blocks, ids 1..6; notes/vllm.md §5):
+    """The vLLM profile behind the adapter protocol (2 groups of 6 two-token blocks, ids 1..6; docs/peers/vllm.md §5):
     r's 6 prompt tokens take blocks 1, 2, 3 (the free queue's head) and its 7th token block 4; once r is freed
     (tail first: the unhashed block 4 goes to the head, the hashed 3, 2, 1 to the tail) the same prompt plus one
     token hits 6 tokens on 1, 2, 3 and takes 4 for its last token; 14 tokens need 7 blocks of the 6 (refused, the
@@ -912,7 +912,7 @@ def _bool_token() -> Any:
 
 
 def sglang_scenarios() -> Rows:
-    """notes/sglang.md §8 (expected values are the notes'): S2 a disabled cache stores and matches nothing; S9, S12,
+    """docs/peers/sglang.md §8 (expected values are the notes'): S2 a disabled cache stores and matches nothing; S9, S12,
     S13, S14 eviction through the recording allocator A (oldest first, LRU refreshed by a match, a whole edge
     overshoots, a parent is pushed again once its last child goes); S21 the priority policy and S24 LFU; S28-S29 the
     request protocol over a real 16-slot pool, with §5's I2 (available + evictable + protected + session + uncached
@@ -1065,7 +1065,7 @@ def allocator_paths_0x05C() -> Rows:
     by hand: r holds one full 2-token block (tokens 1, 2); a boundary append of token 3 reserves group 0's
     destination (RESERVED, r's block still one reference), the delayed writer of 0x05E holding that reserved
     handle writes token 3 into it, and the append publishes: r reads 1, 2, 3, the destination is REFERENCED, and
-    the epoch is 2 (two transactions reserved blocks, DESIGN.md "Counters"). Step 1 with the superseded epoch 0 is
+    the epoch is 2 (two transactions reserved blocks, docs/design.md "Counters"). Step 1 with the superseded epoch 0 is
     EPOCH_MISMATCH; allocating r again DUPLICATE_REQUEST; a prefix hit of no keys EMPTY_APPEND; a delayed write
     through a handle of group 3 FOREIGN_POOL_HANDLE; a reader's snapshot released leaves each block one reference.
     0x09C at P = 16 after 20 shared tokens of 64 KiB rows: r = 4 rows copied (4 x 64 KiB), traffic copy read +

@@ -141,7 +141,7 @@ def prefix_partial_admission() -> Rows:
 
 
 def allocator_state_digest() -> Rows:
-    """DESIGN.md: state digests are SHA-256 over a canonical encoding, so different allocator states have different
+    """docs/design.md: state digests are SHA-256 over a canonical encoding, so different allocator states have different
     digests. r grows from 1 to 258 tokens (16-token blocks): 258 different states, 258 different digests (a digest
     folded into fewer than 258 values would, by pigeonhole, repeat one); each equals the digest recomputed from
     the state."""

@@ -4,7 +4,7 @@ invariant check, the deliberately faulty prefix index, the vLLM event workload g
 adapter's KVAllocation projection of an open transaction.
 
 Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from
-``notes/vllm.md`` / ``notes/sglang.md``, from ``spec/KVAllocation.tla``, or from the arithmetic written beside
+``docs/peers/vllm.md`` / ``docs/peers/sglang.md``, from ``spec/KVAllocation.tla``, or from the arithmetic written beside
 them, never from the reference's own output; a row that differs (or a case that raises) fails ``reference-seed``
 by name.
 """
@@ -28,7 +28,7 @@ def _refused(call: Any) -> str | None:
 
 
 def sglang_tree_checks() -> Rows:
-    """notes/sglang.md §5 I1: ``evictable_size() + protected_size() == total_size()``; ``check_invariants`` must
+    """docs/peers/sglang.md §5 I1: ``evictable_size() + protected_size() == total_size()``; ``check_invariants`` must
     refuse a tree whose evictable counter is one too high as well as one too low. §3: inserting [1, 2, 9] with
     slots 4, 5, 6 beside [1, 2, 3] (slots 1, 2, 3; §7: page size 1 hands out the first free slots from 1) splits
     the edge after [1, 2]; the tree keeps its own slots 1, 2, the new suffix [9] takes slot 6 and the caller's
@@ -84,7 +84,7 @@ def sglang_tree_checks() -> Rows:
 
 
 def vllm_hit_arithmetic() -> Rows:
-    """notes/vllm.md: ``allocate_slots(request, num_new_tokens = num_tokens - num_computed_tokens,
+    """docs/peers/vllm.md: ``allocate_slots(request, num_new_tokens = num_tokens - num_computed_tokens,
     num_new_computed_tokens, hit blocks)`` needs cdiv(num_tokens, block_size) blocks in all. With blocks of 16
     (block 0 the null block): r0 = 55 tokens takes blocks 1..4; r1 = 16 zeros (r0's first block) + 24 fives
     (40 tokens) hits block 1 (16 tokens) and takes cdiv(40, 16) - 1 = 2 new blocks, 5 and 6 from the free queue
@@ -277,11 +277,11 @@ def adapter_transactions() -> Rows:
 
 
 def scopes_and_refusals() -> Rows:
-    """notes/vllm.md: a multimodal item covers the placeholder range ``[offset, offset + length)`` of the prompt;
+    """docs/peers/vllm.md: a multimodal item covers the placeholder range ``[offset, offset + length)`` of the prompt;
     the profile refuses a range that is empty, reversed (a negative length) or starts before the prompt by its
     named rejection, BAD_MM_FEATURE ("offset >= 0 and length > 0"); a block's extra keys name every item whose
     range overlaps the block, at its offset relative to the block start (may be negative): an image at [8, 16)
-    in 4-token blocks keys blocks 2 and 3 (offsets 0 and -4). The pool's self-check (notes/vllm.md §1: the blocks
+    in 4-token blocks keys blocks 2 and 3 (offsets 0 and -4). The pool's self-check (docs/peers/vllm.md §1: the blocks
     with ref_cnt 0 are the free queue's) names each usable block that breaks it, and a block id outside 0..num_blocks - 1 (§1) is
     refused with that range. The reference adapter over a token stream (2-token
     blocks) publishes under HOME and refuses a tenant that does not own the namespace (``LookupScope``:
@@ -333,10 +333,10 @@ def scopes_and_refusals() -> Rows:
 
 
 def pinned_defaults_and_refusals() -> Rows:
-    """notes/sglang.md §3: a fresh ``Req`` has matched, protected, inserted and owned nothing (every counter 0),
+    """docs/peers/sglang.md §3: a fresh ``Req`` has matched, protected, inserted and owned nothing (every counter 0),
     holds no row, node or lock, and has the default priority 0; §1: an edge's key and value have equal lengths,
     so ``check_invariants`` refuses an edge whose value is longer, shorter or gone ("edge <id> key/value
-    lengths"). notes/vllm.md §1: block ids are ints in 0..num_blocks - 1; a negative id, the pool size, any id
+    lengths"). docs/peers/vllm.md §1: block ids are ints in 0..num_blocks - 1; a negative id, the pool size, any id
     above it, a bool and a non-int are refused as UNKNOWN_BLOCK naming the range. vLLM's ``free`` pops the
     request's blocks and its cached-block count: freeing an unknown request is a no-op (the same state, no
     blocks), a request with a cached-block count but no blocks is no longer running afterwards, and a request's
@@ -399,7 +399,7 @@ def pinned_defaults_and_refusals() -> Rows:
 
 
 def vllm_hybrid_finders() -> Rows:
-    """notes/vllm.md §2: a group of block size ``k * hash_block_size`` reads block j under fine hash ``(j + 1) * k
+    """docs/peers/vllm.md §2: a group of block size ``k * hash_block_size`` reads block j under fine hash ``(j + 1) * k
     - 1`` (5 fine hashes at 16 read at 32: B, D; 7 read at 48: C, F). §3 and scenario 22 (the window finder
     alone: 2-token blocks, window 4 so ceil(3 / 2) = 2 contiguous blocks, max_length twice the pattern, fine hash
     i cached as block 10 + i where the pattern has a 1): 1 -> (2, [10]), 10 -> (2, [10]), 11 -> (4, [10, 11]),
@@ -518,7 +518,7 @@ def vllm_hybrid_finders() -> Rows:
 
 
 def vllm_hashing_pinned() -> Rows:
-    """notes/vllm.md §2, the formula itself: a block hash is ``sha256(pickle.dumps((parent, tuple(tokens),
+    """docs/peers/vllm.md §2, the formula itself: a block hash is ``sha256(pickle.dumps((parent, tuple(tokens),
     extra_keys), protocol=5))`` with NONE_HASH (``sha256(pickle("vllm-none-hash"))``, or of ``$PYTHONHASHSEED`` when
     given) for any falsy parent; only full blocks are hashed, and a continuation picks up after the blocks already
     hashed. Extra keys, in order: LoRA on every block, each overlapping multimodal item at its block-relative
@@ -615,7 +615,7 @@ def vllm_hashing_pinned() -> Rows:
 
 
 def vllm_pool_pinned() -> Rows:
-    """notes/vllm.md §1, §4-§6 and scenarios 19-21. The free queue (scenario 20, blocks 0-4): popleft -> 0;
+    """docs/peers/vllm.md §1, §4-§6 and scenarios 19-21. The free queue (scenario 20, blocks 0-4): popleft -> 0;
     remove 2 -> [1, 3, 4]; append 2 -> [1, 3, 4, 2]; prepend_n [5, 0] -> [5, 0, 1, 3, 4, 2]; popleft_n(3) ->
     [5, 0, 1], 3 left; an empty popleft, popleft_n past the length, removing an absent block, adding a present
     or repeated one and a negative / bool / float count are refused by name with the values. The map (scenario
@@ -715,7 +715,7 @@ def vllm_pool_pinned() -> Rows:
 
 
 def sglang_tree_pinned() -> Rows:
-    """notes/sglang.md §1-§5 on hand-traced trees (page size 1 unless said, the profile's counter clock: each
+    """docs/peers/sglang.md §1-§5 on hand-traced trees (page size 1 unless said, the profile's counter clock: each
     reading is the next integer from 1, the root taking 1). §4's ranking (smallest evicted first) of a node with
     hit count 2, priority 2, created at 5, last used at 7: lru 7, lfu (2, 7), fifo 5, mru -7, filo -5, priority
     (2, 7), slru (hit count >= threshold 2: 1, 7) and (0, 7) under threshold 4; tlru is refused as not reproduced,
@@ -864,7 +864,7 @@ def sglang_tree_pinned() -> Rows:
 
 
 def vllm_adapters_pinned() -> Rows:
-    """notes/vllm.md §3-§5 through the two vLLM adapters, hand-traced. ``VllmAdapter(5, 2)`` (blocks 1-4 of 2
+    """docs/peers/vllm.md §3-§5 through the two vLLM adapters, hand-traced. ``VllmAdapter(5, 2)`` (blocks 1-4 of 2
     tokens, queue [1, 2, 3, 4]): a = [1, 2, 3] hits nothing (cap 2, nothing cached), takes blocks 1, 2 and caches
     its one full block 1 at once (trace: allocate_block 1, 2, cache_block j 0); b = [1, 2, 5] hits block 1 (2
     tokens) and takes 3 (prefix_hit k 1, allocate_block 3); a's decode token 4 fills block 2 (no new block,
@@ -1053,7 +1053,7 @@ def stream_log_contract() -> Rows:
                   all(r[2] for r in sg_rows), max(len(r[0]) for r in sg_rows) <= 4,
                   any(e["type"] == "AllBlocksCleared" for log in sg_logs for e in log[1:]))
     parent, ext = hashlib.sha256(pickle.dumps("vllm-none-hash", protocol=5)).digest(), []
-    for pair in ((1, 2), (3, 4), (5, 6)):  # notes/vllm.md §2: the chain; §1: events carry the low 64 bits
+    for pair in ((1, 2), (3, 4), (5, 6)):  # docs/peers/vllm.md §2: the chain; §1: events carry the low 64 bits
         parent = hashlib.sha256(pickle.dumps((parent, pair, None), protocol=5)).digest()
         ext.append(int.from_bytes(parent[-8:], "big"))
     profile = wire._ProfileDriver(9, 2)
@@ -1084,7 +1084,7 @@ def stream_log_contract() -> Rows:
 
 
 def vllm_manager_scenarios() -> Rows:
-    """notes/vllm.md's measured scenarios on the manager (C48 = 16 zeros, 16 ones, 16 twos). 6 (caching off, 4-token
+    """docs/peers/vllm.md's measured scenarios on the manager (C48 = 16 zeros, 16 ones, 16 twos). 6 (caching off, 4-token
     blocks, 5 blocks): range(10) takes [1, 2, 3]; freed they are prepended ([3, 2, 1, 4]); range(16) takes
     [3, 2, 1, 4]; range(4) then gets None. 11 (16-token blocks, 11 blocks): r0 = C48 takes [1, 2, 3]; r1 = C48 * 2
     hits 48 and takes [4, 5, 6]; freed, refs of 1-6 are [1, 1, 1, 0, 0, 0] and the queue [7, 8, 9, 10, 6, 5, 4];
@@ -1231,7 +1231,7 @@ def vllm_manager_scenarios() -> Rows:
 
 
 def sglang_pools_pinned() -> Rows:
-    """notes/sglang.md §7, hand-traced. Page size 1 (4 slots): alloc takes the first free slots ([1, 2]), refuses
+    """docs/peers/sglang.md §7, hand-traced. Page size 1 (4 slots): alloc takes the first free slots ([1, 2]), refuses
     more than are left (None), free appends in the given order ([3, 4, 2, 1]); with ``need_sort`` freed slots are
     staged (still available) and merged sorted when an alloc runs short ([1, 3] after freeing 3, 1 of [1, 2, 3]);
     a free group defers every free to its end; the free log records each call. Pages of 2 (8 slots, pages 1-4):
@@ -1313,7 +1313,7 @@ def sglang_pools_pinned() -> Rows:
 
 
 def sglang_keys_events_orders() -> Rows:
-    """notes/sglang.md §1 (keys), the event recorder's contract (its module docstring) and §6 (queue orders),
+    """docs/peers/sglang.md §1 (keys), the event recorder's contract (its module docstring) and §6 (queue orders),
     hand-traced. Keys: non-int tokens refused naming their index; ``limit`` caps the raw tokens; the EAGLE view
     pairs neighbours (N tokens -> N - 1 units, idempotent); an index outside the key is refused with the length;
     ``match`` is the common prefix floored to the page size and refuses keys of different namespaces; a child
@@ -1423,7 +1423,7 @@ def sglang_keys_events_orders() -> Rows:
 
 
 def sglang_adapters_pinned() -> Rows:
-    """The SGLang adapters (their module docstrings; notes/sglang.md §3, §5, §7), hand-traced on slots 1..n of a
+    """The SGLang adapters (their module docstrings; docs/peers/sglang.md §3, §5, §7), hand-traced on slots 1..n of a
     page-size-1 pool. Slot level (6 slots): a reserves 1, 2, 3; b's 4 are refused (3 left); inserting a's [1, 2, 3]
     moves its slots to the tree (no duplicates); a lock on [1, 2] splits the edge and protects 2 tokens (lock id
     1, delta -2); unlocking gives them back (+2), a second unlock of the same id drives the lock to -1 and moves
@@ -1502,7 +1502,7 @@ def sglang_adapters_pinned() -> Rows:
 
 
 def sglang_protocol_pinned() -> Rows:
-    """notes/sglang.md §3 and §5 (0.5.23's request protocol), hand-traced (page size 1). ``match_kv_cache``
+    """docs/peers/sglang.md §3 and §5 (0.5.23's request protocol), hand-traced (page size 1). ``match_kv_cache``
     matches the whole key but caps ``num_matched_prefix_tokens`` at input_len - 1 and at the logprob start.
     ``admit`` needs a request row and the unmatched slots: without a row, or short of slots (the row is given
     back), it returns False and changes nothing; admitted with nothing matched it locks the root (no size moves).
@@ -1590,7 +1590,7 @@ def sglang_protocol_pinned() -> Rows:
 
 
 def peer_odds_and_ends() -> Rows:
-    """The peers' small contracts no other case reaches (their docstrings; notes/vllm.md §2, §5; notes/sglang.md
+    """The peers' small contracts no other case reaches (their docstrings; docs/peers/vllm.md §2, §5; docs/peers/sglang.md
     §1-§5), hand-derived. vLLM hashing: a block that starts past an item that ended before it skips that item and
     keys the next overlapping one ([6, 9): b at -4, scan index 2; an item ending exactly at the block's start is
     skipped too); a block at or after the last item's end has no

@@ -1,7 +1,7 @@
 """The seed's fixtures, seed traces and failure labs, one module per seed family, kept out of the product
 modules. Nothing registers at import: :func:`register_all` registers every lab's negative cases, once.
 
-Failure-lab counts the seed states (DESIGN.md, "Named failures"): 0x05G 22, 0x06I 20, 0x07G 22, 0x08I 18,
+Failure-lab counts the seed states (docs/design.md, "Named failures"): 0x05G 22, 0x06I 20, 0x07G 22, 0x08I 18,
 0x0D 14 and Loop 11 27 (registered under 0x0CG), 211 in all. The four labs whose counts the seed does not
 state (:data:`UNSTATED_LABS`) hold what is distinct, not a quota. A reason registered more than once in
 one section must be listed in :data:`DISTINCT_VARIANTS` with what makes the variants different contracts.

@@ -1,6 +1,6 @@
 """The allocator's seed fixtures (0x05B, 0x0D) and its failure lab (0x05G).
 
-Reconstructed fixtures hold every fact the seed states (DESIGN.md, "Seed fixtures that the seed only
+Reconstructed fixtures hold every fact the seed states (docs/design.md, "Seed fixtures that the seed only
 summarizes"); each docstring says how. Every 0x05G case is a malformed transition on the 0x05B fixture
 after the fork, rejected by its name with the state digest unchanged.
 """

@@ -1,4 +1,4 @@
-"""Peer profile: SGLang 0.5.23's ``RadixCache``, reproduced from notes/sglang.md (§1-§5, §7).
+"""Peer profile: SGLang 0.5.23's ``RadixCache``, reproduced from docs/peers/sglang.md (§1-§5, §7).
 
 A separate implementation from the normative index (``kvexact.reference.radix``): the tree is mutable,
 as SGLang's is, because lookups themselves split nodes and callers hold node references for locks.

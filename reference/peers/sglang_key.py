@@ -1,4 +1,4 @@
-"""SGLang 0.5.23 radix keys (notes/sglang.md §1), and the profile's named errors.
+"""SGLang 0.5.23 radix keys (docs/peers/sglang.md §1), and the profile's named errors.
 
 A key is a sequence of *units* (tokens, or token bigrams in EAGLE mode) plus two namespace strings.
 Invariants: ``len(key)`` counts units; slicing keeps the namespaces; ``match`` is the longest common
@@ -24,7 +24,7 @@ class SGLangRejection(enum.Enum):
     BAD_TOKEN = "a token id that is not an int (input guard)"
     BAD_PAGE_SIZE = "page size below 1 (input guard)"
     UNKNOWN_EVICTION_POLICY = "eviction policy name SGLang does not know (ValueError)"
-    POLICY_NOT_REPRODUCED = "tlru: exists in 0.5.23 but its semantics are not recorded in notes/sglang.md"
+    POLICY_NOT_REPRODUCED = "tlru: exists in 0.5.23 but its semantics are not recorded in docs/peers/sglang.md"
     VALUE_SHORTER_THAN_KEY = "insert value has fewer slots than the aligned key has units (input guard)"
     FOREIGN_NODE = "lock walk left the tree: the node belongs to another tree (AssertionError)"
     REMATCH_SHORT = "checkpoint's re-match is shorter than the key it just inserted (AssertionError)"

@@ -1,4 +1,4 @@
-"""SGLang 0.5.23 token-to-KV allocators and the request-to-token table (notes/sglang.md §7).
+"""SGLang 0.5.23 token-to-KV allocators and the request-to-token table (docs/peers/sglang.md §7).
 
 Slots are plain ints. Invariant of both allocators: ``available_size()`` counts the slots that are free
 or staged for release; slot 0 (page 0) is never handed out. Neither allocator guards a double free,

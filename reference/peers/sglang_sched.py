@@ -1,4 +1,4 @@
-"""SGLang 0.5.23's cache-aware queue orders (notes/sglang.md §6), as functions over the profile's tree.
+"""SGLang 0.5.23's cache-aware queue orders (docs/peers/sglang.md §6), as functions over the profile's tree.
 
 The normative index never orders a queue (seed 0x08G); these functions exist only so that a user can
 compare a runtime's LPM and DFS-weight orders with SGLang's. Both return queue indices.

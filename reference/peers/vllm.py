@@ -1,6 +1,6 @@
-"""Peer profile: vLLM 0.33.0's ``KVCacheManager`` for one full-attention cache group (``notes/vllm.md``).
+"""Peer profile: vLLM 0.33.0's ``KVCacheManager`` for one full-attention cache group (``docs/peers/vllm.md``).
 
-Separate from the normative reference (DESIGN.md, "Seed versus peers"): frozen records and pure
+Separate from the normative reference ([design](../design.md), "Seed versus peers"): frozen records and pure
 transitions that reproduce vLLM's observable behaviour (block ids, hit lengths, free-queue order, ref
 counts, cache events). Out of scope here: sliding window, hybrid groups (their hit convergence and
 publication are ``vllm_hybrid.py``), Mamba, EAGLE, KV connectors' external tokens, watermarks, encoder

@@ -1,4 +1,4 @@
-"""vLLM 0.33.0 block hashing, reproduced from ``notes/vllm.md`` section 2.
+"""vLLM 0.33.0 block hashing, reproduced from ``docs/peers/vllm.md`` §2.
 
 Invariants kept here:
 - only full blocks are hashed; block ``i`` covers tokens ``[i*B, (i+1)*B)``;

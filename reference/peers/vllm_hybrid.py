@@ -1,4 +1,4 @@
-"""Peer profile: vLLM 0.33.0's ``HybridKVCacheCoordinator.find_longest_cache_hit`` (``notes/vllm.md`` 2, 3, 7).
+"""Peer profile: vLLM 0.33.0's ``HybridKVCacheCoordinator.find_longest_cache_hit`` (``docs/peers/vllm.md`` §2, §3, §7).
 
 Invariant (as vLLM runs it): requests are hashed at ``hash_block_size`` (the gcd of the groups' block
 sizes); a group of block size ``k * hash_block_size`` reads its block j under the fine hash at index

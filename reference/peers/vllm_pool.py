@@ -1,4 +1,4 @@
-"""vLLM 0.33.0's ``BlockPool`` as frozen records and pure transitions (``notes/vllm.md`` sections 1, 4, 5).
+"""vLLM 0.33.0's ``BlockPool`` as frozen records and pure transitions (``docs/peers/vllm.md`` §1, §4, §5).
 
 Invariants kept by every transition here:
 - block 0 is the null block: never in the free queue, never hashed, its ref count not maintained;

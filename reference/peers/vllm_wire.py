@@ -6,7 +6,7 @@ parent_block_hash, token_ids, block_size, lora_id, medium, lora_name, extra_keys
 ``["BlockRemoved", block_hashes, medium, group_idx]``, ``["AllBlocksCleared"]``; every field is sent, also
 one equal to its default (msgspec's ``omit_defaults`` leaves array-like structs whole). Its ZMQ publisher sends each batch as a multipart message ``[topic, seq,
 payload]`` on a PUB socket, ``seq`` an 8-byte big-endian counter. Field order after ``medium`` follows
-``notes/vllm.md`` (0.33.0); a reader must accept longer or shorter tails.
+``docs/peers/vllm.md`` (0.33.0); a reader must accept longer or shorter tails.
 
 Invariant: :func:`decode_batch` of :func:`encode_batch` gives back the profile's events (``attrs`` records).
 """

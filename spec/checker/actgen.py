@@ -3,7 +3,7 @@ conjunctions, disjunctions, IF/CASE, \\E, LET, implications and operator calls l
 and its expressions inline (codegen.py), instead of a chain of continuation closures.
 
 Invariant: a generated action calls ``k(s, n)`` for exactly the paths, in the same order, with the same
-errors, as the closure that actions.py compiles for it (TLC's enumeration, notes/tlc-semantics.md 2.2);
+errors, as the closure that actions.py compiles for it (TLC's enumeration, docs/checker.md, "Successor enumeration");
 whatever it does not lay out itself it calls as that closure. ``n`` is bound in place and restored.
 """
 

@@ -1,5 +1,5 @@
 """Compile action formulas (Init over unprimed variables, Next over primed ones) into enumerators that
-produce states exactly as TLC's ``getInitStates``/``getNextStates`` do (notes/tlc-semantics.md 2.2).
+produce states exactly as TLC's ``getInitStates``/``getNextStates`` do (docs/checker.md, "Successor enumeration").
 
 An enumerator is ``a(s, n, e, k)``: it calls ``k(s2, n2)`` once per completed path (duplicates
 included). In "init" mode the assigned dict is ``s``; in "next" mode it is ``n``. Once every variable

@@ -8,7 +8,7 @@ and cached; a definition that depends only on the state is cached per state obje
 body depends only on its parameters is memoized by argument values.
 
 Actions compile to ``a(s, n, e, k)`` that call ``k(s2, n2)`` once per completed path, exactly as TLC
-enumerates successors (notes/tlc-semantics.md 2.2). State dicts are never mutated after creation.
+enumerates successors (docs/checker.md, "Successor enumeration"). State dicts are never mutated after creation.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Breadth-first model checking with TLC's counts, and random-walk simulation.
 
-Counting invariant (notes/tlc-semantics.md 2.3): "generated" counts every initial state and every
+Counting invariant (docs/checker.md, "Counting rules"): "generated" counts every initial state and every
 successor of every dequeued state (duplicates and out-of-constraint states included); "distinct" is the
 number of fingerprints inserted (only states that satisfy the CONSTRAINTs); invariants are checked on
 every new state and on every out-of-constraint state; depth counts Init as 1. A run stopped by

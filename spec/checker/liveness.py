@@ -1,7 +1,7 @@
 """Liveness: search the reachable state graph for a fair behaviour that violates a temporal property,
 the way TLC does (behaviour graph = states x tableau of the negated property, checked SCC by SCC).
 
-Method (README, "Temporal properties"): a property P is violated iff some behaviour of the spec satisfies
+Method (docs/checker.md, "Temporal properties and liveness"): a property P is violated iff some behaviour of the spec satisfies
 ``Fairness /\\ ~P``. That formula, in negation normal form, is split into *conditions* -- conjuncts of
 the shape ``[]<>X \\/ ... \\/ <>[]Y \\/ ...`` with X, Y non-temporal (every WF_v(A) and SF_v(A) has it) --
 and the rest, whose tableau (tableau.py) is multiplied with the state graph. Every state has a

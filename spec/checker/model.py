@@ -2,7 +2,7 @@
 constraints, and the step API used by trace validation; and the names of a spec's actions, as the
 model derives them from ``Next`` (TLC's split of it).
 
-Naming rule (DESIGN.md, "Steps are the spec's actions"): a spec action ``CowReserve`` has one reference
+Naming rule (docs/design.md, "Steps are the spec's actions"): a spec action ``CowReserve`` has one reference
 twin, the step ``cow_reserve`` (:func:`snake_case`). Nothing else names an action: the recorder, trace
 validation and the gate read the action list and each action's parameters from here
 (:func:`spec_actions`, :func:`model_actions`).

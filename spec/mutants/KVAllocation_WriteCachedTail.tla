@@ -11,7 +11,7 @@
 (* full block is its logical index j (identity j = the prefix of j*P       *)
 (* tokens); 0 means "no cached identity".                                  *)
 (*                                                                         *)
-(* Counters (DESIGN.md "Counters"; the same rule is in the reference):     *)
+(* Counters (docs/design.md "Counters"; same rule in the reference):       *)
 (*  - epoch advances by one when a transaction that reserved physical      *)
 (*    blocks publishes, never on a rollback or a rejection (0x04F: the     *)
 (*    rolled-back trace keeps epoch 43; 0x05B: the in-place append keeps   *)

@@ -202,10 +202,10 @@ def test_event_lines_in_a_partial_trace_go_through_the_vllm_mapping(tmp_path):
     assert not result.ok and result.failure.index == 4 and "not cached" in result.failure.nearest.reason
 
 
-def test_the_readme_worked_example_is_accepted_and_fails_without_its_in_place_append(tmp_path):
+def test_the_docs_worked_example_is_accepted_and_fails_without_its_in_place_append(tmp_path):
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "runtime.md").read_text()
     start = readme.index('{"kind": "partial"')
     block = readme[start:readme.index("```", start)].strip().splitlines()
     path = tmp_path / "example.ndjson"

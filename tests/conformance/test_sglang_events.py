@@ -244,7 +244,7 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
 
 
 def worked(*removals):
-    """The README's example as separate removals: 101 102 stored, 103 under 101, then ``removals``."""
+    """The docs' example (docs/runtime.md) as separate removals: 101 102 stored, 103 under 101, then ``removals``."""
     return [(f"e{i}", e) for i, e in enumerate([
         {"type": "AllBlocksCleared"},
         {"type": "BlockStored", "block_hashes": [101, 102], "parent_block_hash": None, "token_ids": [7, 8],

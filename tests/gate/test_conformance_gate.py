@@ -1,5 +1,5 @@
 """The whole gate, once, as a user runs it (the default, quick level): every check of that level passes
-and both reports are complete (DESIGN.md: the test suite runs the gate once). The full and deep levels add
+and both reports are complete (docs/design.md: the test suite runs the gate once). The full and deep levels add
 checks that have tests of their own; which level runs which check is asserted here."""
 
 from __future__ import annotations

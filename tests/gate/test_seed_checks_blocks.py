@@ -138,7 +138,7 @@ MUTANTS = [
     # a count past 256 built at run time (third task)
     (lifecycle, "cache_block", "if logical_block == len(table) - 1 else", "if logical_block is len(table) - 1 else",
      "allocator block sizes"),
-    # SGLang's token allocators and request table (notes/sglang.md §7), lines no quick check executed
+    # SGLang's token allocators and request table (docs/peers/sglang.md §7), lines no quick check executed
     (sglang_pool, "TokenToKVPoolAllocator.alloc", "        if need_slots > len(self.free_pages):",
      "        if need_slots >= len(self.free_pages):", "sglang orders and pools"),
     (sglang_pool, "TokenToKVPoolAllocator.alloc", "if self.need_sort and need_slots > len(self.free_pages):",
@@ -177,7 +177,7 @@ MUTANTS = [
      "if self._sock.poll(int(timeout_s * 1000)):", "peer units"),
     (vllm_wire, "Publisher.publish", 'self.seq.to_bytes(8, "big")', 'self.seq.to_bytes(9, "big")', "peer units"),
     (vllm_wire, "Publisher.publish", "self.seq += 1", "self.seq *= 1", "peer units"),
-    # vLLM's block pool (notes/vllm.md §5), lines no quick check executed
+    # vLLM's block pool (docs/peers/vllm.md §5), lines no quick check executed
     (vllm_pool, "FreeQueue.popleft_n", "if n > len(self.blocks):", "if n < len(self.blocks):", "peer units"),
     (vllm_pool, "FreeQueue.remove", "if block_id not in self.blocks:", "if block_id in self.blocks:", "peer units"),
     (vllm_pool, "FreeQueue._check_absent", "if present or len(set(block_ids)) != len(block_ids):",

@@ -1,7 +1,7 @@
 """The quick ``kernels-differential`` cases written for kernel host-code mutants that survived it: each passes on
 the kernels and fails on its mutants (cosmic-ray's mutated line, applied to a copy of the one function, patched
 into its module), so the gate check fails by case. The mutants come from the seed-2 and seed-3 samples of
-``kvexact bench mutation`` over ``kernels.*`` (README, mutation testing)."""
+``kvexact bench mutation`` over ``kernels.*`` (docs/mutation.md)."""
 
 from __future__ import annotations
 

@@ -73,7 +73,7 @@ def test_a_common_hit_ends_on_the_lcm_even_when_a_window_run_ends_earlier():
 
 
 def test_notes_scenario_18_different_block_sizes():
-    """notes/vllm.md section 8, scenario 18 (measured on vLLM 0.33.0): full attention of 32 and a window
+    """docs/peers/vllm.md §8, scenario 18 (measured on vLLM 0.33.0): full attention of 32 and a window
     of 32 over blocks of 16; 112 of 160 tokens computed and published."""
     tokens = list(range(160))
     index = HybridIndex.empty([CacheGroup(32), CacheGroup(16, window=32)]).publish(tokens[:112])

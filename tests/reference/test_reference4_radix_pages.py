@@ -1,5 +1,5 @@
 """The normative radix index with page size > 1 (SGLang's paged RadixCache): whole-page matches, inserts and
-splits. Expected values are notes/sglang.md's scenarios S10, S11, S18 and S19, run there against SGLang."""
+splits. Expected values are docs/peers/sglang.md's scenarios S10, S11, S18 and S19, run there against SGLang."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Where the SGLang profile differs from the normative radix index by design (README table), each shown."""
+"""Where the SGLang profile differs from the normative radix index by design (the table in docs/peers/sglang.md), each shown."""
 
 from __future__ import annotations
 

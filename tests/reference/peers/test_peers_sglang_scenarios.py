@@ -1,4 +1,4 @@
-"""notes/sglang.md §8: every scenario S1-S29 with the note's numbers (expected values are the note's)."""
+"""docs/peers/sglang.md §8: every scenario S1-S29 with the note's numbers (expected values are the note's)."""
 
 from __future__ import annotations
 

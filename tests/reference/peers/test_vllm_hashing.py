@@ -1,4 +1,4 @@
-"""Block hashing against the golden digests of notes/vllm.md section 2 (measured on vLLM 0.33.0)."""
+"""Block hashing against the golden digests of docs/peers/vllm.md §2 (measured on vLLM 0.33.0)."""
 
 from __future__ import annotations
 

@@ -23,7 +23,7 @@ def _profile(specs, stored, query, evicted=()):
 
 
 def test_hash_view_takes_the_last_fine_hash_of_each_block():
-    assert hash_view([b"A", b"B", b"C", b"D", b"E"], 16, 32) == (b"B", b"D")  # notes/vllm.md section 2
+    assert hash_view([b"A", b"B", b"C", b"D", b"E"], 16, 32) == (b"B", b"D")  # docs/peers/vllm.md §2
 
 
 def test_seed_prompts_with_groups_of_16_and_32():
@@ -57,7 +57,7 @@ def test_a_sliding_window_run_must_end_on_the_common_alignment():
 
 
 def _scenario(specs, stored_lengths, tokens, evict=(), query_length=None):
-    """notes/vllm.md section 8: prompts cut from ``tokens``, keys removed as (fine hash index, group)."""
+    """docs/peers/vllm.md §8: prompts cut from ``tokens``, keys removed as (fine hash index, group)."""
     stored = [tokens[:n] for n in stored_lengths]
     evicted = [(0, g, i) for i, g in evict]
     return stored_then_lookup(specs, stored, evicted, tokens[:query_length])

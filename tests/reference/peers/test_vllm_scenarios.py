@@ -1,4 +1,4 @@
-"""The full-attention scenarios of notes/vllm.md section 8, with the note's measured numbers.
+"""The full-attention scenarios of docs/peers/vllm.md §8, with the note's measured numbers.
 
 Scenarios 17, 18, 22, 23, 24 (SWA half), 25 and 30 concern sliding window, hybrid groups or EAGLE and
 are out of scope for this profile (docs/readme/vllm.md).

@@ -1,4 +1,4 @@
-"""Enumeration and counting rules (notes/tlc-semantics.md 2.2-2.4), each on a spec written for it.
+"""Enumeration and counting rules (docs/checker.md, "Successor enumeration", "Counting rules", "Deadlock"), each on a spec written for it.
 The expected counts are derived by hand in each case's comment: generated = initial states produced +
 every successor of every explored state (duplicates included); distinct = states inserted."""
 

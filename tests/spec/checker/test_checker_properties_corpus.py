@@ -1,7 +1,7 @@
 """PROPERTY models of the tla-examples corpus (tlaplus/Examples with TLC's recorded results): the
 small ones, checked with the embedded engine, give TLC's result and, for successes, TLC's distinct
 and generated counts. The whole list (70 models, some of them minutes long) runs in the gate check
-``checker-properties``; the README lists every model's result."""
+``checker-properties``; docs/results/checker-corpus.md lists every model's result."""
 
 from __future__ import annotations
 

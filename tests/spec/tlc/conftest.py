@@ -1,4 +1,4 @@
-"""Recorded TLC ``-tool`` output, written from the message catalogue in notes/tlc-semantics.md §2.6,
+"""Recorded TLC ``-tool`` output, written from the message catalogue in docs/checker.md ("What TLC prints"),
 shared by the TLC tests as the ``tlc_output`` fixture."""
 
 import pytest
