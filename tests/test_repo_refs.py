@@ -17,7 +17,7 @@ GLOSSARY = ROOT / "docs" / "glossary.md"
 OUTSIDE = re.compile(r"\.\./shared|DESIGN\.md|(?<![\w.-])notes/")
 # The one reference allowed: where CI puts the TLC jar beside the clone (the runner's fallback location).
 ALLOWED = ("../shared/tlc/tla2tools.jar",)
-# Seed section ids: chapters 0x00-0x0F and 0x10, with an optional section letter (0x05, 0x05B, 0x10A).
+# Seed section ids: a chapter (two hex digits, up to 10) with an optional section letter (0x05, 0x05B, 0x10A).
 SECTION_ID = re.compile(r"\b0x(?:0[0-9A-F]|10)[A-Z]?\b")
 GLOSSARY_LINE = re.compile(r"^- \*\*(0x[0-9A-F]{2}[A-Z]?)\*\*: \S", re.MULTILINE)
 SKIP_DIRS = {".git", ".venv", "site", "build", "__pycache__", ".hypothesis", ".mypy_cache", ".ruff_cache",
