@@ -1,10 +1,10 @@
-"""Block-side cases of the quick check ``reference-seed`` (registered in :mod:`kvexact.gate.seed_checks`): the
+"""Block-side cases of the golden tests (registered in :mod:`golden`): the
 allocator, its lifecycle steps, the adapter protocol's reference adapter, the hybrid index and the vLLM / SGLang
 peer profiles' block bookkeeping.
 
 Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from the seed
 (``0x0..`` sections), from ``notes/vllm.md`` / ``notes/sglang.md``, or from the arithmetic written beside them,
-never from the reference's own output; a row that differs (or a case that raises) fails ``reference-seed`` by name.
+never from the reference's own output; a row that differs (or a case that raises) fails its golden test by name.
 """
 
 from __future__ import annotations
@@ -1075,7 +1075,8 @@ def allocator_paths_0x05C() -> Rows:
     block sizes that differ per group (2 and 4 tokens): r = [1, 2] appending 3 reserves a new block in group 0
     (a boundary) and writes group 1's 2-row tail in place, or copies it on write (2 rows) while s shares it; one
     transaction either way, r reads 1, 2, 3 and s still 1, 2."""
-    from kvexact.gate.seed_checks_index import _raises
+    from seed_cases_index import _raises
+
     from kvexact.reference import lifecycle
     from kvexact.reference.allocator import Allocator, AllocRejection
     from kvexact.reference.handles import BlockHandle
