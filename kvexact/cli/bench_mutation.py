@@ -31,7 +31,7 @@ from kvexact.spec.files import write_atomic
 @click.option("--timeout-factor", type=float, default=4.0, show_default=True,
               help="a probe may take 60 s + this times its checks' unmutated seconds (then it counts as killed)")
 @click.option("--checks", "only", default="", metavar="NAME,...",
-              help="the killers: pytest selections (golden: tests/reference/golden) and quick gate checks "
+              help="the killers: pytest selections (golden: tests/reference/golden/test_golden.py) and quick gate checks "
                    "(default: golden,kernels-differential; a mutant no killer executes counts as not executed)")
 @click.option("--rejudge", "rejudge_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="judge again the mutants a previous --json report left unkilled (found by key in today's sources) "

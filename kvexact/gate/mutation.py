@@ -2,7 +2,7 @@
 host code one mutant at a time, and a killer has to fail with the mutant in place.
 
 A killer is a named pytest selection of the project's tests (``golden``: the reference's golden tests,
-``tests/reference/golden``, run ``-x -q``) or a quick gate check (fixed seed 0, the ``ci`` Hypothesis profile; e.g.
+``tests/reference/golden/test_golden.py``, run ``-x -q``) or a quick gate check (fixed seed 0, the ``ci`` Hypothesis profile; e.g.
 ``kernels-differential`` for the kernels' host code). Each killer's line coverage is measured once by coverage.py
 on the unmutated code; a mutant is run by the killers that execute one of its lines, cheapest first, in one
 subprocess that stops at the first killer that does not pass. A mutant on lines no killer executes is not run: it
@@ -37,8 +37,9 @@ DEFAULT_MODULES = ("reference.*", "kernels.paged", "kernels.shared", "kernels.de
 # seed's worked numbers (oracles, not code, in reference.labs.formulas_golden)
 EXCLUDED = ("reference.labs.*", "reference.bench")
 FAST_CHECKS_LEVEL = "quick"
-# pytest selections a mutant may be killed by: name -> paths relative to the repository root
-PYTEST_SELECTIONS = {"golden": ("tests/reference/golden",)}
+# pytest selections a mutant may be killed by: name -> paths relative to the repository root. The golden cases'
+# own tests only: the mutant tests beside them read the reference's source text, which a mutant on disk changes
+PYTEST_SELECTIONS = {"golden": ("tests/reference/golden/test_golden.py",)}
 PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist")
 DEFAULT_KILLERS = ("golden", "kernels-differential")
 
@@ -257,8 +258,10 @@ def sources_digest() -> str:
     coverage map is reused only for the same sources and checks."""
     h = hashlib.sha256()
     gate = {f"kvexact.gate.{p.stem}": p for p in Path(__file__).parent.glob("*.py")}
-    tests = {f"tests:{name}:{p.relative_to(repo_root() / d)}": p for name, paths in PYTEST_SELECTIONS.items()
-             for d in paths for p in sorted((repo_root() / d).rglob("*.py"))}
+    folders = {name: [f if f.is_dir() else f.parent for f in (repo_root() / d for d in paths)]
+               for name, paths in PYTEST_SELECTIONS.items()}  # a test file's folder holds its case modules
+    tests = {f"tests:{name}:{p.relative_to(d)}": p for name, dirs in folders.items() for d in dirs
+             for p in sorted(d.rglob("*.py"))}
     for name, path in sorted({**all_modules(), **gate, **tests}.items()):
         h.update(name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
