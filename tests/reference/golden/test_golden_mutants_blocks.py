@@ -12,7 +12,17 @@ import golden
 import pytest
 import seed_cases_blocks
 
-from kvexact.reference import adapters, allocator, formulas, hybrid, ledgers, lifecycle, pool, reuse_gate
+from kvexact.reference import (
+    adapters,
+    allocator,
+    formulas,
+    hybrid,
+    ledgers,
+    lifecycle,
+    pool,
+    prompt_cache,
+    reuse_gate,
+)
 from kvexact.reference.allocator import Allocator, AllocRejection
 from kvexact.reference.peers import (
     sglang,
@@ -264,6 +274,11 @@ MUTANTS = [
     (allocator, "Allocator.self_check", "if sum(roles) != 1:", "if sum(roles) > 1:", "allocator self-check"),
     (allocator, "Allocator.self_check", "if len(pool.q_at) != len(pool.q_seq):",
      "if len(pool.q_at) > len(pool.q_seq):", "allocator self-check"),
+    # survivors of the fresh seed-111 sample, the golden tests as the killer
+    (reuse_gate, "attempt", "if runtime.block_generations.get(_block(h)) != h.generation:",
+     "if runtime.block_generations.get(_block(h)) < h.generation:", "reuse gate steps 0x0CD"),
+    (reuse_gate, "attempt", "steps.append(STEPS[6])", "steps.append(STEPS[ 5])", "reuse gate steps 0x0CD"),
+    (prompt_cache, "parse_schema", 'if root.tag != "schema":', 'if root.tag < "schema":', "prompt schema root 0x0CB"),
 ]
 
 
