@@ -61,7 +61,7 @@ def patch_function(monkeypatch, module: types.ModuleType, name: str, before: str
     monkeypatch.setattr(target, attr, getattr(new_target, attr))
 
 
-def test_block_cases_pass_and_are_registered_in_reference_seed():
+def test_block_cases_pass_and_are_registered():
     assert set(seed_cases_blocks.CASES) <= set(golden.CASES)
     for name, case in seed_cases_blocks.CASES.items():
         rows = case()
@@ -320,7 +320,7 @@ def test_a_mixed_path_append_checks_the_new_blocks_frontier():
 
 @pytest.mark.parametrize("module, name, before, after, case", MUTANTS,
                          ids=lambda v: v if isinstance(v, str) and " " not in v else None)
-def test_a_block_side_mutant_fails_reference_seed_by_case(monkeypatch, module, name, before, after, case):
+def test_a_block_side_mutant_fails_its_golden_case(monkeypatch, module, name, before, after, case):
     patch_function(monkeypatch, module, name, before, after)
     assert case_fails(case), case
 
@@ -335,7 +335,7 @@ def case_fails(name: str) -> bool:
     return any(got != expected for _what, got, expected in rows)
 
 
-def test_compensate_refuses_an_unknown_operation_mutant_fails_reference_seed(monkeypatch):
+def test_compensate_refuses_an_unknown_operation_mutant_fails_its_golden_case(monkeypatch):
     patch_function(monkeypatch, lifecycle, "compensate", "    check_operation(receipt.operation)", "    pass")
     rows = golden.CASES["allocator epochs"]()
     wrong = [what for what, got, expected in rows if got != expected]

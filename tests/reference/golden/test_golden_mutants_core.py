@@ -173,7 +173,7 @@ def test_a_registry_listing_its_current_generation_as_retired_is_refused():
     assert NamespaceRegistry((ns,), frozenset({("ns", 0), ("ns", 1), ("other", 9)})).get("ns") is ns
 
 
-def test_the_seed71_default_threshold_survivor_fails_reference_seed(monkeypatch):
+def test_the_seed71_default_threshold_survivor_fails_its_golden_case(monkeypatch):
     """reference.shared_prefix:290 (main d15a566): chunk_attention's default threshold 1 -> 2."""
     module, name, before, after, case = CONTRACT_SURVIVORS[0]
     _apply(monkeypatch, module, name, before, after)
