@@ -1,5 +1,6 @@
-"""``kvexact bench mutation``: mutation testing of the gate's fast level over ``reference/`` and the kernels'
-host code (:mod:`kvexact.gate.mutation`), a benchmark, not a test.
+"""``kvexact bench mutation``: mutation testing over ``reference/`` and the kernels' host code, killed by the
+golden tests (a pytest selection) and the kernels' differential check (:mod:`kvexact.gate.mutation`); a
+benchmark, not a test.
 
 It mutates the source files in place one mutant at a time (cosmic-ray restores each), so nothing else may
 run from this checkout meanwhile. Exit 0 when it ran (survivors are figures, not failures), 2 on bad usage
@@ -30,13 +31,13 @@ from kvexact.spec.files import write_atomic
 @click.option("--timeout-factor", type=float, default=4.0, show_default=True,
               help="a probe may take 60 s + this times its checks' unmutated seconds (then it counts as killed)")
 @click.option("--checks", "only", default="", metavar="NAME,...",
-              help="restrict the fast level to these quick checks (a lower bound of the quick level's score: a "
-                   "mutant only other checks execute counts as not executed)")
+              help="the killers: pytest selections (golden: tests/reference/golden/test_golden.py) and quick gate checks "
+                   "(default: golden,kernels-differential; a mutant no killer executes counts as not executed)")
 @click.option("--rejudge", "rejudge_path", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="judge again the mutants a previous --json report left unkilled (found by key in today's sources) "
                    "instead of a sample")
 @click.option("--then", "then", default="", metavar="NAME,...",
-              help="then probe every survivor on a line these quick checks execute with them (e.g. machines)")
+              help="then probe every survivor on a line these killers execute with them (e.g. machines)")
 @click.option("--then-map", "then_map_path", type=click.Path(path_type=Path), default=None,
               help="reuse (or write) the --then checks' line coverage here")
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="write every result here")

@@ -9,14 +9,14 @@ from kvexact.gate import (
     formula_checks,
     kernel_checks,
     packaging,
-    seed_checks,
+    reference_check,
     spec_checks,
 )
 from kvexact.gate.framework import GateCheck
 
 CHECKS: tuple[GateCheck, ...] = (
     *packaging.CHECKS, *corpus_check.CHECKS, *spec_checks.CHECKS, *kernel_checks.CHECKS, *formula_checks.CHECKS,
-    *seed_checks.CHECKS, *conformance_checks.CHECKS,
+    *reference_check.CHECKS, *conformance_checks.CHECKS,
 )
 
 

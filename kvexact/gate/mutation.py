@@ -1,13 +1,15 @@
-"""Mutation testing of the gate (``kvexact bench mutation``): cosmic-ray's operators mutate ``reference/``
-and the kernels' host code one mutant at a time, and the gate's fast level has to kill each mutant.
+"""Mutation testing (``kvexact bench mutation``): cosmic-ray's operators mutate ``reference/`` and the kernels'
+host code one mutant at a time, and a killer has to fail with the mutant in place.
 
-The fast level: the gate's quick checks (fixed seed 0, the ``ci`` Hypothesis profile: a fixed, small,
-derandomized number of examples) whose line coverage, measured once per check by coverage.py on the
-unmutated code, executes a line of the mutant; they run cheapest first in one subprocess that stops at the
-first check that does not pass. A mutant on lines no quick check executes is not run: it survives as
-"not executed". Triton kernel bodies are left to the hand-written mutants of :mod:`kvexact.kernels.mutants`.
+A killer is a named pytest selection of the project's tests (``golden``: the reference's golden tests,
+``tests/reference/golden/test_golden.py``, run ``-x -q``) or a quick gate check (fixed seed 0, the ``ci`` Hypothesis profile; e.g.
+``kernels-differential`` for the kernels' host code). Each killer's line coverage is measured once by coverage.py
+on the unmutated code; a mutant is run by the killers that execute one of its lines, cheapest first, in one
+subprocess that stops at the first killer that does not pass. A mutant on lines no killer executes is not run: it
+survives as "not executed". Triton kernel bodies are left to the hand-written mutants of
+:mod:`kvexact.kernels.mutants`.
 
-Invariant: a mutant counts as killed only when a check did not pass (or the probe ran out of time) with the
+Invariant: a mutant counts as killed only when a killer did not pass (or the probe ran out of time) with the
 mutant in place; equivalent mutants are read from ``equivalent_mutants.toml`` (each with its reason) and are
 reported as such, never dropped; the score of a module is killed / (mutants - equivalent).
 """
@@ -35,13 +37,19 @@ DEFAULT_MODULES = ("reference.*", "kernels.paged", "kernels.shared", "kernels.de
 # seed's worked numbers (oracles, not code, in reference.labs.formulas_golden)
 EXCLUDED = ("reference.labs.*", "reference.bench")
 FAST_CHECKS_LEVEL = "quick"
+# pytest selections a mutant may be killed by: name -> paths relative to the repository root. The golden cases'
+# own tests only: the mutant tests beside them read the reference's source text, which a mutant on disk changes
+PYTEST_SELECTIONS = {"golden": ("tests/reference/golden/test_golden.py",)}
+PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist")
+DEFAULT_KILLERS = ("golden", "kernels-differential")
 
 
 class MutationRejection(enum.Enum):
     UNKNOWN_MODULE = "unknown module"
     EQUIVALENT_WITHOUT_REASON = "equivalent mutant without a reason"
     BAD_EQUIVALENTS_FILE = "unreadable equivalent-mutants file"
-    UNKNOWN_CHECK = "not a quick gate check"
+    UNKNOWN_CHECK = "not a quick gate check or a pytest selection"
+    NO_TESTS = "the pytest selection is not in this checkout"
 
 
 class MutationInputError(ValueError):
@@ -54,7 +62,7 @@ class Outcome(enum.Enum):
     KILLED = "killed"
     TIMEOUT = "killed (timeout)"
     SURVIVED = "survived"
-    NOT_EXECUTED = "survived (no quick check executes it)"
+    NOT_EXECUTED = "survived (no killer executes it)"
     EQUIVALENT = "equivalent"
     INCOMPETENT = "incompetent"  # the mutation could not be applied, does not compile, or the probe could not start
 
@@ -242,7 +250,7 @@ def sample(mutants: list[Mutant], max_mutants: int | None, seed: int) -> list[Mu
 
 
 # ----------------------------------------------------------------------------------------------------
-# the coverage map: which reference/kernels lines each quick check executes
+# the coverage map: which reference/kernels lines each killer executes
 
 
 def sources_digest() -> str:
@@ -250,50 +258,106 @@ def sources_digest() -> str:
     coverage map is reused only for the same sources and checks."""
     h = hashlib.sha256()
     gate = {f"kvexact.gate.{p.stem}": p for p in Path(__file__).parent.glob("*.py")}
-    for name, path in sorted({**all_modules(), **gate}.items()):
+    folders = {name: [f if f.is_dir() else f.parent for f in (repo_root() / d for d in paths)]
+               for name, paths in PYTEST_SELECTIONS.items()}  # a test file's folder holds its case modules
+    tests = {f"tests:{name}:{p.relative_to(d)}": p for name, dirs in folders.items() for d in dirs
+             for p in sorted(d.rglob("*.py"))}
+    for name, path in sorted({**all_modules(), **gate, **tests}.items()):
         h.update(name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
 
+def repo_root() -> Path:
+    """The checkout's root (the folder holding ``kvexact/`` and ``tests/``)."""
+    import kvexact
+
+    return Path(kvexact.__file__).resolve().parents[1]
+
+
+def selection_paths(name: str) -> list[str]:
+    """The pytest selection's paths in this checkout; :class:`MutationInputError` (NO_TESTS) when one is missing
+    (an installed wheel carries no tests)."""
+    paths = [repo_root() / p for p in PYTEST_SELECTIONS[name]]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        raise MutationInputError(MutationRejection.NO_TESTS, f"{name}: {', '.join(missing)}")
+    return [str(p) for p in paths]
+
+
+class _FirstFailure:
+    """A pytest plugin keeping the node id of the first test that failed."""
+
+    def __init__(self) -> None:
+        self.nodeid = ""
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.failed and not self.nodeid:
+            self.nodeid = report.nodeid
+
+
+def run_selection(name: str, stop_first: bool = True) -> tuple[bool, str]:
+    """Run the pytest selection in this process: whether it passed, and the first failing test's id."""
+    import pytest
+
+    first = _FirstFailure()
+    args = [*(PYTEST_ARGS if stop_first else PYTEST_ARGS[1:]), f"--rootdir={repo_root()}", *selection_paths(name)]
+    code = pytest.main(args, plugins=[first])
+    return code == 0, first.nodeid
+
+
+def run_killer(name: str) -> tuple[bool, str]:
+    """Run one killer (a pytest selection, or a quick gate check at seed 0, ``ci`` profile): whether it passed, and
+    what it said when it did not."""
+    if name in PYTEST_SELECTIONS:
+        passed, nodeid = run_selection(name)
+        return passed, nodeid or "pytest did not pass"
+    from kvexact.gate import framework
+    from kvexact.gate.checks import load_checks
+
+    check = {c.name: c for c in load_checks()}[name]
+    outcome = framework.run_check(check, framework.GateContext(level=FAST_CHECKS_LEVEL, profile="ci"))
+    return (outcome.result.verdict is framework.Verdict.PASSED,
+            f"{outcome.result.verdict.value}: {outcome.result.detail[:500]}")
+
+
 def measure_check(name: str) -> dict[str, Any]:
-    """Run one quick gate check under coverage.py (in this fresh process, so import-time lines count):
+    """Run one killer under coverage.py (in this fresh process, so import-time lines count):
     ``{"seconds", "passed", "lines": {module: [line, ...]}}``."""
     import coverage
 
     cov = coverage.Coverage(data_file=None, source=[str(d) for d in root_dirs().values()])
+    start = time.perf_counter()
     cov.start()
     try:
-        from kvexact.gate import framework
-        from kvexact.gate.checks import load_checks
-
-        check = {c.name: c for c in load_checks()}[name]
-        outcome = framework.run_check(check, framework.GateContext(level=FAST_CHECKS_LEVEL, profile="ci"))
+        passed, _said = run_killer(name)
     finally:
         cov.stop()
     by_path = {str(p): n for n, p in all_modules().items()}
     data = cov.get_data()
     lines = {by_path[f]: sorted(data.lines(f) or ()) for f in data.measured_files() if f in by_path}
-    return {"seconds": round(outcome.seconds, 2), "passed": outcome.result.verdict is framework.Verdict.PASSED,
-            "lines": lines}
+    return {"seconds": round(time.perf_counter() - start, 2), "passed": passed, "lines": lines}
 
 
 def fast_checks(only: Iterable[str] = ()) -> list[str]:
-    """The quick checks of the fast level, or the named ones among them (a restricted fast level: its score is
-    a lower bound of the quick level's, since a mutant only the other checks execute is not run)."""
+    """The killers: the named ones (pytest selections first, then quick gate checks in the gate's order), or by
+    default the golden tests and the kernels' differential check. A pytest selection must be in this checkout."""
     from kvexact.gate import framework
     from kvexact.gate.checks import load_checks
 
     quick = [c.name for c in framework.select_checks(load_checks(), level=FAST_CHECKS_LEVEL)]
-    only = list(only)
-    unknown = [n for n in only if n not in quick]
+    only = list(only) or list(DEFAULT_KILLERS)
+    unknown = [n for n in only if n not in quick and n not in PYTEST_SELECTIONS]
     if unknown:
-        raise MutationInputError(MutationRejection.UNKNOWN_CHECK,
-                                 f"{', '.join(unknown)}; the quick checks are {', '.join(quick)}")
-    return [n for n in quick if not only or n in only]
+        raise MutationInputError(MutationRejection.UNKNOWN_CHECK, f"{', '.join(unknown)}; the pytest selections are "
+                                 f"{', '.join(PYTEST_SELECTIONS)}, the quick checks {', '.join(quick)}")
+    for name in PYTEST_SELECTIONS:
+        if name in only:
+            selection_paths(name)
+    return [n for n in [*PYTEST_SELECTIONS, *quick] if n in only]
 
 
 def measure_coverage(status: Callable[[str], None] = lambda _t: None, only: Iterable[str] = ()) -> dict[str, Any]:
-    """The coverage map: every quick gate check (or the ``only`` ones) run once, each in its own process, under
+    """The coverage map: every killer (the defaults, or the ``only`` ones) run once, each in its own process, under
     coverage.py: ``{"digest", "checks": {name: measure_check(name)}}``."""
     import subprocess
     import tempfile
@@ -317,7 +381,7 @@ def measure_coverage(status: Callable[[str], None] = lambda _t: None, only: Iter
 
 
 def checks_for(mutant: Mutant, coverage_map: dict[str, Any]) -> tuple[str, ...]:
-    """The passing quick checks that execute a line of the mutant, cheapest first."""
+    """The passing killers that execute a line of the mutant, cheapest first."""
     span = set(range(mutant.line, mutant.end_line + 1))
     hits = [(c["seconds"], name) for name, c in coverage_map["checks"].items()
             if c["passed"] and span & set(c["lines"].get(mutant.module, ()))]
@@ -481,22 +545,17 @@ def report(results: list[MutantResult], meta: dict[str, Any]) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------------
-# the probe: ``python -m kvexact.gate.mutation CHECK[,CHECK...]`` (the per-mutant test command)
+# the probe: ``python -m kvexact.gate.mutation KILLER[,KILLER...]`` (the per-mutant test command)
 
 
 def probe(names: list[str]) -> int:
-    """Run the named gate checks at the quick level, seed 0, ``ci`` profile; exit 1 at the first check that
-    does not pass (printing ``killed-by: NAME``), 0 when all pass."""
-    from kvexact.gate import framework
-    from kvexact.gate.checks import load_checks
-
-    checks = {c.name: c for c in load_checks()}
-    ctx = framework.GateContext(level=FAST_CHECKS_LEVEL, profile="ci")
+    """Run the named killers in order; exit 1 at the first that does not pass (printing ``killed-by: NAME``, with
+    the first failing test of a pytest selection), 0 when all pass."""
     for name in names:
-        outcome = framework.run_check(checks[name], ctx)
-        if outcome.result.verdict is not framework.Verdict.PASSED:
-            print(f"{name}: {outcome.result.verdict.value}: {outcome.result.detail[:500]}")
-            print(f"killed-by: {name}")
+        passed, said = run_killer(name)
+        if not passed:
+            print(f"{name}: {said}")
+            print(f"killed-by: {name} ({said})" if name in PYTEST_SELECTIONS else f"killed-by: {name}")
             return 1
     return 0
 

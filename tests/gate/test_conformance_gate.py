@@ -16,7 +16,7 @@ from kvexact.gate import framework as gate
 
 QUICK = {"packaging-selftest", "spec-KVAllocation", "spec-CowPublication", "spec-NamespaceRevocation",
          "spec-RadixIndex", "spec-VirtualMapping", "spec-mutants", "kernels-differential", "formulas-golden", "reference-seed",
-         "peer-event-logs", "z3-obligations",
+         "z3-obligations",
          "negative-registry", "machines", "adapter-faulty-caught", "adapter-sglang-index",
          "adapter-faulty-index-caught"}
 FULL = QUICK | {"spec-witnesses", "kernels-int64-addressing", "adapter-simple-runtime", "spec-KVAllocation-liveness",

@@ -51,13 +51,21 @@ def test_equivalent_without_a_reason_and_a_bad_file_are_rejected_by_name(tmp_pat
     assert bad.value.rejection is mu.MutationRejection.BAD_EQUIVALENTS_FILE
 
 
-def test_the_fast_level_may_be_restricted_to_named_quick_checks_only():
-    assert mu.fast_checks(["negative-registry", "reference-seed"]) == ["reference-seed", "negative-registry"]
-    assert "machines" in mu.fast_checks() and "spec-witnesses" not in mu.fast_checks()
+def test_the_killers_are_the_golden_tests_by_default_or_named_selections_and_quick_checks():
+    assert mu.fast_checks() == ["golden", "kernels-differential"]
+    assert mu.fast_checks(["negative-registry", "reference-seed", "golden"]) == ["golden", "reference-seed",
+                                                                                 "negative-registry"]
     for bad in (["spec-witnesses"], ["nope"]):  # a full-level check is not part of the fast level
         with pytest.raises(mu.MutationInputError) as err:
             mu.fast_checks(bad)
         assert err.value.rejection is mu.MutationRejection.UNKNOWN_CHECK
+
+
+def test_a_pytest_selection_missing_from_the_checkout_is_refused_by_name(monkeypatch):
+    monkeypatch.setitem(mu.PYTEST_SELECTIONS, "golden", ("tests/no-such-folder",))
+    with pytest.raises(mu.MutationInputError) as err:
+        mu.fast_checks(["golden"])
+    assert err.value.rejection is mu.MutationRejection.NO_TESTS and "no-such-folder" in str(err.value)
 
 
 def test_the_kept_equivalents_file_loads_and_every_entry_has_a_reason():
@@ -172,6 +180,17 @@ def test_probe_reports_the_first_check_that_does_not_pass(monkeypatch, capsys):
     assert "killed-by: a" in out and "killed-by: b" not in out
 
 
+def test_probe_names_the_first_failing_test_of_a_pytest_selection(monkeypatch, tmp_path, capsys):
+    tests = tmp_path / "test_planted_probe.py"
+    tests.write_text("def test_passes():\n    assert 1 + 1 == 2\n\n\ndef test_fails():\n    assert 1 + 1 == 3\n\n\n"
+                     "def test_not_reached():\n    assert False\n", encoding="utf-8")
+    monkeypatch.setitem(mu.PYTEST_SELECTIONS, "planted", (str(tests),))
+    assert mu.probe(["planted"]) == 1
+    out = capsys.readouterr().out
+    assert "killed-by: planted (" in out and out.rstrip().endswith("::test_fails)")
+    assert "1 failed, 1 passed" in out  # -x: the third test is not run
+
+
 def test_cli_rejects_an_unknown_module_in_one_line():
     done = subprocess.run([sys.executable, "-m", "kvexact.cli", "bench", "mutation", "--module", "reference.nope",
                            "--list"], capture_output=True, text=True, timeout=300)
@@ -239,6 +258,19 @@ def test_cli_rejects_a_rejudge_file_that_is_not_a_report(tmp_path):
     assert "not a JSON report" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_the_sources_digest_covers_the_golden_tests(monkeypatch, tmp_path):
+    """A coverage map measured before a new golden case must not be reused after it."""
+    before = mu.sources_digest()
+    fake = tmp_path / "golden"
+    fake.mkdir()
+    for p in (mu.repo_root() / "tests/reference/golden").glob("*.py"):
+        (fake / p.name).write_bytes(p.read_bytes())
+    monkeypatch.setitem(mu.PYTEST_SELECTIONS, "golden", (str(fake),))
+    assert mu.sources_digest() == before
+    (fake / "seed_cases.py").write_text((fake / "seed_cases.py").read_text() + "\n# a new case\n")
+    assert mu.sources_digest() != before
+
+
 def test_the_sources_digest_covers_the_gate_checks_too(monkeypatch, tmp_path):
     """A coverage map measured before a new gate case must not be reused after it."""
     before = mu.sources_digest()
@@ -248,5 +280,5 @@ def test_the_sources_digest_covers_the_gate_checks_too(monkeypatch, tmp_path):
         (fake / p.name).write_bytes(p.read_bytes())
     monkeypatch.setattr(mu, "__file__", str(fake / "mutation.py"))
     assert mu.sources_digest() == before
-    (fake / "seed_checks.py").write_text((fake / "seed_checks.py").read_text() + "\n# a new case\n")
+    (fake / "reference_check.py").write_text((fake / "reference_check.py").read_text() + "\n# a new case\n")
     assert mu.sources_digest() != before

@@ -1,10 +1,10 @@
-"""Block-side cases of the quick check ``reference-seed`` (registered in :mod:`kvexact.gate.seed_checks`): the
+"""Block-side cases of the golden tests (registered in :mod:`golden`): the
 allocator, its lifecycle steps, the adapter protocol's reference adapter, the hybrid index and the vLLM / SGLang
 peer profiles' block bookkeeping.
 
 Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from the seed
 (``0x0..`` sections), from ``docs/peers/vllm.md`` / ``docs/peers/sglang.md``, or from the arithmetic written beside them,
-never from the reference's own output; a row that differs (or a case that raises) fails ``reference-seed`` by name.
+never from the reference's own output; a row that differs (or a case that raises) fails its golden test by name.
 """
 
 from __future__ import annotations
@@ -1075,7 +1075,8 @@ def allocator_paths_0x05C() -> Rows:
     block sizes that differ per group (2 and 4 tokens): r = [1, 2] appending 3 reserves a new block in group 0
     (a boundary) and writes group 1's 2-row tail in place, or copies it on write (2 rows) while s shares it; one
     transaction either way, r reads 1, 2, 3 and s still 1, 2."""
-    from kvexact.gate.seed_checks_index import _raises
+    from seed_cases_index import _raises
+
     from kvexact.reference import lifecycle
     from kvexact.reference.allocator import Allocator, AllocRejection
     from kvexact.reference.handles import BlockHandle
@@ -1295,6 +1296,39 @@ def allocator_self_check() -> Rows:
              [(what, True) for what, _f, _name in corruptions])]
 
 
+def reuse_gate_steps_0x0CD() -> Rows:
+    """0x0CD's use transaction runs its eight steps in order: authorize, namespace generation, lookup, leases,
+    versions, declared positions, mapping wait, snapshot; an accepted attempt has run all eight, once each. Step 5
+    compares each leased block's pool generation with the handle's: the fixture's block (0, 0, 3) is at
+    generation 5; recycled to 6 (0x0CG: a new owner) or found at 4, the handle's 5 no longer names it, so both are
+    refused as STALE_POOL_GENERATION in step 5 (the fifth step begun)."""
+    import attrs
+
+    from kvexact.reference.labs import reuse_gate as fx
+    from kvexact.reference.reuse_gate import ReuseRejection, attempt
+
+    order = ("authorize_namespace", "validate_namespace_generation", "lookup_candidate", "acquire_leases",
+             "validate_versions", "validate_declared_positions", "wait_mapping", "freeze_snapshot")
+    ok = attempt(fx.RUNTIME, fx.request("q01"))
+    moved = [attempt(attrs.evolve(fx.RUNTIME, block_generations={(0, 0, 3): g, (0, 0, 7): 2}), fx.request("q01"))
+             for g in (5 + 1, 5 - 1)]
+    return [("accepted attempt: steps, a receipt", (ok.steps, ok.receipt is not None), (order, True)),
+            ("block (0, 0, 3) at generation 6, 4: rejections, steps run",
+             [(a.rejection, len(a.steps)) for a in moved], [(ReuseRejection.STALE_POOL_GENERATION, 5)] * 2)]
+
+
+def prompt_schema_root_0x0CB() -> Rows:
+    """0x0CB: a prompt schema's document element is ``<schema>``; any other root (one named before it in
+    alphabetical order, ``<prompt>``, or after it, ``<template>``) is refused as WRONG_ROOT."""
+    from kvexact.reference.prompt_cache import MarkupRejection, parse_schema
+    from kvexact.reference.rejections import rejection_of
+
+    return [("roots <prompt>, <template>, <schema>: refused as",
+             [rejection_of(lambda t=t: parse_schema(f'<{t} name="s" generation="1"><module name="m">a</module></{t}>'))
+              for t in ("prompt", "template", "schema")],
+             [MarkupRejection.WRONG_ROOT, MarkupRejection.WRONG_ROOT, None])]
+
+
 CASES = {"adapter projections": adapter_projections, "allocator epochs": allocator_epochs, "lifecycle release": lifecycle_release,
          "lifecycle leases": lifecycle_leases,
          "allocator block sizes": allocator_block_sizes, "allocator refusals": allocator_refusals, "pool policies": pool_policies, "adapter keys": adapter_keys,
@@ -1305,4 +1339,5 @@ CASES = {"adapter projections": adapter_projections, "allocator epochs": allocat
          "sglang orders and pools": sglang_orders_and_pools, "peer units": peer_units,
          "allocator checks 0x04F": allocator_checks_0x04F,
          "allocator paths 0x05C": allocator_paths_0x05C, "allocator steps 0x05C": allocator_steps_0x05C,
-         "allocator self-check": allocator_self_check}
+         "allocator self-check": allocator_self_check, "reuse gate steps 0x0CD": reuse_gate_steps_0x0CD,
+         "prompt schema root 0x0CB": prompt_schema_root_0x0CB}

@@ -1,19 +1,16 @@
-"""The gate's quick checks of the reference objects on the seed's worked traces (``reference-seed``) and of the
-peer profiles' event logs against the specs (``peer-event-logs``).
+"""Golden cases of the reference objects on the seed's worked traces (``SEED_CASES``) and of the peer profiles'
+measured scenarios and event logs (``PEER_CASES``); registered with every other case module in :mod:`golden` and
+run one pytest test per case by ``test_golden.py``.
 
-Invariant: ``reference-seed`` passes only when every case gives the seed's numbers (the expected values below are
-the seed's, or follow from them by the arithmetic written beside them) and the reference adapter meets the
-adapter protocol's names and arities; ``peer-event-logs`` passes only when the
-vLLM profile reproduces the measured scenario of ``docs/peers/vllm.md`` and one event log of each profile, from a fixed
-seed, is accepted by the normative spec. Each mismatch is named by its case.
+Invariant: each case returns ``(what, got, expected)`` rows whose expected values are the seed's (the section id
+is in the case's name or docstring), or follow from them by the arithmetic written beside them, or are the
+peer profile's measured values; a row that differs, or a case that raises, fails that case's test by name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-
-from kvexact.gate.framework import CheckResult, GateCheck, GateContext, Verdict
 
 Case = Callable[[], list[tuple[str, Any, Any]]]  # (what, got, expected)
 KIB = 1024
@@ -610,12 +607,7 @@ SEED_CASES: dict[str, Case] = {"radix 0x08F": radix_0x08F, "translate 0x03F": tr
                                "revocation 0x0CE": revocation_0x0CE,
                                "adapter protocol": adapter_protocol, "inputs refused": inputs_refused,
                                "fragmentation 0x02F": fragmentation_0x02F}
-SEED_CASES.update(__import__("kvexact.gate.seed_checks_index", fromlist=["INDEX_CASES"]).INDEX_CASES)  # #25
-SEED_CASES.update(__import__("kvexact.gate.seed_checks_blocks", fromlist=["CASES"]).CASES)  # the block side's cases
-SEED_CASES.update(__import__("kvexact.gate.seed_checks_adapters", fromlist=["CASES"]).CASES)  # adapters, vLLM pool
-SEED_CASES.update(__import__("kvexact.gate.seed_checks_core", fromlist=["CASES"]).CASES)  # core modules (i25g)
-SEED_CASES.update(__import__("kvexact.gate.seed_checks_peers", fromlist=["CASES"]).CASES)  # peers, adapters (#25)
-SEED_CASES.update(__import__("kvexact.gate.seed_checks_accounting", fromlist=["CASES"]).CASES)  # i25i
+
 
 
 def vllm_scenario_s01() -> list[tuple[str, Any, Any]]:
@@ -871,34 +863,3 @@ PEER_CASES: dict[str, Case] = {"vllm s01": vllm_scenario_s01, "vllm event log": 
                                "vllm hybrid s17": vllm_hybrid_s17, "vllm adapters s01": vllm_adapters_s01,
                                "vllm multimodal s09": vllm_multimodal_s09, "sglang pool units": sglang_pool_units,
                                "vllm cap s16": vllm_cap_s16, "vllm hybrid s18": vllm_hybrid_s18}
-
-
-def run_cases(cases: dict[str, Case]) -> CheckResult:
-    """Every case's comparisons; a case that raises is a mismatch named by the case."""
-    wrong, compared = [], 0
-    for name, case in cases.items():
-        try:
-            rows = case()
-        except Exception as exc:  # a crash inside a case is that case's failure
-            wrong.append(f"{name}: {type(exc).__name__}: {exc}")
-            continue
-        compared += len(rows)
-        wrong += [f"{name}: {what} = {got!r}, expected {expected!r}" for what, got, expected in rows if got != expected]
-    figures = {"cases": len(cases), "comparisons": compared}
-    if wrong:
-        return CheckResult(Verdict.FAILED, figures, "; ".join(wrong[:5]), examples=len(cases))
-    return CheckResult(Verdict.PASSED, figures, "every case gives its expected numbers", examples=len(cases))
-
-
-def reference_seed(ctx: GateContext) -> CheckResult:
-    return run_cases(SEED_CASES)
-
-
-def peer_event_logs(ctx: GateContext) -> CheckResult:
-    return run_cases(PEER_CASES)
-
-
-CHECKS = [GateCheck("reference-seed", "reference", "radix, translation, ledger, prefix and telemetry give the "
-                    "seed's worked numbers", reference_seed),
-          GateCheck("peer-event-logs", "reference", "the vLLM profile gives the measured scenario; each profile's "
-                    "event log is accepted by its spec", peer_event_logs)]

@@ -1,18 +1,14 @@
-"""The quick checks reference-seed and peer-event-logs: they pass on the reference, and each fails, naming its
-case, on the mutants that survived the quick gate before them (cosmic-ray's mutated line, applied to a copy of
-the module) and on planted peer bugs."""
+"""The golden cases bite: each named case fails on a mutant that survived an earlier mutation sample
+(cosmic-ray's mutated line, applied to a copy of the module) or on a planted peer bug."""
 
 from __future__ import annotations
 
-import enum
-import inspect
 import types
 
+import golden
 import pytest
+from golden import mutant_module
 
-from kvexact.gate import seed_checks
-from kvexact.gate.formula_checks import formulas_golden
-from kvexact.gate.framework import GateContext, Verdict
 from kvexact.reference import (
     adapters,
     allocator,
@@ -35,43 +31,6 @@ from kvexact.reference import (
     traversal,
     vmm,
 )
-
-
-def mutant_module(monkeypatch, module: types.ModuleType, before: str, after: str) -> types.ModuleType:
-    """A copy of ``module`` with the one line ``before`` replaced by ``after`` (as cosmic-ray writes it); the
-    copy registers its formulas in a registry of its own."""
-    source = inspect.getsource(module)
-    assert source.count(before) == 1, f"{before!r} is not one line of {module.__name__}"
-    copy = types.ModuleType(module.__name__ + "_mutant")
-    copy.__file__ = module.__file__
-    with monkeypatch.context() as m:
-        m.setattr(formulas, "REGISTRY", {})
-        exec(compile(source.replace(before, after), module.__file__, "exec"), copy.__dict__)
-    for name, value in list(vars(copy).items()):  # the copy raises the real rejection enums, not its own copies
-        if isinstance(value, type) and issubclass(value, enum.Enum) and isinstance(getattr(module, name, None), type):
-            setattr(copy, name, getattr(module, name))
-    return copy
-
-
-def run_seed_case(name: str):
-    """One registered reference-seed case run alone (its named result)."""
-    return seed_checks.run_cases({name: seed_checks.SEED_CASES[name]})
-
-
-def assert_cases_pass_and_are_registered(cases: dict) -> None:
-    """Every case of one case module is in reference-seed and passes on the real reference."""
-    assert set(cases) <= set(seed_checks.SEED_CASES)
-    for name in cases:
-        result = run_seed_case(name)
-        assert result.verdict is Verdict.PASSED, result.detail
-
-
-def test_both_checks_pass_on_the_reference():
-    for run in (seed_checks.reference_seed, seed_checks.peer_event_logs):
-        result = run(GateContext())
-        assert result.verdict is Verdict.PASSED, result.detail
-        assert result.figures["comparisons"] >= result.figures["cases"] >= 3
-
 
 # The three survivors of the first mutation sample (README, mutation testing) and the capped-hit branch of the
 # prefix cache that no quick check executed.
@@ -162,49 +121,49 @@ def patch_mutant(monkeypatch, module: types.ModuleType, name: str, before: str, 
 
 
 @pytest.mark.parametrize("module, name, before, after, case", SURVIVORS, ids=lambda v: getattr(v, "__name__", None))
-def test_a_former_survivor_fails_reference_seed_by_case(monkeypatch, module, name, before, after, case):
+def test_a_former_survivor_fails_its_golden_case_by_case(monkeypatch, module, name, before, after, case):
     patch_mutant(monkeypatch, module, name, before, after)
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is Verdict.FAILED
+    result = golden.run_case(case.split(":")[0])
+    assert result.passed is False
     assert case in result.detail, result.detail
 
 
-def test_the_prefix_caps_hit_branch_mutant_fails_reference_seed(monkeypatch):
+def test_the_prefix_caps_hit_branch_mutant_fails_its_golden_case(monkeypatch):
     copy = mutant_module(monkeypatch, prefix, "        if req.requires_logits:\n            runtime = full_hit_tokens_capped",
                          "        if not req.requires_logits:\n            runtime = full_hit_tokens_capped")
     monkeypatch.setattr(prefix.PrefixCache, "lookup", copy.PrefixCache.lookup)
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is Verdict.FAILED and "prefix 0x07: 0x09C P=8 without logits" in result.detail, result.detail
+    result = golden.run_case("prefix 0x07")
+    assert result.passed is False and "prefix 0x07: 0x09C P=8 without logits" in result.detail, result.detail
 
 
-def test_a_receipt_invariant_inverted_fails_reference_seed(monkeypatch):
+def test_a_receipt_invariant_inverted_fails_its_golden_case(monkeypatch):
     """Machine-line survivor revocation (NoReceiptAfterRevocation's `>=` -> `<`): the 0x0CE scenario's receipt."""
     from kvexact.reference import revocation
 
     copy = mutant_module(monkeypatch, revocation, "return all(x.gen >= s.done[x.ns] for x in s.receipts)",
                          "return all(x.gen < s.done[x.ns] for x in s.receipts)")
     monkeypatch.setitem(revocation.INVARIANTS, "NoReceiptAfterRevocation", copy.no_receipt_after_revocation)
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is Verdict.FAILED, result.detail
+    result = golden.run_case("revocation 0x0CE")
+    assert result.passed is False, result.detail
     assert "revocation 0x0CE: invariants broken in some state = ['NoReceiptAfterRevocation']" in result.detail
 
 
-def test_a_cache_salt_ignored_by_the_key_fails_reference_seed(monkeypatch):
+def test_a_cache_salt_ignored_by_the_key_fails_its_golden_case(monkeypatch):
     from kvexact.reference import keys
 
     real = keys.hash_full_blocks
     monkeypatch.setattr(prefix, "hash_full_blocks",
                         lambda inputs, *a, **k: real(keys.KeyInputs(inputs.tokens), *a, **k))
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is Verdict.FAILED and "another cache salt" in result.detail, result.detail
+    result = golden.run_case("prefix 0x07")
+    assert result.passed is False and "another cache salt" in result.detail, result.detail
 
 
-def test_an_alert_on_one_condition_fails_reference_seed(monkeypatch):
+def test_an_alert_on_one_condition_fails_its_golden_case(monkeypatch):
     from kvexact.reference import telemetry
 
     monkeypatch.setattr(telemetry, "evaluate_alerts", lambda *a, **k: ("allocator_exhaustion",))
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is Verdict.FAILED and "telemetry 0x0CF: alerts, free 0 only" in result.detail
+    result = golden.run_case("telemetry 0x0CF")
+    assert result.passed is False and "telemetry 0x0CF: alerts, free 0 only" in result.detail
 
 
 def _drop_first(kind: str, events: list) -> list:
@@ -212,16 +171,16 @@ def _drop_first(kind: str, events: list) -> list:
     return events[:i] + events[i + 1:]
 
 
-def test_an_sglang_log_missing_a_store_fails_peer_event_logs(monkeypatch):
+def test_an_sglang_log_missing_a_store_fails_its_golden_case(monkeypatch):
     from kvexact.reference.peers import sglang_stream
 
     real = sglang_stream.random_event_log
     monkeypatch.setattr(sglang_stream, "random_event_log", lambda *a, **k: _drop_first("BlockStored", real(*a, **k)))
-    result = seed_checks.peer_event_logs(GateContext())
-    assert result.verdict is Verdict.FAILED and "sglang event log" in result.detail, result.detail
+    result = golden.run_case("sglang event log")
+    assert result.passed is False and "sglang event log" in result.detail, result.detail
 
 
-def test_a_vllm_log_missing_a_store_fails_peer_event_logs(monkeypatch):
+def test_a_vllm_log_missing_a_store_fails_its_golden_case(monkeypatch):
     from kvexact.reference.peers import vllm_pool, vllm_wire
 
     real = vllm_wire.random_stream_log
@@ -233,17 +192,16 @@ def test_a_vllm_log_missing_a_store_fails_peer_event_logs(monkeypatch):
         return [tuple(b) for b in batches]
 
     monkeypatch.setattr(vllm_wire, "random_stream_log", dropped)
-    result = seed_checks.peer_event_logs(GateContext())
-    assert result.verdict is Verdict.FAILED and "vllm event log" in result.detail, result.detail
+    result = golden.run_case("vllm event log")
+    assert result.passed is False and "vllm event log" in result.detail, result.detail
 
 
-def test_a_floor_division_in_partition_output_fails_formulas_golden(monkeypatch):
+def test_a_floor_division_in_partition_output_fails_its_golden_formula(monkeypatch):
     """Survivor formulas_seed (O_p = u_p / l_p with // ): the golden case 1.0 / 2.0 = 0.5 kills it."""
     copy = mutant_module(monkeypatch, formulas_seed, "return tuple(u / denominator for u in numerator)",
                          "return tuple(u // denominator for u in numerator)")
     monkeypatch.setitem(formulas.REGISTRY, "attn.partition_output", copy.partition_output)
-    result = formulas_golden(GateContext())
-    assert result.verdict is Verdict.FAILED and "attn.partition_output" in result.detail, result.detail
+    assert golden.formula_mismatches("attn.partition_output")
 
 
 # Peer-profile survivors of the seed-1 sample, each killed by a case of peer-event-logs (run alone: a failed case
@@ -292,22 +250,22 @@ def test_a_former_peer_survivor_fails_its_peer_case(monkeypatch, peer, name, bef
     import importlib
 
     patch_mutant(monkeypatch, importlib.import_module(f"kvexact.reference.peers.{peer}"), name, before, after)
-    result = seed_checks.run_cases({case: seed_checks.PEER_CASES[case]})
-    assert result.verdict is Verdict.FAILED and case in result.detail, result.detail
+    result = golden.run_case(case)
+    assert result.passed is False and case in result.detail, result.detail
 
 
-def test_an_adapter_append_arity_of_one_fails_reference_seed(monkeypatch):
+def test_an_adapter_append_arity_of_one_fails_its_golden_case(monkeypatch):
     """Survivor adapters (REQUIRED_METHODS append 2 -> 1): the reference adapter is then refused."""
     from kvexact.reference import adapters
 
     monkeypatch.setitem(adapters.REQUIRED_METHODS, "append", 1)
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is Verdict.FAILED and "adapter protocol: reference adapter" in result.detail, result.detail
+    result = golden.run_case("adapter protocol")
+    assert result.passed is False and "adapter protocol: reference adapter" in result.detail, result.detail
 
 
-@pytest.mark.parametrize("after, verdict", [('if txn.publication_state != "PUBLISHED":', Verdict.PASSED),
-                                            ('if txn.publication_state > "PUBLISHED":', Verdict.FAILED)])
-def test_releasing_cow_sources_before_publication_fails_reference_seed(monkeypatch, after, verdict):
+@pytest.mark.parametrize("after, passed", [('if txn.publication_state != "PUBLISHED":', True),
+                                           ('if txn.publication_state > "PUBLISHED":', False)])
+def test_releasing_cow_sources_before_publication_fails_its_golden_case(monkeypatch, after, passed):
     """Survivor allocator (cow_release_sources' `!= "PUBLISHED"` -> `>`: a BEGUN transaction passes); the
     unchanged copy is the control (the copy's names resolve to the real rejection enum)."""
     from kvexact.reference import allocator
@@ -315,14 +273,14 @@ def test_releasing_cow_sources_before_publication_fails_reference_seed(monkeypat
     copy = mutant_module(monkeypatch, allocator, 'if txn.publication_state != "PUBLISHED":', after)
     copy.AllocRejection = allocator.AllocRejection
     monkeypatch.setattr(allocator.Allocator, "cow_release_sources", copy.Allocator.cow_release_sources)
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is verdict, result.detail
-    if verdict is Verdict.FAILED:
+    result = golden.run_case("allocator 0x05E")
+    assert result.passed is passed, result.detail
+    if not passed:
         assert "allocator 0x05E: COW sources released while the copy is in flight" in result.detail, result.detail
 
 
 # Survivors of the fresh seed-3 sample (README, mutation testing, fourth round): bad input no case fed, a constant
-# no case read, a line no quick case ran; each now fails reference-seed by case.
+# no case read, a line no quick case ran; each now fails its golden case by case.
 SURVIVORS += [
     (keys, "KeyInputs.__attrs_post_init__", "if f.start_token < 0 or f.length_tokens <= 0",
      "if not f.start_token < 0 or f.length_tokens <= 0",
@@ -343,13 +301,13 @@ SURVIVORS += [
 ]
 
 
-def test_a_vattention_page_group_off_by_a_kib_fails_reference_seed(monkeypatch):
+def test_a_vattention_page_group_off_by_a_kib_fails_its_golden_case(monkeypatch):
     """Survivor traversal (64 KiB -> 65 KiB in VATTENTION_PAGE_GROUPS_BYTES, a default argument): 0x0BJ's rows."""
     copy = mutant_module(monkeypatch, traversal, "VATTENTION_PAGE_GROUPS_BYTES = (64 * KIB,",
                          "VATTENTION_PAGE_GROUPS_BYTES = (65 * KIB,")
     monkeypatch.setattr(traversal, "page_group_staircase", copy.page_group_staircase)
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is Verdict.FAILED and "traversal 0x0A: Rejected: TraversalRejection.PAGE_GROUP_NOT_MULTIPLE" in result.detail
+    result = golden.run_case("traversal 0x0A")
+    assert result.passed is False and "traversal 0x0A: Rejected: TraversalRejection.PAGE_GROUP_NOT_MULTIPLE" in result.detail
 
 
 PEER_SURVIVORS += [
@@ -378,14 +336,13 @@ SURVIVORS += [
 ]
 
 
-def test_a_lease_on_another_handle_counted_fails_formulas_golden(monkeypatch):
+def test_a_lease_on_another_handle_counted_fails_its_golden_formula(monkeypatch):
     """Seed-3 survivor formulas_seed (R(h)'s lease term `x == handle` -> `x > handle`): a lease on 1003 is no
     reference to 1002."""
     copy = mutant_module(monkeypatch, formulas_seed, "sum(1 for x in lease_handles if x == handle)",
                          "sum(1 for x in lease_handles if x > handle)")
     monkeypatch.setitem(formulas.REGISTRY, "alloc.refcount", copy.refcount)
-    result = formulas_golden(GateContext())
-    assert result.verdict is Verdict.FAILED and "alloc.refcount" in result.detail, result.detail
+    assert golden.formula_mismatches("alloc.refcount")
 
 PEER_SURVIVORS += [
     ("vllm", "_pairs_del", "return tuple((k, v) for k, v in pairs if k != key)",
@@ -405,7 +362,7 @@ SURVIVORS += [
 ]
 
 
-def test_a_request_view_tail_divided_by_the_row_fails_reference_seed(monkeypatch):
+def test_a_request_view_tail_divided_by_the_row_fails_its_golden_case(monkeypatch):
     """Seed-3 survivor ledgers (block_size_cost's request-view tail `* row_bytes` -> `/`); the fixture module holds
     its own reference to the function, so both are patched (cosmic-ray edits the file, which both read)."""
     from kvexact.reference.labs import ledgers as ledgers_lab
@@ -413,8 +370,8 @@ def test_a_request_view_tail_divided_by_the_row_fails_reference_seed(monkeypatch
     copy = mutant_module(monkeypatch, ledgers, "for t in lengths_tokens) * row_bytes,",
                          "for t in lengths_tokens) / row_bytes,")
     monkeypatch.setattr(ledgers_lab, "block_size_cost", copy.block_size_cost)
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is Verdict.FAILED
+    result = golden.run_case("ledger 0x0D")
+    assert result.passed is False
     assert "ledger 0x0D: 0x09B at P=16: request-view tail bytes" in result.detail, result.detail
 
 # Seed-4 survivors (100 mutants, six checks; README, mutation testing): cosmic-ray's line, the case that now fails.
@@ -437,34 +394,34 @@ SURVIVORS += [
 ]
 
 
-def test_an_unlisted_kernel_block_size_fails_reference_seed(monkeypatch):
+def test_an_unlisted_kernel_block_size_fails_its_golden_case(monkeypatch):
     """Seed-4 survivor traversal (LISTED_KERNEL_BLOCK_SIZES 64 -> 63): 63 does not divide the 512-token partition."""
     copy = mutant_module(monkeypatch, traversal, "LISTED_KERNEL_BLOCK_SIZES = (8, 16, 32, 64, 128)",
                          "LISTED_KERNEL_BLOCK_SIZES = (8, 16, 32, 63, 128)")
     monkeypatch.setattr(traversal, "geometry_table", copy.geometry_table)
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is Verdict.FAILED and "traversal 0x0A" in result.detail, result.detail
+    result = golden.run_case("traversal 0x0A")
+    assert result.passed is False and "traversal 0x0A" in result.detail, result.detail
 
 
-def test_cached_hashes_off_by_a_block_fails_reference_seed(monkeypatch):
+def test_cached_hashes_off_by_a_block_fails_its_golden_case(monkeypatch):
     """Seed-4 survivor ledgers (block_size_cost's cached hashes `// P` -> `- P`): 16 hashes instead of 2."""
     from kvexact.reference.labs import ledgers as ledgers_lab
 
     copy = mutant_module(monkeypatch, ledgers, "hashes = full_hit_tokens(rows_tokens=longest, block_tokens=P) // P",
                          "hashes = full_hit_tokens(rows_tokens=longest, block_tokens=P) - P")
     monkeypatch.setattr(ledgers_lab, "block_size_cost", copy.block_size_cost)
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is Verdict.FAILED
+    result = golden.run_case("ledger 0x0D")
+    assert result.passed is False
     assert "ledger 0x0D: 0x09B at P=16: cached hashes" in result.detail, result.detail
 
 
-def test_a_funnel_compared_with_itself_fails_reference_seed(monkeypatch):
+def test_a_funnel_compared_with_itself_fails_its_golden_case(monkeypatch):
     """Seed-4 survivor formulas_seed (funnel_monotone's `stage_counts[1:]` -> `[0:]`: every funnel monotone)."""
     copy = mutant_module(monkeypatch, formulas_seed, "zip(stage_counts, stage_counts[1:], strict=False)",
                          "zip(stage_counts, stage_counts[ 0:], strict=False)")
     monkeypatch.setitem(formulas.REGISTRY, "telemetry.funnel_monotone", copy.funnel_monotone)
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is Verdict.FAILED and "telemetry 0x0CF: N_req >= N_auth" in result.detail, result.detail
+    result = golden.run_case("telemetry 0x0CF")
+    assert result.passed is False and "telemetry 0x0CF: N_req >= N_auth" in result.detail, result.detail
 
 
 PEER_SURVIVORS += [

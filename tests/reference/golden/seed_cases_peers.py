@@ -1,11 +1,11 @@
-"""Peer-profile and adapter cases of the quick check ``reference-seed`` (registered in
-:mod:`kvexact.gate.seed_checks`, issue #25): the vLLM and SGLang profiles' adapters, the SGLang tree's own
+"""Peer-profile and adapter cases of the golden tests (registered in
+:mod:`golden`, issue #25): the vLLM and SGLang profiles' adapters, the SGLang tree's own
 invariant check, the deliberately faulty prefix index, the vLLM event workload generator and the reference
 adapter's KVAllocation projection of an open transaction.
 
 Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from
 ``docs/peers/vllm.md`` / ``docs/peers/sglang.md``, from ``spec/KVAllocation.tla``, or from the arithmetic written beside
-them, never from the reference's own output; a row that differs (or a case that raises) fails ``reference-seed``
+them, never from the reference's own output; a row that differs (or a case that raises) fails its golden test
 by name.
 """
 

@@ -1,4 +1,4 @@
-"""Core-module cases of the quick check ``reference-seed`` (registered in :mod:`kvexact.gate.seed_checks`, issue
+"""Core-module cases of the golden tests (registered in :mod:`golden`, issue
 #25): the VMM lab's unmap refusal, namespace succession, the prefix cache's partial-tail admission, the allocator's
 state digest, the ledgers' contiguous fit and the allocator's predecessor and write-frontier checks; then (i25l)
 whole-contract cases that pin each core module's observable behaviour (every branch, exact values, refusal details,
@@ -8,7 +8,7 @@ declared modules and their markup, and the VMM's geometry, refusals and lifecycl
 
 Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from the seed (``0x0..``
 sections), from the documented contract quoted in the docstring, or from the arithmetic written beside them, never
-from the reference's own output; a row that differs (or a case that raises) fails ``reference-seed`` by name.
+from the reference's own output; a row that differs (or a case that raises) fails its golden test by name.
 """
 
 from __future__ import annotations

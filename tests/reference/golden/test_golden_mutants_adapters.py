@@ -1,24 +1,23 @@
-"""The adapter-side cases of reference-seed (kvexact/gate/seed_checks_adapters.py, issue #25): each passes on the
-reference, is registered in the quick check, and fails, naming itself, on a mutant of reference/ that survived the
+"""The adapter-side golden cases (seed_cases_adapters.py, issue #25): each passes on the
+reference, is registered, and fails, naming itself, on a mutant of reference/ that survived the
 quick gate before it (the fresh seed-61 sample; cosmic-ray's mutated line applied to a copy of the module)."""
 
 from __future__ import annotations
 
 import pytest
-from test_seed_checks import (  # one line replaced, as cosmic-ray writes it
+import seed_cases_adapters
+from golden import (  # one line replaced, as cosmic-ray writes it
     assert_cases_pass_and_are_registered,
     mutant_module,
-    run_seed_case,
+    run_case,
 )
 
-from kvexact.gate import seed_checks_adapters
-from kvexact.gate.framework import Verdict
 from kvexact.reference import adapters
 from kvexact.reference.peers import vllm_hybrid, vllm_pool
 
 
 def test_every_adapter_case_passes_and_is_registered():
-    assert_cases_pass_and_are_registered(seed_checks_adapters.CASES)
+    assert_cases_pass_and_are_registered(seed_cases_adapters.CASES)
 
 
 # (module, attribute to patch ("Class.attr" for a method), line before, line after, case): the seed-61 survivors
@@ -85,8 +84,8 @@ def test_a_seed61_survivor_fails_its_adapter_case(monkeypatch, module, name, bef
     target = getattr(module, owner) if owner else module
     replacement = getattr(getattr(copy, owner) if owner else copy, attr)
     monkeypatch.setattr(target, attr, replacement)
-    result = run_seed_case(case)
-    assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
+    result = run_case(case)
+    assert result.passed is False, f"{case} passed with {after!r}"
     assert case in result.detail
 
 

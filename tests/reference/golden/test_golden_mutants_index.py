@@ -1,5 +1,5 @@
-"""The index-side cases of reference-seed (kvexact/gate/seed_checks_index.py, issue #25): each passes on the
-reference, is registered in the quick check, and fails, naming itself, on a mutant of reference/ that survived the
+"""The index-side golden cases (seed_cases_index.py, issue #25): each passes on the
+reference, is registered, and fails, naming itself, on a mutant of reference/ that survived the
 quick gate before it (cosmic-ray's mutated line applied to a copy of the module)."""
 
 from __future__ import annotations
@@ -7,14 +7,13 @@ from __future__ import annotations
 import sys
 
 import pytest
-from test_seed_checks import (  # one line replaced, as cosmic-ray writes it
+import seed_cases_index
+from golden import (  # one line replaced, as cosmic-ray writes it
     assert_cases_pass_and_are_registered,
     mutant_module,
-    run_seed_case,
+    run_case,
 )
 
-from kvexact.gate import seed_checks_index
-from kvexact.gate.framework import Verdict
 from kvexact.reference import (
     formulas,
     formulas_seed,
@@ -36,12 +35,12 @@ from kvexact.reference import (
 
 
 def test_every_index_case_passes_and_is_registered():
-    assert_cases_pass_and_are_registered(seed_checks_index.INDEX_CASES)
+    assert_cases_pass_and_are_registered(seed_cases_index.INDEX_CASES)
 
 
 def test_the_catalog_lines_are_the_seeds_display_lines():
-    assert sum(seed_checks_index.SEED_DISPLAY_LINES.values()) == 111
-    assert seed_checks_index.section_of_line(1200) == "0x06A" and seed_checks_index.section_of_line(2411) == "0x0BI"
+    assert sum(seed_cases_index.SEED_DISPLAY_LINES.values()) == 111
+    assert seed_cases_index.section_of_line(1200) == "0x06A" and seed_cases_index.section_of_line(2411) == "0x0BI"
 
 
 # (module, attribute to patch ("Class.attr" for a method), line before, line after, case), from the seed-11 and
@@ -213,8 +212,8 @@ def test_a_former_survivor_fails_its_index_case(monkeypatch, module, name, befor
     target = getattr(module, owner) if owner else module
     replacement = getattr(getattr(copy, owner) if owner else copy, attr)
     monkeypatch.setattr(target, attr, replacement)
-    result = run_seed_case(case)
-    assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
+    result = run_case(case)
+    assert result.passed is False, f"{case} passed with {after!r}"
     assert case in result.detail
 
 
@@ -259,8 +258,8 @@ def _apply_everywhere(monkeypatch, module, name, before, after):
                          ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}:{a.split()[-2]}" for m, n, _b, a in IDENTITY_SURVIVORS])
 def test_an_identity_mutant_fails_the_identity_case(monkeypatch, module, name, before, after):
     _apply_everywhere(monkeypatch, module, name, before, after)
-    result = run_seed_case("identity 0x06-0x08")
-    assert result.verdict is Verdict.FAILED, f"the identity case passed with {after!r}"
+    result = run_case("identity 0x06-0x08")
+    assert result.passed is False, f"the identity case passed with {after!r}"
     assert "identity 0x06-0x08" in result.detail
 
 
@@ -297,6 +296,6 @@ IDENTITY_SURVIVORS_2 = [
                          ids=[f"{m.__name__.rsplit('.', 1)[-1]}.{n}" for m, n, _b, _a in IDENTITY_SURVIVORS_2])
 def test_an_identity_mutant_fails_the_second_identity_case(monkeypatch, module, name, before, after):
     _apply_everywhere(monkeypatch, module, name, before, after)
-    result = run_seed_case("identity 0x03-0x0CE")
-    assert result.verdict is Verdict.FAILED, f"the second identity case passed with {after!r}"
+    result = run_case("identity 0x03-0x0CE")
+    assert result.passed is False, f"the second identity case passed with {after!r}"
     assert "identity 0x03-0x0CE" in result.detail

@@ -1,17 +1,17 @@
-"""Accounting cases of the quick check ``reference-seed`` (registered in :mod:`kvexact.gate.seed_checks`, issue
+"""Accounting cases of the golden tests (registered in :mod:`golden`, issue
 #25): telemetry's funnel, pool gauges, alerts, hygiene, export and 0x0BL counters; the ledger's request-view
 tail slots; the lifecycle's truncate, release and compensation receipts; the allocator's receipts.
 
 Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from the seed (``0x0..``
 sections), from the documented contract quoted in the docstring, or from the arithmetic written beside them, never
-from the reference's own output; a row that differs (or a case that raises) fails ``reference-seed`` by name.
+from the reference's own output; a row that differs (or a case that raises) fails its golden test by name.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from kvexact.gate.seed_checks_core import _refusal  # the one refusal helper of the case modules
+from seed_cases_core import _refusal  # the one refusal helper of the case modules
 
 Rows = list[tuple[str, Any, Any]]
 KIB = 1024

@@ -1,11 +1,11 @@
-"""Adapter-side cases of the quick check ``reference-seed`` (registered in :mod:`kvexact.gate.seed_checks`): the
+"""Adapter-side cases of the golden tests (registered in :mod:`golden`): the
 reference adapter's pool geometry, its projections onto the specs' variables (``reference/adapters.py``), and the
 vLLM profile's block-pool self-check and hybrid publication (``reference/peers/vllm_pool.py``, ``vllm_hybrid.py``).
 
 Invariant: each case returns ``(what, got, expected)`` rows whose expected values come from the specs
 (``spec/KVAllocation.tla``, ``spec/CowPublication.tla``), from ``docs/peers/vllm.md``, from the documented contract of
 the code under test (its docstrings), or from the arithmetic written beside them, never from the reference's own
-output; a row that differs (or a case that raises) fails ``reference-seed`` by name.
+output; a row that differs (or a case that raises) fails its golden test by name.
 """
 
 from __future__ import annotations

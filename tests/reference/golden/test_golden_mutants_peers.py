@@ -1,14 +1,14 @@
-"""The peer-profile and adapter cases of reference-seed (kvexact/gate/seed_checks_peers.py, issue #25): each passes
-on the reference, is registered in the quick check, and fails, naming itself, on a mutant of reference/ that
+"""The peer-profile and adapter golden cases (seed_cases_peers.py, issue #25): each passes
+on the reference, is registered, and fails, naming itself, on a mutant of reference/ that
 survived the quick gate in the fresh seed-51 sample (cosmic-ray's mutated line applied to a copy of the module)."""
 
 from __future__ import annotations
 
+import golden
 import pytest
-from test_seed_checks import mutant_module, run_seed_case  # one line replaced, as cosmic-ray writes it
+import seed_cases_peers
+from golden import mutant_module, run_case  # one line replaced, as cosmic-ray writes it
 
-from kvexact.gate import seed_checks, seed_checks_peers
-from kvexact.gate.framework import GateContext, Verdict
 from kvexact.reference import adapters
 from kvexact.reference.peers import (
     sglang,
@@ -30,12 +30,11 @@ from kvexact.reference.peers import (
 
 
 def test_every_peer_case_passes_and_is_registered():
-    assert len(seed_checks_peers.CASES) == 18
-    assert set(seed_checks_peers.CASES) <= set(seed_checks.SEED_CASES)
-    for name in seed_checks_peers.CASES:
-        result = run_seed_case(name)
-        assert result.verdict is Verdict.PASSED, result.detail
-    assert seed_checks.reference_seed(GateContext()).verdict is Verdict.PASSED
+    assert len(seed_cases_peers.CASES) == 18
+    assert set(seed_cases_peers.CASES) <= set(golden.CASES)
+    for name in seed_cases_peers.CASES:
+        result = run_case(name)
+        assert result.passed, result.detail
 
 
 _ADMIT = "            _, receipts = px.admit(self.prefix, receipt, prompt, policy)  # type: ignore[arg-type]\n"
@@ -180,8 +179,8 @@ def test_a_former_survivor_fails_its_peer_case(monkeypatch, module, name, before
     owner, _, attr = name.rpartition(".")
     target = getattr(module, owner) if owner else module
     monkeypatch.setattr(target, attr, getattr(getattr(copy, owner) if owner else copy, attr))
-    result = run_seed_case(case)
-    assert result.verdict is Verdict.FAILED, f"{case} passed with {after!r}"
+    result = run_case(case)
+    assert result.passed is False, f"{case} passed with {after!r}"
     assert case in result.detail
 
 
@@ -189,5 +188,5 @@ def test_the_faulty_prefix_index_is_caught_by_its_case_only_through_the_lock():
     """The sound index passed in the faulty one's place fails the case (the lock is then kept)."""
     with pytest.MonkeyPatch.context() as m:
         m.setattr(sglang_protocol, "UnlockedPrefixAdapter", sglang_protocol.SGLangIndexAdapter)
-        result = run_seed_case("sglang tree checks")
-    assert result.verdict is Verdict.FAILED and "lock dropped" in result.detail
+        result = run_case("sglang tree checks")
+    assert result.passed is False and "lock dropped" in result.detail

@@ -1,5 +1,5 @@
-"""The block-side cases of ``reference-seed`` (kvexact/gate/seed_checks_blocks.py): they pass on the reference, are
-registered in the quick check, and each fails, naming its case, on the mutants that survived the quick gate or ran
+"""The block-side golden cases (seed_cases_blocks.py): they pass on the reference, are
+registered, and each fails, naming its case, on the mutants that survived the quick gate or ran
 on lines no quick check executed (cosmic-ray's mutated line, applied to one function of a copy of its module)."""
 
 from __future__ import annotations
@@ -8,11 +8,21 @@ import enum
 import inspect
 import types
 
+import golden
 import pytest
+import seed_cases_blocks
 
-from kvexact.gate import seed_checks, seed_checks_blocks
-from kvexact.gate.framework import GateContext, Verdict
-from kvexact.reference import adapters, allocator, formulas, hybrid, ledgers, lifecycle, pool, reuse_gate
+from kvexact.reference import (
+    adapters,
+    allocator,
+    formulas,
+    hybrid,
+    ledgers,
+    lifecycle,
+    pool,
+    prompt_cache,
+    reuse_gate,
+)
 from kvexact.reference.allocator import Allocator, AllocRejection
 from kvexact.reference.peers import (
     sglang,
@@ -51,14 +61,12 @@ def patch_function(monkeypatch, module: types.ModuleType, name: str, before: str
     monkeypatch.setattr(target, attr, getattr(new_target, attr))
 
 
-def test_block_cases_pass_and_are_registered_in_reference_seed():
-    assert set(seed_checks_blocks.CASES) <= set(seed_checks.SEED_CASES)
-    for name, case in seed_checks_blocks.CASES.items():
+def test_block_cases_pass_and_are_registered():
+    assert set(seed_cases_blocks.CASES) <= set(golden.CASES)
+    for name, case in seed_cases_blocks.CASES.items():
         rows = case()
         assert rows, name
         assert [(what, got) for what, got, expected in rows if got != expected] == [], name
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is Verdict.PASSED, result.detail
 
 
 def test_unknown_operation_is_refused_by_name_and_changes_nothing():
@@ -266,6 +274,11 @@ MUTANTS = [
     (allocator, "Allocator.self_check", "if sum(roles) != 1:", "if sum(roles) > 1:", "allocator self-check"),
     (allocator, "Allocator.self_check", "if len(pool.q_at) != len(pool.q_seq):",
      "if len(pool.q_at) > len(pool.q_seq):", "allocator self-check"),
+    # survivors of the fresh seed-111 sample, the golden tests as the killer
+    (reuse_gate, "attempt", "if runtime.block_generations.get(_block(h)) != h.generation:",
+     "if runtime.block_generations.get(_block(h)) < h.generation:", "reuse gate steps 0x0CD"),
+    (reuse_gate, "attempt", "steps.append(STEPS[6])", "steps.append(STEPS[ 5])", "reuse gate steps 0x0CD"),
+    (prompt_cache, "parse_schema", 'if root.tag != "schema":', 'if root.tag < "schema":', "prompt schema root 0x0CB"),
 ]
 
 
@@ -307,25 +320,23 @@ def test_a_mixed_path_append_checks_the_new_blocks_frontier():
 
 @pytest.mark.parametrize("module, name, before, after, case", MUTANTS,
                          ids=lambda v: v if isinstance(v, str) and " " not in v else None)
-def test_a_block_side_mutant_fails_reference_seed_by_case(monkeypatch, module, name, before, after, case):
+def test_a_block_side_mutant_fails_its_golden_case(monkeypatch, module, name, before, after, case):
     patch_function(monkeypatch, module, name, before, after)
-    result = seed_checks.reference_seed(GateContext())
-    assert result.verdict is Verdict.FAILED
     assert case_fails(case), case
 
 
 def case_fails(name: str) -> bool:
-    """The named case of reference-seed raises or has a row whose value is not the expected one (the check's
+    """The named case of the golden cases raises or has a row whose value is not the expected one (the check's
     detail names only its first five mismatches)."""
     try:
-        rows = seed_checks.SEED_CASES[name]()
+        rows = golden.CASES[name]()
     except Exception:
         return True
     return any(got != expected for _what, got, expected in rows)
 
 
-def test_compensate_refuses_an_unknown_operation_mutant_fails_reference_seed(monkeypatch):
+def test_compensate_refuses_an_unknown_operation_mutant_fails_its_golden_case(monkeypatch):
     patch_function(monkeypatch, lifecycle, "compensate", "    check_operation(receipt.operation)", "    pass")
-    rows = seed_checks.SEED_CASES["allocator epochs"]()
+    rows = golden.CASES["allocator epochs"]()
     wrong = [what for what, got, expected in rows if got != expected]
     assert "compensation of a published receipt of operation aaa rejected as" in wrong, wrong

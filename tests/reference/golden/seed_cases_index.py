@@ -1,11 +1,11 @@
-"""More ``reference-seed`` cases, for the index side of ``reference/`` (prefix keys, formulas, namespaces, prompt
+"""More golden cases, for the index side of ``reference/`` (prefix keys, formulas, namespaces, prompt
 modules, revocation, traversal, VMM): they run lines no other quick case ran and check results no other case read
 (issue #25, the gate's mutation score).
 
 Invariant: every expected value below is the seed's (section named beside it), or follows from the seed's rule by
 the arithmetic written beside it, or is computed here independently of the code under test (e.g. Python's own
 integer arithmetic against the z3 encoding); none is copied from the code's output. Each case returns
-``(what, got, expected)`` rows like the cases of :mod:`kvexact.gate.seed_checks`.
+``(what, got, expected)`` rows like the cases of the golden registry :mod:`golden`.
 """
 
 from __future__ import annotations
