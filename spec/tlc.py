@@ -446,3 +446,22 @@ def parse_value(text: str) -> Any:
     if reader.peek() is not None:
         raise ValueError(f"TLC value: unexpected {reader.peek()!r} after a complete value")
     return value
+
+
+# ---------------------------------------------------------------------------------------------
+# SANY
+
+def sany_parse(modules: list[Path], jar: str | None = None, timeout_s: float | None = None) -> ChildRun:
+    """Parse ``modules`` with SANY (TLC's own front end) in one child process: all of them are copied
+    flat into a temporary folder (so each finds the others by module name) and parsed there. Exit code
+    0 means every module is valid TLA+; SANY stops at the first one it rejects and names its file."""
+    jar = resolve_jar(jar)
+    with tempfile.TemporaryDirectory(prefix="kvexact-sany-") as tmp:
+        names = []
+        for module in modules:
+            target = Path(tmp) / Path(module).name
+            if target.exists():
+                raise ValueError(f"two modules named {target.name}: SANY resolves modules by name")
+            shutil.copy2(module, target)
+            names.append(target.name)
+        return run_java_main(jar, "tla2sany.SANY", names, cwd=Path(tmp), timeout_s=timeout_s)

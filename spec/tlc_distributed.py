@@ -58,8 +58,11 @@ system.out.flush()
 system.exit(0)
 """.replace('"PORT_PROPERTY"', repr(PORT_PROPERTY))
 
-# The exit code TLC's own ``tlc2.TLC`` would give, from the message that reports the verdict.
+# The exit code TLC's own ``tlc2.TLC`` would give, from the message that reports the verdict. The server
+# reports an invariant violation only by its behaviour ("The behavior up to this point is:", 2121),
+# without naming the invariant.
 _VERDICT_CODES = {2110: 12, 2107: 12, 2114: 11, 2112: 13, 2116: 13}
+_UNNAMED_BEHAVIOUR = 2121
 
 
 def free_port() -> int:
@@ -76,6 +79,8 @@ def exit_code_from_messages(text: str) -> int:
     for code, _cls in codes:
         if code in _VERDICT_CODES:
             return _VERDICT_CODES[code]
+    if any(code == _UNNAMED_BEHAVIOUR for code, _cls in codes):
+        return 12
     if any(cls == 1 for _code, cls in codes):
         return 75
     if not any(code == 2199 for code, _cls in codes):
@@ -103,10 +108,10 @@ def run_tlc_distributed(spec_path: Path, cfg_path: Path, jar: str, *, workers: i
             props = [f"-D{PORT_PROPERTY}={port}"]
             if threads != "auto":
                 props.append(f"-Dtlc2.tool.distributed.TLCWorker.threadCount={threads}")
-            for _ in range(workers if ready else 0):
-                procs.append(subprocess.Popen([java, *props, "-cp", jar, "tlc2.tool.distributed.TLCWorker",
-                                               "localhost"], cwd=work, stdout=subprocess.DEVNULL,
-                                              stderr=subprocess.DEVNULL))
+            for i in range(workers if ready else 0):
+                with open(work.parent / f"worker{i}.out", "w") as wout:
+                    procs.append(subprocess.Popen([java, *props, "-cp", jar, "tlc2.tool.distributed.TLCWorker",
+                                                   "localhost"], cwd=work, stdout=wout, stderr=subprocess.STDOUT))
             remaining = None if deadline is None else max(deadline - time.monotonic(), 1.0)
             try:
                 server.wait(timeout=remaining)
@@ -121,7 +126,12 @@ def run_tlc_distributed(spec_path: Path, cfg_path: Path, jar: str, *, workers: i
         text = log.read_text(errors="replace")
     code = server.returncode if server.returncode not in (0, None) else exit_code_from_messages(text)
     result = parse_tool_output(text, code, seconds=seconds)
-    return _named(attrs.evolve(result, messages=result.messages), cfg_path)
+    v = result.violation
+    if v is not None and v.kind == "safety":  # the server showed the behaviour but named no invariant
+        message = "Invariant violated (TLC's distributed server does not say which one; the last state " \
+                  "of the behaviour below violates it)"
+        result = attrs.evolve(result, violation=attrs.evolve(v, kind="invariant", name="?", message=message))
+    return _named(result, cfg_path)
 
 
 def _wait_ready(server: subprocess.Popen, log: Path, deadline: float | None) -> bool:
