@@ -211,9 +211,10 @@ def _model_folder(spec_path: Path, cfg_path: Path, lib: list | tuple) -> Iterato
 
 
 def _named(result: ModelCheckResult, cfg_path: Path) -> ModelCheckResult:
-    """TLC does not name a violated temporal property; when the cfg has one, it is that one."""
+    """TLC does not name a violated temporal property, and names an action property by its source
+    location; when the cfg has one property, it is that one."""
     v = result.violation
-    if v is not None and v.kind == "temporal":
+    if v is not None and (v.kind == "temporal" or (v.kind == "action-property" and not v.name.isidentifier())):
         from kvexact.spec.checker.cfg import parse_cfg
         props = parse_cfg(cfg_path).properties
         if len(props) == 1:
@@ -275,7 +276,7 @@ def parse_tool_output(text: str, exit_code: int, seconds: float = 0.0, stderr: s
         elif code == 2114:
             violation_kind, violation_name, message = "deadlock", "Deadlock", body
         elif code == 2112:
-            m = re.search(r"Action property (\S+) is violated", body)
+            m = re.search(r"Action property (.+?) is violated", body)
             violation_kind, violation_name, message = "action-property", m.group(1) if m else "?", body
         elif code == 2116:
             violation_kind, violation_name, message = "temporal", "Temporal", body
