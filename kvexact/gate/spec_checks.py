@@ -142,21 +142,25 @@ def _expected_violations(kind: str):
         ctx.status(f"checking {len(models)} {kind}s")
         limit = MUTANT_STATE_LIMIT if kind == "mutant" else WITNESS_STATE_LIMIT
         verdicts = check_all(models, workers=2, state_limit=limit)
+        tlc_verdicts = []
         if ctx.tlc_jar:  # TLC must reach the same verdict on every model (it has no state bound)
             ctx.status(f"TLC: checking {len(models)} {kind}s")
-            verdicts += check_all(models, engine="tlc", tlc_jar=ctx.tlc_jar, workers=2)
+            tlc_verdicts = check_all(models, engine="tlc", tlc_jar=ctx.tlc_jar, workers=2)
         ok = sum(v.killed for v in verdicts)
         figures = {"models": len(models), "engines": 2 if ctx.tlc_jar else 1, "killed" if kind == "mutant" else "reached": ok,
                    "kill_rate" if kind == "mutant" else "reach_rate": round(ok / len(models), 3),
                    "state_limit": limit, "most_states": max(v.distinct_states for v in verdicts),
                    "slowest_s": round(max(v.seconds for v in verdicts), 2)}
         states = sum(v.distinct_states for v in verdicts)
+        if tlc_verdicts:
+            figures["tlc_" + ("killed" if kind == "mutant" else "reached")] = sum(v.killed for v in tlc_verdicts)
         bad = [f"{v.model.name}: {v.outcome} ({v.detail})" for v in verdicts if not v.killed]
+        bad += [f"{v.model.name}: TLC: {v.outcome} ({v.detail})" for v in tlc_verdicts if not v.killed]
         if bad:
             return CheckResult(Verdict.FAILED, figures, "; ".join(bad), states=states)
         by = " by the embedded engine and TLC" if ctx.tlc_jar else ""
-        return CheckResult(Verdict.PASSED, figures, f"{len(models)}/{len(models)} {kind} models violated as "
-                           f"expected{by}", states=states)
+        return CheckResult(Verdict.PASSED, figures, f"{ok}/{len(models)} {kind} models violated as expected{by}",
+                           states=states)
 
     return run
 
