@@ -41,9 +41,26 @@ def _workers_and_wall(text: str) -> tuple[int | None, float | None]:
     return workers, wall
 
 
-def record_from_log(name: str, text: str, exit_code: int) -> dict:
-    r = parse_tool_output(text, exit_code)
+def _last_progress(text: str) -> dict:
+    """TLC's last progress report (a run that was stopped): depth so far, generated, distinct, queue."""
+    last = [body for code, _cls, body in tool_messages(text) if code == 2200]
+    if not last:
+        return {}
+    m = re.search(r"Progress\((\d+)\) at (.+?): ([\d,]+) states generated.*?, ([\d,]+) distinct states found.*?"
+                  r"([\d,]+) states left on queue", last[-1])
+    if not m:
+        return {}
+    depth, at, gen, dist, queue = m.groups()
+    return {"depth_reached": int(depth), "last_progress_at": at, "generated_states": int(gen.replace(",", "")),
+            "distinct_states": int(dist.replace(",", "")), "left_on_queue": int(queue.replace(",", ""))}
+
+
+def record_from_log(name: str, text: str, exit_code: int, stopped_after_s: float | None = None) -> dict:
     workers, wall = _workers_and_wall(text)
+    if exit_code not in (0, 10, 11, 12, 13, 14, 75, 150, 151):  # stopped from outside (timeout, kill)
+        return {"model": name, "cfg": f"spec/{name}.deep.cfg", "result": "stopped", "exhaustive": False,
+                "exit_code": exit_code, "wall_s": stopped_after_s, "workers": workers, **_last_progress(text)}
+    r = parse_tool_output(text, exit_code)
     return {"model": name, "cfg": f"spec/{name}.deep.cfg", "result": r.outcome.value, "exit_code": r.exit_code,
             "exhaustive": r.left_on_queue == 0 and r.generated_states > 0, "distinct_states": r.distinct_states,
             "generated_states": r.generated_states, "depth": r.depth, "wall_s": wall, "workers": workers}
@@ -78,8 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.from_logs is not None:
             log = args.from_logs / f"{name}.log"
             status = args.from_logs / f"{name}.rc"
-            rc = int(status.read_text().strip()) if status.exists() else 0
-            rows.append(record_from_log(name, log.read_text(errors="replace"), rc))
+            rc, _, wall = (status.read_text().strip() + " ").partition(" ") if status.exists() else ("0", "", "")
+            rows.append(record_from_log(name, log.read_text(errors="replace"), int(rc),
+                                        float(wall) if wall.strip() else None))
         else:
             rows.append(run_one(name, find_jar(args.tlc_jar).path, args.workers, args.timeout_s))
         print(json.dumps(rows[-1]), file=sys.stderr)
