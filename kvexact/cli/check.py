@@ -1,4 +1,8 @@
-"""``kvexact check SPEC.tla``: model-check a TLA+ spec with the embedded engine, TLC, or both.
+"""``kvexact check SPEC.tla``: model-check a TLA+ spec with TLC, the embedded engine, or both.
+
+``--engine auto`` (the default; ``KVEXACT_ENGINE`` sets another) runs TLC when Java and its jar are
+present, the embedded engine otherwise; the report's first line and the JSON's ``engine_reason`` say
+which ran and why.
 
 Exit codes follow TLC: 0 no error, 10 assumption false, 11 deadlock, 12 safety violation, 13 property
 violated (temporal, action or initial-state), 14 Assert failed, 75 evaluation error, 150 parse error,
@@ -105,9 +109,9 @@ def engine_error(r: ModelCheckResult) -> str:
 
 def judge_both(a: ModelCheckResult, b: ModelCheckResult) -> tuple[int | None, list[str]]:
     """``--engine both``: ``(exit code, lines)``. When either engine could not check the model (parse,
-    config or evaluation error), each engine's own error is shown and counts are not compared; the exit
-    code is the failing engine's (TLC's when both fail differently, 1 when one of them succeeded while
-    the other failed and the failure is not a TLC code the user can act on). ``None``: compare counts."""
+    config or evaluation error), each engine's own result is shown and counts are not compared; the exit
+    code is TLC's when TLC failed, else the embedded engine's (TLC's codes either way). ``(None, [])``:
+    both checked the model, compare their results and counts."""
     failed = [r for r in (a, b) if r.outcome in NOT_CHECKED]
     if not failed:
         return None, []
