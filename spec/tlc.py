@@ -70,7 +70,7 @@ class ChildRun:
     seconds: float
 
 
-# The CI copy of the jar sits beside the clone: <clone>/../shared/tlc/tla2tools.jar.
+# The CI copy of the jar sits beside the clone, in the folder that holds it: shared/tlc/tla2tools.jar.
 _BESIDE_CLONE = ("shared", "tlc", "tla2tools.jar")
 
 
