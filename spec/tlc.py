@@ -8,6 +8,7 @@ spec. The result is the same :class:`ModelCheckResult` the embedded engine retur
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,14 +70,74 @@ class ChildRun:
     seconds: float
 
 
+# The CI copy of the jar sits beside the clone, in the folder that holds it: shared/tlc/tla2tools.jar.
+_BESIDE_CLONE = ("shared", "tlc", "tla2tools.jar")
+
+
+@attrs.frozen
+class JarChoice:
+    """Where the jar came from: ``--tlc-jar``, ``$TLA2TOOLS_JAR``, or the copy beside the clone."""
+    path: str
+    source: str
+
+
+def beside_clone_candidates() -> list[Path]:
+    """The places the CI copy may be: beside the clone holding this package, and beside the current
+    directory (a clone run from its root)."""
+    from kvexact.spec import spec_dir
+
+    roots = [spec_dir().resolve().parent.parent, Path.cwd().resolve().parent]
+    out: list[Path] = []
+    for root in roots:
+        candidate = root.joinpath(*_BESIDE_CLONE)
+        if candidate not in out:
+            out.append(candidate)
+    return out
+
+
+def find_jar(jar: str | os.PathLike[str] | None = None) -> JarChoice:
+    """The one place the jar is resolved: ``jar`` (``--tlc-jar``), else ``$TLA2TOOLS_JAR``, else the CI
+    copy beside the clone when it exists. A path that is named but missing is an error, never skipped."""
+    for path, source in ((str(jar) if jar else "", "--tlc-jar"), (os.environ.get(JAR_ENV, ""), JAR_ENV)):
+        if path:
+            if not Path(path).is_file():
+                raise TlcUnavailable(f"TLC jar not found: {path} (from {source})")
+            return JarChoice(path, source)
+    for candidate in beside_clone_candidates():
+        if candidate.is_file():
+            return JarChoice(str(candidate), "the copy beside the clone")
+    raise TlcUnavailable(f"no TLC jar: pass --tlc-jar PATH or set {JAR_ENV} (none beside the clone either)")
+
+
 def resolve_jar(jar: str | os.PathLike[str] | None) -> str:
-    """The jar to use: the given path, else ``$TLA2TOOLS_JAR``; a clear error when neither exists."""
-    path = str(jar) if jar else os.environ.get(JAR_ENV, "")
-    if not path:
-        raise TlcUnavailable(f"no TLC jar: pass --tlc-jar PATH or set {JAR_ENV}")
-    if not Path(path).is_file():
-        raise TlcUnavailable(f"TLC jar not found: {path} (from --tlc-jar or {JAR_ENV})")
-    return path
+    """The jar's path (see :func:`find_jar`); :class:`TlcUnavailable` when there is none."""
+    return find_jar(jar).path
+
+
+def java_executable() -> str:
+    """The ``java`` that runs TLC (``$JAVA_HOME/bin/java``, else on PATH); a clear error when none."""
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / "java").is_file():
+        return str(Path(home) / "bin" / "java")
+    java = shutil.which("java")
+    if java is None:
+        raise TlcUnavailable("Java not found: TLC needs Java 11 or later ('java' on PATH or JAVA_HOME)")
+    return java
+
+
+def choose_engine(engine: str, jar: str | None = None) -> tuple[str, str, str | None]:
+    """``(engine, why, jar)`` for ``--engine``: ``auto`` is TLC when Java and the jar are present, else
+    the embedded engine; the other choices are taken as given (the jar, when one is needed, resolved)."""
+    if engine == "embedded":
+        return "embedded", "--engine embedded", None
+    if engine != "auto":
+        return engine, f"--engine {engine}", find_jar(jar).path
+    try:
+        choice = find_jar(jar)
+        java_executable()
+    except TlcUnavailable as exc:
+        return "embedded", f"auto: {exc}", None
+    return "tlc", f"auto: Java and the TLC jar ({choice.source}: {choice.path}) are present", choice.path
 
 
 def run_java_main(jar: str, main_class: str, args: list[str], *, cwd: Path | None = None,
@@ -90,10 +152,7 @@ def run_java_main(jar: str, main_class: str, args: list[str], *, cwd: Path | Non
         if via == "jpype":
             command = [sys.executable, "-c", _CHILD, jar, main_class, *args]
         else:
-            java = shutil.which("java")
-            if java is None:
-                raise TlcUnavailable("neither JPype nor a 'java' executable can run TLC")
-            command = [java, "-XX:+UseParallelGC", "-cp", jar, main_class, *args]
+            command = [java_executable(), "-XX:+UseParallelGC", "-cp", jar, main_class, *args]
         start = time.perf_counter()
         try:
             done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=timeout_s)
@@ -106,18 +165,40 @@ def run_java_main(jar: str, main_class: str, args: list[str], *, cwd: Path | Non
     raise TlcUnavailable("neither JPype nor a 'java' executable can run TLC")
 
 
-def run_tlc(spec_path: Path, cfg_path: Path | None, jar: str | None, workers: int = 1,
+@attrs.frozen
+class Simulation:
+    """TLC's ``-simulate``: ``num`` random behaviours of at most ``depth`` states each, from ``seed``."""
+    num: int = 10
+    depth: int = 100
+    seed: int = 0
+
+
+def run_tlc(spec_path: Path, cfg_path: Path | None, jar: str | None, workers: int | str = 1,
             max_states: int | None = None, max_depth: int | None = None,
             timeout_s: float | None = None, main_class: str = "tlc2.TLC",
-            lib: list | tuple = ()) -> ModelCheckResult:
+            lib: list | tuple = (), simulate: Simulation | None = None) -> ModelCheckResult:
     """Check one model with TLC in a child process, hermetically, and parse its ``-tool`` output; the
-    modules of the spec's folder, then of each ``lib`` folder not already there, are its modules."""
+    modules of the spec's folder, then of each ``lib`` folder not already there, are its modules.
+    ``workers`` is a count or ``"auto"`` (every core); ``simulate`` runs TLC's random simulation."""
     if max_states is not None or max_depth is not None:
         raise ValueError("the TLC engine has no --max-states/--max-depth (TLC offers no such bound); "
                          "use the embedded engine or a CONSTRAINT")
     jar = resolve_jar(jar)
     spec_path = Path(spec_path)
     cfg_path = Path(cfg_path) if cfg_path is not None else spec_path.with_suffix(".cfg")
+    mode = ["-simulate", f"num={simulate.num}", "-depth", str(simulate.depth), "-seed", str(simulate.seed)] \
+        if simulate is not None else []
+    with _model_folder(spec_path, cfg_path, lib) as (work, meta):
+        args = ["-tool", *mode, "-workers", str(workers), "-metadir", str(meta), "-cleanup",
+                "-noTE", "-nowarning", "-config", "MC_kvexact.cfg", spec_path.name]
+        child = run_java_main(jar, main_class, args, cwd=work, timeout_s=timeout_s)
+    return _named(parse_tool_output(child.stdout, child.exit_code, seconds=child.seconds, stderr=child.stderr),
+                  cfg_path)
+
+
+@contextlib.contextmanager
+def _model_folder(spec_path: Path, cfg_path: Path, lib: list | tuple) -> Iterator[tuple[Path, Path]]:
+    """A temporary copy of the model's modules and cfg (as ``MC_kvexact.cfg``) and a metadir in it."""
     with tempfile.TemporaryDirectory(prefix="kvexact-tlc-") as tmp:
         work = Path(tmp) / "model"
         work.mkdir()
@@ -126,12 +207,14 @@ def run_tlc(spec_path: Path, cfg_path: Path | None, jar: str | None, workers: in
                 shutil.copy2(module, work / module.name)
         shutil.copy2(spec_path, work / spec_path.name)
         shutil.copy2(cfg_path, work / "MC_kvexact.cfg")
-        args = ["-tool", "-workers", str(workers), "-metadir", str(Path(tmp) / "meta"), "-cleanup",
-                "-noTE", "-nowarning", "-config", "MC_kvexact.cfg", spec_path.name]
-        child = run_java_main(jar, main_class, args, cwd=work, timeout_s=timeout_s)
-    result = parse_tool_output(child.stdout, child.exit_code, seconds=child.seconds, stderr=child.stderr)
+        yield work, Path(tmp) / "meta"
+
+
+def _named(result: ModelCheckResult, cfg_path: Path) -> ModelCheckResult:
+    """TLC does not name a violated temporal property, and names an action property by its source
+    location; when the cfg has one property, it is that one."""
     v = result.violation
-    if v is not None and v.kind == "temporal":  # TLC does not name the property; a lone one is it
+    if v is not None and (v.kind == "temporal" or (v.kind == "action-property" and not v.name.isidentifier())):
         from kvexact.spec.checker.cfg import parse_cfg
         props = parse_cfg(cfg_path).properties
         if len(props) == 1:
@@ -179,6 +262,10 @@ def parse_tool_output(text: str, exit_code: int, seconds: float = 0.0, stderr: s
                           body)
             if m:
                 generated, distinct, queue = (_count(g) for g in m.groups())
+        elif code == 2210:  # -simulate: "The number of states generated: N"
+            m = re.search(r"states generated: ([\d,]+)", body)
+            if m:
+                generated = _count(m.group(1))
         elif code == 2194:
             m = re.search(r"search is ([\d,]+)", body)
             if m:
@@ -189,7 +276,7 @@ def parse_tool_output(text: str, exit_code: int, seconds: float = 0.0, stderr: s
         elif code == 2114:
             violation_kind, violation_name, message = "deadlock", "Deadlock", body
         elif code == 2112:
-            m = re.search(r"Action property (\S+) is violated", body)
+            m = re.search(r"Action property (.+?) is violated", body)
             violation_kind, violation_name, message = "action-property", m.group(1) if m else "?", body
         elif code == 2116:
             violation_kind, violation_name, message = "temporal", "Temporal", body
@@ -360,3 +447,22 @@ def parse_value(text: str) -> Any:
     if reader.peek() is not None:
         raise ValueError(f"TLC value: unexpected {reader.peek()!r} after a complete value")
     return value
+
+
+# ---------------------------------------------------------------------------------------------
+# SANY
+
+def sany_parse(modules: list[Path], jar: str | None = None, timeout_s: float | None = None) -> ChildRun:
+    """Parse ``modules`` with SANY (TLC's own front end) in one child process: all of them are copied
+    flat into a temporary folder (so each finds the others by module name) and parsed there. Exit code
+    0 means every module is valid TLA+; SANY stops at the first one it rejects and names its file."""
+    jar = resolve_jar(jar)
+    with tempfile.TemporaryDirectory(prefix="kvexact-sany-") as tmp:
+        names = []
+        for module in modules:
+            target = Path(tmp) / Path(module).name
+            if target.exists():
+                raise ValueError(f"two modules named {target.name}: SANY resolves modules by name")
+            shutil.copy2(module, target)
+            names.append(target.name)
+        return run_java_main(jar, "tla2sany.SANY", names, cwd=Path(tmp), timeout_s=timeout_s)

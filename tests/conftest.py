@@ -3,6 +3,7 @@ the fixtures every layer's tests share."""
 
 from __future__ import annotations
 
+import os
 from typing import NamedTuple
 
 import pytest
@@ -74,3 +75,33 @@ def kvexact_cli(capsys):
         return CliResult(exc.value.code, captured.out, captured.err)
 
     return run
+
+
+# ------------------------------------------------------------------------------------------- TLC
+
+# The CLI's default engine is auto (TLC when Java and its jar are present). Tests written against the
+# embedded engine's behaviour run it by default; a test of auto clears this (monkeypatch.delenv).
+os.environ.setdefault("KVEXACT_ENGINE", "embedded")
+
+
+def require_tlc() -> str:
+    """The TLC jar (resolved as ``kvexact check`` resolves it) for a test that needs real TLC and Java.
+
+    Outside CI a missing jar or Java skips the test; in CI (``CI=true``) it fails it, because CI must run
+    every TLC test."""
+    from kvexact.spec.tlc import TlcUnavailable, find_jar, java_executable
+
+    try:
+        jar = find_jar().path
+        java_executable()
+    except TlcUnavailable as exc:
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(f"CI must run the TLC tests: {exc}")
+        pytest.skip(f"needs TLC: {exc}")
+    return jar
+
+
+@pytest.fixture(scope="session")
+def tlc_jar() -> str:
+    """The TLC jar; see :func:`require_tlc` (skips outside CI only, fails in CI when it is missing)."""
+    return require_tlc()

@@ -43,6 +43,24 @@ def _figures_text(figures: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in figures.items() if not isinstance(v, (dict, list)))[:80]
 
 
+def _tlc_jar(option: Path | None) -> str | None:
+    """The TLC jar as ``kvexact check`` resolves it, or None when TLC is absent (no jar or no Java: the
+    spec checks then use the embedded engine alone); a jar that is named but missing is a usage error."""
+    from kvexact.spec.tlc import TlcUnavailable, find_jar, java_executable
+
+    try:
+        jar = find_jar(option).path
+    except TlcUnavailable as exc:
+        if option or os.environ.get("TLA2TOOLS_JAR"):
+            raise click.UsageError(str(exc)) from None
+        return None
+    try:
+        java_executable()
+    except TlcUnavailable:
+        return None
+    return jar
+
+
 @click.command()
 @click.option("--select", multiple=True, metavar="NAMES", help="Run only these checks (comma-separated).")
 @click.option("--skip", multiple=True, metavar="NAMES", help="Do not run these checks (comma-separated).")
@@ -57,7 +75,7 @@ def _figures_text(figures: dict) -> str:
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY",
               help="System under test in the machines it fits (an allocator or a prefix-index adapter).")
 @click.option("--tlc-jar", type=click.Path(path_type=Path), default=None,
-              help="tla2tools.jar for the TLC engine (or TLA2TOOLS_JAR).")
+              help="tla2tools.jar for the TLC engine (else TLA2TOOLS_JAR, else the CI copy beside the clone).")
 @call_timeout_option
 @coverage_options
 @device_option
@@ -82,7 +100,7 @@ def gate(select, skip, level, list_only, json_path, junit_path, profile, seed, a
             if problem:
                 raise click.UsageError(problem)
     check_adapter_option(adapter, call_timeout)
-    jar = str(tlc_jar) if tlc_jar else os.environ.get("TLA2TOOLS_JAR")
+    jar = _tlc_jar(tlc_jar)
     ctx = gate_mod.GateContext(level=level, profile=resolve_profile(profile), seed=seed, adapter=adapter,
                                tlc_jar=jar, call_timeout=call_timeout)
     for path in (json_path, junit_path):  # a report that is not this run's must not look current

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
@@ -107,12 +106,13 @@ def _run_module(module: Path, engine: str, tlc_jar: Path | None):
         from kvexact.spec.checker import check_model
 
         return check_model(module, module.with_suffix(".cfg"))
-    jar = str(tlc_jar) if tlc_jar else os.environ.get("TLA2TOOLS_JAR")
-    if not jar:
-        click.echo("validate-trace: --engine tlc needs --tlc-jar or TLA2TOOLS_JAR", err=True)
-        return None
-    from kvexact.spec.tlc import run_tlc
+    from kvexact.spec.tlc import TlcUnavailable, resolve_jar, run_tlc
 
+    try:  # --tlc-jar, else TLA2TOOLS_JAR, else the CI copy beside the clone (as kvexact check)
+        jar = resolve_jar(tlc_jar)
+    except TlcUnavailable as exc:
+        click.echo(f"validate-trace: --engine tlc: {exc}", err=True)
+        return None
     return run_tlc(module, module.with_suffix(".cfg"), jar)
 
 

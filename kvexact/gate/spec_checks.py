@@ -1,14 +1,15 @@
 """Gate checks of the shipped specs: each CI model, the mutants, the witnesses.
 
-Invariant: at ``full`` and ``deep`` a CI-model check passes only when the embedded engine finishes the
-whole model without a violation and every action of the spec's Next
-(:func:`kvexact.spec.checker.model.spec_actions`) fired at least once (per-action coverage); with a TLC jar it
-also requires TLC to agree on the result, distinct states and states generated. At ``quick`` it searches
-the first :data:`QUICK_STATES` distinct states breadth-first and passes when they hold no violation. A
-liveness check (``full`` and ``deep``) passes only when the spec's liveness model (its temporal property
-under LiveSpec's fairness) completes with exit 0. The mutant check passes only at a 100% kill rate
-(invariants and temporal properties; at ``quick``: the first mutant of each spec), the witness check
-only when every witness is reached.
+Invariant: TLC is the authority when its jar is found (``kvexact check``'s resolution): a CI-model check
+then fails unless TLC checks the whole model with no error, at every level. At ``full`` and ``deep`` the
+embedded engine must also finish the whole model without a violation, fire every action of the spec's
+Next (:func:`kvexact.spec.checker.model.spec_actions`), and agree with TLC on the result, distinct
+states and states generated (the ``--engine both`` cross-check). At ``quick`` the embedded engine
+searches the first :data:`QUICK_STATES` distinct states breadth-first and passes when they hold no
+violation. A liveness check (``full`` and ``deep``) passes only when the spec's liveness model (its
+temporal property under LiveSpec's fairness) completes with exit 0. The mutant check passes only at a
+100% kill rate by every engine present (invariants and temporal properties; at ``quick``: the first
+mutant of each spec), the witness check only when every witness is reached.
 """
 
 from __future__ import annotations
@@ -36,16 +37,39 @@ def action_firings(coverage: dict[str, dict[str, int]]) -> dict[str, int]:
     return fired
 
 
+def _tlc_run(ctx: GateContext, tla, cfg, what: str):
+    """TLC's result for one model, or None when no jar was found; TLC failing to run at all is a check
+    that could not run (never a pass)."""
+    if not ctx.tlc_jar:
+        return None
+    from kvexact.spec.tlc import TlcFailed, TlcUnavailable, run_tlc
+
+    ctx.status(f"TLC: {what}")
+    try:
+        return run_tlc(tla, cfg, ctx.tlc_jar, workers=1)
+    except (TlcUnavailable, TlcFailed) as exc:
+        raise CheckCouldNotRun(f"{what}: TLC could not run: {exc}") from None
+
+
 def _model_check(spec: str):
     def run(ctx: GateContext) -> CheckResult:
         from kvexact.spec.checker import check_model
 
         bound = QUICK_STATES if ctx.level == "quick" else None
-        ctx.status(f"model-checking {spec}.cfg" + (f" (first {bound:,} states)" if bound else ""))
         tla, cfg = spec_dir() / f"{spec}.tla", spec_dir() / f"{spec}.cfg"
+        t = _tlc_run(ctx, tla, cfg, f"{spec}.cfg")  # TLC, the authority, always checks the whole model
+        figures: dict = {}
+        if t is not None:
+            figures["tlc"] = {"result": t.outcome.value, "distinct_states": t.distinct_states,
+                              "generated_states": t.generated_states, "seconds": round(t.seconds, 2)}
+            if t.exit_code != 0:
+                what = f"{t.violation.kind} {t.violation.name}: {t.violation.message}" if t.violation else ""
+                return CheckResult(Verdict.FAILED, figures, f"{spec}.cfg: TLC: {t.outcome.value} (exit "
+                                   f"{t.exit_code}): {what}", states=t.distinct_states)
+        ctx.status(f"model-checking {spec}.cfg" + (f" (first {bound:,} states)" if bound else ""))
         r = check_model(tla, cfg, coverage=True, max_states=bound)
-        figures = {"distinct_states": r.distinct_states, "generated_states": r.generated_states,
-                   "depth": r.depth, "complete": r.complete, "seconds": round(r.seconds, 2)}
+        figures.update({"distinct_states": r.distinct_states, "generated_states": r.generated_states,
+                        "depth": r.depth, "complete": r.complete, "seconds": round(r.seconds, 2)})
         states = r.distinct_states
         if r.violation is not None or (not r.complete and bound is None) or r.exit_code != 0:
             what = f"{r.violation.kind} {r.violation.name}: {r.violation.message}" if r.violation else \
@@ -56,28 +80,23 @@ def _model_check(spec: str):
         never = [a for a in actions if fired.get(a, 0) == 0]
         unknown = sorted(set(fired) - set(actions))
         figures["actions"], figures["actions_fired"] = len(actions), len(actions) - len(never)
+        tlc_note = "" if t is None else f"; TLC: no error in the whole model ({t.distinct_states:,} distinct states)"
         if not r.complete:
             return CheckResult(Verdict.PASSED, figures, f"{spec}.cfg: no error in the first {states:,} distinct "
-                               f"states (breadth-first, depth {r.depth}); --level full checks the whole model",
-                               states=states)
+                               f"states (breadth-first, depth {r.depth}){tlc_note}; --level full checks the whole "
+                               "model with both engines", states=states)
         if never or unknown:
             return CheckResult(Verdict.FAILED, figures, f"{spec}.cfg: actions never fired: {never or 'none'}; "
                                f"unlisted: {unknown or 'none'}", states=states)
         detail = f"{spec}.cfg: no error, {r.distinct_states:,} distinct states, every action fired"
-        if ctx.tlc_jar:
-            from kvexact.spec.tlc import TlcFailed, TlcUnavailable, run_tlc
-
-            try:
-                t = run_tlc(tla, cfg, ctx.tlc_jar)
-            except (TlcUnavailable, TlcFailed) as exc:
-                raise CheckCouldNotRun(f"{detail}; TLC could not run: {exc}") from None
-            figures["tlc"] = {"distinct_states": t.distinct_states, "generated_states": t.generated_states,
-                              "seconds": round(t.seconds, 2)}
+        if t is not None:
             if (t.outcome, t.distinct_states, t.generated_states) != (r.outcome, r.distinct_states,
                                                                       r.generated_states):
-                return CheckResult(Verdict.FAILED, figures, f"{detail}; TLC disagrees: {t.outcome.value}, "
-                                   f"{t.distinct_states} distinct, {t.generated_states} generated", states=states)
-            detail += "; TLC agrees"
+                return CheckResult(Verdict.FAILED, figures, f"{detail}; the engines disagree: TLC "
+                                   f"{t.outcome.value}, {t.distinct_states} distinct, {t.generated_states} "
+                                   f"generated; embedded {r.outcome.value}, {r.distinct_states} distinct, "
+                                   f"{r.generated_states} generated", states=states)
+            detail += "; TLC agrees (result, distinct and generated states)"
         return CheckResult(Verdict.PASSED, figures, detail, states=states)
 
     return run
@@ -123,16 +142,24 @@ def _expected_violations(kind: str):
         ctx.status(f"checking {len(models)} {kind}s")
         limit = MUTANT_STATE_LIMIT if kind == "mutant" else WITNESS_STATE_LIMIT
         verdicts = check_all(models, workers=2, state_limit=limit)
+        tlc_verdicts = []
+        if ctx.tlc_jar:  # TLC must reach the same verdict on every model (it has no state bound)
+            ctx.status(f"TLC: checking {len(models)} {kind}s")
+            tlc_verdicts = check_all(models, engine="tlc", tlc_jar=ctx.tlc_jar, workers=2)
         ok = sum(v.killed for v in verdicts)
-        figures = {"models": len(models), "killed" if kind == "mutant" else "reached": ok,
+        figures = {"models": len(models), "engines": 2 if ctx.tlc_jar else 1, "killed" if kind == "mutant" else "reached": ok,
                    "kill_rate" if kind == "mutant" else "reach_rate": round(ok / len(models), 3),
                    "state_limit": limit, "most_states": max(v.distinct_states for v in verdicts),
                    "slowest_s": round(max(v.seconds for v in verdicts), 2)}
         states = sum(v.distinct_states for v in verdicts)
+        if tlc_verdicts:
+            figures["tlc_" + ("killed" if kind == "mutant" else "reached")] = sum(v.killed for v in tlc_verdicts)
         bad = [f"{v.model.name}: {v.outcome} ({v.detail})" for v in verdicts if not v.killed]
+        bad += [f"{v.model.name}: TLC: {v.outcome} ({v.detail})" for v in tlc_verdicts if not v.killed]
         if bad:
             return CheckResult(Verdict.FAILED, figures, "; ".join(bad), states=states)
-        return CheckResult(Verdict.PASSED, figures, f"{ok}/{len(models)} {kind} models violated as expected",
+        by = " by the embedded engine and TLC" if ctx.tlc_jar else ""
+        return CheckResult(Verdict.PASSED, figures, f"{ok}/{len(models)} {kind} models violated as expected{by}",
                            states=states)
 
     return run

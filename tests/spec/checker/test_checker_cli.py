@@ -69,8 +69,8 @@ def test_simulation_finds_the_violation(tmp_path):
 
 def test_tlc_engine_without_jar_could_not_run(tmp_path):
     spec = write_spec(tmp_path, *DIEHARD_LIKE)
-    res = run([str(spec), "--engine", "tlc"], env={"TLA2TOOLS_JAR": ""})
-    assert res.return_value == 3 and "could not run" in res.output
+    res = run([str(spec), "--engine", "tlc", "--tlc-jar", str(tmp_path / "missing.jar")])
+    assert res.return_value == 3 and "could not run" in res.output and "missing.jar" in res.output
 
 
 def test_engine_both_fails_on_a_difference(tmp_path, monkeypatch):

@@ -113,6 +113,7 @@ def test_timeout_is_reported(fake_jar):
 
 def test_jar_resolution_names_the_variable(monkeypatch, tmp_path):
     monkeypatch.delenv("TLA2TOOLS_JAR", raising=False)
+    monkeypatch.setattr(tlc, "beside_clone_candidates", lambda: [tmp_path / "shared" / "tla2tools.jar"])
     with pytest.raises(TlcUnavailable, match="TLA2TOOLS_JAR"):
         resolve_jar(None)
     with pytest.raises(TlcUnavailable, match="not found"):
