@@ -29,7 +29,13 @@ from kvexact.spec.checker.codegen import FastGen
 from kvexact.spec.checker.community import is_proof_module, native_ops
 from kvexact.spec.checker.errors import ParseError, SpecError, UndefinedError, UnsupportedError
 from kvexact.spec.checker.library import expand_tabs, find_module_file, split_modules
-from kvexact.spec.checker.syntax import describe_syntax_error, regroup
+from kvexact.spec.checker.syntax import (
+    PrecedenceConflict,
+    check_precedence,
+    conflict_position,
+    describe_syntax_error,
+    regroup,
+)
 from kvexact.spec.checker.values import (
     SELF_KEYED,
     EvalError,
@@ -148,7 +154,15 @@ def _parse_one(text: str, path: str) -> Any:
         raise ParseError(f"syntax error ({exc})", path) from None
     if tree is None:
         raise ParseError("no module found", path)
-    return regroup(tree)
+    tree = regroup(tree)
+    try:
+        check_precedence(tree)
+    except PrecedenceConflict as conflict:
+        line, col = conflict_position(text, conflict)
+        raise ParseError(f"precedence conflict between {conflict.left} and {conflict.right}: their precedence "
+                         f"ranges overlap, so TLA+ needs parentheses to group them",
+                         f"{path}:{line}:{col}") from None
+    return tree
 
 
 def nested_modules(tree: Any) -> list:
