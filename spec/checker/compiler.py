@@ -27,6 +27,7 @@ from kvexact.spec.checker import builtins as B
 from kvexact.spec.checker.binders import ALIASES, _bind, _binder_names, _bounds, _name_of  # noqa: F401
 from kvexact.spec.checker.codegen import FastGen
 from kvexact.spec.checker.community import is_proof_module, native_ops
+from kvexact.spec.checker.deepstack import DEPTH, too_deep
 from kvexact.spec.checker.errors import ParseError, SpecError, UndefinedError, UnsupportedError
 from kvexact.spec.checker.library import expand_tabs, find_module_file, split_modules
 from kvexact.spec.checker.syntax import (
@@ -558,6 +559,11 @@ class Compiler:
             tree, path = found
             self._include(tree, ModuleInfo(tree.name, path), scope, subst, root, seen)
             return
+        if name in B.STANDARD_MODULES and name not in seen:  # a file of that name on the path (the proof
+            shadow = self.load_tree(name)  # library's Bags) may extend more modules: SANY reads them too
+            seen.add(name)
+            for ext in (shadow[0].extendees or []) if shadow is not None else []:
+                self._extend(_name_of(ext), scope, subst, root, seen, ext, ModuleInfo(name, shadow[1]))
         ops = self._builtin_module(name)
         if ops is None:
             raise self._not_found(name, node, mod)
@@ -1442,6 +1448,8 @@ class Compiler:
         if arity == 0:
             if args:
                 raise SpecError(f"{name} takes no arguments", where)
+            if name in B.DYNAMIC:  # TLCExt's Trace: computed where it is evaluated, never cached
+                return (lambda s, n, e: impl()), frozenset({STATE, "$impure"})
             v = impl
             return (lambda s, n, e: v), NODEPS
         if arity == -1:
@@ -1526,8 +1534,14 @@ class Compiler:
         if d.fn is not None:
             return d.fn, d.deps  # type: ignore[return-value]
         if d.compiling:
-            def later(s, n, e):
-                return d.fn(s, n, e)  # type: ignore[misc]
+            def later(s, n, e):  # a recursive application: one level deeper, bounded (deepstack.py)
+                if DEPTH[0] >= DEPTH[1]:
+                    raise too_deep(d.name)
+                DEPTH[0] += 1
+                try:
+                    return d.fn(s, n, e)  # type: ignore[misc]
+                finally:
+                    DEPTH[0] -= 1
             return later, frozenset({_rec_mark(d)})
         d.compiling = True
         inner = d.scope.child()

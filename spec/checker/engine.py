@@ -19,6 +19,7 @@ from typing import Any
 
 from kvexact.spec.checker.builtins import TLC_CONTEXT
 from kvexact.spec.checker.cfg import ConfigError
+from kvexact.spec.checker.deepstack import run_deep
 from kvexact.spec.checker.errors import SpecError
 from kvexact.spec.checker.liveness import StateGraph, check_temporal
 from kvexact.spec.checker.model import Model, load_model
@@ -128,6 +129,7 @@ class Checker:
         self.generated = 0
         self.seen: dict[Any, int] = {}
         self.store: list[tuple[tuple, int, int]] = []  # (values, parent index, action index) ; -1 = init
+        TLC_CONTEXT.update(engine=self, at=-1)  # TLCExt's Trace reads the behaviour ending at store[at]
         self.depths: list[int] = []
         self.queue: deque[int] = deque()
         self.fired = [0] * len(model.actions)
@@ -152,6 +154,14 @@ class Checker:
         self._parent_vals: tuple | None = None  # the values of _parent_state, in variable order
 
     # -------------------------------------------------------------- traces
+
+    def behaviour(self, idx: int) -> list[dict]:
+        """The states from an initial state to store[idx] (TLCExt's Trace); empty for idx < 0."""
+        chain = []
+        while idx >= 0:
+            vals, idx, _ = self.store[idx]
+            chain.append(self.m.state_dict(vals))
+        return chain[::-1]
 
     def trace(self, idx: int, extra: tuple[dict, int] | None = None) -> tuple[TraceState, ...]:
         chain = []
@@ -241,6 +251,7 @@ class Checker:
         if depth > self.max_level:
             self.max_level = depth
         TLC_CONTEXT["level"] = depth
+        TLC_CONTEXT["at"] = idx
         self._check_new(s, parent, act, base if m.symmetry is None else None)
         self.queue.append(idx)
         if self.max_states is not None and len(self.store) >= self.max_states:
@@ -283,6 +294,7 @@ class Checker:
         for idx in batch:
             self._cur = idx
             ctx["level"] = self.depths[idx]  # TLCGet("level") while the state's actions are evaluated
+            ctx["at"] = idx
             vals = self._parent_vals = self.store[idx][0]
             s = self._parent_state = m.state_dict(vals)
             if self._by_var:
@@ -502,10 +514,15 @@ def check_loaded(model: Model, *, max_states=None, max_depth=None, coverage=True
 
 def check_model(spec_path, cfg_path=None, *, workers=1, max_states=None, max_depth=None, coverage=True,
                 progress=None, lib: list | tuple = ()) -> ModelCheckResult:
-    """Model-check a spec with the embedded engine; every failure is a result, never an exception."""
+    """Model-check a spec with the embedded engine; every failure is a result, never an exception. Runs
+    with a deep stack: recursion is bounded by deepstack.max_recursion(), not by Python's limit."""
+    return run_deep(_check_model, spec_path, cfg_path, workers=workers, max_states=max_states,
+                    max_depth=max_depth, coverage=coverage, progress=progress, lib=lib)
+
+
+def _check_model(spec_path, cfg_path=None, *, workers=1, max_states=None, max_depth=None, coverage=True,
+                 progress=None, lib: list | tuple = ()) -> ModelCheckResult:
     started = time.monotonic()
-    import sys
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
     try:
         model = load_model(Path(spec_path), cfg_path, lib=lib)
     except (SpecError, ConfigError, EvalError) as exc:

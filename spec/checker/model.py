@@ -686,7 +686,13 @@ def evaluate(expr: str, defs: str = "",
              extends: str = "Naturals, Integers, Sequences, FiniteSets, TLC, Functions, SequencesExt",
              constants: dict[str, Any] | None = None) -> Any:
     """Evaluate a constant-level TLA+ expression (with optional extra definitions); returns the TLA+
-    value (see values.py). Errors are raised as EvalError/SpecError with a location in <expr>."""
+    value (see values.py). Errors are raised as EvalError/SpecError with a location in <expr>; deep
+    recursion is bounded as in a check (deepstack.py)."""
+    from kvexact.spec.checker.deepstack import run_deep
+    return run_deep(_evaluate, expr, defs, extends, constants)
+
+
+def _evaluate(expr: str, defs: str, extends: str, constants: dict[str, Any] | None) -> Any:
     text = (f"---- MODULE Expr ----\nEXTENDS {extends}\n"
             + (f"CONSTANTS {', '.join(constants)}\n" if constants else "")
             + f"{defs}\nValue__ == {expr}\n====\n")

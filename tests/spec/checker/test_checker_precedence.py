@@ -5,9 +5,6 @@ tests compare with SANY itself where the jar is present."""
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 import tla
 from click.testing import CliRunner
@@ -17,7 +14,7 @@ from hypothesis import strategies as st
 from kvexact.cli.check import check
 from kvexact.spec.checker.compiler import parse_file_text
 from kvexact.spec.checker.errors import ParseError
-from kvexact.spec.checker.sany import find_jar, sany_verdicts
+from kvexact.spec.checker.sany import sany_verdicts
 from kvexact.spec.checker.syntax import PrecedenceConflict, check_precedence, regroup
 
 # (expression, the pair SANY names, or None where SANY accepts it)
@@ -69,16 +66,6 @@ def test_check_exits_150_on_a_precedence_conflict(tmp_path):
 
 # ----------------------------------------------------------------------------- differential with SANY
 
-@pytest.fixture(scope="module")
-def jar() -> Path:
-    found = find_jar()
-    if found is None:
-        if os.environ.get("CI"):
-            pytest.fail("tla2tools.jar not found in CI (TLA2TOOLS_JAR or shared/tlc beside the checkout)")
-        pytest.skip("tla2tools.jar not found: set TLA2TOOLS_JAR")
-    return found
-
-
 ATOMS = ["a", "b", "c", "(a)", "f[a]", "{a}"]
 INFIXES = ["+", "-", "*", "/", "%", "^", "..", "=", "#", "<", "\\leq", "\\in", "\\subseteq", "\\cup", "\\cap",
            "\\", "\\X", "/\\", "\\/", "=>", "<=>", "~>", "\\o", "\\div", "@@", ":>", "\\cdot", "%%", "++", "||",
@@ -108,7 +95,7 @@ def _module(i: int, expr: str) -> str:
     return f"---- MODULE E{i} ----\nCONSTANTS a, b, c, f\nVARIABLE x\nOp == {expr}\n====\n"
 
 
-def test_generated_expressions_agree_with_sany(tmp_path, jar):
+def test_generated_expressions_agree_with_sany(tmp_path, tla2tools_jar):
     """SANY and the embedded parser on 150 generated operator chains: a precedence verdict each, equal."""
     exprs: list[str] = []
 
@@ -129,7 +116,7 @@ def test_generated_expressions_agree_with_sany(tmp_path, jar):
             ours[path] = False
         except ParseError:
             ours[path] = True
-    verdicts = sany_verdicts(files, jar)
+    verdicts = sany_verdicts(files, tla2tools_jar)
     rejected = [p for p in files if verdicts[p].parse_error]
     assert 10 < len(rejected) < len(files) - 10  # the sample holds both kinds
     wrong = [(exprs[i], verdicts[p].first_error()) for i, p in enumerate(files)
