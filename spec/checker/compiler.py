@@ -562,8 +562,9 @@ class Compiler:
         if name in B.STANDARD_MODULES and name not in seen:  # a file of that name on the path (the proof
             shadow = self.load_tree(name)  # library's Bags) may extend more modules: SANY reads them too
             seen.add(name)
-            for ext in (shadow[0].extendees or []) if shadow is not None else []:
-                self._extend(_name_of(ext), scope, subst, root, seen, ext, ModuleInfo(name, shadow[1]))
+            if shadow is not None:
+                for ext in shadow[0].extendees or []:
+                    self._extend(_name_of(ext), scope, subst, root, seen, ext, ModuleInfo(name, shadow[1]))
         ops = self._builtin_module(name)
         if ops is None:
             raise self._not_found(name, node, mod)
