@@ -114,9 +114,9 @@ class Model:
                 raise ConfigError(f"{cfg.locations.get(name, cfg.path)}: {name} <- {target}: {target} is not "
                                   f"defined")
             if not (name in declared or root.lookup(name) is not None or name in _standard_names()):
-                self.comp.overrides.pop(name)
-                self.messages.append(f"{cfg.locations.get(name, cfg.path)}: the cfg overrides {name}, which is "
-                                     f"neither a constant nor a definition; ignored")
+                # TLC refuses it (exit 151), while it ignores `C = v` for an undeclared C (above)
+                raise ConfigError(f"{cfg.locations.get(name, cfg.path)}: {name} <- {target}: the identifier "
+                                  f"{name} does not appear in the specification")
         # constants given as `C <- Def`: evaluate Def once
         for name in list(declared):
             if name in self.comp.overrides and name not in constants:
