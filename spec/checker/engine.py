@@ -302,7 +302,13 @@ class Checker:
                 self._parent_base = pb if pb is not None else m.base_key(s)
             if composes:
                 m.take_intermediates()  # what an ENABLED or a property evaluated meanwhile is not counted
-            succ = [(ai, n, None, None, None) for ai, n in m.expand(s)]
+            try:
+                succ = [(ai, n, None, None, None) for ai, n in m.expand(s)]
+            except EvalError as exc:  # what the completed actions generated counts, as in TLC, then the error
+                partial = getattr(exc, "partial", None)
+                if partial:
+                    yield idx, [(ai, n, None, None, None) for ai, n in partial]
+                raise
             if composes:
                 self.generated += m.take_intermediates()
             yield idx, succ

@@ -446,8 +446,14 @@ class Model:
                 raise EvalError(f"successor state is not completely specified by action {a.label}: "
                                 f"no value for {', '.join(missing)}", a.where or a.location)
             out.append((ai, dict(n)))
-        for ai, a in enumerate(actions):  # noqa: B007 - k reads ai
-            a.act(s, {}, a.env, k)
+        done = 0
+        try:
+            for ai, a in enumerate(actions):  # noqa: B007 - k reads ai
+                a.act(s, {}, a.env, k)
+                done = len(out)
+        except EvalError as exc:  # TLC has added the successors of the actions completed before it
+            exc.partial = out[:done]  # type: ignore[attr-defined]
+            raise
         return out
 
     def take_intermediates(self) -> int:
