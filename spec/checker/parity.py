@@ -18,7 +18,6 @@ from kvexact.spec.checker.engine import check_model
 from kvexact.spec.checker.genspec import GenSpec
 from kvexact.spec.checker.result import ModelCheckResult
 
-
 NAMED_KINDS = {"invariant", "action-property", "property-init", "temporal", "deadlock"}
 
 
