@@ -392,16 +392,22 @@ class Checker:
                     if graph is not None:
                         graph.row(idx)
                     cur = m.state_dict(self.store[idx][0]) if implied else None
-                    for ai, n, key, inside, ok in succ:
-                        self.fired[ai] += 1
-                        added = (self._add(n, idx, ai, depth + 1) if key is None
-                                 else self._add_pre(n, key, inside, ok, idx, ai, depth + 1))
-                        if added:
-                            self.new[ai] += 1
-                        if implied:
-                            self._check_implied(idx, cur, n, ai)  # type: ignore[arg-type]
-                        if graph is not None:
-                            graph.add(self._last)
+                    done = 0
+                    try:
+                        for ai, n, key, inside, ok in succ:
+                            done += 1
+                            self.fired[ai] += 1
+                            added = (self._add(n, idx, ai, depth + 1) if key is None
+                                     else self._add_pre(n, key, inside, ok, idx, ai, depth + 1))
+                            if added:
+                                self.new[ai] += 1
+                            if implied:
+                                self._check_implied(idx, cur, n, ai)  # type: ignore[arg-type]
+                            if graph is not None:
+                                graph.add(self._last)
+                    except _Found:  # TLC stops at the violating successor: the later ones were not generated
+                        self.generated -= len(succ) - done
+                        raise
                     if self.progress is not None and pos % 256 == 0:
                         now = time.monotonic()
                         if now - last >= self.progress_every_s:
