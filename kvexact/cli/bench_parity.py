@@ -56,6 +56,8 @@ def bench_parity(minutes: float, max_specs: int | None, seed: int, out: Path, tl
             counts["tlc_failed"] += 1
             return
         counts["compared"] += 1
+        if counts["compared"] % 25 == 0:
+            click.echo(f"... {counts['compared']} compared, {counts['disagreed']} disagreements", err=True)
         if not found.agree:
             counts["disagreed"] += 1
             small = shrink(found, jar)
