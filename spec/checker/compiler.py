@@ -28,8 +28,9 @@ from kvexact.spec.checker.binders import ALIASES, _bind, _binder_names, _bounds,
 from kvexact.spec.checker.codegen import FastGen
 from kvexact.spec.checker.community import is_proof_module, native_ops
 from kvexact.spec.checker.deepstack import DEPTH, too_deep
-from kvexact.spec.checker.errors import ParseError, SpecError, UndefinedError, UnsupportedError
+from kvexact.spec.checker.errors import ArityError, ParseError, SpecError, UndefinedError, UnsupportedError
 from kvexact.spec.checker.library import expand_tabs, find_module_file, split_modules
+from kvexact.spec.checker.semantics import check_module
 from kvexact.spec.checker.syntax import (
     PrecedenceConflict,
     check_precedence,
@@ -163,6 +164,8 @@ def _parse_one(text: str, path: str) -> Any:
         raise ParseError(f"precedence conflict between {conflict.left} and {conflict.right}: their precedence "
                          f"ranges overlap, so TLA+ needs parentheses to group them",
                          f"{path}:{line}:{col}") from None
+    for module in [tree, *nested_modules(tree)]:
+        check_module(module, path)
     return tree
 
 
@@ -1359,7 +1362,7 @@ class Compiler:
         if kind == "opsubst":  # an operator constant given by INSTANCE ... WITH C <- Op
             mk, odeps, arity = b[1], b[2], b[3]
             if len(args) != arity:
-                raise SpecError(f"{name} takes {arity} argument(s), given {len(args)}", where)
+                raise ArityError(f"{name} takes {arity} argument(s), given {len(args)}", where)
             parts = [self.expr(a, scope) for a in args]
             fns = [p[0] for p in parts]
 
@@ -1459,7 +1462,7 @@ class Compiler:
             return ((lambda s, n, e: impl(*[f(s, n, e) for f in fns_v])),
                     frozenset().union(*[p[1] for p in parts_v]))
         if len(args) != arity and not (name == "-" and len(args) == 1):
-            raise SpecError(f"{name} takes {arity} argument(s), given {len(args)}", where)
+            raise ArityError(f"{name} takes {arity} argument(s), given {len(args)}", where)
         if name == "-" and len(args) == 1:
             f0, d0 = self.expr(args[0], scope)
             return (lambda s, n, e: -B.num(f0(s, n, e))), d0
@@ -1734,7 +1737,7 @@ class Compiler:
                 return body_i(s, n, e2)
             return inlined, deps_i | {STATE, PRIME}
         if len(args) != d.arity:
-            raise SpecError(f"{d.name} takes {d.arity} argument(s), given {len(args)}", where)
+            raise ArityError(f"{d.name} takes {d.arity} argument(s), given {len(args)}", where)
         if d.compiling and d.node is not None and d.node.function:
             return self._self_ref(d.name)
         body, bdeps = self.def_fn(d)

@@ -56,12 +56,15 @@ def run_deep(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     if threading.current_thread() is not threading.main_thread():
         return fn(*args, **kwargs)  # already inside a worker: keep its stack
     box: dict[str, Any] = {}
+    done = threading.Event()  # not Thread.is_alive: a join interrupted by a signal can make it lie
 
     def body() -> None:
         try:
             box["value"] = fn(*args, **kwargs)
         except BaseException as exc:  # handed to the caller as is
             box["error"] = exc
+        finally:
+            done.set()
 
     old_limit = sys.getrecursionlimit()
     old_size = threading.stack_size()
@@ -73,9 +76,9 @@ def run_deep(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     finally:
         threading.stack_size(old_size)
     try:
-        while worker.is_alive():
+        while not done.is_set():
             try:
-                worker.join(0.2)
+                done.wait(0.2)
             except KeyboardInterrupt:  # the search stops at its next step and returns what it found
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(worker.ident or 0),
                                                            ctypes.py_object(KeyboardInterrupt))

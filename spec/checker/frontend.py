@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from kvexact.spec.checker.compiler import Compiler, Scope
-from kvexact.spec.checker.errors import ParseError, SpecError, UndefinedError
+from kvexact.spec.checker.errors import ArityError, ParseError, SpecError, UndefinedError
 from kvexact.spec.checker.values import EvalError
 
 
@@ -28,7 +28,7 @@ def _compile_all(comp: Compiler, root: Scope) -> None:
             if b[0] == "def":
                 try:
                     comp.def_fn(b[1])
-                except (UndefinedError, ParseError):
+                except (UndefinedError, ParseError, ArityError):
                     raise
                 except (SpecError, EvalError, RecursionError):
                     b[1].compiling = False
@@ -43,7 +43,7 @@ def front_end_error(path: str | Path, lib_dirs: list[Path] | None = None) -> Spe
     try:
         root = comp.load_root(path)
         _compile_all(comp, root)
-    except (ParseError, UndefinedError) as exc:
+    except (ParseError, UndefinedError, ArityError) as exc:
         return exc
     except SpecError:  # a construct the engine does not load: not a SANY-level verdict
         return None
