@@ -44,9 +44,12 @@ def _walk(node: Any):
 
 
 def _names_in(node: Any) -> set[str]:
+    """The identifiers ``node`` refers to; in ``I!Op(a)`` only ``I`` and ``a`` (Op is I's name)."""
+    qualified = {id(item) for n in _walk(node) if type(n).__name__ == "SubexpressionReference"
+                 for item in (n.items or [])[1:]}
     return {n.operator for n in _walk(node)
             if type(n).__name__ == "OperatorApplication" and isinstance(n.operator, str)
-            and _IDENT.match(n.operator)}
+            and _IDENT.match(n.operator) and id(n) not in qualified}
 
 
 def _bound(definition: Any) -> set[str]:
@@ -72,7 +75,7 @@ def _pos(node: Any) -> tuple[int, int]:
 
 
 def _first_use(node: Any, name: str) -> Any:
-    for n in _walk(node):
+    for n in sorted(_walk(node), key=_pos):
         if type(n).__name__ == "OperatorApplication" and n.operator == name:
             return n
     return node
