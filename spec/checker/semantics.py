@@ -131,3 +131,63 @@ def _check_lets(node: Any, path: str) -> None:
                     raise SemanticError(f"multiply-defined symbol {name} in one LET", f"{path}:{line}:{col}")
                 if isinstance(name, str):
                     seen.add(name)
+
+
+def _binders(definition: Any) -> list[Any]:
+    """The name nodes a definition binds exactly: parameters, LET names, and the variables of every
+    quantifier, CHOOSE, set and function constructor (``x`` and the items of ``<<x, y>>`` in ``\\in``)."""
+    out = [p for p in definition.arity or [] if type(p).__name__ == "OperatorApplication"]
+    for n in _walk(definition.definiens):
+        if type(n).__name__ == "OperatorDefinition":
+            out.append(n)
+        for field in ("declaration", "declarations"):
+            decl = getattr(n, field, None) if field in n._fields else None
+            items = decl if isinstance(decl, list) else [decl] if decl is not None else []
+            for item in items:
+                target = item.arguments[0] if (type(item).__name__ == "OperatorApplication"
+                                                and item.operator == "\\in" and item.arguments) else item
+                out += target.items if type(target).__name__ == "Tuple" else [target]
+    return [b for b in out if isinstance(getattr(b, "operator", getattr(b, "name", None)), str)]
+
+
+def _binder_name(node: Any) -> str:
+    return node.name if type(node).__name__ == "OperatorDefinition" else node.operator
+
+
+def check_shapes(tree: Any, path: str) -> None:
+    """A bound name that redeclares a name of the module defined before, a record field given twice,
+    and ``@`` outside an EXCEPT: SANY refuses each."""
+    units = list(tree.units or [])
+    earlier: set[str] = set()
+    for unit in units:
+        kind = type(unit).__name__
+        if kind == "OperatorDefinition" and type(unit.definiens).__name__ != "Instance":
+            params = {p.operator for p in unit.arity or [] if type(p).__name__ == "OperatorApplication"}
+            for b in _binders(unit):
+                name = _binder_name(b)
+                if name in earlier or (name in params and not any(b is p for p in unit.arity or [])):
+                    line, col = _pos(b)
+                    where = "a parameter of the definition" if name in params else "a name of the module"
+                    raise SemanticError(f"multiply-defined symbol {name}: {unit.name} binds it again, while it "
+                                        f"is already {where}", f"{path}:{line}:{col}")
+            in_except: set[int] = set()
+            for n in _walk(unit.definiens):
+                if type(n).__name__ == "Except":
+                    in_except |= {id(m) for m in _walk(n.changes)}
+                if type(n).__name__ == "Record":
+                    keys = [k for k, _ in n.key_values or []]
+                    dup = next((k for i, k in enumerate(keys) if k in keys[:i]), None)
+                    if dup is not None:
+                        line, col = _pos(n)
+                        raise SemanticError(f"the record field {dup} is given twice", f"{path}:{line}:{col}")
+            for n in _walk(unit.definiens):
+                if type(n).__name__ == "OperatorApplication" and n.operator == "@" and id(n) not in in_except:
+                    line, col = _pos(n)
+                    raise SemanticError("@ is used outside an EXCEPT", f"{path}:{line}:{col}")
+        if kind == "OperatorDefinition":
+            earlier.add(unit.name)
+        elif kind in ("Constants", "Variables"):
+            for nm in unit.names:
+                name = getattr(nm, "operator", getattr(nm, "name", nm))
+                if isinstance(name, str):
+                    earlier.add(name)
