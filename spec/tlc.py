@@ -228,7 +228,8 @@ def _named(result: ModelCheckResult, cfg_path: Path) -> ModelCheckResult:
 _MSG = re.compile(r"@!@!@STARTMSG (\d+):(\d+) @!@!@\r?\n(.*?)@!@!@ENDMSG \1 @!@!@", re.S)
 _EXIT_OUTCOMES = {0: Outcome.SUCCESS, 11: Outcome.DEADLOCK, 12: Outcome.SAFETY, 13: Outcome.LIVENESS,
                   10: Outcome.EVALUATION, 14: Outcome.EVALUATION, 75: Outcome.EVALUATION,
-                  76: Outcome.EVALUATION, 77: Outcome.EVALUATION, 150: Outcome.PARSE, 151: Outcome.CONFIG}
+                  76: Outcome.EVALUATION, 77: Outcome.EVALUATION, 150: Outcome.PARSE, 151: Outcome.CONFIG,
+                  255: Outcome.EVALUATION}  # 255: an error inside an evaluator, e.g. SubSeq out of range
 
 
 def tool_messages(text: str) -> list[tuple[int, int, str]]:

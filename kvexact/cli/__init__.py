@@ -36,6 +36,7 @@ BENCHES = {
     "kernels": "kvexact.cli.bench:bench_kernels",
     "events": "kvexact.cli.bench_events:bench_events",
     "mutation": "kvexact.cli.bench_mutation:bench_mutation",
+    "parity": "kvexact.cli.bench_parity:bench_parity",
 }
 
 

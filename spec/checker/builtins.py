@@ -276,8 +276,25 @@ def _sortseq(s, lt):
 
 # TLC's registers and the level of the state being evaluated (set by the engine)
 TLC_CONTEXT: dict = {"level": 0, "registers": {}}
-IMPURE = {"TLCGet", "TLCSet", "RandomElement", "JavaTime"}  # never cached as constants
+IMPURE = {"TLCGet", "TLCSet", "RandomElement", "JavaTime", "JsonSerialize", "ndJsonSerialize"}  # never cached
 RANDOM = {"RandomElement"}  # a draw: cached only as a constant definition (TLC evaluates those once)
+DYNAMIC = {"Trace", "_TETrace", "_TEPosition"}  # no arguments, yet a value per evaluation (compiler)
+
+
+def _trace():
+    """TLCExt's Trace: the behaviour from an initial state to the state being evaluated, a sequence of
+    records (variable -> value); <<>> while initial states are computed."""
+    engine = TLC_CONTEXT.get("engine")
+    if engine is None:
+        raise EvalError("Trace is only defined while a model is being checked")
+    return tuple(Fcn(dict(s)) for s in engine.behaviour(TLC_CONTEXT.get("at", -1)))
+
+
+def _te_only(name: str):
+    def fail():
+        raise EvalError(f"{name} (module Toolbox) has a value only in the Toolbox's trace explorer; "
+                        f"TLC cannot evaluate it while model checking either")
+    return fail
 
 
 # the -D settings a spec may ask TLC about: action composition (\cdot) is always on in this engine

@@ -289,7 +289,7 @@ def _indent(text: str, n: int) -> str:
 def _try_value(code: str | None, fallback: str) -> str:
     if code is None:
         return f"v = {fallback}(s, n, e)"
-    return f"try:\n    v = {code}\nexcept Exception:\n    v = {fallback}(s, n, e)"
+    return f"try:\n    v = {code}\nexcept RecursionError:\n    raise\nexcept Exception:\n    v = {fallback}(s, n, e)"
 
 
 def _nonbool(v: Any, where: str) -> None:
@@ -379,7 +379,7 @@ class FastGen:
             ns = self.ns
             ns["_slow"] = slow
             src = ("def _fast(s, n, e):\n    try:\n        return " + code +
-                   "\n    except Exception:\n        return _slow(s, n, e)\n")
+                   "\n    except RecursionError:\n        raise\n    except Exception:\n        return _slow(s, n, e)\n")
             return run_generated(src, ns, "_fast")
         except (_NoFast, SyntaxError, RecursionError, MemoryError):  # no fast code, or past Python's limits
             return None

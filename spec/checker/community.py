@@ -9,10 +9,13 @@ chooses; a module found on the library path keeps its other definitions, evaluat
 
 from __future__ import annotations
 
+import json
 import os
 import random
 from typing import Any
 
+from kvexact.spec.checker.builtins import _te_only
+from kvexact.spec.checker.builtins import _trace as B_trace
 from kvexact.spec.checker.values import (
     EvalError,
     Fcn,
@@ -647,6 +650,80 @@ TLCEXT: dict[str, tuple] = {
     "TLCModelValue": (1, lambda name: _model_value(name)),
     "TLCNoOp": (1, lambda v: v),
     "TLCCache": (2, lambda v, closure: v),
+    "Trace": (0, B_trace),
+}
+
+def _to_json_data(v: Any) -> Any:
+    """A TLA+ value as JSON data: sequences and sets as arrays, records and other functions as objects
+    (keys as their TLA+ text when not strings), model values by name."""
+    if type(v) is bool or type(v) is int or type(v) is str:
+        return v
+    if type(v) is tuple:
+        return [_to_json_data(x) for x in v]
+    if isinstance(v, Fcn):
+        return {(k if type(k) is str else fmt(k)): _to_json_data(x) for k, x in fcn_items(v)}
+    if isinstance(v, (frozenset, LazySet)):
+        return [_to_json_data(x) for x in ordered_elements(as_set(v))]
+    name = getattr(v, "name", None)
+    if isinstance(name, str):
+        return name
+    raise EvalError(f"ToJson: {fmt(v)} has no JSON form")
+
+
+def _from_json_data(d: Any) -> Any:
+    if isinstance(d, list):
+        return tuple(_from_json_data(x) for x in d)
+    if isinstance(d, dict):
+        return mk_fcn({k: _from_json_data(x) for k, x in d.items()})
+    if isinstance(d, float):
+        raise EvalError(f"JsonDeserialize: {d} is not an integer (TLA+ has no reals here)")
+    return d
+
+
+def _to_json(v: Any) -> str:
+    return json.dumps(_to_json_data(v), separators=(",", ":"))
+
+
+def _json_write(path: Any, v: Any, lines: bool) -> bool:
+    if type(path) is not str:
+        raise EvalError(f"JsonSerialize: the file name must be a string, got {fmt(path)}")
+    try:
+        with open(path, "w") as fh:
+            if lines:
+                for x in (v if type(v) is tuple else ordered_elements(as_set(v))):
+                    fh.write(_to_json(x) + "\n")
+            else:
+                fh.write(_to_json(v) + "\n")
+    except OSError as exc:
+        raise EvalError(f"JsonSerialize: cannot write {path}: {exc.strerror}") from None
+    return True
+
+
+def _json_read(path: Any, lines: bool) -> Any:
+    if type(path) is not str:
+        raise EvalError(f"JsonDeserialize: the file name must be a string, got {fmt(path)}")
+    try:
+        text = open(path).read()
+        if lines:
+            return tuple(_from_json_data(json.loads(x)) for x in text.splitlines() if x.strip())
+        return _from_json_data(json.loads(text))
+    except (OSError, ValueError) as exc:
+        raise EvalError(f"JsonDeserialize: cannot read {path}: {exc}") from None
+
+
+JSON: dict[str, tuple] = {  # TLC's Json module
+    "ToJson": (1, _to_json),
+    "ToJsonArray": (1, _to_json),
+    "ToJsonObject": (1, _to_json),
+    "JsonSerialize": (2, lambda p, v: _json_write(p, v, False)),
+    "ndJsonSerialize": (2, lambda p, v: _json_write(p, v, True)),
+    "JsonDeserialize": (1, lambda p: _json_read(p, False)),
+    "ndJsonDeserialize": (1, lambda p: _json_read(p, True)),
+}
+
+TOOLBOX: dict[str, tuple] = {  # TLC's Toolbox module: names of the trace explorer
+    "_TETrace": (0, _te_only("_TETrace")),
+    "_TEPosition": (0, _te_only("_TEPosition")),
 }
 
 RANDOMIZATION: dict[str, tuple] = {
@@ -680,12 +757,14 @@ NATIVE_MODULES: dict[str, dict[str, tuple]] = {
     "Graphs": GRAPHS,
     "UndirectedGraphs": UNDIRECTED_GRAPHS,
     "TLCExt": TLCEXT,
+    "Toolbox": TOOLBOX,
+    "Json": JSON,
     "Randomization": RANDOMIZATION,
     "IOUtils": IOUTILS,
 }
 
 # TLC's own modules beyond the standard ones: always native, never read from a file
-TLC_MODULES = {"TLCExt", "Randomization"}
+TLC_MODULES = {"TLCExt", "Randomization", "Toolbox"}
 
 
 def native_ops(module: str) -> dict[str, tuple] | None:

@@ -27,9 +27,17 @@ from kvexact.spec.checker import builtins as B
 from kvexact.spec.checker.binders import ALIASES, _bind, _binder_names, _bounds, _name_of  # noqa: F401
 from kvexact.spec.checker.codegen import FastGen
 from kvexact.spec.checker.community import is_proof_module, native_ops
-from kvexact.spec.checker.errors import ParseError, SpecError, UndefinedError, UnsupportedError
+from kvexact.spec.checker.deepstack import DEPTH, too_deep
+from kvexact.spec.checker.errors import ArityError, ParseError, SpecError, UndefinedError, UnsupportedError
 from kvexact.spec.checker.library import expand_tabs, find_module_file, split_modules
-from kvexact.spec.checker.syntax import describe_syntax_error, regroup
+from kvexact.spec.checker.semantics import check_module, check_shapes
+from kvexact.spec.checker.syntax import (
+    PrecedenceConflict,
+    check_precedence,
+    conflict_position,
+    describe_syntax_error,
+    regroup,
+)
 from kvexact.spec.checker.values import (
     SELF_KEYED,
     EvalError,
@@ -148,7 +156,18 @@ def _parse_one(text: str, path: str) -> Any:
         raise ParseError(f"syntax error ({exc})", path) from None
     if tree is None:
         raise ParseError("no module found", path)
-    return regroup(tree)
+    tree = regroup(tree)
+    try:
+        check_precedence(tree)
+    except PrecedenceConflict as conflict:
+        line, col = conflict_position(text, conflict)
+        raise ParseError(f"precedence conflict between {conflict.left} and {conflict.right}: their precedence "
+                         f"ranges overlap, so TLA+ needs parentheses to group them",
+                         f"{path}:{line}:{col}") from None
+    for module in [tree, *nested_modules(tree)]:
+        check_module(module, path)
+        check_shapes(module, path)
+    return tree
 
 
 def nested_modules(tree: Any) -> list:
@@ -544,6 +563,12 @@ class Compiler:
             tree, path = found
             self._include(tree, ModuleInfo(tree.name, path), scope, subst, root, seen)
             return
+        if name in B.STANDARD_MODULES and name not in seen:  # a file of that name on the path (the proof
+            shadow = self.load_tree(name)  # library's Bags) may extend more modules: SANY reads them too
+            seen.add(name)
+            if shadow is not None:
+                for ext in shadow[0].extendees or []:
+                    self._extend(_name_of(ext), scope, subst, root, seen, ext, ModuleInfo(name, shadow[1]))
         ops = self._builtin_module(name)
         if ops is None:
             raise self._not_found(name, node, mod)
@@ -1338,7 +1363,7 @@ class Compiler:
         if kind == "opsubst":  # an operator constant given by INSTANCE ... WITH C <- Op
             mk, odeps, arity = b[1], b[2], b[3]
             if len(args) != arity:
-                raise SpecError(f"{name} takes {arity} argument(s), given {len(args)}", where)
+                raise ArityError(f"{name} takes {arity} argument(s), given {len(args)}", where)
             parts = [self.expr(a, scope) for a in args]
             fns = [p[0] for p in parts]
 
@@ -1428,6 +1453,8 @@ class Compiler:
         if arity == 0:
             if args:
                 raise SpecError(f"{name} takes no arguments", where)
+            if name in B.DYNAMIC:  # TLCExt's Trace: computed where it is evaluated, never cached
+                return (lambda s, n, e: impl()), frozenset({STATE, "$impure"})
             v = impl
             return (lambda s, n, e: v), NODEPS
         if arity == -1:
@@ -1436,7 +1463,7 @@ class Compiler:
             return ((lambda s, n, e: impl(*[f(s, n, e) for f in fns_v])),
                     frozenset().union(*[p[1] for p in parts_v]))
         if len(args) != arity and not (name == "-" and len(args) == 1):
-            raise SpecError(f"{name} takes {arity} argument(s), given {len(args)}", where)
+            raise ArityError(f"{name} takes {arity} argument(s), given {len(args)}", where)
         if name == "-" and len(args) == 1:
             f0, d0 = self.expr(args[0], scope)
             return (lambda s, n, e: -B.num(f0(s, n, e))), d0
@@ -1512,8 +1539,14 @@ class Compiler:
         if d.fn is not None:
             return d.fn, d.deps  # type: ignore[return-value]
         if d.compiling:
-            def later(s, n, e):
-                return d.fn(s, n, e)  # type: ignore[misc]
+            def later(s, n, e):  # a recursive application: one level deeper, bounded (deepstack.py)
+                if DEPTH[0] >= DEPTH[1]:
+                    raise too_deep(d.name)
+                DEPTH[0] += 1
+                try:
+                    return d.fn(s, n, e)  # type: ignore[misc]
+                finally:
+                    DEPTH[0] -= 1
             return later, frozenset({_rec_mark(d)})
         d.compiling = True
         inner = d.scope.child()
@@ -1705,7 +1738,7 @@ class Compiler:
                 return body_i(s, n, e2)
             return inlined, deps_i | {STATE, PRIME}
         if len(args) != d.arity:
-            raise SpecError(f"{d.name} takes {d.arity} argument(s), given {len(args)}", where)
+            raise ArityError(f"{d.name} takes {d.arity} argument(s), given {len(args)}", where)
         if d.compiling and d.node is not None and d.node.function:
             return self._self_ref(d.name)
         body, bdeps = self.def_fn(d)

@@ -19,6 +19,7 @@ from typing import Any
 
 from kvexact.spec.checker.builtins import TLC_CONTEXT
 from kvexact.spec.checker.cfg import ConfigError
+from kvexact.spec.checker.deepstack import run_deep
 from kvexact.spec.checker.errors import SpecError
 from kvexact.spec.checker.liveness import StateGraph, check_temporal
 from kvexact.spec.checker.model import Model, load_model
@@ -128,6 +129,7 @@ class Checker:
         self.generated = 0
         self.seen: dict[Any, int] = {}
         self.store: list[tuple[tuple, int, int]] = []  # (values, parent index, action index) ; -1 = init
+        TLC_CONTEXT.update(engine=self, at=-1)  # TLCExt's Trace reads the behaviour ending at store[at]
         self.depths: list[int] = []
         self.queue: deque[int] = deque()
         self.fired = [0] * len(model.actions)
@@ -152,6 +154,14 @@ class Checker:
         self._parent_vals: tuple | None = None  # the values of _parent_state, in variable order
 
     # -------------------------------------------------------------- traces
+
+    def behaviour(self, idx: int) -> list[dict]:
+        """The states from an initial state to store[idx] (TLCExt's Trace); empty for idx < 0."""
+        chain = []
+        while idx >= 0:
+            vals, idx, _ = self.store[idx]
+            chain.append(self.m.state_dict(vals))
+        return chain[::-1]
 
     def trace(self, idx: int, extra: tuple[dict, int] | None = None) -> tuple[TraceState, ...]:
         chain = []
@@ -241,6 +251,7 @@ class Checker:
         if depth > self.max_level:
             self.max_level = depth
         TLC_CONTEXT["level"] = depth
+        TLC_CONTEXT["at"] = idx
         self._check_new(s, parent, act, base if m.symmetry is None else None)
         self.queue.append(idx)
         if self.max_states is not None and len(self.store) >= self.max_states:
@@ -283,6 +294,7 @@ class Checker:
         for idx in batch:
             self._cur = idx
             ctx["level"] = self.depths[idx]  # TLCGet("level") while the state's actions are evaluated
+            ctx["at"] = idx
             vals = self._parent_vals = self.store[idx][0]
             s = self._parent_state = m.state_dict(vals)
             if self._by_var:
@@ -290,7 +302,13 @@ class Checker:
                 self._parent_base = pb if pb is not None else m.base_key(s)
             if composes:
                 m.take_intermediates()  # what an ENABLED or a property evaluated meanwhile is not counted
-            succ = [(ai, n, None, None, None) for ai, n in m.expand(s)]
+            try:
+                succ = [(ai, n, None, None, None) for ai, n in m.expand(s)]
+            except EvalError as exc:  # what the completed actions generated counts, as in TLC, then the error
+                partial = getattr(exc, "partial", None)
+                if partial:
+                    yield idx, [(ai, n, None, None, None) for ai, n in partial]
+                raise
             if composes:
                 self.generated += m.take_intermediates()
             yield idx, succ
@@ -374,16 +392,22 @@ class Checker:
                     if graph is not None:
                         graph.row(idx)
                     cur = m.state_dict(self.store[idx][0]) if implied else None
-                    for ai, n, key, inside, ok in succ:
-                        self.fired[ai] += 1
-                        added = (self._add(n, idx, ai, depth + 1) if key is None
-                                 else self._add_pre(n, key, inside, ok, idx, ai, depth + 1))
-                        if added:
-                            self.new[ai] += 1
-                        if implied:
-                            self._check_implied(idx, cur, n, ai)  # type: ignore[arg-type]
-                        if graph is not None:
-                            graph.add(self._last)
+                    done = 0
+                    try:
+                        for ai, n, key, inside, ok in succ:
+                            done += 1
+                            self.fired[ai] += 1
+                            added = (self._add(n, idx, ai, depth + 1) if key is None
+                                     else self._add_pre(n, key, inside, ok, idx, ai, depth + 1))
+                            if added:
+                                self.new[ai] += 1
+                            if implied:
+                                self._check_implied(idx, cur, n, ai)  # type: ignore[arg-type]
+                            if graph is not None:
+                                graph.add(self._last)
+                    except _Found:  # TLC stops at the violating successor: the later ones were not generated
+                        self.generated -= len(succ) - done
+                        raise
                     if self.progress is not None and pos % 256 == 0:
                         now = time.monotonic()
                         if now - last >= self.progress_every_s:
@@ -502,10 +526,15 @@ def check_loaded(model: Model, *, max_states=None, max_depth=None, coverage=True
 
 def check_model(spec_path, cfg_path=None, *, workers=1, max_states=None, max_depth=None, coverage=True,
                 progress=None, lib: list | tuple = ()) -> ModelCheckResult:
-    """Model-check a spec with the embedded engine; every failure is a result, never an exception."""
+    """Model-check a spec with the embedded engine; every failure is a result, never an exception. Runs
+    with a deep stack: recursion is bounded by deepstack.max_recursion(), not by Python's limit."""
+    return run_deep(_check_model, spec_path, cfg_path, workers=workers, max_states=max_states,
+                    max_depth=max_depth, coverage=coverage, progress=progress, lib=lib)
+
+
+def _check_model(spec_path, cfg_path=None, *, workers=1, max_states=None, max_depth=None, coverage=True,
+                 progress=None, lib: list | tuple = ()) -> ModelCheckResult:
     started = time.monotonic()
-    import sys
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10000))
     try:
         model = load_model(Path(spec_path), cfg_path, lib=lib)
     except (SpecError, ConfigError, EvalError) as exc:

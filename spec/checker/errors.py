@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kvexact.spec.checker.values import EvalError
 
-__all__ = ["EvalError", "SpecError", "ParseError", "UnsupportedError", "UndefinedError"]
+__all__ = ["EvalError", "SpecError", "ParseError", "UnsupportedError", "UndefinedError", "ArityError"]
 
 
 class SpecError(Exception):
@@ -32,4 +32,10 @@ class UnsupportedError(SpecError):
 
 
 class UndefinedError(SpecError):
+    outcome = "parse"
+
+
+class ArityError(SpecError):
+    """An operator applied to a number of arguments other than its definition's (SANY refuses it)."""
+
     outcome = "parse"

@@ -114,9 +114,9 @@ class Model:
                 raise ConfigError(f"{cfg.locations.get(name, cfg.path)}: {name} <- {target}: {target} is not "
                                   f"defined")
             if not (name in declared or root.lookup(name) is not None or name in _standard_names()):
-                self.comp.overrides.pop(name)
-                self.messages.append(f"{cfg.locations.get(name, cfg.path)}: the cfg overrides {name}, which is "
-                                     f"neither a constant nor a definition; ignored")
+                # TLC refuses it (exit 151), while it ignores `C = v` for an undeclared C (above)
+                raise ConfigError(f"{cfg.locations.get(name, cfg.path)}: {name} <- {target}: the identifier "
+                                  f"{name} does not appear in the specification")
         # constants given as `C <- Def`: evaluate Def once
         for name in list(declared):
             if name in self.comp.overrides and name not in constants:
@@ -446,8 +446,14 @@ class Model:
                 raise EvalError(f"successor state is not completely specified by action {a.label}: "
                                 f"no value for {', '.join(missing)}", a.where or a.location)
             out.append((ai, dict(n)))
-        for ai, a in enumerate(actions):  # noqa: B007 - k reads ai
-            a.act(s, {}, a.env, k)
+        done = 0
+        try:
+            for ai, a in enumerate(actions):  # noqa: B007 - k reads ai
+                a.act(s, {}, a.env, k)
+                done = len(out)
+        except EvalError as exc:  # TLC has added the successors of the actions completed before it
+            exc.partial = out[:done]  # type: ignore[attr-defined]
+            raise
         return out
 
     def take_intermediates(self) -> int:
@@ -686,7 +692,13 @@ def evaluate(expr: str, defs: str = "",
              extends: str = "Naturals, Integers, Sequences, FiniteSets, TLC, Functions, SequencesExt",
              constants: dict[str, Any] | None = None) -> Any:
     """Evaluate a constant-level TLA+ expression (with optional extra definitions); returns the TLA+
-    value (see values.py). Errors are raised as EvalError/SpecError with a location in <expr>."""
+    value (see values.py). Errors are raised as EvalError/SpecError with a location in <expr>; deep
+    recursion is bounded as in a check (deepstack.py)."""
+    from kvexact.spec.checker.deepstack import run_deep
+    return run_deep(_evaluate, expr, defs, extends, constants)
+
+
+def _evaluate(expr: str, defs: str, extends: str, constants: dict[str, Any] | None) -> Any:
     text = (f"---- MODULE Expr ----\nEXTENDS {extends}\n"
             + (f"CONSTANTS {', '.join(constants)}\n" if constants else "")
             + f"{defs}\nValue__ == {expr}\n====\n")

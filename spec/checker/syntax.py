@@ -193,3 +193,132 @@ def describe_syntax_error(text: str, parser_output: str) -> tuple[str, int, int]
         bl, bc = _line_col(text, open_[1])
         return f"'{open_[0]}' opened at line {bl}, column {bc} is never closed", bl, bc
     return f"unexpected {what}" + (f" after '{prev_tok}'" if prev_tok else ""), line, col
+
+
+# ----------------------------------------------------------------------------- precedence conflicts
+
+# synonyms read as one operator (SANY compares the canonical operator, so `\cup` after `\union` is the
+# same operator and associates)
+_CANON = {"\\land": "/\\", "\\lor": "\\/", "\\equiv": "<=>", "#": "/=", "=<": "<=", "\\leq": "<=",
+          "\\geq": ">=", "\\times": "\\X", "\\intersect": "\\cap", "\\union": "\\cup", "\\circ": "\\o",
+          "(+)": "\\oplus", "(-)": "\\ominus", "(.)": "\\odot", "(/)": "\\oslash", "(\\X)": "\\otimes",
+          "\\lnot": "~", "\\neg": "~"}
+# the infix operators SANY lets repeat without parentheses (`a + b + c`), grouped to the left
+LEFT_ASSOC = {"/\\", "\\/", "\\cdot", "@@", "\\cap", "\\cup", "+", "++", "\\oplus", "-", "--", "\\ominus",
+              "%%", "|", "||", "*", "**", "&", "&&", "\\odot", "\\otimes", "\\star", "\\o", "\\bigcirc",
+              "\\bullet", "$", "$$", "??", "##", "\\uplus", "\\sqcap", "\\sqcup", "\\X"}
+POSTFIX_PREC = (150, 150)
+
+
+class PrecedenceConflict(Exception):
+    """Two operators whose precedence ranges overlap, written without parentheses (as SANY rejects)."""
+
+    def __init__(self, left: str, right: str, before: Any):
+        super().__init__(f"{left} and {right}")
+        self.left, self.right, self.before = left, right, before  # ``before``: the operand ``right`` follows
+
+
+def _canon(op: str) -> str:
+    return _CANON.get(op, op)
+
+
+def _kind_of(node: Any) -> tuple[str, tuple[int, int]] | None:
+    """('infix' | 'prefix' | 'postfix', precedence) of an operator application written with its symbol."""
+    if type(node).__name__ != "OperatorApplication" or not node.arguments or node.nonfix:
+        return None
+    if len(node.arguments) == 2 and node.operator in INFIX:
+        return "infix", INFIX[node.operator]
+    if len(node.arguments) == 1:
+        if node.operator in POSTFIX:
+            return "postfix", POSTFIX_PREC
+        if node.operator in PREFIX:
+            return "prefix", PREFIX[node.operator]
+    return None
+
+
+def _flatten(node: Any, out: list) -> None:
+    """The operands and operator symbols of an expression as written (parentheses keep a group whole)."""
+    todo: list[tuple[Any, bool]] = [(node, False)]
+    while todo:
+        item, emit = todo.pop()
+        kind = None if emit else _kind_of(item)
+        if emit or kind is None:
+            out.append((item, _kind_of(item) if emit else None))
+        elif kind[0] == "infix":
+            todo += [(item.arguments[1], False), (item, True), (item.arguments[0], False)]
+        elif kind[0] == "prefix":
+            todo += [(item.arguments[0], False), (item, True)]
+        else:
+            todo += [(item, True), (item.arguments[0], False)]
+
+
+def _name(node: Any, fix: str) -> str:
+    return "-." if fix == "prefix" and node.operator == "-" else _canon(node.operator)
+
+
+def _check_group(node: Any) -> None:
+    """Read one operator group as SANY's operator stack does (tla2sany OperatorStack.reduceStack)."""
+    tokens: list = []
+    _flatten(node, tokens)
+    if len(tokens) < 3:
+        return
+    stack: list = []  # None: an operand; (node, fix, (low, high), canonical name): an operator
+
+    def reduce_before(right: Any, fix: str, rng: tuple[int, int]) -> None:
+        name = _name(right, fix)
+        while len(stack) >= 2 and stack[-1] is None and stack[-2] is not None:
+            left, lfix, (llow, lhigh), lname = stack[-2]
+            same = lname == name and fix == lfix == "infix"
+            if llow > rng[1] or (same and name in LEFT_ASSOC):
+                del stack[-2 if lfix == "prefix" else -3:]
+                stack.append(None)
+            elif lhigh < rng[0]:
+                return
+            else:
+                raise PrecedenceConflict(left.operator, right.operator, right.arguments[0])
+
+    for tok, kind in tokens:
+        if kind is None:
+            stack.append(None)
+        elif kind[0] == "prefix":
+            # a prefix minus right after an operator binding tighter than it (`a ^ -b`): SANY reads the
+            # minus as infix first and refuses the pair
+            if tok.operator == "-" and stack and stack[-1] is not None and stack[-1][2][0] > kind[1][1]:
+                raise PrecedenceConflict(stack[-1][0].operator, "-", stack[-1][0].arguments[-1])
+            stack.append((tok, "prefix", kind[1], _name(tok, "prefix")))
+        else:
+            reduce_before(tok, kind[0], kind[1])
+            if kind[0] == "infix":
+                stack.append((tok, "infix", kind[1], _name(tok, "infix")))
+
+
+def check_precedence(tree: Any) -> None:
+    """Raise :class:`PrecedenceConflict` at the first pair of operators SANY's precedence table (ranges
+    and associativity) leaves ambiguous; parentheses and bulleted lists start fresh groups."""
+    stack = [tree]
+    while stack:  # depth first, in the order of the text
+        node = stack.pop()
+        if isinstance(node, (list, tuple)) and not hasattr(node, "_fields"):
+            stack.extend(reversed(node))
+            continue
+        if not hasattr(node, "_fields"):
+            continue
+        if _kind_of(node) is not None:  # the whole operator group, then the operands it contains
+            _check_group(node)
+            tokens: list = []
+            _flatten(node, tokens)
+            stack.extend(tok for tok, kind in reversed(tokens) if kind is None)
+            continue
+        children = [getattr(node, f) for f in node._fields if f not in ("symbol", "start", "end")]
+        stack.extend(c for c in reversed(children) if isinstance(c, (list, tuple)) or hasattr(c, "_fields"))
+
+
+def conflict_position(text: str, conflict: PrecedenceConflict) -> tuple[int, int]:
+    """1-based (line, column) of the second operator of a conflict, found in the text after the operand
+    it follows; that operand's start when the token cannot be found."""
+    end = getattr(conflict.before, "end", None)
+    start = getattr(conflict.before, "start", None)
+    if end is None or start is None:
+        return 1, 1
+    hit = text.find(conflict.right, _offset(text, end.line + 1, end.column + 1))
+    return _line_col(text, hit) if hit >= 0 else (start.line + 1, start.column + 1)

@@ -30,3 +30,16 @@ def corpus_root() -> Path:
 def examples_root() -> Path:
     """The tla-examples folder (tlaplus/Examples with TLC's results; missing: a skip here, a failure in CI)."""
     return _corpus("tla-examples", "KVEXACT_TLA_EXAMPLES")
+
+
+@pytest.fixture(scope="session")
+def tla2tools_jar() -> Path:
+    """tla2tools.jar (TLA2TOOLS_JAR, else shared/tlc beside the checkout); missing: a skip here, a failure
+    in CI."""
+    from kvexact.spec.checker.sany import find_jar
+    found = find_jar()
+    if found is None:
+        if os.environ.get("CI"):
+            pytest.fail("tla2tools.jar not found in CI: shared/tlc beside the checkout, or TLA2TOOLS_JAR")
+        pytest.skip("tla2tools.jar not found: set TLA2TOOLS_JAR")
+    return found
