@@ -89,7 +89,7 @@ LeaseRefs(g, b) == IF txn.phase # "idle" /\ txn.src[g] = b THEN 1 ELSE 0
 \* handles, provided the row is valid and the handle current; 0 marks an unreadable row.
 RowAt(tbl, g, i) ==
     LET h == tbl[g][(i - 1) \div P + 1]
-        o == (i - 1) % P + 1
+        o == ((i - 1) % P) + 1
     IN IF h.gen = gen[g][h.block] /\ o <= valid[g][h.block] /\ o <= Len(data[g][h.block])
        THEN data[g][h.block][o] ELSE 0
 Exact(tbl, n, toks) ==

@@ -230,7 +230,7 @@ AppendInPlace(r) ==
     /\ len[r] % P # 0
     /\ len[r] < MaxTokens
     /\ \A g \in Groups : ~SharedTail(r, g)
-    /\ rows' = [g \in Groups |-> [rows[g] EXCEPT ![TailBlock(r, g)] = len[r] % P + 1]]
+    /\ rows' = [g \in Groups |-> [rows[g] EXCEPT ![TailBlock(r, g)] = (len[r] % P) + 1]]
     /\ len' = [len EXCEPT ![r] = @ + 1]
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ ClearTxn
@@ -253,7 +253,7 @@ AppendCopy(r, d) ==
                         IF b = d[g] THEN 1 ELSE IF b = old(g) THEN ref[g][b] - 1 ELSE ref[g][b]]]
        IN /\ ref' = newRef
           /\ rows' = [g \in Groups |-> [b \in Blocks |->
-                        IF b = d[g] THEN len[r] % P + 1
+                        IF b = d[g] THEN (len[r] % P) + 1
                         ELSE IF b = old(g) /\ newRef[g][b] = 0 /\ ident[g][b] = 0 THEN 0 ELSE rows[g][b]]]
           /\ pool' = [g \in Groups |-> (pool[g] \ {d[g]}) \cup {b \in {old(g)} : newRef[g][b] = 0}]
     /\ gen' = [g \in Groups |-> [gen[g] EXCEPT ![d[g]] = @ + 1]]
@@ -498,7 +498,7 @@ WitnessNoCachedPartialTail == ~(\E r \in Requests, g \in Groups :
 \* 0x03C, 0x05F: row i of r as every group's table shows it (0: missing, stale or not yet written).
 ShownRow(r, i) ==
     LET j == (i - 1) \div P + 1
-        o == (i - 1) % P + 1
+        o == ((i - 1) % P) + 1
     IN IF \A g \in Groups : /\ j <= Len(tables[r][g])
                             /\ tables[r][g][j].gen = gen[g][tables[r][g][j].block]
                             /\ o <= rows[g][tables[r][g][j].block]
