@@ -855,7 +855,7 @@ def canon(v: Any) -> Any:
                 if SELF_KEYED.issuperset(map(type, d.values())):
                     v._c = _OWN
                     return v
-                c = v._c = ("$F", frozenset(zip(d, map(canon, d.values()))))  # the pairs below, built in C
+                c = v._c = ("$F", frozenset(zip(d, map(canon, d.values()), strict=False)))  # built in C
             else:
                 c = v._c = ("$F", frozenset([(k if type(k) in SELF_KEYED else canon(k),
                                               x if type(x) in SELF_KEYED else canon(x)) for k, x in d.items()]))
