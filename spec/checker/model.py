@@ -565,7 +565,7 @@ class Model:
             if parts is None or parts[0] is not fn:
                 per.append(None)
                 continue
-            conj = []
+            conj: list[tuple] = []
             for cfn, reads in parts[1]:
                 if reads is None:
                     conj.append((cfn, None, (), None, None))
