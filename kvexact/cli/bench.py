@@ -45,14 +45,20 @@ from kvexact.spec.files import write_atomic
                    "and print them side by side (generated states per CPU-second, ratio)")
 @click.option("--spec-dir", type=click.Path(path_type=Path), default=None,
               help="with --engines: the folder whose NAME.cfg models are checked (default: the shipped specs)")
+@click.option("--models", "model_kind", type=click.Choice(["ci", "deep"]), default="ci", show_default=True,
+              help="with --engines: the NAME.cfg models or the NAME.deep.cfg ones")
+@click.option("--max-states", type=click.IntRange(min=1), default=None,
+              help="with --engines: stop the embedded engine after this many distinct states (TLC has no such "
+                   "bound and runs to the end; the row says so)")
 def bench_checker(corpus: Path | None, lib: tuple[Path, ...], workers: int, only: tuple[str, ...],
                   cpu_limit: float, in_process: bool, table_path: str | None, json_path: str | None,
                   tlc_jar: str | None, results_path: Path | None, no_run: bool, engines: str | None,
-                  spec_dir: Path | None) -> int:
+                  spec_dir: Path | None, model_kind: str, max_states: int | None) -> int:
     """Run the embedded checker over a TLA+ corpus and compare with TLC's recorded results (or, with
     --engines, the engines side by side on the shipped specs' models)."""
     if engines is not None:
-        return _bench_engines(engines, spec_dir, only, tlc_jar, table_path, json_path)
+        return _bench_engines(engines, spec_dir, only, tlc_jar, table_path, json_path,
+                              ".deep.cfg" if model_kind == "deep" else ".cfg", max_states)
     from kvexact.spec.checker.corpus import (
         append_record,
         depth_differences,
@@ -132,7 +138,7 @@ def bench_checker(corpus: Path | None, lib: tuple[Path, ...], workers: int, only
 
 
 def _bench_engines(engines_text: str, spec_dir: Path | None, only: tuple[str, ...], tlc_jar: str | None,
-                   table_path: str | None, json_path: str | None) -> int:
+                   table_path: str | None, json_path: str | None, suffix: str, max_states: int | None) -> int:
     """``--engines``: exit 0 when the engines agree on every model, 1 when not, 2 bad usage, 3 cannot run."""
     from kvexact.cli import bench_engines as be
 
@@ -143,9 +149,9 @@ def _bench_engines(engines_text: str, spec_dir: Path | None, only: tuple[str, ..
     if spec_dir is None:
         from kvexact.spec import spec_dir as shipped
         spec_dir = shipped()
-    models = be.bench_models(spec_dir, only)
+    models = be.bench_models(spec_dir, only, suffix)
     if not models:
-        click.echo(f"kvexact bench checker: no NAME.cfg model beside its NAME.tla in {spec_dir}", err=True)
+        click.echo(f"kvexact bench checker: no NAME{suffix} model beside its NAME.tla in {spec_dir}", err=True)
         return 3
     jar, startup = None, None
     if "tlc" in engines:
@@ -157,6 +163,8 @@ def _bench_engines(engines_text: str, spec_dir: Path | None, only: tuple[str, ..
             click.echo(f"kvexact bench checker: {exc}", err=True)
             return 3
     setup = be.setup_lines(jar, startup, engines)
+    if max_states is not None:
+        setup.append(f"embedded engine stopped at {max_states:,} distinct states; TLC runs each model to the end")
     for line in setup:
         click.echo(line, err=True)
     rows = []
@@ -165,12 +173,12 @@ def _bench_engines(engines_text: str, spec_dir: Path | None, only: tuple[str, ..
         for e in engines:
             click.echo(f"{cfg.name}: {e} ...", err=True)
             if e == "embedded":
-                runs[e] = be.run_embedded(spec, cfg)
+                runs[e] = be.run_embedded(spec, cfg, max_states)
             else:
                 r = be.run_tlc_timed(jar, spec, cfg)  # type: ignore[arg-type]
                 r.cpu_s = max(r.cpu_s - (startup or 0.0), 1e-3)
                 runs[e] = r
-        rows.append((cfg.name, runs, be.disagreement(runs)))
+        rows.append((cfg.name, runs, be.row_note(runs, max_states)))
     text = "\n".join(f"- {line}" for line in setup) + "\n\n" + be.render(rows, engines)
     click.echo(text)
     if table_path:
@@ -182,7 +190,7 @@ def _bench_engines(engines_text: str, spec_dir: Path | None, only: tuple[str, ..
                                   "cpu_s": round(r.cpu_s, 3), "generated_per_cpu_s": round(r.rate, 1)}
                               for e, r in runs.items()}} for name, runs, note in rows]}
         write_atomic(json_path, json.dumps(doc, indent=2) + "\n")
-    return 1 if any(note for _, _, note in rows) else 0
+    return 1 if any(note.startswith(be.DISAGREE) for _, _, note in rows) else 0
 
 
 @click.command("reference")

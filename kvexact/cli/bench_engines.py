@@ -177,6 +177,18 @@ def ratio_text(ratio: float) -> str:
     return f"{ratio:.3f} (1/{1 / ratio:.1f})" if ratio < 1 else f"{ratio:.2f}"
 
 
+DISAGREE = "engines disagree: "
+
+
+def row_note(runs: dict[str, EngineRun], max_states: int | None) -> str:
+    """The row's note: a disagreement (which fails the run), or that the embedded engine was stopped by
+    the bound (its counts then differ from TLC's by design, and are not compared)."""
+    a = runs.get("embedded")
+    if max_states is not None and a is not None and a.distinct >= max_states:
+        return f"embedded stopped at {max_states:,} distinct states; rates compared, counts not"
+    return disagreement(runs)
+
+
 def disagreement(runs: dict[str, EngineRun]) -> str:
     a, b = runs.get("embedded"), runs.get("tlc")
     if a is None or b is None:
@@ -186,4 +198,4 @@ def disagreement(runs: dict[str, EngineRun]) -> str:
         diffs.append(f"result {a.outcome} vs {b.outcome}")
     if (a.generated, a.distinct) != (b.generated, b.distinct):
         diffs.append(f"counts {a.generated}/{a.distinct} vs {b.generated}/{b.distinct}")
-    return "engines disagree: " + "; ".join(diffs) if diffs else ""
+    return DISAGREE + "; ".join(diffs) if diffs else ""

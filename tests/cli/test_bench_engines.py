@@ -101,3 +101,12 @@ def test_engines_that_disagree_fail_the_run():
     assert disagreement(same) == ""
     other = {"embedded": EngineRun("success", 6, 3, 0.1), "tlc": EngineRun("success", 7, 3, 0.2)}
     assert "counts 6/3 vs 7/3" in disagreement(other)
+
+
+def test_deep_models_with_a_bound_on_the_embedded_engine(tmp_path):
+    d = _tiny(tmp_path)
+    r = _bench("--engines", "embedded", "--spec-dir", str(d), "--models", "deep", "--max-states", "2")
+    assert r.returncode == 0, r.stderr
+    cells = _row(r.stdout, "Tiny.deep.cfg")
+    assert cells[2] == "2" and "stopped at 2 distinct states" in cells[-1]
+    assert "| Tiny.cfg " not in r.stdout
