@@ -851,14 +851,11 @@ def canon(v: Any) -> Any:
         c = v._c
         if c is None:
             d = v.d
-            if SELF_KEYED.issuperset(map(type, d)):  # the keys are their own keys (the common case)
-                if SELF_KEYED.issuperset(map(type, d.values())):
-                    v._c = _OWN
-                    return v
-                c = v._c = ("$F", frozenset(zip(d, map(canon, d.values()), strict=False)))  # built in C
-            else:
-                c = v._c = ("$F", frozenset([(k if type(k) in SELF_KEYED else canon(k),
-                                              x if type(x) in SELF_KEYED else canon(x)) for k, x in d.items()]))
+            if SELF_KEYED.issuperset(map(type, d.values())) and SELF_KEYED.issuperset(map(type, d)):
+                v._c = _OWN
+                return v
+            c = v._c = ("$F", frozenset([(k if type(k) in SELF_KEYED else canon(k),
+                                          x if type(x) in SELF_KEYED else canon(x)) for k, x in d.items()]))
         elif c is _OWN:
             return v
         return c
@@ -874,12 +871,12 @@ def canon(v: Any) -> Any:
         if hit is not None:
             return hit[1]
         if t is tuple:
-            c = ("$T", *map(canon, v))
+            c = ("$T",) + tuple([x if type(x) in SELF_KEYED else canon(x) for x in v])
         else:
             c = ("$S", v)
             for x in v:
                 if type(x) not in _SIMPLE:
-                    keys = list(map(canon, v))
+                    keys = [canon(y) for y in v]
                     if not all(map(operator.is_, keys, v)):  # else every element is its own key
                         c = ("$S", frozenset(keys))
                     break
