@@ -40,10 +40,25 @@ from kvexact.spec.files import write_atomic
 @click.option("--results", "results_path", type=click.Path(path_type=Path), default=None,
               help="JSON-lines file each finished model is appended to; models already in it are not run again")
 @click.option("--no-run", is_flag=True, help="only render the table from --results (the others are listed as not run)")
+@click.option("--engines", default=None,
+              help="e.g. embedded,tlc: instead of the corpus, check the shipped specs' CI models with each engine "
+                   "and print them side by side (generated states per CPU-second, ratio)")
+@click.option("--spec-dir", type=click.Path(path_type=Path), default=None,
+              help="with --engines: the folder whose NAME.cfg models are checked (default: the shipped specs)")
+@click.option("--models", "model_kind", type=click.Choice(["ci", "deep"]), default="ci", show_default=True,
+              help="with --engines: the NAME.cfg models or the NAME.deep.cfg ones")
+@click.option("--max-states", type=click.IntRange(min=1), default=None,
+              help="with --engines: stop the embedded engine after this many distinct states (TLC has no such "
+                   "bound and runs to the end; the row says so)")
 def bench_checker(corpus: Path | None, lib: tuple[Path, ...], workers: int, only: tuple[str, ...],
                   cpu_limit: float, in_process: bool, table_path: str | None, json_path: str | None,
-                  tlc_jar: str | None, results_path: Path | None, no_run: bool) -> int:
-    """Run the embedded checker over a TLA+ corpus and compare with TLC's recorded results."""
+                  tlc_jar: str | None, results_path: Path | None, no_run: bool, engines: str | None,
+                  spec_dir: Path | None, model_kind: str, max_states: int | None) -> int:
+    """Run the embedded checker over a TLA+ corpus and compare with TLC's recorded results (or, with
+    --engines, the engines side by side on the shipped specs' models)."""
+    if engines is not None:
+        return _bench_engines(engines, spec_dir, only, tlc_jar, table_path, json_path,
+                              ".deep.cfg" if model_kind == "deep" else ".cfg", max_states)
     from kvexact.spec.checker.corpus import (
         append_record,
         depth_differences,
@@ -120,6 +135,62 @@ def bench_checker(corpus: Path | None, lib: tuple[Path, ...], workers: int, only
                            **({"tlc_seconds": tlc_seconds[r.id]} if r.id in tlc_seconds else {})} for r in rows]}
         write_atomic(json_path, json.dumps(doc, indent=2) + "\n")
     return 0 if all(r.ok for r in rows) and not not_run else 1
+
+
+def _bench_engines(engines_text: str, spec_dir: Path | None, only: tuple[str, ...], tlc_jar: str | None,
+                   table_path: str | None, json_path: str | None, suffix: str, max_states: int | None) -> int:
+    """``--engines``: exit 0 when the engines agree on every model, 1 when not, 2 bad usage, 3 cannot run."""
+    from kvexact.cli import bench_engines as be
+
+    try:
+        engines = be.parse_engines(engines_text)
+    except be.BenchError as exc:
+        raise click.UsageError(str(exc)) from None
+    if spec_dir is None:
+        from kvexact.spec import spec_dir as shipped
+        spec_dir = shipped()
+    models = be.bench_models(spec_dir, only, suffix)
+    if not models:
+        click.echo(f"kvexact bench checker: no NAME{suffix} model beside its NAME.tla in {spec_dir}", err=True)
+        return 3
+    jar, startup = None, None
+    if "tlc" in engines:
+        from kvexact.spec.tlc import TlcUnavailable, resolve_jar
+        try:
+            jar = resolve_jar(tlc_jar)
+            startup = be.tlc_startup(jar)
+        except (TlcUnavailable, be.BenchError) as exc:
+            click.echo(f"kvexact bench checker: {exc}", err=True)
+            return 3
+    setup = be.setup_lines(jar, startup, engines)
+    if max_states is not None:
+        setup.append(f"embedded engine stopped at {max_states:,} distinct states; TLC runs each model to the end")
+    for line in setup:
+        click.echo(line, err=True)
+    rows = []
+    for spec, cfg in models:
+        runs: dict = {}
+        for e in engines:
+            click.echo(f"{cfg.name}: {e} ...", err=True)
+            if e == "embedded":
+                runs[e] = be.run_embedded(spec, cfg, max_states)
+            else:
+                r = be.run_tlc_timed(jar, spec, cfg)  # type: ignore[arg-type]
+                r.cpu_s = max(r.cpu_s - (startup or 0.0), 1e-3)
+                runs[e] = r
+        rows.append((cfg.name, runs, be.row_note(runs, max_states)))
+    text = "\n".join(f"- {line}" for line in setup) + "\n\n" + be.render(rows, engines)
+    click.echo(text)
+    if table_path:
+        write_atomic(table_path, text + "\n")
+    if json_path:
+        doc = {"setup": setup, "tlc_startup_cpu_s": startup,
+               "models": [{"model": name, "note": note,
+                           **{e: {"outcome": r.outcome, "generated": r.generated, "distinct": r.distinct,
+                                  "cpu_s": round(r.cpu_s, 3), "generated_per_cpu_s": round(r.rate, 1)}
+                              for e, r in runs.items()}} for name, runs, note in rows]}
+        write_atomic(json_path, json.dumps(doc, indent=2) + "\n")
+    return 1 if any(note.startswith(be.DISAGREE) for _, _, note in rows) else 0
 
 
 @click.command("reference")

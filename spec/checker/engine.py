@@ -189,9 +189,10 @@ class Checker:
 
     # -------------------------------------------------------------- search
 
-    def _check_new(self, s: dict, parent: int, act: int, base: tuple | None = None) -> None:
+    def _check_new(self, s: dict, parent: int, act: int, base: tuple | None = None,
+                   changed: int | None = None) -> None:
         try:  # the expanded parent satisfies every invariant: conjuncts on unchanged variables hold
-            name = self.m.violated_invariant(s, self._parent_state if parent >= 0 else None, base)
+            name = self.m.violated_invariant(s, self._parent_state if parent >= 0 else None, base, changed)
         except EvalError as exc:
             tr = (self._trace_state(1, m_state(self.m, s), -1),) if parent < 0 else self.trace(parent, (s, act))
             raise _Found(Violation("evaluation", "EvalError", f"while checking invariants: {exc}", tr)) from None
@@ -224,12 +225,13 @@ class Checker:
     def _add(self, s: dict, parent: int, act: int, depth: int) -> bool:
         """Insert a generated state if it is in the model and new; check invariants as TLC does."""
         m = self.m
-        if (m.constraints and not m.in_model(s, self._parent_state if parent >= 0 else None)) or (
+        vals = m.state_tuple(s)
+        changed = m.changed_mask(vals, self._parent_vals) if parent >= 0 and self._parent_vals is not None else None
+        if (m.constraints and not m.in_model(s, self._parent_state if parent >= 0 else None, changed)) or (
                 parent >= 0 and m.action_constraints and not m.action_ok(self._parent_state, s)):
-            self._check_new(s, parent, act)
+            self._check_new(s, parent, act, None, changed)
             self._last = -1
             return False
-        vals = m.state_tuple(s)
         if self._by_var:
             if parent >= 0:
                 base = m.base_key_from(vals, self._parent_vals, self._parent_base)  # type: ignore[arg-type]
@@ -252,7 +254,7 @@ class Checker:
             self.max_level = depth
         TLC_CONTEXT["level"] = depth
         TLC_CONTEXT["at"] = idx
-        self._check_new(s, parent, act, base if m.symmetry is None else None)
+        self._check_new(s, parent, act, base if m.symmetry is None else None, changed)
         self.queue.append(idx)
         if self.max_states is not None and len(self.store) >= self.max_states:
             self.complete = False
@@ -326,7 +328,8 @@ class Checker:
                 raise exc
             extras = res.pop() if self.m.comp.composed is not None else None  # see _work
             for j, (idx, succ) in enumerate(zip(piece, res, strict=True)):
-                self._parent_state = self.m.state_dict(self.store[idx][0])
+                self._parent_vals = self.store[idx][0]
+                self._parent_state = self.m.state_dict(self._parent_vals)
                 if extras is not None:
                     self.generated += extras[j]
                 yield idx, succ

@@ -14,6 +14,7 @@ Invariant: a Model never mutates a state dict; ``successors`` returns every succ
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 import re
 from collections.abc import Callable, Iterable
@@ -487,10 +488,17 @@ class Model:
         return tuple([c if x is y else x if type(x) in SELF_KEYED else canon(x)
                       for x, y, c in zip(vals, parent_vals, parent_base, strict=True)])
 
-    def in_model(self, s: dict, parent: dict | None = None) -> bool:
+    def in_model(self, s: dict, parent: dict | None = None, changed: int | None = None) -> bool:
         """s satisfies every CONSTRAINT; ``parent``, when given, is a state inside the model from which s
-        was generated: a constraint reading only variables s left unchanged holds without evaluation."""
+        was generated: a constraint reading only variables s left unchanged holds without evaluation.
+        ``changed``, when given with ``parent``, is the bit mask of the variables s changed
+        (``changed_mask``)."""
         if not self.constraints:
+            return True
+        if changed is not None and parent is not None:
+            for (_, fn), mask in zip(self.constraints, self._constraint_masks, strict=True):
+                if (mask is None or mask & changed) and fn(s, None, {}) is not True:
+                    return False
             return True
         for (_, fn), reads in zip(self.constraints, self._constraint_reads, strict=True):
             if parent is not None and reads is not None:
@@ -509,21 +517,33 @@ class Model:
                 return False
         return True
 
-    def violated_invariant(self, s: dict, parent: dict | None = None, base: tuple | None = None) -> str | None:
+    def changed_mask(self, vals: tuple, parent_vals: tuple) -> int:
+        """The bit mask (bit i: variable i) of the variables whose values are not the same objects."""
+        return sum(itertools.compress(self._bits, map(operator.is_not, vals, parent_vals)))
+
+    @functools.cached_property
+    def _constraint_masks(self) -> list[int | None]:
+        return [None if r is None or any(v not in self._index for v in r) else
+                sum(1 << self._index[v] for v in r) for r in self._constraint_reads]
+
+    def violated_invariant(self, s: dict, parent: dict | None = None, base: tuple | None = None,
+                           changed: int | None = None) -> str | None:
         """The first invariant (in cfg order) that s violates, or None. With ``parent``, a state whose
         invariants all hold and from which s was generated, a conjunct whose read variables s left
         unchanged (the same values) holds in s as in parent and is not evaluated; any other outcome
         than TRUE for the conjuncts evaluated falls back to the whole invariant, so values and errors
         are those of a full evaluation. ``base``, when given, is s's base key (``base_key``): the keys of
-        the values a conjunct read are taken from it."""
-        changed = None
+        the values a conjunct read are taken from it; ``changed``, the bit mask of the variables s
+        changed (``changed_mask``), is computed when not given."""
+        plan = None
         if parent is not None:
-            changed = {v for v, x in s.items() if parent.get(v) is not x}
-        for name, fn in self.invariants:
-            if changed is not None:
-                parts = self.invariant_parts.get(name)
-                if parts is not None and parts[0] is fn and _holds_where_changed(parts[1], s, changed,
-                                                                                      self._held, base, self._index):
+            plan = self._invariant_plan()
+            if changed is None:
+                changed = self.changed_mask(self.state_tuple(s), self.state_tuple(parent))
+        for i, (name, fn) in enumerate(self.invariants):
+            if plan is not None:
+                parts = plan[2][i]
+                if parts is not None and _holds_where_changed(parts, s, changed, base):  # type: ignore[arg-type]
                     continue
             v = fn(s, None, {})
             if v is not True:
@@ -531,6 +551,44 @@ class Model:
                     raise EvalError(f"invariant {name} has the non-boolean value {fmt(v)}")
                 return name
         return None
+
+    @functools.cached_property
+    def _bits(self) -> tuple[int, ...]:
+        return tuple(1 << i for i in range(len(self.variables)))
+
+    def _invariant_plan(self) -> tuple:
+        """(the invariant list, its length, per invariant its conjunct plan or None: evaluated whole), made
+        again when the list is replaced or grows (a PROPERTY []P appends one, evaluated whole). A conjunct's
+        plan: (function, bit mask of the variables it reads or None: unknown, the names it reads, the keys
+        of the values of those it held on, their positions in the base key or None)."""
+        plan = self.__dict__.get("_inv_plan")
+        invs = self.invariants
+        if plan is not None and plan[0] is invs and plan[1] == len(invs):
+            return plan
+        per: list = []
+        for name, fn in invs:
+            parts = self.invariant_parts.get(name)
+            if parts is None or parts[0] is not fn:
+                per.append(None)
+                continue
+            conj: list[tuple] = []
+            for cfn, reads in parts[1]:
+                if reads is None:
+                    conj.append((cfn, None, (), None, None))
+                    continue
+                held = self._held.get(id(cfn))  # shared by the invariants that share a conjunct
+                if held is None:
+                    names = sorted(reads)
+                    at = [self._index[v] for v in names] if all(v in self._index for v in names) else None
+                    held = self._held[id(cfn)] = (cfn, names, set(), at)  # cfn kept alive: its id stays its own
+                cfn, names, seen, at = held
+                mask = sum(1 << self._index[v] for v in names if v in self._index)  # others never change
+                get = None if at is None else (operator.itemgetter(*at) if len(at) > 1 else
+                                               (lambda b, i=at[0]: (b[i],)) if at else (lambda b: ()))
+                conj.append((cfn, mask, names, seen, get))
+            per.append(conj)
+        plan = self.__dict__["_inv_plan"] = (invs, len(invs), per)
+        return plan
 
     # ------------------------------------------------------------------ step API
 
@@ -616,40 +674,29 @@ class Model:
         return "every conjunct holds, but the step is not one the action generates"
 
 
-def _holds_where_changed(parts: list, s: dict, changed: set, memo: dict, base: tuple | None = None,
-                         index: dict | None = None) -> bool:
-    """Every conjunct is TRUE in s, knowing that those reading none of ``changed`` held in the parent,
-    and that one which held in a state with the same values of the variables it reads holds in s (its
-    value is a function of them: ``reads`` is None otherwise)."""
+def _holds_where_changed(parts: list, s: dict, changed: int, base: tuple | None = None) -> bool:
+    """Every conjunct is TRUE in s, knowing that those reading none of the variables in the bit mask
+    ``changed`` held in the parent, and that one which held in a state with the same values of the
+    variables it reads holds in s (its value is a function of them: ``mask`` is None otherwise)."""
     try:
-        for fn, reads in parts:
-            if reads is not None:
-                if changed.isdisjoint(reads):
+        for fn, mask, names, seen, get in parts:
+            if mask is not None:
+                if not mask & changed:
                     continue
-                held = memo.get(id(fn))
-                if held is None:
-                    seen: set[tuple] = set()
-                    names = sorted(reads)
-                    at = [index[v] for v in names] if index is not None and all(v in index for v in names) else None
-                    held = memo[id(fn)] = (fn, names, seen, at)  # fn kept alive: its id stays its own
-                if base is not None and held[3] is not None:  # the keys s's base key holds
-                    key = tuple([base[i] for i in held[3]])
-                else:
-                    key = tuple([canon(s[v]) for v in held[1]])
-                if key in held[2]:
+                key = get(base) if base is not None and get is not None else tuple([canon(s[v]) for v in names])
+                if key in seen:
                     continue
                 if fn(s, None, {}) is not True:
                     return False
-                if len(held[2]) > 100_000:
-                    held[2].clear()
-                held[2].add(key)
+                if len(seen) > 100_000:
+                    seen.clear()
+                seen.add(key)
                 continue
             if fn(s, None, {}) is not True:
                 return False
     except Exception:  # the whole invariant is evaluated again and reports it as without the skip
         return False
     return True
-
 
 
 def _standard_names() -> set:
