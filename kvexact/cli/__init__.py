@@ -36,6 +36,7 @@ BENCHES = {
     "kernels": "kvexact.cli.bench:bench_kernels",
     "events": "kvexact.cli.bench_events:bench_events",
     "mutation": "kvexact.cli.bench_mutation:bench_mutation",
+    "fuzz": "kvexact.cli.bench_fuzz:bench_fuzz",
 }
 
 
@@ -70,7 +71,7 @@ def cli() -> None:
 
 @cli.group(cls=LazyGroup, lazy=BENCHES)
 def bench() -> None:
-    """Benchmarks (separate from tests): checker, specs, reference, kernels."""
+    """Benchmarks (separate from tests): checker, specs, reference, kernels, events, mutation, fuzz."""
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -3,16 +3,16 @@ failure is replayed first; a shared database that goes away leaves an error and 
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import time
-
 import pytest
 from hypothesis import settings
 from hypothesis.database import DirectoryBasedExampleDatabase, InMemoryExampleDatabase
 
-from kvexact.conformance.campaign_db import CampaignDatabaseError, SharedDatabase, campaign_database, redis_database
+from kvexact.conformance.campaign_db import (
+    CampaignDatabaseError,
+    SharedDatabase,
+    campaign_database,
+    redis_database,
+)
 from kvexact.conformance.profiles import load_profile
 from kvexact.conformance.runner import machine_settings, run_machine
 
@@ -62,33 +62,6 @@ def test_a_failure_is_replayed_first_and_only_for_its_own_adapter():
         assert db.fetched and not (db.fetched & failure_keys), other
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def redis_url(tmp_path):
-    """A Redis-protocol server (Valkey, else Redis) on a free local port, stopped after the test."""
-    server = shutil.which("valkey-server") or shutil.which("redis-server")
-    if server is None:
-        pytest.fail("no valkey-server or redis-server: scripts/system-deps.sh installs one")
-    port = free_port()
-    proc = subprocess.Popen([server, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-                             "no", "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"redis://127.0.0.1:{port}/0"
-    for _ in range(100):
-        try:
-            redis_database(url)
-            break
-        except CampaignDatabaseError:
-            time.sleep(0.05)
-    yield url, proc
-    proc.kill()
-    proc.wait()
-
-
 def test_a_shared_database_that_goes_away_leaves_an_error_and_the_local_failure(tmp_path, redis_url):
     url, server = redis_url
     database, shared = campaign_database(tmp_path / "local", shared=url)
@@ -104,7 +77,7 @@ def test_a_shared_database_that_goes_away_leaves_an_error_and_the_local_failure(
     assert not replay.passed and replay.examples <= 2  # the replay, and Hypothesis reruns it to report it
 
 
-def test_an_unreachable_or_malformed_shared_database_is_a_named_error():
+def test_an_unreachable_or_malformed_shared_database_is_a_named_error(free_port):
     with pytest.raises(CampaignDatabaseError, match="does not answer"):
         redis_database(f"redis://127.0.0.1:{free_port()}")
     with pytest.raises(CampaignDatabaseError, match="expected redis://HOST:PORT"):
