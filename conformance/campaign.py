@@ -249,14 +249,27 @@ class Outcome:
 
 def start_client(workers: int | None, scheduler: str | None, dashboard_port: int) -> Any:
     """A Dask client: on a new local cluster of ``workers`` processes with one thread each, or on the
-    cluster whose scheduler is at ``scheduler``."""
-    from distributed import Client, LocalCluster
+    cluster whose scheduler is at ``scheduler``. The local workers ignore Ctrl-C (a terminal sends it to
+    them too): the campaign stops them itself once it has collected what they hold."""
+    from distributed import Client, LocalCluster, WorkerPlugin
 
     if scheduler:
         return Client(scheduler, timeout="20s")
+
+    class IgnoreCtrlC(WorkerPlugin):
+        name = "kvexact-ignore-ctrl-c"
+
+        def setup(self, worker: Any) -> None:
+            import signal
+
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                            dashboard_address=f":{dashboard_port}", silence_logs=40)
-    return Client(cluster)
+    client = Client(cluster)
+    client.register_plugin(IgnoreCtrlC())
+    return client
 
 
 def run_campaign(client: Any, campaign: Campaign, counters: Counters, interrupted: threading.Event,
