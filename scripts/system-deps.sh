@@ -15,10 +15,10 @@ if [ "$(id -u)" -ne 0 ]; then
   echo "system-deps: missing ${missing[*]}; install them as root (apt-get install ${missing[*]})" >&2
   exit 0
 fi
-echo "system-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-if ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
-  # older Debian/Ubuntu have no valkey-server package: fall back to redis-server
-  apt-get install -y -qq --no-install-recommends "${missing[@]/valkey-server/redis-server}" >/dev/null
+if [[ " ${missing[*]} " == *" valkey-server "* ]] && ! apt-cache show valkey-server >/dev/null 2>&1; then
+  missing=("${missing[@]/valkey-server/redis-server}")  # no Valkey package here (Debian 12): Redis 7.0, BSD
 fi
+echo "system-deps: installing ${missing[*]}"
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -69,6 +69,10 @@ def campaign(*, minutes: float, seed: int, adapter: str | None, specs: tuple[str
         except (OSError, TimeoutError) as exc:
             raise CouldNotRun(f"could not reach the Dask scheduler {scheduler}: {exc}") from None
         try:
+            try:
+                client.wait_for_workers(1, timeout=60)
+            except TimeoutError:
+                raise CouldNotRun(f"no Dask worker joined the scheduler {scheduler} within 60 s") from None
             parallel = workers or max(1, sum(w.get("nthreads", 1) for w in
                                              client.scheduler_info()["workers"].values()))
             counters.dashboard = client.dashboard_link or ""

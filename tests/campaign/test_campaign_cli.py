@@ -128,12 +128,10 @@ def test_a_failure_shared_through_redis_is_replayed_first_by_the_next_campaign(c
         for proc in reversed(cluster):
             proc.terminate()
             proc.wait(30)
-    # a developer: local database plus the shared one read only; the control without it passes
+    # a developer: a local database plus the shared one read only (this seed's single example finds nothing
+    # by itself: test_campaign_db's control)
     dev = [sys.executable, "-m", "kvexact.cli", "fuzz", "--spec", "Radix", "--adapter", LEAKY, "--no-shrink",
            "--minutes", "2", "--seed", "12345", "--examples-per-round", "1", *FAST]
-    control = subprocess.run([*dev, "--db", str(tmp_path / "control"), "--minutes", "0.02"], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=300)
-    assert control.returncode == 0, control.stdout + control.stderr
     replay = subprocess.run([*dev, "--db", str(tmp_path / "dev"), "--read-db", url, "--out", str(tmp_path / "outD")],
                             cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert replay.returncode == 1 and "faulty-leaky-cancel" in replay.stdout + replay.stderr
