@@ -82,3 +82,25 @@ def test_an_unreachable_or_malformed_shared_database_is_a_named_error(free_port)
         redis_database(f"redis://127.0.0.1:{free_port()}")
     with pytest.raises(CampaignDatabaseError, match="expected redis://HOST:PORT"):
         redis_database("/tmp/some-folder")
+
+
+class WorkerDied(BaseException):
+    """Stands for the worker process dying (SIGKILL) at the moment of the first save."""
+
+
+class DyingDatabase(InMemoryExampleDatabase):
+    """Stores the first failing example, then "dies" before shrinking or the slice's return can happen."""
+
+    def save(self, key, value):
+        super().save(key, value)
+        raise WorkerDied()
+
+
+def test_a_failure_is_in_the_database_the_moment_it_is_found():
+    db = DyingDatabase()
+    with pytest.raises(WorkerDied):
+        radix_run(LEAKY, db, seed=0, examples=60)
+    kept = InMemoryExampleDatabase()
+    kept.data = db.data  # what survived the death
+    again = radix_run(LEAKY, kept, seed=12345, examples=1)
+    assert not again.passed and "faulty-leaky-cancel" in again.error
