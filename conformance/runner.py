@@ -158,19 +158,23 @@ def run_machine(spec: str, adapter: str | None, machine_settings_: settings, see
                 check_kernels: bool = True, call_timeout: float | None = None,
                 shrink_seconds: float = DEFAULT_SHRINK_SECONDS,
                 watch: Callable[[dict[str, int]], None] | None = None, stop_at: float | None = None,
-                profile: str = "fuzz", stop: threading.Event | None = None) -> MachineRun:
+                profile: str | None = None, stop: threading.Event | None = None) -> MachineRun:
     """Run one machine; the adapter is ``module:factory`` (None: the reference is the system under test).
 
     Shrinking a failure stops after ``shrink_seconds`` (Hypothesis' own bound, ``MAX_SHRINKING_SECONDS``,
     is five minutes). Raises :class:`AdapterError` when the adapter could not be used (a call overran, the
     factory raised): that is no conformance verdict. ``watch`` receives the run's live stats (for progress);
     past ``stop_at`` (``time.monotonic()``) the run ends after the example in progress, as passed, unless
-    a failure was seen (then it is shrunk and reported as usual); so too once ``stop`` is set. The example
-    database key is :func:`database_key` of ``spec``, ``adapter`` and ``profile``."""
+    a failure was seen (then it is shrunk and reported as usual); so too once ``stop`` is set. With an example
+    database, its key is :func:`database_key` of ``spec``, ``adapter`` and ``profile`` (default: the loaded
+    profile)."""
     machine = build_machine(spec, adapter, check_kernels, call_timeout)
     machine.stop_at = stop_at
     machine.stop = stop
-    machine._hypothesis_internal_add_digest = database_key(spec, adapter, profile)  # Hypothesis' digest hook
+    if machine_settings_.database is not None and not machine_settings_.derandomize:
+        # Hypothesis' digest hook; left alone without a database, where derandomize seeds from the digest
+        machine._hypothesis_internal_add_digest = database_key(
+            spec, adapter, profile or settings.get_current_profile_name())
     if watch is not None:
         watch(machine.stats)
     if seed is not None and not machine_settings_.derandomize:
