@@ -13,6 +13,16 @@ from campaign_helpers import Campaign, free_port
 from kvexact.conformance.campaign_db import CampaignDatabaseError, redis_database
 
 
+@pytest.fixture(autouse=True)
+def keep_profile():
+    """An in-process ``kvexact fuzz`` loads the fuzz profile: the tests after it get theirs back."""
+    from hypothesis import settings
+
+    before = settings.get_current_profile_name()
+    yield
+    settings.load_profile(before)
+
+
 @pytest.fixture(name="free_port")
 def free_port_fixture():
     return free_port

@@ -41,6 +41,7 @@ def wait_in_browser(driver, test, what: str, tries: int = 600) -> None:
     pytest.fail(f"the page never showed {what}: {driver.find_element('tag name', 'body').text}")
 
 
+@pytest.mark.slow
 def test_counters_move_in_a_real_browser_and_ctrl_c_stops_every_worker(campaign, tmp_path):
     import signal
 
@@ -77,6 +78,7 @@ def test_counters_move_in_a_real_browser_and_ctrl_c_stops_every_worker(campaign,
     assert all(gone(pid) for pid in run.pids), run.pids
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_restarted_and_the_failure_still_reported(campaign, tmp_path):
     import os
     import signal
@@ -97,6 +99,7 @@ def test_a_killed_worker_is_restarted_and_the_failure_still_reported(campaign, t
     assert "faulty-leaky-cancel" in out
 
 
+@pytest.mark.slow
 def test_a_failure_shared_through_redis_is_replayed_first_by_the_next_campaign(campaign, tmp_path, redis_url,
                                                                                free_port):
     """Two "hosts": a scheduler and a worker started as the docs say, and a second campaign with an empty

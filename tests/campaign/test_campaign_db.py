@@ -13,7 +13,6 @@ from kvexact.conformance.campaign_db import (
     campaign_database,
     redis_database,
 )
-from kvexact.conformance.profiles import load_profile
 from kvexact.conformance.runner import machine_settings, run_machine
 
 LEAKY = "kvexact.conformance.faulty_index:faulty_leaky_cancel"
@@ -39,7 +38,6 @@ class SpyDatabase(InMemoryExampleDatabase):
 
 
 def radix_run(adapter, db, seed, examples):
-    load_profile("fuzz")
     s = settings(machine_settings("fuzz", examples, 20, shrink=False), database=db)
     return run_machine("Radix", adapter, s, seed, check_kernels=False, profile="fuzz")
 
