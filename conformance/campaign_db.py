@@ -79,6 +79,12 @@ class SharedDatabase(ExampleDatabase):
         self._guard(self.inner.move, src, dest, value)
 
 
+def shared_gone(url: str, error: str, local: Path) -> str:
+    """The one line for a shared database that stopped answering."""
+    return (f"the shared database {url} stopped answering ({error}); the failures found are kept in the "
+            f"local database {local} and in their reproductions")
+
+
 def campaign_database(local: Path, shared: str | None = None, read_only: str | None = None
                       ) -> tuple[ExampleDatabase, SharedDatabase | None]:
     """The database a slice runs with, and its shared part (None without ``shared``): the local directory,

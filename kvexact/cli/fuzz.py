@@ -20,12 +20,6 @@ from kvexact.spec.interrupts import sigint_seen
 PROGRESS_SECONDS = 10.0  # a progress line at least this often while fuzzing
 
 
-def shared_gone(url: str, error: str, local_db: Path) -> str:
-    """The one line for a shared database that stopped answering."""
-    return (f"the shared database {url} stopped answering ({error}); the failures found are kept in the "
-            f"local database {local_db} and in their reproductions")
-
-
 def _minutes(ctx: click.Context, param: click.Parameter, value: float) -> float:
     """A finite budget of at least one second."""
     if not (math.isfinite(value) and value * 60 >= 1):
@@ -115,7 +109,7 @@ def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink, 
                         scheduler=scheduler, dashboard_port=dashboard_port, counters_port=counters_port,
                         counters_host=counters_host, report_path=report_path, call_timeout=call_timeout,
                         shrink_seconds=shrink_seconds)
-    from kvexact.conformance.campaign_db import CampaignDatabaseError, campaign_database
+    from kvexact.conformance.campaign_db import CampaignDatabaseError, campaign_database, shared_gone
 
     specs = machines_to_run(specs, adapter, call_timeout)
     load_profile("fuzz")

@@ -27,7 +27,6 @@ def campaign(*, minutes: float, seed: int, adapter: str | None, specs: tuple[str
              shrink_seconds: float) -> int:
     """Run the campaign and report it (see the module's invariant for the exit codes)."""
     from kvexact.cli.conform import machines_to_run
-    from kvexact.cli.fuzz import shared_gone
     from kvexact.conformance.campaign import CampaignUnavailable, require_dask
 
     try:
@@ -44,7 +43,7 @@ def campaign(*, minutes: float, seed: int, adapter: str | None, specs: tuple[str
         run_campaign,
         start_client,
     )
-    from kvexact.conformance.campaign_db import CampaignDatabaseError, redis_database
+    from kvexact.conformance.campaign_db import CampaignDatabaseError, redis_database, shared_gone
     from kvexact.conformance.campaign_page import serving
     from kvexact.conformance.profiles import load_profile
     from kvexact.conformance.runner import summary_line
