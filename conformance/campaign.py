@@ -87,7 +87,7 @@ def run_slice(piece: Slice, dbs: Databases, stop_name: str | None = None) -> Sli
     from kvexact.reference.adapters import AdapterError
 
     load_profile("fuzz")
-    database, shared = campaign_database(Path(dbs.local), dbs.shared, dbs.read_only)
+    database, shared = campaign_database(Path(dbs.local), dbs.shared, dbs.read_only, strict=False)
     s = settings(machine_settings("fuzz", piece.examples, piece.steps, piece.shrink), database=database)
     live: dict[str, Any] = {"stats": {}}
     try:

@@ -85,15 +85,24 @@ def shared_gone(url: str, error: str, local: Path) -> str:
             f"local database {local} and in their reproductions")
 
 
-def campaign_database(local: Path, shared: str | None = None, read_only: str | None = None
+def campaign_database(local: Path, shared: str | None = None, read_only: str | None = None, strict: bool = True
                       ) -> tuple[ExampleDatabase, SharedDatabase | None]:
     """The database a slice runs with, and its shared part (None without ``shared``): the local directory,
-    plus ``shared`` written as well, plus ``read_only`` read only."""
+    plus ``shared`` written as well, plus ``read_only`` read only. A shared server that does not answer
+    raises :class:`CampaignDatabaseError` when ``strict``; otherwise (a slice started after the server went
+    away) the slice runs on the local database and the shared part carries the error."""
     parts: list[ExampleDatabase] = [DirectoryBasedExampleDatabase(str(local))]
     kept = None
-    if shared:
-        kept = SharedDatabase(redis_database(shared), shared)
-        parts.append(kept)
-    if read_only:
-        parts.append(ReadOnlyDatabase(SharedDatabase(redis_database(read_only), read_only)))
+    for url, writable in ((shared, True), (read_only, False)):
+        if not url:
+            continue
+        try:
+            part = SharedDatabase(redis_database(url), url)
+        except CampaignDatabaseError as exc:
+            if strict:
+                raise
+            part = SharedDatabase(ReadOnlyDatabase(parts[0]), url)  # never used: the error is set
+            part.error = str(exc)
+        kept = part if writable or kept is None else kept
+        parts.append(part if writable else ReadOnlyDatabase(part))
     return (parts[0] if len(parts) == 1 else MultiplexedDatabase(*parts)), kept

@@ -108,7 +108,7 @@ def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink, 
                         local_db=local_db, shared_db=shared_db, read_db=read_db, workers=workers,
                         scheduler=scheduler, dashboard_port=dashboard_port, counters_port=counters_port,
                         counters_host=counters_host, report_path=report_path, call_timeout=call_timeout,
-                        shrink_seconds=shrink_seconds)
+                        shrink_seconds=shrink_seconds, ticker=_ticker)
     from kvexact.conformance.campaign_db import CampaignDatabaseError, campaign_database, shared_gone
 
     specs = machines_to_run(specs, adapter, call_timeout)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ def campaign(*, minutes: float, seed: int, adapter: str | None, specs: tuple[str
              steps: int | None, shrink: bool, kernels: bool, local_db: Path, shared_db: str | None,
              read_db: str | None, workers: int | None, scheduler: str | None, dashboard_port: int,
              counters_port: int, counters_host: str, report_path: Path | None, call_timeout: float | None,
-             shrink_seconds: float) -> int:
+             shrink_seconds: float, ticker: Callable[[Callable[[], str]], AbstractContextManager[None]]) -> int:
     """Run the campaign and report it (see the module's invariant for the exit codes)."""
     from kvexact.cli.conform import machines_to_run
     from kvexact.conformance.campaign import CampaignUnavailable, require_dask
@@ -83,7 +85,8 @@ def campaign(*, minutes: float, seed: int, adapter: str | None, specs: tuple[str
                            f"{examples} examples per slice, database {local}"
                            + (f" + shared {shared_db}" if shared_db else "") + (f" + read-only {read_db}"
                                                                                  if read_db else ""))
-                outcome = run_campaign(client, plan, counters, interrupted, parallel)
+                with ticker(lambda: _progress(counters)):
+                    outcome = run_campaign(client, plan, counters, interrupted, parallel)
         finally:
             _close(client)
     seconds = time.monotonic() - started
@@ -94,9 +97,16 @@ def campaign(*, minutes: float, seed: int, adapter: str | None, specs: tuple[str
                                "interrupted": outcome.interrupted, "lost_slices": outcome.lost,
                                "failures_found": [r.error.splitlines()[0] for r in outcome.failures]}
         write_atomic(report_path, json.dumps(doc, indent=2) + "\n")
+    written: set[tuple[str, str, str]] = set()
     for run in outcome.failures:  # every failure is already in the database; here it becomes a reproduction
+        same = (run.spec, run.adapter, run.falsifying or run.error)
+        if same in written:  # a slice run again after its worker was lost replays what another slice found
+            continue
+        written.add(same)
         click.echo(summary_line(run))
         report_failure(run, out, step_count, "fuzz")
+    if outcome.shared_errors:
+        click.echo(f"fuzz: {shared_gone(shared_db or read_db or '', outcome.shared_errors[0], local_db)}", err=True)
     if outcome.interrupted:
         return 130
     if outcome.failures:
@@ -110,6 +120,12 @@ def campaign(*, minutes: float, seed: int, adapter: str | None, specs: tuple[str
     if outcome.lost:
         raise CouldNotRun(f"Dask gave up on {len(outcome.lost)} slice(s): {outcome.lost[0]}")
     return 0
+
+
+def _progress(counters: Any) -> str:
+    c = counters.snapshot()
+    return (f"fuzz: ... examples={c['examples']} steps={c['steps']} ({c['steps_per_second']} steps/s) "
+            f"failures={c['failures']} slices={c['slices']} restarts={c['restarts']}")
 
 
 def _pid() -> int:

@@ -79,24 +79,31 @@ def test_counters_move_in_a_real_browser_and_ctrl_c_stops_every_worker(campaign,
 
 
 @pytest.mark.slow
-def test_a_killed_worker_is_restarted_and_the_failure_still_reported(campaign, tmp_path):
+def test_a_killed_worker_and_a_lost_shared_database_lose_no_failure(campaign, tmp_path, redis_url):
+    """Two faults at once: a worker dies with its slice in flight (Dask runs the slice again, the report
+    counts the restart) and the shared database goes away (named in one line; the local database keeps the
+    failure). The failure is still found and written."""
     import os
     import signal
 
+    url, server = redis_url
     out_dir = tmp_path / "failures"
     report = tmp_path / "report.json"
     run = campaign("--minutes", "5", "--workers", "2", "--spec", "Radix", "--adapter", LEAKY, "--no-shrink",
-                   "--examples-per-round", "200", "--db", str(tmp_path / "db"), "--out", str(out_dir),
-                   "--report", str(report), *FAST)
+                   "--examples-per-round", "200", "--db", str(tmp_path / "db"), "--shared-db", url, "--out",
+                   str(out_dir), "--report", str(report), *FAST)
     counters = run.wait_for(lambda c: c["slices"] >= 2 and c["failures"] == 0, "two slices running")
     assert counters["restarts"] == 0
+    server.kill()
     os.kill(run.pids[0], signal.SIGKILL)  # one worker dies with its slice in flight
     code, out = run.finish()
     assert code == 1, out
     assert "1 restarts" in out and "restarted after a lost worker: slice" in out, out
     assert json.loads(report.read_text())["restarts"] == 1
-    assert len(list(out_dir.glob("test_repro_Radix_*.py"))) == 1
+    assert list(out_dir.glob("test_repro_Radix_*.py"))  # one per distinct failing example
     assert "faulty-leaky-cancel" in out
+    assert f"the shared database {url} stopped answering" in out and "ConnectionError" in out, out
+    assert [p for p in (tmp_path / "db").rglob("*") if p.is_file()]  # the failure, kept locally
 
 
 @pytest.mark.slow
