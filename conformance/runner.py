@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -139,26 +140,41 @@ def _counting_failures(machine: Any) -> Any:
         finally:
             if failing:
                 self.stats["failures"] = self.stats.get("failures", 0) + 1
-        stop_at = type(self).stop_at
-        if stop_at is not None and time.monotonic() >= stop_at and not self.stats.get("failures"):
+        cls = type(self)
+        spent = cls.stop_at is not None and time.monotonic() >= cls.stop_at
+        if (spent or (cls.stop is not None and cls.stop.is_set())) and not self.stats.get("failures"):
             raise _BudgetSpent()
 
-    return type(machine.__name__, (machine,), {"teardown": teardown, "stop_at": None})
+    return type(machine.__name__, (machine,), {"teardown": teardown, "stop_at": None, "stop": None})
+
+
+def database_key(spec: str, adapter: str | None, profile: str) -> bytes:
+    """The example-database key of a run: machine, adapter and profile, so that a failure found through one
+    adapter is replayed only against that adapter (and a ``ci`` example never enters a ``fuzz`` run)."""
+    return f"kvexact:{spec}:{adapter or 'reference'}:{profile}".encode()
 
 
 def run_machine(spec: str, adapter: str | None, machine_settings_: settings, seed: int | None = None,
                 check_kernels: bool = True, call_timeout: float | None = None,
                 shrink_seconds: float = DEFAULT_SHRINK_SECONDS,
-                watch: Callable[[dict[str, int]], None] | None = None, stop_at: float | None = None) -> MachineRun:
+                watch: Callable[[dict[str, int]], None] | None = None, stop_at: float | None = None,
+                profile: str | None = None, stop: threading.Event | None = None) -> MachineRun:
     """Run one machine; the adapter is ``module:factory`` (None: the reference is the system under test).
 
     Shrinking a failure stops after ``shrink_seconds`` (Hypothesis' own bound, ``MAX_SHRINKING_SECONDS``,
     is five minutes). Raises :class:`AdapterError` when the adapter could not be used (a call overran, the
     factory raised): that is no conformance verdict. ``watch`` receives the run's live stats (for progress);
     past ``stop_at`` (``time.monotonic()``) the run ends after the example in progress, as passed, unless
-    a failure was seen (then it is shrunk and reported as usual)."""
+    a failure was seen (then it is shrunk and reported as usual); so too once ``stop`` is set. With an example
+    database, its key is :func:`database_key` of ``spec``, ``adapter`` and ``profile`` (default: the loaded
+    profile)."""
     machine = build_machine(spec, adapter, check_kernels, call_timeout)
     machine.stop_at = stop_at
+    machine.stop = stop
+    if machine_settings_.database is not None and not machine_settings_.derandomize:
+        # Hypothesis' digest hook; left alone without a database, where derandomize seeds from the digest
+        machine._hypothesis_internal_add_digest = database_key(
+            spec, adapter, profile or settings.get_current_profile_name())
     if watch is not None:
         watch(machine.stats)
     if seed is not None and not machine_settings_.derandomize:

@@ -3,6 +3,7 @@
 # Idempotent: reinstalls only when pyproject.toml or this script changed since the last install.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/system-deps.sh  # valkey/redis and chromium for the campaign tests (apt only when missing)
 VENV="${KVEXACT_VENV:-.venv}"
 PY="${PYTHON:-python3}"
 if [ ! -x "$VENV/bin/python" ]; then
@@ -18,7 +19,7 @@ if [ "$(cat "$stamp" 2>/dev/null || true)" != "$want" ]; then
     echo "setup: no GPU; installing the CPU build of torch (torch==2.13.0)"
     "$VENV/bin/pip" install --quiet "torch==2.13.0"
   fi
-  "$VENV/bin/pip" install --quiet -e ".[kernels,dev]"
+  "$VENV/bin/pip" install --quiet -e ".[kernels,campaign,dev]"
   echo "$want" > "$stamp"
 else
   echo "setup: $VENV is up to date"

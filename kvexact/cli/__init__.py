@@ -37,6 +37,7 @@ BENCHES = {
     "events": "kvexact.cli.bench_events:bench_events",
     "mutation": "kvexact.cli.bench_mutation:bench_mutation",
     "parity": "kvexact.cli.bench_parity:bench_parity",
+    "fuzz": "kvexact.cli.bench_fuzz:bench_fuzz",
 }
 
 
@@ -71,7 +72,7 @@ def cli() -> None:
 
 @cli.group(cls=LazyGroup, lazy=BENCHES)
 def bench() -> None:
-    """Benchmarks (separate from tests): checker, specs, reference, kernels."""
+    """Benchmarks (separate from tests): checker, specs, reference, kernels, events, mutation, fuzz."""
 
 
 def main(argv: list[str] | None = None) -> None:

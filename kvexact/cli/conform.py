@@ -56,7 +56,8 @@ def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink, 
                 click.echo(f"conform: {spec} machine, profile {chosen}, adapter {adapter or 'reference'} ...")
                 s = machine_settings(chosen, examples, steps, shrink)
                 try:
-                    run = run_machine(spec, adapter, s, seed, not no_kernels, call_timeout, shrink_seconds)
+                    run = run_machine(spec, adapter, s, seed, not no_kernels, call_timeout, shrink_seconds,
+                                      profile=chosen)
                 except AdapterError as exc:
                     raise as_click_error(exc) from None
                 if interrupted.is_set():  # Hypothesis may have swallowed it or made it a failure
