@@ -49,7 +49,7 @@ MUTANTS = {
 """, "")]),
  ("LengthBeforeRow", "VisibleWithinRows",
   "an in-place append publishes the new length before the row is written (valid rows not advanced)",
-  [("""    /\\ rows' = [g \\in Groups |-> [rows[g] EXCEPT ![TailBlock(r, g)] = len[r] % P + 1]]
+  [("""    /\\ rows' = [g \\in Groups |-> [rows[g] EXCEPT ![TailBlock(r, g)] = (len[r] % P) + 1]]
     /\\ len' = [len EXCEPT ![r] = @ + 1]""", """    /\\ UNCHANGED rows
     /\\ len' = [len EXCEPT ![r] = @ + 1]""")]),
  ("TruncateRoundsDown", "NoHalfBundle",

@@ -58,7 +58,7 @@ def bench_fuzz(workers_text: str | None, specs: tuple[str, ...], seconds: float,
     from kvexact.conformance.profiles import load_profile
     from kvexact.conformance.runner import MACHINES
 
-    counts = _counts(workers_text or f"1,2,{os.cpu_count() or 1}")
+    counts = _counts(f"1,2,{os.cpu_count() or 1}" if workers_text is None else workers_text)
     chosen = specs or MACHINES
     load_profile("fuzz")
     step_count = steps or settings.get_profile("fuzz").stateful_step_count

@@ -8,6 +8,7 @@ TypeError) on a wrong kind.
 from __future__ import annotations
 
 import itertools
+import random
 import sys
 import time
 from typing import Any
@@ -36,6 +37,7 @@ from kvexact.spec.checker.values import (
     member,
     mk_fcn,
     order_key,
+    ordered_elements,
     seq_append,
     seq_tail,
     set_union,
@@ -323,9 +325,14 @@ def _tlcset(i, v):
     return True
 
 
+_RNG = random.Random(0)  # Randomization and RandomElement: reproducible from run to run
+
+
 def _random_element(S):
-    from kvexact.spec.checker.community import _random_element as pick
-    return pick(S)
+    els = ordered_elements(as_set(S))
+    if not els:
+        raise EvalError("RandomElement of the empty set")
+    return _RNG.choice(els)
 
 
 def _javatime():

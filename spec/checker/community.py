@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import json
 import os
-import random
 from typing import Any
 
-from kvexact.spec.checker.builtins import _te_only
+from kvexact.spec.checker.builtins import _RNG, _te_only
 from kvexact.spec.checker.builtins import _trace as B_trace
 from kvexact.spec.checker.values import (
     EvalError,
@@ -607,7 +606,6 @@ UNDIRECTED_GRAPHS: dict[str, tuple] = {
 
 # ----------------------------------------------------------------------------- TLC's own extras
 
-_RNG = random.Random(0)  # Randomization and RandomElement: reproducible from run to run
 
 
 def _random_subset(k, S):
@@ -618,11 +616,6 @@ def _random_subset(k, S):
     return frozenset(_RNG.sample(els, k))
 
 
-def _random_element(S):
-    els = ordered_elements(as_set(S))
-    if not els:
-        raise EvalError("RandomElement of the empty set")
-    return _RNG.choice(els)
 
 
 def _assert_eq(a, b):

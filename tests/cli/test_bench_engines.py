@@ -30,8 +30,8 @@ def _jar() -> str | None:
         if p and Path(p).is_file():
             return p
     if os.environ.get("CI"):
-        pytest.fail("CI runs with TLC: no tla2tools.jar in TLA2TOOLS_JAR or ../shared/tlc")
-    pytest.skip("no tla2tools.jar (TLA2TOOLS_JAR or ../shared/tlc); runs in CI")
+        pytest.fail("CI runs with TLC: no tla2tools.jar in TLA2TOOLS_JAR or the CI copy beside the clone")
+    pytest.skip("no tla2tools.jar (TLA2TOOLS_JAR or the CI copy beside the clone); runs in CI")
 
 
 def _tiny(tmp_path: Path) -> Path:
