@@ -1272,6 +1272,85 @@ def negative_registry_sections() -> Rows:
             ("the whole registry: at least the seed's 211 cases", len(negative_cases()) >= 211, True)]
 
 
+def namespace_current_only() -> Rows:
+    """0x07F: only the current generation of a namespace takes lookups and publications. A namespace registered at
+    generation 3 (generations 0..2 never existed, so none is retired): generation 2 (below) and 4 (above) are both
+    refused as FUTURE_GENERATION ('not created' as current), for a lookup and for a publication; 3 is accepted."""
+    from kvexact.reference import namespaces as nsm
+    from kvexact.reference.rejections import rejection_of
+
+    ns = nsm.CacheIsolationNamespace("prod", "t1", "ns", 3, None, 0)
+    reg = nsm.create_namespace(nsm.NamespaceRegistry(), ns)
+    F = nsm.NamespaceRejection.FUTURE_GENERATION
+    return [("lookups at generation 2, 3, 4 refused as",
+             [rejection_of(lambda g=g: nsm.authorize_lookup(reg, "t1", "ns", g)) for g in (3 - 1, 3, 3 + 1)],
+             [F, None, F]),
+            ("publications at generation 2, 3, 4 refused as",
+             [rejection_of(lambda g=g: nsm.authorize_publish(reg, ("ns", g))) for g in (3 - 1, 3, 3 + 1)],
+             [F, None, F])]
+
+
+def prefix_longest_tail() -> Rows:
+    """0x07D: of the partial tails published under one parent, a lookup copies rows from the one whose valid rows
+    match its tokens longest. A = s[:40] publishes a tail of 40 - 32 = 8 rows after two full blocks of 16; C = the
+    first 35 tokens of s then 7, 7, 7 publishes a tail of 6 rows whose first 3 match s. B = s[:45] matches A's tail
+    by 8 rows and C's by 3: a hit of 32 + 8 = 40 rows with 8 copied, whichever of A and C published first."""
+    from kvexact.reference.keys import KeyInputs
+    from kvexact.reference.labs import prefix as px_lab
+    from kvexact.reference.prefix import PrefixPolicy
+
+    s = list(px_lab.STREAM)
+    tail = PrefixPolicy(partial_tail=True)
+    a, c = s[:40], [*s[:35], 7, 7, 7]
+    got = []
+    for (first, ft), (second, st) in ((("A", a), ("C", c)), (("C", c), ("A", a))):
+        cache = px_lab.cache_with(ft, tail, request_id=first)
+        cache.alloc.allocate(second, st)
+        cache.publish(second, KeyInputs(tuple(st)), px_lab.NAMESPACE, 0, tail)
+        r = cache.lookup(px_lab.request("B", s[:45]), tail)
+        got.append((r.runtime_hit_tokens, r.copy_valid_partial_rows))
+    return [("A then C, C then A published: B's hit, copied rows", got, [(32 + 8, 8), (32 + 8, 8)])]
+
+
+def radix_partition_0x08F() -> Rows:
+    """0x08F: tree, private and free slots are a disjoint cover of the pool's slots, exactly. On the trace's final
+    state (24 pool slots: 6 tree, 18 free), a free list with one slot the pool does not hold (a cover larger than
+    the pool) and one missing a pool slot (smaller) are both refused as PARTITION_VIOLATION."""
+    import attrs
+
+    from kvexact.reference import radix as rx
+    from kvexact.reference.labs import radix as rx_lab
+    from kvexact.reference.rejections import rejection_of
+
+    state = rx_lab.seed_trace_0x08F()[-1].state
+    outside = max(state.pool_slot_ids) + 1
+    larger = attrs.evolve(state, free_slot_ids=(*state.free_slot_ids, outside))
+    smaller = attrs.evolve(state, free_slot_ids=tuple(state.free_slot_ids)[1:])
+    return [("free slots with one outside the pool, one pool slot missing: refused as",
+             [rejection_of(lambda s=s: rx.check_state(s)) for s in (larger, smaller)],
+             [rx.RadixRejection.PARTITION_VIOLATION] * 2)]
+
+
+def radix_formulas_lengths_0x08D() -> Rows:
+    """0x08D: the protected and evictable token sums run over the non-root nodes, one edge length and one lock count
+    per node; two lists of different lengths name no set of nodes, so the formulas refuse them (ValueError) rather
+    than sum a prefix of the nodes. Edges of 4 and 2 tokens, unlocked: 6 evictable, 0 protected."""
+    from kvexact.reference.formulas import INT_OPS, evaluate
+    from kvexact.reference.formulas_all import load_all
+
+    load_all()
+
+    def outcome(fid: str, locks: list[int]) -> Any:
+        try:
+            return evaluate(fid, INT_OPS, edge_lengths=[4, 2], locks=locks)
+        except ValueError:
+            return "ValueError"
+
+    return [("evictable, protected over edges [4, 2] with locks [0, 0]; with locks [0]",
+             [outcome(f, locks) for locks in ([0, 0], [0]) for f in ("radix.evictable_tokens", "radix.protected_tokens")],
+             [4 + 2, 0, "ValueError", "ValueError"])]
+
+
 CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": namespace_succession,
          "prefix partial admission": prefix_partial_admission, "allocator state digest": allocator_state_digest,
          "contiguous fit": contiguous_fit, "allocator predecessors": allocator_predecessors,
@@ -1286,4 +1365,7 @@ CASES = {"vmm unmap live rows": vmm_unmap_live_rows, "namespace succession": nam
          "shared prefix merges": shared_prefix_merges,
          "vmm lifecycle": vmm_lifecycle,
          "prefix receipt bounds": prefix_receipt_bounds,
-         "negative registry sections": negative_registry_sections}
+         "negative registry sections": negative_registry_sections,
+         "namespace current only 0x07F": namespace_current_only,
+         "prefix longest tail 0x07D": prefix_longest_tail, "radix partition 0x08F": radix_partition_0x08F,
+         "radix formulas lengths 0x08D": radix_formulas_lengths_0x08D}
