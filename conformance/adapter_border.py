@@ -1,6 +1,8 @@
 """``--adapter`` at the border: load, check and time-limit a system under test before and while it runs.
 
-:func:`load_adapter` turns ``module:factory`` into a factory, or one :class:`AdapterError` line naming the
+:func:`resolve` turns ``module:factory`` into an :class:`Adapter` (text, factory, protocol) once, at the front;
+everything below takes that object and never imports the module again. :func:`load_adapter` resolves and
+checks it, or raises one :class:`AdapterError` line naming the
 adapter and what is wrong (the module, the factory's signature, an exception raised while building one
 adapter, a missing or ill-formed protocol method), before any example runs. :func:`limited_factory` wraps
 the factory so that building an adapter and every call on it are stopped after ``seconds``
@@ -25,6 +27,8 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+import attrs
 
 from kvexact.reference.adapters import (
     AdapterConfig,
@@ -92,6 +96,28 @@ def load_factory(spec: str) -> AdapterFactory:
     return factory
 
 
+@attrs.frozen
+class Adapter:
+    """An ``--adapter`` resolved once: the ``module:factory`` text the user gave, the factory it names and the
+    protocol that factory serves. ``str()`` is the text, so reports and reproductions show what was typed."""
+
+    spec: str
+    factory: AdapterFactory = attrs.field(eq=False)
+    protocol: str
+
+    def __str__(self) -> str:
+        return self.spec
+
+
+def resolve(adapter: str | Adapter | None) -> Adapter | None:
+    """``adapter`` as an :class:`Adapter` (None stays None: the reference is the system under test); an
+    :class:`Adapter` is returned as it is, so resolving twice imports once."""
+    if adapter is None or isinstance(adapter, Adapter):
+        return adapter
+    factory = load_factory(adapter)
+    return Adapter(adapter, factory, adapter_protocol(factory))
+
+
 def sample_config(protocol: str) -> Any:
     """The config a machine of ``protocol`` passes to the factory."""
     from kvexact.conformance.machines.radix import POOL_SLOTS
@@ -99,11 +125,12 @@ def sample_config(protocol: str) -> Any:
     return IndexConfig(POOL_SLOTS) if protocol == "prefix-index" else AdapterConfig()
 
 
-def load_adapter(spec: str, seconds: float | None = None) -> AdapterFactory:
-    """The factory of ``spec``, checked: callable as ``factory(config)``, building (within the call limit)
-    an object with every method of its protocol, each taking the arguments the machines pass."""
-    factory = load_factory(spec)
-    protocol = adapter_protocol(factory)
+def load_adapter(adapter: str | Adapter, seconds: float | None = None) -> Adapter:
+    """``adapter`` resolved and checked: its factory callable as ``factory(config)``, building (within the call
+    limit) an object with every method of its protocol, each taking the arguments the machines pass."""
+    resolved = resolve(adapter)
+    assert resolved is not None
+    spec, factory, protocol = resolved.spec, resolved.factory, resolved.protocol
     config = sample_config(protocol)
     try:
         signature = inspect.signature(factory)
@@ -116,13 +143,13 @@ def load_adapter(spec: str, seconds: float | None = None) -> AdapterFactory:
             raise AdapterError(AdapterProblem.FACTORY_SIGNATURE, f"--adapter {spec}: the factory{signature} cannot "
                                f"be called as factory(config) ({exc})") from None
     try:
-        adapter = limited_factory(factory, spec, call_seconds(seconds))(config)
-        (check_index if protocol == "prefix-index" else check_adapter)(adapter.wrapped)
+        built = limited_factory(factory, spec, call_seconds(seconds))(config)
+        (check_index if protocol == "prefix-index" else check_adapter)(built.wrapped)
     except AdapterUnusable as exc:
         raise exc.error from None
     except AdapterError as exc:
         raise AdapterError(exc.problem, f"--adapter {spec}: {exc}") from None
-    return factory
+    return resolved
 
 
 @contextmanager

@@ -81,6 +81,7 @@ def run_slice(piece: Slice, dbs: Databases, stop_name: str | None = None) -> Sli
     """Run ``piece`` here (on a Dask worker, or in this process when there is none), publishing counters."""
     from hypothesis import settings
 
+    from kvexact.conformance.adapter_border import resolve
     from kvexact.conformance.campaign_db import campaign_database
     from kvexact.conformance.profiles import load_profile
     from kvexact.conformance.runner import _rule_names, build_machine, machine_settings, run_machine
@@ -91,10 +92,11 @@ def run_slice(piece: Slice, dbs: Databases, stop_name: str | None = None) -> Sli
     s = settings(machine_settings("fuzz", piece.examples, piece.steps, piece.shrink), database=database)
     live: dict[str, Any] = {"stats": {}}
     try:
-        rules = list(_rule_names(build_machine(piece.spec, piece.adapter, piece.kernels, piece.call_timeout)))
+        adapter = resolve(piece.adapter)  # once per slice; the text travelled, the factory is imported here
+        rules = list(_rule_names(build_machine(piece.spec, adapter, piece.kernels, piece.call_timeout)))
         stop = threading.Event()
         with _publishing(piece, rules, live, stop, stop_name):
-            run = run_machine(piece.spec, piece.adapter, s, piece.seed, piece.kernels, piece.call_timeout,
+            run = run_machine(piece.spec, adapter, s, piece.seed, piece.kernels, piece.call_timeout,
                               piece.shrink_seconds, watch=lambda stats: live.update(stats=stats),
                               stop_at=time.monotonic() + piece.seconds, profile="fuzz", stop=stop)
     except AdapterError as exc:  # sent back as text: the exception type does not survive pickling

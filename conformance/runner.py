@@ -22,15 +22,16 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from kvexact.conformance.adapter_border import (
     DEFAULT_SHRINK_SECONDS,
+    Adapter,
     AdapterUnusable,
     call_seconds,
     first_problem,
     limited_factory,
-    load_factory,
+    resolve,
 )
 from kvexact.conformance.machines import failure_in_flight
 from kvexact.conformance.machines.allocator import machine_class
-from kvexact.reference.adapters import AdapterError, AdapterProblem, adapter_protocol
+from kvexact.reference.adapters import AdapterError, AdapterProblem
 from kvexact.spec.files import write_atomic
 
 SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an allocator adapter can stand in
@@ -83,24 +84,29 @@ def machine_settings(profile: str, examples: int | None = None, steps: int | Non
                     suppress_health_check=[*base.suppress_health_check, HealthCheck.filter_too_much])
 
 
-def machines_for(adapter: str | None) -> tuple[str, ...]:
-    """The machines ``adapter`` (``module:factory``) stands in for; all of them for the reference."""
-    if adapter is None:
+def machines_for(adapter: str | Adapter | None) -> tuple[str, ...]:
+    """The machines ``adapter`` (``module:factory`` or a resolved :class:`Adapter`) stands in for; all of
+    them for the reference."""
+    resolved = resolve(adapter)
+    if resolved is None:
         return MACHINES
-    return PROTOCOL_MACHINES[adapter_protocol(load_factory(adapter))]
+    return PROTOCOL_MACHINES[resolved.protocol]
 
 
-def build_machine(spec: str, adapter: str | None, check_kernels: bool = True, call_timeout: float | None = None
-                  ) -> Any:
+def build_machine(spec: str, adapter: str | Adapter | None, check_kernels: bool = True,
+                  call_timeout: float | None = None) -> Any:
     """A fresh machine class for ``spec`` with ``adapter`` as the system under test (None: reference),
     every adapter call limited to ``call_timeout`` seconds (default: ``KVEXACT_CALL_TIMEOUT`` or 60).
 
     Raises :class:`AdapterError` when the adapter's protocol does not fit the machine."""
-    factory = limited_factory(load_factory(adapter), adapter, call_seconds(call_timeout)) if adapter else None
-    if factory is not None and spec not in PROTOCOL_MACHINES[adapter_protocol(factory)]:
-        raise AdapterError(AdapterProblem.WRONG_MACHINE,
-                           f"--adapter {adapter} is a {adapter_protocol(factory)} adapter; the {spec} machine "
-                           f"takes none of that kind (it fits: {', '.join(machines_for(adapter))})")
+    resolved = resolve(adapter)
+    factory = None
+    if resolved is not None:
+        factory = limited_factory(resolved.factory, resolved.spec, call_seconds(call_timeout))
+        if spec not in PROTOCOL_MACHINES[resolved.protocol]:
+            raise AdapterError(AdapterProblem.WRONG_MACHINE,
+                               f"--adapter {resolved} is a {resolved.protocol} adapter; the {spec} machine "
+                               f"takes none of that kind (it fits: {', '.join(machines_for(resolved))})")
     return _counting_failures(_machine_class(spec, factory, check_kernels))
 
 
@@ -154,7 +160,7 @@ def database_key(spec: str, adapter: str | None, profile: str) -> bytes:
     return f"kvexact:{spec}:{adapter or 'reference'}:{profile}".encode()
 
 
-def run_machine(spec: str, adapter: str | None, machine_settings_: settings, seed: int | None = None,
+def run_machine(spec: str, adapter: str | Adapter | None, machine_settings_: settings, seed: int | None = None,
                 check_kernels: bool = True, call_timeout: float | None = None,
                 shrink_seconds: float = DEFAULT_SHRINK_SECONDS,
                 watch: Callable[[dict[str, int]], None] | None = None, stop_at: float | None = None,
@@ -168,13 +174,15 @@ def run_machine(spec: str, adapter: str | None, machine_settings_: settings, see
     a failure was seen (then it is shrunk and reported as usual); so too once ``stop`` is set. With an example
     database, its key is :func:`database_key` of ``spec``, ``adapter`` and ``profile`` (default: the loaded
     profile)."""
-    machine = build_machine(spec, adapter, check_kernels, call_timeout)
+    resolved = resolve(adapter)
+    label = resolved.spec if resolved is not None else None
+    machine = build_machine(spec, resolved, check_kernels, call_timeout)
     machine.stop_at = stop_at
     machine.stop = stop
     if machine_settings_.database is not None and not machine_settings_.derandomize:
         # Hypothesis' digest hook; left alone without a database, where derandomize seeds from the digest
         machine._hypothesis_internal_add_digest = database_key(
-            spec, adapter, profile or settings.get_current_profile_name())
+            spec, label, profile or settings.get_current_profile_name())
     if watch is not None:
         watch(machine.stats)
     if seed is not None and not machine_settings_.derandomize:
@@ -195,10 +203,10 @@ def run_machine(spec: str, adapter: str | None, machine_settings_: settings, see
         steps = _falsifying_steps(notes, machine)
         if stopped:
             steps += f"\n  (shrinking stopped after {shrink_seconds:g} s, --shrink-seconds: these steps may not be minimal)"
-        return MachineRun(spec, adapter or "reference", False, time.perf_counter() - start, dict(machine.stats),
+        return MachineRun(spec, label or "reference", False, time.perf_counter() - start, dict(machine.stats),
                           _rule_names(machine), text[:2000], (m.group(1), m.group(2)) if m else None, steps)
     _raise_adapter_problem(machine)
-    return MachineRun(spec, adapter or "reference", True, time.perf_counter() - start, dict(machine.stats),
+    return MachineRun(spec, label or "reference", True, time.perf_counter() - start, dict(machine.stats),
                       _rule_names(machine))
 
 

@@ -48,15 +48,18 @@ def as_click_error(exc: AdapterError) -> click.ClickException:
     return click.UsageError(str(exc)) if exc.exit_code == 2 else CouldNotRun(str(exc))
 
 
-def check_adapter_option(adapter: str | None, call_timeout: float | None) -> None:
-    """Load and check ``--adapter`` at the border (before any example runs)."""
+def check_adapter_option(adapter: str | None, call_timeout: float | None) -> Any:
+    """``--adapter`` resolved (imported once) and checked at the border, before any example runs; the
+    :class:`~kvexact.conformance.adapter_border.Adapter` it returns is what the command passes down (None:
+    the reference)."""
     from kvexact.conformance.adapter_border import load_adapter
 
-    if adapter:
-        try:
-            load_adapter(adapter, call_timeout)
-        except AdapterError as exc:
-            raise as_click_error(exc) from None
+    if not adapter:
+        return None
+    try:
+        return load_adapter(adapter, call_timeout)
+    except AdapterError as exc:
+        raise as_click_error(exc) from None
 
 
 def report_failure(run: Any, out: Path, steps: int, command: str) -> None:

@@ -7,6 +7,7 @@ finished before it are printed).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -40,7 +41,7 @@ def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink, 
     from kvexact.conformance.runner import machine_settings, run_machine, summary_line
 
     chosen = load_profile(profile)
-    specs = machines_to_run(specs, adapter, call_timeout)
+    specs, adapter = machines_to_run(specs, adapter, call_timeout)
     try:
         import kvexact.kernels.paged  # noqa: F401
     except ImportError as exc:
@@ -75,16 +76,16 @@ def conform(specs, adapter, profile, seed, examples, steps, no_kernels, shrink, 
 
 
 def machines_to_run(specs: tuple[str, ...], adapter: str | None, call_timeout: float | None = None
-                    ) -> tuple[str, ...]:
-    """The machines asked for (default: those the adapter fits), after checking the adapter at the border;
-    a one-line error names a bad adapter or a machine the adapter does not fit."""
+                    ) -> tuple[tuple[str, ...], Any]:
+    """The machines asked for (default: those the adapter fits) and the adapter resolved once at the border
+    (None: the reference); a one-line error names a bad adapter or a machine the adapter does not fit."""
     from kvexact.conformance.runner import build_machine, machines_for
 
-    check_adapter_option(adapter, call_timeout)
+    resolved = check_adapter_option(adapter, call_timeout)
     try:
-        fits = machines_for(adapter)
+        fits = machines_for(resolved)
         for spec in specs:
-            build_machine(spec, adapter)
+            build_machine(spec, resolved)
     except AdapterError as exc:
         raise as_click_error(exc) from None
-    return specs or fits
+    return specs or fits, resolved

@@ -111,7 +111,7 @@ def fuzz(minutes, seed, adapter, specs, out, examples_per_round, steps, shrink, 
                         shrink_seconds=shrink_seconds, ticker=_ticker)
     from kvexact.conformance.campaign_db import CampaignDatabaseError, campaign_database, shared_gone
 
-    specs = machines_to_run(specs, adapter, call_timeout)
+    specs, adapter = machines_to_run(specs, adapter, call_timeout)
     load_profile("fuzz")
     try:
         database, shared = campaign_database(local_db, shared_db, read_db)

@@ -50,7 +50,7 @@ def campaign(*, minutes: float, seed: int, adapter: str | None, specs: tuple[str
     from kvexact.conformance.profiles import load_profile
     from kvexact.conformance.runner import summary_line
 
-    specs = machines_to_run(specs, adapter, call_timeout)
+    specs, _ = machines_to_run(specs, adapter, call_timeout)  # checked here; each worker resolves its own
     load_profile("fuzz")
     step_count = steps or settings.get_profile("fuzz").stateful_step_count
     for url in (shared_db, read_db):  # check the shared databases answer before any worker starts

@@ -99,7 +99,7 @@ def gate(select, skip, level, list_only, json_path, junit_path, profile, seed, a
             problem = check_writable(path)
             if problem:
                 raise click.UsageError(problem)
-    check_adapter_option(adapter, call_timeout)
+    adapter = check_adapter_option(adapter, call_timeout)  # resolved once; the checks take the object
     jar = _tlc_jar(tlc_jar)
     ctx = gate_mod.GateContext(level=level, profile=resolve_profile(profile), seed=seed, adapter=adapter,
                                tlc_jar=jar, call_timeout=call_timeout)

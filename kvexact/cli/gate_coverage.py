@@ -48,9 +48,10 @@ def coverage_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def run_coverage(options: dict[str, Any], profile: str, seed: int, adapter: str | None,
+def run_coverage(options: dict[str, Any], profile: str, seed: int, adapter: Any,
                  json_path: Path | None) -> int:
     """Measure every chosen machine; print the report (and write it as JSON); 0 when every one is ok."""
+    from kvexact.conformance.adapter_border import resolve
     from kvexact.conformance.profiles import load_profile
     from kvexact.conformance.runner import machine_settings, machines_for
     from kvexact.gate.coverage import measure_machine, summary_lines
@@ -58,6 +59,7 @@ def run_coverage(options: dict[str, Any], profile: str, seed: int, adapter: str 
 
     chosen = load_profile(profile)
     try:
+        adapter = resolve(adapter)  # imported once here; every machine below takes the object
         fits = machines_for(adapter)
     except AdapterError as exc:
         raise click.UsageError(str(exc)) from None

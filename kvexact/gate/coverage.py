@@ -88,7 +88,7 @@ def _modules(report: dict[str, Any], root: Path) -> tuple[ModuleCoverage, ...]:
     return tuple(out)
 
 
-def measure_machine(machine: str, adapter: str | None, machine_settings: Any, seed: int | None = None,
+def measure_machine(machine: str, adapter: Any, machine_settings: Any, seed: int | None = None,
                     check_kernels: bool = True) -> MachineCoverage:
     """Run one machine under coverage.py (branch mode, ``reference/`` only) and collect its figures."""
     import coverage

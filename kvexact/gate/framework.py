@@ -54,7 +54,7 @@ class GateContext:
     level: str = "quick"
     profile: str = "ci"
     seed: int = 0
-    adapter: str | None = None
+    adapter: Any = None  # the resolved --adapter (kvexact.conformance.adapter_border.Adapter), None: reference
     call_timeout: float | None = None
     tlc_jar: str | None = None
     workdir: Path = attrs.field(factory=Path.cwd)

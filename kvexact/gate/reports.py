@@ -52,7 +52,7 @@ def build_json(outcomes: Sequence[CheckOutcome], ctx: GateContext, code: int,
         "not_run": list(not_run),
         "level": ctx.level,
         "profile": ctx.profile,
-        "adapter": ctx.adapter,
+        "adapter": str(ctx.adapter) if ctx.adapter else None,
         "seeds": seeds,
         "versions": {
             "python": platform.python_version(),
