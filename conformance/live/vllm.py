@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from kvexact.conformance.live.runtime import require
-from kvexact.reference.adapters import AdapterConfig, OpResult
+from kvexact.reference.adapters import AdapterConfig
+from kvexact.reference.peers.vllm_groups import VllmGroups
 
 VERSION = require("vllm")
 
@@ -36,14 +37,53 @@ from vllm.v1.request import Request  # noqa: E402
 MAX_MODEL_LEN = 1 << 20
 
 
-def new_manager(num_blocks: int, block_size: int, events: bool = False) -> KVCacheManager:
-    """A real manager over one full-attention group (caching on, KV events when asked, sha256 hashes)."""
-    spec = FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
-    config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[],
-                           kv_cache_groups=[KVCacheGroupSpec(["layer.0"], spec)])
+def new_manager(num_blocks: int, block_size: int, events: bool = False, groups: Sequence[Any] | None = None,
+                hash_block_size: int | None = None) -> KVCacheManager:
+    """A real manager (caching on, KV events when asked): one full-attention group of ``block_size`` tokens,
+    or the given ``KVCacheGroupSpec`` list with ``block_size`` as the scheduler's block size and
+    ``hash_block_size`` (default ``block_size``) as the hash block size. The one place kvexact builds one."""
+    if groups is None:
+        spec = FullAttentionSpec(block_size=block_size, num_kv_heads=1, head_size=1, dtype=torch.float32)
+        groups = [KVCacheGroupSpec(["layer.0"], spec)]
+    config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=list(groups))
     return KVCacheManager(config, max_model_len=MAX_MODEL_LEN, scheduler_block_size=block_size,
-                          hash_block_size=block_size, enable_caching=True,
+                          hash_block_size=hash_block_size or block_size, enable_caching=True,
                           enable_kv_cache_events=events)
+
+
+def new_hasher(hash_block_size: int) -> Any:
+    """vLLM's own request block hasher (sha256, ``NONE_HASH`` from ``"vllm-none-hash"``)."""
+    init_none_hash(sha256)
+    return get_request_block_hasher(hash_block_size, sha256)
+
+
+def new_request(request_id: str, tokens: Sequence[int], hasher: Any) -> Request:
+    """A request as the scheduler builds one (greedy, no output limit in practice)."""
+    return Request(request_id, list(tokens), SamplingParams(max_tokens=MAX_MODEL_LEN), None, block_hasher=hasher)
+
+
+def admit(manager: KVCacheManager, request: Request) -> int | None:
+    """Look ``request`` up and allocate the rest of it (vLLM caches the full blocks as it allocates): the hit
+    in tokens, or None (nothing allocated) without room."""
+    blocks, hit, *_ = manager.get_computed_blocks(request)
+    if manager.allocate_slots(request, request.num_tokens - hit, hit, blocks) is None:
+        return None
+    request.num_computed_tokens = request.num_tokens
+    return hit
+
+
+def decode(manager: KVCacheManager, request: Request, tokens: Sequence[int]) -> bool:
+    """``tokens`` decoded onto ``request`` and their slots allocated; without room the tokens and the block
+    hashes they completed are dropped again, so a refusal changes nothing (vLLM's scheduler would keep the
+    request waiting with its old tokens)."""
+    num_hashes, num_tokens = len(request.block_hashes), request.num_tokens
+    request.append_output_token_ids(list(tokens))
+    if manager.allocate_slots(request, len(tokens)) is None:
+        del request._output_token_ids[len(request._output_token_ids) - len(tokens):]
+        del request._all_token_ids[num_tokens:], request.block_hashes[num_hashes:]
+        return False
+    request.num_computed_tokens = request.num_tokens
+    return True
 
 
 def project(manager: KVCacheManager) -> dict[str, Any]:
@@ -62,76 +102,49 @@ def project(manager: KVCacheManager) -> dict[str, Any]:
     }
 
 
-class LiveVllmAdapter:
-    """``AllocatorAdapter`` over real vLLM managers, one per cache group."""
+class LiveVllmAdapter(VllmGroups):
+    """``AllocatorAdapter`` over real vLLM managers, one per cache group (the border is :class:`VllmGroups`)."""
 
     name = f"vllm-{VERSION}-live"
-    lockstep = False
 
     def __init__(self, config: AdapterConfig):
-        self.config = config
-        init_none_hash(sha256)
-        self.hasher = get_request_block_hasher(config.block_tokens, sha256)
+        super().__init__(config)
+        self.hasher = new_hasher(config.block_tokens)
         self.managers = [new_manager(config.blocks_per_group + 1, config.block_tokens)
                          for _ in range(config.num_groups)]
         self.requests: dict[str, list[Request]] = {}
 
-    def _request(self, request_id: str, prompt: Sequence[int]) -> Request:
-        return Request(request_id, list(prompt), SamplingParams(max_tokens=MAX_MODEL_LEN), None,
-                       block_hasher=self.hasher)
+    def holds(self, request_id: str) -> bool:
+        return request_id in self.requests
 
-    def block_ids(self, group: int) -> Sequence[int]:
-        return list(range(1, self.config.blocks_per_group + 1))
+    def tokens(self, request_id: str) -> int:
+        return self.requests[request_id][0].num_tokens
 
-    def start(self, request_id: str, prompt: Sequence[int]) -> OpResult:
-        """Lookup, then allocate the rest of the prompt, in every group or none."""
-        if request_id in self.requests:
-            return OpResult(False, "DUPLICATE_REQUEST")
-        if not prompt:
-            return OpResult(False, "EMPTY_APPEND")
+    def admit(self, request_id: str, prompt: Sequence[int]) -> int | None:
         requests: list[Request] = []
         hits: set[int] = set()
         for manager in self.managers:
-            request = self._request(request_id, prompt)
-            blocks, hit, _boundary = manager.get_computed_blocks(request)
-            if manager.allocate_slots(request, request.num_tokens - hit, hit, blocks) is None:
+            request = new_request(request_id, prompt, self.hasher)
+            hit = admit(manager, request)
+            if hit is None:
                 assert not requests, "identical groups disagree on capacity"
-                return OpResult(False, "INSUFFICIENT_BLOCKS")
-            request.num_computed_tokens = request.num_tokens
+                return None
             requests.append(request)
             hits.add(hit)
         assert len(hits) == 1, "identical groups hit differently"
         self.requests[request_id] = requests
-        return OpResult(True, None, hits.pop())
+        return hits.pop()
 
-    def append(self, request_id: str, token: int) -> OpResult:
-        requests = self.requests.get(request_id)
-        if requests is None:
-            return OpResult(False, "UNKNOWN_REQUEST")
-        for index, (manager, request) in enumerate(zip(self.managers, requests, strict=True)):
-            num_hashes = len(request.block_hashes)
-            request.append_output_token_ids(token)
-            if manager.allocate_slots(request, 1) is None:
+    def decode(self, request_id: str, token: int) -> bool:
+        for index, (manager, request) in enumerate(zip(self.managers, self.requests[request_id], strict=True)):
+            if not decode(manager, request, [token]):
                 assert index == 0, "identical groups disagree on capacity"
-                del request._output_token_ids[-1], request._all_token_ids[-1]
-                del request.block_hashes[num_hashes:]
-                return OpResult(False, "INSUFFICIENT_BLOCKS")
-            request.num_computed_tokens = request.num_tokens
-        return OpResult(True)
+                return False
+        return True
 
-    def release(self, request_id: str) -> OpResult:
-        requests = self.requests.pop(request_id, None)
-        if requests is None:
-            return OpResult(False, "UNKNOWN_REQUEST")
-        for manager, request in zip(self.managers, requests, strict=True):
+    def free(self, request_id: str) -> None:
+        for manager, request in zip(self.managers, self.requests.pop(request_id), strict=True):
             manager.free(request)
-        return OpResult(True)
-
-    def cache(self, request_id: str) -> OpResult:
-        """vLLM cached the request's full blocks when it allocated them: nothing left to publish."""
-        if request_id not in self.requests:
-            return OpResult(False, "UNKNOWN_REQUEST")
-        return OpResult(True)
 
     def table(self, request_id: str, group: int) -> list[int]:
         return list(self.managers[group].get_block_ids(request_id)[0]) if request_id in self.requests else []
@@ -168,31 +181,19 @@ class EventDriver:
     refused call changes nothing (a refused decode drops its tokens and the hashes they completed)."""
 
     def __init__(self, num_blocks: int, block_size: int):
-        init_none_hash(sha256)
-        self.hasher = get_request_block_hasher(block_size, sha256)
+        self.hasher = new_hasher(block_size)
         self.manager = new_manager(num_blocks, block_size, events=True)
         self.requests: dict[str, Request] = {}
 
     def allocate(self, request_id: str, tokens: Sequence[int]) -> bool | None:
-        request = Request(request_id, list(tokens), SamplingParams(max_tokens=MAX_MODEL_LEN), None,
-                          block_hasher=self.hasher)
-        blocks, hit, _boundary = self.manager.get_computed_blocks(request)
-        if self.manager.allocate_slots(request, request.num_tokens - hit, hit, blocks) is None:
+        request = new_request(request_id, tokens, self.hasher)
+        if admit(self.manager, request) is None:
             return None
-        request.num_computed_tokens = request.num_tokens
         self.requests[request_id] = request
         return True
 
     def append(self, request_id: str, tokens: Sequence[int]) -> bool | None:
-        request = self.requests[request_id]
-        num_hashes, num_tokens = len(request.block_hashes), request.num_tokens
-        request.append_output_token_ids(list(tokens))
-        if self.manager.allocate_slots(request, len(tokens)) is None:
-            del request._output_token_ids[len(request._output_token_ids) - len(tokens):]
-            del request._all_token_ids[num_tokens:], request.block_hashes[num_hashes:]
-            return None
-        request.num_computed_tokens = request.num_tokens
-        return True
+        return True if decode(self.manager, self.requests[request_id], tokens) else None
 
     def free(self, request_id: str) -> None:
         self.manager.free(self.requests.pop(request_id))

@@ -18,23 +18,10 @@ from kvexact.conformance.live.runtime import require
 VERSION = require("vllm")
 
 import torch  # noqa: E402
-from vllm.sampling_params import SamplingParams  # noqa: E402
-from vllm.utils.hashing import sha256  # noqa: E402
-from vllm.v1.core.kv_cache_manager import KVCacheManager  # noqa: E402
-from vllm.v1.core.kv_cache_utils import (  # noqa: E402
-    get_request_block_hasher,
-    init_none_hash,
-    make_block_hash_with_group_id,
-)
-from vllm.v1.kv_cache_interface import (  # noqa: E402
-    FullAttentionSpec,
-    KVCacheConfig,
-    KVCacheGroupSpec,
-    SlidingWindowSpec,
-)
-from vllm.v1.request import Request  # noqa: E402
+from vllm.v1.core.kv_cache_utils import make_block_hash_with_group_id  # noqa: E402
+from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheGroupSpec, SlidingWindowSpec  # noqa: E402
 
-MAX_MODEL_LEN = 1 << 20
+from kvexact.conformance.live.vllm import admit, new_hasher, new_manager, new_request  # noqa: E402
 
 
 def _spec(block_size: int, window: int | None):
@@ -49,30 +36,20 @@ def hybrid_hit(specs: Sequence[tuple[int, int | None]], stored: Sequence[Sequenc
     h, a = math.gcd(*sizes), math.lcm(*sizes)
     groups = [KVCacheGroupSpec([f"layer.{i}"], _spec(b, w)) for i, (b, w) in enumerate(specs)]
     num_blocks = 4 + sum(len(t) // b + 2 for t in (*stored, query) for b in sizes)
-    manager = KVCacheManager(KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=groups),
-                             max_model_len=MAX_MODEL_LEN, scheduler_block_size=a, hash_block_size=h,
-                             enable_caching=True)
-    init_none_hash(sha256)
-    hasher = get_request_block_hasher(h, sha256)
-
-    def request(request_id: str, tokens: Sequence[int]) -> Request:
-        return Request(request_id, list(tokens), SamplingParams(max_tokens=MAX_MODEL_LEN), None,
-                       block_hasher=hasher)
-
+    manager = new_manager(num_blocks, a, groups=groups, hash_block_size=h)
+    hasher = new_hasher(h)
     for i, tokens in enumerate(stored):
-        r = request(f"stored-{i}", tokens)
-        blocks, hit, *_ = manager.get_computed_blocks(r)
-        if manager.allocate_slots(r, r.num_tokens - hit, hit, blocks) is None:
+        r = new_request(f"stored-{i}", tokens, hasher)
+        if admit(manager, r) is None:
             raise RuntimeError(f"pool of {num_blocks} blocks too small for stored prompt {i}")
-        r.num_computed_tokens = r.num_tokens
         manager.free(r)
     pool = manager.block_pool
     for r_index, group, j in evicted:
-        hashes = request("probe", stored[r_index]).block_hashes
+        hashes = new_request("probe", stored[r_index], hasher).block_hashes
         index = (j + 1) * (sizes[group] // h) - 1
         if index < len(hashes):
             block = pool.cached_block_hash_to_block.get_one_block(make_block_hash_with_group_id(hashes[index], group))
             if block is not None:
                 pool.evict_blocks({block.block_id})
-    blocks, hit, *_ = manager.get_computed_blocks(request("query", query))
+    blocks, hit, *_ = manager.get_computed_blocks(new_request("query", query, hasher))
     return hit, tuple(len(b) for b in blocks.blocks)

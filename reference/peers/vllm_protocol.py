@@ -1,12 +1,11 @@
 """The vLLM 0.33.0 profile behind the conformance adapter protocol (``kvexact.reference.adapters``).
 
 ``--adapter kvexact.reference.peers.vllm_protocol:vllm_factory`` puts vLLM's observable behaviour in the
-place of a runtime under test. Each of the config's ``num_groups`` cache groups is an identical
-full-attention group served by its own profile manager with ``blocks_per_group + 1`` blocks (block 0 is
-vLLM's null block, so the usable ids are ``1..blocks_per_group`` as the protocol expects). vLLM 0.33.0
-shares one pool among groups; with identical groups and identical token streams the only difference is
-the numbering of blocks. An operation is accepted in every group or in none (the managers are immutable,
-so a group that cannot follow simply keeps its predecessor state).
+place of a runtime under test. The protocol's border and the group layout are :class:`VllmGroups`'s
+(shared with the live adapter over the real manager): each cache group is an identical full-attention
+group served by its own profile manager. vLLM 0.33.0 shares one pool among groups; with identical groups
+and identical token streams the only difference is the numbering of blocks. The managers are immutable,
+so a group that cannot follow simply keeps its predecessor state.
 
 ``lockstep`` is False: vLLM caches every full block at allocation and hits on it at once, while the
 normative adapter reuses only what ``cache()`` published, so the two legitimately accept different
@@ -21,31 +20,30 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from kvexact.reference.adapters import AdapterConfig, OpResult
-from kvexact.reference.peers.vllm import ManagerRejection, VllmConfig, VllmKVCacheManager, VllmRequest
+from kvexact.reference.adapters import AdapterConfig
+from kvexact.reference.peers.vllm import VllmConfig, VllmKVCacheManager, VllmRequest
+from kvexact.reference.peers.vllm_groups import VllmGroups
 
 
-class VllmProtocolAdapter:
-    """``AllocatorAdapter`` over one profile manager per cache group."""
+class VllmProtocolAdapter(VllmGroups):
+    """``AllocatorAdapter`` over one profile manager per cache group (the border is :class:`VllmGroups`)."""
 
     name = "vllm-0.33.0"
-    lockstep = False
 
     def __init__(self, config: AdapterConfig):
-        self.config = config
+        super().__init__(config)
         manager = VllmKVCacheManager.create(VllmConfig(config.blocks_per_group + 1, config.block_tokens))
         self.managers = [manager] * config.num_groups
         self.requests: dict[str, VllmRequest] = {}
 
-    def block_ids(self, group: int) -> Sequence[int]:
-        return list(range(1, self.config.blocks_per_group + 1))
+    def holds(self, request_id: str) -> bool:
+        return request_id in self.requests
 
-    def start(self, request_id: str, prompt: Sequence[int]) -> OpResult:
+    def tokens(self, request_id: str) -> int:
+        return self.requests[request_id].num_tokens
+
+    def admit(self, request_id: str, prompt: Sequence[int]) -> int | None:
         """Lookup, then allocate the rest of the prompt, in every group or none."""
-        if request_id in self.requests:
-            return OpResult(False, "DUPLICATE_REQUEST")
-        if not prompt:
-            return OpResult(False, "EMPTY_APPEND")
         request = self.managers[0].make_request(request_id, prompt)
         successors, hits = [], set()
         for manager in self.managers:
@@ -53,41 +51,29 @@ class VllmProtocolAdapter:
             manager, receipt = manager.allocate_slots(request, request.num_tokens - hit.num_computed_tokens,
                                                       hit.num_computed_tokens, hit.block_ids)
             if receipt.block_ids is None:
-                return OpResult(False, ManagerRejection.INSUFFICIENT_BLOCKS.name)
+                return None
             successors.append(manager)
             hits.add(hit.num_computed_tokens)
         assert len(hits) == 1, "identical groups hit differently"
         self.managers = successors
         self.requests[request_id] = request.with_computed(request.num_tokens)
-        return OpResult(True, None, hits.pop())
+        return hits.pop()
 
-    def append(self, request_id: str, token: int) -> OpResult:
-        request = self.requests.get(request_id)
-        if request is None:
-            return OpResult(False, "UNKNOWN_REQUEST")
-        grown = request.append_output(self.managers[0].hasher, [token])
+    def decode(self, request_id: str, token: int) -> bool:
+        grown = self.requests[request_id].append_output(self.managers[0].hasher, [token])
         successors = []
         for manager in self.managers:
             manager, receipt = manager.allocate_slots(grown, 1)
             if receipt.block_ids is None:
-                return OpResult(False, ManagerRejection.INSUFFICIENT_BLOCKS.name)
+                return False
             successors.append(manager)
         self.managers = successors
         self.requests[request_id] = grown.with_computed(grown.num_tokens)
-        return OpResult(True)
+        return True
 
-    def release(self, request_id: str) -> OpResult:
-        if request_id not in self.requests:
-            return OpResult(False, "UNKNOWN_REQUEST")
+    def free(self, request_id: str) -> None:
         self.managers = [manager.free(request_id)[0] for manager in self.managers]
         del self.requests[request_id]
-        return OpResult(True)
-
-    def cache(self, request_id: str) -> OpResult:
-        """vLLM cached the request's full blocks when it allocated them: nothing left to publish."""
-        if request_id not in self.requests:
-            return OpResult(False, "UNKNOWN_REQUEST")
-        return OpResult(True)
 
     def table(self, request_id: str, group: int) -> list[int]:
         return list(self.managers[group].blocks_of(request_id))

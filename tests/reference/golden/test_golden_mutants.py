@@ -236,7 +236,7 @@ PEER_SURVIVORS += [
      "IN_BATCH_PREFIX_CACHING_DEPRIORITIZE_THRESHOLD = 33", "sglang paged"),
     ("vllm_adapter", "AllocateOutcome.block_ids", "return self.hit_block_ids + self.new_block_ids",
      "return self.hit_block_ids * self.new_block_ids", "vllm adapters s01"),
-    ("vllm_protocol", "VllmProtocolAdapter.start", "request = self.managers[0].make_request(request_id, prompt)",
+    ("vllm_protocol", "VllmProtocolAdapter.admit", "request = self.managers[0].make_request(request_id, prompt)",
      "request = self.managers[1].make_request(request_id, prompt)", "vllm adapters s01"),
     ("vllm_hybrid", "evict_block", "if index < len(view) else None", "if index is len(view) else None",
      "vllm hybrid s17"),

@@ -135,7 +135,7 @@ MUTANTS = [
     (reuse_gate, "reuse_or_recompute", "len(request.token_ids) - reused", "len(request.token_ids) + reused",
      "reuse gate 0x0CD"),
     (lifecycle, "retain_read", "is not BlockState.REFERENCED:", "is BlockState.REFERENCED:", "lifecycle leases"),
-    (vllm_protocol, "VllmProtocolAdapter.start", "request.num_tokens - hit.num_computed_tokens,",
+    (vllm_protocol, "VllmProtocolAdapter.admit", "request.num_tokens - hit.num_computed_tokens,",
      "request.num_tokens + hit.num_computed_tokens,", "vllm protocol adapter"),
     (hybrid, "CacheGroup.needed_blocks", "return range(max(0, stop - math.ceil((self.window - 1) / self.block_size)), stop)",
      "return range(max(0, stop - math.ceil((self.window + 1) / self.block_size)), stop)", "hybrid windows s17"),

@@ -21,10 +21,10 @@ from kvexact.reference.peers import (
     sglang_stream,
     vllm,
     vllm_adapter,
+    vllm_groups,
     vllm_hashing,
     vllm_hybrid,
     vllm_pool,
-    vllm_protocol,
     vllm_wire,
 )
 
@@ -108,7 +108,7 @@ SURVIVORS = [
      "vllm pool pinned"),
     (sglang, "RadixCache._lock_walk", "if step > 0 and cur.lock_ref == 0:", "if step > 1 and cur.lock_ref == 0:",
      "sglang tree pinned"),
-    (vllm_protocol, "VllmProtocolAdapter.block_ids", "return list(range(1, self.config.blocks_per_group + 1))",
+    (vllm_groups, "VllmGroups.block_ids", "return list(range(1, self.config.blocks_per_group + 1))",
      "return list(range(2, self.config.blocks_per_group + 1))", "vllm adapters pinned"),
     (vllm_wire, "random_stream_log", "n = rng.randrange(1, stream_tokens - 2)",
      "n = rng.randrange(1, stream_tokens - 3)", "stream log contract"),
