@@ -1317,6 +1317,41 @@ def reuse_gate_steps_0x0CD() -> Rows:
              [(a.rejection, len(a.steps)) for a in moved], [(ReuseRejection.STALE_POOL_GENERATION, 5)] * 2)]
 
 
+def reuse_gate_equal_values_0x0CD() -> Rows:
+    """0x0CD compares the candidate's evidence with the expectation by value: a semantic digest and an execution
+    snapshot version that are equal but built separately (different objects, as a runtime that rebuilds them from
+    its own records would have) are accepted, all eight steps run; a real difference is still refused. Killers of
+    identity comparisons (``is not`` for ``!=``) on the fixture's ``sem-1`` and snapshot version 4 (+ 10**6)."""
+    import attrs
+
+    from kvexact.reference.labs import reuse_gate as fx
+    from kvexact.reference.reuse_gate import ReuseRejection, attempt
+
+    big = 10**6 + 4
+    digest = "".join(["sem", "-", "1"])  # equal to the fixture's "sem-1", a distinct object
+    runtime = attrs.evolve(fx.RUNTIME, execution_snapshot_version=int(str(big)),
+                           index={**fx.RUNTIME.index, ("ns-a", "k-sys"): attrs.evolve(fx.CANDIDATE, semantic_digest=digest)})
+    same = attempt(runtime, fx.request("q01", execution_snapshot_version=int(str(big)), semantic_digest="sem-1"))
+    other = attempt(runtime, fx.request("q02", execution_snapshot_version=big + 1))
+    return [("equal digest and snapshot version, distinct objects: rejection, steps run",
+             (same.rejection, len(same.steps)), (None, 8)),
+            ("snapshot version one higher than the runtime's: refused as",
+             other.rejection, ReuseRejection.STALE_EXECUTION_SNAPSHOT)]
+
+
+def blockmap_unit_kernel_block_0x0A() -> Rows:
+    """0x0A's block-table expansion with the smallest kernel block, one token: P_a = 4 gives q = 4 / 1 = 4 and
+    allocator block 3 becomes kernel blocks 12..15; sizes 0 are refused as NON_POSITIVE_BLOCK_SIZE."""
+    from kvexact.reference.blockmap import BlockMapRejection, expand_block_table, expansion_factor
+    from kvexact.reference.rejections import rejection_of
+
+    return [("q for P_a = 4, P_k = 1", expansion_factor(4, 1), 4),
+            ("[3] at 4 -> 1", expand_block_table([3], 4, 1), [12, 13, 14, 15]),
+            ("P_k = 0, P_a = 0: refused as",
+             [rejection_of(lambda: expansion_factor(4, 0)), rejection_of(lambda: expansion_factor(0, 4))],
+             [BlockMapRejection.NON_POSITIVE_BLOCK_SIZE] * 2)]
+
+
 def prompt_schema_root_0x0CB() -> Rows:
     """0x0CB: a prompt schema's document element is ``<schema>``; any other root (one named before it in
     alphabetical order, ``<prompt>``, or after it, ``<template>``) is refused as WRONG_ROOT."""
@@ -1340,4 +1375,6 @@ CASES = {"adapter projections": adapter_projections, "allocator epochs": allocat
          "allocator checks 0x04F": allocator_checks_0x04F,
          "allocator paths 0x05C": allocator_paths_0x05C, "allocator steps 0x05C": allocator_steps_0x05C,
          "allocator self-check": allocator_self_check, "reuse gate steps 0x0CD": reuse_gate_steps_0x0CD,
-         "prompt schema root 0x0CB": prompt_schema_root_0x0CB}
+         "prompt schema root 0x0CB": prompt_schema_root_0x0CB,
+         "reuse gate equal values 0x0CD": reuse_gate_equal_values_0x0CD,
+         "blockmap unit kernel block 0x0A": blockmap_unit_kernel_block_0x0A}

@@ -15,6 +15,7 @@ import seed_cases_blocks
 from kvexact.reference import (
     adapters,
     allocator,
+    blockmap,
     formulas,
     hybrid,
     ledgers,
@@ -279,6 +280,13 @@ MUTANTS = [
      "if runtime.block_generations.get(_block(h)) < h.generation:", "reuse gate steps 0x0CD"),
     (reuse_gate, "attempt", "steps.append(STEPS[6])", "steps.append(STEPS[ 5])", "reuse gate steps 0x0CD"),
     (prompt_cache, "parse_schema", 'if root.tag != "schema":', 'if root.tag < "schema":', "prompt schema root 0x0CB"),
+    # survivors of the fresh seed-131 sample (vmm:266 ``!=`` -> ``<`` is equivalent: a set is never longer than its list)
+    (reuse_gate, "attempt", "if cand.semantic_digest != ex.semantic_digest:",
+     "if cand.semantic_digest is not ex.semantic_digest:", "reuse gate equal values 0x0CD"),
+    (reuse_gate, "attempt", "if leased.execution_snapshot_version != ex.execution_snapshot_version:",
+     "if leased.execution_snapshot_version is not ex.execution_snapshot_version:", "reuse gate equal values 0x0CD"),
+    (blockmap, "expansion_factor", "if allocator_block_tokens <= 0 or kernel_block_tokens <= 0:",
+     "if allocator_block_tokens <= 0 or kernel_block_tokens <= 1:", "blockmap unit kernel block 0x0A"),
 ]
 
 
