@@ -34,7 +34,7 @@ from kvexact.reference.adapters import AdapterError, AdapterProblem, adapter_pro
 from kvexact.spec.files import write_atomic
 
 SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an allocator adapter can stand in
-MACHINES = (*SPECS, "Radix", "Vmm", "Revocation", "SharedTail")
+MACHINES = (*SPECS, "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache")
 # which machines an adapter of each protocol stands in for (Vmm and Revocation drive the reference only)
 PROTOCOL_MACHINES = {"allocator": SPECS, "prefix-index": ("Radix",)}
 _BLOB = re.compile(r"@reproduce_failure\('([^']+)', (b'[^']*'|b\"[^\"]*\")\)")
@@ -122,6 +122,10 @@ def _machine_class(spec: str, factory: Any, check_kernels: bool) -> Any:
         from kvexact.conformance.machines.tails import SharedTailMachine
 
         return type("SharedTailRun", (SharedTailMachine,), {"stats": {}})
+    if spec == "PromptCache":
+        from kvexact.conformance.machines.prompt_cache import PromptCacheMachine
+
+        return type("PromptCacheRun", (PromptCacheMachine,), {"stats": {}})
     return machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
 
 

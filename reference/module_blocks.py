@@ -12,7 +12,7 @@ Invariants (checked by :meth:`BackedModuleStore.check`):
 
 * every stored module's blocks are current and hold exactly its token ids, in order, in every group;
 * refcount of a module block = 1 (its owner) + the active use leases on it;
-* no block of a dropped module is owned by the store; a block of a dropped module is referenced only by
+* every allocator request is the owner of a stored module: a dropped module owns nothing, and a block of a dropped module is referenced only by
   the leases of uses that began before the drop.
 """
 
@@ -65,7 +65,7 @@ class BackedModuleStore:
                  layout_digest: str) -> tuple[str, ...]:
         """Compute and store each named module not already stored: allocate its rows, publish its full
         blocks, record the tables as ``physical_refs``. All or nothing (one transaction); the names stored."""
-        wanted = [n for n in names if (schema.schema_id, n, "") not in self.owners]
+        wanted = [n for n in names if (schema.schema_id, n, "") not in self.store.receipts]
         store = self.store.populate(schema, wanted, namespace, semantic_digest, layout_digest)
         alloc = self.alloc
 
@@ -89,7 +89,8 @@ class BackedModuleStore:
         backed = alloc.transact(run)
         self.store = ModuleStore({**self.store.receipts, **backed})
         for key, receipt in backed.items():
-            self.owners[key] = _owner(key, receipt)
+            if receipt.token_ids:  # a module of no tokens (a parameter slot only) has no rows to own
+                self.owners[key] = _owner(key, receipt)
         return tuple(k[1] for k in backed)
 
     def use(self, segments: Sequence[Segment]) -> ModuleUse:
@@ -162,6 +163,9 @@ class BackedModuleStore:
                 leased[h] = leased.get(h, 0) + 1
         if set(self.owners) != {k for k, r in self.store.receipts.items() if r.token_ids}:
             raise AssertionError(f"owners {sorted(self.owners)} differ from the stored modules")
+        orphans = set(self.alloc.requests) - set(self.owners.values())
+        if orphans:
+            raise AssertionError(f"dropped modules still own blocks: {sorted(orphans)}")
         owned = set()
         for key, owner in self.owners.items():
             receipt = self.store.receipts[key]

@@ -43,3 +43,21 @@ def test_shared_tail_machine_catches_an_unpinned_published_tail(monkeypatch):
     monkeypatch.setattr(tails, "pin_tail", lambda alloc, tail: ())
     with pytest.raises(ConformanceFailure, match="published tail"):
         drive()
+
+
+def test_prompt_cache_machine_populates_uses_and_invalidates():
+    assert "PromptCache" in MACHINES
+    stats = _run("PromptCache", examples=25).stats
+    assert stats.get("cache_segments", 0) > 0 and stats.get("dropped_modules", 0) > 0, stats
+    assert stats.get("prompt:unauthorized", 0) > 0, stats
+
+
+def test_prompt_cache_machine_catches_a_drop_that_keeps_its_blocks(monkeypatch):
+    """An invalidation that evicts the identities but never releases the owner leaks the old generation's
+    blocks: the store's check must say so."""
+    from kvexact.reference import module_blocks
+
+    monkeypatch.setattr(module_blocks.lifecycle, "release", lambda alloc, request_id: None)
+    run = run_machine("PromptCache", None, settings(machine_settings("ci"), max_examples=10, stateful_step_count=25),
+                      shrink_seconds=5)
+    assert not run.passed and "dropped modules still own blocks" in run.error, run.error
