@@ -34,7 +34,7 @@ from kvexact.reference.adapters import AdapterError, AdapterProblem, adapter_pro
 from kvexact.spec.files import write_atomic
 
 SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an allocator adapter can stand in
-MACHINES = (*SPECS, "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache")
+MACHINES = (*SPECS, "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache", "ChunkAttention")
 # which machines an adapter of each protocol stands in for (Vmm and Revocation drive the reference only)
 PROTOCOL_MACHINES = {"allocator": SPECS, "prefix-index": ("Radix",)}
 _BLOB = re.compile(r"@reproduce_failure\('([^']+)', (b'[^']*'|b\"[^\"]*\")\)")
@@ -126,6 +126,10 @@ def _machine_class(spec: str, factory: Any, check_kernels: bool) -> Any:
         from kvexact.conformance.machines.prompt_cache import PromptCacheMachine
 
         return type("PromptCacheRun", (PromptCacheMachine,), {"stats": {}})
+    if spec == "ChunkAttention":
+        from kvexact.conformance.machines.chunk_attention import ChunkAttentionMachine
+
+        return type("ChunkAttentionRun", (ChunkAttentionMachine,), {"stats": {}})
     return machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
 
 

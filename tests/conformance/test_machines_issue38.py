@@ -61,3 +61,40 @@ def test_prompt_cache_machine_catches_a_drop_that_keeps_its_blocks(monkeypatch):
     run = run_machine("PromptCache", None, settings(machine_settings("ci"), max_examples=10, stateful_step_count=25),
                       shrink_seconds=5)
     assert not run.passed and "dropped modules still own blocks" in run.error, run.error
+
+
+def test_chunk_attention_machine_checks_chunk_trees_from_the_radix_index():
+    assert "ChunkAttention" in MACHINES
+    stats = _run("ChunkAttention", examples=5, steps=15).stats
+    assert stats["attention_checks"] == stats["steps"] > 0  # the kernel checked after every step
+    assert stats.get("chunk_first_checks", 0) > 0 and stats.get("depth=2", 0) > 0, stats
+
+
+def test_chunk_tree_of_two_branches_and_a_planted_chunk_first_bug(monkeypatch):
+    """[1 2 3] and [1 2 4] share the chunk [1 2]: with threshold 1 it is attended chunk-first. A plan that
+    drops the chunk-first work must be caught by the float64 comparison."""
+    import dataclasses
+
+    from kvexact.conformance.machines import ConformanceFailure
+    from kvexact.conformance.machines.chunk_attention import ChunkAttentionMachine, chunk_tree
+    from kvexact.kernels import shared
+
+    def drive() -> ChunkAttentionMachine:
+        m = ChunkAttentionMachine()
+        m.insert([1, 2, 3])
+        m.insert([1, 2, 4])
+        m.choose(2 ** 16 - 1, 1)
+        m.chunk_attention_matches_float64()
+        return m
+
+    m = drive()
+    leaves = sorted(n for n, node in m.state.nodes.items() if n and not node.children)
+    chunks, order = chunk_tree(m.state, leaves)
+    assert [(c.length_tokens, c.seq_begin, c.seq_end) for c in chunks] == [(2, 0, 2), (1, 0, 1), (1, 1, 2)]
+    assert [m.state.path_tokens(n) for n in order] == [(1, 2, 3), (1, 2, 4)]
+    chunks, _ = chunk_tree(m.state, sorted(n for n in m.state.nodes if n))  # the split node [1 2] too
+    assert [(c.length_tokens, c.seq_begin, c.seq_end) for c in chunks] == [(2, 0, 3), (1, 1, 2), (1, 2, 3)]
+    plan = shared.plan_chunks
+    monkeypatch.setattr(shared, "plan_chunks", lambda *a, **k: dataclasses.replace(plan(*a, **k), work=()))
+    with pytest.raises(ConformanceFailure, match="differs from float64"):
+        drive()
