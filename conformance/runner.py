@@ -129,7 +129,7 @@ def _machine_class(spec: str, factory: Any, check_kernels: bool) -> Any:
     if spec == "ChunkAttention":
         from kvexact.conformance.machines.chunk_attention import ChunkAttentionMachine
 
-        return type("ChunkAttentionRun", (ChunkAttentionMachine,), {"stats": {}})
+        return type("ChunkAttentionRun", (ChunkAttentionMachine,), {"stats": {}, "check_kernels": check_kernels})
     return machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
 
 

@@ -47,6 +47,7 @@ class ChunkAttentionMachine(RuleBasedStateMachine):
     """Insert and evict on the radix index; the chunk-first kernel checked on a chunk tree after each step."""
 
     stats: ClassVar[dict[str, int]] = {}
+    check_kernels: ClassVar[bool] = True  # False: the chunk trees are planned and checked, no kernel runs
 
     def __init__(self) -> None:
         from kvexact.conformance.mirror import DevicePool
@@ -55,7 +56,8 @@ class ChunkAttentionMachine(RuleBasedStateMachine):
         super().__init__()
         self.radix = radix
         self.state = radix.RadixState.empty(POOL_SLOTS, first_slot_id=FIRST_SLOT)
-        self.device = DevicePool([range(FIRST_SLOT, FIRST_SLOT + POOL_SLOTS)], block_tokens=1)
+        self.device = DevicePool([range(FIRST_SLOT, FIRST_SLOT + POOL_SLOTS)], block_tokens=1) \
+            if self.check_kernels else None
         self.pick = 0
         self.threshold = 1
         self.next_id = 0
@@ -66,7 +68,7 @@ class ChunkAttentionMachine(RuleBasedStateMachine):
 
     def _freed(self, before: frozenset[int]) -> None:
         newly = sorted(set(self.state.free_slot_ids) - before)
-        if newly:
+        if newly and self.device is not None:
             self.device.poison(0, newly)
 
     @rule(tokens=st.lists(st.integers(1, 3), min_size=1, max_size=7))
@@ -86,7 +88,8 @@ class ChunkAttentionMachine(RuleBasedStateMachine):
         slots = sorted(self.state.free_slot_ids)[: len(tokens)]
         self.state, _ = radix.reserve(self.state, rid, slots)
         for i, slot in enumerate(slots):
-            self.device.write(0, slot, 0, tokens[: i + 1])
+            if self.device is not None:
+                self.device.write(0, slot, 0, tokens[: i + 1])
         self.state, receipt = radix.insert(self.state, tokens, slots, rid)
         if rid in self.state.private_slot_ids:
             self.state, _ = radix.release(self.state, rid)
@@ -112,17 +115,28 @@ class ChunkAttentionMachine(RuleBasedStateMachine):
     @precondition(lambda self: len(self.state.nodes) > 1)
     @invariant()
     def chunk_attention_matches_float64(self) -> None:
-        """``chunked_shared_attention`` over the chunk tree of the chosen paths equals float64 attention."""
+        """``chunked_shared_attention`` over the chunk tree of the chosen paths equals float64 attention;
+        without kernels, the tree's plan covers every sequence's slots exactly, in order."""
         import torch
 
         from kvexact.conformance.mirror import expected_attention, max_error, query_row
-        from kvexact.kernels.shared import chunked_shared_attention
+        from kvexact.kernels.shared import chunked_shared_attention, plan_chunks
 
         self._count("steps")
         nodes = sorted(n for n in self.state.nodes if n != self.radix.ROOT)
         chosen = [n for i, n in enumerate(nodes) if self.pick >> i & 1][:MAX_SEQUENCES] or nodes[-1:]
         chunks, order = chunk_tree(self.state, chosen)
         tokens = [self.state.path_tokens(n) for n in order]
+        plan = plan_chunks(chunks, len(order), 1, POOL_SLOTS, self.threshold)
+        for i, n in enumerate(order):
+            covered = [c for c, ch in enumerate(chunks) if ch.seq_begin <= i < ch.seq_end]
+            slots = tuple(b + FIRST_SLOT for c in covered for b in chunks[c].block_ids)
+            if slots != self.state.path_slots(n) or tuple(plan.private_chunks[i]) != tuple(
+                    c for c in covered if c not in plan.shared_chunks):
+                raise ConformanceFailure(f"the chunk tree of sequence {tokens[i]} covers slots {slots}, its path "
+                                         f"holds {self.state.path_slots(n)}")
+        if self.device is None:
+            return
         q = torch.stack([query_row(f"n{n}", len(t)) for n, t in zip(order, tokens, strict=True)])
         out = chunked_shared_attention(q, self.device.k[0], self.device.v[0], chunks, threshold=self.threshold)
         for i, t in enumerate(tokens):

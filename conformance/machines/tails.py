@@ -2,7 +2,7 @@
 
 Requests are published with the partial-tail prefix policy and admitted from random prefixes of one another
 (a small token alphabet at P = 4, so hits end inside blocks), under ``eager`` or ``shared``; they append
-(``tails.append_shared``), are released (``hand_over``: one of two holders of a published tail), and published
+(``tails.append_shared``), are released (``hand_over``: a holder of a published tail, one of two when it can), and published
 tails are withdrawn. After every step:
 
 * the allocator's self-check holds (refcounts equal references, every block in one role, digest);
@@ -83,10 +83,8 @@ class SharedTailMachine(RuleBasedStateMachine):
           logits=st.booleans(), shared=st.booleans())
     @counted_rule
     def admit(self, choice: int, cut: int, suffix: list[int], logits: bool, shared: bool) -> None:
-        """Admit a prompt that extends a prefix (``cut`` rows, modulo its length + 1) of a live request, under the
-        eager or the shared policy."""
-        from kvexact.reference import prefix as px
-
+        """Admit a prompt that extends a prefix (``cut`` rows, modulo its length + 1) of a live request, under
+        the eager or the shared policy."""
         source = self._pick(choice)
         if source is None:
             return not_applicable(self, "admit:no_request")
@@ -94,6 +92,12 @@ class SharedTailMachine(RuleBasedStateMachine):
         prompt = (*have[:cut % (len(have) + 1)], *suffix)
         if not prompt:
             return not_applicable(self, "admit:empty")
+        self._admit(prompt, logits, shared)
+
+    def _admit(self, prompt: tuple[int, ...], logits: bool, shared: bool) -> None:
+        """Look ``prompt`` up and admit it under the eager or the shared policy."""
+        from kvexact.reference import prefix as px
+
         rid, before = self._new_id(), self.alloc.digest()
         receipt = self.cache.lookup(self.lab.request(rid, prompt, requires_logits=logits), self.policy)
         if self.alloc.digest() != before:
@@ -110,6 +114,17 @@ class SharedTailMachine(RuleBasedStateMachine):
         if shared and rec.tables[0] and receipt.copy_valid_partial_rows and rec.tables[0][-1] in (
                 h for r, t in self.tokens.items() if r != rid for h in self.alloc.request(r).tables[0]):
             self._count("tail_still_shared")
+
+    @precondition(lambda self: any(len(t) % P for t in self.tokens.values()))
+    @rule(choice=st.integers(0, 99), rows=st.integers(1, P - 1), logits=st.booleans())
+    @counted_rule
+    def share_tail(self, choice: int, rows: int, logits: bool) -> None:
+        """Admit, under the shared policy, a prompt that ends ``rows`` rows into a live request's partial tail
+        (at most its length): the case where a tail is shared with rows past the new request's frontier."""
+        live = sorted(r for r, t in self.tokens.items() if len(t) % P)
+        have = self.tokens[live[choice % len(live)]]
+        full = len(have) - len(have) % P
+        self._admit(have[:min(len(have), full + rows)], logits, True)
 
     @precondition(lambda self: bool(self.tokens))
     @rule(choice=st.integers(0, 99), token=st.one_of(st.just(0), TOKENS))
@@ -151,22 +166,29 @@ class SharedTailMachine(RuleBasedStateMachine):
         lifecycle.release(self.alloc, rid)
         del self.tokens[rid]
 
-    def _tail_owners(self) -> list[str]:
-        """Live requests that map a published tail's block which another live request maps too."""
+    def _tail_owners(self) -> tuple[list[str], list[str]]:
+        """Live requests that map a published tail's block: those another live request maps too, and all."""
         maps = {rid: set(self.alloc.request(rid).tables[0]) for rid in self.tokens}
-        return sorted({rid for tables in self.cache._tail_blocks.values() for rid, mapped in maps.items()
-                       if tables[0][-1] in mapped and any(tables[0][-1] in m for r, m in maps.items() if r != rid)})
+        tails = [tables[0][-1] for tables in self.cache._tail_blocks.values()]
+        holders = sorted(rid for rid, mapped in maps.items() if any(t in mapped for t in tails))
+        shared = [rid for rid in holders if any(t in maps[rid] and any(t in m for r, m in maps.items() if r != rid)
+                                                for t in tails)]
+        return shared, holders
 
-    @precondition(lambda self: bool(self._tail_owners()))
+    @precondition(lambda self: bool(self._tail_owners()[1]))
     @rule(choice=st.integers(0, 99))
     @counted_rule
     def hand_over(self, choice: int) -> None:
-        """Release one of two live holders of a published tail: the other is left holding it (and the pin)."""
+        """Release a live holder of a published tail, one that shares it with another live request when
+        there is one (that one is left holding the tail, and the pin); three times in four the oldest."""
         from kvexact.reference import lifecycle
 
-        owners = self._tail_owners()
-        lifecycle.release(self.alloc, owners[choice % len(owners)])
-        del self.tokens[owners[choice % len(owners)]]
+        shared, holders = self._tail_owners()
+        order = sorted(shared or holders, key=lambda r: int(r[1:]))  # the oldest first: usually the publisher
+        rid = order[0] if choice % 4 else order[choice // 4 % len(order)]
+        self._count("hand_over:shared" if shared else "hand_over:sole")
+        lifecycle.release(self.alloc, rid)
+        del self.tokens[rid]
 
     @precondition(lambda self: bool(self.cache._tail_blocks))
     @rule(choice=st.integers(0, 99))
@@ -204,4 +226,4 @@ class SharedTailMachine(RuleBasedStateMachine):
 
     @classmethod
     def rule_names(cls) -> list[str]:
-        return ["admit", "append", "hand_over", "publish", "release", "unpublish"]
+        return ["admit", "append", "hand_over", "publish", "release", "share_tail", "unpublish"]

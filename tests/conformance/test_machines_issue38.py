@@ -24,8 +24,8 @@ def test_shared_tail_machine_shares_tails_and_copies_at_the_first_divergent_writ
 
 def test_shared_tail_machine_catches_an_unpinned_published_tail(monkeypatch):
     """Without the cache's pin, the sole holder of a shared tail writes its divergent row in place, over rows a
-    published key names: the machine's invariant says so (the rules driven by hand: A = 1 2 3 1 | 2 3 is
-    published, B = its first 5 rows without logits shares the tail's first row, A is handed over, B appends 1)."""
+    published key names: the machine finds it (by hand: A = 1 2 3 1 | 2 3 published, B = its first 5 rows
+    without logits shares the tail's first row, A is handed over, B appends 1)."""
     from kvexact.conformance.machines import ConformanceFailure
     from kvexact.conformance.machines.tails import SharedTailMachine
     from kvexact.reference import tails
@@ -33,7 +33,7 @@ def test_shared_tail_machine_catches_an_unpinned_published_tail(monkeypatch):
     def drive() -> None:
         m = SharedTailMachine()
         m.publish([1, 2, 3, 1, 2, 3])
-        m.admit(0, 5, [], False, True)
+        m.share_tail(0, 1, False)
         m.hand_over(0)
         m.append(0, 1)
         m.allocator_consistent()
@@ -43,6 +43,9 @@ def test_shared_tail_machine_catches_an_unpinned_published_tail(monkeypatch):
     monkeypatch.setattr(tails, "pin_tail", lambda alloc, tail: ())
     with pytest.raises(ConformanceFailure, match="published tail"):
         drive()
+    run = run_machine("SharedTail", None, settings(machine_settings("ci"), max_examples=10, stateful_step_count=30),
+                      shrink_seconds=2)
+    assert not run.passed and "published tail" in run.error, run.error
 
 
 def test_prompt_cache_machine_populates_uses_and_invalidates():
