@@ -35,7 +35,7 @@ from kvexact.reference.adapters import AdapterError, AdapterProblem
 from kvexact.spec.files import write_atomic
 
 SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an allocator adapter can stand in
-MACHINES = (*SPECS, "Radix", "Vmm", "Revocation")
+MACHINES = (*SPECS, "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache", "ChunkAttention")
 # which machines an adapter of each protocol stands in for (Vmm and Revocation drive the reference only)
 PROTOCOL_MACHINES = {"allocator": SPECS, "prefix-index": ("Radix",)}
 _BLOB = re.compile(r"@reproduce_failure\('([^']+)', (b'[^']*'|b\"[^\"]*\")\)")
@@ -124,6 +124,18 @@ def _machine_class(spec: str, factory: Any, check_kernels: bool) -> Any:
         from kvexact.conformance.machines.revocation import RevocationMachine
 
         return type("RevocationRun", (RevocationMachine,), {"stats": {}})
+    if spec == "SharedTail":
+        from kvexact.conformance.machines.tails import SharedTailMachine
+
+        return type("SharedTailRun", (SharedTailMachine,), {"stats": {}})
+    if spec == "PromptCache":
+        from kvexact.conformance.machines.prompt_cache import PromptCacheMachine
+
+        return type("PromptCacheRun", (PromptCacheMachine,), {"stats": {}})
+    if spec == "ChunkAttention":
+        from kvexact.conformance.machines.chunk_attention import ChunkAttentionMachine
+
+        return type("ChunkAttentionRun", (ChunkAttentionMachine,), {"stats": {}, "check_kernels": check_kernels})
     return machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
 
 

@@ -53,6 +53,7 @@ class AllocRejection(enum.Enum):
     WRITE_OFFSET_MISMATCH = "row written somewhere other than the expected frontier"
     FRONTIER_NOT_VALID = "destination data frontier does not hold every row the successor exposes"
     WRITE_TO_SHARED_BLOCK = "in-place write to a block with more than one strong reference"
+    WRITE_TO_CACHED_BLOCK = "in-place write to a block that carries a prefix-cache identity (it is immutable)"
     INTERIOR_BLOCK_REMOVAL = "only a suffix may be removed; dropping an interior block breaks positions"
     TRUNCATE_NOT_SHORTER = "truncate length must be shorter than the context and not negative"
     ROLLBACK_AFTER_PUBLICATION = "a published transaction cannot roll back; publish a compensating successor"
@@ -562,6 +563,8 @@ class Allocator:
                 if pool.refcount(handle.block_id) != 1:
                     raise Rejected(AllocRejection.WRITE_TO_SHARED_BLOCK,
                                    f"{handle} has {pool.refcount(handle.block_id)} strong references")
+                if rec.cache_key is not None:  # a published block is immutable: its key names these rows
+                    raise Rejected(AllocRejection.WRITE_TO_CACHED_BLOCK, f"{handle} carries key {rec.cache_key!r}")
                 visible = self.tail_rows(self.request(txn.request_id), group)
                 rows = rec.rows[:visible]  # rows past the visible frontier are dead (after a truncate)
             else:

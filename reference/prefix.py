@@ -23,7 +23,7 @@ from collections.abc import Sequence
 import attrs
 
 from kvexact.reference import formulas_seed as F
-from kvexact.reference import lifecycle
+from kvexact.reference import lifecycle, tails
 from kvexact.reference.allocator import Allocator, RequestRecord, ceil_div
 from kvexact.reference.digests import sha256_hex
 from kvexact.reference.handles import BlockHandle
@@ -133,6 +133,7 @@ class PrefixCache:
         self.publication_generation = 0
         self.probes = 0
         self._tail_blocks: dict[str, tuple] = {}  # partial-tail key -> the publishing request's tables
+        self.tail_pins: dict[str, tuple[int, ...]] = {}  # shared partial-tail key -> the cache's lease ids
 
     @property
     def block_tokens(self) -> int:
@@ -176,6 +177,12 @@ class PrefixCache:
             self.children.get(previous.parent, []).remove(key)
         self.entries[key] = entry
         self.children.setdefault(entry.parent, []).append(key)
+
+    def forget(self, key: str) -> None:
+        """Drop the index entry ``key`` (a withdrawn partial tail: a leaf of the chain)."""
+        entry = self.entries.pop(key)
+        self.children.get(entry.parent, []).remove(key)
+        self.publication_generation += 1
 
     def _bundle(self, key: str) -> tuple[BlockHandle, ...] | None:
         self.probes += 1
@@ -313,14 +320,20 @@ def verify_receipt(receipt: PrefixMatchReceipt, policy: PrefixPolicy, num_groups
 
 
 def admit(cache: PrefixCache, receipt: PrefixMatchReceipt, tokens: Sequence[int],
-          policy: PrefixPolicy = PrefixPolicy()) -> tuple[RequestRecord, list]:
+          policy: PrefixPolicy = PrefixPolicy(), tail_policy: str = "eager") -> tuple[RequestRecord, list]:
     """Map a hit's full blocks into a new request and append the other rows through the allocator.
 
     A partial-tail hit (0x07D) maps only its full blocks: the ``copy_valid_partial_rows`` rows its last
     matched block holds are copied, eagerly, into the request's own fresh block (the first receipts), so
     the source tail is never shared and no later write can reach it; the recomputed rows follow. The
     receipt's snapshot digest guarantees the source still holds exactly the rows the lookup matched; ``tokens``
-    whose copied rows differ from them are not the looked-up prompt (COLLISION_WITNESS_MISMATCH, nothing changes)."""
+    whose copied rows differ from them are not the looked-up prompt (COLLISION_WITNESS_MISMATCH, nothing changes).
+
+    ``tail_policy="shared"`` maps the partial tail's block itself instead (:mod:`kvexact.reference.tails`):
+    the request sees its ``copy_valid_partial_rows`` rows, a published tail is pinned by the cache, and the
+    rest of ``tokens`` is appended with :func:`tails.append_shared` (rows the tail already holds are shared,
+    the first divergent one copies)."""
+    tails.check_tail_policy(tail_policy)
     alloc = cache.alloc
     verify_receipt(receipt, policy, len(alloc.groups), alloc)
     if receipt.index_snapshot_id != alloc.digest():
@@ -334,12 +347,27 @@ def admit(cache: PrefixCache, receipt: PrefixMatchReceipt, tokens: Sequence[int]
             if source[:copied] != tuple(tokens[start:start + copied]):  # the tokens are not the looked-up ones
                 raise Rejected(PrefixRejection.COLLISION_WITNESS_MISMATCH, f"the {copied} copied rows of block {full}")
 
+    shared = tail_policy == "shared" and copied > 0
+    tail_key = receipt.matched_keys[full] if shared else ""
+
     def run():
         receipts = []
+        pins: tuple[int, ...] = ()
+        if shared:
+            tail = receipt.matched_group_handles[full]
+            tails.prefix_hit_tail(alloc, receipt.request_id, receipt.matched_keys[:full], tail, copied)
+            if tail_key in cache._tail_blocks and tail_key not in cache.tail_pins:
+                pins = tails.pin_tail(alloc, tail)
+            for t in tokens[full * cache.block_tokens + copied:]:
+                receipts.append(tails.append_shared(alloc, receipt.request_id, t))
+            return alloc.request(receipt.request_id), [r for r in receipts if r is not None], pins
         if full:
             lifecycle.prefix_hit(alloc, receipt.request_id, receipt.matched_keys[:full])
         for t in tokens[full * cache.block_tokens:]:
             receipts.append(alloc.append(receipt.request_id, t))
-        return alloc.request(receipt.request_id), receipts
+        return alloc.request(receipt.request_id), receipts, pins
 
-    return alloc.transact(run)
+    rec, receipts, pins = alloc.transact(run)
+    if pins:
+        cache.tail_pins[tail_key] = pins
+    return rec, receipts

@@ -1,8 +1,10 @@
 """Hypothesis state machines, one module per machine: ``allocator`` (KVAllocation and CowPublication:
 the reference or an allocator adapter against the kernels and the specs), ``radix`` (the radix index and
 shared-prefix attention, or a prefix index in its place), ``vmm`` (vAttention's virtual mapping read
-back through the kernels) and ``revocation`` (namespace revocation against its spec). They share the
-kernel mirror of :mod:`kvexact.conformance.mirror`, the failure type and the rule counter below.
+back through the kernels), ``revocation`` (namespace revocation against its spec), ``tails`` (partial-tail
+policies of prefix hits), ``prompt_cache`` (Prompt Cache modules in pool blocks) and ``chunk_attention``
+(chunk trees of the radix index through the chunk-first kernel). They share the kernel mirror of
+:mod:`kvexact.conformance.mirror`, the failure type and the rule counter below.
 """
 
 from __future__ import annotations

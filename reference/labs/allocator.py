@@ -158,6 +158,14 @@ def _truncated(alloc: Allocator) -> Allocator:
     return alloc
 
 
+def _cached_then_truncated(alloc: Allocator) -> Allocator:
+    """F (16 tokens, unique) caches its block 0, then truncates to 4: its tail is a cached, full block."""
+    alloc.allocate("F", list(range(700, 716)))
+    cache_block(alloc, "F", 0, "F/0")
+    truncate(alloc, "F", 4)
+    return alloc
+
+
 def _steps(*calls):
     """A multi-step operation: each call takes the allocator and the transaction id of the first."""
 
@@ -235,6 +243,9 @@ _0X05G: list[tuple[str, object, object, object]] = [
     ("in-place write into the shared tail", AllocRejection.WRITE_TO_SHARED_BLOCK, None,
      _steps(_begin(("unique", "unique")),
             lambda a, t: a.write_rows(t, 0, a.request("D").tables[0][-1], 2, (900,)))),
+    ("in-place write into a cached block a truncate left as the tail", AllocRejection.WRITE_TO_CACHED_BLOCK,
+     _cached_then_truncated, _steps(_begin(("unique", "unique"), "F"),
+                                    lambda a, t: a.write_rows(t, 0, a.request("F").tables[0][-1], 4, (900,)))),
     ("COW reservation on a transaction whose path is in place", AllocRejection.WRONG_STEP_FOR_PATH, None,
      _steps(_begin(("unique", "unique")), lambda a, t: a.cow_reserve(t, 0))),
     ("COW reservation before the source leases", AllocRejection.STEP_OUT_OF_ORDER, None,
