@@ -3,8 +3,11 @@
     python scripts/deep_models.py [--workers auto] [--only KVAllocation] [--timeout-s 3600]
     python scripts/deep_models.py --from-logs DIR    # read saved `tlc2.TLC -tool` outputs (DIR/<Spec>.log)
 
+With --from-logs, DIR/<Spec>.rc holds "EXIT_CODE [WALL_SECONDS]" and DIR/<Spec>.time, when present, the
+line `/usr/bin/time -f "%U %S %e %M"` wrote (user and system CPU seconds, wall seconds, peak RSS in KiB).
+
 Writes scripts/results/deep-models.json: per model its result, distinct and generated states, depth,
-wall seconds, TLC workers, and whether the search was exhaustive (a model stopped by the timeout is
+wall and CPU seconds, TLC workers, and whether the search was exhaustive (a model stopped by the timeout is
 recorded as such, never as a result). The table in docs/results/deep-models.md is this file's data.
 """
 
@@ -14,6 +17,7 @@ import argparse
 import json
 import platform
 import re
+import resource
 import sys
 import time
 from pathlib import Path
@@ -55,6 +59,23 @@ def _last_progress(text: str) -> dict:
             "distinct_states": int(dist.replace(",", "")), "left_on_queue": int(queue.replace(",", ""))}
 
 
+def cpu_from_time_file(text: str) -> dict:
+    """CPU seconds (user + system) and peak RSS from the last line of a `/usr/bin/time -f "%U %S %e %M"` file;
+    {} when that line is not four numbers."""
+    lines = text.strip().splitlines()
+    parts = lines[-1].split() if lines else []
+    try:
+        user, system, _wall, rss = (float(x) for x in parts)
+    except ValueError:
+        return {}
+    return {"cpu_s": round(user + system, 1), "peak_rss_mib": round(rss / 1024)}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def record_from_log(name: str, text: str, exit_code: int, stopped_after_s: float | None = None) -> dict:
     workers, wall = _workers_and_wall(text)
     if exit_code not in (0, 10, 11, 12, 13, 14, 75, 150, 151):  # stopped from outside (timeout, kill)
@@ -67,7 +88,7 @@ def record_from_log(name: str, text: str, exit_code: int, stopped_after_s: float
 
 
 def run_one(name: str, jar: str, workers: str, timeout_s: float) -> dict:
-    start = time.perf_counter()
+    start, cpu0 = time.perf_counter(), _children_cpu()
     try:
         r = run_tlc(spec_dir() / f"{name}.tla", spec_dir() / f"{name}.deep.cfg", jar, workers=workers,
                     timeout_s=timeout_s)
@@ -77,7 +98,7 @@ def run_one(name: str, jar: str, workers: str, timeout_s: float) -> dict:
     return {"model": name, "cfg": f"spec/{name}.deep.cfg", "result": r.outcome.value, "exit_code": r.exit_code,
             "exhaustive": r.left_on_queue == 0, "distinct_states": r.distinct_states,
             "generated_states": r.generated_states, "depth": r.depth, "wall_s": round(r.seconds, 1),
-            "workers": workers}
+            "cpu_s": round(_children_cpu() - cpu0, 1), "workers": workers}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -96,8 +117,10 @@ def main(argv: list[str] | None = None) -> int:
             log = args.from_logs / f"{name}.log"
             status = args.from_logs / f"{name}.rc"
             rc, _, wall = (status.read_text().strip() + " ").partition(" ") if status.exists() else ("0", "", "")
-            rows.append(record_from_log(name, log.read_text(errors="replace"), int(rc),
-                                        float(wall) if wall.strip() else None))
+            row = record_from_log(name, log.read_text(errors="replace"), int(rc),
+                                  float(wall) if wall.strip() else None)
+            timing = args.from_logs / f"{name}.time"
+            rows.append({**row, **(cpu_from_time_file(timing.read_text()) if timing.exists() else {})})
         else:
             rows.append(run_one(name, find_jar(args.tlc_jar).path, args.workers, args.timeout_s))
         print(json.dumps(rows[-1]), file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "deep_models.py"
@@ -27,3 +28,21 @@ def test_a_stopped_run_is_recorded_as_stopped_with_its_last_progress(tlc_output)
     row = load().record_from_log("M", progress_only, 143, 60.0)
     assert (row["result"], row["exhaustive"], row["wall_s"]) == ("stopped", False, 60.0)
     assert (row["distinct_states"], row["generated_states"], row["depth_reached"]) == (45_678, 1_234_567, 12)
+
+
+def test_cpu_time_and_peak_memory_come_from_the_time_file():
+    module = load()
+    text = "Command exited with non-zero status 124\n57.33 5.07 288.78 2508932\n"
+    assert module.cpu_from_time_file(text) == {"cpu_s": 62.4, "peak_rss_mib": 2450}
+    assert module.cpu_from_time_file("Command terminated by signal 9\n") == {}
+    assert module.cpu_from_time_file("") == {}
+
+
+def test_from_logs_adds_the_cpu_time_to_the_row(tlc_output, tmp_path):
+    (tmp_path / "M.log").write_text(tlc_output["success"])
+    (tmp_path / "M.rc").write_text("0 12.5\n")
+    (tmp_path / "M.time").write_text("10.0 0.5 12.5 1048576\n")
+    out = tmp_path / "out.json"
+    load().main(["--only", "M", "--from-logs", str(tmp_path), "--out", str(out)])
+    row = json.loads(out.read_text())["models"][0]
+    assert (row["distinct_states"], row["cpu_s"], row["peak_rss_mib"]) == (45_678, 10.5, 1024)
