@@ -47,3 +47,17 @@ def test_the_command_table_names_every_subcommand():
     table = table[:table.index("\n\n")]
     assert len(names) >= 11
     assert sorted(name for name in names if f"`kvexact {name}" not in table) == []
+
+
+def test_the_gate_page_states_the_registry_size():
+    """docs/gate.md's figure for the negative registry is the number of cases registered today."""
+    import re
+    from pathlib import Path
+
+    from kvexact.reference import labs
+
+    labs.register_all()
+    text = (Path(__file__).parent.parent / "docs" / "gate.md").read_text(encoding="utf-8")
+    stated = re.search(r"\((\d+) registered", text)
+    assert stated is not None, "docs/gate.md no longer states the registry size"
+    assert int(stated.group(1)) == len(labs.cases(None))
