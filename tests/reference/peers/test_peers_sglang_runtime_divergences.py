@@ -72,3 +72,25 @@ def test_s3_unlock_after_eviction_then_evict_fails_like_sglang():
         cache.evict(3)
     assert info.value.reason is SGLangRejection.LEAF_NOT_IN_TREE
     assert cache.evictable_size() == 0
+
+
+def test_short_alloc_without_staged_pages_keeps_the_free_order():
+    """Issue 38: 0.5.23's ``merge_and_sort_free`` returns at once when no page is staged, so with ``need_sort`` off
+    an alloc that runs short leaves the free list in release order (the real allocator, run on these calls, gives
+    None, then ``[3, 1]``, then slots ``[6, 7]``); the profile used to sort it here."""
+    allocator = PagedTokenToKVPoolAllocator(8, 2)
+    assert allocator.alloc(8) == [2, 3, 4, 5, 6, 7, 8, 9]
+    allocator.free_segment([6, 7, 2, 3], start_pos=0)
+    assert allocator.free_pages == [3, 1]
+    assert allocator.alloc(6) is None
+    assert allocator.free_pages == [3, 1]
+    assert allocator.alloc(2) == [6, 7] and allocator.free_pages == [1]
+
+
+def test_short_alloc_merges_and_sorts_only_staged_pages():
+    """With ``need_sort`` on, a short alloc merges the staged pages into the free list and sorts it."""
+    allocator = PagedTokenToKVPoolAllocator(8, 2, need_sort=True)
+    allocator.alloc(8)
+    allocator.free_segment([6, 7, 2, 3], start_pos=0)
+    assert allocator.free_pages == [] and allocator.release_pages == [3, 1]
+    assert allocator.alloc(2) == [2, 3] and allocator.free_pages == [3] and allocator.release_pages == []
