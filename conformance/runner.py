@@ -34,9 +34,10 @@ from kvexact.reference.adapters import AdapterError, AdapterProblem, adapter_pro
 from kvexact.spec.files import write_atomic
 
 SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an allocator adapter can stand in
-MACHINES = (*SPECS, "Radix", "Vmm", "Revocation")
+RADIX_PAGED = ("Radix@page2", "Radix@page4")  # the Radix machine at SGLang's page sizes (index and adapter paged)
+MACHINES = (*SPECS, "Radix", "Vmm", "Revocation", *RADIX_PAGED)
 # which machines an adapter of each protocol stands in for (Vmm and Revocation drive the reference only)
-PROTOCOL_MACHINES = {"allocator": SPECS, "prefix-index": ("Radix",)}
+PROTOCOL_MACHINES = {"allocator": SPECS, "prefix-index": ("Radix", *RADIX_PAGED)}
 _BLOB = re.compile(r"@reproduce_failure\('([^']+)', (b'[^']*'|b\"[^\"]*\")\)")
 
 
@@ -83,11 +84,23 @@ def machine_settings(profile: str, examples: int | None = None, steps: int | Non
                     suppress_health_check=[*base.suppress_health_check, HealthCheck.filter_too_much])
 
 
+def _page(spec: str) -> int:
+    return int(spec.partition("@page")[2] or 1)
+
+
+def _fits(factory: Any, spec: str) -> bool:
+    """A machine takes an adapter of its protocol; a paged one only if the factory lists its page size in
+    ``page_sizes`` (default: page size 1 only)."""
+    return (spec in PROTOCOL_MACHINES[adapter_protocol(factory)]
+            and _page(spec) in (1, *getattr(factory, "page_sizes", ())))
+
+
 def machines_for(adapter: str | None) -> tuple[str, ...]:
     """The machines ``adapter`` (``module:factory``) stands in for; all of them for the reference."""
     if adapter is None:
         return MACHINES
-    return PROTOCOL_MACHINES[adapter_protocol(load_factory(adapter))]
+    factory = load_factory(adapter)
+    return tuple(m for m in PROTOCOL_MACHINES[adapter_protocol(factory)] if _fits(factory, m))
 
 
 def build_machine(spec: str, adapter: str | None, check_kernels: bool = True, call_timeout: float | None = None
@@ -96,19 +109,21 @@ def build_machine(spec: str, adapter: str | None, check_kernels: bool = True, ca
     every adapter call limited to ``call_timeout`` seconds (default: ``KVEXACT_CALL_TIMEOUT`` or 60).
 
     Raises :class:`AdapterError` when the adapter's protocol does not fit the machine."""
-    factory = limited_factory(load_factory(adapter), adapter, call_seconds(call_timeout)) if adapter else None
-    if factory is not None and spec not in PROTOCOL_MACHINES[adapter_protocol(factory)]:
+    raw = load_factory(adapter) if adapter else None
+    factory = limited_factory(raw, adapter, call_seconds(call_timeout)) if adapter else None
+    if factory is not None and not _fits(raw, spec):
         raise AdapterError(AdapterProblem.WRONG_MACHINE,
                            f"--adapter {adapter} is a {adapter_protocol(factory)} adapter; the {spec} machine "
-                           f"takes none of that kind (it fits: {', '.join(machines_for(adapter))})")
+                           f"takes none of that kind or page size (it fits: {', '.join(machines_for(adapter))})")
     return _counting_failures(_machine_class(spec, factory, check_kernels))
 
 
 def _machine_class(spec: str, factory: Any, check_kernels: bool) -> Any:
-    if spec == "Radix":
+    if spec == "Radix" or spec in RADIX_PAGED:
         from kvexact.conformance.machines.radix import RadixMachine
 
-        return type("RadixRun", (RadixMachine,), {"stats": {}, "check_kernels": check_kernels,
+        page = _page(spec)
+        return type("RadixRun", (RadixMachine,), {"stats": {}, "check_kernels": check_kernels, "page_size": page,
                                                   "sut_factory": staticmethod(factory) if factory else None})
     if spec == "Vmm":
         from kvexact.conformance.machines.vmm import VmmMachine

@@ -266,3 +266,4 @@ def factory(config: IndexConfig) -> LiveSGLangAdapter:
 
 
 factory.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
+factory.page_sizes = (1, 2, 4)  # type: ignore[attr-defined]  # the paged allocator above 1

@@ -18,7 +18,7 @@ from kvexact.spec.interrupts import sigint_seen
 
 
 @click.command()
-@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation"]),
+@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "Radix@page2", "Radix@page4"]),
               help="Which machine(s) (default: all five, or with --adapter the machines it fits).")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY",
               help="System under test in the reference's place (default: the reference itself): an "

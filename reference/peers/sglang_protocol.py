@@ -100,6 +100,31 @@ class UnlockedPrefixAdapter(SGLangIndexAdapter):
         return matched
 
 
+class PageOverrunAdapter(SGLangIndexAdapter):
+    """Mutant (page size > 1): a decoded token always takes the slot after the row's last one, even when the row
+    ends on a page boundary, so it writes into a page it never allocated."""
+
+    name = "faulty-page-overrun"
+
+    def extend(self, request_id: str, token: int) -> bool:
+        req = self.sglang._req(request_id)
+        pool = self.sglang.cache.req_to_token_pool
+        assert pool is not None and req.req_pool_idx is not None
+        if self.config.page_size == 1 or req.owned_len % self.config.page_size:
+            return super().extend(request_id, token)
+        got = [pool.read(req.req_pool_idx, req.owned_len - 1, req.owned_len)[0] + 1]
+        req.output_ids.append(token)
+        pool.write(req.req_pool_idx, req.owned_len, got)
+        req.owned_len += 1
+        self.sglang.private.setdefault(request_id, []).extend(got)
+        return True
+
+
+def faulty_page_overrun(config: IndexConfig) -> PageOverrunAdapter:
+    """``--adapter kvexact.reference.peers.sglang_protocol:faulty_page_overrun`` (must be caught at page 2 or 4)."""
+    return PageOverrunAdapter(config)
+
+
 def sglang_factory(config: IndexConfig) -> SGLangIndexAdapter:
     """``--adapter kvexact.reference.peers.sglang_protocol:sglang_factory``."""
     return SGLangIndexAdapter(config)
@@ -111,4 +136,7 @@ def faulty_unlocked_prefix(config: IndexConfig) -> UnlockedPrefixAdapter:
 
 
 sglang_factory.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
+sglang_factory.page_sizes = (1, 2, 4)  # type: ignore[attr-defined]  # the Radix@page2/@page4 machines too
 faulty_unlocked_prefix.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
+faulty_page_overrun.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
+faulty_page_overrun.page_sizes = (2, 4)  # type: ignore[attr-defined]
