@@ -27,3 +27,13 @@ def test_a_stopped_run_is_recorded_as_stopped_with_its_last_progress(tlc_output)
     row = load().record_from_log("M", progress_only, 143, 60.0)
     assert (row["result"], row["exhaustive"], row["wall_s"]) == ("stopped", False, 60.0)
     assert (row["distinct_states"], row["generated_states"], row["depth_reached"]) == (45_678, 1_234_567, 12)
+
+
+def test_every_deep_model_names_a_shipped_spec_module():
+    """A page-size model (``RadixIndex.page2.deep.cfg``) checks ``RadixIndex.tla``, not a module of its own."""
+    from kvexact.spec import spec_dir
+
+    script = load()
+    names = script.deep_models()
+    assert {"RadixIndex.page2", "RadixIndex.page3"} <= set(names)
+    assert all((spec_dir() / f"{script.module_of(n)}.tla").is_file() for n in names)
