@@ -85,10 +85,10 @@ def _call(adapter: Any, op: Op) -> Any:
 
 
 def _generate(rng: random.Random, length: int, opening: str, max_prompt: int,
-              choices: Sequence[tuple[float, str]]) -> tuple[Op, ...]:
+              choices: Sequence[tuple[float, str]], max_evict: int = 8) -> tuple[Op, ...]:
     """Random ops: open a request (always when none runs), else the first ``(threshold, kind)`` whose
     threshold exceeds a uniform draw; ``kind`` takes a running request (and a token for decode kinds),
-    a closing kind ends it; ``evict`` takes a token count."""
+    a closing kind ends it; ``evict`` takes a token count of 1..``max_evict``."""
     ops: list[Op] = []
     live: list[str] = []
     for _ in range(length):
@@ -99,7 +99,7 @@ def _generate(rng: random.Random, length: int, opening: str, max_prompt: int,
             live.append(rid)
             ops.append(Op(opening, (rid, tuple(rng.randint(1, 3) for _ in range(rng.randint(1, max_prompt))))))
         elif kind == "evict":
-            ops.append(Op("evict", (rng.randint(1, 8),)))
+            ops.append(Op("evict", (rng.randint(1, max_evict),)))
         elif kind in ("append", "extend"):
             ops.append(Op(kind, (rng.choice(live), rng.randint(1, 3))))
         else:
@@ -127,20 +127,25 @@ def vllm_observe(adapter: Any, request_ids: Sequence[str]) -> dict[str, Any]:
 
 
 def sglang_stream(rng: random.Random, length: int) -> Stream:
-    """Admissions over a 3-token alphabet, decode steps, finishes, cancels and evictions."""
+    """Admissions over a 3-token alphabet, decode steps, finishes, cancels and evictions, at page size 1, 2 or 4
+    (SGLang's paged allocator above 1) over 2..12 pages: an eviction batch frees up to three pages' worth of
+    leaves, and admissions and decodes after it take pages from the free list in the order the batch and the
+    releases left it (an alloc that runs short must not reorder it)."""
     from kvexact.reference.index import IndexConfig
 
-    config = IndexConfig(pool_slots=rng.randint(4, 24))
-    choices = ((0.3, "admit"), (0.6, "extend"), (0.75, "finish"), (0.85, "cancel"), (1.0, "evict"))
-    return Stream(config, _generate(rng, length, "admit", 8, choices))
+    page = rng.choice((1, 2, 4))
+    config = IndexConfig(pool_slots=page * rng.randint(4 if page == 1 else 2, 24 // page + 1), page_size=page)
+    choices = ((0.3, "admit"), (0.55, "extend"), (0.7, "finish"), (0.8, "cancel"), (1.0, "evict"))
+    return Stream(config, _generate(rng, length, "admit", 8, choices, max_evict=3 * page + 5))
 
 
 def sglang_observe(adapter: Any, request_ids: Sequence[str]) -> dict[str, Any]:
-    """Rows, free slots in allocator order, and the cache's (total, evictable, protected) sizes."""
+    """Rows, the free list in allocator order (slot ids at page size 1, page ids above), and the cache's (total,
+    evictable, protected) sizes."""
     rows = {rid: list(adapter.slot_ids(rid)) for rid in request_ids}
     profile = getattr(adapter, "sglang", None)
     if profile is None:
-        return {"free": adapter.free_slot_ids(), "sizes": adapter.sizes(), "rows": rows}
+        return {"free": adapter.free_order(), "sizes": adapter.sizes(), "rows": rows}
     cache = profile.cache
     free = list(profile.allocator.free_pages) + list(profile.allocator.release_pages)
     return {"free": free, "sizes": (cache.total_size(), cache.evictable_size(), cache.protected_size()),

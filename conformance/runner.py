@@ -35,9 +35,10 @@ from kvexact.reference.adapters import AdapterError, AdapterProblem
 from kvexact.spec.files import write_atomic
 
 SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an allocator adapter can stand in
-MACHINES = (*SPECS, "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache", "ChunkAttention")
+RADIX_PAGED = ("Radix@page2", "Radix@page4")  # the Radix machine at SGLang's page sizes (index and adapter paged)
+MACHINES = (*SPECS, "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache", "ChunkAttention", *RADIX_PAGED)
 # which machines an adapter of each protocol stands in for (Vmm and Revocation drive the reference only)
-PROTOCOL_MACHINES = {"allocator": SPECS, "prefix-index": ("Radix",)}
+PROTOCOL_MACHINES = {"allocator": SPECS, "prefix-index": ("Radix", *RADIX_PAGED)}
 _BLOB = re.compile(r"@reproduce_failure\('([^']+)', (b'[^']*'|b\"[^\"]*\")\)")
 
 
@@ -84,13 +85,24 @@ def machine_settings(profile: str, examples: int | None = None, steps: int | Non
                     suppress_health_check=[*base.suppress_health_check, HealthCheck.filter_too_much])
 
 
+def _page(spec: str) -> int:
+    return int(spec.partition("@page")[2] or 1)
+
+
+def _fits(adapter: Adapter, spec: str) -> bool:
+    """A machine takes an adapter of its protocol; a paged one only if the factory lists its page size in
+    ``page_sizes`` (default: page size 1 only)."""
+    return (spec in PROTOCOL_MACHINES[adapter.protocol]
+            and _page(spec) in (1, *getattr(adapter.factory, "page_sizes", ())))
+
+
 def machines_for(adapter: str | Adapter | None) -> tuple[str, ...]:
     """The machines ``adapter`` (``module:factory`` or a resolved :class:`Adapter`) stands in for; all of
     them for the reference."""
     resolved = resolve(adapter)
     if resolved is None:
         return MACHINES
-    return PROTOCOL_MACHINES[resolved.protocol]
+    return tuple(m for m in PROTOCOL_MACHINES[resolved.protocol] if _fits(resolved, m))
 
 
 def build_machine(spec: str, adapter: str | Adapter | None, check_kernels: bool = True,
@@ -103,18 +115,19 @@ def build_machine(spec: str, adapter: str | Adapter | None, check_kernels: bool 
     factory = None
     if resolved is not None:
         factory = limited_factory(resolved.factory, resolved.spec, call_seconds(call_timeout))
-        if spec not in PROTOCOL_MACHINES[resolved.protocol]:
+        if not _fits(resolved, spec):
             raise AdapterError(AdapterProblem.WRONG_MACHINE,
                                f"--adapter {resolved} is a {resolved.protocol} adapter; the {spec} machine "
-                               f"takes none of that kind (it fits: {', '.join(machines_for(resolved))})")
+                               f"takes none of that kind or page size (it fits: {', '.join(machines_for(resolved))})")
     return _counting_failures(_machine_class(spec, factory, check_kernels))
 
 
 def _machine_class(spec: str, factory: Any, check_kernels: bool) -> Any:
-    if spec == "Radix":
+    if spec == "Radix" or spec in RADIX_PAGED:
         from kvexact.conformance.machines.radix import RadixMachine
 
-        return type("RadixRun", (RadixMachine,), {"stats": {}, "check_kernels": check_kernels,
+        page = _page(spec)
+        return type("RadixRun", (RadixMachine,), {"stats": {}, "check_kernels": check_kernels, "page_size": page,
                                                   "sut_factory": staticmethod(factory) if factory else None})
     if spec == "Vmm":
         from kvexact.conformance.machines.vmm import VmmMachine

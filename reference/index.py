@@ -26,9 +26,13 @@ INDEX_METHODS = {"admit": 2, "extend": 2, "finish": 1, "cancel": 1, "evict": 1, 
 
 @attrs.frozen
 class IndexConfig:
-    """Pool of a prefix index under test: one K/V row per slot, slot ids ``1..pool_slots``."""
+    """Pool of a prefix index under test: one K/V row per slot, slot ids ``1..pool_slots``.
+
+    ``page_size`` P > 1 (SGLang's paged pool): slots come in pages of P, page 0 is padding, so the slot ids are
+    ``P..P * (pool_slots // P + 1) - 1``; matches and cached paths are whole pages."""
 
     pool_slots: int = 16
+    page_size: int = attrs.field(default=1, validator=attrs.validators.ge(1))
 
 
 @runtime_checkable

@@ -32,6 +32,11 @@ def deep_models() -> list[str]:
     return sorted(p.name.removesuffix(".deep.cfg") for p in spec_dir().glob("*.deep.cfg"))
 
 
+def module_of(name: str) -> str:
+    """The spec a deep model checks: ``RadixIndex.page2`` (``RadixIndex.page2.deep.cfg``) checks ``RadixIndex``."""
+    return name.split(".", 1)[0]
+
+
 def _workers_and_wall(text: str) -> tuple[int | None, float | None]:
     """TLC's own figures: the worker count from its start banner, the wall time from 'Finished in'."""
     workers = wall = None
@@ -90,7 +95,7 @@ def record_from_log(name: str, text: str, exit_code: int, stopped_after_s: float
 def run_one(name: str, jar: str, workers: str, timeout_s: float) -> dict:
     start, cpu0 = time.perf_counter(), _children_cpu()
     try:
-        r = run_tlc(spec_dir() / f"{name}.tla", spec_dir() / f"{name}.deep.cfg", jar, workers=workers,
+        r = run_tlc(spec_dir() / f"{module_of(name)}.tla", spec_dir() / f"{name}.deep.cfg", jar, workers=workers,
                     timeout_s=timeout_s)
     except TlcFailed as exc:
         return {"model": name, "cfg": f"spec/{name}.deep.cfg", "result": "not finished", "exhaustive": False,

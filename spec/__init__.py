@@ -74,6 +74,7 @@ _WITNESSES = (
 SHIPPED_MODELS: tuple[str, ...] = (
     *(f"{s}{ext}" for s in _SPECS for ext in (".tla", ".cfg", ".deep.cfg")),
     *(f"{s}.liveness.cfg" for s in ("KVAllocation", "CowPublication", "NamespaceRevocation")),
+    *(f"RadixIndex.{m}.cfg" for m in ("page2", "page3", "page2.deep", "page3.deep")),  # SGLang's paged cache
     "ExactHistory.tla",  # the abstract protocol; KVAllocation.cfg and CowPublication.cfg check PROPERTY RefinesExactHistory
     *(f"mutants/{m}{ext}" for m in _MUTANTS for ext in (".tla", ".cfg")),
     *(f"witnesses/{w}.cfg" for w in _WITNESSES),

@@ -30,6 +30,7 @@ sglang_standins.install()
 
 import torch  # noqa: E402
 from sglang.srt.mem_cache import radix_cache  # noqa: E402
+from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator  # noqa: E402
 from sglang.srt.mem_cache.allocator.token import TokenToKVPoolAllocator  # noqa: E402
 from sglang.srt.mem_cache.base_prefix_cache import EvictParams, InsertParams, MatchPrefixParams  # noqa: E402
 from sglang.srt.mem_cache.cache_init_params import CacheInitParams  # noqa: E402
@@ -56,55 +57,65 @@ def _ints(tensor: Any) -> list[int]:
 
 
 class LiveSGLangAdapter:
-    """``PrefixIndexAdapter`` over a real ``RadixCache`` and ``TokenToKVPoolAllocator``."""
+    """``PrefixIndexAdapter`` over a real ``RadixCache`` and ``TokenToKVPoolAllocator`` (page size 1) or
+    ``PagedTokenToKVPoolAllocator`` (``config.page_size`` > 1, ``need_sort`` off)."""
 
     name = f"sglang-{VERSION}-live"
 
     def __init__(self, config: IndexConfig, kv_events: bool = False):
         self.config = config
+        self.page = page = config.page_size
         radix_cache.time = sglang_standins.CounterClock()  # type: ignore[assignment]
-        self.allocator = TokenToKVPoolAllocator(config.pool_slots, torch.int64, "cpu", None, need_sort=False)
+        self.allocator: Any = (
+            TokenToKVPoolAllocator(config.pool_slots, torch.int64, "cpu", None, need_sort=False) if page == 1
+            else PagedTokenToKVPoolAllocator(config.pool_slots, page, torch.int64, "cpu", None, need_sort=False))
         self.cache = radix_cache.RadixCache(CacheInitParams(
-            disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.allocator, page_size=1,
+            disable=False, req_to_token_pool=None, token_to_kv_pool_allocator=self.allocator, page_size=page,
             enable_kv_cache_events=kv_events))
         self.rows: dict[str, Row] = {}
 
     def admit(self, request_id: str, tokens: Sequence[int]) -> int | None:
         match = self.cache.match_prefix(MatchPrefixParams(key=_key(tokens)))
         prefix = _ints(self.cache.path_device_indices(match.last_device_node))
-        need = len(tokens) - len(prefix)
-        got = self.allocator.alloc(need) if need else None
+        need = len(tokens) - len(prefix)  # the prefix is whole pages: the rest starts a page
+        got = self.allocator.alloc(-(-need // self.page) * self.page) if need else None
         if need and got is None:
             return None
-        slots = [] if got is None else _ints(got)
+        slots = [] if got is None else _ints(got)[:need]
         lock = self.cache.lock(match.last_device_node)
         self.rows[request_id] = Row(list(tokens), len(tokens), prefix + slots, lock, len(prefix))
         return len(prefix)
 
     def extend(self, request_id: str, token: int) -> bool:
+        """One slot: the next of the row's last page, else the first of a new page (alloc_decode's choice)."""
         row = self.rows[request_id]
-        got = self.allocator.alloc(1)
-        if got is None:
-            return False
+        if len(row.slots) % self.page:
+            row.slots.append(row.slots[-1] + 1)
+        else:
+            got = self.allocator.alloc(self.page)
+            if got is None:
+                return False
+            row.slots.append(_ints(got)[0])
         row.tokens.append(token)
-        row.slots.extend(_ints(got))
         return True
 
     def _checkpoint(self, row: Row) -> None:
-        """0.5.23's ``RadixCache.checkpoint(req, up_to=len(row))`` over this row."""
-        values = torch.tensor(row.slots, dtype=torch.int64)
-        result = self.cache.insert(InsertParams(key=_key(row.tokens), value=values.clone(),
+        """0.5.23's ``RadixCache.checkpoint(req, up_to=len(row))`` over this row (its whole pages: a partial last
+        page stays in the row, past ``protected``)."""
+        aligned = len(row.tokens) - len(row.tokens) % self.page
+        prompt = row.prompt_len - row.prompt_len % self.page
+        values = torch.tensor(row.slots[:aligned], dtype=torch.int64)
+        result = self.cache.insert(InsertParams(key=_key(row.tokens[:aligned]), value=values.clone(),
                                                 inserted_len=row.inserted, priority=0))
-        row.inserted = max(row.inserted, len(row.tokens))
-        if 0 < row.prompt_len < len(row.tokens):
-            self.cache.insert(InsertParams(key=_key(row.tokens[:row.prompt_len]),
-                                           value=values[:row.prompt_len].clone(),
-                                           inserted_len=row.prompt_len, priority=1))
+        row.inserted = max(row.inserted, aligned)
+        if 0 < prompt < aligned:
+            self.cache.insert(InsertParams(key=_key(row.tokens[:prompt]), value=values[:prompt].clone(),
+                                           inserted_len=prompt, priority=1))
         self.allocator.free_segment(values[row.protected:result.prefix_len], start_pos=row.protected)
-        match = self.cache.match_prefix(MatchPrefixParams(key=_key(row.tokens)))
+        match = self.cache.match_prefix(MatchPrefixParams(key=_key(row.tokens[:aligned])))
         indices = _ints(self.cache.path_device_indices(match.last_device_node))
-        assert len(indices) == len(row.tokens), f"re-match {len(indices)} of {len(row.tokens)}"
-        row.slots[row.protected:] = indices[row.protected:]
+        assert len(indices) == aligned, f"re-match {len(indices)} of {aligned}"
+        row.slots[row.protected:aligned] = indices[row.protected:]
         row.protected = len(indices)
         self.cache.unlock(row.lock)
         row.lock = self.cache.lock(match.last_device_node)
@@ -142,9 +153,16 @@ class LiveSGLangAdapter:
     def slot_ids(self, request_id: str) -> Sequence[int]:
         return list(self.rows[request_id].slots)
 
-    def free_slot_ids(self) -> list[int]:
-        """Free slots in the allocator's order (released ones after the free list)."""
+    def free_order(self) -> list[int]:
+        """The allocator's free list then its released (staged) ones: slot ids at page size 1, else page ids."""
+        staged = getattr(self.allocator, "staged_pages", None)
+        if staged is not None:
+            return _ints(self.allocator.free_pages) + [p for part in staged for p in _ints(part)]
         return _ints(self.allocator.free_pages) + _ints(self.allocator.release_pages)
+
+    def free_slot_ids(self) -> list[int]:
+        """Free slots in the allocator's order (every slot of each free page)."""
+        return [p * self.page + i for p in self.free_order() for i in range(self.page)]
 
     def sizes(self) -> tuple[int, int, int]:
         return self.cache.total_size(), self.cache.evictable_size(), self.cache.protected_size()
@@ -154,10 +172,12 @@ class LiveSGLangAdapter:
         total, evictable, protected = self.sizes()
         if evictable + protected != total:
             raise AssertionError(f"SGLang live: I1 broken: {evictable} + {protected} != {total}")
-        private = [s for row in self.rows.values() for s in row.slots[row.protected:]]
+        page = self.page
+        rows = {s // page for row in self.rows.values() for s in row.slots[row.protected:]}
+        private = [p * page + i for p in rows for i in range(page)]  # a partial last page is the row's
         tree = _ints(self.cache.all_values_flatten()) if self.cache.root_node.children else []
         every = sorted(tree + private + self.free_slot_ids())
-        if every != list(range(1, self.config.pool_slots + 1)):
+        if every != list(range(page, page * (self.config.pool_slots // page + 1))):
             raise AssertionError(f"SGLang live: slots are not partitioned: {every}")
 
 
@@ -246,3 +266,4 @@ def factory(config: IndexConfig) -> LiveSGLangAdapter:
 
 
 factory.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
+factory.page_sizes = (1, 2, 4)  # type: ignore[attr-defined]  # the paged allocator above 1

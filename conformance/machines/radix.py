@@ -10,8 +10,10 @@ checked for every live request through paged decode and, for requests sharing a 
 Without an adapter a run may fix the index's page size (``page_size`` on the class; SGLang runs pages above
 one token): matches, splits and cached paths are then whole pages and a request's unaligned tail is
 released when it finishes; every step still passes the index's own checks (edges of whole pages filed
-under their first page, locks, the pool partition). A prefix-index adapter is driven at page size 1 (the
-interface hands out one slot per token).
+under their first page, locks, the pool partition). A prefix-index adapter is driven at the same page size
+(``IndexConfig.page_size``; slot ids then start at the page size, page 0 being padding, as SGLang's paged pool
+numbers them): it takes whole pages, so the free slots compared are those of pages no live request touches, and
+a refusal must find the reference short of whole free pages.
 
 With a prefix-index adapter (``sut_factory``, see :class:`~kvexact.reference.index.PrefixIndex`)
 the system under test makes every choice (slots, eviction victims) and the normative index follows it in
@@ -64,25 +66,39 @@ class RadixMachine(RuleBasedStateMachine):
     stats: ClassVar[dict[str, int]] = {}
     sut_factory: ClassVar[Callable[[IndexConfig], Any] | None] = None
     check_kernels: ClassVar[bool] = True  # False: no device pool, no attention checks (ledgers only)
-    page_size: ClassVar[int] = 1  # the normative index's page size (runs with an adapter stay at 1)
+    page_size: ClassVar[int] = 1  # the normative index's (and the adapter's) page size
     validate_trace: ClassVar[bool] = True  # every reference step validated against spec/RadixIndex.tla
 
     def __init__(self) -> None:
         super().__init__()
-        page = 1 if self.sut_factory is not None else self.page_size
-        self.state = radix.RadixState.empty(POOL_SLOTS, first_slot_id=FIRST_SLOT, page_size=page)
+        page = self.page
+        first = FIRST_SLOT if self.sut_factory is None or page == 1 else page  # a paged adapter's page 0 is padding
+        self.state = radix.RadixState.empty(POOL_SLOTS, first_slot_id=first, page_size=page)
         self.trace = RadixTraceRecorder(self.state, MAX_LIVE, POOL_SLOTS) if self.validate_trace else None
         self.sut: Any = None
         if self.sut_factory is not None:
-            self.sut = type(self).sut_factory(IndexConfig(POOL_SLOTS))  # type: ignore[misc]
+            self.sut = type(self).sut_factory(IndexConfig(POOL_SLOTS, page_size=page))  # type: ignore[misc]
             check_index(self.sut)
         self.adapter_trace = start_trace("Radix", self.sut, INDEX_FIELDS)  # the adapter's own calls
         self._admitting: str | None = None  # a request the adapter admitted that is not live yet
         if self.check_kernels:  # one token per slot; slot ids are block ids (slot 0 is padding)
-            self.device = DevicePool([range(FIRST_SLOT + POOL_SLOTS)], block_tokens=1)
+            self.device = DevicePool([range(first + POOL_SLOTS)], block_tokens=1)
         self.live: dict[str, tuple[list[int], list[int]]] = {}  # request -> (tokens, slots)
         self.next_id = 0
         self._count("examples")
+
+    @property
+    def page(self) -> int:
+        return self.page_size
+
+    def _free_pages_slots(self) -> list[int]:
+        """The reference's free slots in pages no live request touches (at page size 1, every free slot): what a
+        paged runtime counts as free, the unused end of a request's last page being the request's."""
+        free = self.state.free_slot_ids
+        if self.page == 1:
+            return sorted(free)
+        page = self.page
+        return sorted(s for s in free if all(s // page * page + i in free for i in range(page)))
 
     def _count(self, name: str, n: int = 1) -> None:
         self.stats[name] = self.stats.get(name, 0) + n
@@ -186,11 +202,14 @@ class RadixMachine(RuleBasedStateMachine):
         return None
 
     def _agree_short(self, what: str, need: int) -> None:
-        """The SUT refused for lack of slots: the reference must be short of ``need`` free slots too."""
-        self._note(f"{len(self.state.free_slot_ids)} free for {need} needed")
-        if len(self.state.free_slot_ids) >= need:
+        """The SUT refused for lack of slots: the reference must be short of ``need`` free slots too (in whole
+        free pages, at a page size above one)."""
+        free = len(self._free_pages_slots())
+        need = -(-need // self.page) * self.page
+        self._note(f"{free} free for {need} needed")
+        if free >= need:
             raise ConformanceFailure(f"{self.sut.name} refused {what} for lack of slots, but the reference "
-                                     f"has {len(self.state.free_slot_ids)} free for the {need} needed")
+                                     f"has {free} free for the {need} needed")
 
     def _admission_need(self, prompt: list[int]) -> int:
         """Slots a refused admission needed (the reference matches too, as the SUT's lookup did)."""
@@ -222,6 +241,9 @@ class RadixMachine(RuleBasedStateMachine):
         """The slot the SUT gave one decoded token of ``rid`` (evicting once when short), or None."""
         _tokens, slots = self.live[rid]
         if not self._call("extend", rid, token):
+            if len(slots) % self.page:
+                raise ConformanceFailure(f"{self.sut.name} refused a decode slot for {rid} with room left in "
+                                         f"its last page (row {slots})")
             self._agree_short(f"a decode slot for {rid}", 1)
             self._sut_evict(1)
             if not self._call("extend", rid, token):
@@ -404,9 +426,9 @@ class RadixMachine(RuleBasedStateMachine):
         if self.sut is None:
             return
         theirs = sorted(int(s) for s in self.sut.free_slot_ids())
-        if theirs != sorted(self.state.free_slot_ids):
+        if theirs != self._free_pages_slots():
             raise ConformanceFailure(f"{self.sut.name} free slots {theirs} != the reference's "
-                                     f"{sorted(self.state.free_slot_ids)}")
+                                     f"{self._free_pages_slots()}")
 
     @invariant()
     def sut_rows_match(self) -> None:

@@ -480,7 +480,11 @@ def admit(cache: RadixCache, allocator: Any, req: Req) -> bool:
     if rows is None:
         return False
     need = len(req.tokens()) - len(req.prefix_indices)
-    slots = allocator.alloc(need) if need else []
+    # the prefix is whole pages, so the rest starts a page: whole pages are taken and the row uses their first
+    # ``need`` slots (alloc_extend's pages; the unused end of the last page stays the request's)
+    page = allocator.page_size
+    got = allocator.alloc(-(-need // page) * page) if need else []
+    slots = None if got is None else got[:need]
     if slots is None:
         pool.free(rows[0])
         return False

@@ -244,6 +244,8 @@ class SGLangAdapter:
             free = [p * ps + i for p in free for i in range(ps)]
             universe = [p * ps + i for p in range(1, self.pool_slots // ps + 1) for i in range(ps)]
         private = [s for slots in self.private.values() for s in slots]
+        if ps > 1:  # a request's partial last page is its own, the slots past its tokens included
+            private = [p * ps + i for p in sorted({s // ps for s in private}) for i in range(ps)]
         return PoolObservation(tuple(sorted(c.tree_slots())), tuple(sorted(private)), tuple(sorted(free)),
                                tuple(universe), c.total_size(), c.evictable_size_, c.protected_size_)
 

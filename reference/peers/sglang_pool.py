@@ -32,6 +32,10 @@ class TokenToKVPoolAllocator:
         return len(self.free_pages) + len(self.release_pages)
 
     def merge_and_sort_free(self) -> None:
+        """0.5.23: merge the staged pages into the free list and sort it; with nothing staged the free list
+        keeps its order (an alloc that runs short with ``need_sort`` off does not sort it)."""
+        if not self.release_pages:
+            return
         self.free_pages = sorted(self.free_pages + self.release_pages)
         self.release_pages = []
 

@@ -23,25 +23,33 @@ from kvexact.reference.peers.sglang_adapter import SGLangAdapter
 
 
 class SGLangIndexAdapter:
-    """``PrefixIndex`` over :class:`SGLangAdapter` (page size 1, LRU, slots ``1..pool_slots``)."""
+    """``PrefixIndex`` over :class:`SGLangAdapter` (LRU; page size ``config.page_size``: the token allocator at 1,
+    the paged allocator above)."""
 
     name = "sglang-0.5.23"
 
     def __init__(self, config: IndexConfig):
         self.config = config
-        self.sglang = SGLangAdapter(config.pool_slots)
+        self.sglang = SGLangAdapter(config.pool_slots, page_size=config.page_size)
 
     def admit(self, request_id: str, tokens: Sequence[int]) -> int | None:
         return self.sglang.admit(request_id, tokens)
 
     def extend(self, request_id: str, token: int) -> bool:
-        """Decode one token: one slot from the allocator, written at the end of the request's row."""
+        """Decode one token: its slot is written at the end of the request's row. At page size 1 it comes from the
+        allocator; above, it is the next slot of the row's last page, or the first of a new page when the row
+        ends on a page boundary (alloc_decode)."""
         req = self.sglang._req(request_id)
-        got = self.sglang.allocator.alloc(1)
-        if got is None:
-            return False
         pool = self.sglang.cache.req_to_token_pool
         assert pool is not None and req.req_pool_idx is not None
+        page = self.config.page_size
+        if page > 1 and req.owned_len % page:
+            got: list[int] | None = [pool.read(req.req_pool_idx, req.owned_len - 1, req.owned_len)[0] + 1]
+        else:
+            page_slots = self.sglang.allocator.alloc(page)
+            got = None if page_slots is None else page_slots[:1]
+        if got is None:
+            return False
         req.output_ids.append(token)
         pool.write(req.req_pool_idx, req.owned_len, got)
         req.owned_len += 1
@@ -92,6 +100,31 @@ class UnlockedPrefixAdapter(SGLangIndexAdapter):
         return matched
 
 
+class PageOverrunAdapter(SGLangIndexAdapter):
+    """Mutant (page size > 1): a decoded token always takes the slot after the row's last one, even when the row
+    ends on a page boundary, so it writes into a page it never allocated."""
+
+    name = "faulty-page-overrun"
+
+    def extend(self, request_id: str, token: int) -> bool:
+        req = self.sglang._req(request_id)
+        pool = self.sglang.cache.req_to_token_pool
+        assert pool is not None and req.req_pool_idx is not None
+        if self.config.page_size == 1 or req.owned_len % self.config.page_size:
+            return super().extend(request_id, token)
+        got = [pool.read(req.req_pool_idx, req.owned_len - 1, req.owned_len)[0] + 1]
+        req.output_ids.append(token)
+        pool.write(req.req_pool_idx, req.owned_len, got)
+        req.owned_len += 1
+        self.sglang.private.setdefault(request_id, []).extend(got)
+        return True
+
+
+def faulty_page_overrun(config: IndexConfig) -> PageOverrunAdapter:
+    """``--adapter kvexact.reference.peers.sglang_protocol:faulty_page_overrun`` (must be caught at page 2 or 4)."""
+    return PageOverrunAdapter(config)
+
+
 def sglang_factory(config: IndexConfig) -> SGLangIndexAdapter:
     """``--adapter kvexact.reference.peers.sglang_protocol:sglang_factory``."""
     return SGLangIndexAdapter(config)
@@ -103,4 +136,7 @@ def faulty_unlocked_prefix(config: IndexConfig) -> UnlockedPrefixAdapter:
 
 
 sglang_factory.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
+sglang_factory.page_sizes = (1, 2, 4)  # type: ignore[attr-defined]  # the Radix@page2/@page4 machines too
 faulty_unlocked_prefix.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
+faulty_page_overrun.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
+faulty_page_overrun.page_sizes = (2, 4)  # type: ignore[attr-defined]

@@ -49,6 +49,12 @@ Range(s) == {s[i] : i \in DOMAIN s}
 CIPrompts == {<<1>>, <<1, 2>>}
 \* The deep model's prompts (cfg: Prompts <- DeepPrompts): the two chats and their shared prefix.
 DeepPrompts == {<<1>>, <<1, 1>>, <<1, 2>>}
+\* The page-2 models' prompts (cfg: Prompts <- Page2Prompts): one page and two pages sharing the first, so
+\* a cached two-page edge can be split by a one-page lookup; decoding leaves unaligned private tails (0x08C).
+Page2Prompts == {<<1, 2>>, <<1, 2, 1, 2>>}
+\* The page-3 models' prompts (cfg: Prompts <- Page3Prompts): one whole page, the same page with a
+\* one-token tail, and a prompt shorter than a page (never cached: all of it is tail).
+Page3Prompts == {<<1, 1, 2>>, <<1, 1, 2, 1>>, <<1, 1>>}
 Phases == {"idle", "matched", "reserved", "running"}
 ASSUME \A q \in Prompts : q \in Seq(Tokens) /\ Len(q) \in 1..MaxLen
 ASSUME PageSize \in Nat \ {0}

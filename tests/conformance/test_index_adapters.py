@@ -129,7 +129,7 @@ def test_a_leaked_slot_is_named_by_the_free_set_check():
 
 def test_protocol_declaration_and_missing_methods():
     assert adapter_protocol(sglang_factory) == adapter_protocol(faulty_unlocked_prefix) == "prefix-index"
-    assert machines_for(SGLANG) == ("Radix",)
+    assert machines_for(SGLANG) == ("Radix", "Radix@page2", "Radix@page4")
     assert machines_for("kvexact.conformance.simple_runtime:simple_runtime") == ("KVAllocation", "CowPublication")
     check_index(sglang_factory(IndexConfig()))
     with pytest.raises(AdapterError, match=r"no method extend\(\)"):

@@ -72,3 +72,63 @@ def test_s3_unlock_after_eviction_then_evict_fails_like_sglang():
         cache.evict(3)
     assert info.value.reason is SGLangRejection.LEAF_NOT_IN_TREE
     assert cache.evictable_size() == 0
+
+
+def test_short_alloc_without_staged_pages_keeps_the_free_order():
+    """Issue 38: 0.5.23's ``merge_and_sort_free`` returns at once when no page is staged, so with ``need_sort`` off
+    an alloc that runs short leaves the free list in release order (the real allocator, run on these calls, gives
+    None, then ``[3, 1]``, then slots ``[6, 7]``); the profile used to sort it here."""
+    allocator = PagedTokenToKVPoolAllocator(8, 2)
+    assert allocator.alloc(8) == [2, 3, 4, 5, 6, 7, 8, 9]
+    allocator.free_segment([6, 7, 2, 3], start_pos=0)
+    assert allocator.free_pages == [3, 1]
+    assert allocator.alloc(6) is None
+    assert allocator.free_pages == [3, 1]
+    assert allocator.alloc(2) == [6, 7] and allocator.free_pages == [1]
+
+
+def test_short_alloc_merges_and_sorts_only_staged_pages():
+    """With ``need_sort`` on, a short alloc merges the staged pages into the free list and sorts it."""
+    allocator = PagedTokenToKVPoolAllocator(8, 2, need_sort=True)
+    allocator.alloc(8)
+    allocator.free_segment([6, 7, 2, 3], start_pos=0)
+    assert allocator.free_pages == [] and allocator.release_pages == [3, 1]
+    assert allocator.alloc(2) == [2, 3] and allocator.free_pages == [3] and allocator.release_pages == []
+
+
+# Issue 38: the differential's stream (seed 7, minimised) on which the old profile's free list differed from the
+# live SGLang 0.5.23 after an eviction batch and admissions at page size 2; the live runtime's free list, in
+# allocator order, after the last admission (recorded from `kvexact diff sglang --seed 7` in the runtime env).
+SEED7_STREAM = [("admit", "r0", (1, 1, 3, 1, 3, 3, 3)), ("admit", "r2", (2, 1, 2, 1)), ("admit", "r4", (3, 2, 3)),
+                ("finish", "r0"), ("admit", "r7", (3, 1, 3, 1, 1, 2)), ("cancel", "r2"), ("evict", 5),
+                ("admit", "r11", (2, 3, 2, 2, 3, 3, 3)), ("cancel", "r7"), ("cancel", "r11"),
+                ("admit", "r18", (1, 1, 2, 1, 3)), ("admit", "r20", (1, 3, 2, 2, 2)),
+                ("admit", "r22", (3, 2, 3, 1, 2, 2, 2))]
+SEED7_LIVE_FREE_PAGES = [10, 6, 11]
+
+
+def test_the_profile_keeps_the_live_free_order_after_an_eviction_batch_at_page_size_2():
+    from kvexact.reference.index import IndexConfig
+    from kvexact.reference.peers.sglang_protocol import sglang_factory
+
+    adapter = sglang_factory(IndexConfig(pool_slots=22, page_size=2))
+    for op, *args in SEED7_STREAM:
+        getattr(adapter, op)(*args)
+    allocator = adapter.sglang.allocator
+    assert list(allocator.free_pages) + list(allocator.release_pages) == SEED7_LIVE_FREE_PAGES
+    adapter.self_check()
+
+
+def test_the_sglang_differential_draws_pages_1_2_4_with_eviction_batches_between_admissions():
+    import random
+
+    from kvexact.conformance.differential import sglang_stream
+
+    rng = random.Random(7)
+    streams = [sglang_stream(rng, 24) for _ in range(60)]
+    assert {s.config.page_size for s in streams} == {1, 2, 4}
+    assert all(s.config.pool_slots % s.config.page_size == 0 for s in streams)
+    paged = [s for s in streams if s.config.page_size > 1]
+    batch_then_admit = sum(any(a.kind == "evict" and a.args[0] > s.config.page_size and b.kind == "admit"
+                               for a, b in zip(s.ops, s.ops[1:], strict=False)) for s in paged)
+    assert batch_then_admit > 0

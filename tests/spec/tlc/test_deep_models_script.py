@@ -46,3 +46,13 @@ def test_from_logs_adds_the_cpu_time_to_the_row(tlc_output, tmp_path):
     load().main(["--only", "M", "--from-logs", str(tmp_path), "--out", str(out)])
     row = json.loads(out.read_text())["models"][0]
     assert (row["distinct_states"], row["cpu_s"], row["peak_rss_mib"]) == (45_678, 10.5, 1024)
+
+
+def test_every_deep_model_names_a_shipped_spec_module():
+    """A page-size model (``RadixIndex.page2.deep.cfg``) checks ``RadixIndex.tla``, not a module of its own."""
+    from kvexact.spec import spec_dir
+
+    script = load()
+    names = script.deep_models()
+    assert {"RadixIndex.page2", "RadixIndex.page3"} <= set(names)
+    assert all((spec_dir() / f"{script.module_of(n)}.tla").is_file() for n in names)
