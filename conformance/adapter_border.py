@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from kvexact.conformance.guard import AdapterFault, AdapterFaultError, freeze, log_build, log_call
 from kvexact.reference.adapters import (
     AdapterConfig,
     AdapterError,
@@ -34,7 +35,6 @@ from kvexact.reference.adapters import (
     adapter_protocol,
     check_adapter,
 )
-from kvexact.conformance.guard import AdapterFault, AdapterFaultError, freeze, log_build, log_call
 from kvexact.reference.index import IndexConfig, check_index
 
 DEFAULT_CALL_SECONDS = 60.0
