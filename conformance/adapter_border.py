@@ -30,6 +30,7 @@ from typing import Any
 
 import attrs
 
+from kvexact.conformance.guard import AdapterFault, AdapterFaultError, freeze, log_build, log_call
 from kvexact.reference.adapters import (
     AdapterConfig,
     AdapterError,
@@ -90,6 +91,9 @@ def load_factory(spec: str) -> AdapterFactory:
     except Exception as exc:
         raise AdapterError(AdapterProblem.IMPORT_FAILED, f"--adapter {spec}: importing {module_name} raised "
                            f"{type(exc).__name__}: {exc}") from None
+    except SystemExit as exc:  # the module would end the command (with its own exit status) at import
+        raise AdapterError(AdapterProblem.IMPORT_FAILED, f"--adapter {spec}: importing {module_name} called "
+                           f"sys.exit({exc.code!r})") from None
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise AdapterError(AdapterProblem.NO_FACTORY, f"--adapter {spec}: {module_name} has no callable {attr!r}")
@@ -202,12 +206,21 @@ class LimitedAdapter:
         def call(*args: Any) -> Any:
             if self._problems:
                 raise AdapterUnusable(self._problems[0])
+            args = freeze(args)  # the adapter gets copies: it cannot change the machine's lists
+
+            def text() -> str:
+                return f"{name}({', '.join(map(repr, args))})"
+
+            log_call(text())
             try:
-                with _limit(self._seconds, lambda: f"{name}({', '.join(map(repr, args))})", self._label):
+                with _limit(self._seconds, text, self._label):
                     return value(*args)
             except AdapterUnusable as exc:
                 self._problems.append(exc.error)
                 raise
+            except SystemExit as exc:  # an adapter must not end the check (nor pass it by ending it with 0)
+                raise AdapterFaultError(AdapterFault.EXITED, f"--adapter {self._label}: {text()} called "
+                                        f"sys.exit({exc.code!r}) ({AdapterFault.EXITED.name})") from None
 
         return call
 
@@ -222,6 +235,7 @@ def limited_factory(factory: AdapterFactory, label: str, seconds: float) -> Call
     def build(config: Any) -> LimitedAdapter:
         if problems:
             raise AdapterUnusable(problems[0])
+        log_build(config)
         try:
             with _limit(seconds, lambda: f"the factory({config!r})", label):
                 adapter = factory(config)
@@ -231,6 +245,10 @@ def limited_factory(factory: AdapterFactory, label: str, seconds: float) -> Call
         except Exception as exc:
             problems.append(AdapterError(AdapterProblem.FACTORY_RAISED,
                                          f"--adapter {label}: the factory raised {type(exc).__name__}: {exc}"))
+            raise AdapterUnusable(problems[0]) from None
+        except SystemExit as exc:
+            problems.append(AdapterError(AdapterProblem.FACTORY_RAISED,
+                                         f"--adapter {label}: the factory called sys.exit({exc.code!r})"))
             raise AdapterUnusable(problems[0]) from None
         return LimitedAdapter(adapter, label, seconds, problems)
 

@@ -29,6 +29,7 @@ from kvexact.conformance.adapter_border import (
     limited_factory,
     resolve,
 )
+from kvexact.conformance.guard import can_isolate, death_message, replay_source, run_isolated
 from kvexact.conformance.machines import failure_in_flight
 from kvexact.conformance.machines.allocator import machine_class
 from kvexact.reference.adapters import AdapterError, AdapterProblem
@@ -53,6 +54,7 @@ class MachineRun:
     error: str = ""
     reproduce: tuple[str, str] | None = None  # (hypothesis version, blob literal)
     falsifying: str = ""  # the failing example's steps as Hypothesis printed them (rules and draws only)
+    replay: str = ""  # when the adapter ended the process: a script replaying its calls (no blob exists)
 
     @property
     def examples(self) -> int:
@@ -198,8 +200,39 @@ def run_machine(spec: str, adapter: str | Adapter | None, machine_settings_: set
     past ``stop_at`` (``time.monotonic()``) the run ends after the example in progress, as passed, unless
     a failure was seen (then it is shrunk and reported as usual); so too once ``stop`` is set. With an example
     database, its key is :func:`database_key` of ``spec``, ``adapter`` and ``profile`` (default: the loaded
-    profile)."""
+    profile).
+
+    A run through an adapter goes to a forked child (:mod:`~kvexact.conformance.guard`) unless ``stop`` is
+    given (a campaign worker's threads cannot reach a child) or the process holds a CUDA context: an adapter
+    that ends the process (``os._exit``, SIGSEGV, SIGABRT) gives a failed run naming the call that was running,
+    with a replay script (``replay``) in place of Hypothesis' blob."""
     resolved = resolve(adapter)
+    if resolved is not None and stop is None and can_isolate():
+        label = resolved.spec
+        stats: dict[str, int] = {}
+        if watch is not None:
+            watch(stats)  # filled when the child's run comes back
+        started = time.perf_counter()
+
+        def died(how: str, log: list[str]) -> MachineRun:
+            error = death_message(label, spec, how, log)
+            return MachineRun(spec, label, False, time.perf_counter() - started, {},
+                              _rule_names(build_machine(spec, resolved, check_kernels, call_timeout)), error,
+                              replay=replay_source(label, spec, error, log, f"test_repro_{spec}.py"))
+
+        run = run_isolated(lambda: _run_here(spec, resolved, machine_settings_, seed, check_kernels, call_timeout,
+                                             shrink_seconds, None, stop_at, profile, None), died)
+        stats.update(run.stats)
+        return run
+    return _run_here(spec, resolved, machine_settings_, seed, check_kernels, call_timeout, shrink_seconds, watch,
+                     stop_at, profile, stop)
+
+
+def _run_here(spec: str, resolved: Adapter | None, machine_settings_: settings, seed: int | None,
+              check_kernels: bool, call_timeout: float | None, shrink_seconds: float,
+              watch: Callable[[dict[str, int]], None] | None, stop_at: float | None, profile: str | None,
+              stop: threading.Event | None) -> MachineRun:
+    """:func:`run_machine` in this process."""
     label = resolved.spec if resolved is not None else None
     machine = build_machine(spec, resolved, check_kernels, call_timeout)
     machine.stop_at = stop_at
@@ -309,13 +342,17 @@ TestReproduction = Machine.TestCase
 
 
 def write_reproduction(run: MachineRun, folder: Path, steps: int) -> Path:
-    """A plain pytest file that replays ``run``'s failure (needs the blob Hypothesis printed)."""
-    if run.reproduce is None:
+    """A plain pytest file that replays ``run``'s failure (the blob Hypothesis printed, or the guard's replay
+    of the calls of an adapter that ended the process)."""
+    if run.reproduce is None and not run.replay:
         raise ValueError("this failure has no @reproduce_failure blob to replay")
-    version, blob = run.reproduce
     folder.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     path = folder / f"test_repro_{run.spec}_{stamp}.py"
+    if run.reproduce is None:
+        write_atomic(path, run.replay.replace(f"test_repro_{run.spec}.py", path.name))
+        return path
+    version, blob = run.reproduce
     write_atomic(path, REPRO_TEMPLATE.format(
         when=stamp, error_line=run.error.splitlines()[0][:150] if run.error else "failure", name=path.name,
         spec=run.spec, adapter=run.adapter, version=version, blob=blob, steps=steps,

@@ -192,8 +192,9 @@ class AdapterProblem(enum.Enum):
     CALL_TIMEOUT = "an adapter call did not return within the per-call limit"
 
 
-# "could not run" (exit 3): the adapter is well formed but did not work; the others are bad arguments (exit 2)
-COULD_NOT_RUN = frozenset({AdapterProblem.FACTORY_RAISED, AdapterProblem.CALL_TIMEOUT})
+# "could not run" (exit 3): the adapter is well formed but did not work; the others are bad arguments (exit 2),
+# a factory that raises included (the user's adapter failed: its message is the answer, not an internal error)
+COULD_NOT_RUN = frozenset({AdapterProblem.CALL_TIMEOUT})
 
 
 class AdapterError(ValueError):
@@ -202,6 +203,9 @@ class AdapterError(ValueError):
     def __init__(self, problem: AdapterProblem, message: str):
         super().__init__(message)
         self.problem = problem
+
+    def __reduce__(self) -> Any:  # pickled across the guard's fork with both arguments
+        return (AdapterError, (self.problem, str(self)))
 
     @property
     def exit_code(self) -> int:

@@ -15,19 +15,42 @@ from pathlib import Path
 from typing import IO, Any
 
 
+class WriteFailed(OSError):
+    """A report, trace or reproduction could not be written: the command fails (exit 3) naming the path."""
+
+
+def _failed(path: Path, exc: OSError) -> WriteFailed:
+    return WriteFailed(f"cannot write {path}: {exc.strerror or exc}")
+
+
 @contextmanager
 def atomic_open(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO[Any]]:
-    """Open a temporary sibling of ``path`` for writing; on a clean exit it replaces ``path``."""
+    """Open a temporary sibling of ``path`` for writing; on a clean exit it replaces ``path``. A device or a
+    FIFO (``/dev/null``, ``/dev/full``) is written in place, never replaced. A failed write (a full disk, a
+    missing or read-only folder) raises :class:`WriteFailed` and leaves no temporary file."""
     path = Path(path)
     binary = "b" in mode
+    if path.exists() and not path.is_file() and not path.is_dir():
+        try:
+            with open(path, "wb" if binary else "w", encoding=None if binary else encoding) as fh:
+                yield fh
+        except OSError as exc:
+            raise _failed(path, exc) from None
+        return
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for open()
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)  # the umask applies, as for open()
+    except OSError as exc:
+        raise _failed(path, exc) from None
     try:
         with os.fdopen(fd, "wb" if binary else "w", encoding=None if binary else encoding) as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _failed(path, exc) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -38,6 +61,14 @@ def write_atomic(path: str | Path, data: str | bytes, encoding: str = "utf-8") -
     with atomic_open(path, "wb" if isinstance(data, bytes) else "w", encoding) as fh:
         fh.write(data)
     return Path(path)
+
+
+def remove_stale(path: str | Path) -> None:
+    """Remove an earlier run's report at ``path`` (a file or a link); a device or FIFO such as ``/dev/null``
+    is left alone (removing it would replace the device by a plain file)."""
+    path = Path(path)
+    if path.is_symlink() or path.is_file():
+        path.unlink(missing_ok=True)
 
 
 def check_writable(path: str | Path) -> str | None:

@@ -241,6 +241,31 @@ def _count(text: str) -> int:
     return int(text.replace(",", ""))
 
 
+_SANY_BLOCK = re.compile(r"Starting SANY\.\.\.\r?\n@!@!@ENDMSG 2220 @!@!@\r?\n(.*?)(?:@!@!@STARTMSG|\Z)", re.S)
+_SANY_NOISE = ("Parsing file", "Semantic processing of module", "Linting of module", "*** Errors:",
+               "Semantic errors:", "Fatal errors while parsing", "In module ", "***Parse Error***")
+
+
+def sany_error(text: str) -> str:
+    """SANY's own error in TLC's ``-tool`` output (printed outside TLC's messages), on one line: what it
+    found and where (``SANY: line 7, col 13 to line 7, col 15 of module S: Unknown operator: `Foo'.``); ""
+    when SANY printed none."""
+    m = _SANY_BLOCK.search(text)
+    if not m:
+        return ""
+    keep: list[str] = []
+    in_stack = False
+    for line in m.group(1).splitlines():
+        line = line.strip()
+        if line.startswith("Residual stack trace follows"):
+            in_stack = True
+        elif in_stack:
+            in_stack = bool(line)
+        elif line and not line.startswith(_SANY_NOISE) and line not in keep:
+            keep.append(line)
+    return "SANY: " + ": ".join(keep) if keep else ""
+
+
 def parse_tool_output(text: str, exit_code: int, seconds: float = 0.0, stderr: str = "") -> ModelCheckResult:
     """Turn TLC's ``-tool`` output and exit code into a :class:`ModelCheckResult` (see the notes §2.6)."""
     if exit_code not in _EXIT_OUTCOMES:
@@ -290,6 +315,8 @@ def parse_tool_output(text: str, exit_code: int, seconds: float = 0.0, stderr: s
             loop = int(m.group(1)) if m else None
         elif _cls == 1 and code not in (2110, 2107, 2114, 2112, 2116):
             errors.append(body)
+    if outcome is Outcome.PARSE and sany_error(text):
+        errors.insert(0, sany_error(text))  # "Parsing or semantic analysis failed." alone says nothing
     if not depth and trace:
         depth = len(trace)
     violation = None

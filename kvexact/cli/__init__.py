@@ -78,6 +78,7 @@ def bench() -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the console script: maps click's outcomes onto kvexact's exit codes."""
     from kvexact.cli.startup import refuse_shadowed_package
+    from kvexact.spec.files import WriteFailed
 
     refuse_shadowed_package()
     try:
@@ -94,6 +95,9 @@ def main(argv: list[str] | None = None) -> None:
     except click.Abort:
         click.echo("kvexact: interrupted", err=True)
         sys.exit(130)
+    except WriteFailed as exc:  # a report, trace or reproduction that could not be written fails the command
+        click.echo(f"kvexact: error: {exc}", err=True)
+        sys.exit(3)
     except Exception as exc:
         if os.environ.get("KVEXACT_DEBUG") == "1":
             raise

@@ -69,11 +69,13 @@ def report_failure(run: Any, out: Path, steps: int, command: str) -> None:
     click.echo(run.error, err=True)
     if run.falsifying:
         click.echo(f"{command}: failing steps:\n{run.falsifying}", err=True)
-    if run.reproduce is None:
+    if run.reproduce is None and not run.replay:
         click.echo(f"{command}: Hypothesis printed no reproduction blob for this failure", err=True)
         return
     repro = write_reproduction(run, out, steps)
     click.echo(f"{command}: reproduction written to {repro} (run: pytest {repro})")
+    if run.reproduce is None:
+        return  # the replay ends the process: no trace replay here
     _write_traces(run, repro, out, command)
 
 

@@ -135,7 +135,7 @@ def run_check(spec: Path, cfg: Path | None = None, *, engine: str = "auto", tlc_
     """The body of ``kvexact check`` (reusable, e.g. by a --mutants mode): run, print, write, return the
     exit code."""
     from kvexact.spec.checker.report import summary_lines, to_json, write_itf
-    from kvexact.spec.files import write_atomic
+    from kvexact.spec.files import remove_stale, write_atomic
 
     if not spec.exists():
         echo(f"Error: spec file {spec} not found")
@@ -145,7 +145,7 @@ def run_check(spec: Path, cfg: Path | None = None, *, engine: str = "auto", tlc_
         return 151
     for path in (json_path, itf_path):  # a report left by an earlier run must not pass for this run's
         if path:
-            Path(path).unlink(missing_ok=True)
+            remove_stale(path)
     embedded_only = [name for name, given in (("--max-states", max_states), ("--max-depth", max_depth),
                                               ("--coverage", coverage)) if given]
     results: list[ModelCheckResult] = []

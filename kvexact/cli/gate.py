@@ -25,7 +25,7 @@ from kvexact.gate import framework as gate_mod
 from kvexact.gate import reports
 from kvexact.gate.checks import load_checks
 from kvexact.kernels.device import click_option as device_option
-from kvexact.spec.files import check_writable, write_atomic
+from kvexact.spec.files import check_writable, remove_stale, write_atomic
 
 
 def _names(values: tuple[str, ...], option: str) -> list[str]:
@@ -105,7 +105,7 @@ def gate(select, skip, level, list_only, json_path, junit_path, profile, seed, a
                                tlc_jar=jar, call_timeout=call_timeout)
     for path in (json_path, junit_path):  # a report that is not this run's must not look current
         if path is not None:
-            path.unlink(missing_ok=True)
+            remove_stale(path)
     outcomes: list[gate_mod.CheckOutcome] = []
     with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),

@@ -392,7 +392,7 @@ def _adapter_check_rows() -> Rows:
     rows.append(("reference adapter: evict r's published [1, 2] after r's release; cached prefixes after",
                  (ref.evict((1, 2)).accepted, ref.cached_prefixes()), (True, [])))
     return [*rows, ("adapter errors: exit code of a factory that raised, of a bad protocol",
-             (ad.AdapterError(P.FACTORY_RAISED, "x").exit_code, ad.AdapterError(P.BAD_PROTOCOL, "x").exit_code), (3, 2)),
+             (ad.AdapterError(P.FACTORY_RAISED, "x").exit_code, ad.AdapterError(P.BAD_PROTOCOL, "x").exit_code), (2, 2)),
             ("protocol of a plain factory; of one declaring 'nope'",
              (ad.adapter_protocol(factory), problem(lambda: ad.adapter_protocol(declared))),
              ("allocator", P.BAD_PROTOCOL)),

@@ -1,0 +1,203 @@
+"""The guard around a system under test: an adapter cannot end the check by ending the process.
+
+An adapter that calls ``sys.exit`` inside a call is caught in-process (:data:`AdapterFault.EXITED`, an ordinary
+failure that Hypothesis shrinks and replays). Exits that cannot be caught in-process (``os._exit``, a C library's
+``exit``, SIGSEGV, SIGABRT) are met by running each machine run of an adapter in a forked child
+(:func:`run_isolated`): the child logs every adapter call before making it, so when it dies the parent names the
+adapter, the call that was running and its arguments, and writes a script that replays the calls of the dying
+example (:func:`replay_source`).
+
+Invariant: a machine run through an adapter ends either with the child's own result or with a failed run whose
+error names an :class:`AdapterFault`; it never ends the command, and never passes, because the adapter died.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import pickle
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class AdapterFault(enum.Enum):
+    """How an adapter ended the process it ran in (a failing check, exit 1; never a pass)."""
+
+    EXITED = "an adapter call raised SystemExit (sys.exit)"
+    PROCESS_ENDED = "the process running the adapter ended without a result (os._exit, a C library's exit)"
+    KILLED_BY_SIGNAL = "the process running the adapter was killed by a signal (SIGSEGV, SIGABRT, ...)"
+
+
+class AdapterFaultError(Exception):
+    """An adapter ended (or tried to end) the process; ``fault`` says how. An ``Exception``, so that inside a
+    machine it is a failure like any other (shrunk, replayed, reported)."""
+
+    def __init__(self, fault: AdapterFault, message: str):
+        super().__init__(message)
+        self.fault = fault
+
+    def __reduce__(self) -> Any:
+        return (AdapterFaultError, (self.fault, str(self)))
+
+
+# the call log of the forked child: [file descriptor] while a guarded run is in progress, else empty
+_LOG: list[int] = []
+
+
+def freeze(value: Any) -> Any:
+    """``value`` with every list made a tuple (recursively): what an adapter receives cannot change the
+    caller's data."""
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def log_build(config: Any) -> None:
+    """A new adapter is being built (a new example): the log restarts with ``config``."""
+    if _LOG:
+        os.ftruncate(_LOG[0], 0)
+        os.lseek(_LOG[0], 0, os.SEEK_SET)
+        os.write(_LOG[0], f"factory {config!r}\n".encode())
+
+
+def log_call(text: str) -> None:
+    """An adapter call is about to run (one line: ``method(args)``)."""
+    if _LOG:
+        os.write(_LOG[0], (text.replace("\n", " ") + "\n").encode())
+
+
+def can_isolate() -> bool:
+    """Whether a machine run can go to a forked child: POSIX fork, and no CUDA context (which a fork cannot
+    carry) in this process."""
+    if not hasattr(os, "fork"):
+        return False
+    torch = sys.modules.get("torch")
+    cuda = getattr(torch, "cuda", None)
+    try:
+        return not (cuda is not None and cuda.is_initialized())
+    except Exception:
+        return False
+
+
+def run_isolated(run: Callable[[], T], died: Callable[[str, list[str]], T]) -> T:
+    """``run()`` in a forked child (same memory, environment and files); its value, or its exception raised
+    here. When the child dies without a result, ``died(how, log)``: how it ended and the call log of its last
+    adapter (``factory CONFIG`` then one line per call, the last one running). Ctrl-C here waits for the
+    child (it has the signal too) and is raised after it."""
+    folder = Path(tempfile.mkdtemp(prefix="kvexact-guard-"))
+    log_path, result_path = folder / "calls.log", folder / "result.pickle"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            _LOG[:] = [os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)]
+            try:
+                outcome: tuple[str, Any] = ("value", run())
+            except BaseException as exc:  # handed to the parent
+                outcome = ("error", exc)
+            try:
+                data = pickle.dumps(outcome)
+            except Exception as exc:
+                data = pickle.dumps(("error", RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]} "
+                                                          f"(not picklable: {exc})")))
+            (folder / "result.part").write_bytes(data)
+            os.replace(folder / "result.part", result_path)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(0)
+    try:
+        status = _wait(pid)
+        if result_path.is_file() and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+            kind, value = pickle.loads(result_path.read_bytes())
+            if kind == "error":
+                raise value
+            return value  # type: ignore[no-any-return]
+        log = log_path.read_text(encoding="utf-8", errors="replace").splitlines() if log_path.is_file() else []
+        return died(_how(status), log)
+    finally:
+        for path in folder.iterdir():
+            path.unlink()
+        folder.rmdir()
+
+
+def _wait(pid: int) -> int:
+    """The child's wait status; Ctrl-C waits up to 10 s for the child to end, kills it after, then is raised."""
+    try:
+        return os.waitpid(pid, 0)[1]
+    except KeyboardInterrupt:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                raise
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        raise
+
+
+def _how(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            return f"was killed by signal {signal.Signals(number).name}"
+        except ValueError:
+            return f"was killed by signal {number}"
+    return f"ended with exit status {os.WEXITSTATUS(status)} and no result"
+
+
+def fault_of(how: str) -> AdapterFault:
+    return AdapterFault.KILLED_BY_SIGNAL if how.startswith("was killed") else AdapterFault.PROCESS_ENDED
+
+
+def death_message(adapter: str, spec: str, how: str, log: list[str]) -> str:
+    """One line naming the fault, the adapter, the call that was running and its arguments."""
+    fault = fault_of(how)
+    calls = log[1:]
+    during = (f"during {calls[-1]} (call {len(calls)} on the adapter built by factory({log[0].split(' ', 1)[1]}))"
+              if calls else f"while building the adapter ({log[0]})" if log else "before any adapter call")
+    return (f"AdapterFaultError: {fault.name}: the process running --adapter {adapter} in the {spec} machine "
+            f"{how} {during}")
+
+
+REPLAY_TEMPLATE = '''"""Reproduction written by kvexact on {when}: {message}
+
+Run it with `python {name}` or `pytest {name}`; it builds the adapter as the {spec} machine did and makes the
+calls of the dying example in order; the last one ended the process.
+"""
+
+import importlib
+
+from kvexact.reference.adapters import AdapterConfig, OpResult  # noqa: F401 (names in the calls below)
+from kvexact.reference.index import IndexConfig  # noqa: F401
+
+factory = getattr(importlib.import_module({module!r}), {attr!r})
+
+
+def test_reproduction():
+    adapter = factory({config})
+{calls}
+
+
+if __name__ == "__main__":
+    test_reproduction()
+'''
+
+
+def replay_source(adapter: str, spec: str, message: str, log: list[str], path_name: str) -> str:
+    """A plain script (and pytest file) that replays the logged calls of the dying example."""
+    module, attr = adapter.split(":", 1)
+    config = log[0].split(" ", 1)[1] if log else "AdapterConfig()"
+    calls = "\n".join(f"    adapter.{line}" for line in log[1:]) or "    pass"
+    safe = message[:300].replace("\\", "/").replace('"' * 3, "'" * 3)
+    return REPLAY_TEMPLATE.format(when=time.strftime("%Y%m%dT%H%M%S"), message=safe, name=path_name,
+                                  spec=spec, module=module, attr=attr, config=config, calls=calls)
