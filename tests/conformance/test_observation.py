@@ -188,13 +188,15 @@ def test_sglang_profile_radix_walk_over_matching_into_an_edge_is_caught(monkeypa
     into the edge; the Radix machine compares every match length and slot list with the normative index."""
     from kvexact.reference.peers.sglang import RadixCache
 
-    def walk(self, key):
+    def walk(self, key):  # RadixCache._walk but for the one planted comparison
+        now = self.clock()
         node = self.root_node
+        node.last_access_time = now
         while len(key):
             child = node.children.get(key.child_key(self.page_size))
             if child is None:
                 break
-            child.last_access_time = self.clock()
+            child.last_access_time = now
             p = child.key.match(key, self.page_size)
             if p < len(child.key) - 1:  # the planted bug: should be ``p < len(child.key)``
                 return self._split_node(child, p)
