@@ -8,7 +8,8 @@ handle writes into another request's block (the ABA of 0x05F).
 
 Invariants (of the correct variant): a block's refcount is the number of request tables that map it; a
 block with refcount 0 is on the free list; an append never writes into a block with refcount > 1; a
-block's generation advances each time it leaves the free list; a rejected operation changes nothing.
+block's generation advances each time it leaves the free list; a rejected operation changes nothing; a COW
+copy is validated before the table maps it (``observe()`` reports the steps, the free list's order).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class SimpleRuntimeAllocator:
         self.gens = [dict.fromkeys(ids, 0) for _ in range(config.num_groups)]
         self.tables: dict[str, list[list[int]]] = {}
         self.lengths: dict[str, int] = {}
+        self.cow_log: list[tuple[str, int, int]] = []  # COW steps since the last observe()
 
     def block_ids(self, group: int) -> Sequence[int]:
         return list(range(1, self.config.blocks_per_group + 1))
@@ -79,9 +81,12 @@ class SimpleRuntimeAllocator:
             if boundary:
                 table.append(self._take(g))
             elif shared and self.copy_on_write:
-                old = table[-1]
-                table[-1] = self._take(g)  # the runtime copies old -> new before writing
-                copies.append((g, old, table[-1]))
+                old, new = table[-1], self._take(g)
+                self.cow_log.append(("copy", g, new))  # the runtime copies old -> new before writing
+                self.cow_log.append(("validate", g, new))  # ... checks the copy is whole
+                table[-1] = new  # ... and only then publishes it in the request's table
+                self.cow_log.append(("publish", g, new))
+                copies.append((g, old, new))
                 self._drop(g, old)
         self.lengths[request_id] = n + 1
         return OpResult(True, copies=tuple(copies))
@@ -134,6 +139,12 @@ class SimpleRuntimeAllocator:
         if self.refs[group][block_id] == 0:
             return OpResult(False, "HANDLE_NOT_OWNED")
         return OpResult(True)  # the runtime writes the delayed row into the block
+
+    def observe(self) -> dict:
+        """The free list of each group (head first: taken at the head, a freed block joins the tail) and the
+        COW steps since the previous call."""
+        log, self.cow_log = self.cow_log, []
+        return {"queues": {"free": {g: list(f) for g, f in enumerate(self.free)}}, "cow": log}
 
     def table(self, request_id: str, group: int) -> list[int]:
         return list(self.tables[request_id][group])

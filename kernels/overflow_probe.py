@@ -6,7 +6,8 @@ Run as ``python -m kvexact.kernels.overflow_probe {1|0}``. The rows are written 
 (the write kernel's slots are int64 already); then the decode runs with its loaded block ids cast to int64
 (1, the shipped kernels) or with that cast disabled (0), so the probe exercises the decode kernel's cast and
 nothing else. Prints ``OK`` and exits 0 when the output equals float64 attention over the written rows;
-prints ``WRONG`` and exits 1 otherwise, and exits 3 when the pool cannot even be reserved. Without the cast
+prints ``WRONG`` and exits 1 otherwise, and exits 3 when the pool cannot even be reserved (on the CPU, where
+anonymous memory cannot be overcommitted, the pool is a sparse file mapped shared instead). Without the cast
 the product wraps in int32, so the kernel reads the wrong address (wrong values or SIGSEGV). The caches come
 from ``torch.empty``: virtual memory is committed lazily, only the touched blocks are resident.
 """
@@ -14,6 +15,7 @@ from ``torch.empty``: virtual memory is committed lazily, only the touched block
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 
 def main(argv: list[str]) -> int:
@@ -26,12 +28,15 @@ def main(argv: list[str]) -> int:
     block_size, heads, dim = 16, 1, 16
     per_block = block_size * heads * dim
     num_blocks = 2**31 // per_block + 2  # 2^31 + 2 blocks' worth of elements: ids near the end overflow int32
+    shape = (num_blocks, block_size, heads, dim)
     try:
-        kc = dev.empty((num_blocks, block_size, heads, dim), torch.float16)
-        vc = dev.empty((num_blocks, block_size, heads, dim), torch.float16)
-    except RuntimeError as exc:  # no overcommit here: the probe cannot run, which is not a kernel failure
-        print(f"CANNOT-RUN: {exc}"[:300], flush=True)
-        return 3
+        kc, vc = dev.empty(shape, torch.float16), dev.empty(shape, torch.float16)
+    except RuntimeError as exc:
+        try:  # no overcommit for anonymous memory: sparse files, mapped shared, cost only the touched pages
+            kc, vc = _sparse_file_pool(shape), _sparse_file_pool(shape)
+        except (RuntimeError, OSError) as exc2:  # the probe cannot run, which is not a kernel failure
+            print(f"CANNOT-RUN: {exc}; sparse file: {exc2}"[:300], flush=True)
+            return 3
     last = num_blocks - 1
     assert kc.numel() > 2**31 and last * kc.stride(0) > 2**31 - 1
     n = block_size + 5  # page 0 is block 0, page 1 (five rows) the last block
@@ -51,6 +56,30 @@ def main(argv: list[str]) -> int:
     good = bool(torch.allclose(out[0].double().cpu(), want, atol=2e-3, rtol=2e-3))
     print("OK" if good else "WRONG", flush=True)
     return 0 if good else 1
+
+
+def _sparse_file_pool(shape: tuple[int, ...]) -> Any:
+    """A float16 CPU tensor of ``shape`` over a sparse temporary file mapped shared (unlinked at once);
+    only on the CPU (the interpreter's device), where a GPU pool is real memory anyway."""
+    import math
+    import os
+    import tempfile
+
+    import torch
+
+    from kvexact.kernels import device as dev
+
+    if dev.device().type != "cpu":
+        raise RuntimeError("a sparse-file pool is for the CPU only")
+    n = math.prod(shape)
+    fd, path = tempfile.mkstemp(prefix="kvexact-int64-")
+    try:
+        os.ftruncate(fd, 2 * n)
+        flat = torch.from_file(path, shared=True, size=n, dtype=torch.float16)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return flat.view(shape)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ lengths and the blocks it copied.
 What the allocator machines call on an adapter (:data:`REQUIRED_METHODS`, :data:`OPTIONAL_METHODS`):
 ``block_ids``, ``start``, ``append``, ``release``, ``table``, ``length`` and ``self_check`` always;
 ``fork``, ``truncate``, ``cache``, ``evict``, ``lookup``, ``append_with_failure`` and the generation fence
-``generation`` with ``stale_write`` when the adapter has them; the attributes ``name``, ``config`` and
+``generation`` with ``stale_write``, and ``observe`` (queues and COW steps,
+:mod:`kvexact.conformance.observation`) when the adapter has them; the attributes ``name``, ``config`` and
 (optional, default true) ``lockstep``. Nothing else: no digest is read from an adapter. Every argument is positional. ``--adapter`` checks these names and arities before any example.
 
 Invariant of every adapter method: a rejected operation returns ``OpResult(accepted=False, ...)`` and
@@ -166,8 +167,10 @@ REQUIRED_METHODS = {"block_ids": 1, "start": 2, "append": 2, "release": 1, "tabl
 # (a delayed writer presents that handle; the adapter must refuse it once the block was freed, whether or
 # not it has been reused since); lookup(prompt, scope) -> OpResult (a read-only prefix lookup under a
 # LookupScope: hit_tokens, or the rejection). digest() -> str, when present, must be unchanged by rejections.
+# observe() -> dict: the runtime's queues of unreferenced blocks and its COW steps, which the machines hold to
+# the promises of kvexact.conformance.observation after every step.
 OPTIONAL_METHODS = {"fork": 2, "truncate": 2, "cache": 1, "evict": 1, "append_with_failure": 2, "generation": 2,
-                    "stale_write": 3, "lookup": 2}
+                    "stale_write": 3, "lookup": 2, "observe": 0}
 
 AdapterFactory = Callable[[Any], Any]
 
@@ -291,6 +294,8 @@ class ReferenceAdapter:
         self.positions: dict[str, int] = {}  # prefix-cache key -> its block position on the stream
         self.prefix = (px.PrefixCache(self.alloc, _registry(), MANIFEST) if self.stream is not None
                        else None)
+        if self.prefix is None:  # no prefix cache, so no scoped lookup to offer (the machines count it missing)
+            self.lookup = None  # type: ignore[assignment]
         if spec is not None:
             ident_of = self.positions.__getitem__ if self.prefix is not None else int
             self.recorder = TraceRecorder(spec, requests=list(requests), readers=list(readers),
@@ -453,6 +458,10 @@ class ReferenceAdapter:
         if result.rejection in ("STALE_BLOCK_GENERATION", "HANDLE_NOT_OWNED"):
             self.delayed_writer = None
         return result
+
+    def observe(self) -> dict[str, Any]:
+        """Each group's free+evictable queue, head first (released blocks join the tail, a hit takes one out)."""
+        return {"queues": {"reuse": {g: pool.queue_order() for g, pool in enumerate(self.alloc.pools)}}}
 
     def table(self, request_id: str, group: int) -> list[int]:
         return [h.block_id for h in self.alloc.request(request_id).tables[group]]

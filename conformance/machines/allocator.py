@@ -49,6 +49,7 @@ from kvexact.conformance.machines import (
     not_applicable,
 )
 from kvexact.conformance.mirror import DevicePool, mirror_step
+from kvexact.conformance.observation import ObservationError, Observer
 from kvexact.reference.adapters import AdapterConfig, LookupScope, OpResult, ReferenceAdapter, check_adapter
 from kvexact.reference.pool import QueuePolicy
 
@@ -136,6 +137,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.requests: dict[str, Request] = {}  # the live requests by id (the ``live`` bundle's handles)
         self.sut_delayed_writer: tuple[int, int, int] | None = None  # (group, block, generation) in the SUT
         self._projection_model: Any = None  # the spec's checker model, for the per-step invariants
+        self.observer = Observer()  # the target's observe() (queues, COW steps), when it has one
         self._count("examples")
 
     # ---- helpers -------------------------------------------------------------------------------------
@@ -529,6 +531,22 @@ class AllocatorMachine(RuleBasedStateMachine):
             raise ConformanceFailure(f"after {latest['action']} (step {len(recorder.records)}) the projection "
                                      f"breaks the spec's invariant {broken}")
         self._count("projection_checks")
+
+    @invariant()
+    def observation_keeps_its_promises(self) -> None:
+        """When the target has ``observe()``: its queues hold no mapped block, keep their order and take new
+        blocks at their ends only; a COW copy is published only after it was validated
+        (:mod:`kvexact.conformance.observation`)."""
+        observe = getattr(self.target, "observe", None)
+        if not callable(observe):
+            return
+        groups = range(self.config.num_groups)
+        mapped = {g: {b for r in self.requests for b in self.target.table(r, g)} for g in groups}
+        try:
+            self.observer.step(observe(), mapped)
+        except ObservationError as exc:
+            raise ConformanceFailure(f"{getattr(self.target, 'name', 'reference')} observe(): {exc}") from None
+        self._count("observation_checks")
 
     @invariant()
     def sut_is_consistent(self) -> None:

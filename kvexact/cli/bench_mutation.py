@@ -1,5 +1,6 @@
 """``kvexact bench mutation``: mutation testing over ``reference/`` and the kernels' host code, killed by the
-golden tests (a pytest selection) and the kernels' differential check (:mod:`kvexact.gate.mutation`); a
+golden tests (a pytest selection) and the kernels' differential check (:mod:`kvexact.gate.mutation`), or with
+``--target adapter`` over the code behind the adapters, killed only by the machines run through them; a
 benchmark, not a test.
 
 It mutates the source files in place one mutant at a time (cosmic-ray restores each), so nothing else may
@@ -20,6 +21,10 @@ from kvexact.spec.files import write_atomic
 
 
 @click.command("mutation")
+@click.option("--target", type=click.Choice(["reference", "adapter"]), default="reference", show_default=True,
+              help="reference: kvexact's reference and kernels' host code, killed by the golden tests and the kernel "
+                   "differential; adapter: the code behind the adapters (profiles, reference adapter, example "
+                   "runtime), killed only by the machines run through each adapter")
 @click.option("--module", "modules", multiple=True, metavar="PATTERN",
               help="module(s) to mutate, e.g. reference.prefix or 'reference.*' (repeatable; default: reference.* "
                    "but the failure lab, kernels.paged, kernels.shared, kernels.device)")
@@ -43,7 +48,7 @@ from kvexact.spec.files import write_atomic
 @click.option("--json", "json_path", type=click.Path(path_type=Path), default=None, help="write every result here")
 @click.option("--table", "table_path", type=click.Path(path_type=Path), default=None,
               help="write the Markdown score table and the survivors here")
-def bench_mutation(modules: tuple[str, ...], max_mutants: int | None, seed: int, list_only: bool,
+def bench_mutation(target: str, modules: tuple[str, ...], max_mutants: int | None, seed: int, list_only: bool,
                    map_path: Path | None, timeout_factor: float, only: str, rejudge_path: Path | None, then: str,
                    then_map_path: Path | None, json_path: Path | None, table_path: Path | None) -> int:
     """Mutate reference/ and the kernels' host code; report the score per module and the survivors."""
@@ -52,9 +57,10 @@ def bench_mutation(modules: tuple[str, ...], max_mutants: int | None, seed: int,
     if max_mutants is not None and max_mutants < 1:
         raise click.UsageError(f"--max-mutants must be at least 1, got {max_mutants}")
     try:
-        chosen = mu.select_modules(modules or mu.DEFAULT_MODULES)
+        default_modules, default_killers = mu.TARGETS[target]
+        chosen = mu.select_modules(modules or default_modules)
         equivalents = mu.load_equivalents()
-        checks = mu.fast_checks(n for n in only.split(",") if n)
+        checks = mu.fast_checks((n for n in only.split(",") if n), default_killers)
         then_checks = mu.fast_checks(n for n in then.split(",") if n) if then else []
     except mu.MutationInputError as exc:
         raise click.UsageError(str(exc)) from None
@@ -79,7 +85,7 @@ def bench_mutation(modules: tuple[str, ...], max_mutants: int | None, seed: int,
                    + (f" (uniform sample, seed {seed})" if len(picked) < len(every) else ""), err=True)
     coverage_map = _coverage_map(map_path, checks)
     started = time.monotonic()
-    meta = {"seed": seed, "sampled": len(picked), "of": len(every), "modules": list(chosen),
+    meta = {"target": target, "seed": seed, "sampled": len(picked), "of": len(every), "modules": list(chosen),
             "rejudged": str(rejudge_path) if rejudge_path else None, "missing": missing,
             "fast_level": {"level": mu.FAST_CHECKS_LEVEL, "profile": "ci", "gate_seed": 0, "checks": checks,
                            "then": then_checks}}

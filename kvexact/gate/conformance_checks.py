@@ -13,6 +13,7 @@ from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, Gat
 FAULTY_ADAPTER = "kvexact.conformance.simple_runtime:faulty_no_cow"
 SIMPLE_ADAPTER = "kvexact.conformance.simple_runtime:simple_runtime"
 SGLANG_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:sglang_factory"
+VLLM_ADAPTER = "kvexact.reference.peers.vllm_protocol:vllm_factory"
 FAULTY_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:faulty_unlocked_prefix"
 # (examples, steps) per machine at each level; (None, None): the Hypothesis profile's (ci: 25 x 30)
 MACHINE_SIZES: dict[str, tuple[int | None, int | None]] = {"quick": (5, 15), "full": (None, None),
@@ -129,6 +130,12 @@ def simple_runtime_adapter(ctx: GateContext) -> CheckResult:
     return _adapter_passes(ctx, SIMPLE_ADAPTER)
 
 
+def vllm_profile_adapter(ctx: GateContext) -> CheckResult:
+    """The vLLM profile in the allocator machines (not in lockstep: it caches at allocation), its free queue
+    observed after every step: it must pass."""
+    return _adapter_passes(ctx, VLLM_ADAPTER)
+
+
 def faulty_adapter_caught(ctx: GateContext) -> CheckResult:
     """The deliberately faulty allocator (no copy-on-write) must be caught by the COW machine."""
     return _mutant_caught(ctx, "CowPublication", FAULTY_ADAPTER)
@@ -167,6 +174,8 @@ CHECKS = [
     GateCheck("machines", "conformance", "state machines: reference (or --adapter) vs kernels vs specs", machines),
     GateCheck("adapter-simple-runtime", "conformance", "the example runtime adapter passes in lockstep",
               simple_runtime_adapter, level="full"),
+    GateCheck("adapter-vllm-profile", "conformance", "the vLLM profile passes the allocator machines",
+              vllm_profile_adapter, level="full"),
     GateCheck("adapter-faulty-caught", "conformance", "the faulty no-COW adapter is caught",
               faulty_adapter_caught),
     GateCheck("adapter-sglang-index", "conformance", "the SGLang profile passes the Radix machine in lockstep",

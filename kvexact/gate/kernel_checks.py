@@ -156,6 +156,5 @@ CHECKS = [
     GateCheck("kernels-differential", "kernels",
               "Triton kernels against float64 on poisoned pools (small fixed set)", kernels_differential),
     GateCheck("kernels-int64-addressing", "kernels",
-              "paged decode addresses a pool of more than 2^31 elements (subprocess)", kernels_int64,
-              level="full"),
+              "paged decode addresses a pool of more than 2^31 elements (subprocess)", kernels_int64),
 ]

@@ -31,17 +31,25 @@ from typing import Any
 import attrs
 
 EQUIVALENTS_FILE = Path(__file__).with_name("equivalent_mutants.toml")
-ROOTS = ("reference", "kernels")
+ROOTS = ("reference", "kernels", "conformance")
 DEFAULT_MODULES = ("reference.*", "kernels.paged", "kernels.shared", "kernels.device")
 # the failure lab's deliberately faulty variants, the timing harness of `kvexact bench reference`, and the
 # seed's worked numbers (oracles, not code, in reference.labs.formulas_golden)
-EXCLUDED = ("reference.labs.*", "reference.bench")
+EXCLUDED = ("reference.labs.*", "reference.bench", "conformance.live.*")
 FAST_CHECKS_LEVEL = "quick"
 # pytest selections a mutant may be killed by: name -> paths relative to the repository root. The golden cases'
 # own tests only: the mutant tests beside them read the reference's source text, which a mutant on disk changes
 PYTEST_SELECTIONS = {"golden": ("tests/reference/golden/test_golden.py",)}
 PYTEST_ARGS = ("-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist")
 DEFAULT_KILLERS = ("golden", "kernels-differential")
+# ``--target adapter``: the code behind an adapter (the vLLM and SGLang profiles, the reference adapter, the
+# example runtime), killed only by what a runtime team runs on its own system: the machines through each
+# adapter (their observe() promises, kernels and trace validation included), never the golden cases
+ADAPTER_MODULES = ("conformance.simple_runtime", "reference.adapters", "reference.peers.vllm_protocol",
+                   "reference.peers.vllm", "reference.peers.vllm_pool", "reference.peers.sglang_protocol",
+                   "reference.peers.sglang", "reference.peers.sglang_adapter")
+ADAPTER_KILLERS = ("adapter-sglang-index", "adapter-vllm-profile", "adapter-simple-runtime", "machines")
+TARGETS = {"reference": (DEFAULT_MODULES, DEFAULT_KILLERS), "adapter": (ADAPTER_MODULES, ADAPTER_KILLERS)}
 
 
 class MutationRejection(enum.Enum):
@@ -108,11 +116,13 @@ class MutantResult:
 
 
 def root_dirs() -> dict[str, Path]:
+    import kvexact.conformance
     import kvexact.kernels
     import kvexact.reference
 
     return {"reference": Path(kvexact.reference.__file__).resolve().parent,
-            "kernels": Path(kvexact.kernels.__file__).resolve().parent}
+            "kernels": Path(kvexact.kernels.__file__).resolve().parent,
+            "conformance": Path(kvexact.conformance.__file__).resolve().parent}
 
 
 def all_modules() -> dict[str, Path]:
@@ -338,14 +348,15 @@ def measure_check(name: str) -> dict[str, Any]:
     return {"seconds": round(time.perf_counter() - start, 2), "passed": passed, "lines": lines}
 
 
-def fast_checks(only: Iterable[str] = ()) -> list[str]:
-    """The killers: the named ones (pytest selections first, then quick gate checks in the gate's order), or by
-    default the golden tests and the kernels' differential check. A pytest selection must be in this checkout."""
+def fast_checks(only: Iterable[str] = (), default: Iterable[str] = DEFAULT_KILLERS) -> list[str]:
+    """The killers: the named ones (pytest selections first, then quick gate checks in the gate's order, then the
+    adapter checks of the full level), or by default ``default``. A pytest selection must be in this checkout."""
     from kvexact.gate import framework
     from kvexact.gate.checks import load_checks
 
     quick = [c.name for c in framework.select_checks(load_checks(), level=FAST_CHECKS_LEVEL)]
-    only = list(only) or list(DEFAULT_KILLERS)
+    quick += [n for n in ADAPTER_KILLERS if n not in quick]  # run at the quick level's size like the others
+    only = list(only) or list(default)
     unknown = [n for n in only if n not in quick and n not in PYTEST_SELECTIONS]
     if unknown:
         raise MutationInputError(MutationRejection.UNKNOWN_CHECK, f"{', '.join(unknown)}; the pytest selections are "

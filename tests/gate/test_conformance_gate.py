@@ -15,11 +15,12 @@ from kvexact.gate import checks, spec_checks
 from kvexact.gate import framework as gate
 
 QUICK = {"packaging-selftest", "spec-KVAllocation", "spec-CowPublication", "spec-NamespaceRevocation",
-         "spec-RadixIndex", "spec-VirtualMapping", "spec-mutants", "kernels-differential", "formulas-golden", "reference-seed",
+         "spec-RadixIndex", "spec-VirtualMapping", "spec-mutants", "kernels-differential", "kernels-int64-addressing",
+         "formulas-golden", "reference-seed",
          "z3-obligations",
          "negative-registry", "machines", "adapter-faulty-caught", "adapter-sglang-index",
          "adapter-faulty-index-caught"}
-FULL = QUICK | {"spec-witnesses", "kernels-int64-addressing", "adapter-simple-runtime", "spec-KVAllocation-liveness",
+FULL = QUICK | {"spec-witnesses", "adapter-simple-runtime", "adapter-vllm-profile", "spec-KVAllocation-liveness",
                "spec-CowPublication-liveness", "spec-NamespaceRevocation-liveness"}
 DEEP = FULL | {"checker-corpus", "checker-properties"}
 

@@ -33,6 +33,25 @@ def test_default_modules_are_reference_and_kernel_host_code_without_the_failure_
     assert "kernels.mutants" not in chosen and "reference.bench" not in chosen
 
 
+def test_the_adapter_target_mutates_the_code_behind_the_adapters_and_is_killed_by_their_machines_only():
+    modules, killers = mu.TARGETS["adapter"]
+    chosen = mu.select_modules(modules)
+    assert {"conformance.simple_runtime", "reference.adapters", "reference.peers.vllm_protocol",
+            "reference.peers.sglang_protocol"} <= set(chosen)
+    assert "golden" not in killers and "kernels-differential" not in killers
+    assert mu.fast_checks((), killers) == ["machines", "adapter-sglang-index", "adapter-vllm-profile",
+                                            "adapter-simple-runtime"]
+    assert not [n for n in mu.all_modules() if n.startswith("conformance.live.")]  # needs the runtimes' env
+
+
+def test_cli_lists_the_adapter_targets_modules():
+    done = subprocess.run([sys.executable, "-m", "kvexact.cli", "bench", "mutation", "--target", "adapter", "--list"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "conformance.simple_runtime" in done.stdout and "reference.peers.vllm_protocol" in done.stdout
+    assert "reference.prefix " not in done.stdout
+
+
 def test_unknown_module_is_rejected_by_name():
     with pytest.raises(mu.MutationInputError) as err:
         mu.select_modules(["reference.nope"])

@@ -271,3 +271,33 @@ def test_a_live_sglang_publisher_stream_without_a_store_is_rejected_at_the_right
     assert rejected.failure.rejection is PartialRejection.EVENT_NOT_MAPPED
     assert f"{endpoint} seq" in rejected.failure.where
     assert rejected.failure.reason.split(":")[0] in ("UNKNOWN_PARENT", "UNKNOWN_HASH", "REMOVED_NOT_CACHED")
+
+
+OBSERVE = r'''
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+from kvexact.conformance.live import vllm as live_vllm
+from kvexact.conformance.machines.allocator import machine_class
+from kvexact.conformance.runner import machine_settings
+from kvexact.reference.adapters import AdapterConfig
+
+a = live_vllm.factory(AdapterConfig())
+a.start("r0", [1, 2, 3, 1, 2])
+a.release("r0")
+freed = a.observe()["queues"]["free"][0]
+a.start("r1", [1, 2, 3])  # a hit on r0's first cached block: vLLM's touch takes it out of the free queue
+hit = a.table("r1", 0)[0]
+assert hit not in a.observe()["queues"]["free"][0] and hit in freed, (hit, freed)
+m = machine_class("KVAllocation", sut_factory=live_vllm.factory, check_kernels=False, validate_trace=False)
+run_state_machine_as_test(m, settings=settings(machine_settings("ci", shrink=False), max_examples=5,
+                                               stateful_step_count=15))
+print("observation_checks", m.stats["observation_checks"])
+'''
+
+
+def test_live_vllm_free_queue_is_observed_and_keeps_the_queue_promises(runtime_python):
+    """The live adapter's observe() reads vLLM's own free block queue: a prefix hit takes the block out, and the
+    KVAllocation machine checks the queue after every step."""
+    r = run_in(runtime_python, "-c", OBSERVE)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert int(r.stdout.split()[-1]) > 20, r.stdout

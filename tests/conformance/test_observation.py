@@ -1,0 +1,210 @@
+"""Observability through the adapter protocol: the promises of ``observe()`` (each refusal by name), and the
+bugs the golden cases used to be the only ones to catch, planted one at a time in the vLLM and SGLang
+profiles, the example runtime and the reference adapter, each caught by a machine with no golden case and
+with the runtime's own self-check switched off."""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from kvexact.conformance import simple_runtime
+from kvexact.conformance.machines import ConformanceFailure
+from kvexact.conformance.machines.allocator import machine_class
+from kvexact.conformance.observation import (
+    ObservationError,
+    ObservationProblem,
+    Observer,
+    check_cow,
+    check_queues,
+)
+from kvexact.conformance.runner import machine_settings, run_machine
+
+SGLANG = "kvexact.reference.peers.sglang_protocol:sglang_factory"
+RUN = settings(machine_settings("ci", shrink=False), max_examples=25, stateful_step_count=30)
+
+
+def _problem(fn, *args) -> ObservationProblem:
+    with pytest.raises(ObservationError) as err:
+        fn(*args)
+    return err.value.problem
+
+
+# ---- the promises, one refusal each ---------------------------------------------------------------------
+def test_a_queue_that_drops_and_appends_at_its_ends_keeps_its_promises():
+    check_queues({"q": {0: [1, 2, 3]}}, {"q": {0: [5, 1, 3, 4]}}, {0: {2}})
+
+
+def test_a_queued_block_that_a_live_table_maps_is_refused():
+    assert _problem(check_queues, {}, {"q": {0: [1, 2]}}, {0: {2}}) is ObservationProblem.QUEUED_WHILE_MAPPED
+
+
+def test_a_block_queued_twice_is_refused():
+    assert _problem(check_queues, {}, {"q": {0: [1, 1]}}, {}) is ObservationProblem.QUEUED_TWICE
+
+
+def test_a_queue_that_reorders_what_it_kept_is_refused():
+    assert _problem(check_queues, {"q": {0: [1, 2, 3]}}, {"q": {0: [2, 1, 3]}}, {}) is ObservationProblem.QUEUE_REORDERED
+
+
+def test_a_block_released_into_the_middle_of_a_queue_is_refused():
+    """LRU order: a released block joins at the tail (or head), never between blocks already queued."""
+    problem = _problem(check_queues, {"q": {0: [1, 3]}}, {"q": {0: [1, 2, 3]}}, {})
+    assert problem is ObservationProblem.JOINED_INSIDE_QUEUE
+
+
+def test_cow_copy_validate_publish_in_order_passes_and_clears_the_destination():
+    pending: dict = {}
+    check_cow([("copy", 0, 4), ("validate", 0, 4), ("publish", 0, 4)], pending)
+    assert pending == {}
+
+
+def test_a_cow_copy_published_before_validation_is_refused():
+    problem = _problem(check_cow, [("copy", 0, 4), ("publish", 0, 4), ("validate", 0, 4)], {})
+    assert problem is ObservationProblem.PUBLISHED_BEFORE_VALIDATED
+
+
+def test_a_cow_validation_before_the_copy_is_refused():
+    assert _problem(check_cow, [("validate", 1, 2)], {}) is ObservationProblem.VALIDATED_BEFORE_COPIED
+
+
+def test_an_observation_that_is_not_a_dict_is_refused_by_name():
+    assert _problem(Observer().step, [1, 2], {}) is ObservationProblem.NOT_AN_OBSERVATION
+    assert _problem(Observer().step, {"cow": [("move", 0, 1)]}, {}) is ObservationProblem.NOT_AN_OBSERVATION
+
+
+# ---- planted bugs, caught by the machines ---------------------------------------------------------------
+def _planted_module(module: types.ModuleType, original: str, mutated: str) -> types.ModuleType:
+    """A copy of ``module`` with one single-point edit of its source (the text must occur exactly once)."""
+    source = open(module.__file__, encoding="utf-8").read()  # type: ignore[arg-type]
+    assert source.count(original) == 1, original
+    planted = types.ModuleType(module.__name__ + "_planted")
+    exec(compile(source.replace(original, mutated), module.__file__, "exec"), planted.__dict__)  # type: ignore[arg-type]
+    return planted
+
+
+def _fails_with(machine, problem: ObservationProblem) -> str:
+    with pytest.raises(ConformanceFailure) as err:
+        run_state_machine_as_test(machine, settings=RUN)
+    assert problem.name in str(err.value), str(err.value)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("spec", ["KVAllocation", "CowPublication"])
+def test_correct_adapters_keep_their_observation_promises(spec):
+    for factory in (None, simple_runtime.simple_runtime):
+        machine = machine_class(spec, sut_factory=factory, check_kernels=False, validate_trace=False)
+        run_state_machine_as_test(machine, settings=RUN)
+        assert machine.stats.get("observation_checks", 0) > 100
+
+
+def test_example_runtime_publishing_a_cow_copy_before_validating_it_is_caught(monkeypatch):
+    """The example runtime maps the COW destination in the request's table before it validates the copy."""
+    planted = _planted_module(
+        simple_runtime,
+        '                self.cow_log.append(("validate", g, new))  # ... checks the copy is whole\n'
+        '                table[-1] = new  # ... and only then publishes it in the request\'s table\n'
+        '                self.cow_log.append(("publish", g, new))\n',
+        '                table[-1] = new\n'
+        '                self.cow_log.append(("publish", g, new))\n'
+        '                self.cow_log.append(("validate", g, new))\n')
+    monkeypatch.setattr(planted.SimpleRuntimeAllocator, "self_check", lambda self: None)
+    machine = machine_class("CowPublication", sut_factory=planted.simple_runtime, check_kernels=False,
+                            validate_trace=False)
+    _fails_with(machine, ObservationProblem.PUBLISHED_BEFORE_VALIDATED)
+
+
+def _touch_leaving_the_block_queued(pool, block_ids):
+    """vLLM's ``touch`` with the planted bug: the reference is taken, the block stays in the free queue."""
+    import attrs
+
+    from kvexact.reference.peers import vllm_pool as bp
+
+    ref = list(pool.ref_cnt)
+    for block_id in block_ids:
+        if block_id != bp.NULL_BLOCK_ID:
+            ref[block_id] += 1
+    return attrs.evolve(pool, ref_cnt=tuple(ref))
+
+
+def test_vllm_profile_touch_that_leaves_the_block_in_the_free_queue_is_caught(monkeypatch):
+    from kvexact.reference.peers import vllm_pool as bp
+    from kvexact.reference.peers import vllm_protocol
+
+    monkeypatch.setattr(bp, "touch", _touch_leaving_the_block_queued)
+    monkeypatch.setattr(vllm_protocol.VllmProtocolAdapter, "self_check", lambda self: None)
+    machine = machine_class("KVAllocation", sut_factory=vllm_protocol.vllm_factory, check_kernels=False,
+                            validate_trace=False)
+    _fails_with(machine, ObservationProblem.QUEUED_WHILE_MAPPED)
+
+
+def test_vllm_profile_freeing_blocks_into_the_middle_of_the_queue_is_caught(monkeypatch):
+    """LRU order broken: released blocks are filed by block id among the queued ones instead of joining an end."""
+    import bisect
+
+    import attrs
+
+    from kvexact.reference.peers import vllm_pool as bp
+    from kvexact.reference.peers import vllm_protocol
+
+    real_free = bp.free_blocks
+
+    def filed_by_id(pool, ordered_block_ids):
+        freed = real_free(pool, ordered_block_ids)
+        queue = list(pool.free.blocks)
+        for block_id in freed.free.blocks:
+            if block_id not in pool.free.blocks:
+                bisect.insort(queue, block_id)
+        return attrs.evolve(freed, free=bp.FreeQueue(queue))
+
+    monkeypatch.setattr(bp, "free_blocks", filed_by_id)
+    monkeypatch.setattr(vllm_protocol.VllmProtocolAdapter, "self_check", lambda self: None)
+    machine = machine_class("KVAllocation", sut_factory=vllm_protocol.vllm_factory, check_kernels=False,
+                            validate_trace=False)
+    _fails_with(machine, ObservationProblem.JOINED_INSIDE_QUEUE)
+
+
+def test_reference_adapter_touch_that_leaves_the_block_queued_is_caught(monkeypatch):
+    """The reference adapter's pool takes a reference on a queued block without taking it out of the queue;
+    its own self-check is off, so only the observation can tell."""
+    from kvexact.reference import adapters
+    from kvexact.reference.pool import BlockPool
+
+    def incref(self, block_id):
+        self.refs[block_id] = self.refcount(block_id) + 1
+
+    monkeypatch.setattr(BlockPool, "incref", incref)
+    monkeypatch.setattr(adapters.ReferenceAdapter, "self_check", lambda self: None)
+    machine = machine_class("KVAllocation", sut_factory=adapters.reference_factory, check_kernels=False,
+                            validate_trace=False)
+    _fails_with(machine, ObservationProblem.QUEUED_WHILE_MAPPED)
+
+
+def test_sglang_profile_radix_walk_over_matching_into_an_edge_is_caught(monkeypatch):
+    """The walk skips the split when the mismatch is at an edge's last token, so the match runs one token
+    into the edge; the Radix machine compares every match length and slot list with the normative index."""
+    from kvexact.reference.peers.sglang import RadixCache
+
+    def walk(self, key):  # RadixCache._walk but for the one planted comparison
+        now = self.clock()
+        node = self.root_node
+        node.last_access_time = now
+        while len(key):
+            child = node.children.get(key.child_key(self.page_size))
+            if child is None:
+                break
+            child.last_access_time = now
+            p = child.key.match(key, self.page_size)
+            if p < len(child.key) - 1:  # the planted bug: should be ``p < len(child.key)``
+                return self._split_node(child, p)
+            node, key = child, key[p:]
+        return node
+
+    monkeypatch.setattr(RadixCache, "_walk", walk)
+    run = run_machine("Radix", SGLANG, RUN, 0, check_kernels=False)
+    assert not run.passed
+    assert "matched" in run.error and "the reference matched" in run.error, run.error
+
