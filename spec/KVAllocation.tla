@@ -294,9 +294,10 @@ CopyTail(r, d) ==
 \* every group a block d[g] leaves the free pool (a new owner: its generation advances, a cached
 \* identity it held is evicted), receives the o visible rows and the new row, and replaces the tail;
 \* the old tail loses r's reference and keeps its identity.  Blocks were reserved: the epoch advances.
-\* Under TailPolicy "shared" (0x07D), while the row to append is already in the shared tail of every
-\* group (every request replays one token stream, so it holds the same token), r shares the tail
-\* and only its length grows; the first append that must write a row copies as above.
+\* Under TailPolicy "shared" (0x07D), when the row to append is already in the shared tail of every
+\* group and holds the appended token, r shares the tail and only its length grows (no write, no
+\* block, the epoch stays); a divergent token is the first write and copies as above.  Every
+\* request replays one stream, so which of the two an append is stays a free choice of the model.
 AppendCopy(r, d) ==
     /\ TxnIdle(r)
     /\ len[r] % P # 0
@@ -310,8 +311,7 @@ AppendCopy(r, d) ==
           /\ UNCHANGED <<gen, ref, ident, rows, reserved, tables, epoch, stale, pool>>
           /\ wroteCached' = {}
           /\ sharedStep' = TRUE
-       \/ /\ ~ShareTail(r)
-          /\ CopyTail(r, d)
+       \/ CopyTail(r, d)
 
 \* 0x04C cache publication, 0x07C: publish the identity of r's full logical block j in every
 \* group at once; an identity names at most one block per group.
