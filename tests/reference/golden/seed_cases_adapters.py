@@ -230,7 +230,7 @@ def _adapter_evicted_prefix() -> Rows:
 
 
 _KV_CONSTANTS = {"Groups": {0, 1}, "Blocks": set(range(1, 7)), "NoReq": "NoReq", "P": 2, "MaxTokens": 32,
-                 "MaxGen": 64, "MaxEpoch": 64, "MaxVersion": 64}
+                 "MaxGen": 64, "MaxEpoch": 64, "MaxVersion": 64, "Concurrent": 1, "TailPolicy": "eager"}
 
 
 def _spec_verdict(adapter: Any, spec: str, constants: dict[str, Any]) -> Any:

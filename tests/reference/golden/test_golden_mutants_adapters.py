@@ -102,7 +102,8 @@ def _stale_scenario_validation():
     a.truncate("r", 2)
     a.truncate("s", 2)
     constants = {"Groups": {0, 1}, "Blocks": set(range(1, 7)), "Requests": {"r", "s"}, "NoReq": "NoReq", "P": 2,
-                 "MaxTokens": 32, "MaxGen": 64, "MaxEpoch": 64, "MaxVersion": 64}
+                 "MaxTokens": 32, "MaxGen": 64, "MaxEpoch": 64, "MaxVersion": 64, "Concurrent": 1,
+                 "TailPolicy": "eager"}
     return validate_recorded(a.recorder, constants, spec_dir() / "KVAllocation.tla", spec_dir() / "KVAllocation.cfg")
 
 
