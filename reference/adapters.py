@@ -47,12 +47,14 @@ KVAllocation, variable by variable (``g`` a cache group id, ``b`` a block id of 
 * ``len[r]``, ``tver[r]``: context tokens and table version (0 for an absent request).
 * ``rgen[r]`` (not a variable of the current spec; projected for the record): ended lifetimes.
 * ``epoch``: the allocator epoch.
-* ``txn``: the in-flight boundary append (phase ``reserved`` until ``append_write``, then ``ready``; ``dest``
-  the reserved blocks, ``prev`` the identity each reservation evicted); the recorder sets phase
-  ``rolled_back`` after ``append_rollback`` until the next committed step.
-* ``hist``, ``stale``: history variables, kept by :class:`TraceRecorder` (the snapshot before the first
-  ``append_reserve``; ``[grp, block, gen]``, the first group's old tail that a ``truncate`` returned to the
+* ``txn[r]``: r's in-flight boundary append (phase ``reserved`` until ``append_write``, then ``ready``;
+  ``dest`` the reserved blocks, ``prev`` the identity each reservation evicted; ``alone`` always true: the
+  reference runs one transaction at a time, ``Concurrent = 1``); ``idle`` for every other request.
+* ``hist[r]``, ``undone``, ``stale``: history variables, kept by :class:`TraceRecorder` (the snapshot before
+  r's first ``append_reserve``; after ``append_rollback`` until the next committed step, ``undone`` holds
+  that snapshot; ``[grp, block, gen]``, the first group's old tail that a ``truncate`` returned to the
   free pool, held by a delayed writer, ``NoStale`` (block 0) after ``stale_write_rejected``).
+* ``sharedStep``: always false (the reference copies every shared partial tail: ``TailPolicy = "eager"``).
 
 CowPublication:
 

@@ -76,7 +76,7 @@ def test_the_shared_tail_mutant_survives_the_eager_policy(tmp_path):
 def test_the_reference_refuses_a_second_transaction_in_flight_by_name():
     """The reference serializes transactions (docs/specs.md, "Concurrent transactions"): a second begin while
     one is open is TRANSACTION_IN_FLIGHT, for another request too, and leaves the open one as it was."""
-    from kvexact.reference.allocator import AllocRejection, Allocator
+    from kvexact.reference.allocator import Allocator, AllocRejection
     from kvexact.reference.pool import GroupConfig
     from kvexact.reference.rejections import Rejected
 
