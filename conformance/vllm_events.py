@@ -284,9 +284,9 @@ def kv_view(s: dict) -> Any:
 
     ident, ref, rows = (_at(s[v], GROUP) for v in ("ident", "ref", "rows"))
     reserved = _at(s["reserved"], GROUP)
-    txn = s["txn"]
-    dest = _at(_at(txn, "dest"), GROUP)
-    treq = _at(txn, "req")
+    busy = [(r, t) for r, t in fcn_items(s["txn"]) if _at(t, "phase") != "idle"]  # at most one (Concurrent = 1)
+    treq, txn = busy[0] if busy else (None, None)
+    dest = _at(_at(txn, "dest"), GROUP) if txn is not None else 0
     blocks = _blocks(s)
     pooled = _at(s["pool"], GROUP) if "pool" in s else frozenset()
     attr = {b: (_at(ident, b), _at(ref, b), _at(rows, b), b in reserved, b == dest, b in pooled) for b in blocks}
@@ -299,7 +299,7 @@ def kv_view(s: dict) -> Any:
     for i, (_sig, held) in enumerate(reqs):
         for pos, b in enumerate(held):
             occurs[b].append((i, pos))
-    return (_at(txn, "phase"), tuple(sig for sig, _ in reqs),
+    return (_at(txn, "phase") if txn is not None else "idle", tuple(sig for sig, _ in reqs),
             tuple(sorted((attr[b], tuple(occurs[b])) for b in blocks)))
 
 
@@ -452,7 +452,7 @@ def kv_constants(blocks: int, requests: int, depth: int) -> dict[str, Any]:
     return {"Groups": frozenset({GROUP}), "Blocks": frozenset(range(1, blocks + 1)),
             "Requests": frozenset(ModelValue(f"r{i}") for i in range(1, requests + 1)),
             "NoReq": ModelValue("NoReq"), "P": 1, "MaxTokens": depth, "MaxGen": UNBOUNDED,
-            "MaxEpoch": UNBOUNDED, "MaxVersion": UNBOUNDED}
+            "MaxEpoch": UNBOUNDED, "MaxVersion": UNBOUNDED, "Concurrent": 1, "TailPolicy": "eager"}
 
 
 @functools.lru_cache(maxsize=8)

@@ -48,12 +48,14 @@ KVAllocation, variable by variable (``g`` a cache group id, ``b`` a block id of 
 * ``len[r]``, ``tver[r]``: context tokens and table version (0 for an absent request).
 * ``rgen[r]`` (not a variable of the current spec; projected for the record): ended lifetimes.
 * ``epoch``: the allocator epoch.
-* ``txn``: the in-flight boundary append (phase ``reserved`` until ``append_write``, then ``ready``; ``dest``
-  the reserved blocks, ``prev`` the identity each reservation evicted); the recorder sets phase
-  ``rolled_back`` after ``append_rollback`` until the next committed step.
-* ``hist``, ``stale``: history variables, kept by :class:`TraceRecorder` (the snapshot before the first
-  ``append_reserve``; ``[grp, block, gen]``, the first group's old tail that a ``truncate`` returned to the
+* ``txn[r]``: r's in-flight boundary append (phase ``reserved`` until ``append_write``, then ``ready``;
+  ``dest`` the reserved blocks, ``prev`` the identity each reservation evicted; ``alone`` always true: the
+  reference runs one transaction at a time, ``Concurrent = 1``); ``idle`` for every other request.
+* ``hist[r]``, ``undone``, ``stale``: history variables, kept by :class:`TraceRecorder` (the snapshot before
+  r's first ``append_reserve``; after ``append_rollback`` until the next committed step, ``undone`` holds
+  that snapshot; ``[grp, block, gen]``, the first group's old tail that a ``truncate`` returned to the
   free pool, held by a delayed writer, ``NoStale`` (block 0) after ``stale_write_rejected``).
+* ``sharedStep``: always false (the reference copies every shared partial tail: ``TailPolicy = "eager"``).
 
 CowPublication:
 
@@ -589,20 +591,23 @@ def project_kv_allocation(alloc: Allocator, requests: Sequence[str] | None = Non
     rgen = Fn({r: (alloc.requests[r].request_generation - 1) if r in alloc.requests else alloc.ended.get(r, 0)
                for r in reqs})
     groups = range(len(alloc.groups))
-    txn: dict[str, Any] = {"phase": "idle", "req": NO_REQ, "dest": Fn({g: 0 for g in groups}),
-                           "prev": Fn({g: 0 for g in groups})}
+    txn = Fn({r: {"phase": "idle", "dest": Fn({g: 0 for g in groups}), "prev": Fn({g: 0 for g in groups}),
+                  "alone": True} for r in reqs})
     open_txn = _open_txn(alloc)
-    if open_txn is not None and "new" in open_txn.plan:
-        txn["phase"] = "ready" if open_txn.publication_state == "READY_TO_PUBLISH" else "reserved"
-        txn["req"] = open_txn.request_id
+    if open_txn is not None and "new" in open_txn.plan and open_txn.request_id in txn:
+        mine = txn[open_txn.request_id]  # the reference serializes: the one transaction runs alone
+        mine["phase"] = "ready" if open_txn.publication_state == "READY_TO_PUBLISH" else "reserved"
         for h, key in zip(open_txn.reserved_handles, open_txn.evicted_keys, strict=True):
-            txn["dest"][h.cache_group_id] = h.block_id
-            txn["prev"][h.cache_group_id] = ident_of(key) if key is not None else 0
+            mine["dest"][h.cache_group_id] = h.block_id
+            mine["prev"][h.cache_group_id] = ident_of(key) if key is not None else 0
     state = {"gen": gen, "ref": ref, "ident": ident, "rows": rows, "reserved": reserved, "tables": tables,
              "len": lens, "tver": tvers, "rgen": rgen, "epoch": alloc.epoch, "txn": txn, "pool": queued}
-    state["hist"] = init_snapshot(state)
+    idle = init_snapshot(state)
+    state["hist"] = Fn({r: idle for r in reqs})
+    state["undone"] = {"on": False, "before": idle}
     state["stale"] = no_stale(groups)
     state["wroteCached"] = {(g, b) for g, b in wrote if ident[g][b] != 0}
+    state["sharedStep"] = False  # the reference copies every shared partial tail (TailPolicy "eager")
     return state
 
 
@@ -754,19 +759,19 @@ class TraceRecorder:
         prev = self._last if self._last is not None else state
         state = dict(state)
         stale = dict(prev["stale"])
-        if action == "append_reserve":
-            state["hist"] = snapshot_of(prev) if prev["txn"]["phase"] in ("idle", "rolled_back") else prev["hist"]
-        elif action in ("append_write", "append_rollback", "stale_write_rejected"):
-            state["hist"] = prev["hist"]
-        if action == "append_rollback":
-            state["txn"] = dict(state["txn"], phase="rolled_back")
+        if action in ("append_reserve", "append_write"):
+            r = params["r"]
+            hist = Fn(prev["hist"])
+            if action == "append_reserve" and prev["txn"][r]["phase"] == "idle":
+                hist[r] = snapshot_of(prev)
+            state["hist"] = hist
+        if action == "append_rollback":  # the reference's transaction ran alone: undone records its predecessor
+            state["undone"] = {"on": True, "before": prev["hist"][params["r"]]}
         if action == "stale_write_rejected":
-            state["txn"] = prev["txn"]
+            state["txn"], state["hist"], state["undone"] = prev["txn"], prev["hist"], prev["undone"]
             stale = no_stale(state["gen"])
         if action not in self.actions:  # a stuttering step keeps the history variables as they were
-            state["hist"] = prev["hist"]
-            if prev["txn"]["phase"] == "rolled_back" and state["txn"]["phase"] == "idle":
-                state["txn"] = prev["txn"]
+            state["hist"], state["undone"] = prev["hist"], prev["undone"]
         if action == "truncate":  # the delayed writer keeps the first group's old tail if it is dropped and freed
             g = min(state["gen"])
             old, kept = prev["tables"][params["r"]][g], state["tables"][params["r"]][g]

@@ -16,13 +16,13 @@ MUTANTS = {
 "KVAllocation": [
  ("PublishOneGroup", "NoHalfBundle",
   "a boundary append publishes the new table entry of the first cache group only (group 1 is lost)",
-  [("""    /\\ tables' = [tables EXCEPT ![r] = [g \\in Groups |-> Append(tables[r][g], Handle(g, txn.dest[g]))]]""",
+  [("""    /\\ tables' = [tables EXCEPT ![r] = [g \\in Groups |-> Append(tables[r][g], Handle(g, txn[r].dest[g]))]]""",
     """    /\\ tables' = [tables EXCEPT ![r] = [g \\in Groups |->
-                     IF g = NoStale.grp THEN Append(tables[r][g], Handle(g, txn.dest[g])) ELSE tables[r][g]]]"""),
-   ("""    /\\ ref' = [g \\in Groups |-> [ref[g] EXCEPT ![txn.dest[g]] = @ + 1]]
-    /\\ reserved' = NoReserved""",
-    """    /\\ ref' = [ref EXCEPT ![NoStale.grp][txn.dest[NoStale.grp]] = @ + 1]
-    /\\ reserved' = NoReserved""")]),
+                     IF g = NoStale.grp THEN Append(tables[r][g], Handle(g, txn[r].dest[g])) ELSE tables[r][g]]]"""),
+   ("""    /\\ ref' = [g \\in Groups |-> [ref[g] EXCEPT ![txn[r].dest[g]] = @ + 1]]
+    /\\ reserved' = [g \\in Groups |-> reserved[g] \\ {txn[r].dest[g]}]""",
+    """    /\\ ref' = [ref EXCEPT ![NoStale.grp][txn[r].dest[NoStale.grp]] = @ + 1]
+    /\\ reserved' = [g \\in Groups |-> reserved[g] \\ {txn[r].dest[g]}]""")]),
  ("NoGenerationBump", "StaleHandleFenced",
   "reserving a block from the free pool forgets to advance its generation (and rollback forgets to restore it)",
   [("""    /\\ gen' = [gen EXCEPT ![g][b] = @ + 1]
@@ -40,8 +40,8 @@ MUTANTS = {
     """       /\\ gen' = gen""")]),
  ("ReserveMappedCachedBlock", "PoolPartition",
   "the allocator reuses any cached block, even one a request still maps: it is live and reserved at once",
-  [("""    /\\ txn.dest[g] = 0
-    /\\ b \\in pool[g]""", """    /\\ txn.dest[g] = 0
+  [("""    /\\ txn[r].dest[g] = 0
+    /\\ b \\in pool[g]""", """    /\\ txn[r].dest[g] = 0
     /\\ (b \\in pool[g] \\/ ident[g][b] # 0)""")]),
  ("DuplicateIdentity", "UniqueIdentity",
   "cache publication does not check whether the identity is already cached in the group",
@@ -162,11 +162,9 @@ LIVENESS_MUTANTS = {
 "KVAllocation": [
  ("RollbackOnlyWhenReady", "TxnEventuallyEnds",
   "a transaction can roll back only after its write: a reservation whose writer never comes is held forever",
-  [("""    /\\ txn.phase \\in {"reserved", "ready"}
-    /\\ txn.req = r
-    /\\ LET d == txn.dest IN""", """    /\\ txn.phase = "ready"
-    /\\ txn.req = r
-    /\\ LET d == txn.dest IN""")]),
+  [("""    /\\ txn[r].phase \\in {"reserved", "ready"}
+    /\\ LET d == txn[r].dest""", """    /\\ txn[r].phase = "ready"
+    /\\ LET d == txn[r].dest""")]),
 ],
 "CowPublication": [
  ("ReleaseSourcesWaitsForReaders", "FreedBlockEventuallyReusable",
@@ -280,25 +278,54 @@ def render_liveness() -> dict[Path, str]:
 # Mutants of the radix index and virtual mapping specs, and those that give every CI invariant a mutant
 # (tests/spec/test_specs_vacuity.py); each entry as in MUTANTS.
 # Two requests computing the same tokens at once, or one diverging inside an edge another just
-# published, need a private copy each: four slots instead of the CI model's two.
+# published, need a private copy each: four slots instead of the CI model's two. A KVAllocation bug that
+# only an interleaving exposes needs two transactions in flight (the constants of KVAllocation.concurrent.cfg);
+# one of the shared-tail policy needs TailPolicy "shared" (those of KVAllocation.shared.cfg).
 CONSTANTS_II = {
+    "KVAllocation_ReserveIgnoresOtherTxns": [("Groups = {0, 1}", "Groups = {0}"), ("MaxVersion = 2", "MaxVersion = 1"),
+                              ("Concurrent = 1", "Concurrent = 2")],
+    "KVAllocation_RollbackRestoresRepublished": [("Groups = {0, 1}", "Groups = {0}"), ("MaxVersion = 2", "MaxVersion = 1"),
+                              ("Concurrent = 1", "Concurrent = 2")],
+    "KVAllocation_PublishDropsOtherReservations": [("Groups = {0, 1}", "Groups = {0}"), ("MaxVersion = 2", "MaxVersion = 1"),
+                              ("Concurrent = 1", "Concurrent = 2")],
+    "KVAllocation_ShareWritesInPlace": [("Groups = {0, 1}", "Groups = {0}"), ('"eager"', '"shared"')],
     "RadixIndex_InsertWithoutSplit": [("Slots = {1, 2}", "Slots = {1, 2, 3, 4}")],
     "RadixIndex_KeepDuplicateSlots": [("Slots = {1, 2}", "Slots = {1, 2, 3, 4}")],
 }
 
 MUTANTS_II = {
 "KVAllocation": [
+ ("ReserveIgnoresOtherTxns", "ReservationsDisjoint",
+  "a reservation checks only that no request maps the block (refcount 0), not that another transaction in flight "
+  "reserved it",
+  [(r"""    /\ txn[r].dest[g] = 0
+    /\ b \in pool[g]""", r"""    /\ txn[r].dest[g] = 0
+    /\ ref[g][b] = 0""")]),
+ ("RollbackRestoresRepublished", "UniqueIdentity",
+  "a rollback restores the identity its reservation evicted even when another request published it again meanwhile",
+  [(r"""           back(g) == txn[r].prev[g] # 0 /\ \A c \in Blocks : ident[g][c] # txn[r].prev[g]""",
+    r"""           back(g) == txn[r].prev[g] # 0""")]),
+ ("PublishDropsOtherReservations", "ReservedUnreachable",
+  "a publication clears every reservation of the pool, also those of another transaction in flight",
+  [(r"""    /\ reserved' = [g \in Groups |-> reserved[g] \ {txn[r].dest[g]}]
+    /\ len' = [len EXCEPT ![r] = @ + 1]""", r"""    /\ reserved' = NoReserved
+    /\ len' = [len EXCEPT ![r] = @ + 1]""")]),
+ ("ShareWritesInPlace", "CachedBlocksImmutable",
+  "the shared-tail policy writes the appended token into the shared tail in place instead of only sharing it",
+  [(r"""          /\ wroteCached' = {}
+          /\ sharedStep' = TRUE""", r"""          /\ wroteCached' = {w \in {<<g, TailBlock(r, g)>> : g \in Groups} : ident[w[1]][w[2]] # 0}
+          /\ sharedStep' = TRUE""")]),
  ("TouchKeepsQueued", "ZeroRefIffPooled",
   "a prefix hit maps an evictable block but leaves it in the free queue, where the allocator can take it",
   [(r"""    /\ pool' = [g \in Groups |-> {b \in pool[g] : ident[g][b] \notin 1..k}]""", r"""    /\ UNCHANGED pool""")]),
  ("HandleOfOldGeneration", "HandlesCurrent",
   "a boundary append publishes the handle with the generation read before its reservation advanced it",
-  [(r"""Append(tables[r][g], Handle(g, txn.dest[g]))""",
-    r"""Append(tables[r][g], [block |-> txn.dest[g], gen |-> gen[g][txn.dest[g]] - 1])""")]),
+  [(r"""Append(tables[r][g], Handle(g, txn[r].dest[g]))""",
+    r"""Append(tables[r][g], [block |-> txn[r].dest[g], gen |-> gen[g][txn[r].dest[g]] - 1])""")]),
  ("RollbackKeepsReservation", "ReservedUnreachable",
   "a rollback forgets to return its reservations: the blocks stay reserved by no transaction",
-  [(r"""    /\ reserved' = NoReserved
-    /\ pool' = [g \in Groups |-> pool[g] \cup ({txn.dest[g]} \ {0})]""", r"""    /\ UNCHANGED <<reserved, pool>>""")]),
+  [(r"""    /\ reserved' = [g \in Groups |-> reserved[g] \ {txn[r].dest[g]}]
+    /\ pool' = [g \in Groups |-> pool[g] \cup ({txn[r].dest[g]} \ {0})]""", r"""    /\ UNCHANGED <<reserved, pool>>""")]),
 ],
 "CowPublication": [
  ("PublishStaysValidated", "ReservedUnreachable",

@@ -29,11 +29,15 @@ _MUTANTS = (
     "KVAllocation_HandleOfOldGeneration",
     "KVAllocation_LengthBeforeRow",
     "KVAllocation_NoGenerationBump",
+    "KVAllocation_PublishDropsOtherReservations",
     "KVAllocation_PublishOneGroup",
     "KVAllocation_ReserveMappedCachedBlock",
     "KVAllocation_RollbackKeepsGeneration",
     "KVAllocation_RollbackKeepsReservation",
     "KVAllocation_RollbackOnlyWhenReady",
+    "KVAllocation_RollbackRestoresRepublished",
+    "KVAllocation_ReserveIgnoresOtherTxns",
+    "KVAllocation_ShareWritesInPlace",
     "KVAllocation_TouchKeepsQueued",
     "KVAllocation_TruncateKeepsRefs",
     "KVAllocation_PrefixHitEveryEmptyRequest",
@@ -67,6 +71,9 @@ _WITNESSES = (
     "KVAllocation_CachedPartialTail",
     "KVAllocation_EvictThenReuse",
     "KVAllocation_PartialTail",
+    "KVAllocation_RacingAppends",
+    "KVAllocation_RollbackAfterRepublish",
+    "KVAllocation_SharedPartialTail",
     "NamespaceRevocation_RevocationCompleted",
     "RadixIndex_SharedSplitLocked",
     "VirtualMapping_RetainedReuse",
@@ -75,6 +82,8 @@ SHIPPED_MODELS: tuple[str, ...] = (
     *(f"{s}{ext}" for s in _SPECS for ext in (".tla", ".cfg", ".deep.cfg")),
     *(f"{s}.liveness.cfg" for s in ("KVAllocation", "CowPublication", "NamespaceRevocation")),
     *(f"RadixIndex.{m}.cfg" for m in ("page2", "page3", "page2.deep", "page3.deep")),  # SGLang's paged cache
+    "KVAllocation.concurrent.cfg",  # two transactions in flight (Concurrent = 2)
+    "KVAllocation.shared.cfg",  # the shared partial-tail policy (TailPolicy = "shared")
     "ExactHistory.tla",  # the abstract protocol; KVAllocation.cfg and CowPublication.cfg check PROPERTY RefinesExactHistory
     *(f"mutants/{m}{ext}" for m in _MUTANTS for ext in (".tla", ".cfg")),
     *(f"witnesses/{w}.cfg" for w in _WITNESSES),

@@ -103,6 +103,8 @@ def test_witness_is_reached(witness_verdicts, name):
 def test_witnesses_cover_cow_eviction_and_revocation():
     assert {w.name for w in WITNESSES} == {"CowPublication_CowPublished", "KVAllocation_EvictThenReuse",
                                            "KVAllocation_PartialTail", "KVAllocation_CachedPartialTail",
+                                           "KVAllocation_RacingAppends", "KVAllocation_RollbackAfterRepublish",
+                                           "KVAllocation_SharedPartialTail",
                                            "NamespaceRevocation_RevocationCompleted", "RadixIndex_SharedSplitLocked",
                                            "VirtualMapping_RetainedReuse"}
 

@@ -188,6 +188,8 @@ CONSTANTS
     MaxGen = 20
     MaxEpoch = 50
     MaxVersion = 10
+    Concurrent = 1
+    TailPolicy = "eager"
 INIT Init
 NEXT Next
 """)
@@ -199,7 +201,12 @@ def _per_block(value) -> dict:
 
 
 def _kv_idle_txn() -> dict:
-    return {"phase": "idle", "req": NOREQ, "dest": {0: 0, 1: 0}, "prev": {0: 0, 1: 0}}
+    return {"phase": "idle", "dest": {0: 0, 1: 0}, "prev": {0: 0, 1: 0}, "alone": True}
+
+
+def _kv_reserved_txn(dest0: int) -> dict:
+    """A boundary append that reserved dest0 in group 0 first (nothing evicted, nothing else ran since)."""
+    return {"phase": "reserved", "dest": {0: dest0, 1: 0}, "prev": {0: 0, 1: 0}, "alone": True}
 
 
 def _kv_init_snapshot() -> dict:
@@ -228,8 +235,9 @@ def _kv_after_cow() -> dict:
               F: {0: (), 1: ()}, G: {0: (), 1: ()}}
     return {"gen": gen, "ref": ref, "ident": ident, "rows": rows, "reserved": {0: frozenset(), 1: frozenset()},
             "tables": tables, "len": {A: 34, D: 35, F: 0, G: 0}, "tver": {A: 6, D: 2, F: 0, G: 0}, "epoch": 44,
-            "txn": _kv_idle_txn(), "hist": _kv_init_snapshot(), "stale": NO_STALE, "pool": _queued(gen, ref, {}),
-            "wroteCached": frozenset()}
+            "txn": {r: _kv_idle_txn() for r in KV_REQUESTS}, "hist": {r: _kv_init_snapshot() for r in KV_REQUESTS},
+            "undone": {"on": False, "before": _kv_init_snapshot()}, "stale": NO_STALE, "pool": _queued(gen, ref, {}),
+            "wroteCached": frozenset(), "sharedStep": False}
 
 
 def _queued(gen: dict, ref: dict, reserved: dict) -> dict:
@@ -259,15 +267,15 @@ def test_0x04F_failure_between_group_reservations_restores_the_predecessor(kv_mo
     s0 = _kv_evolve(s0, ("ref", 0, 1003, 0), ("rows", 0, 1003, 0), ("tables", D, 0, 2, _h(1002, 9)),
                  ("ref", 0, 1002, 2), ("tables", D, 1, 2, _h(2002, 12)), ("ref", 1, 2002, 2),
                  ("ref", 1, 2003, 0), ("rows", 1, 2003, 0), ("len", D, 34))
-    s1 = _kv_evolve(s0, ("hist", _snapshot(s0)), ("gen", 0, 1003, 13), ("reserved", 0, frozenset({1003})),
-                 ("txn", {"phase": "reserved", "req": F, "dest": {0: 1003, 1: 0}, "prev": {0: 0, 1: 0}}))
+    s1 = _kv_evolve(s0, ("hist", F, _snapshot(s0)), ("gen", 0, 1003, 13), ("reserved", 0, frozenset({1003})),
+                 ("txn", F, _kv_reserved_txn(1003)))
     _step(m, "AppendReserve", s0, s1, r=F, g=0, b=1003)
     # Injected failure before group 1 is reserved: the reservation returns, no request changes, the
     # epoch stays 43, and the committed state is exactly the predecessor's.
-    s2 = _kv_evolve(s1, ("gen", 0, 1003, 12), ("reserved", 0, frozenset()),
-                 ("txn", _kv_idle_txn() | {"phase": "rolled_back"}))
+    s2 = _kv_evolve(s1, ("gen", 0, 1003, 12), ("reserved", 0, frozenset()), ("txn", F, _kv_idle_txn()),
+                 ("hist", F, _kv_init_snapshot()), ("undone", {"on": True, "before": _snapshot(s0)}))
     _step(m, "AppendRollback", s1, s2, r=F)
-    assert _snapshot(s2) == _snapshot(s0) == s2["hist"] and s2["epoch"] == 43
+    assert _snapshot(s2) == _snapshot(s0) == s2["undone"]["before"] and s2["epoch"] == 43
     # Keeping the advanced generation is not a rollback of this spec.
     assert not m.check_step("AppendRollback", s1, _kv_set(s2, ("gen", 0, 1003), 13), {"r": F}).ok
 
@@ -282,16 +290,16 @@ def test_0x05E_truncate_reuse_stale_writer_release_touch_evict(kv_model):
                  ("rows", 1, 2003, 0), ("ref", 0, 1000, 2), ("stale", {"grp": 0, "block": 1003, "gen": 12}))
     _step(m, "Truncate", s0, s1, r=D, n=32)
     # allocate(F): reuses those block ids with generations 1003@13 and 2003@7.
-    s2 = _kv_evolve(s1, ("hist", _snapshot(s1)), ("gen", 0, 1003, 13), ("reserved", 0, frozenset({1003})),
-                 ("txn", {"phase": "reserved", "req": F, "dest": {0: 1003, 1: 0}, "prev": {0: 0, 1: 0}}))
+    s2 = _kv_evolve(s1, ("hist", F, _snapshot(s1)), ("gen", 0, 1003, 13), ("reserved", 0, frozenset({1003})),
+                 ("txn", F, _kv_reserved_txn(1003)))
     _step(m, "AppendReserve", s1, s2, r=F, g=0, b=1003)
-    s3 = _kv_evolve(s2, ("gen", 1, 2003, 7), ("reserved", 1, frozenset({2003})), ("txn", "dest", 1, 2003))
+    s3 = _kv_evolve(s2, ("gen", 1, 2003, 7), ("reserved", 1, frozenset({2003})), ("txn", F, "dest", 1, 2003))
     _step(m, "AppendReserve", s2, s3, r=F, g=1, b=2003)
-    s4 = _kv_evolve(s3, ("rows", 0, 1003, 1), ("rows", 1, 2003, 1), ("txn", "phase", "ready"))
+    s4 = _kv_evolve(s3, ("rows", 0, 1003, 1), ("rows", 1, 2003, 1), ("txn", F, "phase", "ready"))
     _step(m, "AppendWrite", s3, s4, r=F)
     s5 = _kv_evolve(s4, ("tables", F, {0: (_h(1003, 13),), 1: (_h(2003, 7),)}), ("ref", 0, 1003, 1),
                  ("ref", 1, 2003, 1), ("reserved", {0: frozenset(), 1: frozenset()}), ("len", F, 1),
-                 ("tver", F, 1), ("epoch", 45), ("txn", _kv_idle_txn()), ("hist", _kv_init_snapshot()))
+                 ("tver", F, 1), ("epoch", 45), ("txn", F, _kv_idle_txn()), ("hist", F, _kv_init_snapshot()))
     _step(m, "AppendPublish", s4, s5, r=F)
     # The stale D writer holding @12 is rejected (its generation is not the block's 13).
     s6 = _kv_set(s5, ("stale",), NO_STALE)

@@ -230,7 +230,7 @@ def _adapter_evicted_prefix() -> Rows:
 
 
 _KV_CONSTANTS = {"Groups": {0, 1}, "Blocks": set(range(1, 7)), "NoReq": "NoReq", "P": 2, "MaxTokens": 32,
-                 "MaxGen": 64, "MaxEpoch": 64, "MaxVersion": 64}
+                 "MaxGen": 64, "MaxEpoch": 64, "MaxVersion": 64, "Concurrent": 1, "TailPolicy": "eager"}
 
 
 def _spec_verdict(adapter: Any, spec: str, constants: dict[str, Any]) -> Any:
@@ -308,10 +308,11 @@ def adapter_traces() -> Rows:
 
 
 def _adapter_txn_after_rollback() -> Rows:
-    """The projection's ``txn`` (module docstring): a boundary append in flight is phase ``reserved``; the recorder
-    keeps ``rolled_back`` after ``append_rollback`` only while no transaction is in flight. After r's failed append
-    of 3, a lease (a step outside the spec) keeps ``rolled_back``; once a boundary append of 3 is begun (plan new
-    in both groups, nothing reserved yet), a lease records the append in flight: phase ``reserved``, request r."""
+    """The projection's ``txn[r]`` and ``undone`` (module docstring): a boundary append in flight is phase
+    ``reserved``; after ``append_rollback`` the recorder keeps ``undone`` on until the next spec step. After r's
+    failed append of 3, a lease (a step outside the spec) keeps r idle and ``undone`` on; once a boundary append
+    of 3 is begun (plan new in both groups, nothing reserved yet), a lease records r's append in flight: phase
+    ``reserved`` (``undone`` still on: the lease is no spec step)."""
     from kvexact.reference import adapters as ad
     from kvexact.reference import lifecycle
     from kvexact.spec.checker.values import ModelValue
@@ -323,13 +324,15 @@ def _adapter_txn_after_rollback() -> Rows:
     a.append_with_failure("r", 3)
     head = a.alloc.request("r").tables[0][0]
     lifecycle.retain_read(a.alloc, head)
-    idle = rec.records[-1]["state"]["txn"]
+    idle = rec.records[-1]["state"]
     a.alloc.begin("append", "r", ("new", "new"), (3,))
     lifecycle.retain_read(a.alloc, head)
-    open_txn = rec.records[-1]["state"]["txn"]
-    NO_REQ, R = ModelValue(ad.NO_REQ), ModelValue("r")  # request ids are model values in the records
-    return [("after a rollback, a lease with no transaction in flight, one with a boundary append begun: phase, req",
-             [(t.d["phase"], t.d["req"]) for t in (idle, open_txn)], [("rolled_back", NO_REQ), ("reserved", R)])]
+    open_txn = rec.records[-1]["state"]
+    R = ModelValue("r")  # request ids are model values in the records
+    return [("after a rollback, a lease with no transaction in flight, one with a boundary append begun: "
+             "r's phase, undone on",
+             [(s["txn"].d[R].d["phase"], s["undone"].d["on"]) for s in (idle, open_txn)],
+             [("idle", True), ("reserved", True)])]
 
 
 def _adapter_stream_trace() -> Rows:

@@ -57,8 +57,8 @@ SURVIVORS = [
      "ref[g][b] = pool.refcount(b) + other[g].get(b, 0)", "adapter traces"),
     (adapters, "project_kv_allocation", "rows[g][b] = 0 if pool.state_of(b) is BlockState.FREE else rec.valid_rows",
      "rows[g][b] = 0 if pool.state_of(b) is not BlockState.FREE else rec.valid_rows", "adapter traces"),
-    (adapters, "project_kv_allocation", 'txn["phase"] = "ready" if open_txn.publication_state == "READY_TO_PUBLISH"',
-     'txn["phase"] = "ready" if open_txn.publication_state != "READY_TO_PUBLISH"', "adapter traces"),
+    (adapters, "project_kv_allocation", 'mine["phase"] = "ready" if open_txn.publication_state == "READY_TO_PUBLISH"',
+     'mine["phase"] = "ready" if open_txn.publication_state != "READY_TO_PUBLISH"', "adapter traces"),
     (adapters, "project_cow_publication", "valid[g][b] = 0 if (not live or pending) else rec.valid_rows",
      "valid[g][b] = 0 if (live or pending) else rec.valid_rows", "adapter traces"),
     (adapters, "project_cow_publication", "pending = rec.reserved_by is not None and not validated",
@@ -69,10 +69,10 @@ SURVIVORS = [
      "self.positions[digest.hex()] = j + 2", "adapter traces"),
     (adapters, "ReferenceAdapter._publish", "if tokens != self.stream[: len(tokens)]:",
      "if tokens == self.stream[: len(tokens)]:", "adapter traces"),
-    # the seed-1010 sample over the five modules: the recorder's rolled-back marker with a transaction in flight
+    # the seed-1010 sample over the five modules: the recorder's history variables (here: the snapshot a first reservation records)
     (adapters, "TraceRecorder._kv_history",
-     'if prev["txn"]["phase"] == "rolled_back" and state["txn"]["phase"] == "idle":',
-     'if prev["txn"]["phase"] == "rolled_back" and state["txn"]["phase"] >= "idle":', "adapter traces"),
+     'if action == "append_reserve" and prev["txn"][r]["phase"] == "idle":',
+     'if action == "append_reserve" and prev["txn"][r]["phase"] != "idle":', "adapter traces"),
 ]
 
 
@@ -102,7 +102,8 @@ def _stale_scenario_validation():
     a.truncate("r", 2)
     a.truncate("s", 2)
     constants = {"Groups": {0, 1}, "Blocks": set(range(1, 7)), "Requests": {"r", "s"}, "NoReq": "NoReq", "P": 2,
-                 "MaxTokens": 32, "MaxGen": 64, "MaxEpoch": 64, "MaxVersion": 64}
+                 "MaxTokens": 32, "MaxGen": 64, "MaxEpoch": 64, "MaxVersion": 64, "Concurrent": 1,
+                 "TailPolicy": "eager"}
     return validate_recorded(a.recorder, constants, spec_dir() / "KVAllocation.tla", spec_dir() / "KVAllocation.cfg")
 
 
