@@ -34,7 +34,7 @@ from kvexact.reference.adapters import AdapterError, AdapterProblem, adapter_pro
 from kvexact.spec.files import write_atomic
 
 SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an allocator adapter can stand in
-MACHINES = (*SPECS, "Radix", "Vmm", "Revocation")
+MACHINES = (*SPECS, "Radix", "Vmm", "Revocation", "Hybrid")
 # which machines an adapter of each protocol stands in for (Vmm and Revocation drive the reference only)
 PROTOCOL_MACHINES = {"allocator": SPECS, "prefix-index": ("Radix",)}
 _BLOB = re.compile(r"@reproduce_failure\('([^']+)', (b'[^']*'|b\"[^\"]*\")\)")
@@ -118,6 +118,10 @@ def _machine_class(spec: str, factory: Any, check_kernels: bool) -> Any:
         from kvexact.conformance.machines.revocation import RevocationMachine
 
         return type("RevocationRun", (RevocationMachine,), {"stats": {}})
+    if spec == "Hybrid":
+        from kvexact.conformance.machines.hybrid import HybridMachine
+
+        return type("HybridRun", (HybridMachine,), {"stats": {}})
     return machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
 
 

@@ -33,8 +33,8 @@ def _counts(text: str) -> tuple[int, ...]:
 @click.option("--workers", "workers_text", default=None,
               help="Worker counts, comma-separated (default: 1,2,N with N the CPU count).")
 @click.option("--spec", "specs", multiple=True,
-              type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation"]),
-              help="Machine(s) to measure (default: all five).")
+              type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "Hybrid"]),
+              help="Machine(s) to measure (default: all).")
 @click.option("--seconds", type=click.FloatRange(min=1), default=30.0, show_default=True,
               help="Length of each campaign.")
 @click.option("--examples-per-slice", type=click.IntRange(min=1), default=25, show_default=True)

@@ -18,8 +18,8 @@ from kvexact.spec.interrupts import sigint_seen
 
 
 @click.command()
-@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation"]),
-              help="Which machine(s) (default: all five, or with --adapter the machines it fits).")
+@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "Hybrid"]),
+              help="Which machine(s) (default: all, or with --adapter the machines it fits).")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY",
               help="System under test in the reference's place (default: the reference itself): an "
                    "allocator adapter (KVAllocation, CowPublication) or a prefix-index adapter (Radix).")

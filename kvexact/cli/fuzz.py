@@ -53,8 +53,8 @@ def _ticker(line: Callable[[], str], seconds: float | None = None) -> Iterator[N
               help="Wall-clock budget (checked after every example).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; each round adds one.")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY", help="System under test (default: reference).")
-@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation"]),
-              help="Which machine(s) (default: all five in turn, or with --adapter the machines it fits).")
+@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "Hybrid"]),
+              help="Which machine(s) (default: all in turn, or with --adapter the machines it fits).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("fuzz-failures"), show_default=True,
               help="Where a failure's reproduction (pytest file) and ITF trace are written.")
 @click.option("--examples-per-round", type=click.IntRange(min=1), default=25, show_default=True)

@@ -13,7 +13,7 @@ import click
 
 from kvexact.spec.files import write_atomic
 
-MACHINE_NAMES = ("KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation")
+MACHINE_NAMES = ("KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "Hybrid")
 
 
 def coverage_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -90,7 +90,7 @@ def _figures(runs) -> dict:
 
 
 def machines(ctx: GateContext) -> CheckResult:
-    """All five machines at the gate's profile; ``--adapter`` is the system under test in the machines
+    """All the machines at the gate's profile; ``--adapter`` is the system under test in the machines
     it fits, the reference in the others."""
     _kernels_or_skip()
     runs = _run(ctx, ctx.adapter, everything=True)

@@ -21,7 +21,7 @@ def _small(examples: int, steps: int = 30) -> settings:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("machine", ["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation"])
+@pytest.mark.parametrize("machine", ["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "Hybrid"])
 def test_every_rule_of_every_machine_fires(machine):
     result = measure_machine(machine, None, _small(15), check_kernels=False)
     assert result.passed, result.error
