@@ -37,7 +37,7 @@ from kvexact.spec.files import write_atomic
 
 SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an allocator adapter can stand in
 RADIX_PAGED = ("Radix@page2", "Radix@page4")  # the Radix machine at SGLang's page sizes (index and adapter paged)
-MACHINES = (*SPECS, "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache", "ChunkAttention", *RADIX_PAGED)
+MACHINES = (*SPECS, "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache", "ChunkAttention", *RADIX_PAGED, "Hybrid")
 # which machines an adapter of each protocol stands in for (Vmm and Revocation drive the reference only)
 PROTOCOL_MACHINES = {"allocator": SPECS, "prefix-index": ("Radix", *RADIX_PAGED)}
 _BLOB = re.compile(r"@reproduce_failure\('([^']+)', (b'[^']*'|b\"[^\"]*\")\)")
@@ -151,6 +151,10 @@ def _machine_class(spec: str, factory: Any, check_kernels: bool) -> Any:
         from kvexact.conformance.machines.chunk_attention import ChunkAttentionMachine
 
         return type("ChunkAttentionRun", (ChunkAttentionMachine,), {"stats": {}, "check_kernels": check_kernels})
+    if spec == "Hybrid":
+        from kvexact.conformance.machines.hybrid import HybridMachine
+
+        return type("HybridRun", (HybridMachine,), {"stats": {}})
     return machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
 
 

@@ -54,6 +54,7 @@ class PrefixRejection(enum.Enum):
     HALF_GROUP_MATCH = "a matched bundle lacks a cache group"
     STALE_MATCHED_HANDLE = "a matched handle's generation is no longer current"
     NOT_A_PREFIX_OF_REQUEST = "published blocks must be the request's own full blocks"
+    GROUP_BLOCK_SIZES_DIFFER = "cache groups of different block sizes need hybrid_prefix.HybridPrefixCache"
 
 
 @attrs.frozen
@@ -125,6 +126,9 @@ class PrefixCache:
     """The prefix index over one allocator: entry scopes and witnesses beside the allocator's weak index."""
 
     def __init__(self, alloc: Allocator, registry: NamespaceRegistry, manifest_sha256: str) -> None:
+        sizes = [g.block_tokens for g in alloc.groups]
+        if len(set(sizes)) > 1:  # one key per bundle needs one block size; hybrid groups key per group
+            raise Rejected(PrefixRejection.GROUP_BLOCK_SIZES_DIFFER, f"group block sizes {sizes}")
         self.alloc = alloc
         self.registry = registry
         self.manifest_sha256 = manifest_sha256

@@ -419,6 +419,34 @@ MUTANTS_II = {
 for _spec, _extra in MUTANTS_II.items():
     MUTANTS.setdefault(_spec, []).extend(_extra)
 
+# Mutants of the hybrid allocation spec (cache groups of different block sizes); entries as in MUTANTS.
+MUTANTS_HYBRID = {
+"HybridAllocation": [
+ ("HitAtFinestAlignment", "HitAligned",
+  "a hit is aligned to the first (finest) group's block size instead of the lcm: group 2 maps a block short",
+  [(r"""Served(L) == L % A = 0 /\ L < MaxLen""", r"""Served(L) == L % P1 = 0 /\ L < MaxLen""")]),
+ ("BoundaryOfFirstGroup", "TablesCoverLength",
+  "appends test the block boundary with the first group's block size in every group (one shared quotient)",
+  [(r"""AtBoundary(r, g) == len[r] % P[g] = 0""", r"""AtBoundary(r, g) == len[r] % P1 = 0""")]),
+ ("PublishPartialTail", "CachedBlocksFull",
+  "publication keys every block of the table, the partial tail included, instead of the A-aligned full blocks",
+  [(r"""Cacheable(r, g) == (len[r] - (len[r] % A)) \div P[g]""", r"""Cacheable(r, g) == NumBlocks(len[r], g)""")]),
+ ("PublishDuplicateIdentity", "UniqueIdentity",
+  "publication does not check whether another block of the group already carries the identity",
+  [(r"""                          /\ \A c \in Blocks : ident[g][c] # Key(g, i)
+""", "")]),
+ ("PositionOffByOne", "MappedRowsMatch",
+  "a boundary append records the new block's logical index as the table length before the append",
+  [(r"""[pos[g] EXCEPT ![new[g]] = Len(tables[r][g]) + 1]""", r"""[pos[g] EXCEPT ![new[g]] = Len(tables[r][g])]""")]),
+ ("ReleaseKeepsRefs", "RefcountDerived",
+  "release empties the tables but does not drop the references they held",
+  [(r"""                 ref[g][b] - Cardinality({i \in 1..Len(tables[r][g]) : tables[r][g][i] = b})]]""",
+    r"""                 ref[g][b]]]""")]),
+],
+}
+for _spec, _extra in MUTANTS_HYBRID.items():
+    MUTANTS.setdefault(_spec, []).extend(_extra)
+
 
 def render() -> dict[Path, str]:
     """Every mutant file (path -> text), derived from the current specs and CI models."""

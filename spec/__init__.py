@@ -13,7 +13,7 @@ def spec_dir() -> Path:
 CI_STATE_BUDGET = 25_000
 
 # Files the distribution must ship (relative to spec_dir()); each spec issue appends its models.
-_SPECS = ("KVAllocation", "CowPublication", "NamespaceRevocation", "RadixIndex", "VirtualMapping")
+_SPECS = ("KVAllocation", "CowPublication", "NamespaceRevocation", "RadixIndex", "VirtualMapping", "HybridAllocation")
 _MUTANTS = (
     "CowPublication_ForkMovesTables",
     "CowPublication_ForkWithoutRefs",
@@ -65,6 +65,12 @@ _MUTANTS = (
     "VirtualMapping_ReleaseHandlesWhileMapped",
     "VirtualMapping_UnmapLosesHandle",
     "VirtualMapping_WriteBeforeAwait",
+    "HybridAllocation_BoundaryOfFirstGroup",
+    "HybridAllocation_HitAtFinestAlignment",
+    "HybridAllocation_PositionOffByOne",
+    "HybridAllocation_PublishDuplicateIdentity",
+    "HybridAllocation_PublishPartialTail",
+    "HybridAllocation_ReleaseKeepsRefs",
 )
 _WITNESSES = (
     "CowPublication_CowPublished",

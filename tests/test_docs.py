@@ -61,3 +61,19 @@ def test_the_gate_page_states_the_registry_size():
     stated = re.search(r"\((\d+) registered", text)
     assert stated is not None, "docs/gate.md no longer states the registry size"
     assert int(stated.group(1)) == len(labs.cases(None))
+
+
+def test_the_specs_page_counts_the_shipped_mutants():
+    """docs/specs.md's mutant count, in total and per spec, is what spec/ ships."""
+    import re
+    from collections import Counter
+    from pathlib import Path
+
+    from kvexact.spec import _MUTANTS
+
+    text = (Path(__file__).parent.parent / "docs" / "specs.md").read_text(encoding="utf-8")
+    found = re.search(r"holds (\d+) seeded-bug mutants: (.*?)\. Each", text, re.S)
+    assert found is not None, "docs/specs.md no longer states the mutant count"
+    per_spec = {name: int(n) for n, name in re.findall(r"(\d+) of\s+(\w+)", found.group(2))}
+    assert int(found.group(1)) == len(_MUTANTS)
+    assert per_spec == dict(Counter(m.split("_")[0] for m in _MUTANTS))

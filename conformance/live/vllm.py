@@ -38,8 +38,8 @@ MAX_MODEL_LEN = 1 << 20
 
 
 def new_manager(num_blocks: int, block_size: int, events: bool = False, groups: Sequence[Any] | None = None,
-                hash_block_size: int | None = None) -> KVCacheManager:
-    """A real manager (caching on, KV events when asked): one full-attention group of ``block_size`` tokens,
+                hash_block_size: int | None = None, caching: bool = True) -> KVCacheManager:
+    """A real manager (prefix caching on unless ``caching`` is off, KV events when asked): one full-attention group of ``block_size`` tokens,
     or the given ``KVCacheGroupSpec`` list with ``block_size`` as the scheduler's block size and
     ``hash_block_size`` (default ``block_size``) as the hash block size. The one place kvexact builds one."""
     if groups is None:
@@ -47,7 +47,7 @@ def new_manager(num_blocks: int, block_size: int, events: bool = False, groups: 
         groups = [KVCacheGroupSpec(["layer.0"], spec)]
     config = KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=[], kv_cache_groups=list(groups))
     return KVCacheManager(config, max_model_len=MAX_MODEL_LEN, scheduler_block_size=block_size,
-                          hash_block_size=hash_block_size or block_size, enable_caching=True,
+                          hash_block_size=hash_block_size or block_size, enable_caching=caching,
                           enable_kv_cache_events=events)
 
 

@@ -1,7 +1,7 @@
 """The real vLLM 0.33.0 hybrid coordinator on a CPU, for comparison with ``reference/peers/vllm_hybrid.py``.
 
 One :func:`hybrid_hit` builds a real ``KVCacheManager`` over cache groups of different block sizes (full
-attention and sliding window, one shared ``BlockPool``, ``hash_block_size`` = gcd and
+attention and sliding window, one shared ``BlockPool``, ``hash_block_size`` by default the gcd and
 ``scheduler_block_size`` = lcm of the block sizes), runs each stored prompt through
 ``get_computed_blocks`` / ``allocate_slots`` / ``free`` (vLLM caches at allocation), evicts the listed
 (request, group, block) identities through ``BlockPool.evict_blocks``, and returns what
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from kvexact.conformance.live.runtime import require
 
@@ -29,14 +30,33 @@ def _spec(block_size: int, window: int | None):
     return FullAttentionSpec(**common) if window is None else SlidingWindowSpec(**common, sliding_window=window)
 
 
-def hybrid_hit(specs: Sequence[tuple[int, int | None]], stored: Sequence[Sequence[int]],
-               evicted: Sequence[tuple[int, int, int]], query: Sequence[int]) -> tuple[int, tuple[int, ...]]:
-    """Store, evict, look up once; returns (hit tokens, blocks returned per group)."""
-    sizes = [b for b, _ in specs]
-    h, a = math.gcd(*sizes), math.lcm(*sizes)
+def _manager(specs: Sequence[tuple[int, int | None]], h: int, num_blocks: int, enable_caching: bool = True
+             ) -> Any:
+    """vLLM's manager over these groups (scheduler block size the lcm of theirs, hash block size ``h``)."""
     groups = [KVCacheGroupSpec([f"layer.{i}"], _spec(b, w)) for i, (b, w) in enumerate(specs)]
+    return new_manager(num_blocks, math.lcm(*(b for b, _ in specs)), groups=groups, hash_block_size=h,
+                       caching=enable_caching)
+
+
+def manager_refusal(specs: Sequence[tuple[int, int | None]], hash_block_size: int,
+                    enable_caching: bool = True) -> str | None:
+    """None when vLLM builds a manager for these groups and hash block size, else its assertion's text."""
+    try:
+        _manager(specs, hash_block_size, 16, enable_caching)
+    except AssertionError as e:
+        return str(e) or "AssertionError"
+    return None
+
+
+def hybrid_hit(specs: Sequence[tuple[int, int | None]], stored: Sequence[Sequence[int]],
+               evicted: Sequence[tuple[int, int, int]], query: Sequence[int],
+               hash_block_size: int | None = None) -> tuple[int, tuple[int, ...]]:
+    """Store, evict, look up once; returns (hit tokens, blocks returned per group). The hash block size
+    defaults to the gcd of the block sizes."""
+    sizes = [b for b, _ in specs]
+    h = math.gcd(*sizes) if hash_block_size is None else hash_block_size
     num_blocks = 4 + sum(len(t) // b + 2 for t in (*stored, query) for b in sizes)
-    manager = new_manager(num_blocks, a, groups=groups, hash_block_size=h)
+    manager = _manager(specs, h, num_blocks)
     hasher = new_hasher(h)
     for i, tokens in enumerate(stored):
         r = new_request(f"stored-{i}", tokens, hasher)

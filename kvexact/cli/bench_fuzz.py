@@ -33,7 +33,7 @@ def _counts(text: str) -> tuple[int, ...]:
 @click.option("--workers", "workers_text", default=None,
               help="Worker counts, comma-separated (default: 1,2,N with N the CPU count).")
 @click.option("--spec", "specs", multiple=True,
-              type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache", "ChunkAttention", "Radix@page2", "Radix@page4"]),
+              type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache", "ChunkAttention", "Radix@page2", "Radix@page4", "Hybrid"]),
               help="Machine(s) to measure (default: all of them).")
 @click.option("--seconds", type=click.FloatRange(min=1), default=30.0, show_default=True,
               help="Length of each campaign.")

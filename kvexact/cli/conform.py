@@ -19,7 +19,7 @@ from kvexact.spec.interrupts import sigint_seen
 
 
 @click.command()
-@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache", "ChunkAttention", "Radix@page2", "Radix@page4"]),
+@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache", "ChunkAttention", "Radix@page2", "Radix@page4", "Hybrid"]),
               help="Which machine(s) (default: all of them, or with --adapter the machines it fits).")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY",
               help="System under test in the reference's place (default: the reference itself): an "

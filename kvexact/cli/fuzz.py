@@ -53,7 +53,7 @@ def _ticker(line: Callable[[], str], seconds: float | None = None) -> Iterator[N
               help="Wall-clock budget (checked after every example).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed; each round adds one.")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY", help="System under test (default: reference).")
-@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache", "ChunkAttention", "Radix@page2", "Radix@page4"]),
+@click.option("--spec", "specs", multiple=True, type=click.Choice(["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache", "ChunkAttention", "Radix@page2", "Radix@page4", "Hybrid"]),
               help="Which machine(s) (default: all of them in turn, or with --adapter the machines it fits).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("fuzz-failures"), show_default=True,
               help="Where a failure's reproduction (pytest file) and ITF trace are written.")

@@ -14,7 +14,7 @@ import click
 from kvexact.spec.files import write_atomic
 
 MACHINE_NAMES = ("KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache",
-                 "ChunkAttention", "Radix@page2", "Radix@page4")
+                 "ChunkAttention", "Radix@page2", "Radix@page4", "Hybrid")
 
 
 def coverage_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -19,7 +19,7 @@ from kvexact.spec import spec_dir
 from kvexact.spec.checker.model import spec_actions
 from kvexact.spec.mutants import MUTANT_KILL_MAX
 
-SPECS = ("KVAllocation", "CowPublication", "NamespaceRevocation", "RadixIndex", "VirtualMapping")
+SPECS = ("KVAllocation", "CowPublication", "NamespaceRevocation", "RadixIndex", "VirtualMapping", "HybridAllocation")
 # The quick level's search of each CI model: as many states as the costliest kill of a shipped mutant
 # needs (kvexact.spec.mutants.MUTANT_KILL_MAX), so a bug of each seeded kind would show at that depth too.
 QUICK_STATES = MUTANT_KILL_MAX

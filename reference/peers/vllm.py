@@ -42,6 +42,7 @@ class ManagerRejection(enum.Enum):
     BAD_CONFIG = "num_blocks, block_size and max_model_len must be positive ints"
     UNKNOWN_REQUEST = "no such request"
     DUPLICATE_REQUEST = "the request id is already allocated"
+    UNITARY_HASH_BLOCK_SIZE_MISMATCH = "one cache group with prefix caching hashes at its own block size"
 
 
 def _non_negative(name: str, value: Any) -> None:
@@ -65,12 +66,20 @@ class VllmConfig:
     hash_seed: str | None = None
     max_model_len: int = 1 << 30
     use_int_block_hashes: bool = True
+    hash_block_size: int | None = None  # None: block_size (what the engine passes for one group)
 
     def __attrs_post_init__(self) -> None:
         for name in ("num_blocks", "block_size", "max_model_len"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise Rejected(ManagerRejection.BAD_CONFIG, f"{name}={value!r}")
+        h = self.hash_block_size
+        if h is not None and (not isinstance(h, int) or isinstance(h, bool) or h < 1):
+            raise Rejected(ManagerRejection.BAD_CONFIG, f"hash_block_size={h!r}")
+        if self.enable_caching and h is not None and h != self.block_size:
+            # UnitaryKVCacheCoordinator asserts hash_block_size == block_size when caching is on
+            raise Rejected(ManagerRejection.UNITARY_HASH_BLOCK_SIZE_MISMATCH,
+                           f"hash_block_size={h}, block_size={self.block_size}")
 
 
 @attrs.frozen

@@ -11,6 +11,7 @@ spec); hits are aligned to ``scheduler_block_size`` (the lcm). Out of scope: EAG
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Sequence
 
@@ -24,6 +25,15 @@ from kvexact.reference.peers.vllm_pool import (
     insert_cached,
     maybe_evict_cached_block,
 )
+from kvexact.reference.rejections import Rejected
+
+
+class HybridConfigRejection(enum.Enum):
+    """Hash block sizes vLLM's ``HybridKVCacheCoordinator`` refuses (its constructor's assertions)."""
+
+    BAD_HASH_BLOCK_SIZE = "hash_block_size must be a positive int"
+    HASH_BLOCK_SIZE_NOT_DIVIDING = "every cacheable group's block size must be a multiple of hash_block_size"
+    UNITARY_HASH_BLOCK_SIZE_MISMATCH = "one cache group (UnitaryKVCacheCoordinator) hashes at its own block size"
 
 
 @attrs.frozen
@@ -32,6 +42,19 @@ class GroupSpec:
 
     block_size: int
     sliding_window: int | None = None
+
+
+def check_hash_block_size(specs: Sequence[GroupSpec], hash_block_size: int) -> None:
+    """Accept a hash block size that divides every group's block size (then it also divides the lcm,
+    ``scheduler_block_size``), or for a single group equals its block size; refuse any other by name."""
+    h = hash_block_size
+    if not isinstance(h, int) or isinstance(h, bool) or h < 1:
+        raise Rejected(HybridConfigRejection.BAD_HASH_BLOCK_SIZE, f"hash_block_size={h!r}")
+    sizes = [s.block_size for s in specs]
+    if any(p % h for p in sizes):
+        raise Rejected(HybridConfigRejection.HASH_BLOCK_SIZE_NOT_DIVIDING, f"hash_block_size={h}, block sizes {sizes}")
+    if len(sizes) == 1 and h != sizes[0]:
+        raise Rejected(HybridConfigRejection.UNITARY_HASH_BLOCK_SIZE_MISMATCH, f"hash_block_size={h}, block size {sizes[0]}")
 
 
 def hash_view(hashes: Sequence[bytes], hash_block_size: int, block_size: int) -> tuple[bytes, ...]:
@@ -172,13 +195,16 @@ def evict_block(pool: PoolState, spec: GroupSpec, group_id: int, hashes: Sequenc
 
 
 def stored_then_lookup(specs: Sequence[GroupSpec], stored: Sequence[Sequence[int]],
-                       evicted: Sequence[tuple[int, int, int]], query: Sequence[int]) -> HybridHit:
+                       evicted: Sequence[tuple[int, int, int]], query: Sequence[int],
+                       hash_block_size: int | None = None) -> HybridHit:
     """One scenario: publish each stored prompt, evict (request, group, block) identities, look ``query`` up
-    (sha256 hashes at ``hash_block_size`` = gcd; a pool large enough that nothing else is evicted)."""
+    (sha256 hashes at ``hash_block_size``, by default the gcd; a pool large enough that nothing else is
+    evicted)."""
     from kvexact.reference.peers.vllm_hashing import BlockHasher
     from kvexact.reference.peers.vllm_pool import new_pool
 
-    h = math.gcd(*(s.block_size for s in specs))
+    h = math.gcd(*(s.block_size for s in specs)) if hash_block_size is None else hash_block_size
+    check_hash_block_size(specs, h)
     hasher = BlockHasher(h)
     pool = new_pool(2 + sum(len(t) // h for t in stored) * len(specs))
     for tokens in stored:

@@ -75,7 +75,7 @@ def test_no_rule_of_any_machine_draws_inside_its_body():
     """No rule of any machine takes ``st.data()``: every handle comes from a bundle or a rule argument."""
     classes = _machine_classes()
     assert set(classes) == {"AllocatorMachine", "RadixMachine", "VmmMachine", "RevocationMachine",
-                            "SharedTailMachine", "PromptCacheMachine", "ChunkAttentionMachine"}, sorted(classes)
+                            "SharedTailMachine", "PromptCacheMachine", "ChunkAttentionMachine", "HybridMachine"}, sorted(classes)
     drawing = sorted((c, n, a) for c, cls in classes.items() for n, r in _rules(cls).items()
                      for a, s in r.arguments.items() if repr(s) == "data()")
     assert not drawing

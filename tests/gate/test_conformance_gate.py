@@ -15,8 +15,8 @@ from kvexact.gate import checks, spec_checks
 from kvexact.gate import framework as gate
 
 QUICK = {"packaging-selftest", "spec-KVAllocation", "spec-CowPublication", "spec-NamespaceRevocation",
-         "spec-RadixIndex", "spec-VirtualMapping", "spec-mutants", "kernels-differential", "kernels-int64-addressing",
-         "formulas-golden", "reference-seed",
+         "spec-RadixIndex", "spec-VirtualMapping", "spec-HybridAllocation", "spec-mutants", "kernels-differential",
+         "kernels-int64-addressing", "formulas-golden", "reference-seed",
          "z3-obligations",
          "negative-registry", "machines", "adapter-faulty-caught", "adapter-sglang-index",
          "adapter-faulty-index-caught"}

@@ -22,7 +22,7 @@ def _small(examples: int, steps: int = 30) -> settings:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("machine", ["KVAllocation", "CowPublication", "Radix", "Vmm", "Revocation", "SharedTail",
-                                     "PromptCache", "ChunkAttention", "Radix@page2", "Radix@page4"])
+                                     "PromptCache", "ChunkAttention", "Radix@page2", "Radix@page4", "Hybrid"])
 def test_every_rule_of_every_machine_fires(machine):
     result = measure_machine(machine, None, _small(15), check_kernels=False)
     assert result.passed, result.error

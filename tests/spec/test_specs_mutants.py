@@ -40,7 +40,8 @@ def test_at_least_five_mutants_per_spec():
     per_spec: dict[str, int] = {}
     for m in MUTANTS:
         per_spec[m.name.split("_", 1)[0]] = per_spec.get(m.name.split("_", 1)[0], 0) + 1
-    assert per_spec.keys() == {"KVAllocation", "CowPublication", "NamespaceRevocation", "RadixIndex", "VirtualMapping"}
+    assert per_spec.keys() == {"KVAllocation", "CowPublication", "NamespaceRevocation", "RadixIndex", "VirtualMapping",
+                               "HybridAllocation"}
     assert min(per_spec.values()) >= 5, per_spec
 
 
