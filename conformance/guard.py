@@ -33,6 +33,7 @@ class AdapterFault(enum.Enum):
     EXITED = "an adapter call raised SystemExit (sys.exit)"
     PROCESS_ENDED = "the process running the adapter ended without a result (os._exit, a C library's exit)"
     KILLED_BY_SIGNAL = "the process running the adapter was killed by a signal (SIGSEGV, SIGABRT, ...)"
+    HUNG = "an adapter call did not return within the per-call limit (--call-timeout) and was stopped"
 
 
 class AdapterFaultError(Exception):
@@ -86,10 +87,12 @@ def can_isolate() -> bool:
         return False
 
 
-def run_isolated(run: Callable[[], T], died: Callable[[str, list[str]], T]) -> T:
+def run_isolated(run: Callable[[], T], died: Callable[[str, list[str]], T],
+                 raised: Callable[[BaseException, list[str]], T | None] | None = None) -> T:
     """``run()`` in a forked child (same memory, environment and files); its value, or its exception raised
     here. When the child dies without a result, ``died(how, log)``: how it ended and the call log of its last
-    adapter (``factory CONFIG`` then one line per call, the last one running). Ctrl-C here waits for the
+    adapter (``factory CONFIG`` then one line per call, the last one running). When it raised, ``raised(exc,
+    log)`` may turn the exception into a value (None: the exception is raised here). Ctrl-C here waits for the
     child (it has the signal too) and is raised after it."""
     folder = Path(tempfile.mkdtemp(prefix="kvexact-guard-"))
     log_path, result_path = folder / "calls.log", folder / "result.pickle"
@@ -119,14 +122,20 @@ def run_isolated(run: Callable[[], T], died: Callable[[str, list[str]], T]) -> T
         if result_path.is_file() and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
             kind, value = pickle.loads(result_path.read_bytes())
             if kind == "error":
-                raise value
+                turned = raised(value, _read_log(log_path)) if raised is not None else None
+                if turned is None:
+                    raise value
+                return turned
             return value  # type: ignore[no-any-return]
-        log = log_path.read_text(encoding="utf-8", errors="replace").splitlines() if log_path.is_file() else []
-        return died(_how(status), log)
+        return died(_how(status), _read_log(log_path))
     finally:
         for path in folder.iterdir():
             path.unlink()
         folder.rmdir()
+
+
+def _read_log(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
 
 
 def _wait(pid: int) -> int:
@@ -172,7 +181,7 @@ def death_message(adapter: str, spec: str, how: str, log: list[str]) -> str:
 REPLAY_TEMPLATE = '''"""Reproduction written by kvexact on {when}: {message}
 
 Run it with `python {name}` or `pytest {name}`; it builds the adapter as the {spec} machine did and makes the
-calls of the dying example in order; the last one ended the process.
+calls of the failing example in order; the last one ended the process or did not return.
 """
 
 import importlib

@@ -29,7 +29,7 @@ from kvexact.conformance.adapter_border import (
     limited_factory,
     resolve,
 )
-from kvexact.conformance.guard import can_isolate, death_message, replay_source, run_isolated
+from kvexact.conformance.guard import AdapterFault, can_isolate, death_message, replay_source, run_isolated
 from kvexact.conformance.machines import failure_in_flight
 from kvexact.conformance.machines.allocator import machine_class
 from kvexact.reference.adapters import AdapterError, AdapterProblem
@@ -207,11 +207,14 @@ def run_machine(spec: str, adapter: str | Adapter | None, machine_settings_: set
     profile).
 
     A run through an adapter goes to a forked child (:mod:`~kvexact.conformance.guard`) unless ``stop`` is
-    given (a campaign worker's threads cannot reach a child) or the process holds a CUDA context: an adapter
-    that ends the process (``os._exit``, SIGSEGV, SIGABRT) gives a failed run naming the call that was running,
-    with a replay script (``replay``) in place of Hypothesis' blob."""
+    given (a campaign worker's threads cannot reach a child), the process holds a CUDA context, or the example
+    database is neither absent nor a directory (:func:`_database_on_disk`): an adapter
+    that ends the process (``os._exit``, SIGSEGV, SIGABRT) or a call that overruns the per-call limit (a hang,
+    :data:`~kvexact.conformance.guard.AdapterFault.HUNG`) gives a failed run naming the call that was running,
+    with a replay script (``replay``) in place of Hypothesis' blob. In this process (no fork) a hang stays
+    :class:`AdapterError` ``CALL_TIMEOUT`` (could not run)."""
     resolved = resolve(adapter)
-    if resolved is not None and stop is None and can_isolate():
+    if resolved is not None and stop is None and can_isolate() and _database_on_disk(machine_settings_):
         label = resolved.spec
         stats: dict[str, int] = {}
         if watch is not None:
@@ -224,12 +227,30 @@ def run_machine(spec: str, adapter: str | Adapter | None, machine_settings_: set
                               _rule_names(build_machine(spec, resolved, check_kernels, call_timeout)), error,
                               replay=replay_source(label, spec, error, log, f"test_repro_{spec}.py"))
 
+        def hung(exc: BaseException, log: list[str]) -> MachineRun | None:
+            if not (isinstance(exc, AdapterError) and exc.problem is AdapterProblem.CALL_TIMEOUT):
+                return None
+            error = f"AdapterFaultError: {AdapterFault.HUNG.name}: {exc}"
+            return MachineRun(spec, label, False, time.perf_counter() - started, {},
+                              _rule_names(build_machine(spec, resolved, check_kernels, call_timeout)), error,
+                              replay=replay_source(label, spec, error, log, f"test_repro_{spec}.py"))
+
         run = run_isolated(lambda: _run_here(spec, resolved, machine_settings_, seed, check_kernels, call_timeout,
-                                             shrink_seconds, None, stop_at, profile, None), died)
+                                             shrink_seconds, None, stop_at, profile, None), died, hung)
         stats.update(run.stats)
         return run
     return _run_here(spec, resolved, machine_settings_, seed, check_kernels, call_timeout, shrink_seconds, watch,
                      stop_at, profile, stop)
+
+
+def _database_on_disk(machine_settings_: settings) -> bool:
+    """Whether a forked child's example-database writes reach this process: none, or a directory database.
+    An in-memory or networked database (a campaign's shared Redis, whose lost connection is recorded on the
+    object) keeps its state in this process, so such a run is not forked."""
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    db = machine_settings_.database
+    return db is None or isinstance(db, DirectoryBasedExampleDatabase)
 
 
 def _run_here(spec: str, resolved: Adapter | None, machine_settings_: settings, seed: int | None,

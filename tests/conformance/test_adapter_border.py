@@ -147,20 +147,30 @@ def test_broken_adapter_in_fuzz_and_the_gate(kvexact_cli, probe):
     _one_line_error(code, text, 2, "the factory raised")
 
 
-def test_adapter_call_that_never_returns_is_stopped_and_named(kvexact_cli, probe):
+def test_adapter_call_that_never_returns_fails_the_check_naming_the_call(kvexact_cli, probe, tmp_path):
+    """A hang is the adapter's failure (exit 1, HUNG, the call and its arguments), with a replay script of the
+    calls that led to it, not a run that could not be made."""
     module = probe("hangs")
+    out = tmp_path / "out"
     code, text = kvexact_cli(["conform", "--adapter", f"{module}:factory", "--spec", "KVAllocation",
-                              "--call-timeout", "0.5", *FEW]).code_and_text
-    _one_line_error(code, text, 3, f"{module}:factory", "start('r", "did not return within 0.5 s")
+                              "--call-timeout", "0.5", *FEW, "--out", str(out)]).code_and_text
+    assert code == 1, text
+    assert "Traceback" not in text and "internal error" not in text, text
+    line = next(ln for ln in text.splitlines() if ln.startswith("AdapterFaultError: "))
+    for needle in ("HUNG", f"{module}:factory", "start('r", "did not return within 0.5 s"):
+        assert needle in line, line
+    repros = list(out.glob("test_repro_KVAllocation_*.py"))
+    assert len(repros) == 1 and "adapter.start('r" in repros[0].read_text(), text
 
 
-def test_adapter_call_that_never_returns_is_could_not_run_in_the_gate(probe):
+def test_adapter_call_that_never_returns_fails_the_gates_machines(probe):
     from kvexact.gate.conformance_checks import _run
-    from kvexact.gate.framework import CheckCouldNotRun, GateContext
+    from kvexact.gate.framework import GateContext
 
     module = probe("hangs")
-    with pytest.raises(CheckCouldNotRun, match="did not return within 0.5 s"):
-        _run(GateContext(adapter=f"{module}:factory", call_timeout=0.5), f"{module}:factory")
+    runs = _run(GateContext(adapter=f"{module}:factory", call_timeout=0.5), f"{module}:factory")
+    assert runs and not any(r.passed for r in runs)
+    assert all("HUNG" in r.error and "did not return within 0.5 s" in r.error for r in runs)
 
 
 def test_a_failure_through_an_adapter_prints_its_steps_and_writes_the_adapters_trace(kvexact_cli, tmp_path):
