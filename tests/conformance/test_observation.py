@@ -204,7 +204,10 @@ def test_sglang_profile_radix_walk_over_matching_into_an_edge_is_caught(monkeypa
         return node
 
     monkeypatch.setattr(RadixCache, "_walk", walk)
-    run = run_machine("Radix", SGLANG, RUN, 0, check_kernels=False)
-    assert not run.passed
-    assert "matched" in run.error and "the reference matched" in run.error, run.error
+    # the machine has no rule aimed at an edge's last token, so the bug is met by the draws: two budgets of
+    # the derandomized ci profile (the first alone missed it once inside the full suite), one must catch it
+    runs = [run_machine("Radix", SGLANG, settings(RUN, max_examples=n), 0, check_kernels=False) for n in (25, 100)]
+    caught = [run for run in runs if not run.passed]
+    assert caught, [run.examples for run in runs]
+    assert "matched" in caught[0].error and "the reference matched" in caught[0].error, caught[0].error
 
