@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+import textwrap
 
 import pytest
 from trace_helpers import CONSTANTS, MODEL_VALUES, kv_trace
 
 from kvexact.conformance import trace as tr
+from kvexact.reference import allocator as allocator_module
 from kvexact.reference import lifecycle
 from kvexact.reference.adapters import TraceRecorder
-from kvexact.reference.allocator import Allocator
+from kvexact.reference.allocator import Allocator, AllocRejection
 from kvexact.reference.pool import GroupConfig
+from kvexact.reference.rejections import Rejected
 from kvexact.spec import spec_dir
 
 
@@ -128,9 +132,26 @@ def cached_tail_trace(monkeypatch: pytest.MonkeyPatch | None = None) -> tr.Trace
     return tr.trace_from_recorder(cached_tail_recorder(monkeypatch), CONSTANTS, MODEL_VALUES)
 
 
-def cached_tail_recorder(monkeypatch: pytest.MonkeyPatch | None = None) -> TraceRecorder:
+_KEY_GUARD = "if rec.cache_key is not None:"
+
+
+def _write_rows_ignoring_cache_keys():
+    """``Allocator._write_rows`` without its WRITE_TO_CACHED_BLOCK refusal (the guard's condition made never
+    true), compiled in the allocator module's namespace: the allocator's own defence against the planted bug
+    is removed, so the buggy write reaches the trace and the spec is what must catch it."""
+    source = textwrap.dedent(inspect.getsource(Allocator._write_rows))
+    assert source.count(_KEY_GUARD) == 1, "the allocator's cached-block guard moved"
+    namespace = dict(vars(allocator_module))
+    exec(compile(source.replace(_KEY_GUARD, "if False:"), str(allocator_module.__file__), "exec"), namespace)
+    return namespace["_write_rows"]
+
+
+def cached_tail_recorder(monkeypatch: pytest.MonkeyPatch | None = None, keep_key_guard: bool = False
+                         ) -> TraceRecorder:
     """Truncate into a block published in the prefix cache, append (copy on write because cached: the
-    block has one reference), then truncate the private copy and append in place over its dead row."""
+    block has one reference), then truncate the private copy and append in place over its dead row.
+    With ``monkeypatch``, the planted bug: the COW decision looks at the refcount only, and (unless
+    ``keep_key_guard``) the write ignores the block's cache key, so the append writes the cached tail in place."""
     alloc = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 2, 4)], [[1, 2], [1, 2]], check_every_op=True)
     rec = TraceRecorder("KVAllocation", requests=["r1", "r2"]).attach(alloc)
     alloc.append("r1", 7)
@@ -145,6 +166,8 @@ def cached_tail_recorder(monkeypatch: pytest.MonkeyPatch | None = None) -> Trace
             return tuple("new" if b else ("cow" if shared else "unique") for b in boundary)
 
         monkeypatch.setattr(Allocator, "append_plan", refcount_only)
+        if not keep_key_guard:
+            monkeypatch.setattr(Allocator, "_write_rows", _write_rows_ignoring_cache_keys())
     lifecycle.truncate(alloc, "r1", 1)
     receipt = alloc.append("r1", 5)
     if monkeypatch is None:
@@ -178,7 +201,16 @@ def test_truncate_to_a_partial_tail_and_copy_on_write_because_cached():
     assert copy["params"]["r"] == "r1"
 
 
+def test_an_in_place_write_onto_a_cached_tail_is_refused_by_the_allocator(monkeypatch):
+    """The planted COW bug alone: the allocator's write guard refuses the in-place write onto the cached
+    tail by name."""
+    with pytest.raises(Rejected) as exc:
+        cached_tail_recorder(monkeypatch, keep_key_guard=True)
+    assert exc.value.reason is AllocRejection.WRITE_TO_CACHED_BLOCK
+
+
 def test_an_in_place_write_onto_a_cached_tail_is_not_a_step(monkeypatch):
+    """With the allocator's write guard removed as well, the buggy write is recorded: the spec rejects it."""
     trace = cached_tail_trace(monkeypatch)
     assert [r["action"] for r in trace.records][-2:] == ["truncate", "append_in_place"]
     result = tr.validate(trace, spec_dir() / "KVAllocation.tla", spec_dir() / "KVAllocation.cfg")

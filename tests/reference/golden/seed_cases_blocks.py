@@ -262,10 +262,12 @@ def adapter_projections() -> Rows:
 
 
 def _trace_history_rows() -> Rows:
-    """KVAllocation's history variables as the trace recorder keeps them (2-token blocks, two groups): after an
-    append that rolls back, ``txn.phase`` is ``rolled_back``; a step that is not a KVAllocation action (a read lease)
-    is recorded as not in the spec and keeps ``hist`` and the rolled-back phase (a stutter); the next append's
-    reservation snapshots the state before it (r's 2 tokens); truncating r from 4 tokens to 1 frees group 0's
+    """KVAllocation's history variables as the trace recorder keeps them (2-token blocks, two groups; ``txn`` and
+    ``hist`` are per request): an append that rolls back (AppendRollback) leaves ``txn[r].phase`` ``idle`` and, as
+    r's transaction ran alone, sets ``undone`` on with the snapshot r's reservation took (r's 2 tokens); a step
+    that is not a KVAllocation action (a read lease) is recorded as not in the spec and keeps ``hist`` and
+    ``undone`` (a stutter); the next append's reservation snapshots the state before it into ``hist[r]`` (r's 2
+    tokens); truncating r from 4 tokens to 1 frees group 0's
     unkeyed tail (block 2, generation 1), which ``stale`` then names, and a rejected stale write sets ``stale`` back
     to NoStale (block 0). A recorder without fixed requests takes the ids it sees as model values; an unknown
     spec is refused by the recorder and by project_state."""
@@ -273,7 +275,9 @@ def _trace_history_rows() -> Rows:
     from kvexact.reference import lifecycle
     from kvexact.reference.allocator import Allocator
     from kvexact.reference.pool import GroupConfig
+    from kvexact.spec.checker.values import ModelValue
 
+    r = ModelValue("r")  # the recorder's requests are model values
     a = ad.ReferenceAdapter(ad.AdapterConfig(), requests=["r"])
     rec = a.recorder
     assert rec is not None
@@ -291,10 +295,12 @@ def _trace_history_rows() -> Rows:
     writer = a.delayed_writer
     assert writer is not None
     a.stale_write(0, writer.block_id, writer.generation)
-    history = [failed, (rolled["action"], rolled["state"]["txn"].d["phase"]),
-               (lease["action"], lease.get("in_spec"), lease["state"]["txn"].d["phase"],
-                lease["state"]["hist"] == rolled["state"]["hist"]),
-               (reserve["action"], list(reserve["state"]["hist"].d["len"].d.values())),
+    undone = rolled["state"]["undone"].d
+    history = [failed, (rolled["action"], rolled["state"]["txn"].d[r].d["phase"], undone["on"],
+                        undone["before"].d["len"].d[r]),
+               (lease["action"], lease.get("in_spec"), lease["state"]["txn"].d[r].d["phase"],
+                lease["state"]["hist"] == rolled["state"]["hist"], lease["state"]["undone"].d["on"]),
+               (reserve["action"], reserve["state"]["hist"].d[r].d["len"].d[r]),
                stale_after_truncate, (rec.records[-1]["action"], rec.stale)]
     free = Allocator([GroupConfig(0, 0, 2, 4)], [[1, 2]])
     open_rec = ad.TraceRecorder("KVAllocation").attach(free)
@@ -306,10 +312,11 @@ def _trace_history_rows() -> Rows:
             refused.append(None)
         except ValueError as exc:
             refused.append("unknown spec 'Nope'" in str(exc))
-    return [("trace history: rollback; its phase; a lease (not in spec, stutter: phase, hist kept); the next "
-             "reservation's hist len of r; stale after truncate to 1; after a rejected stale write",
-             history, ["ROLLED_BACK", ("append_rollback", "rolled_back"), ("retain_read", False, "rolled_back", True),
-                       ("append_reserve", [2]), {"grp": 0, "block": 2, "gen": 1},
+    return [("trace history: rollback; its txn[r] phase, undone on, undone's len of r; a lease (not in spec, "
+             "stutter: phase, hist kept, undone still on); the next reservation's hist[r] len of r; stale after "
+             "truncate to 1; after a rejected stale write",
+             history, ["ROLLED_BACK", ("append_rollback", "idle", True, 2), ("retain_read", False, "idle", True, True),
+                       ("append_reserve", 2), {"grp": 0, "block": 2, "gen": 1},
                        ("stale_write_rejected", {"grp": 0, "block": 0, "gen": 0})]),
             ("recorder without fixed requests: request z a model value; unknown spec refused (recorder, projection)",
              ("z" in open_rec.model_values, refused), (True, [True, True]))]

@@ -211,7 +211,8 @@ def stream_workloads() -> Rows:
 
 
 def adapter_transactions() -> Rows:
-    """spec/KVAllocation.tla: a transaction's phase is "reserved" from its first reservation until AppendWrite
+    """spec/KVAllocation.tla: ``txn`` is per request; a request's transaction phase is "reserved" from its first
+    reservation until AppendWrite
     (every group's destination written, READY_TO_PUBLISH, 0x04A) makes it "ready"; AppendPublish ends it
     ("idle"). One group of 2-token blocks 1..4, r holding [1, 2] in block 1: the boundary append of 3 reserves
     block 2. A transaction of a "new" plan in any other state is not ready: with groups of 2 and 4 tokens and
@@ -231,12 +232,12 @@ def adapter_transactions() -> Rows:
     alloc.allocate("r", [1, 2])
     txn = alloc.begin("append", "r", alloc.append_plan(alloc.request("r")), (3,))
     handle = alloc.append_reserve(txn, 0)
-    phases = [adapters.project_kv_allocation(alloc)["txn"]]
+    phases = [adapters.project_kv_allocation(alloc)["txn"]["r"]]  # txn is per request (KVAllocation.tla)
     alloc.write_rows(txn, 0, handle, 0, (3,))
     alloc.append_write(txn)
-    phases.append(adapters.project_kv_allocation(alloc)["txn"])
+    phases.append(adapters.project_kv_allocation(alloc)["txn"]["r"])
     alloc.append_publish(txn)
-    phases.append(adapters.project_kv_allocation(alloc)["txn"])
+    phases.append(adapters.project_kv_allocation(alloc)["txn"]["r"])
     mixed = Allocator([GroupConfig(0, 0, 2, 8), GroupConfig(1, 1, 4, 8)], [[1, 2, 3, 4]] * 2)
     mixed.allocate("r", [1, 2])
     lifecycle.fork(mixed, "r", "s")
@@ -261,8 +262,8 @@ def adapter_transactions() -> Rows:
     return [("boundary append of 3: (phase, dest) after reserve, after append_write, after publish",
              [(p["phase"], dict(p["dest"])) for p in phases], [("reserved", {0: 2}), ("ready", {0: 2}),
                                                               ("idle", {0: 0})]),
-            ("groups of 2 and 4 tokens, r = [1, 2] forked: plan; phase after cow_begin", (plan, begun["phase"]),
-             (("new", "cow"), "reserved")),
+            ("groups of 2 and 4 tokens, r = [1, 2] forked to s: plan; phase of r's, of s's transaction after "
+             "cow_begin", (plan, begun["r"]["phase"], begun["s"]["phase"]), (("new", "cow"), "reserved", "idle")),
             ("start r [1, 2, 3] with a fault injected after its first reservation (0x04F): accepted, r known, "
              "state unchanged", faulted_rows, (False, False, True)),
             ("the same start without the fault: accepted, table (q holds block 1; cdiv(3, 2) = 2 blocks)", tables,

@@ -218,8 +218,10 @@ MUTANTS = [
      "adapter projections"),
     (adapters, "TraceRecorder._kv_history", "if action not in self.actions:", "if action in self.actions:",
      "adapter projections"),
-    (adapters, "TraceRecorder._kv_history", 'if prev["txn"]["phase"] == "rolled_back" and',
-     'if prev["txn"]["phase"] != "rolled_back" and', "adapter projections"),
+    # a stutter keeps the history variables, the rollback's undone among them (it kept the rolled-back phase before
+    # txn and hist were per request)
+    (adapters, "TraceRecorder._kv_history", 'state["hist"], state["undone"] = prev["hist"], prev["undone"]',
+     'state["hist"], state["undone"] = prev["hist"], state["undone"]', "adapter projections"),
     (adapters, "TraceRecorder._kv_history", 'if action == "append_rollback":', 'if action != "append_rollback":',
      "adapter projections"),
     (adapters, "TraceRecorder._kv_history", 'if action == "stale_write_rejected":',

@@ -58,8 +58,8 @@ SURVIVORS = [
     (vllm_wire, "random_stream_log", "n, k = running[rid], rng.randrange(1, 4)",
      "n, k = running[rid], rng.randrange( 2, 4)", "stream workloads"),
     (adapters, "project_kv_allocation",
-     'txn["phase"] = "ready" if open_txn.publication_state == "READY_TO_PUBLISH" else "reserved"',
-     'txn["phase"] = "ready" if open_txn.publication_state <= "READY_TO_PUBLISH" else "reserved"',
+     'mine["phase"] = "ready" if open_txn.publication_state == "READY_TO_PUBLISH" else "reserved"',
+     'mine["phase"] = "ready" if open_txn.publication_state <= "READY_TO_PUBLISH" else "reserved"',
      "adapter transactions"),
     # survivors of a sample restricted to reference.peers.* and reference.adapters (seed 61, 24 mutants, the six
     # quick checks before machines), closed after it
