@@ -88,12 +88,15 @@ def can_isolate() -> bool:
 
 
 def run_isolated(run: Callable[[], T], died: Callable[[str, list[str]], T],
-                 raised: Callable[[BaseException, list[str]], T | None] | None = None) -> T:
+                 raised: Callable[[BaseException, list[str]], T | None] | None = None,
+                 stall_seconds: float = 0.0) -> T:
     """``run()`` in a forked child (same memory, environment and files); its value, or its exception raised
     here. When the child dies without a result, ``died(how, log)``: how it ended and the call log of its last
     adapter (``factory CONFIG`` then one line per call, the last one running). When it raised, ``raised(exc,
-    log)`` may turn the exception into a value (None: the exception is raised here). Ctrl-C here waits for the
-    child (it has the signal too) and is raised after it."""
+    log)`` may turn the exception into a value (None: the exception is raised here). With ``stall_seconds``
+    > 0 a child whose call log has not grown for that long is killed and reported through ``died`` as
+    :data:`STALLED` (a hang the child's own per-call timer could not stop: a call stuck in C code). Ctrl-C
+    here waits for the child (it has the signal too) and is raised after it."""
     folder = Path(tempfile.mkdtemp(prefix="kvexact-guard-"))
     log_path, result_path = folder / "calls.log", folder / "result.pickle"
     sys.stdout.flush()
@@ -118,7 +121,9 @@ def run_isolated(run: Callable[[], T], died: Callable[[str, list[str]], T],
             sys.stderr.flush()
             os._exit(0)
     try:
-        status = _wait(pid)
+        status = _wait(pid, log_path, stall_seconds)
+        if status is None:
+            return died(f"{STALLED} {stall_seconds:g} s", _read_log(log_path))
         if result_path.is_file() and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
             kind, value = pickle.loads(result_path.read_bytes())
             if kind == "error":
@@ -138,10 +143,25 @@ def _read_log(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
 
 
-def _wait(pid: int) -> int:
-    """The child's wait status; Ctrl-C waits up to 10 s for the child to end, kills it after, then is raised."""
+def _wait(pid: int, log_path: Path, stall_seconds: float) -> int | None:
+    """The child's wait status, or None when it was killed for making no adapter call for ``stall_seconds``
+    (0: wait as long as it runs). Ctrl-C waits up to 10 s for the child to end, kills it after, then is
+    raised."""
     try:
-        return os.waitpid(pid, 0)[1]
+        last_size, last_progress = -1, time.monotonic()
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return status
+            size = log_path.stat().st_size if log_path.exists() else 0
+            now = time.monotonic()
+            if size != last_size:
+                last_size, last_progress = size, now
+            elif stall_seconds > 0 and now - last_progress > stall_seconds:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                return None
+            time.sleep(0.05)
     except KeyboardInterrupt:
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -164,7 +184,12 @@ def _how(status: int) -> str:
     return f"ended with exit status {os.WEXITSTATUS(status)} and no result"
 
 
+STALLED = "made no adapter call and was stopped by kvexact after"
+
+
 def fault_of(how: str) -> AdapterFault:
+    if how.startswith(STALLED):
+        return AdapterFault.HUNG
     return AdapterFault.KILLED_BY_SIGNAL if how.startswith("was killed") else AdapterFault.PROCESS_ENDED
 
 

@@ -236,11 +236,19 @@ def run_machine(spec: str, adapter: str | Adapter | None, machine_settings_: set
                               replay=replay_source(label, spec, error, log, f"test_repro_{spec}.py"))
 
         run = run_isolated(lambda: _run_here(spec, resolved, machine_settings_, seed, check_kernels, call_timeout,
-                                             shrink_seconds, None, stop_at, profile, None), died, hung)
+                                             shrink_seconds, None, stop_at, profile, None), died, hung,
+                           stall_seconds=stall_limit(call_seconds(call_timeout)))
         stats.update(run.stats)
         return run
     return _run_here(spec, resolved, machine_settings_, seed, check_kernels, call_timeout, shrink_seconds, watch,
                      stop_at, profile, stop)
+
+
+def stall_limit(call_limit: float) -> float:
+    """How long a forked run may go without a new adapter call before the parent kills it (0: never): twice
+    the per-call limit and ten seconds, so the child's own timer stops a Python-level hang first and this
+    catches only a call stuck where no timer reaches (C code)."""
+    return 2 * call_limit + 10 if call_limit > 0 else 0.0
 
 
 def _database_on_disk(machine_settings_: settings) -> bool:

@@ -147,3 +147,22 @@ def test_an_adapter_cannot_mutate_the_callers_prompt(kvexact_cli, module, tmp_pa
 def test_freeze_makes_nested_lists_tuples():
     prompt = [1, [2, 3]]
     assert freeze(("r0", prompt)) == ("r0", (1, (2, 3))) and prompt == [1, [2, 3]]
+
+
+def test_a_call_stuck_where_the_timer_cannot_reach_is_stopped_and_fails_naming_it(kvexact_cli, module, tmp_path):
+    """A call that blocks the per-call timer's signal (as a call stuck in C code never returns to the
+    interpreter) is killed by the parent once no adapter call came for 2 x limit + 10 s: HUNG, exit 1, the
+    call named, a replay written; never a hang of the command."""
+    from kvexact.conformance.runner import stall_limit
+
+    name = module("stuck", DYING.format(die="signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM}); "
+                                            "time.sleep(3600)").replace("import os, signal, sys",
+                                                                          "import os, signal, sys, time"))
+    out = tmp_path / "out"
+    code, text = kvexact_cli(["conform", "--adapter", f"{name}:factory", *FEW, "--call-timeout", "0.5",
+                              "--out", str(out)]).code_and_text
+    assert code == 1, text
+    line = next(ln for ln in text.splitlines() if ln.startswith("AdapterFaultError: "))
+    assert "HUNG" in line and f"stopped by kvexact after {stall_limit(0.5):g} s" in line and "start('r" in line, line
+    assert len(list(out.glob("test_repro_KVAllocation_*.py"))) == 1, text
+    assert stall_limit(0) == 0 and stall_limit(60) == 130
