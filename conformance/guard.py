@@ -143,9 +143,12 @@ def _read_log(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
 
 
+STARTUP = 120.0  # seconds a child may take before its adapter's factory runs (imports, Hypothesis' set-up)
+
+
 def _wait(pid: int, log_path: Path, stall_seconds: float) -> int | None:
     """The child's wait status, or None when it was killed for making no adapter call for ``stall_seconds``
-    (0: wait as long as it runs). Ctrl-C waits up to 10 s for the child to end, kills it after, then is
+    (0: wait as long as it runs; before the factory has run, at least :data:`STARTUP`). Ctrl-C waits up to 10 s for the child to end, kills it after, then is
     raised."""
     try:
         last_size, last_progress = -1, time.monotonic()
@@ -157,7 +160,7 @@ def _wait(pid: int, log_path: Path, stall_seconds: float) -> int | None:
             now = time.monotonic()
             if size != last_size:
                 last_size, last_progress = size, now
-            elif stall_seconds > 0 and now - last_progress > stall_seconds:
+            elif stall_seconds > 0 and now - last_progress > (stall_seconds if size else max(stall_seconds, STARTUP)):
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
                 return None
