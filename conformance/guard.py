@@ -87,11 +87,13 @@ def can_isolate() -> bool:
         return False
 
 
-def run_isolated(run: Callable[[], T], died: Callable[[str, list[str]], T],
+def run_isolated(run: Callable[[Path], T], died: Callable[[str, list[str]], T],
                  raised: Callable[[BaseException, list[str]], T | None] | None = None,
-                 stall_seconds: float = 0.0) -> T:
-    """``run()`` in a forked child (same memory, environment and files); its value, or its exception raised
-    here. When the child dies without a result, ``died(how, log)``: how it ended and the call log of its last
+                 stall_seconds: float = 0.0, poll: Callable[[Path], None] | None = None) -> T:
+    """``run(channel)`` in a forked child (same memory, environment and files); its value, or its exception
+    raised here. ``channel`` is a private folder both processes see: while the child runs, the parent calls
+    ``poll(channel)`` about every :data:`POLL_SECONDS` (to hand over a stop request, or read progress the
+    child writes there). When the child dies without a result, ``died(how, log)``: how it ended and the call log of its last
     adapter (``factory CONFIG`` then one line per call, the last one running). When it raised, ``raised(exc,
     log)`` may turn the exception into a value (None: the exception is raised here). With ``stall_seconds``
     > 0 a child whose call log has not grown for that long is killed and reported through ``died`` as
@@ -101,12 +103,14 @@ def run_isolated(run: Callable[[], T], died: Callable[[str, list[str]], T],
     log_path, result_path = folder / "calls.log", folder / "result.pickle"
     sys.stdout.flush()
     sys.stderr.flush()
+    parent = os.getpid()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         try:
+            _die_with(parent)
             _LOG[:] = [os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)]
             try:
-                outcome: tuple[str, Any] = ("value", run())
+                outcome: tuple[str, Any] = ("value", run(folder))
             except BaseException as exc:  # handed to the parent
                 outcome = ("error", exc)
             try:
@@ -121,7 +125,7 @@ def run_isolated(run: Callable[[], T], died: Callable[[str, list[str]], T],
             sys.stderr.flush()
             os._exit(0)
     try:
-        status = _wait(pid, log_path, stall_seconds)
+        status = _wait(pid, log_path, stall_seconds, (lambda: poll(folder)) if poll is not None else None)
         if status is None:
             return died(f"{STALLED} {stall_seconds:g} s", _read_log(log_path))
         if result_path.is_file() and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
@@ -139,25 +143,43 @@ def run_isolated(run: Callable[[], T], died: Callable[[str, list[str]], T],
         folder.rmdir()
 
 
+def _die_with(parent: int) -> None:
+    """In the child: be killed when ``parent`` ends (Linux ``PR_SET_PDEATHSIG``), so a machine run never
+    outlives the command or campaign worker that forked it; elsewhere nothing."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent ended before the request was made
+        os._exit(1)
+
+
 def _read_log(path: Path) -> list[str]:
     return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.is_file() else []
 
 
 STARTUP = 120.0  # seconds a child may take before its adapter's factory runs (imports, Hypothesis' set-up)
+POLL_SECONDS = 0.25  # how often the parent calls run_isolated's poll while the child runs
 
 
-def _wait(pid: int, log_path: Path, stall_seconds: float) -> int | None:
+def _wait(pid: int, log_path: Path, stall_seconds: float, poll: Callable[[], None] | None = None) -> int | None:
     """The child's wait status, or None when it was killed for making no adapter call for ``stall_seconds``
     (0: wait as long as it runs; before the factory has run, at least :data:`STARTUP`). Ctrl-C waits up to 10 s for the child to end, kills it after, then is
     raised."""
     try:
         last_size, last_progress = -1, time.monotonic()
+        last_poll = 0.0
         while True:
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 return status
             size = log_path.stat().st_size if log_path.exists() else 0
             now = time.monotonic()
+            if poll is not None and now - last_poll >= POLL_SECONDS:
+                poll()
+                last_poll = now
             if size != last_size:
                 last_size, last_progress = size, now
             elif stall_seconds > 0 and now - last_progress > (stall_seconds if size else max(stall_seconds, STARTUP)):

@@ -29,6 +29,16 @@ from kvexact.conformance.adapter_border import (
     limited_factory,
     resolve,
 )
+from kvexact.conformance.fork_state import (
+    STOP_FILE,
+    StopFile,
+    can_fork_with,
+    database_state,
+    publishing_stats,
+    read_stats,
+    request_stop,
+    restore_database_state,
+)
 from kvexact.conformance.guard import AdapterFault, can_isolate, death_message, replay_source, run_isolated
 from kvexact.conformance.machines import failure_in_flight
 from kvexact.conformance.machines.allocator import machine_class
@@ -206,42 +216,63 @@ def run_machine(spec: str, adapter: str | Adapter | None, machine_settings_: set
     database, its key is :func:`database_key` of ``spec``, ``adapter`` and ``profile`` (default: the loaded
     profile).
 
-    A run through an adapter goes to a forked child (:mod:`~kvexact.conformance.guard`) unless ``stop`` is
-    given (a campaign worker's threads cannot reach a child), the process holds a CUDA context, or the example
-    database is neither absent nor a directory (:func:`_database_on_disk`): an adapter
-    that ends the process (``os._exit``, SIGSEGV, SIGABRT) or a call that overruns the per-call limit (a hang,
-    :data:`~kvexact.conformance.guard.AdapterFault.HUNG`) gives a failed run naming the call that was running,
-    with a replay script (``replay``) in place of Hypothesis' blob. In this process (no fork) a hang stays
-    :class:`AdapterError` ``CALL_TIMEOUT`` (could not run)."""
+    A run through an adapter goes to a forked child (:mod:`~kvexact.conformance.guard`) unless the process
+    holds a CUDA context or the example database has a part of a kind :func:`~kvexact.conformance.fork_state.
+    can_fork_with` does not know: an adapter that ends the process (``os._exit``, SIGSEGV, SIGABRT) or a call
+    that overruns the per-call limit (a hang, :data:`~kvexact.conformance.guard.AdapterFault.HUNG`) gives a
+    failed run naming the call that was running, with a replay script (``replay``) in place of Hypothesis'
+    blob. The child's counters reach ``watch``'s dict while it runs, ``stop`` reaches the child, and its
+    example-database writes reach this process (:mod:`~kvexact.conformance.fork_state`). In this process (no
+    fork) a hang stays :class:`AdapterError` ``CALL_TIMEOUT`` (could not run)."""
     resolved = resolve(adapter)
-    if resolved is not None and stop is None and can_isolate() and _database_on_disk(machine_settings_):
-        label = resolved.spec
-        stats: dict[str, int] = {}
-        if watch is not None:
-            watch(stats)  # filled when the child's run comes back
-        started = time.perf_counter()
-
-        def died(how: str, log: list[str]) -> MachineRun:
-            error = death_message(label, spec, how, log)
-            return MachineRun(spec, label, False, time.perf_counter() - started, {},
-                              _rule_names(build_machine(spec, resolved, check_kernels, call_timeout)), error,
-                              replay=replay_source(label, spec, error, log, f"test_repro_{spec}.py"))
-
-        def hung(exc: BaseException, log: list[str]) -> MachineRun | None:
-            if not (isinstance(exc, AdapterError) and exc.problem is AdapterProblem.CALL_TIMEOUT):
-                return None
-            error = f"AdapterFaultError: {AdapterFault.HUNG.name}: {exc}"
-            return MachineRun(spec, label, False, time.perf_counter() - started, {},
-                              _rule_names(build_machine(spec, resolved, check_kernels, call_timeout)), error,
-                              replay=replay_source(label, spec, error, log, f"test_repro_{spec}.py"))
-
-        run = run_isolated(lambda: _run_here(spec, resolved, machine_settings_, seed, check_kernels, call_timeout,
-                                             shrink_seconds, None, stop_at, profile, None), died, hung,
-                           stall_seconds=stall_limit(call_seconds(call_timeout)))
-        stats.update(run.stats)
-        return run
+    if resolved is not None and can_isolate() and can_fork_with(machine_settings_.database):
+        return _run_forked(spec, resolved, machine_settings_, seed, check_kernels, call_timeout, shrink_seconds,
+                           watch, stop_at, profile, stop)
     return _run_here(spec, resolved, machine_settings_, seed, check_kernels, call_timeout, shrink_seconds, watch,
                      stop_at, profile, stop)
+
+
+def _run_forked(spec: str, resolved: Adapter, machine_settings_: settings, seed: int | None,
+                check_kernels: bool, call_timeout: float | None, shrink_seconds: float,
+                watch: Callable[[dict[str, int]], None] | None, stop_at: float | None, profile: str | None,
+                stop: threading.Event | None) -> MachineRun:
+    """:func:`run_machine` in a forked child, with the adapter's death or hang turned into a failed run."""
+    label = resolved.spec
+    database = machine_settings_.database
+    stats: dict[str, int] = {}
+    if watch is not None:
+        watch(stats)  # kept current from the child's counters
+    started = time.perf_counter()
+
+    def failed(error: str, log: list[str]) -> tuple[MachineRun, None]:
+        return MachineRun(spec, label, False, time.perf_counter() - started, dict(stats),
+                          _rule_names(build_machine(spec, resolved, check_kernels, call_timeout)), error,
+                          replay=replay_source(label, spec, error, log, f"test_repro_{spec}.py")), None
+
+    def died(how: str, log: list[str]) -> tuple[MachineRun, None]:
+        return failed(death_message(label, spec, how, log), log)
+
+    def hung(exc: BaseException, log: list[str]) -> tuple[MachineRun, None] | None:
+        if not (isinstance(exc, AdapterError) and exc.problem is AdapterProblem.CALL_TIMEOUT):
+            return None
+        return failed(f"AdapterFaultError: {AdapterFault.HUNG.name}: {exc}", log)
+
+    def child(channel: Path) -> tuple[MachineRun, list[Any]]:
+        with publishing_stats(channel) as slot:
+            run = _run_here(spec, resolved, machine_settings_, seed, check_kernels, call_timeout, shrink_seconds,
+                            slot.append, stop_at, profile, StopFile(channel / STOP_FILE) if stop else None)
+        return run, database_state(database)
+
+    def poll(channel: Path) -> None:
+        if stop is not None and stop.is_set():
+            request_stop(channel)
+        stats.update(read_stats(channel))
+
+    run, state = run_isolated(child, died, hung, stall_seconds=stall_limit(call_seconds(call_timeout)), poll=poll)
+    if state is not None:
+        restore_database_state(database, state)
+    stats.update(run.stats)
+    return run
 
 
 def stall_limit(call_limit: float) -> float:
@@ -251,20 +282,10 @@ def stall_limit(call_limit: float) -> float:
     return 2 * call_limit + 10 if call_limit > 0 else 0.0
 
 
-def _database_on_disk(machine_settings_: settings) -> bool:
-    """Whether a forked child's example-database writes reach this process: none, or a directory database.
-    An in-memory or networked database (a campaign's shared Redis, whose lost connection is recorded on the
-    object) keeps its state in this process, so such a run is not forked."""
-    from hypothesis.database import DirectoryBasedExampleDatabase
-
-    db = machine_settings_.database
-    return db is None or isinstance(db, DirectoryBasedExampleDatabase)
-
-
 def _run_here(spec: str, resolved: Adapter | None, machine_settings_: settings, seed: int | None,
               check_kernels: bool, call_timeout: float | None, shrink_seconds: float,
               watch: Callable[[dict[str, int]], None] | None, stop_at: float | None, profile: str | None,
-              stop: threading.Event | None) -> MachineRun:
+              stop: threading.Event | StopFile | None) -> MachineRun:
     """:func:`run_machine` in this process."""
     label = resolved.spec if resolved is not None else None
     machine = build_machine(spec, resolved, check_kernels, call_timeout)

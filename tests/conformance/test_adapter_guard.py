@@ -166,3 +166,101 @@ def test_a_call_stuck_where_the_timer_cannot_reach_is_stopped_and_fails_naming_i
     assert "HUNG" in line and f"stopped by kvexact after {stall_limit(0.5):g} s" in line and "start('r" in line, line
     assert len(list(out.glob("test_repro_KVAllocation_*.py"))) == 1, text
     assert stall_limit(0) == 0 and stall_limit(60) == 130
+
+
+def test_a_run_with_an_in_memory_database_is_forked_and_its_saves_come_back(module):
+    """An in-memory example database does not keep a run in this process: the adapter's ``os._exit`` is a
+    failed run, and the failing examples the forked child saved are in this process's database after it."""
+    from hypothesis.database import InMemoryExampleDatabase
+
+    dying = module("os_exit_mem", DYING.format(die="os._exit(0)"))
+    raising = module("raises_mem", DYING.format(die="raise ValueError('no room for this prompt')"))
+    for name, says in ((dying, "AdapterFaultError: PROCESS_ENDED:"), (raising, "ValueError: no room")):
+        db = InMemoryExampleDatabase()
+        few = settings(max_examples=10, stateful_step_count=10, deadline=None, database=db)
+        run = run_machine("KVAllocation", f"{name}:factory", few, seed=3, check_kernels=False)
+        assert not run.passed and run.error.startswith(says), run.error
+    assert any(db.data.values()), "the child's saves of the failing example did not come back"
+
+
+def test_a_lost_shared_database_in_the_forked_run_is_recorded_here(module):
+    """A shared database that stops answering inside the forked run carries the error in this process."""
+    from hypothesis.database import ExampleDatabase, InMemoryExampleDatabase, MultiplexedDatabase
+
+    from kvexact.conformance.campaign_db import SharedDatabase
+
+    class Gone(ExampleDatabase):
+        def fetch(self, key):
+            raise ConnectionError("Connection refused")
+
+        def save(self, key, value):
+            raise ConnectionError("Connection refused")
+
+        def delete(self, key, value):
+            raise ConnectionError("Connection refused")
+
+    shared = SharedDatabase(Gone(), "redis://127.0.0.1:1/0")
+    raising = module("raises_shared", DYING.format(die="raise ValueError('no room for this prompt')"))
+    few = settings(max_examples=10, stateful_step_count=10, deadline=None,
+                   database=MultiplexedDatabase(InMemoryExampleDatabase(), shared))
+    run = run_machine("KVAllocation", f"{raising}:factory", few, seed=3, check_kernels=False)
+    assert not run.passed
+    assert shared.error == "ConnectionError: Connection refused"
+
+
+def test_a_stoppable_run_is_forked_shows_its_counters_and_stops_when_asked(module, tmp_path):
+    """As in a campaign worker (a stop event, a live counters dict): the run goes to a child, its counters
+    move here while it runs, and setting the event ends it after the example in progress, as passed."""
+    import os
+    import threading
+    import time
+
+    pids = tmp_path / "pids"
+    name = module("pid", textwrap.dedent(f"""\
+        import os
+        from kvexact.conformance.simple_runtime import SimpleRuntimeAllocator
+        def factory(config):
+            with open({str(pids)!r}, "a") as f:
+                f.write(f"{{os.getpid()}}\\n")
+            return SimpleRuntimeAllocator(config)
+        """))
+    live: dict[str, dict[str, int]] = {}
+    seen: list[int] = []
+    stop = threading.Event()
+
+    def stopper() -> None:
+        for _ in range(1200):  # at most 120 s
+            if live.get("stats", {}).get("examples", 0) >= 3:
+                seen.append(live["stats"]["examples"])
+                break
+            time.sleep(0.1)
+        stop.set()
+
+    thread = threading.Thread(target=stopper)
+    thread.start()
+    many = settings(max_examples=100_000, stateful_step_count=10, deadline=None, database=None)
+    run = run_machine("KVAllocation", f"{name}:factory", many, seed=1, check_kernels=False,
+                      watch=lambda stats: live.update(stats=stats), stop=stop)
+    thread.join()
+    assert seen and seen[0] >= 3, "the counters never moved while the run was going"
+    assert run.passed and seen[0] <= run.examples < 100_000, run
+    assert os.getpid() not in {int(p) for p in pids.read_text().split()}
+
+
+def test_only_databases_whose_state_can_come_back_are_forked():
+    from hypothesis.database import (
+        DirectoryBasedExampleDatabase,
+        InMemoryExampleDatabase,
+        MultiplexedDatabase,
+        ReadOnlyDatabase,
+    )
+
+    from kvexact.conformance.fork_state import can_fork_with
+
+    class Spy(InMemoryExampleDatabase):
+        pass
+
+    assert can_fork_with(None) and can_fork_with(InMemoryExampleDatabase())
+    assert can_fork_with(MultiplexedDatabase(DirectoryBasedExampleDatabase("x"),
+                                             ReadOnlyDatabase(InMemoryExampleDatabase())))
+    assert not can_fork_with(Spy()) and not can_fork_with(MultiplexedDatabase(InMemoryExampleDatabase(), Spy()))
