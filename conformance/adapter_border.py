@@ -112,6 +112,10 @@ class Adapter:
     def __str__(self) -> str:
         return self.spec
 
+    def __reduce__(self) -> Any:
+        """Pickled as its text (a spawned machine run resolves it again there)."""
+        return (resolve, (self.spec,))
+
 
 def resolve(adapter: str | Adapter | None) -> Adapter | None:
     """``adapter`` as an :class:`Adapter` (None stays None: the reference is the system under test); an

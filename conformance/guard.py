@@ -17,6 +17,7 @@ import enum
 import os
 import pickle
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -74,58 +75,62 @@ def log_call(text: str) -> None:
         os.write(_LOG[0], (text.replace("\n", " ") + "\n").encode())
 
 
-def can_isolate() -> bool:
-    """Whether a machine run can go to a forked child: POSIX fork, and no CUDA context (which a fork cannot
-    carry) in this process."""
-    if not hasattr(os, "fork"):
-        return False
+def cuda_open() -> bool:
+    """Whether this process holds a CUDA context (which a forked child cannot use)."""
     torch = sys.modules.get("torch")
     cuda = getattr(torch, "cuda", None)
     try:
-        return not (cuda is not None and cuda.is_initialized())
+        return bool(cuda is not None and cuda.is_initialized())
     except Exception:
         return False
 
 
+def isolation() -> str | None:
+    """How a machine run is isolated here: ``fork`` (POSIX, no CUDA context), ``spawn`` (a CUDA context is
+    open: a fresh interpreter runs it, at the cost of its imports), None (no ``os.fork`` or no process start)."""
+    if not hasattr(os, "fork"):
+        return None
+    return "spawn" if cuda_open() else "fork"
+
+
+def can_isolate() -> bool:
+    """Whether a machine run can go to a child process here."""
+    return isolation() is not None
+
+
 def run_isolated(run: Callable[[Path], T], died: Callable[[str, list[str]], T],
                  raised: Callable[[BaseException, list[str]], T | None] | None = None,
-                 stall_seconds: float = 0.0, poll: Callable[[Path], None] | None = None) -> T:
-    """``run(channel)`` in a forked child (same memory, environment and files); its value, or its exception
-    raised here. ``channel`` is a private folder both processes see: while the child runs, the parent calls
-    ``poll(channel)`` about every :data:`POLL_SECONDS` (to hand over a stop request, or read progress the
-    child writes there). When the child dies without a result, ``died(how, log)``: how it ended and the call log of its last
-    adapter (``factory CONFIG`` then one line per call, the last one running). When it raised, ``raised(exc,
-    log)`` may turn the exception into a value (None: the exception is raised here). With ``stall_seconds``
-    > 0 a child whose call log has not grown for that long is killed and reported through ``died`` as
-    :data:`STALLED` (a hang the child's own per-call timer could not stop: a call stuck in C code). Ctrl-C
-    here waits for the child (it has the signal too) and is raised after it."""
+                 stall_seconds: float = 0.0, poll: Callable[[Path], None] | None = None,
+                 spawn: bool = False) -> T:
+    """``run(channel)`` in a forked child (same memory, environment and files), or with ``spawn`` in a fresh
+    interpreter (``run`` is then pickled: a module-level callable, and this process's ``sys.path``); its value,
+    or its exception raised here. ``channel`` is a private folder both processes see: while the child runs,
+    the parent calls ``poll(channel)`` about every :data:`POLL_SECONDS` (to hand over a stop request, or read
+    progress the child writes there). When the child dies without a result, ``died(how, log)``: how it ended
+    and the call log of its last adapter (``factory CONFIG`` then one line per call, the last one running).
+    When it raised, ``raised(exc, log)`` may turn the exception into a value (None: the exception is raised
+    here). With ``stall_seconds`` > 0 a child whose call log has not grown for that long is killed and
+    reported through ``died`` as :data:`STALLED` (a hang the child's own per-call timer could not stop: a call
+    stuck in C code). Ctrl-C here waits for the child (it has the signal too) and is raised after it."""
     folder = Path(tempfile.mkdtemp(prefix="kvexact-guard-"))
     log_path, result_path = folder / "calls.log", folder / "result.pickle"
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        try:
-            _die_with(parent)
-            _LOG[:] = [os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)]
-            try:
-                outcome: tuple[str, Any] = ("value", run(folder))
-            except BaseException as exc:  # handed to the parent
-                outcome = ("error", exc)
-            try:
-                data = pickle.dumps(outcome)
-            except Exception as exc:
-                data = pickle.dumps(("error", RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]} "
-                                                          f"(not picklable: {exc})")))
-            (folder / "result.part").write_bytes(data)
-            os.replace(folder / "result.part", result_path)
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(0)
+    proc = None
+    if spawn:
+        (folder / RUN_FILE).write_bytes(pickle.dumps(run))
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        proc = subprocess.Popen([sys.executable, "-c", SPAWNED, str(folder), str(parent)], env=env)
+        pid = proc.pid
+    else:
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            _child(folder, parent, lambda: run)
     try:
         status = _wait(pid, log_path, stall_seconds, (lambda: poll(folder)) if poll is not None else None)
+        if proc is not None:
+            proc.returncode = -1  # reaped by _wait: the Popen object must not wait again
         if status is None:
             return died(f"{STALLED} {stall_seconds:g} s", _read_log(log_path))
         if result_path.is_file() and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
@@ -141,6 +146,39 @@ def run_isolated(run: Callable[[Path], T], died: Callable[[str, list[str]], T],
         for path in folder.iterdir():
             path.unlink()
         folder.rmdir()
+
+
+RUN_FILE = "run.pickle"
+SPAWNED = "import sys; from kvexact.conformance.guard import spawned; spawned(sys.argv[1], int(sys.argv[2]))"
+
+
+def spawned(folder: str, parent: int) -> None:
+    """The entry point of a spawned child: the pickled run in ``folder``, then as a forked child."""
+    path = Path(folder)
+    _child(path, parent, lambda: pickle.loads((path / RUN_FILE).read_bytes()))
+
+
+def _child(folder: Path, parent: int, get_run: Callable[[], Callable[[Path], Any]]) -> None:
+    """The child's whole life: log adapter calls to ``folder``, run, leave the outcome (value or exception)
+    there, and end with exit status 0; never returns."""
+    try:
+        _die_with(parent)
+        _LOG[:] = [os.open(folder / "calls.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)]
+        try:
+            outcome: tuple[str, Any] = ("value", get_run()(folder))
+        except BaseException as exc:  # handed to the parent
+            outcome = ("error", exc)
+        try:
+            data = pickle.dumps(outcome)
+        except Exception as exc:
+            data = pickle.dumps(("error", RuntimeError(f"{type(outcome[1]).__name__}: {outcome[1]} "
+                                                      f"(not picklable: {exc})")))
+        (folder / "result.part").write_bytes(data)
+        os.replace(folder / "result.part", folder / "result.pickle")
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 def _die_with(parent: int) -> None:

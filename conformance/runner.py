@@ -39,7 +39,14 @@ from kvexact.conformance.fork_state import (
     request_stop,
     restore_database_state,
 )
-from kvexact.conformance.guard import AdapterFault, can_isolate, death_message, replay_source, run_isolated
+from kvexact.conformance.guard import (
+    AdapterFault,
+    can_isolate,
+    death_message,
+    isolation,
+    replay_source,
+    run_isolated,
+)
 from kvexact.conformance.machines import failure_in_flight
 from kvexact.conformance.machines.allocator import machine_class
 from kvexact.reference.adapters import AdapterError, AdapterProblem
@@ -257,22 +264,44 @@ def _run_forked(spec: str, resolved: Adapter, machine_settings_: settings, seed:
             return None
         return failed(f"AdapterFaultError: {AdapterFault.HUNG.name}: {exc}", log)
 
-    def child(channel: Path) -> tuple[MachineRun, list[Any]]:
-        with publishing_stats(channel) as slot:
-            run = _run_here(spec, resolved, machine_settings_, seed, check_kernels, call_timeout, shrink_seconds,
-                            slot.append, stop_at, profile, StopFile(channel / STOP_FILE) if stop else None)
-        return run, database_state(database)
+    child = _ChildRun(spec, resolved, machine_settings_, seed, check_kernels, call_timeout, shrink_seconds,
+                      stop_at, profile or settings.get_current_profile_name(), stop is not None)
 
     def poll(channel: Path) -> None:
         if stop is not None and stop.is_set():
             request_stop(channel)
         stats.update(read_stats(channel))
 
-    run, state = run_isolated(child, died, hung, stall_seconds=stall_limit(call_seconds(call_timeout)), poll=poll)
+    run, state = run_isolated(child, died, hung, stall_seconds=stall_limit(call_seconds(call_timeout)), poll=poll,
+                              spawn=isolation() == "spawn")
     if state is not None:
         restore_database_state(database, state)
     stats.update(run.stats)
     return run
+
+
+@attrs.frozen
+class _ChildRun:
+    """What a child process runs for :func:`_run_forked` (picklable, for a spawned child): the machine run,
+    its counters written to the channel, a stop file read as the stop event, the database state handed back."""
+
+    spec: str
+    adapter: Adapter
+    machine_settings: settings
+    seed: int | None
+    check_kernels: bool
+    call_timeout: float | None
+    shrink_seconds: float
+    stop_at: float | None
+    profile: str
+    stoppable: bool
+
+    def __call__(self, channel: Path) -> tuple[MachineRun, list[Any]]:
+        with publishing_stats(channel) as slot:
+            run = _run_here(self.spec, self.adapter, self.machine_settings, self.seed, self.check_kernels,
+                            self.call_timeout, self.shrink_seconds, slot.append, self.stop_at, self.profile,
+                            StopFile(channel / STOP_FILE) if self.stoppable else None)
+        return run, database_state(self.machine_settings.database)
 
 
 def stall_limit(call_limit: float) -> float:

@@ -264,3 +264,31 @@ def test_only_databases_whose_state_can_come_back_are_forked():
     assert can_fork_with(MultiplexedDatabase(DirectoryBasedExampleDatabase("x"),
                                              ReadOnlyDatabase(InMemoryExampleDatabase())))
     assert not can_fork_with(Spy()) and not can_fork_with(MultiplexedDatabase(InMemoryExampleDatabase(), Spy()))
+
+
+def test_with_a_cuda_context_open_a_machine_run_goes_to_a_spawned_interpreter(module, monkeypatch):
+    """A process holding a CUDA context cannot fork a usable child: the run goes to a fresh interpreter
+    (``spawn``), with the same verdicts and the database's saves handed back. (The context is simulated:
+    ``cuda_open`` is made true; what differs is only how the child starts.)"""
+    from hypothesis.database import InMemoryExampleDatabase
+
+    from kvexact.conformance import guard
+
+    monkeypatch.setattr(guard, "cuda_open", lambda: True)
+    assert guard.isolation() == "spawn"
+    dying = module("spawn_exit", DYING.format(die="os._exit(0)"))
+    raising = module("spawn_raises", DYING.format(die="raise ValueError('no room for this prompt')"))
+    few = settings(max_examples=10, stateful_step_count=10, deadline=None, database=None)
+    run = run_machine("KVAllocation", f"{dying}:factory", few, seed=3, check_kernels=False)
+    assert not run.passed and run.error.startswith("AdapterFaultError: PROCESS_ENDED:"), run.error
+    assert "adapter.start(" in run.replay
+    db = InMemoryExampleDatabase()
+    run = run_machine("KVAllocation", f"{raising}:factory", settings(few, database=db), seed=3, check_kernels=False)
+    assert not run.passed and run.error.startswith("ValueError: no room"), run.error
+    assert any(db.data.values())
+    passing = run_machine("KVAllocation", "kvexact.conformance.simple_runtime:simple_runtime", few, seed=3,
+                          check_kernels=False)
+    monkeypatch.setattr(guard, "cuda_open", lambda: False)
+    forked = run_machine("KVAllocation", "kvexact.conformance.simple_runtime:simple_runtime", few, seed=3,
+                         check_kernels=False)
+    assert passing.passed and (passing.examples, passing.steps) == (forked.examples, forked.steps), (passing, forked)
