@@ -17,6 +17,7 @@ from typing import Any
 from hypothesis.database import (
     DirectoryBasedExampleDatabase,
     ExampleDatabase,
+    InMemoryExampleDatabase,
     MultiplexedDatabase,
     ReadOnlyDatabase,
 )
@@ -66,6 +67,10 @@ class SharedDatabase(ExampleDatabase):
             self.error = f"{type(exc).__name__}: {exc}"
             return None
 
+    def __reduce__(self) -> Any:
+        """Pickled as its address and error (a spawned machine run connects again)."""
+        return (_reopen_shared, (self.url, self.error))
+
     def fetch(self, key: bytes) -> Iterable[bytes]:
         return self._guard(lambda: list(self.inner.fetch(key))) or []
 
@@ -77,6 +82,18 @@ class SharedDatabase(ExampleDatabase):
 
     def move(self, src: bytes, dest: bytes, value: bytes) -> None:
         self._guard(self.inner.move, src, dest, value)
+
+
+def _reopen_shared(url: str, error: str) -> SharedDatabase:
+    """A :class:`SharedDatabase` on ``url`` again (in another process); one that cannot connect carries
+    the error, as a server gone in a run does."""
+    try:
+        inner = redis_database(url) if not error else InMemoryExampleDatabase()
+    except CampaignDatabaseError as exc:
+        inner, error = InMemoryExampleDatabase(), str(exc)
+    shared = SharedDatabase(inner, url)
+    shared.error = error
+    return shared
 
 
 def shared_gone(url: str, error: str, local: Path) -> str:

@@ -42,15 +42,16 @@ def _leaves(db: Any) -> Iterator[Any]:
         yield db
 
 
-def can_fork_with(db: ExampleDatabase | None) -> bool:
+def can_fork_with(db: ExampleDatabase | None, spawn: bool = False) -> bool:
     """Whether a run with ``db`` may go to a forked child: every part is absent or exactly a directory, in-memory
     (entries handed back by :func:`database_state`), shared (its error handed back) or Redis database (whose
-    client opens a new connection in the child); a subclass of one may keep state of its own here."""
+    client opens a new connection in the child; not for ``spawn``, where it would have to be pickled); a
+    subclass of one may keep state of its own here."""
     known: tuple[type, ...] = (DirectoryBasedExampleDatabase, InMemoryExampleDatabase, SharedDatabase)
     try:
         from hypothesis.extra.redis import RedisExampleDatabase
 
-        known += (RedisExampleDatabase,)
+        known += () if spawn else (RedisExampleDatabase,)
     except ImportError:  # no redis client: no such database either
         pass
     return all(leaf is None or type(leaf) in known for leaf in _leaves(db))  # a subclass may keep more state

@@ -93,11 +93,6 @@ def isolation() -> str | None:
     return "spawn" if cuda_open() else "fork"
 
 
-def can_isolate() -> bool:
-    """Whether a machine run can go to a child process here."""
-    return isolation() is not None
-
-
 def run_isolated(run: Callable[[Path], T], died: Callable[[str, list[str]], T],
                  raised: Callable[[BaseException, list[str]], T | None] | None = None,
                  stall_seconds: float = 0.0, poll: Callable[[Path], None] | None = None,

@@ -41,7 +41,6 @@ from kvexact.conformance.fork_state import (
 )
 from kvexact.conformance.guard import (
     AdapterFault,
-    can_isolate,
     death_message,
     isolation,
     replay_source,
@@ -232,9 +231,10 @@ def run_machine(spec: str, adapter: str | Adapter | None, machine_settings_: set
     example-database writes reach this process (:mod:`~kvexact.conformance.fork_state`). In this process (no
     fork) a hang stays :class:`AdapterError` ``CALL_TIMEOUT`` (could not run)."""
     resolved = resolve(adapter)
-    if resolved is not None and can_isolate() and can_fork_with(machine_settings_.database):
+    mode = isolation()
+    if resolved is not None and mode is not None and can_fork_with(machine_settings_.database, mode == "spawn"):
         return _run_forked(spec, resolved, machine_settings_, seed, check_kernels, call_timeout, shrink_seconds,
-                           watch, stop_at, profile, stop)
+                           watch, stop_at, profile, stop, mode == "spawn")
     return _run_here(spec, resolved, machine_settings_, seed, check_kernels, call_timeout, shrink_seconds, watch,
                      stop_at, profile, stop)
 
@@ -242,8 +242,9 @@ def run_machine(spec: str, adapter: str | Adapter | None, machine_settings_: set
 def _run_forked(spec: str, resolved: Adapter, machine_settings_: settings, seed: int | None,
                 check_kernels: bool, call_timeout: float | None, shrink_seconds: float,
                 watch: Callable[[dict[str, int]], None] | None, stop_at: float | None, profile: str | None,
-                stop: threading.Event | None) -> MachineRun:
-    """:func:`run_machine` in a forked child, with the adapter's death or hang turned into a failed run."""
+                stop: threading.Event | None, spawn: bool) -> MachineRun:
+    """:func:`run_machine` in a child process (forked, or with ``spawn`` a fresh interpreter), with the
+    adapter's death or hang turned into a failed run."""
     label = resolved.spec
     database = machine_settings_.database
     stats: dict[str, int] = {}
@@ -273,7 +274,7 @@ def _run_forked(spec: str, resolved: Adapter, machine_settings_: settings, seed:
         stats.update(read_stats(channel))
 
     run, state = run_isolated(child, died, hung, stall_seconds=stall_limit(call_seconds(call_timeout)), poll=poll,
-                              spawn=isolation() == "spawn")
+                              spawn=spawn)
     if state is not None:
         restore_database_state(database, state)
     stats.update(run.stats)

@@ -58,3 +58,38 @@ def test_an_adapter_that_ends_the_process_fails_fuzz_with_a_shared_database(tmp_
                         "dies_shared:factory", *FEW, "--db", str(tmp_path / "db"), "--shared-db", url,
                         "--out", str(out_dir)], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
     _assert_named_death(r.returncode, r.stdout + r.stderr, "dies_shared", out_dir)
+
+
+def test_a_spawned_run_reaches_the_shared_database_and_a_gone_one_stays_gone(tmp_path, redis_url, monkeypatch):
+    """With a CUDA context open the run is spawned: the shared database travels as its address (the child
+    connects again) and the failure the child finds is in Redis; a shared database already gone travels as
+    its error. A bare Redis database (Python API) cannot travel, so such a run is not spawned."""
+    import pickle
+
+    import redis
+    from hypothesis import settings
+    from hypothesis.extra.redis import RedisExampleDatabase
+
+    from kvexact.conformance import guard
+    from kvexact.conformance.campaign_db import campaign_database
+    from kvexact.conformance.fork_state import can_fork_with
+    from kvexact.conformance.runner import run_machine
+
+    url, server = redis_url
+    (tmp_path / "raises_spawned.py").write_text(DIES.replace("os._exit(0)", "raise ValueError('no room')"),
+                                                encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(guard, "cuda_open", lambda: True)
+    database, shared = campaign_database(tmp_path / "local", shared=url)
+    few = settings(max_examples=10, stateful_step_count=10, deadline=None, database=database)
+    run = run_machine("KVAllocation", "raises_spawned:factory", few, seed=3, check_kernels=False)
+    assert not run.passed and run.error.startswith("ValueError: no room"), run.error
+    assert shared is not None and shared.error == ""
+    assert redis.Redis.from_url(url).dbsize() > 0  # the spawned child wrote the failure there
+    server.kill()
+    server.wait()
+    shared.error = "ConnectionError: gone"
+    again = pickle.loads(pickle.dumps(shared))
+    assert again.error == "ConnectionError: gone" and list(again.fetch(b"k")) == []
+    assert not can_fork_with(RedisExampleDatabase(redis.Redis.from_url(url)), spawn=True)
+    assert can_fork_with(RedisExampleDatabase(redis.Redis.from_url(url)), spawn=False)
