@@ -30,7 +30,7 @@ from kvexact.spec.checker.community import is_proof_module, native_ops
 from kvexact.spec.checker.deepstack import DEPTH, too_deep
 from kvexact.spec.checker.errors import ArityError, ParseError, SpecError, UndefinedError, UnsupportedError
 from kvexact.spec.checker.library import expand_tabs, find_module_file, split_modules
-from kvexact.spec.checker.semantics import check_module, check_shapes
+from kvexact.spec.checker.semantics import check_module, check_rebinding, check_shapes
 from kvexact.spec.checker.syntax import (
     PrecedenceConflict,
     check_precedence,
@@ -167,6 +167,7 @@ def _parse_one(text: str, path: str) -> Any:
     for module in [tree, *nested_modules(tree)]:
         check_module(module, path)
         check_shapes(module, path)
+        check_rebinding(module, path)
     return tree
 
 

@@ -191,3 +191,74 @@ def check_shapes(tree: Any, path: str) -> None:
                 name = getattr(nm, "operator", getattr(nm, "name", nm))
                 if isinstance(name, str):
                     earlier.add(name)
+
+
+def _declared(decls: Any) -> tuple[list[Any], list[Any]]:
+    """The name nodes a binder's declarations bind, and their bound expressions (``S`` of ``x \\in S``)."""
+    names: list[Any] = []
+    bounds: list[Any] = []
+    for item in decls if isinstance(decls, list) else [decls] if decls is not None else []:
+        target = item
+        if type(item).__name__ == "OperatorApplication" and item.operator == "\\in" and item.arguments:
+            target, bounds = item.arguments[0], [*bounds, *item.arguments[1:]]
+        names += target.items if type(target).__name__ == "Tuple" else [target]
+    return [n for n in names if isinstance(getattr(n, "operator", None), str)], bounds
+
+
+def _claim(node: Any, name: str, scope: set[str], path: str) -> None:
+    if name in scope:
+        line, col = _pos(node)
+        raise SemanticError(f"multiply-defined symbol {name}: it is bound again where {name} is already bound",
+                            f"{path}:{line}:{col}")
+    scope.add(name)
+
+
+def _rebinding(node: Any, scope: set[str], path: str) -> None:
+    """Raise SemanticError where a binder inside ``node`` binds a name already bound around it (``scope``):
+    quantifier, CHOOSE, set and function constructor variables, LAMBDA and LET parameters, LET names."""
+    stack: list[tuple[Any, set[str]]] = [(node, scope)]
+    while stack:
+        n, outer = stack.pop()
+        if isinstance(n, (list, tuple)) and not hasattr(n, "_fields"):
+            stack.extend((c, outer) for c in n)
+            continue
+        if not hasattr(n, "_fields"):
+            continue
+        kind = type(n).__name__
+        if kind == "Let":
+            inner = set(outer)
+            for d in n.definitions or []:
+                if type(d).__name__ != "OperatorDefinition":
+                    stack.append((d, set(inner)))
+                    continue
+                params = set(inner)
+                for p in d.arity or []:
+                    if isinstance(getattr(p, "operator", None), str):
+                        _claim(p, p.operator, params, path)
+                stack.append((d.definiens, params))
+                _claim(d, d.name, inner, path)
+            stack.append((n.expression, inner))
+            continue
+        field = next((f for f in ("declarations", "declaration", "parameters") if f in n._fields), None)
+        if field is None:
+            stack.extend((c, outer) for c in _children(n))
+            continue
+        names, bounds = _declared(getattr(n, field))
+        inner = set(outer)
+        for b in names:
+            _claim(b, b.operator, inner, path)
+        stack.extend((b, outer) for b in bounds)  # a bound is outside its variables' scope
+        stack.extend((getattr(n, f), inner) for f in n._fields if f not in (*_SKIP, field))
+
+
+def check_rebinding(tree: Any, path: str) -> None:
+    """A name bound again inside the scope of the same name (``\\A g : \\E g : ...``, ``LET G(x)`` under
+    ``\\E x``, ``[x \\in S |-> [x \\in S |-> x]]``): SANY refuses each as a multiply-defined symbol."""
+    for unit in tree.units or []:
+        if type(unit).__name__ != "OperatorDefinition" or type(unit.definiens).__name__ == "Instance":
+            continue
+        params: set[str] = set()
+        for p in unit.arity or []:
+            if isinstance(getattr(p, "operator", None), str):
+                _claim(p, p.operator, params, path)
+        _rebinding(unit.definiens, params, path)

@@ -30,6 +30,21 @@ CASES = {
     "bound_name_reused_later": ("G == \\E H \\in {1} : H = 1\nH == 2", None),
     "variable_twice": ("VARIABLE y\nVARIABLE y", None),
     "higher_order": ("F(Op(_), x) == Op(x)\nG == F(LAMBDA a : a + 1, 2)", None),
+    # a name bound again inside the scope of the same name (SANY: multiply-defined symbol)
+    "exists_in_forall": ("S == {1}\nA == \\A g \\in S : \\E g \\in S : g = 1", SemanticError),
+    "bound_of_its_own_name": ("S == {1}\nA == \\E x \\in {x \\in S : TRUE} : x = 1", None),
+    "let_name_then_bound": ("S == {1}\nA == LET a == 1 IN \\E a \\in S : TRUE", SemanticError),
+    "bound_then_let_name": ("S == {1}\nA == \\E x \\in S : LET x == 1 IN x = 1", SemanticError),
+    "function_in_exists": ("S == {1}\nA == \\E x \\in S : [x \\in S |-> x] = [y \\in S |-> y]", SemanticError),
+    "map_in_exists": ("S == {1}\nA == \\E x \\in S : {x : x \\in S} = S", SemanticError),
+    "let_parameter_then_bound": ("S == {1}\nA == LET F(a) == a IN \\A a \\in S : F(a) > 0", None),
+    "twice_in_one_list": ("S == {1}\nA == \\E x \\in S, x \\in S : TRUE", SemanticError),
+    "function_parameter_rebound": ("S == {1}\nf[x \\in S] == \\E x \\in S : TRUE", SemanticError),
+    "siblings": ("S == {1}\nA == (\\E x \\in S : TRUE) /\\ (\\E x \\in S : TRUE)", None),
+    "choose_in_exists": ("S == {1}\nA == \\E x \\in S : CHOOSE x \\in S : TRUE", SemanticError),
+    "let_parameter_in_exists": ("S == {1}\nA == \\E x \\in S : LET G(x) == x IN G(1) = 1", SemanticError),
+    "tuple_in_exists": ("S == {1}\nA == \\E x \\in S : \\E <<x, y>> \\in S \\X S : TRUE", SemanticError),
+    "lambda_in_exists": ("F(Op(_)) == Op(1)\nA == \\E x \\in {1} : F(LAMBDA x : x)", SemanticError),
 }
 
 
@@ -56,6 +71,18 @@ def test_use_before_definition_exits_150_with_the_place(tmp_path):
     res = CliRunner().invoke(check, [str(spec), "--engine", "embedded"], standalone_mode=False)
     assert res.return_value == 150
     assert "M.tla:4:13: Init uses Start, defined later (line 5)" in res.output
+
+
+def test_a_rebinding_is_reported_where_sany_reports_it(tmp_path, tla2tools_jar):
+    """The line and column of a multiply-defined bound name are SANY's."""
+    cases = [c for c, (body, e) in CASES.items() if e is SemanticError and "\\E" in body and c != "uses_later"]
+    files = {c: _write(tmp_path / c, "M", CASES[c][0]) for c in cases if (tmp_path / c).mkdir() is None}
+    verdicts = sany_verdicts(list(files.values()), tla2tools_jar)
+    for case, path in files.items():
+        ours = front_end_error(path)
+        assert ours is not None and "multiply-defined symbol" in str(ours), case
+        line, col = ours.location.rsplit(":", 2)[1:]
+        assert f"line {line}, col {col} " in verdicts[path].text, (case, verdicts[path].text, ours)
 
 
 def test_cases_agree_with_sany(tmp_path, tla2tools_jar):
