@@ -64,8 +64,10 @@ CowPublication:
   ``bundle[g][b]``: the block's bundle epoch (0 when free or not yet validated).
 * ``ref[g][b]``: the whole refcount (maps + reader snapshots + COW source leases).
 * ``gen``, ``tables``, ``len``, ``tver``, ``epoch`` as above; ``tokens[r]``: the request's token history.
-* ``txn``: the in-flight COW transaction (phase ``begun``/``validated``/``published``, ``tok``, ``rows``
-  the predecessor's tail rows, ``src``/``dest`` per group, ``copied``/``written`` sets of groups).
+* ``txn[r]``: r's in-flight COW transaction (phase ``begun``/``validated``/``published``, ``tok``,
+  ``rows`` the predecessor's tail rows, ``src``/``dest`` per group, ``copied``/``written`` sets of
+  groups); ``idle`` for every other request (the reference runs one transaction at a time,
+  ``Concurrent = 1``).
 * ``snap[x]``: reader snapshots; ``wrote``: the ``<<g, b>>`` pairs the step wrote.
 
 Which records a spec keeps follows from its actions (the checker's list, :mod:`kvexact.spec.checker.model`)
@@ -663,17 +665,19 @@ def project_cow_publication(alloc: Allocator, requests: Sequence[str] | None = N
     tables, lens, tvers = _request_vars(alloc, reqs)
     tokens = Fn({r: list(alloc.tokens_of(r)) if r in alloc.requests else [] for r in reqs})
     groups = range(len(alloc.groups))
-    txn: dict[str, Any] = {"phase": "idle", "req": NO_REQ, "tok": 0, "rows": 0, "src": Fn({g: 0 for g in groups}),
-                           "dest": Fn({g: 0 for g in groups}), "copied": set(), "written": set()}
-    if cow_txn is not None and cow_txn.publication_state in ("BEGUN", "VALIDATED", "PUBLISHED"):
-        txn["phase"] = {"BEGUN": "begun", "VALIDATED": "validated", "PUBLISHED": "published"}[
+    txn = Fn({r: {"phase": "idle", "tok": 0, "rows": 0, "src": Fn({g: 0 for g in groups}),
+                  "dest": Fn({g: 0 for g in groups}), "copied": set(), "written": set()} for r in reqs})
+    if (cow_txn is not None and cow_txn.publication_state in ("BEGUN", "VALIDATED", "PUBLISHED")
+            and cow_txn.request_id in txn):
+        mine = txn[cow_txn.request_id]  # the reference serializes: one COW transaction at a time
+        mine["phase"] = {"BEGUN": "begun", "VALIDATED": "validated", "PUBLISHED": "published"}[
             cow_txn.publication_state]
-        txn.update(req=cow_txn.request_id, tok=cow_txn.new_tokens[0], rows=cow_txn.source_tail_rows,
-                   copied=set(cow_txn.copied_groups), written=set(cow_txn.written_groups))
+        mine.update(tok=cow_txn.new_tokens[0], rows=cow_txn.source_tail_rows,
+                    copied=set(cow_txn.copied_groups), written=set(cow_txn.written_groups))
         for g, h in enumerate(cow_txn.touched_handles):
-            txn["src"][g] = h.block_id
+            mine["src"][g] = h.block_id
         for h in cow_txn.reserved_handles:
-            txn["dest"][h.cache_group_id] = h.block_id
+            mine["dest"][h.cache_group_id] = h.block_id
     snap = Fn()
     for x in readers:
         held = alloc.readers.get(x)

@@ -70,36 +70,36 @@ MUTANTS = {
  ("PublishBeforeCopy", "RequestsExact",
   "the COW transaction publishes as soon as every destination is reserved, before the copy completes",
   [("""CowPublish(r) ==
-    /\\ txn.phase = "validated"
-    /\\ txn.req = r""", """CowPublish(r) ==
-    /\\ txn.phase \\in {"begun", "validated"}
-    /\\ \\A g \\in Groups : txn.dest[g] # 0
-    /\\ txn.req = r""")]),
+    /\\ txn[r].phase = "validated"
+""", """CowPublish(r) ==
+    /\\ txn[r].phase \\in {"begun", "validated"}
+    /\\ \\A g \\in Groups : txn[r].dest[g] # 0
+""")]),
  ("ValidateBeforeWrite", "ValidWithinWritten",
   "validation marks the destination rows valid without checking the data frontier",
-  [("""    /\\ txn.written = Groups
-    /\\ \\A g \\in Groups : Len(data[g][txn.dest[g]]) = txn.rows + 1
-""", """    /\\ \\A g \\in Groups : txn.dest[g] # 0
+  [("""    /\\ txn[r].written = Groups
+    /\\ \\A g \\in Groups : Len(data[g][txn[r].dest[g]]) = txn[r].rows + 1
+""", """    /\\ \\A g \\in Groups : txn[r].dest[g] # 0
 """)]),
  ("PublishFirstGroupOnly", "NoMixedGroups",
   "the COW publication swaps the tail handle of the first group alone (the others would follow later)",
   [("""    /\\ tables' = [tables EXCEPT ![r] = [g \\in Groups |->
-                     [tables[r][g] EXCEPT ![Len(tables[r][g])] = Handle(g, txn.dest[g])]]]
+                     [tables[r][g] EXCEPT ![Len(tables[r][g])] = Handle(g, txn[r].dest[g])]]]
     /\\ ref' = [g \\in Groups |-> [b \\in Blocks |->
-                  IF b = txn.dest[g] THEN ref[g][b] + 1
-                  ELSE IF b = txn.src[g] THEN ref[g][b] - 1 ELSE ref[g][b]]]
+                  IF b = txn[r].dest[g] THEN ref[g][b] + 1
+                  ELSE IF b = txn[r].src[g] THEN ref[g][b] - 1 ELSE ref[g][b]]]
     /\\ len' = [len EXCEPT ![r] = @ + 1]
-    /\\ tokens' = [tokens EXCEPT ![r] = Append(@, txn.tok)]
+    /\\ tokens' = [tokens EXCEPT ![r] = Append(@, txn[r].tok)]
     /\\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\\ epoch' = epoch + 1
-    /\\ txn' = [txn EXCEPT !.phase = "published"]
+    /\\ txn' = [txn EXCEPT ![r].phase = "published"]
     /\\ wrote' = {}
     /\\ UNCHANGED <<data, valid, gen, bundle, snap>>""",
     """    /\\ LET g0 == CHOOSE g \\in Groups : \\A h \\in Groups : g <= h IN
        /\\ tables' = [tables EXCEPT ![r][g0] =
-                          [tables[r][g0] EXCEPT ![Len(tables[r][g0])] = Handle(g0, txn.dest[g0])]]
-       /\\ ref' = [ref EXCEPT ![g0][txn.dest[g0]] = @ + 1, ![g0][txn.src[g0]] = @ - 1]
-    /\\ txn' = [txn EXCEPT !.phase = "published"]
+                          [tables[r][g0] EXCEPT ![Len(tables[r][g0])] = Handle(g0, txn[r].dest[g0])]]
+       /\\ ref' = [ref EXCEPT ![g0][txn[r].dest[g0]] = @ + 1, ![g0][txn[r].src[g0]] = @ - 1]
+    /\\ txn' = [txn EXCEPT ![r].phase = "published"]
     /\\ wrote' = {}
     /\\ UNCHANGED <<data, valid, gen, bundle, snap, len, tokens, tver, epoch>>""")]),
  ("NoSourceLease", "RefcountDerived",
@@ -169,10 +169,8 @@ LIVENESS_MUTANTS = {
 "CowPublication": [
  ("ReleaseSourcesWaitsForReaders", "FreedBlockEventuallyReusable",
   "the source leases of a published COW transaction are released only once no reader holds a snapshot",
-  [("""    /\\ txn.phase = "published"
-    /\\ txn.req = r
-""", """    /\\ txn.phase = "published"
-    /\\ txn.req = r
+  [("""    /\\ txn[r].phase = "published"
+""", """    /\\ txn[r].phase = "published"
     /\\ \\A x \\in Readers : ~snap[x].on
 """)]),
 ],
@@ -289,6 +287,9 @@ CONSTANTS_II = {
     "KVAllocation_PublishDropsOtherReservations": [("Groups = {0, 1}", "Groups = {0}"), ("MaxVersion = 2", "MaxVersion = 1"),
                               ("Concurrent = 1", "Concurrent = 2")],
     "KVAllocation_ShareWritesInPlace": [("Groups = {0, 1}", "Groups = {0}"), ('"eager"', '"shared"')],
+    **{f"CowPublication_{bug}": [("Groups = {0, 1}", "Groups = {0}"), ("Blocks = {1, 2}", "Blocks = {1, 2, 3}"),
+                                 ("Concurrent = 1", "Concurrent = 2")]
+       for bug in ("ReserveIgnoresOtherTxns", "LeaseOncePerSource", "RollbackResetsEveryReservation")},
     "RadixIndex_InsertWithoutSplit": [("Slots = {1, 2}", "Slots = {1, 2, 3, 4}")],
     "RadixIndex_KeepDuplicateSlots": [("Slots = {1, 2}", "Slots = {1, 2, 3, 4}")],
 }
@@ -328,15 +329,33 @@ MUTANTS_II = {
     /\ pool' = [g \in Groups |-> pool[g] \cup ({txn[r].dest[g]} \ {0})]""", r"""    /\ UNCHANGED <<reserved, pool>>""")]),
 ],
 "CowPublication": [
+ ("ReserveIgnoresOtherTxns", "ReservationsDisjoint",
+  "a COW reservation checks only that no request or lease references the block, not that another transaction "
+  "in flight reserved it",
+  [(r"""    /\ txn[r].dest[g] = 0
+    /\ Free(g, b)""", r"""    /\ txn[r].dest[g] = 0
+    /\ ref[g][b] = 0""")]),
+ ("LeaseOncePerSource", "RefcountDerived",
+  "a COW transaction takes no lease on a source tail that another transaction in flight already leases (one "
+  "lease per block, not per transaction): the first to release frees a block the other still copies",
+  [(r"""    /\ ref' = [g \in Groups |-> [ref[g] EXCEPT ![TailBlock(r, g)] = @ + 1]]""",
+    r"""    /\ ref' = [g \in Groups |-> [ref[g] EXCEPT ![TailBlock(r, g)] =
+                  IF \E s \in InFlight : txn[s].src[g] = TailBlock(r, g) THEN @ ELSE @ + 1]]""")]),
+ ("RollbackResetsEveryReservation", "ReservationsHoldTheirCopy",
+  "a rollback returns every reserved destination of the group to the pool (empty rows, generation back), "
+  "not only its own: another transaction's copy is lost",
+  [(r"""    /\ gen' = [g \in Groups |-> [b \in Blocks |-> IF b = txn[r].dest[g] THEN gen[g][b] - 1 ELSE gen[g][b]]]""",
+    r"""    /\ gen' = [g \in Groups |-> [b \in Blocks |-> IF Reserved(g, b) THEN gen[g][b] - 1 ELSE gen[g][b]]]"""),
+   (r"""           reset(g, b) == b = txn[r].dest[g] \/""", r"""           reset(g, b) == Reserved(g, b) \/""")]),
  ("PublishStaysValidated", "ReservedUnreachable",
   "the COW publication swaps the tables but leaves the transaction validated: its destinations stay reserved",
-  [(r"""    /\ txn' = [txn EXCEPT !.phase = "published"]""", r"""    /\ UNCHANGED txn""")]),
+  [(r"""    /\ txn' = [txn EXCEPT ![r].phase = "published"]""", r"""    /\ UNCHANGED txn""")]),
  ("SnapshotDuringCow", "SnapshotsExact",
   "a reader snapshot taken during a COW append already counts the token being appended",
   [(r"""    /\ snap' = [snap EXCEPT ![x] = [on |-> TRUE, tables |-> tables[r], len |-> len[r], tokens |-> tokens[r]]]""",
     r"""    /\ snap' = [snap EXCEPT ![x] = [on |-> TRUE, tables |-> tables[r],
                  len |-> IF Busy(r) THEN len[r] + 1 ELSE len[r],
-                 tokens |-> IF Busy(r) THEN Append(tokens[r], txn.tok) ELSE tokens[r]]]""")]),
+                 tokens |-> IF Busy(r) THEN Append(tokens[r], txn[r].tok) ELSE tokens[r]]]""")]),
 ],
 "NamespaceRevocation": [
  ("CancelKeepsReceipt", "ReceiptsLeased",

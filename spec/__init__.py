@@ -17,10 +17,13 @@ _SPECS = ("KVAllocation", "CowPublication", "NamespaceRevocation", "RadixIndex",
 _MUTANTS = (
     "CowPublication_ForkMovesTables",
     "CowPublication_ForkWithoutRefs",
+    "CowPublication_LeaseOncePerSource",
     "CowPublication_NoSourceLease",
     "CowPublication_PublishStaysValidated",
     "CowPublication_PublishBeforeCopy",
     "CowPublication_PublishFirstGroupOnly",
+    "CowPublication_ReserveIgnoresOtherTxns",
+    "CowPublication_RollbackResetsEveryReservation",
     "CowPublication_ReleaseSourcesWaitsForReaders",
     "CowPublication_SnapshotDuringCow",
     "CowPublication_ValidateBeforeWrite",
@@ -74,6 +77,8 @@ _MUTANTS = (
 )
 _WITNESSES = (
     "CowPublication_CowPublished",
+    "CowPublication_PublishDuringCopy",
+    "CowPublication_RacingCows",
     "KVAllocation_CachedPartialTail",
     "KVAllocation_EvictThenReuse",
     "KVAllocation_PartialTail",
@@ -89,6 +94,7 @@ SHIPPED_MODELS: tuple[str, ...] = (
     *(f"{s}.liveness.cfg" for s in ("KVAllocation", "CowPublication", "NamespaceRevocation")),
     *(f"RadixIndex.{m}.cfg" for m in ("page2", "page3", "page2.deep", "page3.deep")),  # SGLang's paged cache
     "KVAllocation.concurrent.cfg",  # two transactions in flight (Concurrent = 2)
+    "CowPublication.concurrent.cfg",  # two COW transactions in flight (Concurrent = 2)
     "KVAllocation.shared.cfg",  # the shared partial-tail policy (TailPolicy = "shared")
     "ExactHistory.tla",  # the abstract protocol; KVAllocation.cfg and CowPublication.cfg check PROPERTY RefinesExactHistory
     *(f"mutants/{m}{ext}" for m in _MUTANTS for ext in (".tla", ".cfg")),

@@ -81,8 +81,9 @@ def spec_constants(spec: str, config: AdapterConfig) -> dict[str, Any]:
         "Requests": set(REQUEST_IDS), "NoReq": "NoReq", "P": config.block_tokens,
         "MaxTokens": MAX_TOKENS, "MaxGen": BOUND, "MaxEpoch": BOUND, "MaxVersion": BOUND,
     }
-    if spec == "KVAllocation":  # the reference serializes transactions and copies shared tails
-        consts["Concurrent"], consts["TailPolicy"] = 1, "eager"
+    consts["Concurrent"] = 1  # the reference serializes transactions
+    if spec == "KVAllocation":  # and copies shared tails
+        consts["TailPolicy"] = "eager"
     else:
         consts["Readers"] = set(READERS)
         consts["Tokens"] = set(ALPHABET)

@@ -11,6 +11,10 @@
 (* atomically, release the source leases; or roll back before publishing. *)
 (* Readers take a snapshot of a request's tables (with leases) and read   *)
 (* through it later.                                                       *)
+(* Up to Concurrent COW transactions of different requests are in flight  *)
+(* at once (txn is a function of the request); with Concurrent = 1 a COW  *)
+(* begins only when none is in flight: the serialized model, which the    *)
+(* reference runs (a second transaction is TRANSACTION_IN_FLIGHT).        *)
 (*                                                                         *)
 (* Counters (docs/design.md "Counters"; same rule in the reference):       *)
 (*  - epoch advances by one when a transaction that reserved physical      *)
@@ -33,13 +37,14 @@ CONSTANTS
     Blocks,     \* block ids of each group's pool (positive integers)
     Requests,   \* request ids (model values)
     Readers,    \* snapshot readers (model values)
-    NoReq,      \* model value: no request
+    NoReq,      \* model value: no request (kept for the models' constants; txn is per request)
     Tokens,     \* token ids that appends write (positive integers)
     P,          \* rows per block (0x04E)
     MaxTokens,  \* longest request, in tokens
     MaxGen,     \* state bound: largest block generation explored
     MaxEpoch,   \* state bound: largest allocator epoch explored
-    MaxVersion  \* state bound: largest request table version explored
+    MaxVersion, \* state bound: largest request table version explored
+    Concurrent  \* most COW transactions in flight at once; 1 serializes them
 
 VARIABLES
     data,    \* [Groups -> [Blocks -> Seq(Tokens)]]: the rows physically written in each block
@@ -52,8 +57,8 @@ VARIABLES
     tokens,  \* [Requests -> Seq(Tokens)]: the request's logical token history
     tver,    \* [Requests -> Nat]: request table version
     epoch,   \* Nat: allocator epoch
-    txn,     \* the one in-flight COW transaction: [phase: {"idle","begun","validated","published"},
-             \*  req: Requests \cup {NoReq}, tok: Tokens \cup {0}, rows: 0..P (valid tail rows copied),
+    txn,     \* [Requests -> COW transaction of the request]: [phase: {"idle","begun","validated",
+             \*  "published"}, tok: Tokens \cup {0}, rows: 0..P (valid tail rows copied),
              \*  src: [Groups -> Blocks \cup {0}] (leased source tail), dest: [Groups -> Blocks \cup {0}],
              \*  copied: SUBSET Groups, written: SUBSET Groups]
     snap,    \* [Readers -> [on: BOOLEAN, tables: [Groups -> Seq(handle)], len: Nat, tokens: Seq(Tokens)]]
@@ -67,16 +72,18 @@ Handle(g, b) == [block |-> b, gen |-> gen[g][b]]
 HandleSet == [block : Blocks, gen : Nat]
 Range(s) == {s[i] : i \in DOMAIN s}
 TailBlock(r, g) == tables[r][g][Len(tables[r][g])].block
-Reserved(g, b) == txn.phase \in {"begun", "validated"} /\ txn.dest[g] = b
+InFlight == {r \in Requests : txn[r].phase # "idle"}
+Busy(r) == txn[r].phase # "idle"
+\* Block b of group g is the unpublished destination of some transaction in flight.
+Reserved(g, b) == \E r \in Requests : txn[r].phase \in {"begun", "validated"} /\ txn[r].dest[g] = b
 Free(g, b) == ref[g][b] = 0 /\ ~Reserved(g, b)
 
-IdleTxn == [phase |-> "idle", req |-> NoReq, tok |-> 0, rows |-> 0, src |-> [g \in Groups |-> 0],
+IdleTxn == [phase |-> "idle", tok |-> 0, rows |-> 0, src |-> [g \in Groups |-> 0],
             dest |-> [g \in Groups |-> 0], copied |-> {}, written |-> {}]
 NoSnap == [on |-> FALSE, tables |-> [g \in Groups |-> <<>>], len |-> 0, tokens |-> <<>>]
-Busy(r) == txn.phase # "idle" /\ txn.req = r
 
 \* References derived from reachability (0x04B): request maps, reader snapshot leases and the
-\* source leases of the transaction.
+\* source leases of the transactions in flight (one per transaction).
 MapRefs(g, b) ==
     Cardinality({rj \in Requests \X (1..MaxBlocks) :
                     rj[2] <= Len(tables[rj[1]][g]) /\ tables[rj[1]][g][rj[2]].block = b})
@@ -84,7 +91,7 @@ SnapRefs(g, b) ==
     Cardinality({xj \in Readers \X (1..MaxBlocks) :
                     snap[xj[1]].on /\ xj[2] <= Len(snap[xj[1]].tables[g])
                     /\ snap[xj[1]].tables[g][xj[2]].block = b})
-LeaseRefs(g, b) == IF txn.phase # "idle" /\ txn.src[g] = b THEN 1 ELSE 0
+LeaseRefs(g, b) == Cardinality({r \in InFlight : txn[r].src[g] = b})
 
 \* What a table set shows for n tokens in group g: the token of every position, read through the
 \* handles, provided the row is valid and the handle current; 0 marks an unreadable row.
@@ -117,9 +124,10 @@ TypeOK ==
     /\ gen \in [Groups -> [Blocks -> Nat]]
     /\ \A r \in Requests, g \in Groups : \A i \in DOMAIN tables[r][g] : tables[r][g][i] \in HandleSet
     /\ len \in [Requests -> 0..MaxTokens]
-    /\ txn.phase \in {"idle", "begun", "validated", "published"}
-    /\ txn.dest \in [Groups -> Blocks \cup {0}]
-    /\ txn.src \in [Groups -> Blocks \cup {0}]
+    /\ \A r \in Requests :
+          /\ txn[r].phase \in {"idle", "begun", "validated", "published"}
+          /\ txn[r].dest \in [Groups -> Blocks \cup {0}]
+          /\ txn[r].src \in [Groups -> Blocks \cup {0}]
 
 Init ==
     /\ data = [g \in Groups |-> [b \in Blocks |-> <<>>]]
@@ -132,7 +140,7 @@ Init ==
     /\ tokens = [r \in Requests |-> <<>>]
     /\ tver = [r \in Requests |-> 0]
     /\ epoch = 0
-    /\ txn = IdleTxn
+    /\ txn = [r \in Requests |-> IdleTxn]
     /\ snap = [x \in Readers |-> NoSnap]
     /\ wrote = {}
 
@@ -193,14 +201,16 @@ Fork(r, c) ==
     /\ UNCHANGED <<data, valid, gen, bundle, epoch, txn, snap>>
 
 \* 0x05C steps 1, 2, 4 and 0x05D retain_read_bundle: r's tail bundle is shared, so appending t
-\* starts a COW transaction: the source handles are loaded and leased in every group.
+\* starts a COW transaction: the source handles are loaded and leased in every group.  At most
+\* Concurrent transactions are in flight (Concurrent = 1: none may be).
 CowBegin(r, t) ==
-    /\ txn.phase = "idle"
+    /\ txn[r].phase = "idle"
+    /\ Cardinality(InFlight) < Concurrent
     /\ len[r] % P # 0
     /\ len[r] < MaxTokens
     /\ \E g \in Groups : ref[g][TailBlock(r, g)] > 1
-    /\ txn' = [IdleTxn EXCEPT !.phase = "begun", !.req = r, !.tok = t, !.rows = len[r] % P,
-                              !.src = [g \in Groups |-> TailBlock(r, g)]]
+    /\ txn' = [txn EXCEPT ![r] = [IdleTxn EXCEPT !.phase = "begun", !.tok = t, !.rows = len[r] % P,
+                                                !.src = [g \in Groups |-> TailBlock(r, g)]]]
     /\ ref' = [g \in Groups |-> [ref[g] EXCEPT ![TailBlock(r, g)] = @ + 1]]
     /\ wrote' = {}
     /\ UNCHANGED <<data, valid, gen, bundle, tables, len, tokens, tver, epoch, snap>>
@@ -208,48 +218,44 @@ CowBegin(r, t) ==
 \* 0x05C step 3: reserve block b of group g as the unpublished destination; its generation
 \* advances (0x05B: 1003@12, 2003@6).
 CowReserve(r, g, b) ==
-    /\ txn.phase = "begun"
-    /\ txn.req = r
-    /\ txn.dest[g] = 0
+    /\ txn[r].phase = "begun"
+    /\ txn[r].dest[g] = 0
     /\ Free(g, b)
     /\ gen' = [gen EXCEPT ![g][b] = @ + 1]
-    /\ txn' = [txn EXCEPT !.dest[g] = b]
+    /\ txn' = [txn EXCEPT ![r].dest[g] = b]
     /\ wrote' = {}
     /\ UNCHANGED <<data, valid, ref, bundle, tables, len, tokens, tver, epoch, snap>>
 
 \* 0x05C step 5, 0x05A, 0x09C: copy exactly the predecessor's valid tail rows [0, rows) from the
 \* leased source to the destination of group g.
 CowCopy(r, g) ==
-    /\ txn.phase = "begun"
-    /\ txn.req = r
-    /\ txn.dest[g] # 0
-    /\ g \notin txn.copied
-    /\ data' = [data EXCEPT ![g][txn.dest[g]] = SubSeq(data[g][txn.src[g]], 1, txn.rows)]
-    /\ txn' = [txn EXCEPT !.copied = @ \cup {g}]
-    /\ wrote' = {<<g, txn.dest[g]>>}
+    /\ txn[r].phase = "begun"
+    /\ txn[r].dest[g] # 0
+    /\ g \notin txn[r].copied
+    /\ data' = [data EXCEPT ![g][txn[r].dest[g]] = SubSeq(data[g][txn[r].src[g]], 1, txn[r].rows)]
+    /\ txn' = [txn EXCEPT ![r].copied = @ \cup {g}]
+    /\ wrote' = {<<g, txn[r].dest[g]>>}
     /\ UNCHANGED <<valid, ref, gen, bundle, tables, len, tokens, tver, epoch, snap>>
 
 \* 0x05C step 6: write the appended row (offset rows) into the destination of group g.
 CowWrite(r, g) ==
-    /\ txn.phase = "begun"
-    /\ txn.req = r
-    /\ g \in txn.copied
-    /\ g \notin txn.written
-    /\ data' = [data EXCEPT ![g][txn.dest[g]] = Append(@, txn.tok)]
-    /\ txn' = [txn EXCEPT !.written = @ \cup {g}]
-    /\ wrote' = {<<g, txn.dest[g]>>}
+    /\ txn[r].phase = "begun"
+    /\ g \in txn[r].copied
+    /\ g \notin txn[r].written
+    /\ data' = [data EXCEPT ![g][txn[r].dest[g]] = Append(@, txn[r].tok)]
+    /\ txn' = [txn EXCEPT ![r].written = @ \cup {g}]
+    /\ wrote' = {<<g, txn[r].dest[g]>>}
     /\ UNCHANGED <<valid, ref, gen, bundle, tables, len, tokens, tver, epoch, snap>>
 
 \* 0x05C step 7: every group's destination holds rows + 1 written rows; they become valid and
 \* the transaction is READY_TO_PUBLISH (0x04A).
 CowValidate(r) ==
-    /\ txn.phase = "begun"
-    /\ txn.req = r
-    /\ txn.written = Groups
-    /\ \A g \in Groups : Len(data[g][txn.dest[g]]) = txn.rows + 1
-    /\ valid' = [g \in Groups |-> [valid[g] EXCEPT ![txn.dest[g]] = txn.rows + 1]]
-    /\ bundle' = [g \in Groups |-> [bundle[g] EXCEPT ![txn.dest[g]] = epoch + 1]]
-    /\ txn' = [txn EXCEPT !.phase = "validated"]
+    /\ txn[r].phase = "begun"
+    /\ txn[r].written = Groups
+    /\ \A g \in Groups : Len(data[g][txn[r].dest[g]]) = txn[r].rows + 1
+    /\ valid' = [g \in Groups |-> [valid[g] EXCEPT ![txn[r].dest[g]] = txn[r].rows + 1]]
+    /\ bundle' = [g \in Groups |-> [bundle[g] EXCEPT ![txn[r].dest[g]] = epoch + 1]]
+    /\ txn' = [txn EXCEPT ![r].phase = "validated"]
     /\ wrote' = {}
     /\ UNCHANGED <<data, ref, gen, tables, len, tokens, tver, epoch, snap>>
 
@@ -257,15 +263,14 @@ CowValidate(r) ==
 \* handle of every group at once, with the new length, token history, table version and refcount
 \* deltas (destination +1, source -1); the epoch advances (0x05B: 43 -> 44, D version 1 -> 2).
 CowPublish(r) ==
-    /\ txn.phase = "validated"
-    /\ txn.req = r
+    /\ txn[r].phase = "validated"
     /\ tables' = [tables EXCEPT ![r] = [g \in Groups |->
-                     [tables[r][g] EXCEPT ![Len(tables[r][g])] = Handle(g, txn.dest[g])]]]
+                     [tables[r][g] EXCEPT ![Len(tables[r][g])] = Handle(g, txn[r].dest[g])]]]
     /\ ref' = [g \in Groups |-> [b \in Blocks |->
-                  IF b = txn.dest[g] THEN ref[g][b] + 1
-                  ELSE IF b = txn.src[g] THEN ref[g][b] - 1 ELSE ref[g][b]]]
+                  IF b = txn[r].dest[g] THEN ref[g][b] + 1
+                  ELSE IF b = txn[r].src[g] THEN ref[g][b] - 1 ELSE ref[g][b]]]
     /\ len' = [len EXCEPT ![r] = @ + 1]
-    /\ tokens' = [tokens EXCEPT ![r] = Append(@, txn.tok)]
+    /\ tokens' = [tokens EXCEPT ![r] = Append(@, txn[r].tok)]
     /\ tver' = [tver EXCEPT ![r] = @ + 1]
     /\ epoch' = epoch + 1
     /\ UNCHANGED txn
@@ -274,10 +279,9 @@ CowPublish(r) ==
 
 \* 0x05C step 9: release the temporary source leases (0x05B: old tail refs 2 -> 1).
 CowReleaseSources(r) ==
-    /\ txn.phase = "published"
-    /\ txn.req = r
-    /\ DropRefs([g \in Groups |-> {txn.src[g]}])
-    /\ txn' = IdleTxn
+    /\ txn[r].phase = "published"
+    /\ DropRefs([g \in Groups |-> {txn[r].src[g]}])
+    /\ txn' = [txn EXCEPT ![r] = IdleTxn]
     /\ wrote' = {}
     /\ UNCHANGED <<gen, tables, len, tokens, tver, epoch, snap>>
 
@@ -285,16 +289,15 @@ CowReleaseSources(r) ==
 \* pool with their predecessor generation and empty rows, the source leases are released; no
 \* request, counter or epoch changes.
 CowRollback(r) ==
-    /\ txn.phase \in {"begun", "validated"}
-    /\ txn.req = r
-    /\ gen' = [g \in Groups |-> [b \in Blocks |-> IF b = txn.dest[g] THEN gen[g][b] - 1 ELSE gen[g][b]]]
-    /\ LET newRef == [g \in Groups |-> [ref[g] EXCEPT ![txn.src[g]] = @ - 1]]
-           reset(g, b) == b = txn.dest[g] \/ (b = txn.src[g] /\ newRef[g][b] = 0)
+    /\ txn[r].phase \in {"begun", "validated"}
+    /\ gen' = [g \in Groups |-> [b \in Blocks |-> IF b = txn[r].dest[g] THEN gen[g][b] - 1 ELSE gen[g][b]]]
+    /\ LET newRef == [g \in Groups |-> [ref[g] EXCEPT ![txn[r].src[g]] = @ - 1]]
+           reset(g, b) == b = txn[r].dest[g] \/ (b = txn[r].src[g] /\ newRef[g][b] = 0)
        IN /\ ref' = newRef
           /\ data' = [g \in Groups |-> [b \in Blocks |-> IF reset(g, b) THEN <<>> ELSE data[g][b]]]
           /\ valid' = [g \in Groups |-> [b \in Blocks |-> IF reset(g, b) THEN 0 ELSE valid[g][b]]]
           /\ bundle' = [g \in Groups |-> [b \in Blocks |-> IF reset(g, b) THEN 0 ELSE bundle[g][b]]]
-    /\ txn' = IdleTxn
+    /\ txn' = [txn EXCEPT ![r] = IdleTxn]
     /\ wrote' = {}
     /\ UNCHANGED <<tables, len, tokens, tver, epoch, snap>>
 
@@ -391,6 +394,25 @@ RefcountDerived ==
 ReservedUnreachable ==
     \A g \in Groups, b \in Blocks : Reserved(g, b) => MapRefs(g, b) + SnapRefs(g, b) = 0
 
+\* 0x04A under interleaving: two transactions in flight never hold the same destination, so a
+\* block is published once and freed once.
+ReservationsDisjoint ==
+    \A r, s \in InFlight, g \in Groups :
+        (r # s /\ txn[r].dest[g] # 0) => txn[r].dest[g] # txn[s].dest[g]
+
+\* What the unpublished destination of r's transaction in group g must hold: nothing before the
+\* copy, the source's valid tail rows after it, and the appended token after the write.
+DestRows(r, g) ==
+    LET c == SubSeq(data[g][txn[r].src[g]], 1, txn[r].rows)
+    IN IF g \notin txn[r].copied THEN <<>> ELSE IF g \notin txn[r].written THEN c ELSE Append(c, txn[r].tok)
+
+\* 0x05C steps 5-7, 0x04F under interleaving (no lost COW; a rollback restores only its own
+\* reservations): every unpublished destination holds exactly what its own transaction wrote.
+ReservationsHoldTheirCopy ==
+    \A r \in InFlight, g \in Groups :
+        (txn[r].phase \in {"begun", "validated"} /\ txn[r].dest[g] # 0) =>
+            data[g][txn[r].dest[g]] = DestRows(r, g)
+
 THEOREM Spec => []TypeOK
 THEOREM Spec => []RequestsExact
 THEOREM Spec => []SnapshotsExact
@@ -399,6 +421,8 @@ THEOREM Spec => []NoMixedGroups
 THEOREM Spec => []ValidWithinWritten
 THEOREM Spec => []RefcountDerived
 THEOREM Spec => []ReservedUnreachable
+THEOREM Spec => []ReservationsDisjoint
+THEOREM Spec => []ReservationsHoldTheirCopy
 
 -----------------------------------------------------------------------------
 (* Liveness (CowPublication.liveness.cfg, under LiveSpec).                 *)
@@ -410,7 +434,20 @@ FreedBlockEventuallyReusable ==
 
 \* Witness (spec/witnesses/, non-vacuity): negated; a model check must find it violated: a COW
 \* transaction published its successor tables (0x05B, 0x05C step 8).
-WitnessNoCowPublication == txn.phase # "published"
+WitnessNoCowPublication == \A r \in Requests : txn[r].phase # "published"
+
+\* Witness (Concurrent = 2): two COW transactions copy one shared source tail at once, both
+\* validated and ready to publish (0x05C under interleaving: each holds its own lease).
+WitnessNoRacingCows ==
+    ~(\E r, s \in Requests : r # s /\ txn[r].phase = "validated" /\ txn[s].phase = "validated"
+                             /\ txn[r].src = txn[s].src)
+
+\* Witness (Concurrent = 2): one COW transaction has published and still holds its source lease
+\* while another transaction on the same source has copied and not yet published: the source is
+\* kept for the second copy by both leases (a publish racing a copy).
+WitnessNoPublishDuringCopy ==
+    ~(\E r, s \in Requests : r # s /\ txn[r].phase = "published" /\ txn[s].phase = "begun"
+                             /\ txn[s].copied # {} /\ txn[r].src = txn[s].src)
 
 -----------------------------------------------------------------------------
 (* Refinement (PROPERTY RefinesExactHistory of CowPublication.cfg): a      *)

@@ -166,7 +166,7 @@ def cow_trace() -> tr.Trace:
     lifecycle.fork(alloc, "a", "d")
     lifecycle.release(alloc, "d")
     constants = {"Groups": {0, 1}, "Blocks": {1, 2, 3}, "Requests": {"a", "d"}, "Readers": {"x"},
-                 "NoReq": "NoReq", "Tokens": {1, 2, 3}, "P": 2, "MaxTokens": 4}
+                 "NoReq": "NoReq", "Tokens": {1, 2, 3}, "P": 2, "MaxTokens": 4, "Concurrent": 1}
     return tr.trace_from_recorder(rec, constants, {"a", "d", "x", "NoReq"})
 
 

@@ -89,7 +89,7 @@ class CowMachine(_Base):
     def teardown(self):
         validate("CowPublication", self.rec, {
             "Groups": {0, 1}, "Blocks": {1, 2, 3, 4}, "Requests": set(self.requests), "Readers": {"x", "y"},
-            "NoReq": "NoReq", "Tokens": {1, 2, 3}, "P": 2, "MaxTokens": 9},
+            "NoReq": "NoReq", "Tokens": {1, 2, 3}, "P": 2, "MaxTokens": 9, "Concurrent": 1},
             {*self.requests, "x", "y", "NoReq"})
 
 

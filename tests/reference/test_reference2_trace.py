@@ -44,7 +44,7 @@ def test_cow_publication_trace_from_init():
     lifecycle.release(alloc, "a")
     actions = validate("CowPublication", rec, {
         "Groups": {0, 1}, "Blocks": {1, 2, 3}, "Requests": {"a", "d"}, "Readers": {"x"}, "NoReq": "NoReq",
-        "Tokens": {1, 2, 3}, "P": 2, "MaxTokens": 4}, {"a", "d", "x", "NoReq"})
+        "Tokens": {1, 2, 3}, "P": 2, "MaxTokens": 4, "Concurrent": 1}, {"a", "d", "x", "NoReq"})
     assert actions == ["append_boundary", "fork", "cow_begin", "cow_reserve", "cow_reserve", "cow_rollback",
                        "cow_begin", "cow_reserve", "cow_reserve", "cow_copy", "cow_write", "cow_copy",
                        "cow_write", "cow_validate", "cow_publish", "cow_release_sources", "reader_snapshot",
@@ -121,7 +121,8 @@ def test_0x05b_trace_is_a_cow_publication_behaviour():
     lifecycle.cow_append(alloc, "D", 900, expected_generation=1, expected_table_version=1)
     actions = validate("CowPublication", rec, {
         "Groups": {0, 1}, "Blocks": {1000, 1001, 1002, 1003, 2000, 2001, 2002, 2003}, "Requests": {"A", "D"},
-        "Readers": set(), "NoReq": "NoReq", "Tokens": {900}, "P": 16, "MaxTokens": 48}, {"A", "D", "NoReq"})
+        "Readers": set(), "NoReq": "NoReq", "Tokens": {900}, "P": 16, "MaxTokens": 48, "Concurrent": 1},
+        {"A", "D", "NoReq"})
     assert actions == ["append_in_place", "fork", "cow_begin", "cow_reserve", "cow_rollback",
                        "cow_begin", "cow_reserve", "cow_reserve", "cow_copy",
                        "cow_write", "cow_copy", "cow_write", "cow_validate", "cow_publish", "cow_release_sources"]

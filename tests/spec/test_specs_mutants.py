@@ -102,7 +102,8 @@ def test_witness_is_reached(witness_verdicts, name):
 
 
 def test_witnesses_cover_cow_eviction_and_revocation():
-    assert {w.name for w in WITNESSES} == {"CowPublication_CowPublished", "KVAllocation_EvictThenReuse",
+    assert {w.name for w in WITNESSES} == {"CowPublication_CowPublished", "CowPublication_RacingCows",
+                                           "CowPublication_PublishDuringCopy", "KVAllocation_EvictThenReuse",
                                            "KVAllocation_PartialTail", "KVAllocation_CachedPartialTail",
                                            "KVAllocation_RacingAppends", "KVAllocation_RollbackAfterRepublish",
                                            "KVAllocation_SharedPartialTail",

@@ -74,6 +74,7 @@ CONSTANTS
     MaxGen = 20
     MaxEpoch = 50
     MaxVersion = 10
+    Concurrent = 1
 INIT Init
 NEXT Next
 """)
@@ -104,11 +105,11 @@ def _cow_a_at_33() -> dict:
     no_snap = {"on": False, "tables": {0: (), 1: ()}, "len": 0, "tokens": ()}
     return {"data": data, "valid": valid, "ref": ref, "gen": gen, "bundle": bundle, "tables": tables,
             "len": {A: 33, D: 0}, "tokens": {A: tuple(range(1, 34)), D: ()}, "tver": {A: 5, D: 0},
-            "epoch": 43, "txn": _idle_txn(), "snap": {X: no_snap}, "wrote": frozenset()}
+            "epoch": 43, "txn": {A: _idle_txn(), D: _idle_txn()}, "snap": {X: no_snap}, "wrote": frozenset()}
 
 
 def _idle_txn() -> dict:
-    return {"phase": "idle", "req": NOREQ, "tok": 0, "rows": 0, "src": {0: 0, 1: 0}, "dest": {0: 0, 1: 0},
+    return {"phase": "idle", "tok": 0, "rows": 0, "src": {0: 0, 1: 0}, "dest": {0: 0, 1: 0},
             "copied": frozenset(), "written": frozenset()}
 
 
@@ -134,32 +135,32 @@ def test_0x05B_two_group_cow_trace(cow_model):
             s2 = _set(s2, ("ref", g, b), 2)
     _step(m, "Fork", s1, s2, r=A, c=D)
     # D appends token 35 at offset 2: the shared tail needs a COW transaction.
-    txn = _idle_txn() | {"phase": "begun", "req": D, "tok": 35, "rows": 2, "src": {0: 1002, 1: 2002}}
-    s3 = _evolve(s2, ("txn", txn), ("ref", 0, 1002, 3), ("ref", 1, 2002, 3))
+    txn = _idle_txn() | {"phase": "begun", "tok": 35, "rows": 2, "src": {0: 1002, 1: 2002}}
+    s3 = _evolve(s2, ("txn", D, txn), ("ref", 0, 1002, 3), ("ref", 1, 2002, 3))
     _step(m, "CowBegin", s2, s3, r=D, t=35)
-    s4 = _evolve(s3, ("gen", 0, 1003, 12), ("txn", "dest", 0, 1003))
+    s4 = _evolve(s3, ("gen", 0, 1003, 12), ("txn", D, "dest", 0, 1003))
     _step(m, "CowReserve", s3, s4, r=D, g=0, b=1003)
-    s5 = _evolve(s4, ("gen", 1, 2003, 6), ("txn", "dest", 1, 2003))
+    s5 = _evolve(s4, ("gen", 1, 2003, 6), ("txn", D, "dest", 1, 2003))
     _step(m, "CowReserve", s4, s5, r=D, g=1, b=2003)
     s = s5
     for g, dst in ((0, 1003), (1, 2003)):  # copy rows [0, 2), then append row 2, per group
-        c = _evolve(s, ("data", g, dst, (33, 34)), ("txn", "copied", s["txn"]["copied"] | {g}),
+        c = _evolve(s, ("data", g, dst, (33, 34)), ("txn", D, "copied", s["txn"][D]["copied"] | {g}),
                     ("wrote", frozenset({(g, dst)})))
         _step(m, "CowCopy", s, c, r=D, g=g)
-        w = _evolve(c, ("data", g, dst, (33, 34, 35)), ("txn", "written", c["txn"]["written"] | {g}))
+        w = _evolve(c, ("data", g, dst, (33, 34, 35)), ("txn", D, "written", c["txn"][D]["written"] | {g}))
         _step(m, "CowWrite", c, w, r=D, g=g)
         s = w
     s8 = _evolve(s, ("valid", 0, 1003, 3), ("valid", 1, 2003, 3), ("bundle", 0, 1003, 44),
-                 ("bundle", 1, 2003, 44), ("txn", "phase", "validated"), ("wrote", frozenset()))
+                 ("bundle", 1, 2003, 44), ("txn", D, "phase", "validated"), ("wrote", frozenset()))
     _step(m, "CowValidate", s, s8, r=D)
     # Publish: D tail g0=1003@12, g1=2003@6, rows 3; context 35, version 1 -> 2; epoch 43 -> 44.
     s9 = _evolve(s8, ("tables", D, 0, 2, _h(1003, 12)), ("tables", D, 1, 2, _h(2003, 6)),
                  ("ref", 0, 1003, 1), ("ref", 1, 2003, 1), ("ref", 0, 1002, 2), ("ref", 1, 2002, 2),
                  ("len", D, 35), ("tokens", D, tuple(range(1, 36))), ("tver", D, 2), ("epoch", 44),
-                 ("txn", "phase", "published"))
+                 ("txn", D, "phase", "published"))
     _step(m, "CowPublish", s8, s9, r=D)
     # Release the source leases: old tail refs 2 -> 1.
-    s10 = _evolve(s9, ("ref", 0, 1002, 1), ("ref", 1, 2002, 1), ("txn", _idle_txn()))
+    s10 = _evolve(s9, ("ref", 0, 1002, 1), ("ref", 1, 2002, 1), ("txn", D, _idle_txn()))
     _step(m, "CowReleaseSources", s9, s10, r=D)
     # The counter rule is not vacuous: other counter values are not steps of these actions.
     assert not m.check_step("CowPublish", s8, _set(s9, ("epoch",), 43), {"r": D}).ok

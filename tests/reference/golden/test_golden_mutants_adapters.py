@@ -135,7 +135,7 @@ def _reader_scenario_validation():
     lifecycle.reader_release(a.alloc, "x")
     constants = {"Groups": {0, 1}, "Blocks": set(range(1, 7)), "Requests": {"r"}, "NoReq": "NoReq", "P": 2,
                  "MaxTokens": 32, "MaxGen": 64, "MaxEpoch": 64, "MaxVersion": 64, "Readers": {"x", "y"},
-                 "Tokens": {1, 2, 3}}
+                 "Tokens": {1, 2, 3}, "Concurrent": 1}
     return validate_recorded(a.recorder, constants, spec_dir() / "CowPublication.tla",
                              spec_dir() / "CowPublication.cfg")
 
