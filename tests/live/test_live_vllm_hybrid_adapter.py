@@ -4,6 +4,7 @@ of their gcd), in lockstep with the normative hybrid prefix cache, run in the ru
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -60,3 +61,16 @@ def test_a_planted_eviction_bug_in_the_live_adapter_is_caught(runtime_python):
     last = r.stdout.strip().splitlines()[-1]
     assert last.startswith("FAILED ConformanceFailure: vllm-keeps-evicted: "), r.stdout
     assert "the reference" in last and ("lookup(" in last or "admit(" in last), last
+
+
+@pytest.mark.slow
+def test_the_gate_runs_the_hybrid_machine_through_the_live_adapter(runtime_python, tmp_path):
+    """``kvexact gate --adapter``: the machines check runs Hybrid through the live manager (the reference in
+    the machines the adapter does not fit), and passes."""
+    report = tmp_path / "gate.json"
+    r = subprocess.run([runtime_python, "-m", "kvexact.cli", "gate", "--select", "machines", "--adapter", LIVE,
+                        "--json", str(report)], cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    (check,) = [c for c in json.loads(report.read_text())["checks"] if c["name"] == "machines"]
+    assert check["verdict"] == "passed" and check["figures"]["Hybrid.examples"] > 0, check
+    assert check["figures"]["Hybrid.rules_fired"] >= 5, check
