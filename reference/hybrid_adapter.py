@@ -16,7 +16,7 @@ cached block of one group whose key is the given prefix.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
@@ -26,7 +26,8 @@ from kvexact.reference.adapters import AdapterError, AdapterProblem, check_metho
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.hybrid_prefix import HybridPrefixCache
 from kvexact.reference.keys import KeyInputs
-from kvexact.reference.pool import GroupConfig
+from kvexact.reference.pool import GroupConfig, PoolRejection
+from kvexact.reference.rejections import Rejected
 
 # method -> how many positional arguments the Hybrid machine passes it
 HYBRID_METHODS = {"admit": 2, "append": 2, "free": 1, "lookup": 1, "evict": 2, "self_check": 0}
@@ -72,6 +73,17 @@ def check_hybrid(adapter: Any) -> None:
                            f"hybrid-cache adapter {type(adapter).__name__} has no HybridCacheConfig 'config'")
 
 
+def _room(step: Callable[[], Any]) -> bool:
+    """Run an allocating step; False (the allocator's transaction undone) when a pool is out of blocks."""
+    try:
+        step()
+    except Rejected as exc:
+        if exc.reason is not PoolRejection.OUT_OF_MEMORY:
+            raise
+        return False
+    return True
+
+
 class ReferenceHybridCache:
     """The normative :class:`HybridPrefixCache` as a :class:`HybridCache`: every admission and append is
     followed by a publication (which keys only up to the A-aligned length)."""
@@ -90,13 +102,15 @@ class ReferenceHybridCache:
 
     def admit(self, request_id: str, prompt: Sequence[int]) -> int | None:
         receipt = self._hit(request_id, prompt)
-        self.cache.admit(receipt, list(prompt))
+        if not _room(lambda: self.cache.admit(receipt, list(prompt))):
+            return None
         self.tokens[request_id] = list(prompt)
         self.cache.publish(request_id, KeyInputs(self.tokens[request_id]))
         return receipt.hit_tokens
 
     def append(self, request_id: str, token: int) -> bool:
-        self.cache.alloc.append(request_id, token)
+        if not _room(lambda: self.cache.alloc.append(request_id, token)):
+            return False
         self.tokens[request_id].append(token)
         self.cache.publish(request_id, KeyInputs(self.tokens[request_id]))
         return True

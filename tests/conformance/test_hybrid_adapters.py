@@ -116,3 +116,32 @@ def test_a_hybrid_adapter_without_a_method_is_refused_by_name():
     with pytest.raises(AdapterError, match=r"has no method evict\(\)") as e:
         check_hybrid(NoEvict())
     assert e.value.problem is AdapterProblem.MISSING_METHOD
+
+
+
+def test_a_short_group_pool_refuses_admission_and_append_in_the_reference_adapter():
+    """Groups of 1 and 2 tokens with 3 blocks each: a 4-token prompt needs 4 group-0 blocks (refused), a
+    3-token one fits (3 + 2 blocks), then its 4th token needs a 4th group-0 block (refused)."""
+    cache = hybrid_factory(HybridCacheConfig((1, 2), 1, 3))
+    assert cache.admit("a", [0, 1, 0, 1]) is None
+    assert cache.lookup([0, 1, 0, 1]) == 0
+    assert cache.admit("b", [0, 1, 0]) == 0
+    assert cache.append("b", 1) is False
+    cache.self_check()
+    assert cache.lookup([0, 1, 0]) == 2  # b's A-aligned prefix [0, 1] is cached; its 3rd token is not
+    cache.free("b")
+    cache.self_check()
+
+
+def test_the_vllm_profile_shares_one_pool_between_the_groups():
+    """vLLM's groups draw on one pool (3 blocks a group: 6 usable): a 3-token prompt takes 3 + 2 blocks,
+    its 4th token 1 more (group 1's second block is full only at 4), its 5th would need 2 (refused)."""
+    cache = vllm_hybrid_factory(HybridCacheConfig((1, 2), 1, 3))
+    assert cache.admit("a", [0, 1, 0, 1, 0, 1, 0]) is None
+    assert cache.admit("b", [0, 1, 0]) == 0
+    assert cache.append("b", 1) is True
+    assert cache.append("b", 0) is False
+    cache.self_check()
+    assert cache.lookup([0, 1, 0, 1, 1]) == 4
+    cache.free("b")
+    cache.self_check()
