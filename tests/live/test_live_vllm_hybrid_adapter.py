@@ -74,3 +74,30 @@ def test_the_gate_runs_the_hybrid_machine_through_the_live_adapter(runtime_pytho
     (check,) = [c for c in json.loads(report.read_text())["checks"] if c["name"] == "machines"]
     assert check["verdict"] == "passed" and check["figures"]["Hybrid.examples"] > 0, check
     assert check["figures"]["Hybrid.rules_fired"] >= 5, check
+
+
+SHORT_POOL = """
+import json
+from kvexact.conformance.live.vllm_hybrid import hybrid_factory
+from kvexact.reference.hybrid_adapter import HybridCacheConfig
+c = hybrid_factory(HybridCacheConfig((1, 2), 1, 3))
+out = [c.admit("a", [0, 1, 0, 1, 0, 1, 0]), c.admit("b", [0, 1, 0]), c.append("b", 1), c.append("b", 0),
+       c.lookup([0, 1, 0, 1, 1])]
+c.self_check()
+c.free("b")
+c.self_check()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.slow
+def test_the_live_manager_refuses_on_a_short_shared_pool_as_the_profile_does(runtime_python):
+    from kvexact.reference.hybrid_adapter import HybridCacheConfig
+    from kvexact.reference.peers.vllm_hybrid_cache import vllm_hybrid_factory
+
+    r = subprocess.run([runtime_python, "-c", SHORT_POOL], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    c = vllm_hybrid_factory(HybridCacheConfig((1, 2), 1, 3))
+    want = [c.admit("a", [0, 1, 0, 1, 0, 1, 0]), c.admit("b", [0, 1, 0]), c.append("b", 1), c.append("b", 0),
+            c.lookup([0, 1, 0, 1, 1])]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == want == [None, 0, True, False, 4]
