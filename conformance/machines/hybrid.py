@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from kvexact.conformance.machines import ConformanceFailure, counted_rule
+from kvexact.conformance.machines import ConformanceFailure, counted_rule, not_applicable
 from kvexact.reference import lifecycle
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.hybrid import CacheGroup, cached_blocks, converged_hit
@@ -184,7 +184,7 @@ class HybridMachine(RuleBasedStateMachine):
             group = 1 - group
         choices = self._evictable(group)
         if not choices:
-            self._count("nothing_evictable")
+            not_applicable(self, "nothing_evictable")
             return
         prefix = choices[pick % len(choices)]
         key = self.cache.group_keys(KeyInputs(prefix))[group][-1]
