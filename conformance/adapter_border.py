@@ -39,11 +39,13 @@ from kvexact.reference.adapters import (
     adapter_protocol,
     check_adapter,
 )
+from kvexact.reference.hybrid_adapter import HybridCacheConfig, check_hybrid
 from kvexact.reference.index import IndexConfig, check_index
 
 DEFAULT_CALL_SECONDS = 60.0
 DEFAULT_SHRINK_SECONDS = 30.0  # shrinking budget: a failure through --adapter reports within about a minute
 CALL_TIMEOUT_ENV = "KVEXACT_CALL_TIMEOUT"
+CHECKS: dict[str, Callable[[Any], None]] = {"prefix-index": check_index, "hybrid-cache": check_hybrid}
 
 
 class AdapterUnusable(BaseException):
@@ -130,6 +132,8 @@ def sample_config(protocol: str) -> Any:
     """The config a machine of ``protocol`` passes to the factory."""
     from kvexact.conformance.machines.radix import POOL_SLOTS
 
+    if protocol == "hybrid-cache":
+        return HybridCacheConfig()
     return IndexConfig(POOL_SLOTS) if protocol == "prefix-index" else AdapterConfig()
 
 
@@ -152,7 +156,7 @@ def load_adapter(adapter: str | Adapter, seconds: float | None = None) -> Adapte
                                f"be called as factory(config) ({exc})") from None
     try:
         built = limited_factory(factory, spec, call_seconds(seconds))(config)
-        (check_index if protocol == "prefix-index" else check_adapter)(built.wrapped)
+        CHECKS.get(protocol, check_adapter)(built.wrapped)
     except AdapterUnusable as exc:
         raise exc.error from None
     except AdapterError as exc:

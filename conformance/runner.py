@@ -55,7 +55,7 @@ SPECS = ("KVAllocation", "CowPublication")  # allocator machines: an allocator a
 RADIX_PAGED = ("Radix@page2", "Radix@page4")  # the Radix machine at SGLang's page sizes (index and adapter paged)
 MACHINES = (*SPECS, "Radix", "Vmm", "Revocation", "SharedTail", "PromptCache", "ChunkAttention", *RADIX_PAGED, "Hybrid")
 # which machines an adapter of each protocol stands in for (Vmm and Revocation drive the reference only)
-PROTOCOL_MACHINES = {"allocator": SPECS, "prefix-index": ("Radix", *RADIX_PAGED)}
+PROTOCOL_MACHINES = {"allocator": SPECS, "prefix-index": ("Radix", *RADIX_PAGED), "hybrid-cache": ("Hybrid",)}
 _BLOB = re.compile(r"@reproduce_failure\('([^']+)', (b'[^']*'|b\"[^\"]*\")\)")
 
 
@@ -170,7 +170,8 @@ def _machine_class(spec: str, factory: Any, check_kernels: bool) -> Any:
     if spec == "Hybrid":
         from kvexact.conformance.machines.hybrid import HybridMachine
 
-        return type("HybridRun", (HybridMachine,), {"stats": {}})
+        return type("HybridRun", (HybridMachine,), {"stats": {},
+                                                    "sut_factory": staticmethod(factory) if factory else None})
     return machine_class(spec, sut_factory=factory, check_kernels=check_kernels)
 
 

@@ -4,8 +4,9 @@ A runtime developer wraps their allocator in a class with the methods of :class:
 their radix / prefix index in one with the methods of :class:`kvexact.reference.index.PrefixIndex`) and
 passes ``--adapter module:factory`` to ``kvexact conform``, ``fuzz`` or ``gate``; ``factory(config)``
 returns the adapter. A factory declares its protocol with the attribute ``adapter_protocol``
-(``"allocator"``, the default, or ``"prefix-index"``); an allocator adapter stands in for the reference
-in the KVAllocation and CowPublication machines, a prefix index in the Radix machine. The machines drive
+(``"allocator"``, the default, ``"prefix-index"`` or ``"hybrid-cache"``); an allocator adapter stands in for
+the reference in the KVAllocation and CowPublication machines, a prefix index in the Radix machine, a
+hybrid-group cache (``kvexact.reference.hybrid_adapter.HybridCache``) in the Hybrid machine. The machines drive
 the adapter and the normative reference in lockstep: both must accept and reject the same operations
 (with the same rejection names where the adapter reports them), and the adapter's block tables, and the
 copies its operations report, drive a real paged pool through the kernels, so a wrong block or a missed
@@ -179,7 +180,7 @@ OPTIONAL_METHODS = {"fork": 2, "truncate": 2, "cache": 1, "evict": 1, "append_wi
 AdapterFactory = Callable[[Any], Any]
 
 
-PROTOCOLS = ("allocator", "prefix-index")
+PROTOCOLS = ("allocator", "prefix-index", "hybrid-cache")
 
 
 class AdapterProblem(enum.Enum):

@@ -6,6 +6,10 @@ attention and sliding window, one shared ``BlockPool``, ``hash_block_size`` by d
 ``get_computed_blocks`` / ``allocate_slots`` / ``free`` (vLLM caches at allocation), evicts the listed
 (request, group, block) identities through ``BlockPool.evict_blocks``, and returns what
 ``get_computed_blocks`` finds for the query: the hit length and the number of blocks per group.
+
+:class:`LiveHybridCache` is the same real manager (full-attention groups of the drawn block sizes, one
+shared pool) behind the hybrid-cache protocol: ``kvexact conform --spec Hybrid --adapter
+kvexact.conformance.live.vllm_hybrid:hybrid_factory`` runs the Hybrid machine through it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,8 @@ import torch  # noqa: E402
 from vllm.v1.core.kv_cache_utils import make_block_hash_with_group_id  # noqa: E402
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheGroupSpec, SlidingWindowSpec  # noqa: E402
 
-from kvexact.conformance.live.vllm import admit, new_hasher, new_manager, new_request  # noqa: E402
+from kvexact.conformance.live.vllm import admit, decode, new_hasher, new_manager, new_request  # noqa: E402
+from kvexact.reference.hybrid_adapter import HybridCacheConfig  # noqa: E402
 
 
 def _spec(block_size: int, window: int | None):
@@ -73,3 +78,65 @@ def hybrid_hit(specs: Sequence[tuple[int, int | None]], stored: Sequence[Sequenc
                 pool.evict_blocks({block.block_id})
     blocks, hit, *_ = manager.get_computed_blocks(new_request("query", query, hasher))
     return hit, tuple(len(b) for b in blocks.blocks)
+
+
+class LiveHybridCache:
+    """A real ``KVCacheManager`` over full-attention groups of the configured block sizes (hash block size
+    as configured, ``pool_blocks`` per group in one pool plus vLLM's null block) as a ``HybridCache``."""
+
+    name = f"vllm-{VERSION}-hybrid-live"
+
+    def __init__(self, config: HybridCacheConfig):
+        self.config = config
+        specs = [(p, None) for p in config.block_sizes]
+        self.manager = _manager(specs, config.hash_block_size, config.pool_blocks * len(specs) + 1)
+        self.hasher = new_hasher(config.hash_block_size)
+        self.requests: dict[str, Any] = {}
+
+    def admit(self, request_id: str, prompt: Sequence[int]) -> int | None:
+        request = new_request(request_id, prompt, self.hasher)
+        hit = admit(self.manager, request)
+        if hit is not None:
+            self.requests[request_id] = request
+        return hit
+
+    def append(self, request_id: str, token: int) -> bool:
+        return decode(self.manager, self.requests[request_id], [token])
+
+    def free(self, request_id: str) -> None:
+        self.manager.free(self.requests.pop(request_id))
+
+    def lookup(self, prompt: Sequence[int]) -> int:
+        return int(self.manager.get_computed_blocks(new_request("probe", prompt, self.hasher))[1])
+
+    def evict(self, group: int, prefix: Sequence[int]) -> bool:
+        """Every block of ``group`` cached under the prefix's last hash goes (``BlockPool.evict_blocks``)."""
+        key = make_block_hash_with_group_id(new_request("probe", prefix, self.hasher).block_hashes[-1], group)
+        pool, dropped = self.manager.block_pool, False
+        while (block := pool.cached_block_hash_to_block.get_one_block(key)) is not None:
+            pool.evict_blocks({block.block_id})
+            dropped = True
+        return dropped
+
+    def self_check(self) -> None:
+        """Each block's ref count is the number of (request, group) tables holding it; none of those is free."""
+        held: dict[int, int] = {}
+        for single in self.manager.coordinator.single_type_managers:
+            for blocks in single.req_to_blocks.values():
+                for b in blocks:
+                    if not b.is_null:
+                        held[b.block_id] = held.get(b.block_id, 0) + 1
+        pool = self.manager.block_pool
+        counts = {b.block_id: b.ref_cnt for b in pool.blocks if b.ref_cnt and not b.is_null}
+        if counts != held:
+            raise AssertionError(f"vLLM hybrid pool: ref counts {counts} != holders {held}")
+        if {b.block_id for b in pool.free_block_queue.get_all_free_blocks()} & set(held):
+            raise AssertionError("vLLM hybrid pool: a held block is in the free queue")
+
+
+def hybrid_factory(config: HybridCacheConfig) -> LiveHybridCache:
+    """``--adapter kvexact.conformance.live.vllm_hybrid:hybrid_factory``."""
+    return LiveHybridCache(config)
+
+
+hybrid_factory.adapter_protocol = "hybrid-cache"  # type: ignore[attr-defined]

@@ -8,20 +8,30 @@ one); a lookup changes nothing; an admitted request holds exactly its prompt wit
 per group; the allocator's own checks hold after every step. The pools are large enough that no block is
 ever reused while the example runs (the rules stop allocating before), so no identity leaves the cache
 unseen by the shadow.
+
+With a hybrid-cache adapter (``sut_factory``, see :class:`~kvexact.reference.hybrid_adapter.HybridCache`)
+the machine builds it from the drawn :class:`~kvexact.reference.hybrid_adapter.HybridCacheConfig` and drives
+it in lockstep with the reference: an adapter caches as it allocates (vLLM's rule), so the reference
+publishes after every admission and append; every admission, probe lookup, append and eviction must give
+the reference's answer, else a :class:`ConformanceFailure` names the step. Eviction then takes only
+prefixes no running request starts with (such a request's own copy would be keyed again by the
+reference's next publication, while a runtime that caches as it allocates never re-caches a block).
 """
 
 from __future__ import annotations
 
 import math
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from kvexact.conformance.machines import ConformanceFailure, counted_rule
+from kvexact.conformance.machines import ConformanceFailure, counted_rule, not_applicable
 from kvexact.reference import lifecycle
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.hybrid import CacheGroup, cached_blocks, converged_hit
+from kvexact.reference.hybrid_adapter import HybridCacheConfig, check_hybrid
 from kvexact.reference.hybrid_prefix import HybridPrefixCache
 from kvexact.reference.keys import KeyInputs
 from kvexact.reference.pool import GroupConfig
@@ -34,6 +44,7 @@ PROMPTS = st.lists(st.integers(0, 1), min_size=1, max_size=MARGIN)
 
 class HybridMachine(RuleBasedStateMachine):
     stats: ClassVar[dict[str, int]] = {}
+    sut_factory: ClassVar[Callable[[HybridCacheConfig], Any] | None] = None
 
     def __init__(self) -> None:
         super().__init__()
@@ -41,6 +52,7 @@ class HybridMachine(RuleBasedStateMachine):
         self.written = 0  # tokens appended so far: each reserves at most one block per group
         self.next_id = 0
         self.seen: list[list[int]] = []  # every admitted prompt: later lookups revisit their prefixes
+        self.sut: Any = None
         self._count("examples")
 
     def _count(self, name: str, n: int = 1) -> None:
@@ -54,6 +66,9 @@ class HybridMachine(RuleBasedStateMachine):
         h = divisors[pick % len(divisors)]
         alloc = Allocator([GroupConfig(0, 0, p1, 8), GroupConfig(1, 1, p2, 8)], [range(1, POOL + 1)] * 2)
         self.cache = HybridPrefixCache(alloc, h)
+        if self.sut_factory is not None:
+            self.sut = type(self).sut_factory(HybridCacheConfig((p1, p2), h, POOL))  # type: ignore[misc]
+            check_hybrid(self.sut)
         self.groups = (CacheGroup(p1), CacheGroup(p2))
         self.held: list[set[tuple[int, ...]]] = [set(), set()]  # per group: the token prefixes it caches
         self._count("mixed_sizes" if p1 != p2 else "equal_sizes")
@@ -76,6 +91,12 @@ class HybridMachine(RuleBasedStateMachine):
             raise ConformanceFailure(f"hit {want} maps {[len(h) for h in r.group_handles]} blocks per group")
         self._count("hits" if want else "misses")
         return r
+
+    def _agree(self, what: str, got: Any, want: Any) -> None:
+        """The adapter's answer to ``what`` must be the reference's."""
+        if got != want:
+            raise ConformanceFailure(f"{self.sut.name}: {what} gave {got!r}, the reference {want!r} (groups "
+                                     f"{[g.block_size for g in self.groups]}, hash {self.cache.hash_block_tokens})")
 
     def _check_request(self, rid: str) -> None:
         rec = self.cache.alloc.request(rid)
@@ -110,7 +131,9 @@ class HybridMachine(RuleBasedStateMachine):
         self.running[rid] = list(prompt)
         self.seen.append(list(prompt))
         self._check_request(rid)
-        if publish:
+        if self.sut is not None:
+            self._agree(f"admit({rid!r}, {prompt})", self.sut.admit(rid, prompt), receipt.hit_tokens)
+        if publish or self.sut is not None:
             self._publish(rid)
 
     @precondition(lambda self: bool(self.running))
@@ -125,6 +148,9 @@ class HybridMachine(RuleBasedStateMachine):
         self.written += 1
         self.running[rid].append(token)
         self._check_request(rid)
+        if self.sut is not None:
+            self._agree(f"append({rid!r}, {token})", self.sut.append(rid, token), True)
+            self._publish(rid)
 
     @precondition(lambda self: bool(self.running))
     @rule(pick=st.integers(0, 99))
@@ -139,24 +165,44 @@ class HybridMachine(RuleBasedStateMachine):
         rid = sorted(self.running)[pick % len(self.running)]
         lifecycle.release(self.cache.alloc, rid)
         del self.running[rid]
+        if self.sut is not None:
+            self.sut.free(rid)
+
+    def _evictable(self, group: int) -> list[tuple[int, ...]]:
+        """The group's cached prefixes the rule may drop (with an adapter: none a running request starts with)."""
+        held = sorted(self.held[group])
+        if self.sut is None:
+            return held
+        return [p for p in held if not any(tuple(t[:len(p)]) == p for t in self.running.values())]
 
     @precondition(lambda self: any(self.held))
     @rule(group=st.integers(0, 1), pick=st.integers(0, 999))
     @counted_rule
     def evict(self, group: int, pick: int) -> None:
         """Drop one cached prefix of a group: the cache must hold it, and no longer afterwards."""
-        if not self.held[group]:
+        if not self._evictable(group):
             group = 1 - group
-        prefix = sorted(self.held[group])[pick % len(self.held[group])]
+        choices = self._evictable(group)
+        if not choices:
+            not_applicable(self, "nothing_evictable")
+            return
+        prefix = choices[pick % len(choices)]
         key = self.cache.group_keys(KeyInputs(prefix))[group][-1]
         if self.cache.evict(group, key) is None:
             raise ConformanceFailure(f"group {group} should cache {prefix} but holds no block for it")
         self.held[group].discard(prefix)
+        if self.sut is not None:
+            self._agree(f"evict({group}, {list(prefix)})", self.sut.evict(group, list(prefix)), True)
 
     @rule(query=PROMPTS)
     @counted_rule
     def lookup(self, query: list[int]) -> None:
-        self._lookup("probe", query)
+        self._probe(query)
+
+    def _probe(self, query: list[int]) -> None:
+        r = self._lookup("probe", query)
+        if self.sut is not None:
+            self._agree(f"lookup({query})", self.sut.lookup(query), r.hit_tokens)
 
     @precondition(lambda self: bool(self.seen))
     @rule(pick=st.integers(0, 99), cut=st.integers(0, MARGIN), extra=st.lists(st.integers(0, 1), max_size=3))
@@ -164,10 +210,12 @@ class HybridMachine(RuleBasedStateMachine):
     def lookup_seen(self, pick: int, cut: int, extra: list[int]) -> None:
         """Look up a cut of an admitted prompt, maybe extended: the prefixes the groups share or lost."""
         base = self.seen[pick % len(self.seen)]
-        self._lookup("probe", (base[:cut] + extra) or [0])
+        self._probe((base[:cut] + extra) or [0])
 
     @invariant()
     def allocator_consistent(self) -> None:
         self._count("steps")
         if hasattr(self, "cache"):
             self.cache.alloc.self_check()
+        if self.sut is not None:
+            self.sut.self_check()

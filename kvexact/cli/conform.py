@@ -23,7 +23,8 @@ from kvexact.spec.interrupts import sigint_seen
               help="Which machine(s) (default: all of them, or with --adapter the machines it fits).")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY",
               help="System under test in the reference's place (default: the reference itself): an "
-                   "allocator adapter (KVAllocation, CowPublication) or a prefix-index adapter (Radix).")
+                   "allocator adapter (KVAllocation, CowPublication), a prefix-index adapter (Radix) or a hybrid-cache "
+                   "adapter (Hybrid).")
 @click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None, envvar="KVEXACT_PROFILE", show_envvar=True,
               help="Hypothesis profile (default: ci).")
 @click.option("--seed", type=int, default=None, help="Seed (ignored by the derandomized ci profile).")

@@ -73,7 +73,7 @@ def _tlc_jar(option: Path | None) -> str | None:
               help="Hypothesis profile for the state machines (default: ci).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Base seed for every randomized check.")
 @click.option("--adapter", default=None, metavar="MODULE:FACTORY",
-              help="System under test in the machines it fits (an allocator or a prefix-index adapter).")
+              help="System under test in the machines it fits (an allocator, prefix-index or hybrid-cache adapter).")
 @click.option("--tlc-jar", type=click.Path(path_type=Path), default=None,
               help="tla2tools.jar for the TLC engine (else TLA2TOOLS_JAR, else the CI copy beside the clone).")
 @call_timeout_option

@@ -15,6 +15,8 @@ SIMPLE_ADAPTER = "kvexact.conformance.simple_runtime:simple_runtime"
 SGLANG_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:sglang_factory"
 VLLM_ADAPTER = "kvexact.reference.peers.vllm_protocol:vllm_factory"
 FAULTY_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:faulty_unlocked_prefix"
+VLLM_HYBRID_ADAPTER = "kvexact.reference.peers.vllm_hybrid_cache:vllm_hybrid_factory"
+FAULTY_HYBRID_ADAPTER = "kvexact.conformance.faulty_hybrid:faulty_one_group"
 # (examples, steps) per machine at each level; (None, None): the Hypothesis profile's (ci: 25 x 30)
 MACHINE_SIZES: dict[str, tuple[int | None, int | None]] = {"quick": (5, 15), "full": (None, None),
                                                           "deep": (60, 40)}
@@ -151,6 +153,16 @@ def faulty_index_caught(ctx: GateContext) -> CheckResult:
     return _mutant_caught(ctx, "Radix", FAULTY_INDEX_ADAPTER)
 
 
+def vllm_hybrid_adapter(ctx: GateContext) -> CheckResult:
+    """The vLLM profile's hybrid coordinator in the Hybrid machine, in lockstep with the normative cache."""
+    return _adapter_passes(ctx, VLLM_HYBRID_ADAPTER)
+
+
+def faulty_hybrid_caught(ctx: GateContext) -> CheckResult:
+    """The deliberately faulty hybrid cache (its hit trusts group 0 alone) must be caught."""
+    return _mutant_caught(ctx, "Hybrid", FAULTY_HYBRID_ADAPTER)
+
+
 def negative_registry(ctx: GateContext) -> CheckResult:
     """Every registered failure-lab case is rejected by its name; the registry covers the seed's count."""
     from kvexact.reference import labs
@@ -182,4 +194,8 @@ CHECKS = [
               sglang_index_adapter),
     GateCheck("adapter-faulty-index-caught", "conformance", "the faulty unlocked-prefix index is caught",
               faulty_index_caught),
+    GateCheck("adapter-vllm-hybrid-profile", "conformance", "the vLLM hybrid profile passes the Hybrid machine "
+              "in lockstep", vllm_hybrid_adapter, level="full"),
+    GateCheck("adapter-faulty-hybrid-caught", "conformance", "the faulty one-group hybrid cache is caught",
+              faulty_hybrid_caught, level="full"),
 ]
