@@ -273,6 +273,11 @@ class Model:
         k = _kind(node)
         if k in ("Fairness", "SubscriptedAction", "TemporalQuantification"):
             return True
+        if k == "SubexpressionReference":  # I!Op: temporal when Op's body is (I!Fairness in a SPECIFICATION)
+            d = self._instance_def0(node, scope)
+            if d is not None and id(d) not in seen:
+                seen.add(id(d))
+                return self._temporal(d.body, d.scope, seen)
         if k == "OperatorApplication":
             op = ALIASES.get(node.operator, node.operator)
             if op in ("[]", "<>", "~>", "-+->"):
@@ -299,6 +304,16 @@ class Model:
                     return True
         return False
 
+    def _instance_def0(self, node: Any, scope: Scope) -> Any:
+        """The definition an argument-free ``I!Op`` names (Op of arity 0), or None."""
+        try:
+            target, args, binds = self.comp._instance_target(node, scope)
+        except SpecError:
+            return None
+        if target[0] == "def" and not args and not binds and target[1].arity == 0:
+            return target[1]
+        return None
+
     def _walk_spec(self, node: Any, scope: Scope, init_parts: list, nxt: list, seen: set) -> None:
         node = _strip(node)
         items = conj_items(node)
@@ -318,6 +333,11 @@ class Model:
             b = scope.lookup(node.operator)
             if b is not None and b[0] == "def" and b[1].arity == 0 and self._temporal(node, scope, set()):
                 self._walk_spec(b[1].body, b[1].scope, init_parts, nxt, seen)
+                return
+        if k == "SubexpressionReference":
+            d = self._instance_def0(node, scope)
+            if d is not None and self._temporal(node, scope, set()):
+                self._walk_spec(d.body, d.scope, init_parts, nxt, seen)
                 return
         if self._temporal(node, scope, set()):
             self.spec_temporals.append((node, scope))  # fairness: an assumption of liveness checking

@@ -26,7 +26,7 @@ Go(i, j) == i # j /\\ pc[i] = "a" /\\ pc' = [pc EXCEPT ![i] = "b"]
 Next == \\E i, j \\in P : Go(i, j)
 Distinct == Init /\\ [][Next]_pc /\\ \\A i, j \\in P : (i # j) => WF_pc(Go(i, j))
 Same == Init /\\ [][Next]_pc /\\ \\A i, j \\in P : (i = j) => WF_pc(Go(i, j))
-AllDone == \\A i \\in P : <>(pc[i] = "b") /\\ \\A i \\in P : (pc[i] = "a") ~> (pc[i] = "b")
+AllDone == (\\A i \\in P : <>(pc[i] = "b")) /\\ \\A i \\in P : (pc[i] = "a") ~> (pc[i] = "b")
 """
 
 
