@@ -38,6 +38,7 @@ from kvexact.spec.checker.syntax import (
     describe_syntax_error,
     regroup,
 )
+from kvexact.spec.checker.unicode import to_ascii
 from kvexact.spec.checker.values import (
     SELF_KEYED,
     EvalError,
@@ -134,7 +135,8 @@ def parse_file_text(text: str, path: str) -> list:
     hit = _PARSED.get(key)
     if hit is not None:
         return hit
-    trees = [_parse_one(chunk, path) for _, chunk in split_modules(expand_tabs(text))]
+    ascii_text = to_ascii(expand_tabs(text))
+    trees = [_parse_one(chunk, path, ascii_text.original_column) for _, chunk in split_modules(ascii_text.text)]
     if not trees:
         raise ParseError("no module found (a module starts with a line ---- MODULE Name ----)", path)
     if len(_PARSED) > 256:
@@ -143,7 +145,8 @@ def parse_file_text(text: str, path: str) -> list:
     return trees
 
 
-def _parse_one(text: str, path: str) -> Any:
+def _parse_one(text: str, path: str, column: Callable[[int, int], int] = lambda _line, col: col) -> Any:
+    """One module's tree; a rejection names the line and the column of the file as written."""
     buf = io.StringIO()
     try:
         with contextlib.redirect_stdout(buf):
@@ -152,7 +155,7 @@ def _parse_one(text: str, path: str) -> Any:
         found = describe_syntax_error(text, buf.getvalue())
         if found is not None:
             message, line, col = found
-            raise ParseError(f"syntax error: {message}", f"{path}:{line}:{col}") from None
+            raise ParseError(f"syntax error: {message}", f"{path}:{line}:{column(line, col)}") from None
         raise ParseError(f"syntax error ({exc})", path) from None
     if tree is None:
         raise ParseError("no module found", path)
@@ -163,7 +166,7 @@ def _parse_one(text: str, path: str) -> Any:
         line, col = conflict_position(text, conflict)
         raise ParseError(f"precedence conflict between {conflict.left} and {conflict.right}: their precedence "
                          f"ranges overlap, so TLA+ needs parentheses to group them",
-                         f"{path}:{line}:{col}") from None
+                         f"{path}:{line}:{column(line, col)}") from None
     for module in [tree, *nested_modules(tree)]:
         check_module(module, path)
         check_shapes(module, path)
