@@ -236,10 +236,21 @@ class AllocatorMachine(RuleBasedStateMachine):
             result = self._foreign_start(scope, rid, prompt)
         if not result.accepted:
             return multiple()
+        self._check_hit(rid, prompt, result.hit_tokens)
         self.requests[rid] = Request(rid, list(prompt), self.config.block_tokens)
         mirror_step(self.device, result.copies, self._tables(rid), prompt, result.hit_tokens)
         self._count(f"hit_tokens={result.hit_tokens}")
         return self.requests[rid]
+
+    def _check_hit(self, rid: str, prompt: list[int], hit: int) -> None:
+        """A start's reused rows obey 0x07A's chain for a logits-producing request: whole blocks, and at least
+        the prompt's last token computed (0 <= hit <= len(prompt) - 1, hit a multiple of the block size)."""
+        p = self.config.block_tokens
+        if hit < 0 or hit > len(prompt) - 1 or hit % p:
+            who = self.sut.name if self.sut is not None else "the reference"
+            raise ConformanceFailure(f"start({rid}, {prompt}): {who} reused {hit} cached tokens; a prefix hit must be "
+                                     f"whole blocks of {p} and leave at least the last prompt token to compute "
+                                     f"(at most {len(prompt) - 1 - (len(prompt) - 1) % p}; 0x07A)")
 
     def _foreign_start(self, scope: str, rid: str, prompt: list[int]) -> OpResult:
         """Start ``rid`` under a foreign scope: the home scope's cached blocks must stay invisible."""

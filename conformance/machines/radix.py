@@ -57,6 +57,7 @@ from kvexact.reference.rejections import Rejected
 POOL_SLOTS = 16
 FIRST_SLOT = 1  # slot ids 1..POOL_SLOTS, as SGLang numbers them (its slot 0 is padding)
 MAX_LIVE = 4
+PROBES = ("whole", "one_short", "last_changed", "inside_edge")  # how probe_cached_path leaves a cached path
 ALPHABET = (1, 2, 3)
 TOLERANCE = 2e-4
 
@@ -263,13 +264,49 @@ class RadixMachine(RuleBasedStateMachine):
     def admit(self, prompt: list[int]) -> Any:
         """Match and lock the prompt's cached prefix, reserve and write the rest; the admitted request's id
         joins ``requests`` (none when the pool cannot hold it)."""
+        rid = self.admit_prompt(prompt)
+        return multiple() if rid is None else rid
+
+    @precondition(lambda self: len(self.live) < MAX_LIVE and len(self.state.nodes) > 1)
+    @rule(target=requests, pick=st.integers(0, 63), variant=st.sampled_from(PROBES), cut=st.integers(0, 7))
+    @counted_rule
+    def probe_cached_path(self, pick: int, variant: str, cut: int) -> Any:
+        """Admit a prompt that ends where a walk that matches too far would go wrong (0x08B): a
+        cached path itself (the logits cap stops the match one token before the path's end), the path one
+        token short, the path with its last token changed, or the path cut inside its last edge and continued
+        with a token the edge does not hold. Paths whose last edge holds several tokens are preferred. The
+        match length and slots are compared as in ``admit``, so a walk that over-matches into an edge is
+        forced out rather than left to chance. The request stays live (it joins ``requests``), holding its
+        lock on the cached path it matched."""
+        nodes = [n for i, n in sorted(self.state.nodes.items()) if i != radix.ROOT]
+        long_edges = [n for n in nodes if len(n.token_ids) > 1]
+        node = (long_edges or nodes)[pick % len(long_edges or nodes)]
+        path = list(self.state.path_tokens(node.node_id))
+        edge = len(node.token_ids)
+        if variant == "whole":
+            prompt = path
+        elif variant == "one_short":
+            prompt = path[:-1]
+        else:
+            keep = len(path) - 1 if variant == "last_changed" or edge == 1 else len(path) - edge + 1 + cut % (edge - 1)
+            prompt = path[:keep] + [next(a for a in ALPHABET if a != path[keep])]
+        if not prompt:
+            self._count(f"probe:{variant}:empty")
+            return multiple()
+        rid = self.admit_prompt(prompt)
+        self._count(f"probe:{variant}:{'admitted' if rid is not None else 'pool_exhausted'}")
+        return multiple() if rid is None else rid
+
+    def admit_prompt(self, prompt: list[int]) -> str | None:
+        """Admit ``prompt`` as a new request on the SUT (compared with the reference) or the reference: its id,
+        or None when the pool cannot hold it."""
         rid = f"q{self.next_id}"
         self.next_id += 1
         if self.sut is not None:
             admitted = self._sut_admit(rid, prompt)
             if admitted is None:
                 self._count("admit:pool_exhausted")
-                return multiple()
+                return None
             matched, row = admitted
             if row[matched:]:
                 self._write(row[matched:], [prompt[: i + 1] for i in range(matched, len(prompt))])
@@ -288,7 +325,7 @@ class RadixMachine(RuleBasedStateMachine):
         if new is None:
             self._apply(radix.release_request, rid)
             self._count("admit:pool_exhausted")
-            return multiple()
+            return None
         self._apply(radix.reserve, rid, new)
         if new:
             self._write(new, [prompt[: i + 1] for i in range(receipt.matched_tokens, len(prompt))])

@@ -12,6 +12,7 @@ from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, Gat
 
 FAULTY_ADAPTER = "kvexact.conformance.simple_runtime:faulty_no_cow"
 SIMPLE_ADAPTER = "kvexact.conformance.simple_runtime:simple_runtime"
+REFERENCE_ADAPTER = "kvexact.reference.adapters:reference_factory"
 SGLANG_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:sglang_factory"
 VLLM_ADAPTER = "kvexact.reference.peers.vllm_protocol:vllm_factory"
 FAULTY_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:faulty_unlocked_prefix"
@@ -132,6 +133,12 @@ def simple_runtime_adapter(ctx: GateContext) -> CheckResult:
     return _adapter_passes(ctx, SIMPLE_ADAPTER)
 
 
+def reference_adapter(ctx: GateContext) -> CheckResult:
+    """The reference adapter as a system under test (``--adapter ...reference_factory``: content-keyed prefix
+    reuse, no stream) in the allocator machines, its prefix hits held to 0x07A's chain: it must pass."""
+    return _adapter_passes(ctx, REFERENCE_ADAPTER)
+
+
 def vllm_profile_adapter(ctx: GateContext) -> CheckResult:
     """The vLLM profile in the allocator machines (not in lockstep: it caches at allocation), its free queue
     observed after every step: it must pass."""
@@ -186,6 +193,8 @@ CHECKS = [
     GateCheck("machines", "conformance", "state machines: reference (or --adapter) vs kernels vs specs", machines),
     GateCheck("adapter-simple-runtime", "conformance", "the example runtime adapter passes in lockstep",
               simple_runtime_adapter, level="full"),
+    GateCheck("adapter-reference", "conformance", "the reference adapter passes the allocator machines as a "
+              "system under test", reference_adapter, level="full"),
     GateCheck("adapter-vllm-profile", "conformance", "the vLLM profile passes the allocator machines",
               vllm_profile_adapter, level="full"),
     GateCheck("adapter-faulty-caught", "conformance", "the faulty no-COW adapter is caught",
