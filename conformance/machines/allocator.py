@@ -230,6 +230,7 @@ class AllocatorMachine(RuleBasedStateMachine):
                            scope if self.sut is None else "home")
 
     def _start(self, rid: str, prompt: list[int], scope: str) -> Any:
+        floor = self._mapped_prefix(prompt)
         if scope == "home":
             result = self._both("start", rid, prompt)
         else:
@@ -237,10 +238,25 @@ class AllocatorMachine(RuleBasedStateMachine):
         if not result.accepted:
             return multiple()
         self._check_hit(rid, prompt, result.hit_tokens)
+        if getattr(self.sut, "caches_at_allocation", False) and result.hit_tokens < floor:
+            raise ConformanceFailure(f"start({rid}, {prompt}): {self.sut.name} reused {result.hit_tokens} cached tokens, "
+                                     f"but live requests map full blocks holding its first {floor} tokens; a runtime "
+                                     "that caches every full block at allocation must hit on them (0x07A: "
+                                     "S_runtime falls short of S_indexed)")
         self.requests[rid] = Request(rid, list(prompt), self.config.block_tokens)
         mirror_step(self.device, result.copies, self._tables(rid), prompt, result.hit_tokens)
         self._count(f"hit_tokens={result.hit_tokens}")
         return self.requests[rid]
+
+    def _mapped_prefix(self, prompt: list[int]) -> int:
+        """Tokens of ``prompt`` (whole blocks, at most all but its last token) that full blocks of live requests
+        hold: a runtime that caches every full block when it allocates it can never have evicted them."""
+        p = self.config.block_tokens
+        held = {tuple(q.tokens[: (j + 1) * p]) for q in self.requests.values() for j in range(len(q.tokens) // p)}
+        blocks = 0
+        while blocks < (len(prompt) - 1) // p and tuple(prompt[: (blocks + 1) * p]) in held:
+            blocks += 1
+        return blocks * p
 
     def _check_hit(self, rid: str, prompt: list[int], hit: int) -> None:
         """A start's reused rows obey 0x07A's chain for a logits-producing request: whole blocks, and at least

@@ -29,6 +29,7 @@ class VllmProtocolAdapter(VllmGroups):
     """``AllocatorAdapter`` over one profile manager per cache group (the border is :class:`VllmGroups`)."""
 
     name = "vllm-0.33.0"
+    caches_at_allocation = True  # every full block is cached when allocated: the machines check hits against it
 
     def __init__(self, config: AdapterConfig):
         super().__init__(config)

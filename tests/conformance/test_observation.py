@@ -167,6 +167,39 @@ def test_vllm_profile_freeing_blocks_into_the_middle_of_the_queue_is_caught(monk
     _fails_with(machine, ObservationProblem.JOINED_INSIDE_QUEUE)
 
 
+def test_vllm_profile_evicting_one_block_that_drops_its_duplicates_is_caught(monkeypatch):
+    """vLLM's hash map with the planted bug: popping one of two blocks cached under the same hash drops the
+    other's entry too, so a block a live request still maps stops being a hit. The profile declares that it
+    caches every full block at allocation, so the machines hold each hit to what live requests map."""
+    from kvexact.reference.peers import vllm_pool as bp
+    from kvexact.reference.peers import vllm_protocol
+
+    def pop(self, key, block_id):
+        table = self.as_dict()
+        if block_id not in table.get(key, ()):
+            return self, None
+        del table[key]  # the planted bug: the other blocks under ``key`` go too
+        return bp.HashToBlockMap(tuple(table.items())), block_id
+
+    monkeypatch.setattr(bp.HashToBlockMap, "pop", pop)
+    monkeypatch.setattr(vllm_protocol.VllmProtocolAdapter, "self_check", lambda self: None)
+    failures = []
+    for spec in ("KVAllocation", "CowPublication"):
+        machine = machine_class(spec, sut_factory=vllm_protocol.vllm_factory, check_kernels=False,
+                                validate_trace=False)
+        try:
+            run_state_machine_as_test(machine, settings=RUN)
+        except ConformanceFailure as exc:
+            failures.append(str(exc))
+    assert failures and all("must hit on them" in f for f in failures), failures
+    monkeypatch.undo()
+    for spec in ("KVAllocation", "CowPublication"):  # the correct profile keeps the promise
+        machine = machine_class(spec, sut_factory=vllm_protocol.vllm_factory, check_kernels=False,
+                                validate_trace=False)
+        run_state_machine_as_test(machine, settings=RUN)
+        assert any(k != "hit_tokens=0" and k.startswith("hit_tokens=") for k in machine.stats)
+
+
 def test_reference_adapter_touch_that_leaves_the_block_queued_is_caught(monkeypatch):
     """The reference adapter's pool takes a reference on a queued block without taking it out of the queue;
     its own self-check is off, so only the observation can tell."""
