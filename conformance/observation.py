@@ -7,13 +7,15 @@
   blocks, a plain free list);
 * ``"cow"``: ``[(event, group, block), ...]``: the copy-on-write steps since the previous ``observe()``,
   in the order they happened, ``event`` one of ``"copy"`` (rows copied into ``block``), ``"validate"``
-  (the copy checked complete) and ``"publish"`` (a request's table now maps ``block``).
+  (the copy checked complete) and ``"publish"`` (a request's table now maps ``block``);
+* ``"usage"``: ``{group: fraction}``: the share of the group's blocks in use (vLLM's ``usage``), which must
+  be the share that live requests' tables map.
 
 Promises checked after every step (:func:`check`), each refusal named by :class:`ObservationProblem`:
 a queued block is mapped by no live request's table and is queued once; a queue never reorders the blocks
 it keeps, and takes new blocks only at its ends (so a touched block leaves it and a released one joins at
 the head or the tail, never in between: the LRU order); a COW destination is published only after it was
-copied and then validated.
+copied and then validated; a reported usage is the mapped share of the pool.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class ObservationProblem(enum.Enum):
     JOINED_INSIDE_QUEUE = "a block joined a queue between blocks already in it"
     PUBLISHED_BEFORE_VALIDATED = "a COW destination was published before its copy was validated"
     VALIDATED_BEFORE_COPIED = "a COW destination was validated before it was copied"
+    USAGE_NOT_MAPPED_SHARE = "the reported usage is not the share of the pool that live tables map"
 
 
 class ObservationError(AssertionError):
@@ -106,6 +109,20 @@ def check_cow(events: Iterable[Any], pending: dict[tuple[int, int], str]) -> Non
         pending[key] = kind
 
 
+def check_usage(usage: Any, mapped: Mapping[int, set[int]], sizes: Mapping[int, int]) -> None:
+    """Each reported ``usage[g]`` equals the blocks live tables map in group g over the group's pool size."""
+    try:
+        shares = {int(g): float(u) for g, u in usage.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise ObservationError(ObservationProblem.NOT_AN_OBSERVATION, f"usage {usage!r}") from None
+    for g, share in shares.items():
+        want = len(mapped.get(g, set())) / sizes[g] if sizes.get(g) else 0.0
+        if abs(share - want) > 1e-9:
+            raise ObservationError(ObservationProblem.USAGE_NOT_MAPPED_SHARE,
+                                   f"group {g} reports {share:.4f}; live tables map {len(mapped.get(g, set()))} of "
+                                   f"{sizes.get(g, 0)} blocks ({want:.4f})")
+
+
 class Observer:
     """Holds an adapter's previous observation and checks each new one against it (one per machine run)."""
 
@@ -114,9 +131,12 @@ class Observer:
         self.pending: dict[tuple[int, int], str] = {}
         self.checks = 0
 
-    def step(self, observation: Any, mapped: Mapping[int, set[int]]) -> None:
+    def step(self, observation: Any, mapped: Mapping[int, set[int]], sizes: Mapping[int, int] | None = None) -> None:
+        """Check one observation; ``sizes[g]``: the blocks of group g (needed for a reported usage)."""
         queues = queues_of(observation)
         check_queues(self.queues, queues, mapped)
         check_cow(observation.get("cow", ()), self.pending)
+        if "usage" in observation:
+            check_usage(observation["usage"], mapped, sizes or {})
         self.queues = queues
         self.checks += 1

@@ -78,8 +78,9 @@ class VllmProtocolAdapter(VllmGroups):
 
     def observe(self) -> dict:
         """vLLM's free queue per group, head first: a hit takes a block out (``touch``), a freed cached block
-        joins the tail, a freed uncached one the head."""
-        return {"queues": {"free": {g: list(m.pool.free.blocks) for g, m in enumerate(self.managers)}}}
+        joins the tail, a freed uncached one the head; and each group's ``usage()``."""
+        return {"queues": {"free": {g: list(m.pool.free.blocks) for g, m in enumerate(self.managers)}},
+                "usage": {g: m.usage() for g, m in enumerate(self.managers)}}
 
     def table(self, request_id: str, group: int) -> list[int]:
         return list(self.managers[group].blocks_of(request_id))

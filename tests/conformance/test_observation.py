@@ -20,6 +20,7 @@ from kvexact.conformance.observation import (
     Observer,
     check_cow,
     check_queues,
+    check_usage,
 )
 from kvexact.conformance.runner import machine_settings, run_machine
 
@@ -69,6 +70,24 @@ def test_a_cow_copy_published_before_validation_is_refused():
 
 def test_a_cow_validation_before_the_copy_is_refused():
     assert _problem(check_cow, [("validate", 1, 2)], {}) is ObservationProblem.VALIDATED_BEFORE_COPIED
+
+
+def test_usage_must_be_the_mapped_share_of_the_pool():
+    check_usage({0: 0.5, 1: 0.0}, {0: {1, 2}, 1: set()}, {0: 4, 1: 4})
+    assert _problem(check_usage, {0: 0.25}, {0: {1, 2}}, {0: 4}) == ObservationProblem.USAGE_NOT_MAPPED_SHARE
+    assert _problem(check_usage, [0.5], {0: {1}}, {0: 2}) == ObservationProblem.NOT_AN_OBSERVATION
+    assert _problem(check_usage, {0: "half"}, {0: {1}}, {0: 2}) == ObservationProblem.NOT_AN_OBSERVATION
+
+
+def test_vllm_profile_usage_that_counts_the_null_block_is_caught(monkeypatch):
+    """vLLM's ``usage`` with the planted bug: the null block counted as usable, so the share is understated."""
+    from kvexact.reference.peers import vllm_pool as bp
+    from kvexact.reference.peers import vllm_protocol
+
+    monkeypatch.setattr(bp.PoolState, "usage", lambda self: 1.0 - self.num_free_blocks / self.num_blocks)
+    machine = machine_class("KVAllocation", sut_factory=vllm_protocol.vllm_factory, check_kernels=False,
+                            validate_trace=False)
+    _fails_with(machine, ObservationProblem.USAGE_NOT_MAPPED_SHARE)
 
 
 def test_an_observation_that_is_not_a_dict_is_refused_by_name():
