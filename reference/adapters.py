@@ -325,6 +325,9 @@ class ReferenceAdapter:
         return self.keys.setdefault(prefix, str(len(self.keys) + 1))
 
     def start(self, request_id: str, prompt: Sequence[int], scope: LookupScope = HOME) -> OpResult:
+        """Admit a new request (a live request's id is refused as DUPLICATE_REQUEST, changing nothing)."""
+        if request_id in self.alloc.requests:
+            return OpResult(False, AllocRejection.DUPLICATE_REQUEST.name)
         if self.prefix is not None:
             return self._start_through_prefix_cache(request_id, prompt, scope)
         p = self.config.block_tokens

@@ -71,7 +71,17 @@ SPEC_ONLY = {"fork": "CowPublication", "fork_then_append": "CowPublication", "tr
 # a prompt: a prefix of the canonical stream (shared prefixes, hits) or any short token list
 PROMPTS = st.one_of(st.integers(1, 7).map(lambda n: list(STREAM[:n])),
                     st.lists(st.sampled_from(ALPHABET), min_size=1, max_size=5))
+# rejection names an adapter may use for one another: one that does not remember ended requests calls a
+# released id unknown
+SYNONYMS = {"REQUEST_ALREADY_ENDED": "UNKNOWN_REQUEST"}
+# operations the protocol must refuse by name (refused_operation)
+REFUSED = ("release_unknown", "fork_unknown", "fork_onto_self", "fork_onto_live", "start_duplicate",
+           "truncate_not_shorter")
 BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, lifted for traces
+
+
+def _same_name(rejection: str | None) -> str | None:
+    return SYNONYMS.get(rejection, rejection) if rejection is not None else None
 
 
 def spec_constants(spec: str, config: AdapterConfig) -> dict[str, Any]:
@@ -176,7 +186,7 @@ class AllocatorMachine(RuleBasedStateMachine):
                     f"({ref_result.rejection}) but {self.sut.name} "
                     f"{'accepted' if sut_result.accepted else 'rejected'} it ({sut_result.rejection})")
             if (not sut_result.accepted and sut_result.rejection is not None
-                    and sut_result.rejection != ref_result.rejection):
+                    and _same_name(sut_result.rejection) != _same_name(ref_result.rejection)):
                 raise ConformanceFailure(f"{op}{args}: rejection {sut_result.rejection} != reference's "
                                          f"{ref_result.rejection}")
         return sut_result
@@ -349,6 +359,41 @@ class AllocatorMachine(RuleBasedStateMachine):
             return multiple()
         self._append(child if child_appends else parent, token)
         return child
+
+    @rule(kind=st.sampled_from(REFUSED), pick=st.integers(0, 7))
+    @counted_rule
+    def refused_operation(self, kind: str, pick: int) -> None:
+        """An operation the protocol refuses by name, changing nothing: a release or a fork of a request id no
+        live request holds, a fork onto the parent itself or onto a live request, a start under a live
+        request's id, a truncate that keeps every token. Both sides must refuse it (with the same name where
+        the adapter names it, in lockstep) and leave every live request's tables as they were."""
+        live = sorted(self.requests)
+        free = [r for r in REQUEST_IDS if r not in self.requests]
+        held = live[pick % len(live)] if live else None
+        call: tuple[Any, ...] | None = None
+        if kind == "release_unknown" and free:
+            call = ("release", free[0])
+        elif kind == "fork_unknown" and len(free) > 1 and self.spec == "CowPublication":
+            call = ("fork", free[0], free[1])
+        elif kind == "fork_onto_self" and held is not None and self.spec == "CowPublication":
+            call = ("fork", held, held)
+        elif kind == "fork_onto_live" and len(live) > 1 and self.spec == "CowPublication":
+            call = ("fork", held, live[(pick + 1) % len(live)])
+        elif kind == "start_duplicate" and held is not None:
+            call = ("start", held, list(STREAM[:1]))
+        elif kind == "truncate_not_shorter" and held is not None and self.spec == "KVAllocation":
+            call = ("truncate", held, len(self.requests[held].tokens))
+        if call is None or not self._supports(call[0]):
+            not_applicable(self, f"refused_operation:{kind}:not_applicable")
+            return
+        before = {r: self._tables(r) for r in live}
+        result = self._both(*call)
+        if result.accepted:
+            raise ConformanceFailure(f"{call[0]}{call[1:]} ({kind.replace('_', ' ')}) was accepted; it must be refused")
+        changed = [r for r in live if self._tables(r) != before[r]]
+        if changed:
+            raise ConformanceFailure(f"{call[0]}{call[1:]} was refused ({result.rejection}) but changed the tables of "
+                                     f"{changed}")
 
     @precondition(lambda self: self.spec == "KVAllocation" and self._any(Request.truncatable))
     @rule(req=live.filter(Request.truncatable), keep_blocks=st.integers(0, MAX_TOKENS),
