@@ -248,7 +248,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         if not result.accepted:
             return multiple()
         self._check_hit(rid, prompt, result.hit_tokens)
-        if getattr(self.sut, "caches_at_allocation", False) and result.hit_tokens < floor:
+        if self.sut is not None and getattr(self.sut, "caches_at_allocation", False) and result.hit_tokens < floor:
             raise ConformanceFailure(f"start({rid}, {prompt}): {self.sut.name} reused {result.hit_tokens} cached tokens, "
                                      f"but live requests map full blocks holding its first {floor} tokens; a runtime "
                                      "that caches every full block at allocation must hit on them (0x07A: "
