@@ -151,6 +151,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.sut_delayed_writer: tuple[int, int, int] | None = None  # (group, block, generation) in the SUT
         self._projection_model: Any = None  # the spec's checker model, for the per-step invariants
         self.observer = Observer()  # the target's observe() (queues, COW steps), when it has one
+        self.cache_reset = False  # the SUT's reset_prefix_cache() was accepted and nothing was started since
         self._count("examples")
 
     # ---- helpers -------------------------------------------------------------------------------------
@@ -248,6 +249,10 @@ class AllocatorMachine(RuleBasedStateMachine):
         if not result.accepted:
             return multiple()
         self._check_hit(rid, prompt, result.hit_tokens)
+        if self.cache_reset and result.hit_tokens:
+            raise ConformanceFailure(f"start({rid}, {prompt}): {self.target.name} reused {result.hit_tokens} cached "
+                                     "tokens right after reset_prefix_cache() forgot every cached prefix")
+        self.cache_reset = False
         if self.sut is not None and getattr(self.sut, "caches_at_allocation", False) and result.hit_tokens < floor:
             raise ConformanceFailure(f"start({rid}, {prompt}): {self.sut.name} reused {result.hit_tokens} cached tokens, "
                                      f"but live requests map full blocks holding its first {floor} tokens; a runtime "
@@ -359,6 +364,25 @@ class AllocatorMachine(RuleBasedStateMachine):
             return multiple()
         self._append(child if child_appends else parent, token)
         return child
+
+    @precondition(lambda self: self.spec == "KVAllocation" and self.sut is not None
+                  and not getattr(self.sut, "lockstep", True))
+    @rule()
+    @counted_rule
+    def reset_prefix_cache(self) -> None:
+        """The SUT's optional ``reset_prefix_cache()`` (vLLM's; only off lockstep, since the reference keeps its
+        cache): refused while a live request maps a block, accepted otherwise, and then the next start reuses
+        nothing."""
+        if not self._supports("reset_prefix_cache"):
+            return
+        in_use = any(block for r in self.requests for table in self._tables(r) for block in table)
+        result = self.sut.reset_prefix_cache()  # type: ignore[union-attr]
+        self._count(f"reset_prefix_cache:{'ok' if result.accepted else result.rejection}")
+        if result.accepted == in_use:
+            raise ConformanceFailure(f"reset_prefix_cache() was {'accepted' if result.accepted else 'refused'} while "
+                                     f"live requests {'held' if in_use else 'held no'} blocks: it must be refused "
+                                     "exactly while a block is in use")
+        self.cache_reset = self.cache_reset or result.accepted
 
     @rule(kind=st.sampled_from(REFUSED), pick=st.integers(0, 7))
     @counted_rule

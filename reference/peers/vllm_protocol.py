@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from kvexact.reference.adapters import AdapterConfig
+from kvexact.reference.adapters import AdapterConfig, OpResult
 from kvexact.reference.peers.vllm import VllmConfig, VllmKVCacheManager, VllmRequest
 from kvexact.reference.peers.vllm_groups import VllmGroups
 
@@ -75,6 +75,18 @@ class VllmProtocolAdapter(VllmGroups):
     def free(self, request_id: str) -> None:
         self.managers = [manager.free(request_id)[0] for manager in self.managers]
         del self.requests[request_id]
+
+    def reset_prefix_cache(self) -> OpResult:
+        """vLLM's ``reset_prefix_cache`` in every group or none: refused (BLOCKS_IN_USE) while a request holds a
+        block, otherwise every cached identity is forgotten."""
+        successors = []
+        for manager in self.managers:
+            manager, done = manager.reset_prefix_cache()
+            if not done:
+                return OpResult(False, "BLOCKS_IN_USE")
+            successors.append(manager)
+        self.managers = successors
+        return OpResult(True)
 
     def observe(self) -> dict:
         """vLLM's free queue per group, head first: a hit takes a block out (``touch``), a freed cached block

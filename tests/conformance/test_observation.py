@@ -282,3 +282,34 @@ def test_sglang_profile_radix_walk_over_matching_into_an_edge_is_caught(monkeypa
     assert not run.passed, run.examples
     assert "matched" in run.error and "the reference matched" in run.error, run.error
 
+
+
+@pytest.mark.parametrize("planted, caught_as", [
+    ("keeps_the_cache", "right after reset_prefix_cache()"),
+    ("ignores_blocks_in_use", "must be refused exactly while a block is in use"),
+])
+def test_vllm_profile_reset_prefix_cache_bugs_are_caught(monkeypatch, planted, caught_as):
+    """vLLM's ``reset_prefix_cache`` with a planted bug: it reports success but forgets nothing, or it resets
+    while requests still hold blocks. The KVAllocation machine's reset rule holds it to both promises."""
+    import attrs
+
+    from kvexact.reference.peers import vllm_pool as bp
+    from kvexact.reference.peers import vllm_protocol
+
+    def reset(pool):
+        if planted == "keeps_the_cache":  # success where it should, but the cached identities stay
+            return pool, pool.num_free_blocks == pool.num_blocks - 1
+        return attrs.evolve(pool, cached=bp.HashToBlockMap(), block_key=(None,) * pool.num_blocks), True
+
+    monkeypatch.setattr(bp, "reset_prefix_cache", reset)
+    monkeypatch.setattr(vllm_protocol.VllmProtocolAdapter, "self_check", lambda self: None)
+    machine = machine_class("KVAllocation", sut_factory=vllm_protocol.vllm_factory, check_kernels=False,
+                            validate_trace=False)
+    with pytest.raises(ConformanceFailure) as err:
+        run_state_machine_as_test(machine, settings=settings(RUN, max_examples=60))
+    assert caught_as in str(err.value), str(err.value)
+    monkeypatch.undo()
+    correct = machine_class("KVAllocation", sut_factory=vllm_protocol.vllm_factory, check_kernels=False,
+                            validate_trace=False)
+    run_state_machine_as_test(correct, settings=RUN)
+    assert correct.stats.get("reset_prefix_cache:ok", 0) and correct.stats.get("reset_prefix_cache:BLOCKS_IN_USE", 0)
