@@ -281,8 +281,11 @@ class RadixMachine(RuleBasedStateMachine):
         nodes = [n for i, n in sorted(self.state.nodes.items()) if i != radix.ROOT]
         long_edges = [n for n in nodes if len(n.token_ids) > 1]
         node = (long_edges or nodes)[pick % len(long_edges or nodes)]
-        path = list(self.state.path_tokens(node.node_id))
-        edge = len(node.token_ids)
+        return self._probe(list(self.state.path_tokens(node.node_id)), len(node.token_ids), variant, cut)
+
+    def _probe(self, path: list[int], edge: int, variant: str, cut: int) -> Any:
+        """Admit the probe ``variant`` of a cached ``path`` whose last edge holds ``edge`` tokens (see
+        ``probe_cached_path``); the admitted id joins ``requests``."""
         if variant == "whole":
             prompt = path
         elif variant == "one_short":
@@ -356,10 +359,16 @@ class RadixMachine(RuleBasedStateMachine):
         self._count("decode:ok")
 
     @precondition(lambda self: bool(self.live))
-    @rule(rid=consumes(requests))
+    @rule(target=requests, rid=consumes(requests), then=st.sampled_from((None, *PROBES)), cut=st.integers(0, 7))
     @counted_rule
-    def finish(self, rid: str) -> None:
+    def finish(self, rid: str, then: str | None, cut: int) -> Any:
+        """Finish the request (its path is cached); then, unless ``then`` is None, admit a probe of the path
+        just cached (as ``probe_cached_path``, the whole path taken as one edge), which joins ``requests``."""
+        tokens = list(self.live[rid][0])
         self.finish_request(rid)
+        if then is None or len(self.live) >= MAX_LIVE:
+            return multiple()
+        return self._probe(tokens, len(tokens), then, cut)
 
     def finish_request(self, rid: str) -> None:
         """Cache the live request's path (duplicates freed, lock dropped), on the SUT and the reference."""

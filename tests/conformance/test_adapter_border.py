@@ -229,7 +229,7 @@ def test_a_prefix_index_trace_of_a_passing_example_agrees_step_by_step(tmp_path,
 
     monkeypatch.setenv("KVEXACT_TRACE_DIR", str(tmp_path))
     monkeypatch.setenv("KVEXACT_TRACE_ALWAYS", "1")
-    run = run_machine("Radix", "kvexact.reference.index:radix_factory", machine_settings("ci", 3, 15), seed=7,
+    run = run_machine("Radix", "kvexact.reference.index:radix_factory", machine_settings("ci", 3, 30), seed=7,
                       check_kernels=False)
     assert run.passed, run.error
     states = json.loads((tmp_path / "Radix.adapter.itf.json").read_text())["states"][1:]
