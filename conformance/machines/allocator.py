@@ -332,11 +332,26 @@ class AllocatorMachine(RuleBasedStateMachine):
     @rule(target=live, req=consumes(live))
     @counted_rule
     def release(self, req: Request) -> Any:
-        """Release the request; a refused release keeps it in ``live``."""
+        """Release the request; a refused release keeps it in ``live``. Then, on a SUT off lockstep that offers
+        ``reset_prefix_cache()`` (vLLM's), reset: refused while a live request maps a block, accepted
+        otherwise, and then the next start reuses nothing."""
         if not self._both("release", req.rid).accepted:
             return req
         del self.requests[req.rid]
+        if (self.spec == "KVAllocation" and self.sut is not None and not getattr(self.sut, "lockstep", True)
+                and callable(getattr(self.sut, "reset_prefix_cache", None))):
+            self._reset_prefix_cache()
         return multiple()
+
+    def _reset_prefix_cache(self) -> None:
+        in_use = any(block for r in self.requests for table in self._tables(r) for block in table)
+        result = self.sut.reset_prefix_cache()  # type: ignore[union-attr]
+        self._count(f"reset_prefix_cache:{'ok' if result.accepted else result.rejection}")
+        if result.accepted == in_use:
+            raise ConformanceFailure(f"reset_prefix_cache() was {'accepted' if result.accepted else 'refused'} while "
+                                     f"live requests {'held' if in_use else 'held no'} blocks: it must be refused "
+                                     "exactly while a block is in use")
+        self.cache_reset = self.cache_reset or result.accepted
 
     def _fork(self, parent: Request) -> Request | None:
         child = self._free_id()
@@ -364,25 +379,6 @@ class AllocatorMachine(RuleBasedStateMachine):
             return multiple()
         self._append(child if child_appends else parent, token)
         return child
-
-    @precondition(lambda self: self.spec == "KVAllocation" and self.sut is not None
-                  and not getattr(self.sut, "lockstep", True))
-    @rule()
-    @counted_rule
-    def reset_prefix_cache(self) -> None:
-        """The SUT's optional ``reset_prefix_cache()`` (vLLM's; only off lockstep, since the reference keeps its
-        cache): refused while a live request maps a block, accepted otherwise, and then the next start reuses
-        nothing."""
-        if not self._supports("reset_prefix_cache"):
-            return
-        in_use = any(block for r in self.requests for table in self._tables(r) for block in table)
-        result = self.sut.reset_prefix_cache()  # type: ignore[union-attr]
-        self._count(f"reset_prefix_cache:{'ok' if result.accepted else result.rejection}")
-        if result.accepted == in_use:
-            raise ConformanceFailure(f"reset_prefix_cache() was {'accepted' if result.accepted else 'refused'} while "
-                                     f"live requests {'held' if in_use else 'held no'} blocks: it must be refused "
-                                     "exactly while a block is in use")
-        self.cache_reset = self.cache_reset or result.accepted
 
     @rule(kind=st.sampled_from(REFUSED), pick=st.integers(0, 7))
     @counted_rule

@@ -86,7 +86,7 @@ def test_allocator_rules_take_their_handles_from_bundles():
     the rules that make them fill it."""
     from kvexact.conformance.machines.allocator import AllocatorMachine
 
-    assert len(_rules(AllocatorMachine)) == 16, sorted(_rules(AllocatorMachine))
+    assert len(_rules(AllocatorMachine)) == 15, sorted(_rules(AllocatorMachine))
     drawn, filled = _bundle_use(AllocatorMachine)
     assert drawn == {("append", "req", "live"), ("append_with_injected_failure", "req", "live"),
                      ("release", "req", "live"), ("fork", "parent", "live"), ("fork_then_append", "parent", "live"),
