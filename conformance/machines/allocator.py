@@ -74,9 +74,6 @@ PROMPTS = st.one_of(st.integers(1, 7).map(lambda n: list(STREAM[:n])),
 # rejection names an adapter may use for one another: one that does not remember ended requests calls a
 # released id unknown
 SYNONYMS = {"REQUEST_ALREADY_ENDED": "UNKNOWN_REQUEST"}
-# operations the protocol must refuse by name (refused_operation)
-REFUSED = ("release_unknown", "fork_unknown", "fork_onto_self", "fork_onto_live", "start_duplicate",
-           "truncate_not_shorter")
 BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, lifted for traces
 
 
@@ -224,6 +221,8 @@ class AllocatorMachine(RuleBasedStateMachine):
             scope = "home"
         if scope not in ("home", "unauthorized"):  # a foreign lookup of the stream the home scope publishes
             prompt = list(STREAM[:stream_tokens])
+        if self.requests:  # a start under a live request's id is refused
+            self._refuse("start", min(self.requests), list(STREAM[:1]))
         return self._start(self._free_id(), prompt, scope)
 
     @precondition(lambda self: self.spec == "KVAllocation" and len(self.requests) < len(REQUEST_IDS)
@@ -338,6 +337,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         if not self._both("release", req.rid).accepted:
             return req
         del self.requests[req.rid]
+        self._refuse("release", req.rid)  # released: a second release is refused
         if (self.spec == "KVAllocation" and self.sut is not None and not getattr(self.sut, "lockstep", True)
                 and callable(getattr(self.sut, "reset_prefix_cache", None))):
             self._reset_prefix_cache()
@@ -354,6 +354,15 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.cache_reset = self.cache_reset or result.accepted
 
     def _fork(self, parent: Request) -> Request | None:
+        """Fork ``parent`` into the first free id, after the forks the protocol refuses: onto the parent itself,
+        onto another live request, and of an id no live request holds."""
+        others = sorted(r for r in self.requests if r != parent.rid)
+        free = [r for r in REQUEST_IDS if r not in self.requests]
+        self._refuse("fork", parent.rid, parent.rid)
+        if others:
+            self._refuse("fork", parent.rid, others[0])
+        if len(free) > 1:
+            self._refuse("fork", free[1], free[0])
         child = self._free_id()
         if not (self._supports("fork") and self._both("fork", parent.rid, child).accepted):
             return None
@@ -380,40 +389,24 @@ class AllocatorMachine(RuleBasedStateMachine):
         self._append(child if child_appends else parent, token)
         return child
 
-    @rule(kind=st.sampled_from(REFUSED), pick=st.integers(0, 7))
-    @counted_rule
-    def refused_operation(self, kind: str, pick: int) -> None:
-        """An operation the protocol refuses by name, changing nothing: a release or a fork of a request id no
-        live request holds, a fork onto the parent itself or onto a live request, a start under a live
-        request's id, a truncate that keeps every token. Both sides must refuse it (with the same name where
-        the adapter names it, in lockstep) and leave every live request's tables as they were."""
-        live = sorted(self.requests)
-        free = [r for r in REQUEST_IDS if r not in self.requests]
-        held = live[pick % len(live)] if live else None
-        call: tuple[Any, ...] | None = None
-        if kind == "release_unknown" and free:
-            call = ("release", free[0])
-        elif kind == "fork_unknown" and len(free) > 1 and self.spec == "CowPublication":
-            call = ("fork", free[0], free[1])
-        elif kind == "fork_onto_self" and held is not None and self.spec == "CowPublication":
-            call = ("fork", held, held)
-        elif kind == "fork_onto_live" and len(live) > 1 and self.spec == "CowPublication":
-            call = ("fork", held, live[(pick + 1) % len(live)])
-        elif kind == "start_duplicate" and held is not None:
-            call = ("start", held, list(STREAM[:1]))
-        elif kind == "truncate_not_shorter" and held is not None and self.spec == "KVAllocation":
-            call = ("truncate", held, len(self.requests[held].tokens))
-        if call is None or not self._supports(call[0]):
-            not_applicable(self, f"refused_operation:{kind}:not_applicable")
+    def _refuse(self, *call: Any) -> None:
+        """An operation the protocol refuses by name, sent alongside a rule (no draw of its own, so the
+        machine's draws stay as they were): both sides must refuse it (in lockstep, with the same name where
+        the adapter gives one) and every live request's tables must stay as they were."""
+        if call[0] not in ("start", "release") and not self._supports(call[0]):
             return
+        live = sorted(self.requests)
         before = {r: self._tables(r) for r in live}
         result = self._both(*call)
         if result.accepted:
-            raise ConformanceFailure(f"{call[0]}{call[1:]} ({kind.replace('_', ' ')}) was accepted; it must be refused")
+            raise ConformanceFailure(f"{call[0]}{call[1:]} was accepted; the protocol refuses it (an id no live "
+                                     "request holds, a fork onto itself or a live request, a start under a live id, "
+                                     "a truncate keeping every token)")
         changed = [r for r in live if self._tables(r) != before[r]]
         if changed:
             raise ConformanceFailure(f"{call[0]}{call[1:]} was refused ({result.rejection}) but changed the tables of "
                                      f"{changed}")
+        self._count(f"refused:{call[0]}")
 
     @precondition(lambda self: self.spec == "KVAllocation" and self._any(Request.truncatable))
     @rule(req=live.filter(Request.truncatable), keep_blocks=st.integers(0, MAX_TOKENS),
@@ -426,6 +419,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         p = self.config.block_tokens
         keep = p * (1 + keep_blocks % ((len(req.tokens) - 1) // p)) - rows_dropped % p
         if self._supports("truncate"):
+            self._refuse("truncate", req.rid, len(req.tokens))  # keeping every token is refused
             self._truncate(req, keep)
 
     def _truncate(self, req: Request, keep: int) -> bool:

@@ -57,7 +57,7 @@ from kvexact.reference.rejections import Rejected
 POOL_SLOTS = 16
 FIRST_SLOT = 1  # slot ids 1..POOL_SLOTS, as SGLang numbers them (its slot 0 is padding)
 MAX_LIVE = 4
-PROBES = ("whole", "one_short", "last_changed", "inside_edge")  # how probe_cached_path leaves a cached path
+PROBES = ("whole", "one_short", "last_changed", "inside_edge")  # how a probe leaves a cached path
 ALPHABET = (1, 2, 3)
 TOLERANCE = 2e-4
 
@@ -86,6 +86,7 @@ class RadixMachine(RuleBasedStateMachine):
             self.device = DevicePool([range(first + POOL_SLOTS)], block_tokens=1)
         self.live: dict[str, tuple[list[int], list[int]]] = {}  # request -> (tokens, slots)
         self.next_id = 0
+        self.probes = 0  # probes sent after finishes (their variant and cut rotate with it)
         self._count("examples")
 
     @property
@@ -268,38 +269,29 @@ class RadixMachine(RuleBasedStateMachine):
         rid = self.admit_prompt(prompt)
         return multiple() if rid is None else rid
 
-    @precondition(lambda self: len(self.live) < MAX_LIVE and len(self.state.nodes) > 1)
-    @rule(target=requests, pick=st.integers(0, 63), variant=st.sampled_from(PROBES), cut=st.integers(0, 7))
-    @counted_rule
-    def probe_cached_path(self, pick: int, variant: str, cut: int) -> Any:
-        """Admit a prompt that ends where a walk that matches too far would go wrong (0x08B): a
-        cached path itself (the logits cap stops the match one token before the path's end), the path one
-        token short, the path with its last token changed, or the path cut inside its last edge and continued
-        with a token the edge does not hold. Paths whose last edge holds several tokens are preferred. The
-        match length and slots are compared as in ``admit``, so a walk that over-matches into an edge is
-        forced out rather than left to chance. The request stays live (it joins ``requests``), holding its
-        lock on the cached path it matched."""
-        nodes = [n for i, n in sorted(self.state.nodes.items()) if i != radix.ROOT]
-        long_edges = [n for n in nodes if len(n.token_ids) > 1]
-        node = (long_edges or nodes)[pick % len(long_edges or nodes)]
-        return self._probe(list(self.state.path_tokens(node.node_id)), len(node.token_ids), variant, cut)
-
-    def _probe(self, path: list[int], edge: int, variant: str, cut: int) -> Any:
-        """Admit the probe ``variant`` of a cached ``path`` whose last edge holds ``edge`` tokens (see
-        ``probe_cached_path``); the admitted id joins ``requests``."""
+    def _probe(self, path: list[int]) -> None:
+        """Admit, then cancel, a prompt that ends where a walk that matches too far would go wrong (0x08B), made
+        from a ``path`` just cached: the path itself (the logits cap stops the match one token before its end),
+        the path one token short, its last token changed, or the path cut inside and continued with a token it
+        does not hold. The variant and the cut rotate with each probe, so no draw is added to the machine's.
+        The match length and slots are compared as in ``admit``, so an over-matching walk is forced out."""
+        variant = PROBES[self.probes % len(PROBES)]
+        cut = 1 + (self.probes // len(PROBES)) % max(1, len(path) - 1)
+        self.probes += 1
         if variant == "whole":
             prompt = path
         elif variant == "one_short":
             prompt = path[:-1]
         else:
-            keep = len(path) - 1 if variant == "last_changed" or edge == 1 else len(path) - edge + 1 + cut % (edge - 1)
+            keep = len(path) - 1 if variant == "last_changed" or len(path) < 2 else cut
             prompt = path[:keep] + [next(a for a in ALPHABET if a != path[keep])]
-        if not prompt:
-            self._count(f"probe:{variant}:empty")
-            return multiple()
+        if not prompt or len(self.live) >= MAX_LIVE:
+            self._count(f"probe:{variant}:skipped")
+            return
         rid = self.admit_prompt(prompt)
         self._count(f"probe:{variant}:{'admitted' if rid is not None else 'pool_exhausted'}")
-        return multiple() if rid is None else rid
+        if rid is not None:
+            self.cancel_request(rid)
 
     def admit_prompt(self, prompt: list[int]) -> str | None:
         """Admit ``prompt`` as a new request on the SUT (compared with the reference) or the reference: its id,
@@ -363,7 +355,10 @@ class RadixMachine(RuleBasedStateMachine):
     @rule(rid=consumes(requests))
     @counted_rule
     def finish(self, rid: str) -> None:
+        """Finish the request (its path is cached), then probe the path (``_probe``)."""
+        tokens = list(self.live[rid][0])
         self.finish_request(rid)
+        self._probe(tokens)
 
     def finish_request(self, rid: str) -> None:
         """Cache the live request's path (duplicates freed, lock dropped), on the SUT and the reference."""

@@ -86,7 +86,7 @@ def test_allocator_rules_take_their_handles_from_bundles():
     the rules that make them fill it."""
     from kvexact.conformance.machines.allocator import AllocatorMachine
 
-    assert len(_rules(AllocatorMachine)) == 15, sorted(_rules(AllocatorMachine))
+    assert len(_rules(AllocatorMachine)) == 14, sorted(_rules(AllocatorMachine))
     drawn, filled = _bundle_use(AllocatorMachine)
     assert drawn == {("append", "req", "live"), ("append_with_injected_failure", "req", "live"),
                      ("release", "req", "live"), ("fork", "parent", "live"), ("fork_then_append", "parent", "live"),
@@ -104,8 +104,7 @@ def test_radix_and_vmm_rules_take_their_handles_from_bundles():
     from kvexact.conformance.machines.vmm import VmmMachine
 
     assert _bundle_use(RadixMachine) == ({("decode", "rid", "requests"), ("finish", "rid", "requests"),
-                                          ("cancel", "rid", "requests")},
-                                         {("admit", "requests"), ("probe_cached_path", "requests")})
+                                          ("cancel", "rid", "requests")}, {("admit", "requests")})
     assert _bundle_use(VmmMachine) == ({("grow", "slot", "live"), ("free", "slot", "live"),
                                         ("reclaim", "slot", "retained")}, {("alloc", "live"), ("free", "retained")})
     assert set(_rules(VmmMachine)["alloc"].arguments) == {"pick"}
