@@ -148,7 +148,6 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.sut_delayed_writer: tuple[int, int, int] | None = None  # (group, block, generation) in the SUT
         self._projection_model: Any = None  # the spec's checker model, for the per-step invariants
         self.observer = Observer()  # the target's observe() (queues, COW steps), when it has one
-        self.cache_reset = False  # the SUT's reset_prefix_cache() was accepted and nothing was started since
         self._count("examples")
 
     # ---- helpers -------------------------------------------------------------------------------------
@@ -248,10 +247,6 @@ class AllocatorMachine(RuleBasedStateMachine):
         if not result.accepted:
             return multiple()
         self._check_hit(rid, prompt, result.hit_tokens)
-        if self.cache_reset and result.hit_tokens:
-            raise ConformanceFailure(f"start({rid}, {prompt}): {self.target.name} reused {result.hit_tokens} cached "
-                                     "tokens right after reset_prefix_cache() forgot every cached prefix")
-        self.cache_reset = False
         if self.sut is not None and getattr(self.sut, "caches_at_allocation", False) and result.hit_tokens < floor:
             raise ConformanceFailure(f"start({rid}, {prompt}): {self.sut.name} reused {result.hit_tokens} cached tokens, "
                                      f"but live requests map full blocks holding its first {floor} tokens; a runtime "
@@ -331,27 +326,39 @@ class AllocatorMachine(RuleBasedStateMachine):
     @rule(target=live, req=consumes(live))
     @counted_rule
     def release(self, req: Request) -> Any:
-        """Release the request; a refused release keeps it in ``live``. Then, on a SUT off lockstep that offers
-        ``reset_prefix_cache()`` (vLLM's), reset: refused while a live request maps a block, accepted
-        otherwise, and then the next start reuses nothing."""
+        """Release the request; a refused release keeps it in ``live``."""
         if not self._both("release", req.rid).accepted:
             return req
         del self.requests[req.rid]
         self._refuse("release", req.rid)  # released: a second release is refused
-        if (self.spec == "KVAllocation" and self.sut is not None and not getattr(self.sut, "lockstep", True)
-                and callable(getattr(self.sut, "reset_prefix_cache", None))):
-            self._reset_prefix_cache()
         return multiple()
 
-    def _reset_prefix_cache(self) -> None:
-        in_use = any(block for r in self.requests for table in self._tables(r) for block in table)
-        result = self.sut.reset_prefix_cache()  # type: ignore[union-attr]
-        self._count(f"reset_prefix_cache:{'ok' if result.accepted else result.rejection}")
-        if result.accepted == in_use:
-            raise ConformanceFailure(f"reset_prefix_cache() was {'accepted' if result.accepted else 'refused'} while "
-                                     f"live requests {'held' if in_use else 'held no'} blocks: it must be refused "
-                                     "exactly while a block is in use")
-        self.cache_reset = self.cache_reset or result.accepted
+    def _reset_at_the_end(self) -> None:
+        """At the end of an example, on a SUT off lockstep that offers ``reset_prefix_cache()`` (vLLM's): a reset
+        is refused while a live request maps a block; with every request released it is accepted, and a start
+        of the canonical stream then reuses nothing. Run after the steps, so it changes none of them."""
+        sut = self.sut
+        if (self.spec != "KVAllocation" or sut is None or getattr(sut, "lockstep", True)
+                or not callable(getattr(sut, "reset_prefix_cache", None))):
+            return
+        for rid in [None, *sorted(self.requests)]:  # first with the live requests, then after releasing them
+            if rid is not None:
+                sut.release(rid)
+                del self.requests[rid]
+            in_use = any(block for r in self.requests for table in self._tables(r) for block in table)
+            result = sut.reset_prefix_cache()
+            self._count(f"reset_prefix_cache:{'ok' if result.accepted else result.rejection}")
+            if result.accepted == in_use:
+                raise ConformanceFailure(f"reset_prefix_cache() was {'accepted' if result.accepted else 'refused'} "
+                                         f"while live requests {'held' if in_use else 'held no'} blocks: it must be "
+                                         "refused exactly while a block is in use")
+            if result.accepted:
+                break
+        probe = sut.start(REQUEST_IDS[0], list(STREAM[:7]))
+        if probe.accepted and probe.hit_tokens:
+            raise ConformanceFailure(f"start({REQUEST_IDS[0]}, {list(STREAM[:7])}): {sut.name} reused "
+                                     f"{probe.hit_tokens} cached tokens right after reset_prefix_cache() forgot every "
+                                     "cached prefix")
 
     def _fork(self, parent: Request) -> Request | None:
         """Fork ``parent`` into the first free id, after the forks the protocol refuses: onto the parent itself,
@@ -660,6 +667,8 @@ class AllocatorMachine(RuleBasedStateMachine):
         first: BaseException | None = failing
         try:
             self.check_attention()
+            if failing is None:
+                self._reset_at_the_end()
         except BaseException as exc:  # still validate (and write) the trace, then report the first failure
             first = first or exc
         finish_trace(self.adapter_trace, first is not None, self._observe)
