@@ -332,10 +332,14 @@ def run_killer(name: str) -> tuple[bool, str]:
 
 
 def measure_check(name: str) -> dict[str, Any]:
-    """Run one killer under coverage.py (in this fresh process, so import-time lines count):
-    ``{"seconds", "passed", "lines": {module: [line, ...]}}``."""
+    """Run one killer under coverage.py (in this fresh process, so import-time lines count; adapter runs are not
+    forked here, so their lines count too): ``{"seconds", "passed", "lines": {module: [line, ...]}}``."""
     import coverage
 
+    from kvexact.conformance import runner
+
+    # an adapter's machine run is forked by default, and coverage.py records only this process: run it here
+    runner.isolation = lambda: None  # type: ignore[assignment]
     cov = coverage.Coverage(data_file=None, source=[str(d) for d in root_dirs().values()])
     start = time.perf_counter()
     cov.start()
