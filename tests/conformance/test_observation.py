@@ -5,11 +5,10 @@ with the runtime's own self-check switched off."""
 
 from __future__ import annotations
 
-import types
-
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
+from planting import planted_module
 
 from kvexact.conformance import simple_runtime
 from kvexact.conformance.machines import ConformanceFailure
@@ -96,15 +95,6 @@ def test_an_observation_that_is_not_a_dict_is_refused_by_name():
 
 
 # ---- planted bugs, caught by the machines ---------------------------------------------------------------
-def _planted_module(module: types.ModuleType, original: str, mutated: str) -> types.ModuleType:
-    """A copy of ``module`` with one single-point edit of its source (the text must occur exactly once)."""
-    source = open(module.__file__, encoding="utf-8").read()  # type: ignore[arg-type]
-    assert source.count(original) == 1, original
-    planted = types.ModuleType(module.__name__ + "_planted")
-    exec(compile(source.replace(original, mutated), module.__file__, "exec"), planted.__dict__)  # type: ignore[arg-type]
-    return planted
-
-
 def _fails_with(machine, problem: ObservationProblem) -> str:
     with pytest.raises(ConformanceFailure) as err:
         run_state_machine_as_test(machine, settings=RUN)
@@ -122,7 +112,7 @@ def test_correct_adapters_keep_their_observation_promises(spec):
 
 def test_example_runtime_publishing_a_cow_copy_before_validating_it_is_caught(monkeypatch):
     """The example runtime maps the COW destination in the request's table before it validates the copy."""
-    planted = _planted_module(
+    planted = planted_module(
         simple_runtime,
         '                self.cow_log.append(("validate", g, new))  # ... checks the copy is whole\n'
         '                table[-1] = new  # ... and only then publishes it in the request\'s table\n'
@@ -250,7 +240,7 @@ def test_reference_adapter_prefix_hit_over_the_whole_prompt_is_caught():
     every hit to 0x07A's chain (whole blocks, at most the prompt length minus one)."""
     from kvexact.reference import adapters
 
-    planted = _planted_module(adapters, "for j in range((len(prompt) - 1) // p):", "for j in range(len(prompt) // p):")
+    planted = planted_module(adapters, "for j in range((len(prompt) - 1) // p):", "for j in range(len(prompt) // p):")
     machine = machine_class("KVAllocation", sut_factory=planted.reference_factory, check_kernels=False,
                             validate_trace=False)
     with pytest.raises(ConformanceFailure) as err:

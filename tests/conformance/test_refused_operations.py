@@ -4,11 +4,10 @@ live id, a truncate that keeps every token) must be refused by both sides, chang
 
 from __future__ import annotations
 
-import types
-
 import pytest
 from hypothesis import settings
 from hypothesis.stateful import run_state_machine_as_test
+from planting import planted_module
 
 from kvexact.conformance import simple_runtime
 from kvexact.conformance.machines import ConformanceFailure
@@ -17,14 +16,6 @@ from kvexact.conformance.runner import machine_settings
 from kvexact.reference.adapters import AdapterConfig, ReferenceAdapter, reference_factory
 
 RUN = settings(machine_settings("ci", shrink=False), max_examples=25, stateful_step_count=30)
-
-
-def _planted(module: types.ModuleType, original: str, mutated: str) -> types.ModuleType:
-    source = open(module.__file__, encoding="utf-8").read()  # type: ignore[arg-type]
-    assert source.count(original) == 1, original
-    planted = types.ModuleType(module.__name__ + "_planted")
-    exec(compile(source.replace(original, mutated), module.__file__, "exec"), planted.__dict__)  # type: ignore[arg-type]
-    return planted
 
 
 def test_reference_adapter_refuses_a_start_under_a_live_id_and_changes_nothing():
@@ -58,7 +49,7 @@ def test_correct_adapters_refuse_what_the_protocol_refuses(spec, factory):
      "CowPublication", "reference's FORK_ONTO_SELF"),
 ])
 def test_an_adapter_that_accepts_a_refused_operation_is_caught(original, mutated, spec, caught_as):
-    planted = _planted(simple_runtime, original, mutated)
+    planted = planted_module(simple_runtime, original, mutated)
     machine = machine_class(spec, sut_factory=planted.simple_runtime, check_kernels=False, validate_trace=False)
     with pytest.raises(ConformanceFailure) as err:
         run_state_machine_as_test(machine, settings=RUN)

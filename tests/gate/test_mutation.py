@@ -301,3 +301,22 @@ def test_the_sources_digest_covers_the_gate_checks_too(monkeypatch, tmp_path):
     assert mu.sources_digest() == before
     (fake / "reference_check.py").write_text((fake / "reference_check.py").read_text() + "\n# a new case\n")
     assert mu.sources_digest() != before
+
+
+@pytest.mark.slow
+def test_the_coverage_map_sees_the_code_behind_an_adapter(tmp_path):
+    """An adapter's machine runs are forked by default; the coverage map must still record their lines (before,
+    the vLLM profile's own module looked unexecuted, so its mutants counted as not executed)."""
+    target = tmp_path / "cov.json"
+    done = subprocess.run([sys.executable, "-m", "kvexact.gate.mutation", "--measure", "adapter-vllm-profile",
+                           str(target)], capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    import json
+
+    from kvexact.reference.peers import vllm_protocol
+
+    measured = json.loads(target.read_text())
+    assert measured["passed"]
+    source = Path(vllm_protocol.__file__).read_text().splitlines()
+    in_a_method = 1 + next(i for i, line in enumerate(source) if "manager = VllmKVCacheManager.create(" in line)
+    assert in_a_method in measured["lines"].get("reference.peers.vllm_protocol", []), in_a_method
