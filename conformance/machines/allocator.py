@@ -78,7 +78,7 @@ BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, li
 
 
 def _same_name(rejection: str | None) -> str | None:
-    return SYNONYMS.get(rejection, rejection) if rejection is not None else None
+    return SYNONYMS.get(rejection or "", rejection)
 
 
 def spec_constants(spec: str, config: AdapterConfig) -> dict[str, Any]:
@@ -239,7 +239,6 @@ class AllocatorMachine(RuleBasedStateMachine):
                            scope if self.sut is None else "home")
 
     def _start(self, rid: str, prompt: list[int], scope: str) -> Any:
-        floor = self._mapped_prefix(prompt)
         if scope == "home":
             result = self._both("start", rid, prompt)
         else:
@@ -247,7 +246,8 @@ class AllocatorMachine(RuleBasedStateMachine):
         if not result.accepted:
             return multiple()
         self._check_hit(rid, prompt, result.hit_tokens)
-        if self.sut is not None and getattr(self.sut, "caches_at_allocation", False) and result.hit_tokens < floor:
+        floor = self._mapped_prefix(prompt) if getattr(self.sut, "caches_at_allocation", False) else 0
+        if self.sut is not None and result.hit_tokens < floor:
             raise ConformanceFailure(f"start({rid}, {prompt}): {self.sut.name} reused {result.hit_tokens} cached tokens, "
                                      f"but live requests map full blocks holding its first {floor} tokens; a runtime "
                                      "that caches every full block at allocation must hit on them (0x07A: "
