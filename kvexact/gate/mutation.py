@@ -336,14 +336,14 @@ def measure_check(name: str) -> dict[str, Any]:
     forked here, so their lines count too): ``{"seconds", "passed", "lines": {module: [line, ...]}}``."""
     import coverage
 
-    from kvexact.conformance import runner
-
-    # an adapter's machine run is forked by default, and coverage.py records only this process: run it here
-    runner.isolation = lambda: None  # type: ignore[assignment]
     cov = coverage.Coverage(data_file=None, source=[str(d) for d in root_dirs().values()])
     start = time.perf_counter()
-    cov.start()
+    cov.start()  # before the first import of the code under test, so its import-time lines count
     try:
+        from kvexact.conformance import runner
+
+        # an adapter's machine run is forked by default, and coverage.py records only this process: run it here
+        runner.isolation = lambda: None  # type: ignore[assignment]
         passed, _said = run_killer(name)
     finally:
         cov.stop()

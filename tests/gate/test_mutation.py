@@ -320,3 +320,10 @@ def test_the_coverage_map_sees_the_code_behind_an_adapter(tmp_path):
     source = Path(vllm_protocol.__file__).read_text().splitlines()
     in_a_method = 1 + next(i for i, line in enumerate(source) if "manager = VllmKVCacheManager.create(" in line)
     assert in_a_method in measured["lines"].get("reference.peers.vllm_protocol", []), in_a_method
+    # and the lines run at import time (a module constant the protocol check reads): the code under test is
+    # imported only once coverage is on
+    from kvexact.reference import adapters
+
+    source = Path(adapters.__file__).read_text().splitlines()
+    at_import = 1 + next(i for i, line in enumerate(source) if line.startswith("REQUIRED_METHODS = "))
+    assert at_import in measured["lines"].get("reference.adapters", []), at_import
