@@ -22,6 +22,8 @@ from kvexact.reference.adapters import AdapterError, AdapterProblem, check_metho
 # method -> how many positional arguments the Radix machine passes it
 INDEX_METHODS = {"admit": 2, "extend": 2, "finish": 1, "cancel": 1, "evict": 1, "slot_ids": 1, "free_slot_ids": 0,
                  "self_check": 0}
+# optional: ``cache_sizes() -> (evictable_tokens, protected_tokens)``, SGLang's evictable_size() and protected_size()
+INDEX_OPTIONAL_METHODS = {"cache_sizes": 0}
 
 
 @attrs.frozen
@@ -62,13 +64,15 @@ class PrefixIndex(Protocol):
         """The request's row: the slot holding each of its tokens' K/V."""
     def free_slot_ids(self) -> Collection[int]: ...
     def self_check(self) -> None: ...
+    # optional: def cache_sizes(self) -> tuple[int, int]: the cached tokens no request locks (evictable) and
+    # those some request locks (protected); the machine holds them to the normative index's after every step
 
 
 
 
 def check_index(adapter: Any) -> None:
     """Reject an object that is not a prefix index, naming the first missing or ill-formed method."""
-    check_methods(adapter, "prefix-index", INDEX_METHODS, {})
+    check_methods(adapter, "prefix-index", INDEX_METHODS, INDEX_OPTIONAL_METHODS)
     if not isinstance(getattr(adapter, "config", None), IndexConfig):
         raise AdapterError(AdapterProblem.MISSING_METHOD,
                            f"prefix-index adapter {type(adapter).__name__} has no IndexConfig 'config'")
@@ -130,6 +134,9 @@ class RadixIndex:
 
     def self_check(self) -> None:
         radix.check_state(self.state)
+
+    def cache_sizes(self) -> tuple[int, int]:
+        return radix.cache_sizes(self.state)
 
 
 def radix_factory(config: IndexConfig) -> RadixIndex:

@@ -268,6 +268,14 @@ def handoff_fields_sha256(receipt: RadixSchedulerHandoffReceipt) -> str:
 
 
 # validation --------------------------------------------------------------------------------------
+def cache_sizes(state: RadixState) -> tuple[int, int]:
+    """``(evictable, protected)``: the cached tokens on edges no request locks, and on edges some request locks
+    (SGLang's ``evictable_size()`` and ``protected_size()``; together, every token the tree holds)."""
+    edges = [n for n in state.nodes.values() if n.node_id != ROOT]
+    return (sum(len(n.token_ids) for n in edges if n.lock_ref == 0),
+            sum(len(n.token_ids) for n in edges if n.lock_ref > 0))
+
+
 def _ints(name: str, values: Sequence[int]) -> tuple[int, ...]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise _reject(RadixRejection.MALFORMED_INPUT, f"{name} must be a sequence of ints, got {values!r}")

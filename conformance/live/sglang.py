@@ -167,6 +167,10 @@ class LiveSGLangAdapter:
     def sizes(self) -> tuple[int, int, int]:
         return self.cache.total_size(), self.cache.evictable_size(), self.cache.protected_size()
 
+    def cache_sizes(self) -> tuple[int, int]:
+        """SGLang's own counters, held by the Radix machine to the normative tree's (evictable, protected)."""
+        return self.cache.evictable_size(), self.cache.protected_size()
+
     def self_check(self) -> None:
         """I1 (evictable + protected == total) and the slot partition: tree + rows' private + free."""
         total, evictable, protected = self.sizes()

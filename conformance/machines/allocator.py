@@ -105,6 +105,7 @@ class Request:
     rid: str
     tokens: list[int]
     block_tokens: int
+    published_blocks: int = 0  # full blocks an accepted cache() of this request published (and it still maps)
 
     def growable(self) -> bool:
         return len(self.tokens) < MAX_TOKENS - 1
@@ -246,22 +247,31 @@ class AllocatorMachine(RuleBasedStateMachine):
         if not result.accepted:
             return multiple()
         self._check_hit(rid, prompt, result.hit_tokens)
-        floor = self._mapped_prefix(prompt) if getattr(self.sut, "caches_at_allocation", False) else 0
+        floor = self._mapped_prefix(prompt)
         if self.sut is not None and result.hit_tokens < floor:
             raise ConformanceFailure(f"start({rid}, {prompt}): {self.sut.name} reused {result.hit_tokens} cached tokens, "
-                                     f"but live requests map full blocks holding its first {floor} tokens; a runtime "
-                                     "that caches every full block at allocation must hit on them (0x07A: "
-                                     "S_runtime falls short of S_indexed)")
+                                     f"but live requests map cached full blocks holding its first {floor} tokens "
+                                     "(cached at allocation, or published by an accepted cache()); a runtime that "
+                                     "keeps such blocks cached must hit on them (0x07A: S_runtime falls short of "
+                                     "S_indexed)")
         self.requests[rid] = Request(rid, list(prompt), self.config.block_tokens)
         mirror_step(self.device, result.copies, self._tables(rid), prompt, result.hit_tokens)
         self._count(f"hit_tokens={result.hit_tokens}")
         return self.requests[rid]
 
     def _mapped_prefix(self, prompt: list[int]) -> int:
-        """Tokens of ``prompt`` (whole blocks, at most all but its last token) that full blocks of live requests
-        hold: a runtime that caches every full block when it allocates it can never have evicted them."""
+        """Tokens of ``prompt`` (whole blocks, at most all but its last token) that cached full blocks of live
+        requests hold, which the runtime can never have evicted: every full block for a SUT that declares
+        ``caches_at_allocation``, the blocks an accepted ``cache()`` published for one that declares
+        ``keeps_published_blocks``, none otherwise (and for the reference)."""
         p = self.config.block_tokens
-        held = {tuple(q.tokens[: (j + 1) * p]) for q in self.requests.values() for j in range(len(q.tokens) // p)}
+        if getattr(self.sut, "caches_at_allocation", False):
+            cached = {q.rid: len(q.tokens) // p for q in self.requests.values()}
+        elif getattr(self.sut, "keeps_published_blocks", False):
+            cached = {q.rid: q.published_blocks for q in self.requests.values()}
+        else:
+            return 0
+        held = {tuple(q.tokens[: (j + 1) * p]) for q in self.requests.values() for j in range(cached[q.rid])}
         blocks = 0
         while blocks < (len(prompt) - 1) // p and tuple(prompt[: (blocks + 1) * p]) in held:
             blocks += 1
@@ -434,6 +444,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         if not self._both("truncate", req.rid, keep).accepted:
             return False
         del req.tokens[keep:]
+        req.published_blocks = min(req.published_blocks, keep // self.config.block_tokens)
         if keep % self.config.block_tokens:
             self._count("truncate:partial_tail")
         if self.ref.delayed_writer is not None and self.ref.delayed_writer != writer_before:
@@ -462,7 +473,8 @@ class AllocatorMachine(RuleBasedStateMachine):
         if not self._supports("cache"):
             return multiple()
         keyed = set(self.ref.keys)
-        self._both("cache", req.rid)
+        if self._both("cache", req.rid).accepted:
+            req.published_blocks = len(req.tokens) // self.config.block_tokens
         new = multiple(*sorted(set(self.ref.keys) - keyed))
         cached = self._cached_blocks(req.rid)
         if not cached:
@@ -496,8 +508,8 @@ class AllocatorMachine(RuleBasedStateMachine):
     def cache(self, req: Request) -> Any:
         """Publish the request's full blocks; the prefixes newly keyed join ``published``."""
         before = set(self.ref.keys)
-        if self._supports("cache"):
-            self._both("cache", req.rid)
+        if self._supports("cache") and self._both("cache", req.rid).accepted:
+            req.published_blocks = len(req.tokens) // self.config.block_tokens
         return multiple(*sorted(set(self.ref.keys) - before))
 
     @precondition(lambda self: self.spec == "KVAllocation")

@@ -465,6 +465,12 @@ class RadixMachine(RuleBasedStateMachine):
         if theirs != self._free_pages_slots():
             raise ConformanceFailure(f"{self.sut.name} free slots {theirs} != the reference's "
                                      f"{self._free_pages_slots()}")
+        sizes = getattr(self.sut, "cache_sizes", None)  # optional: the tree's evictable and protected tokens
+        if sizes is not None:
+            got, expected = tuple(int(n) for n in sizes()), radix.cache_sizes(self.state)
+            if got != expected:
+                raise ConformanceFailure(f"{self.sut.name} cache_sizes() (evictable, protected) = {got}; the "
+                                         f"reference's tree holds {expected} (I2, 0x08D)")
 
     @invariant()
     def sut_rows_match(self) -> None:

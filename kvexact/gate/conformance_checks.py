@@ -15,6 +15,7 @@ SIMPLE_ADAPTER = "kvexact.conformance.simple_runtime:simple_runtime"
 REFERENCE_ADAPTER = "kvexact.reference.adapters:reference_factory"
 SGLANG_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:sglang_factory"
 VLLM_ADAPTER = "kvexact.reference.peers.vllm_protocol:vllm_factory"
+VLLM_DELAYED_ADAPTER = "kvexact.reference.peers.vllm_protocol:vllm_delayed_caching_factory"
 FAULTY_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:faulty_unlocked_prefix"
 VLLM_HYBRID_ADAPTER = "kvexact.reference.peers.vllm_hybrid_cache:vllm_hybrid_factory"
 FAULTY_HYBRID_ADAPTER = "kvexact.conformance.faulty_hybrid:faulty_one_group"
@@ -145,6 +146,12 @@ def vllm_profile_adapter(ctx: GateContext) -> CheckResult:
     return _adapter_passes(ctx, VLLM_ADAPTER)
 
 
+def vllm_delayed_caching_adapter(ctx: GateContext) -> CheckResult:
+    """The vLLM profile with delayed caching (``delay_cache_blocks``: blocks cached only by ``cache()``) in the
+    allocator machines: it must pass."""
+    return _adapter_passes(ctx, VLLM_DELAYED_ADAPTER)
+
+
 def faulty_adapter_caught(ctx: GateContext) -> CheckResult:
     """The deliberately faulty allocator (no copy-on-write) must be caught by the COW machine."""
     return _mutant_caught(ctx, "CowPublication", FAULTY_ADAPTER)
@@ -197,6 +204,8 @@ CHECKS = [
               "system under test", reference_adapter, level="full"),
     GateCheck("adapter-vllm-profile", "conformance", "the vLLM profile passes the allocator machines",
               vllm_profile_adapter, level="full"),
+    GateCheck("adapter-vllm-delayed-caching", "conformance", "the vLLM profile with delayed caching (blocks "
+              "cached by cache() only) passes the allocator machines", vllm_delayed_caching_adapter, level="full"),
     GateCheck("adapter-faulty-caught", "conformance", "the faulty no-COW adapter is caught",
               faulty_adapter_caught),
     GateCheck("adapter-sglang-index", "conformance", "the SGLang profile passes the Radix machine in lockstep",

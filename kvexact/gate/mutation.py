@@ -48,8 +48,8 @@ DEFAULT_KILLERS = ("golden", "kernels-differential")
 ADAPTER_MODULES = ("conformance.simple_runtime", "reference.adapters", "reference.peers.vllm_protocol",
                    "reference.peers.vllm", "reference.peers.vllm_pool", "reference.peers.sglang_protocol",
                    "reference.peers.sglang", "reference.peers.sglang_adapter")
-ADAPTER_KILLERS = ("adapter-sglang-index", "adapter-vllm-profile", "adapter-simple-runtime", "adapter-reference",
-                   "machines")
+ADAPTER_KILLERS = ("adapter-sglang-index", "adapter-vllm-profile", "adapter-vllm-delayed-caching",
+                   "adapter-simple-runtime", "adapter-reference", "machines")
 TARGETS = {"reference": (DEFAULT_MODULES, DEFAULT_KILLERS), "adapter": (ADAPTER_MODULES, ADAPTER_KILLERS)}
 
 

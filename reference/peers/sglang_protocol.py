@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from kvexact.reference.index import IndexConfig
-from kvexact.reference.peers.sglang import release_kv_cache
+from kvexact.reference.peers.sglang import PoolAccounting, pool_accounting, release_kv_cache
 from kvexact.reference.peers.sglang_adapter import SGLangAdapter
 
 
@@ -79,11 +79,25 @@ class SGLangIndexAdapter:
         return self.sglang.partition().free_slot_ids
 
     def self_check(self) -> None:
-        """SGLang's own invariants (§5): edge shapes, the evictable-leaf set, I1, and the slot partition."""
+        """SGLang's own invariants (§5): edge shapes, the evictable-leaf set, I1, the slot partition and, at page
+        size 1 (where a slot is a token), I2's accounting of the pool."""
         self.sglang.cache.check_invariants()
         p = self.sglang.partition()
         if not (p.partition_holds and p.i1_holds):
             raise AssertionError(f"SGLang profile: slot partition or I1 broken: {p}")
+        if self.config.page_size == 1:
+            accounting = self._accounting()
+            if not accounting.holds:
+                raise AssertionError(f"SGLang profile: I2 broken: {accounting}")
+
+    def _accounting(self) -> PoolAccounting:
+        running = [r for r in self.sglang.requests.values() if r.req_pool_idx is not None]
+        return pool_accounting(self.sglang.cache, self.sglang.allocator, self.config.pool_slots, running)
+
+    def cache_sizes(self) -> tuple[int, int]:
+        """SGLang's ``evictable_size()`` and ``protected_size()``: the tree's unlocked and locked tokens."""
+        accounting = self._accounting()
+        return accounting.evictable_slots, accounting.protected_slots
 
 
 class UnlockedPrefixAdapter(SGLangIndexAdapter):

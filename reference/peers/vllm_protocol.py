@@ -30,6 +30,7 @@ class VllmProtocolAdapter(VllmGroups):
 
     name = "vllm-0.33.0"
     caches_at_allocation = True  # every full block is cached when allocated: the machines check hits against it
+    delay_cache_blocks = False  # P/D disaggregation's setting: allocate without caching, cache_blocks() later
 
     def __init__(self, config: AdapterConfig):
         super().__init__(config)
@@ -50,7 +51,8 @@ class VllmProtocolAdapter(VllmGroups):
         for manager in self.managers:
             hit = manager.get_computed_blocks(request)
             manager, receipt = manager.allocate_slots(request, request.num_tokens - hit.num_computed_tokens,
-                                                      hit.num_computed_tokens, hit.block_ids)
+                                                      hit.num_computed_tokens, hit.block_ids,
+                                                      delay_cache_blocks=self.delay_cache_blocks)
             if receipt.block_ids is None:
                 return None
             successors.append(manager)
@@ -64,7 +66,7 @@ class VllmProtocolAdapter(VllmGroups):
         grown = self.requests[request_id].append_output(self.managers[0].hasher, [token])
         successors = []
         for manager in self.managers:
-            manager, receipt = manager.allocate_slots(grown, 1)
+            manager, receipt = manager.allocate_slots(grown, 1, delay_cache_blocks=self.delay_cache_blocks)
             if receipt.block_ids is None:
                 return False
             successors.append(manager)
@@ -112,6 +114,29 @@ class VllmProtocolAdapter(VllmGroups):
         return hashlib.sha256(text.encode()).hexdigest()
 
 
+class DelayedCachingAdapter(VllmProtocolAdapter):
+    """vLLM with ``delay_cache_blocks`` (prefill/decode disaggregation): a block is cached only when ``cache()``
+    calls ``cache_blocks`` with the request's computed tokens, so a prefix hit needs a ``cache()`` first."""
+
+    name = "vllm-0.33.0-delayed-caching"
+    caches_at_allocation = False
+    keeps_published_blocks = True  # a block cache() cached stays findable while a live request maps it
+    delay_cache_blocks = True
+
+    def cache(self, request_id: str) -> OpResult:
+        """``cache_blocks(request, num_computed_tokens)`` in every group: every full computed block is cached."""
+        if not self.holds(request_id):
+            return OpResult(False, "UNKNOWN_REQUEST")
+        request = self.requests[request_id]
+        self.managers = [m.cache_blocks(request, request.num_computed_tokens) for m in self.managers]
+        return OpResult(True)
+
+
 def vllm_factory(config: AdapterConfig) -> VllmProtocolAdapter:
     """``--adapter kvexact.reference.peers.vllm_protocol:vllm_factory``."""
     return VllmProtocolAdapter(config)
+
+
+def vllm_delayed_caching_factory(config: AdapterConfig) -> DelayedCachingAdapter:
+    """``--adapter kvexact.reference.peers.vllm_protocol:vllm_delayed_caching_factory``."""
+    return DelayedCachingAdapter(config)

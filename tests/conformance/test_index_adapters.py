@@ -14,7 +14,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from kvexact.conformance.machines import ConformanceFailure
 from kvexact.conformance.runner import build_machine, machine_settings, machines_for, run_machine
-from kvexact.reference.adapters import AdapterError, adapter_protocol
+from kvexact.reference.adapters import AdapterError, AdapterProblem, adapter_protocol
 from kvexact.reference.index import IndexConfig, PrefixIndex, RadixIndex, check_index
 from kvexact.reference.peers.sglang_protocol import SGLangIndexAdapter, faulty_unlocked_prefix, sglang_factory
 
@@ -49,10 +49,12 @@ def test_the_normative_index_plugs_in_through_the_same_interface():
 
 
 def test_the_unlocked_prefix_mutant_is_caught():
+    """Caught by the unsafe eviction it allows, or earlier: its cache_sizes() count the dropped lock's path as
+    evictable while the reference's tree still protects it."""
     machine = build_machine("Radix", FAULTY)
     no_shrink = settings(max_examples=60, stateful_step_count=30, deadline=None, derandomize=True, database=None,
                          phases=[p for p in settings().phases if p.name != "shrink"], report_multiple_bugs=False)
-    with pytest.raises(ConformanceFailure, match="LOCKED_LEAF_EVICTION|differs from float64"):
+    with pytest.raises(ConformanceFailure, match="LOCKED_LEAF_EVICTION|differs from float64|cache_sizes"):
         run_state_machine_as_test(machine, settings=no_shrink)
 
 
@@ -184,3 +186,29 @@ def test_no_kernels_runs_the_ledger_checks_only(spec):
                       check_kernels=False)
     assert run.passed, run.error
     assert run.steps > 0 and run.stats.get("attention_checks", 0) == 0
+
+
+def test_cache_sizes_count_unlocked_and_locked_tree_tokens():
+    """cache_sizes() = (tokens on edges no request locks, tokens on edges some request locks), for the normative
+    index and the SGLang profile alike: one finished 3-token prompt is 3 evictable tokens; a request that matches
+    it locks all 3; once that request (4 tokens) finishes, its 4 tokens are cached and unlocked."""
+    for index in (RadixIndex(IndexConfig()), sglang_factory(IndexConfig())):
+        assert tuple(index.cache_sizes()) == (0, 0)
+        index.admit("a", [1, 2, 3])
+        assert tuple(index.cache_sizes()) == (0, 0)  # a running request's tokens are not in the tree yet
+        index.finish("a")
+        assert tuple(index.cache_sizes()) == (3, 0)
+        assert index.admit("b", [1, 2, 3, 4]) == 3
+        assert tuple(index.cache_sizes()) == (0, 3)
+        index.finish("b")
+        assert tuple(index.cache_sizes()) == (4, 0)
+
+
+def test_cache_sizes_of_the_wrong_signature_is_refused_by_name():
+    class TakesAnArgument(RadixIndex):
+        def cache_sizes(self, group):  # type: ignore[override]
+            return (0, 0)
+
+    with pytest.raises(AdapterError, match=r"cache_sizes.*cannot be called with 0") as err:
+        check_index(TakesAnArgument(IndexConfig()))
+    assert err.value.problem is AdapterProblem.METHOD_SIGNATURE

@@ -312,3 +312,69 @@ def test_vllm_profile_reset_prefix_cache_bugs_are_caught(monkeypatch, planted, c
                             validate_trace=False)
     run_state_machine_as_test(correct, settings=RUN)
     assert correct.stats.get("reset_prefix_cache:ok", 0) and correct.stats.get("reset_prefix_cache:BLOCKS_IN_USE", 0)
+
+
+def _unlock_keeps_edges_protected(monkeypatch) -> None:
+    """Plant in the SGLang profile: an unlock moves an edge back to evictable only on its 2 -> 1 crossing, so a
+    fully unlocked edge stays counted as protected (I1 still holds: the two counters keep their sum)."""
+    from kvexact.reference.peers import sglang
+
+    planted = planted_module(sglang, "if step < 0 and cur.lock_ref == 1:", "if step < 0 and cur.lock_ref == 2:")
+    monkeypatch.setattr(sglang.RadixCache, "_lock_walk", planted.RadixCache._lock_walk)
+
+
+def test_sglang_profile_unlock_that_keeps_edges_protected_is_caught_by_cache_sizes(monkeypatch):
+    """The Radix machine holds an index's cache_sizes() (evictable, protected) to the normative tree's after every
+    step, so a counter bug that no match, slot or eviction shows is caught."""
+    _unlock_keeps_edges_protected(monkeypatch)
+    run = run_machine("Radix", SGLANG, RUN, 0, check_kernels=False)
+    assert not run.passed and "cache_sizes()" in run.error, run.error[:400]
+
+
+def test_without_cache_sizes_the_same_counter_bug_passes(monkeypatch):
+    """The same planted bug in an index that does not offer cache_sizes(): nothing else observes the counters
+    (the check above is what catches it)."""
+    from kvexact.reference.peers.sglang_protocol import SGLangIndexAdapter
+
+    _unlock_keeps_edges_protected(monkeypatch)
+    monkeypatch.delattr(SGLangIndexAdapter, "cache_sizes")
+    run = run_machine("Radix", SGLANG, RUN, 0, check_kernels=False)
+    assert run.passed, run.error[:400]
+
+
+DELAYED = "kvexact.reference.peers.vllm_protocol:vllm_delayed_caching_factory"
+
+
+def _cache_blocks_one_short(monkeypatch) -> None:
+    """Plant in the vLLM profile: delayed caching (``cache_blocks``) leaves the last full computed block uncached."""
+    from kvexact.reference.peers import vllm
+
+    planted = planted_module(vllm, "num_full = min(num_full // self.config.block_size, len(blocks))",
+                             "num_full = min(num_full // self.config.block_size - 1, len(blocks))")
+    monkeypatch.setattr(vllm.VllmKVCacheManager, "cache_blocks", planted.VllmKVCacheManager.cache_blocks)
+
+
+def test_vllm_delayed_caching_that_leaves_a_published_block_uncached_is_caught(monkeypatch):
+    """The delayed-caching profile declares keeps_published_blocks: a start must hit on the full blocks an accepted
+    cache() published while a live request still maps them. Caching one block short is caught that way."""
+    _cache_blocks_one_short(monkeypatch)
+    run = run_machine("KVAllocation", DELAYED, RUN, 0, check_kernels=False)
+    assert not run.passed and "published by an accepted cache()" in run.error, run.error[:400]
+
+
+def test_the_correct_delayed_caching_profile_passes_and_hits():
+    run = run_machine("KVAllocation", DELAYED, RUN, 0, check_kernels=False)
+    assert run.passed, run.error[:400]
+    assert run.stats.get("cache:ok", 0) > 0 and any(k.startswith("hit_tokens=") and k != "hit_tokens=0"
+                                                     for k in run.stats), run.stats
+
+
+def test_without_the_declaration_caching_one_block_short_passes(monkeypatch):
+    """The same planted bug with keeps_published_blocks off: a missing hit is legal for a runtime that may evict
+    published blocks, so nothing else catches it."""
+    from kvexact.reference.peers.vllm_protocol import DelayedCachingAdapter
+
+    _cache_blocks_one_short(monkeypatch)
+    monkeypatch.setattr(DelayedCachingAdapter, "keeps_published_blocks", False)
+    run = run_machine("KVAllocation", DELAYED, RUN, 0, check_kernels=False)
+    assert run.passed, run.error[:400]

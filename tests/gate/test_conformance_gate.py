@@ -20,7 +20,8 @@ QUICK = {"packaging-selftest", "spec-KVAllocation", "spec-CowPublication", "spec
          "z3-obligations",
          "negative-registry", "machines", "adapter-faulty-caught", "adapter-sglang-index",
          "adapter-faulty-index-caught"}
-FULL = QUICK | {"spec-witnesses", "adapter-simple-runtime", "adapter-reference", "adapter-vllm-profile", "adapter-vllm-hybrid-profile",
+FULL = QUICK | {"spec-witnesses", "adapter-simple-runtime", "adapter-reference", "adapter-vllm-profile", "adapter-vllm-delayed-caching",
+               "adapter-vllm-hybrid-profile",
                "adapter-faulty-hybrid-caught", "spec-KVAllocation-liveness",
                "spec-CowPublication-liveness", "spec-NamespaceRevocation-liveness"}
 DEEP = FULL | {"checker-corpus", "checker-properties"}

@@ -40,7 +40,8 @@ def test_the_adapter_target_mutates_the_code_behind_the_adapters_and_is_killed_b
             "reference.peers.sglang_protocol"} <= set(chosen)
     assert "golden" not in killers and "kernels-differential" not in killers
     assert mu.fast_checks((), killers) == ["machines", "adapter-sglang-index", "adapter-vllm-profile",
-                                            "adapter-simple-runtime", "adapter-reference"]
+                                            "adapter-vllm-delayed-caching", "adapter-simple-runtime",
+                                            "adapter-reference"]
     assert not [n for n in mu.all_modules() if n.startswith("conformance.live.")]  # needs the runtimes' env
 
 
