@@ -658,9 +658,20 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     @invariant()
     def sut_is_consistent(self) -> None:
-        """The system under test's own self-check."""
-        if self.sut is not None:
-            self.sut.self_check()
+        """The system under test's own self-check, and its tables' sizes: every live request maps exactly
+        ceil(tokens / P) blocks in each group (0x09B's N_r,blocks; blocks are allocated on demand, none ahead)."""
+        if self.sut is None:
+            return
+        self.sut.self_check()
+        p = self.config.block_tokens
+        for req in self.requests.values():
+            want = -(-len(req.tokens) // p)
+            for g in range(self.config.num_groups):
+                got = len(self.sut.table(req.rid, g))
+                if got != want:
+                    raise ConformanceFailure(f"{self.sut.name}: {req.rid} holds {len(req.tokens)} tokens but its "
+                                             f"group-{g} table maps {got} blocks; a request maps exactly "
+                                             f"ceil({len(req.tokens)} / {p}) = {want} (0x09B)")
 
     def _model_values(self) -> set[str]:
         return {*REQUEST_IDS, "NoReq", *(READERS if self.spec == "CowPublication" else ())}

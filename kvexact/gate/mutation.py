@@ -36,6 +36,13 @@ DEFAULT_MODULES = ("reference.*", "kernels.paged", "kernels.shared", "kernels.de
 # the failure lab's deliberately faulty variants, the timing harness of `kvexact bench reference`, and the
 # seed's worked numbers (oracles, not code, in reference.labs.formulas_golden)
 EXCLUDED = ("reference.labs.*", "reference.bench", "conformance.live.*")
+# deliberately faulty adapters kept beside the correct ones (the gate must catch them): like the failure lab, they
+# are bugs on purpose, not code behind an adapter, so no mutant is made inside them (module -> top-level names)
+FAULTY_DEFINITIONS = {
+    "conformance.simple_runtime": ("faulty_no_cow", "faulty_stale_generation"),
+    "reference.peers.sglang_protocol": ("UnlockedPrefixAdapter", "PageOverrunAdapter", "faulty_page_overrun",
+                                        "faulty_unlocked_prefix"),
+}
 FAST_CHECKS_LEVEL = "quick"
 # pytest selections a mutant may be killed by: name -> paths relative to the repository root. The golden cases'
 # own tests only: the mutant tests beside them read the reference's source text, which a mutant on disk changes
@@ -192,9 +199,21 @@ def annotation_only_lines(source: str) -> set[int]:
     return {line for line, _c in inside} - {line for line, col in ors if (line, col) not in inside}
 
 
+def faulty_lines(module: str, source: str) -> set[int]:
+    """Lines of the module's deliberately faulty definitions (:data:`FAULTY_DEFINITIONS`), decorators included."""
+    names = FAULTY_DEFINITIONS.get(module, ())
+    lines: set[int] = set()
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            lines.update(range(first, (node.end_lineno or node.lineno) + 1))
+    return lines
+
+
 def enumerate_mutants(modules: dict[str, Path]) -> list[Mutant]:
-    """Every mutant cosmic-ray's argument-free operators make of the modules, outside Triton bodies (the
-    mutated line is filled in later by :func:`with_after`, for the mutants that are run)."""
+    """Every mutant cosmic-ray's argument-free operators make of the modules, outside Triton bodies and the
+    deliberately faulty definitions (the mutated line is filled in later by :func:`with_after`, for the mutants
+    that are run)."""
     import cosmic_ray.plugins
     from cosmic_ray.ast import ast_nodes, get_ast_from_path
 
@@ -204,7 +223,7 @@ def enumerate_mutants(modules: dict[str, Path]) -> list[Mutant]:
     for module, path in modules.items():
         source = path.read_text(encoding="utf-8")
         lines = source.splitlines()
-        skip = jit_lines(source)
+        skip = jit_lines(source) | faulty_lines(module, source)
         nodes = list(ast_nodes(get_ast_from_path(path)))
         for name, operator in operators:
             positions = [(s, e) for node in nodes for s, e in operator.mutation_positions(node)]

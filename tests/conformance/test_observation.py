@@ -378,3 +378,18 @@ def test_without_the_declaration_caching_one_block_short_passes(monkeypatch):
     monkeypatch.setattr(DelayedCachingAdapter, "keeps_published_blocks", False)
     run = run_machine("KVAllocation", DELAYED, RUN, 0, check_kernels=False)
     assert run.passed, run.error[:400]
+
+
+def test_vllm_profile_that_allocates_a_block_ahead_on_decode_is_caught():
+    """0x09B's N_r,blocks: a live request maps exactly ceil(tokens / P) blocks in every group. A decode that asks
+    vLLM for two new slots instead of one maps a block early at every block boundary; attention, usage and the
+    queues all stay consistent with the adapter's own tables, so only the table size shows it."""
+    from kvexact.reference.peers import vllm_protocol
+
+    planted = planted_module(vllm_protocol,
+                             "allocate_slots(grown, 1, delay_cache_blocks=self.delay_cache_blocks)",
+                             "allocate_slots(grown, 2, delay_cache_blocks=self.delay_cache_blocks)")
+    machine = machine_class("KVAllocation", sut_factory=planted.vllm_factory, check_kernels=False,
+                            validate_trace=False)
+    with pytest.raises(ConformanceFailure, match=r"0x09B"):
+        run_state_machine_as_test(machine, settings=RUN)

@@ -328,3 +328,19 @@ def test_the_coverage_map_sees_the_code_behind_an_adapter(tmp_path):
     source = Path(adapters.__file__).read_text().splitlines()
     at_import = 1 + next(i for i, line in enumerate(source) if line.startswith("REQUIRED_METHODS = "))
     assert at_import in measured["lines"].get("reference.adapters", []), at_import
+
+
+def test_no_mutant_is_made_inside_a_deliberately_faulty_adapter():
+    """The faulty adapters the gate must catch are bugs on purpose: every name listed exists, and no mutant of
+    the adapter target starts on one of their lines, while the correct code around them is still mutated."""
+    chosen = mu.select_modules(["reference.peers.sglang_protocol", "conformance.simple_runtime"])
+    every = mu.enumerate_mutants(chosen)
+    for module, names in mu.FAULTY_DEFINITIONS.items():
+        source = chosen[module].read_text(encoding="utf-8")
+        faulty = mu.faulty_lines(module, source)
+        defined = {line.split("(")[0].split()[-1] for line in source.splitlines()
+                   if line.startswith(("def ", "class "))}
+        assert set(names) <= defined, set(names) - defined
+        mine = [m for m in every if m.module == module]
+        assert mine and not [m for m in mine if m.line in faulty], module
+        assert faulty and all(1 <= n <= len(source.splitlines()) for n in faulty)
