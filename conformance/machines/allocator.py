@@ -255,9 +255,24 @@ class AllocatorMachine(RuleBasedStateMachine):
                                      "keeps such blocks cached must hit on them (0x07A: S_runtime falls short of "
                                      "S_indexed)")
         self.requests[rid] = Request(rid, list(prompt), self.config.block_tokens)
+        self._computed_blocks_are_private(rid, result.hit_tokens)
         mirror_step(self.device, result.copies, self._tables(rid), prompt, result.hit_tokens)
         self._count(f"hit_tokens={result.hit_tokens}")
         return self.requests[rid]
+
+    def _computed_blocks_are_private(self, rid: str, hit: int) -> None:
+        """A start writes the rows past its hit into blocks no other live request maps: only the blocks of the hit
+        are reused, so a block shared with a live request that lies past the reported hit means the hit was
+        under-reported (or a mapped block was handed out again)."""
+        p = self.config.block_tokens
+        for g in range(self.config.num_groups):
+            others = {b for r in self.requests if r != rid for b in self.target.table(r, g)}
+            shared = [b for b in list(self.target.table(rid, g))[hit // p:] if b in others]
+            if shared:
+                who = self.sut.name if self.sut is not None else "the reference"
+                raise ConformanceFailure(f"start({rid}): {who} reported a hit of {hit} tokens, but its group-{g} table "
+                                         f"maps blocks {shared} past the hit that other live requests map too; the rows "
+                                         "a start computes go into blocks of its own")
 
     def _mapped_prefix(self, prompt: list[int]) -> int:
         """Tokens of ``prompt`` (whole blocks, at most all but its last token) that cached full blocks of live

@@ -393,3 +393,17 @@ def test_vllm_profile_that_allocates_a_block_ahead_on_decode_is_caught():
                             validate_trace=False)
     with pytest.raises(ConformanceFailure, match=r"0x09B"):
         run_state_machine_as_test(machine, settings=RUN)
+
+
+def test_reference_adapter_that_under_reports_its_hit_is_caught():
+    """The reference adapter (content-keyed reuse) with the planted bug: it reuses the cached blocks but reports a
+    hit of len(hit) >> P tokens (0 here), so its table maps a live request's cached block past the reported hit.
+    Rows past a hit go into blocks of the request's own; the machine catches the block shared past it."""
+    from kvexact.reference import adapters
+
+    planted = planted_module(adapters, "return OpResult(True, None, len(hit) * p, ",
+                             "return OpResult(True, None, len(hit) >> p, ")
+    machine = machine_class("KVAllocation", sut_factory=planted.reference_factory, check_kernels=False,
+                            validate_trace=False)
+    with pytest.raises(ConformanceFailure, match=r"past the hit that other live requests map"):
+        run_state_machine_as_test(machine, settings=RUN)
