@@ -31,6 +31,9 @@ from kvexact.spec.tlc import (
 )
 
 PORT_PROPERTY = "tlc2.tool.distributed.TLCServer.port"
+SERVER_FAILED = 153  # TLC's system-error status: the server's search raised (its child exits, never hangs)
+# the pinned TLC's server can raise this when a worker finishes a tiny model before the server has its states
+START_RACE = 'because "this.states" is null'
 READY = 7000  # TLC's message "TLC server at HOST is ready"
 
 _SERVER_CHILD = r"""
@@ -53,10 +56,15 @@ inner.setAccessible(True)
 jpype.JClass("java.rmi.server.UnicastRemoteObject").exportObject(inner.get(manager), 0)
 check = klass.getDeclaredMethod("modelCheck")
 check.setAccessible(True)
-check.invoke(server)
+try:
+    check.invoke(server)
+except Exception as exc:  # the JVM's RMI threads would keep this process alive: leave through System.exit
+    print("SERVER_FAILED " + str(exc), flush=True)
+    system.out.flush()
+    system.exit(SERVER_FAILED_CODE)
 system.out.flush()
 system.exit(0)
-""".replace('"PORT_PROPERTY"', repr(PORT_PROPERTY))
+""".replace('"PORT_PROPERTY"', repr(PORT_PROPERTY)).replace("SERVER_FAILED_CODE", str(SERVER_FAILED))
 
 # The exit code TLC's own ``tlc2.TLC`` would give, from the message that reports the verdict. The server
 # reports an invariant violation only by its behaviour ("The behavior up to this point is:", 2121),
@@ -91,7 +99,18 @@ def exit_code_from_messages(text: str) -> int:
 def run_tlc_distributed(spec_path: Path, cfg_path: Path, jar: str, *, workers: int = 2, threads: int | str = 1,
                         timeout_s: float | None = None, lib: list | tuple = ()) -> ModelCheckResult:
     """Check one model with a TLC server and ``workers`` TLCWorker processes on localhost (``threads``
-    threads each; ``auto``: TLC's default, one per core)."""
+    threads each; ``auto``: TLC's default, one per core). A server that fails with TLC's start-up race
+    (:data:`START_RACE`) is run once more; any other server failure raises :class:`TlcFailed`."""
+    try:
+        return _run_once(spec_path, cfg_path, jar, workers, threads, timeout_s, lib)
+    except TlcFailed as exc:
+        if START_RACE not in str(exc):
+            raise
+    return _run_once(spec_path, cfg_path, jar, workers, threads, timeout_s, lib)
+
+
+def _run_once(spec_path: Path, cfg_path: Path, jar: str, workers: int, threads: int | str,
+              timeout_s: float | None, lib: list | tuple) -> ModelCheckResult:
     java = java_executable()
     port = free_port()
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
@@ -124,6 +143,9 @@ def run_tlc_distributed(spec_path: Path, cfg_path: Path, jar: str, *, workers: i
                     p.wait()
         seconds = time.perf_counter() - start
         text = log.read_text(errors="replace")
+    if server.returncode == SERVER_FAILED:
+        failed = [line for line in text.splitlines() if line.startswith("SERVER_FAILED")]
+        raise TlcFailed(f"the TLC server failed (exit {SERVER_FAILED}): {failed[-1] if failed else text[-300:]}")
     code = server.returncode if server.returncode not in (0, None) else exit_code_from_messages(text)
     result = parse_tool_output(text, code, seconds=seconds)
     v = result.violation

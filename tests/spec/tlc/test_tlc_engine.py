@@ -218,3 +218,33 @@ def test_distributed_tlc_reports_a_violation_with_tlcs_exit_code(tmp_path, tlc_j
 def test_distributed_needs_the_tlc_engine(tmp_path):
     res = run([str(model(tmp_path)), "--engine", "embedded", "--distributed", "2"])
     assert "--distributed is TLC's distributed mode" in str(res.exception)
+
+
+def test_distributed_tlc_reruns_once_after_tlcs_start_up_race_and_reports_other_failures(monkeypatch):
+    """The pinned TLC's server can raise a NullPointerException when a worker finishes a tiny model before the
+    server holds its states; its child then exits with 153 (it used to hang on the JVM's RMI threads) and the run
+    is made once more. Any other server failure is reported, not retried."""
+    from kvexact.spec import tlc_distributed as td
+
+    calls: list[int] = []
+    race = td.TlcFailed(f"the TLC server failed (exit 153): SERVER_FAILED ... {td.START_RACE}")
+
+    def flaky(*_args):
+        calls.append(1)
+        if len(calls) == 1:
+            raise race
+        return "second run"
+
+    monkeypatch.setattr(td, "_run_once", flaky)
+    assert td.run_tlc_distributed(Path("M.tla"), Path("M.cfg"), "tla2tools.jar") == "second run"
+    assert len(calls) == 2
+
+    def broken(*_args):
+        calls.append(1)
+        raise td.TlcFailed("the TLC server failed (exit 153): SERVER_FAILED something else")
+
+    calls.clear()
+    monkeypatch.setattr(td, "_run_once", broken)
+    with pytest.raises(td.TlcFailed, match="something else"):
+        td.run_tlc_distributed(Path("M.tla"), Path("M.cfg"), "tla2tools.jar")
+    assert len(calls) == 1
