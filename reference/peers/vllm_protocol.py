@@ -11,7 +11,8 @@ so a group that cannot follow simply keeps its predecessor state.
 normative adapter reuses only what ``cache()`` published, so the two legitimately accept different
 operations under memory pressure. The machines still check every accepted step's block tables through
 the kernels (exact attention over each request's history). ``cache()`` is accepted and changes nothing
-(vLLM has already cached the full blocks). Rejection names: ``DUPLICATE_REQUEST``, ``EMPTY_APPEND``,
+(vLLM has already cached the full blocks), except in :class:`DelayedCachingAdapter`
+(``vllm_delayed_caching_factory``, vLLM's ``delay_cache_blocks``), where it calls ``cache_blocks``. Rejection names: ``DUPLICATE_REQUEST``, ``EMPTY_APPEND``,
 ``UNKNOWN_REQUEST`` as the reference names them, and ``INSUFFICIENT_BLOCKS`` where vLLM returns None.
 """
 
