@@ -265,9 +265,9 @@ class AllocatorMachine(RuleBasedStateMachine):
         are reused, so a block shared with a live request that lies past the reported hit means the hit was
         under-reported (or a mapped block was handed out again)."""
         p = self.config.block_tokens
-        for g in range(self.config.num_groups):
-            others = {b for r in self.requests if r != rid for b in self.target.table(r, g)}
-            shared = [b for b in list(self.target.table(rid, g))[hit // p:] if b in others]
+        others = [self._tables(r) for r in self.requests if r != rid]
+        for g, table in enumerate(self._tables(rid)):
+            shared = [b for b in table[hit // p:] if any(b in tables[g] for tables in others)]
             if shared:
                 who = self.sut.name if self.sut is not None else "the reference"
                 raise ConformanceFailure(f"start({rid}): {who} reported a hit of {hit} tokens, but its group-{g} table "
@@ -488,8 +488,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         if not self._supports("cache"):
             return multiple()
         keyed = set(self.ref.keys)
-        if self._both("cache", req.rid).accepted:
-            req.published_blocks = len(req.tokens) // self.config.block_tokens
+        self._cache(req)
         new = multiple(*sorted(set(self.ref.keys) - keyed))
         cached = self._cached_blocks(req.rid)
         if not cached:
@@ -523,9 +522,14 @@ class AllocatorMachine(RuleBasedStateMachine):
     def cache(self, req: Request) -> Any:
         """Publish the request's full blocks; the prefixes newly keyed join ``published``."""
         before = set(self.ref.keys)
-        if self._supports("cache") and self._both("cache", req.rid).accepted:
-            req.published_blocks = len(req.tokens) // self.config.block_tokens
+        if self._supports("cache"):
+            self._cache(req)
         return multiple(*sorted(set(self.ref.keys) - before))
+
+    def _cache(self, req: Request) -> None:
+        """``cache()`` on both sides; once accepted, the request's full blocks count as published."""
+        if self._both("cache", req.rid).accepted:
+            req.published_blocks = len(req.tokens) // self.config.block_tokens
 
     @precondition(lambda self: self.spec == "KVAllocation")
     @rule(prefix=published)
