@@ -149,6 +149,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.sut_delayed_writer: tuple[int, int, int] | None = None  # (group, block, generation) in the SUT
         self._projection_model: Any = None  # the spec's checker model, for the per-step invariants
         self.observer = Observer()  # the target's observe() (queues, COW steps), when it has one
+        self.last_reference_result = OpResult(True)  # the reference's answer to the latest _both() call
         self._count("examples")
 
     # ---- helpers -------------------------------------------------------------------------------------
@@ -169,6 +170,7 @@ class AllocatorMachine(RuleBasedStateMachine):
             raise ConformanceFailure(f"reference {op}{args} was rejected ({ref_result.rejection}) but changed "
                                      "the state digest")
         self._count(f"{op}:{'ok' if ref_result.accepted else ref_result.rejection}")
+        self.last_reference_result = ref_result
         if self.sut is None:
             return ref_result
         method = getattr(self.sut, op, None)
@@ -527,9 +529,15 @@ class AllocatorMachine(RuleBasedStateMachine):
         return multiple(*sorted(set(self.ref.keys) - before))
 
     def _cache(self, req: Request) -> None:
-        """``cache()`` on both sides; once accepted, the request's full blocks count as published."""
-        if self._both("cache", req.rid).accepted:
+        """``cache()`` on both sides; once accepted, the request's full blocks count as published. A SUT that
+        declares ``keeps_published_blocks`` may not refuse the cache() of a live request the reference accepted
+        (off lockstep too): its promise is that cache() publishes."""
+        result = self._both("cache", req.rid)
+        if result.accepted:
             req.published_blocks = len(req.tokens) // self.config.block_tokens
+        elif (getattr(self.sut, "keeps_published_blocks", False) and self.last_reference_result.accepted):
+            raise ConformanceFailure(f"{self.sut.name} refused cache({req.rid!r}) ({result.rejection}) of a live "
+                                     "request the reference cached; it declares keeps_published_blocks")
 
     @precondition(lambda self: self.spec == "KVAllocation")
     @rule(prefix=published)

@@ -407,3 +407,20 @@ def test_reference_adapter_that_under_reports_its_hit_is_caught():
                             validate_trace=False)
     with pytest.raises(ConformanceFailure, match=r"past the hit that other live requests map"):
         run_state_machine_as_test(machine, settings=RUN)
+
+
+def test_vllm_delayed_caching_that_caches_but_reports_a_refusal_is_caught(monkeypatch):
+    """Off lockstep a refused cache() is not compared by name; but a SUT that declares keeps_published_blocks promises
+    that cache() publishes, so refusing the cache() of a live request the reference cached is caught by name."""
+    from kvexact.reference.adapters import OpResult
+    from kvexact.reference.peers.vllm_protocol import DelayedCachingAdapter
+
+    correct = DelayedCachingAdapter.cache
+
+    def caches_then_refuses(self, request_id):
+        correct(self, request_id)
+        return OpResult(False, "CACHE_FAILED")
+
+    monkeypatch.setattr(DelayedCachingAdapter, "cache", caches_then_refuses)
+    run = run_machine("KVAllocation", DELAYED, RUN, 0, check_kernels=False)
+    assert not run.passed and "declares keeps_published_blocks" in run.error, run.error[:400]
