@@ -197,6 +197,7 @@ class AdapterProblem(enum.Enum):
     NOT_AN_ADAPTER = "the factory returned an object with none of the protocol's methods"
     MISSING_METHOD = "the adapter lacks a method or attribute of its protocol"
     METHOD_SIGNATURE = "an adapter method cannot take the arguments the machines pass"
+    BAD_DECLARATION = "an adapter attribute declares a promise the machines do not know"
     CALL_TIMEOUT = "an adapter call did not return within the per-call limit"
 
 

@@ -66,13 +66,24 @@ class PrefixIndex(Protocol):
     def self_check(self) -> None: ...
     # optional: def cache_sizes(self) -> tuple[int, int]: the cached tokens no request locks (evictable) and
     # those some request locks (protected); the machine holds them to the normative index's after every step
+    # optional: eviction_order = "lru" (EVICTION_ORDERS): evict() takes the unlocked leaf used least recently first,
+    # a use being a lookup or an insert that walks into the edge; the machine checks every victim against that
 
 
+
+
+EVICTION_ORDERS = ("lru",)  # the victim orders an adapter may declare (eviction_order) and the machine checks
 
 
 def check_index(adapter: Any) -> None:
-    """Reject an object that is not a prefix index, naming the first missing or ill-formed method."""
+    """Reject an object that is not a prefix index, naming the first missing or ill-formed method or an unknown
+    ``eviction_order``."""
     check_methods(adapter, "prefix-index", INDEX_METHODS, INDEX_OPTIONAL_METHODS)
+    order = getattr(adapter, "eviction_order", None)
+    if order is not None and order not in EVICTION_ORDERS:
+        raise AdapterError(AdapterProblem.BAD_DECLARATION,
+                           f"prefix-index adapter {type(adapter).__name__} declares eviction_order={order!r}; the "
+                           f"machines check {', '.join(EVICTION_ORDERS)} (or declare none)")
     if not isinstance(getattr(adapter, "config", None), IndexConfig):
         raise AdapterError(AdapterProblem.MISSING_METHOD,
                            f"prefix-index adapter {type(adapter).__name__} has no IndexConfig 'config'")
@@ -84,6 +95,8 @@ class RadixIndex:
     LRU order."""
 
     name = "reference-radix"
+
+    eviction_order = "lru"  # radix.evict's default ranking
 
     def __init__(self, config: IndexConfig):
         self.config = config

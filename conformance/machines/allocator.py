@@ -535,7 +535,8 @@ class AllocatorMachine(RuleBasedStateMachine):
         result = self._both("cache", req.rid)
         if result.accepted:
             req.published_blocks = len(req.tokens) // self.config.block_tokens
-        elif (getattr(self.sut, "keeps_published_blocks", False) and self.last_reference_result.accepted):
+        elif (self.sut is not None and getattr(self.sut, "keeps_published_blocks", False)
+              and self.last_reference_result.accepted):
             raise ConformanceFailure(f"{self.sut.name} refused cache({req.rid!r}) ({result.rejection}) of a live "
                                      "request the reference cached; it declares keeps_published_blocks")
 

@@ -87,6 +87,11 @@ class RadixMachine(RuleBasedStateMachine):
         self.live: dict[str, tuple[list[int], list[int]]] = {}  # request -> (tokens, slots)
         self.next_id = 0
         self.probes = 0  # probes sent after finishes (their variant and cut rotate with it)
+        # where the SUT's record of use may differ from the reference's (slot -> the reference clock of the op):
+        # the SUT may have used the slot later (a refused admission's lookup, a split's lower half) or earlier
+        # (a split the reference made only to follow the SUT's own)
+        self.maybe_used_later: dict[int, int] = {}
+        self.maybe_used_earlier: dict[int, int] = {}
         self._count("examples")
 
     @property
@@ -111,6 +116,7 @@ class RadixMachine(RuleBasedStateMachine):
         before = self.state
         free_before = set(self.state.free_slot_ids)
         self.state, receipt = op(self.state, *args)
+        self._mark(self.maybe_used_later, _split_lower_halves(before, self.state), self.state.clock)
         if self.trace is not None:
             self.trace.step(op.__name__, before, self.state, args, receipt)
         newly_free = sorted(set(self.state.free_slot_ids) - free_before)
@@ -180,6 +186,8 @@ class RadixMachine(RuleBasedStateMachine):
             if node is None:
                 raise ConformanceFailure(f"{self.sut.name} evicted slots {list(run)}: no node of the reference's "
                                          "tree ends with exactly these")
+            if getattr(self.sut, "eviction_order", None) == "lru":
+                self._check_least_recently_used(node)
             self._follow(f"evicting slots {list(run)}", radix.evict_node, node)
             released += len(run)
         self._count("evicted_slots", released)
@@ -187,6 +195,32 @@ class RadixMachine(RuleBasedStateMachine):
             self._note(f"unlocked leaves left: {_unlocked_leaves(self.state)}")
             raise ConformanceFailure(f"{self.sut.name} evicted {released} of {num_tokens} tokens while unlocked "
                                      f"leaves were left: {_unlocked_leaves(self.state)}")
+
+    def _mark(self, marks: dict[int, int], slots: set[int], clock: int) -> None:
+        for slot in slots:
+            marks[slot] = clock
+
+    def _check_least_recently_used(self, victim: int) -> None:
+        """An adapter that declares ``eviction_order = "lru"`` evicts the unlocked leaf used least recently (0x08E):
+        no other unlocked leaf may have been used strictly before the victim. Use is a lookup or an insert that walks
+        into the edge, as the reference's clock records it. Where the two sides may have recorded a use differently
+        (``maybe_used_later``, ``maybe_used_earlier``), the node is not compared; ties may go either way."""
+        nodes = self.state.nodes
+        used = nodes[victim].last_access
+        if _marked(self.maybe_used_earlier, nodes[victim], at_or_after=True):
+            self._count("lru:victim_not_compared")
+            return
+        older = sorted((nodes[u].last_access, u) for u in _unlocked_leaves(self.state)
+                       if u != victim and nodes[u].last_access < used
+                       and not _marked(self.maybe_used_later, nodes[u], at_or_after=False))
+        if older:
+            time, leaf = older[0]
+            self._note(f"least recently used unlocked leaf: slots {list(nodes[leaf].slot_ids)}")
+            raise ConformanceFailure(
+                f"{self.sut.name} declares LRU eviction but evicted slots {list(nodes[victim].slot_ids)} (last used at "
+                f"step {used}) while the unlocked leaf at slots {list(nodes[leaf].slot_ids)} was last used earlier "
+                f"(step {time}) (0x08E)")
+        self._count("lru:victim_checked")
 
     def _node_holding(self, run: tuple[int, ...]) -> int | None:
         """The reference node whose slots are ``run``. Where the SUT split an edge the reference kept
@@ -198,6 +232,7 @@ class RadixMachine(RuleBasedStateMachine):
             if len(n.slot_ids) > len(run):
                 keep = len(n.slot_ids) - len(run)
                 self._apply(radix.match, self.state.path_tokens(n.parent_id) + n.token_ids[:keep])
+                self._mark(self.maybe_used_earlier, _touched(self.state), self.state.clock)
                 self._count("edges_split_to_follow")
                 return self._node_holding(run)
             return n.node_id
@@ -223,6 +258,8 @@ class RadixMachine(RuleBasedStateMachine):
         matched = self._call("admit", rid, prompt)
         if matched is None:
             self._agree_short(f"admission of {rid}", self._admission_need(prompt))
+            looked, _ = radix.match(self.state, prompt)  # the SUT may have looked the prompt up before refusing
+            self._mark(self.maybe_used_later, _touched(looked) | _split_lower_halves(self.state, looked), looked.clock)
             self._sut_evict(len(prompt))
             matched = self._call("admit", rid, prompt)
             if matched is None:
@@ -516,6 +553,25 @@ class RadixMachine(RuleBasedStateMachine):
 def _unlocked_leaves(state: radix.RadixState) -> list[int]:
     return [n.node_id for n in state.nodes.values()
             if n.node_id != radix.ROOT and n.lock_ref == 0 and not n.children]
+
+
+def _split_lower_halves(before: radix.RadixState, after: radix.RadixState) -> set[int]:
+    """The slots of edges a step cut short (the lower half of a split): SGLang refreshes such an edge's use, the
+    normative index does not."""
+    return {s for i, n in after.nodes.items() if i in before.nodes
+            and len(n.slot_ids) < len(before.nodes[i].slot_ids) for s in n.slot_ids}
+
+
+def _touched(state: radix.RadixState) -> set[int]:
+    """The slots of the edges the state's latest step marked as used."""
+    return {s for n in state.nodes.values() if n.node_id != radix.ROOT and n.last_access == state.clock
+            for s in n.slot_ids}
+
+
+def _marked(marks: dict[int, int], node: radix.RadixNode, at_or_after: bool) -> bool:
+    """Whether a mark on one of the node's slots is later than (``at_or_after``: at or after) its last use."""
+    return any(m > node.last_access or (at_or_after and m == node.last_access)
+               for m in (marks.get(s) for s in node.slot_ids) if m is not None)
 
 
 def _common_prefix(rows: list[list[int]]) -> int:

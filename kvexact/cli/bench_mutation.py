@@ -100,7 +100,8 @@ def bench_mutation(target: str, modules: tuple[str, ...], max_mutants: int | Non
         click.echo(f"[{i + 1}/{n}] {m.module}:{m.line} {m.operator.removeprefix('core/')} -> {r.outcome.value}{by} "
                    f"({r.seconds:.1f} s; {time.monotonic() - started:.0f} s elapsed)", err=True)
 
-    results = mu.run_mutants(picked, coverage_map, equivalents, timeout_factor, on_result)
+    results = mu.run_mutants(picked, coverage_map, equivalents, timeout_factor, on_result,
+                             uncalled=mu.UNCALLED_BY_ADAPTERS if target == "adapter" else None)
     if then_checks:
         then_map = _coverage_map(then_map_path, then_checks)
         done[:] = results

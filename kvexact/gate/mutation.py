@@ -43,6 +43,26 @@ FAULTY_DEFINITIONS = {
     "reference.peers.sglang_protocol": ("UnlockedPrefixAdapter", "PageOverrunAdapter", "faulty_page_overrun",
                                         "faulty_unlocked_prefix"),
 }
+# ``--target adapter``: definitions in the adapter modules that no adapter calls (module -> qualified name -> what
+# calls them instead). A mutant inside one changes nothing an adapter does, so it is judged equivalent with this
+# reason; it is still made, run and counted under ``--target reference``
+UNCALLED_BY_ADAPTERS = {
+    "reference.peers.sglang_adapter": {
+        **{f"SGLangAdapter.{name}": "the profile's slot-level API, which the golden cases and `kvexact diff sglang` "
+                                    "drive; the prefix-index adapter calls admit, finish, evict and partition only"
+           for name in ("_key", "reserve", "match", "insert", "release", "lock", "unlock", "checkpoint",
+                        "slot_tokens")},
+        "TraceRecord.as_dict": "the golden cases read the profile's call trace; no adapter does",
+    },
+    "reference.peers.sglang": {
+        "RadixCache.create_simulated": "SGLang's constructor for its scheduler's in-batch check and unit tests; the "
+                                       "adapter builds its cache with the allocator",
+        "RadixCache.touch_prefix": "the profile's scheduler models call it; the adapter's walks go through "
+                                   "match_prefix",
+        "RadixCache.pretty_print": "a debugging printout",
+        "TreeNode.__repr__": "a debugging printout",
+    },
+}
 FAST_CHECKS_LEVEL = "quick"
 # pytest selections a mutant may be killed by: name -> paths relative to the repository root. The golden cases'
 # own tests only: the mutant tests beside them read the reference's source text, which a mutant on disk changes
@@ -208,6 +228,35 @@ def faulty_lines(module: str, source: str) -> set[int]:
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             lines.update(range(first, (node.end_lineno or node.lineno) + 1))
     return lines
+
+
+def definition_lines(source: str, qualified_names: Iterable[str]) -> dict[int, str]:
+    """``line -> qualified name`` for every line of the named definitions (``Class.method`` or a top-level name,
+    decorators included)."""
+    wanted = set(qualified_names)
+    out: dict[int, str] = {}
+
+    def visit(body: list[ast.stmt], prefix: str) -> None:
+        for node in body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = prefix + node.name
+                if name in wanted:
+                    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                    out.update({line: name for line in range(first, (node.end_lineno or node.lineno) + 1)})
+                if isinstance(node, ast.ClassDef):
+                    visit(node.body, name + ".")
+
+    visit(ast.parse(source).body, "")
+    return out
+
+
+def uncalled_reason(mutant: Mutant, uncalled: dict[str, dict[str, str]]) -> str | None:
+    """The equivalence reason of a mutant inside a definition no adapter calls (:data:`UNCALLED_BY_ADAPTERS`)."""
+    names = uncalled.get(mutant.module)
+    if not names:
+        return None
+    name = definition_lines(mutant.path.read_text(encoding="utf-8"), names).get(mutant.line)
+    return None if name is None else f"inside {name}, which no adapter calls: {names[name]}"
 
 
 def enumerate_mutants(modules: dict[str, Path]) -> list[Mutant]:
@@ -455,8 +504,10 @@ def run_mutant(mutant: Mutant, checks: tuple[str, ...], timeout: float) -> Mutan
 
 def run_mutants(mutants: list[Mutant], coverage_map: dict[str, Any], equivalents: dict[str, str],
                 timeout_factor: float = 4.0, on_result: Callable[[int, int, MutantResult], None] | None = None,
-                runner: Callable[[Mutant, tuple[str, ...], float], MutantResult] = run_mutant) -> list[MutantResult]:
-    """Judge each mutant in order: equivalent (from the file), not executed, or run by ``runner``."""
+                runner: Callable[[Mutant, tuple[str, ...], float], MutantResult] = run_mutant,
+                uncalled: dict[str, dict[str, str]] | None = None) -> list[MutantResult]:
+    """Judge each mutant in order: equivalent (from the file, or inside a definition of ``uncalled`` that no check
+    executes), not executed, or run by ``runner``."""
     results = []
     for i, bare in enumerate(mutants):
         mutant = with_after(bare) if not bare.after else bare
@@ -465,6 +516,8 @@ def run_mutants(mutants: list[Mutant], coverage_map: dict[str, Any], equivalents
         checks = checks_for(mutant, coverage_map)
         if mutant.key in equivalents:
             result = MutantResult(mutant, Outcome.EQUIVALENT, checks, reason=equivalents[mutant.key])
+        elif uncalled and not checks and (why := uncalled_reason(mutant, uncalled)) is not None:
+            result = MutantResult(mutant, Outcome.EQUIVALENT, checks, reason=why)
         elif mutant.operator.startswith("core/ReplaceBinaryOperator_BitOr_") and mutant.line in annotation_only_lines(
                 mutant.path.read_text(encoding="utf-8")):
             result = MutantResult(mutant, Outcome.EQUIVALENT, checks, reason=ANNOTATION_REASON)

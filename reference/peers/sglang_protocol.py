@@ -27,6 +27,7 @@ class SGLangIndexAdapter:
     the paged allocator above)."""
 
     name = "sglang-0.5.23"
+    eviction_order = "lru"  # SGLang's default eviction policy, the one this adapter runs
 
     def __init__(self, config: IndexConfig):
         self.config = config

@@ -30,6 +30,10 @@ PROBES = {
                   "class OneArgStart(SimpleRuntimeAllocator):\n"
                   "    def start(self, request_id):\n        return super().start(request_id, [1])\n"
                   "def factory(config):\n    return OneArgStart(config)\n",
+    "bad_declaration": "from kvexact.reference.index import RadixIndex\n"
+                       "class MostRecentFirst(RadixIndex):\n    eviction_order = 'mru'\n"
+                       "def factory(config):\n    return MostRecentFirst(config)\n"
+                       "factory.adapter_protocol = 'prefix-index'\n",
     "index_missing": "from kvexact.reference.peers.sglang_protocol import sglang_factory\n"
                      "class NoEvict:\n    def __init__(self, inner):\n        self.inner = inner\n"
                      "    def __getattr__(self, name):\n"
@@ -105,6 +109,8 @@ BROKEN = [  # (probe module, factory, exit code, what the one line says, the nam
                  id="adapter_missing_a_protocol_method"),
     pytest.param("bad_method", "factory", 2, ("start(request_id)", "2 positional argument(s)"),
                  AdapterProblem.METHOD_SIGNATURE, id="adapter_method_of_the_wrong_signature"),
+    pytest.param("bad_declaration", "factory", 2, ("declares eviction_order='mru'", "the machines check lru"),
+                 AdapterProblem.BAD_DECLARATION, id="index_adapter_declaring_an_unknown_eviction_order"),
 ]
 
 

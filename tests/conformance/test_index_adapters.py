@@ -212,3 +212,67 @@ def test_cache_sizes_of_the_wrong_signature_is_refused_by_name():
     with pytest.raises(AdapterError, match=r"cache_sizes.*cannot be called with 0") as err:
         check_index(TakesAnArgument(IndexConfig()))
     assert err.value.problem is AdapterProblem.METHOD_SIGNATURE
+
+
+class EvictsMostRecentlyUsed(SGLangIndexAdapter):
+    """Declares LRU (inherited) but ranks victims most recently used first."""
+    name = "evicts-most-recently-used"
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.sglang.cache.priority_of = lambda node: -node.last_access_time
+
+
+def _two_leaves_then_a_hit_on_the_older(m) -> None:
+    """Cache [1, 2] (older) and [3] (newer), then admit and cancel [1, 2, 3], a lookup that walks into [1, 2]: the
+    least recently used unlocked leaf is now [3]."""
+    for prompt in ([1, 2], [3]):
+        rid = m.admit_prompt(prompt)
+        m.finish_request(rid)
+    m.cancel_request(m.admit_prompt([1, 2, 3]))
+
+
+def test_an_lru_adapter_that_evicts_the_most_recently_used_leaf_is_named():
+    m = machine_with(EvictsMostRecentlyUsed)
+    _two_leaves_then_a_hit_on_the_older(m)
+    with pytest.raises(ConformanceFailure, match=r"declares LRU eviction but evicted slots \[1, 2\].*unlocked leaf "
+                                                 r"at slots \[3\] was last used earlier"):
+        m.evict(1)
+
+
+def test_the_sglang_profile_evicts_the_least_recently_used_leaf():
+    m = machine_with(SGLangIndexAdapter)
+    _two_leaves_then_a_hit_on_the_older(m)
+    m.evict(1)
+    assert m.stats["lru:victim_checked"] == 1 and m.stats["evicted_slots"] == 1
+    assert sorted(m.state.tree_slot_ids()) == [1, 2]
+
+
+def test_a_refused_admission_lookup_may_refresh_a_leaf():
+    """SGLang looks a prompt up before it finds the pool short, which refreshes the matched leaf; the normative
+    index refuses without a lookup. The machine does not hold such a leaf against the victim SGLang then picks."""
+    m = machine_with(SGLangIndexAdapter)
+    for prompt in ([1, 2], [3]):
+        m.finish_request(m.admit_prompt(prompt))
+    assert m.admit_prompt([2] * 13) is not None  # the pool is now full
+    assert m.admit_prompt([1, 2, 1]) is not None  # refused, [3] and then [1, 2] evicted, admitted
+    assert m.stats["lru:victim_checked"] == 2 and m.stats["evicted_slots"] == 3
+
+
+def test_an_lru_bug_passes_without_the_declaration(monkeypatch):
+    """The same most-recently-used ranking passes when the adapter does not declare eviction_order: any unlocked
+    leaf is a legal victim (the victim ranking is policy, 0x08E)."""
+    monkeypatch.setattr(SGLangIndexAdapter, "eviction_order", None)
+    m = machine_with(EvictsMostRecentlyUsed)
+    _two_leaves_then_a_hit_on_the_older(m)
+    m.evict(1)
+    assert "lru:victim_checked" not in m.stats and sorted(m.state.tree_slot_ids()) == [3]
+
+
+def test_an_unknown_eviction_order_is_refused_by_name():
+    class MostRecentFirst(RadixIndex):
+        eviction_order = "mru"
+
+    with pytest.raises(AdapterError, match=r"eviction_order='mru'.*machines check lru") as err:
+        check_index(MostRecentFirst(IndexConfig()))
+    assert err.value.problem is AdapterProblem.BAD_DECLARATION

@@ -344,3 +344,46 @@ def test_no_mutant_is_made_inside_a_deliberately_faulty_adapter():
         mine = [m for m in every if m.module == module]
         assert mine and not [m for m in mine if m.line in faulty], module
         assert faulty and all(1 <= n <= len(source.splitlines()) for n in faulty)
+
+
+UNCALLED_SOURCE = """class A:
+    def used(self):
+        return 1
+
+    def unused(self):
+        return 2
+
+
+def top():
+    return 3
+"""
+
+
+def test_a_mutant_inside_a_definition_no_adapter_calls_is_equivalent_with_that_reason(tmp_path):
+    """Under the adapter target only: a mutant inside a listed definition (a method by its class-qualified name) is
+    equivalent, with the listed reason, unless a check executes its line after all (then the list is wrong there and
+    the mutant is run); one outside it, or without the list, is judged as usual."""
+    path = tmp_path / "m.py"
+    path.write_text(UNCALLED_SOURCE, encoding="utf-8")
+    assert mu.definition_lines(UNCALLED_SOURCE, ["A.unused", "top"]) == {5: "A.unused", 6: "A.unused", 9: "top",
+                                                                         10: "top"}
+    at = [mu.Mutant("reference.m", path, "core/NumberReplacer", 0, line, line, "before", "after") for line in (3, 6)]
+    coverage = {"digest": "-", "checks": {"c": {"seconds": 1.0, "passed": True, "lines": {"reference.m": [3]}}}}
+    uncalled = {"reference.m": {"A.unused": "the tests call it"}}
+    survive = lambda m, c, t: mu.MutantResult(m, mu.Outcome.SURVIVED, c)  # noqa: E731
+    results = mu.run_mutants(at, coverage, {}, runner=survive, uncalled=uncalled)
+    assert [r.outcome for r in results] == [mu.Outcome.SURVIVED, mu.Outcome.EQUIVALENT]
+    assert results[1].reason == "inside A.unused, which no adapter calls: the tests call it"
+    assert [r.outcome for r in mu.run_mutants(at, coverage, {}, runner=survive)] == [mu.Outcome.SURVIVED,
+                                                                                    mu.Outcome.NOT_EXECUTED]
+    coverage["checks"]["c"]["lines"]["reference.m"].append(6)
+    assert [r.outcome for r in mu.run_mutants(at, coverage, {}, runner=survive, uncalled=uncalled)] == [
+        mu.Outcome.SURVIVED, mu.Outcome.SURVIVED]
+
+
+def test_every_definition_listed_as_uncalled_by_adapters_exists():
+    chosen = mu.select_modules(list(mu.UNCALLED_BY_ADAPTERS))
+    for module, names in mu.UNCALLED_BY_ADAPTERS.items():
+        found = set(mu.definition_lines(chosen[module].read_text(encoding="utf-8"), names).values())
+        assert found == set(names), set(names) - found
+        assert module in mu.ADAPTER_MODULES and all(reason for reason in names.values())
