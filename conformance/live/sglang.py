@@ -61,6 +61,7 @@ class LiveSGLangAdapter:
     ``PagedTokenToKVPoolAllocator`` (``config.page_size`` > 1, ``need_sort`` off)."""
 
     name = f"sglang-{VERSION}-live"
+    eviction_order = "lru"  # RadixCache's default eviction policy, which this adapter runs
 
     def __init__(self, config: IndexConfig, kv_events: bool = False):
         self.config = config
