@@ -155,12 +155,9 @@ def load_adapter(adapter: str | Adapter, seconds: float | None = None) -> Adapte
             raise AdapterError(AdapterProblem.FACTORY_SIGNATURE, f"--adapter {spec}: the factory{signature} cannot "
                                f"be called as factory(config) ({exc})") from None
     try:
-        built = limited_factory(factory, spec, call_seconds(seconds))(config)
-        CHECKS.get(protocol, check_adapter)(built.wrapped)
+        limited_factory(factory, spec, call_seconds(seconds))(config)  # builds one and checks its methods
     except AdapterUnusable as exc:
         raise exc.error from None
-    except AdapterError as exc:
-        raise AdapterError(exc.problem, f"--adapter {spec}: {exc}") from None
     return resolved
 
 
@@ -206,6 +203,10 @@ class LimitedAdapter:
         self._seconds = seconds
         self._problems = problems
 
+    @property
+    def wrapped_kind(self) -> str:
+        return type(self.wrapped).__name__
+
     def __getattr__(self, name: str) -> Any:
         value = getattr(self.wrapped, name)
         if name.startswith("__") or not callable(value):
@@ -230,6 +231,7 @@ class LimitedAdapter:
                 raise AdapterFaultError(AdapterFault.EXITED, f"--adapter {self._label}: {text()} called "
                                         f"sys.exit({exc.code!r}) ({AdapterFault.EXITED.name})") from None
 
+        call.__wrapped__ = value  # type: ignore[attr-defined]  # inspect.signature sees the method's own parameters
         return call
 
 
@@ -239,6 +241,8 @@ def limited_factory(factory: AdapterFactory, label: str, seconds: float) -> Call
     :func:`first_problem` (Hypothesis may report a ``BaseException`` raised while it builds a machine as
     something else)."""
     problems: list[AdapterError] = []
+    protocol = adapter_protocol(factory)
+    protocol_check = CHECKS.get(protocol, check_adapter)
 
     def build(config: Any) -> LimitedAdapter:
         if problems:
@@ -258,9 +262,14 @@ def limited_factory(factory: AdapterFactory, label: str, seconds: float) -> Call
             problems.append(AdapterError(AdapterProblem.FACTORY_RAISED,
                                          f"--adapter {label}: the factory called sys.exit({exc.code!r})"))
             raise AdapterUnusable(problems[0]) from None
+        try:  # every adapter it builds has its protocol's methods, each callable as the machines call it
+            protocol_check(adapter)
+        except AdapterError as exc:
+            problems.append(AdapterError(exc.problem, f"--adapter {label}: {exc}"))
+            raise AdapterUnusable(problems[0]) from None
         return LimitedAdapter(adapter, label, seconds, problems)
 
-    build.adapter_protocol = adapter_protocol(factory)  # type: ignore[attr-defined]
+    build.adapter_protocol = protocol  # type: ignore[attr-defined]
     build.problems = problems  # type: ignore[attr-defined]
     return build
 

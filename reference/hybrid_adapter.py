@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from kvexact.reference import lifecycle
-from kvexact.reference.adapters import AdapterError, AdapterProblem, check_methods
+from kvexact.reference.adapters import AdapterError, AdapterProblem, adapter_kind, check_methods
 from kvexact.reference.allocator import Allocator
 from kvexact.reference.hybrid_prefix import HybridPrefixCache
 from kvexact.reference.keys import KeyInputs
@@ -70,7 +70,7 @@ def check_hybrid(adapter: Any) -> None:
     check_methods(adapter, "hybrid-cache", HYBRID_METHODS, {})
     if not isinstance(getattr(adapter, "config", None), HybridCacheConfig):
         raise AdapterError(AdapterProblem.MISSING_METHOD,
-                           f"hybrid-cache adapter {type(adapter).__name__} has no HybridCacheConfig 'config'")
+                           f"hybrid-cache adapter {adapter_kind(adapter)} has no HybridCacheConfig 'config'")
 
 
 def _room(step: Callable[[], Any]) -> bool:

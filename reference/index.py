@@ -17,7 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from kvexact.reference import radix
-from kvexact.reference.adapters import AdapterError, AdapterProblem, check_methods
+from kvexact.reference.adapters import AdapterError, AdapterProblem, adapter_kind, check_methods
 
 # method -> how many positional arguments the Radix machine passes it
 INDEX_METHODS = {"admit": 2, "extend": 2, "finish": 1, "cancel": 1, "evict": 1, "slot_ids": 1, "free_slot_ids": 0,
@@ -82,11 +82,11 @@ def check_index(adapter: Any) -> None:
     order = getattr(adapter, "eviction_order", None)
     if order is not None and order not in EVICTION_ORDERS:
         raise AdapterError(AdapterProblem.BAD_DECLARATION,
-                           f"prefix-index adapter {type(adapter).__name__} declares eviction_order={order!r}; the "
+                           f"prefix-index adapter {adapter_kind(adapter)} declares eviction_order={order!r}; the "
                            f"machines check {', '.join(EVICTION_ORDERS)} (or declare none)")
     if not isinstance(getattr(adapter, "config", None), IndexConfig):
         raise AdapterError(AdapterProblem.MISSING_METHOD,
-                           f"prefix-index adapter {type(adapter).__name__} has no IndexConfig 'config'")
+                           f"prefix-index adapter {adapter_kind(adapter)} has no IndexConfig 'config'")
 
 
 class RadixIndex:

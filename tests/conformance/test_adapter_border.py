@@ -282,3 +282,14 @@ def test_the_adapter_docstring_names_exactly_the_methods_the_allocator_machines_
     assert all(f'"{m}"' in source or f".{m}(" in source for m in named), named
     assert "inject_failure" not in doc and "digest()" not in doc
 
+
+
+def test_the_time_limited_adapter_keeps_its_methods_signatures(probe):
+    """The machines call an adapter through a time-limiting wrapper; its methods keep the adapter's own signatures,
+    so the arity check inside a machine (the gate's path, which has no border check of its own) names a method the
+    machines cannot call, and the adapter's class, not the wrapper's."""
+    with pytest.raises(AdapterError, match=r"adapter OneArgStart: start\(request_id\)") as exc:
+        run_machine("KVAllocation", f"{probe('bad_method')}:factory",
+                    settings(max_examples=2, stateful_step_count=4, deadline=None, database=None), 0,
+                    check_kernels=False)
+    assert exc.value.problem is AdapterProblem.METHOD_SIGNATURE
