@@ -173,9 +173,11 @@ REQUIRED_METHODS = {"block_ids": 1, "start": 2, "append": 2, "release": 1, "tabl
 # not it has been reused since); lookup(prompt, scope) -> OpResult (a read-only prefix lookup under a
 # LookupScope: hit_tokens, or the rejection). digest() -> str, when present, must be unchanged by rejections.
 # observe() -> dict: the runtime's queues of unreferenced blocks and its COW steps, which the machines hold to
-# the promises of kvexact.conformance.observation after every step.
+# the promises of kvexact.conformance.observation after every step. cached_prefixes() -> the full-block token
+# prefixes the prefix cache can hit on now: a home start must hit exactly the longest chain of them (short of the
+# prompt's last token), and after an accepted cache() every full-block prefix of the request is among them.
 OPTIONAL_METHODS = {"fork": 2, "truncate": 2, "cache": 1, "evict": 1, "append_with_failure": 2, "generation": 2,
-                    "stale_write": 3, "lookup": 2, "observe": 0}
+                    "stale_write": 3, "lookup": 2, "observe": 0, "cached_prefixes": 0}
 
 AdapterFactory = Callable[[Any], Any]
 
@@ -236,12 +238,17 @@ def check_adapter(adapter: Any) -> None:
     check_methods(adapter, "allocator", REQUIRED_METHODS, OPTIONAL_METHODS)
     if not isinstance(getattr(adapter, "config", None), AdapterConfig):
         raise AdapterError(AdapterProblem.MISSING_METHOD,
-                           f"adapter {type(adapter).__name__} has no AdapterConfig 'config'")
+                           f"adapter {adapter_kind(adapter)} has no AdapterConfig 'config'")
+
+
+def adapter_kind(adapter: Any) -> str:
+    """The adapter's class name, through the machines' time-limiting wrapper (its ``wrapped_kind``)."""
+    return getattr(adapter, "wrapped_kind", None) or type(adapter).__name__
 
 
 def check_methods(adapter: Any, protocol: str, required: dict[str, int], optional: dict[str, int]) -> None:
     """Every required method present, and every present method callable with the machines' arguments."""
-    kind = type(adapter).__name__
+    kind = adapter_kind(adapter)
     present = [m for m in required if callable(getattr(adapter, m, None))]
     if not present:
         raise AdapterError(AdapterProblem.NOT_AN_ADAPTER,

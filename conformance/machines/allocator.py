@@ -242,6 +242,7 @@ class AllocatorMachine(RuleBasedStateMachine):
                            scope if self.sut is None else "home")
 
     def _start(self, rid: str, prompt: list[int], scope: str) -> Any:
+        findable = self._findable_prefix(prompt) if scope == "home" else None
         if scope == "home":
             result = self._both("start", rid, prompt)
         else:
@@ -249,6 +250,11 @@ class AllocatorMachine(RuleBasedStateMachine):
         if not result.accepted:
             return multiple()
         self._check_hit(rid, prompt, result.hit_tokens)
+        if findable is not None and self.sut is not None and result.hit_tokens != findable:
+            raise ConformanceFailure(f"start({rid}, {prompt}): {self.sut.name} reused {result.hit_tokens} cached tokens, "
+                                     f"but its cached_prefixes() held the prompt's first {findable} tokens just before "
+                                     "(0x07A: a hit is the longest chain of whole blocks the cache holds, short of the "
+                                     "last prompt token)")
         floor = self._mapped_prefix(prompt)
         if self.sut is not None and result.hit_tokens < floor:
             raise ConformanceFailure(f"start({rid}, {prompt}): {self.sut.name} reused {result.hit_tokens} cached tokens, "
@@ -275,6 +281,22 @@ class AllocatorMachine(RuleBasedStateMachine):
                 raise ConformanceFailure(f"start({rid}): {who} reported a hit of {hit} tokens, but its group-{g} table "
                                          f"maps blocks {shared} past the hit that other live requests map too; the rows "
                                          "a start computes go into blocks of its own")
+
+    def _cached_prefixes(self) -> set[tuple[int, ...]] | None:
+        """The SUT's own ``cached_prefixes()`` (optional: the full-block token prefixes its cache can hit on now)."""
+        method = getattr(self.sut, "cached_prefixes", None) if self.sut is not None else None
+        return None if not callable(method) else {tuple(int(t) for t in p) for p in method()}
+
+    def _findable_prefix(self, prompt: list[int]) -> int | None:
+        """Tokens of the longest chain of ``prompt``'s whole blocks (short of its last token) that the SUT's
+        ``cached_prefixes()`` holds; None when the SUT does not offer it."""
+        held = self._cached_prefixes()
+        if held is None:
+            return None
+        p, blocks = self.config.block_tokens, 0
+        while blocks < (len(prompt) - 1) // p and tuple(prompt[: (blocks + 1) * p]) in held:
+            blocks += 1
+        return blocks * p
 
     def _mapped_prefix(self, prompt: list[int]) -> int:
         """Tokens of ``prompt`` (whole blocks, at most all but its last token) that cached full blocks of live
@@ -535,6 +557,14 @@ class AllocatorMachine(RuleBasedStateMachine):
         result = self._both("cache", req.rid)
         if result.accepted:
             req.published_blocks = len(req.tokens) // self.config.block_tokens
+            held = self._cached_prefixes()
+            p = self.config.block_tokens
+            missing = [] if held is None else [j for j in range(1, len(req.tokens) // p + 1)
+                                               if tuple(req.tokens[: j * p]) not in held]
+            if missing and self.sut is not None:
+                raise ConformanceFailure(f"{self.sut.name} accepted cache({req.rid!r}) but its cached_prefixes() lacks "
+                                         f"the request's first {missing[0] * p} tokens: cache() publishes every full "
+                                         "block of the request")
         elif (self.sut is not None and getattr(self.sut, "keeps_published_blocks", False)
               and self.last_reference_result.accepted):
             raise ConformanceFailure(f"{self.sut.name} refused cache({req.rid!r}) ({result.rejection}) of a live "

@@ -424,3 +424,46 @@ def test_vllm_delayed_caching_that_caches_but_reports_a_refusal_is_caught(monkey
     monkeypatch.setattr(DelayedCachingAdapter, "cache", caches_then_refuses)
     run = run_machine("KVAllocation", DELAYED, RUN, 0, check_kernels=False)
     assert not run.passed and "declares keeps_published_blocks" in run.error, run.error[:400]
+
+
+REFERENCE = "kvexact.reference.adapters:reference_factory"
+
+
+def _plant_in_reference_adapter(monkeypatch, method: str, original: str, mutated: str) -> None:
+    from kvexact.reference import adapters
+
+    planted = planted_module(adapters, original, mutated)
+    monkeypatch.setattr(adapters.ReferenceAdapter, method, getattr(planted.ReferenceAdapter, method))
+
+
+def test_reference_adapter_start_that_stops_a_block_short_of_its_cache_is_caught(monkeypatch):
+    """The reference adapter offers cached_prefixes(): a home start must hit exactly the longest chain of whole blocks
+    it holds. A lookup that never tries the chain's last block under-reports a legal-looking hit."""
+    _plant_in_reference_adapter(monkeypatch, "start", "for j in range((len(prompt) - 1) // p):",
+                                "for j in range((len(prompt) - 1) // p - 1):")
+    run = run_machine("KVAllocation", REFERENCE, RUN, 0, check_kernels=False)
+    assert not run.passed and "but its cached_prefixes() held" in run.error, run.error[:400]
+
+
+def test_reference_adapter_cache_that_leaves_the_last_block_unpublished_is_caught(monkeypatch):
+    _plant_in_reference_adapter(monkeypatch, "cache", "for j in range(len(tokens) // p):",
+                                "for j in range(len(tokens) // p - 1):")
+    run = run_machine("KVAllocation", REFERENCE, RUN, 0, check_kernels=False)
+    assert not run.passed and "but its cached_prefixes() lacks" in run.error, run.error[:400]
+
+
+def test_without_cached_prefixes_a_start_that_stops_short_passes(monkeypatch):
+    """The same short lookup passes when the adapter does not offer cached_prefixes(): a shorter hit is legal for a
+    runtime that may have evicted the rest, and no other check sees it."""
+    from kvexact.reference.adapters import reference_factory
+
+    _plant_in_reference_adapter(monkeypatch, "start", "for j in range((len(prompt) - 1) // p):",
+                                "for j in range((len(prompt) - 1) // p - 1):")
+
+    def without_cached_prefixes(config):
+        adapter = reference_factory(config)
+        adapter.cached_prefixes = None  # not callable: the machines treat it as not offered
+        return adapter
+
+    machine = machine_class("KVAllocation", sut_factory=without_cached_prefixes, check_kernels=False)
+    run_state_machine_as_test(machine, settings=RUN)
