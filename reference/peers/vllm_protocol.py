@@ -22,7 +22,8 @@ import hashlib
 from collections.abc import Sequence
 
 from kvexact.reference.adapters import AdapterConfig, OpResult
-from kvexact.reference.peers.vllm import VllmConfig, VllmKVCacheManager, VllmRequest
+from kvexact.reference.peers import vllm_pool
+from kvexact.reference.peers.vllm import GROUP_ID, VllmConfig, VllmKVCacheManager, VllmRequest
 from kvexact.reference.peers.vllm_groups import VllmGroups
 
 
@@ -38,6 +39,7 @@ class VllmProtocolAdapter(VllmGroups):
         manager = VllmKVCacheManager.create(VllmConfig(config.blocks_per_group + 1, config.block_tokens))
         self.managers = [manager] * config.num_groups
         self.requests: dict[str, VllmRequest] = {}
+        self.prefix_of: dict[bytes, tuple[int, ...]] = {}  # every block hash computed so far -> its token prefix
 
     def holds(self, request_id: str) -> bool:
         return request_id in self.requests
@@ -61,6 +63,7 @@ class VllmProtocolAdapter(VllmGroups):
         assert len(hits) == 1, "identical groups hit differently"
         self.managers = successors
         self.requests[request_id] = request.with_computed(request.num_tokens)
+        self._remember(request)
         return hits.pop()
 
     def decode(self, request_id: str, token: int) -> bool:
@@ -73,7 +76,19 @@ class VllmProtocolAdapter(VllmGroups):
             successors.append(manager)
         self.managers = successors
         self.requests[request_id] = grown.with_computed(grown.num_tokens)
+        self._remember(grown)
         return True
+
+    def _remember(self, request: VllmRequest) -> None:
+        p = self.config.block_tokens
+        for j, block_hash in enumerate(request.block_hashes):
+            self.prefix_of[block_hash] = tuple(request.all_token_ids[: (j + 1) * p])
+
+    def cached_prefixes(self) -> list[tuple[int, ...]]:
+        """The token prefixes whose block hash every group's cache holds now (what ``get_computed_blocks`` finds)."""
+        return sorted(tokens for block_hash, tokens in self.prefix_of.items()
+                      if all(vllm_pool.get_cached_block(m.pool, block_hash, (GROUP_ID,)) is not None
+                             for m in self.managers))
 
     def free(self, request_id: str) -> None:
         self.managers = [manager.free(request_id)[0] for manager in self.managers]

@@ -357,9 +357,18 @@ def _cache_blocks_one_short(monkeypatch) -> None:
 def test_vllm_delayed_caching_that_leaves_a_published_block_uncached_is_caught(monkeypatch):
     """The delayed-caching profile declares keeps_published_blocks: a start must hit on the full blocks an accepted
     cache() published while a live request still maps them. Caching one block short is caught that way."""
+    from kvexact.reference.peers.vllm_protocol import DelayedCachingAdapter
+
     _cache_blocks_one_short(monkeypatch)
+    monkeypatch.setattr(DelayedCachingAdapter, "cached_prefixes", None)  # which would catch it first
     run = run_machine("KVAllocation", DELAYED, RUN, 0, check_kernels=False)
     assert not run.passed and "published by an accepted cache()" in run.error, run.error[:400]
+
+
+def test_vllm_delayed_caching_one_block_short_is_caught_by_cached_prefixes(monkeypatch):
+    _cache_blocks_one_short(monkeypatch)
+    run = run_machine("KVAllocation", DELAYED, RUN, 0, check_kernels=False)
+    assert not run.passed and "cached_prefixes() lacks" in run.error, run.error[:400]
 
 
 def test_the_correct_delayed_caching_profile_passes_and_hits():
@@ -376,6 +385,7 @@ def test_without_the_declaration_caching_one_block_short_passes(monkeypatch):
 
     _cache_blocks_one_short(monkeypatch)
     monkeypatch.setattr(DelayedCachingAdapter, "keeps_published_blocks", False)
+    monkeypatch.setattr(DelayedCachingAdapter, "cached_prefixes", None)
     run = run_machine("KVAllocation", DELAYED, RUN, 0, check_kernels=False)
     assert run.passed, run.error[:400]
 
@@ -398,12 +408,19 @@ def test_vllm_profile_that_allocates_a_block_ahead_on_decode_is_caught():
 def test_reference_adapter_that_under_reports_its_hit_is_caught():
     """The reference adapter (content-keyed reuse) with the planted bug: it reuses the cached blocks but reports a
     hit of len(hit) >> P tokens (0 here), so its table maps a live request's cached block past the reported hit.
-    Rows past a hit go into blocks of the request's own; the machine catches the block shared past it."""
+    Rows past a hit go into blocks of the request's own; the machine catches the block shared past it (with
+    cached_prefixes() withheld, which would catch the short hit first)."""
     from kvexact.reference import adapters
 
     planted = planted_module(adapters, "return OpResult(True, None, len(hit) * p, ",
                              "return OpResult(True, None, len(hit) >> p, ")
-    machine = machine_class("KVAllocation", sut_factory=planted.reference_factory, check_kernels=False,
+
+    def without_cached_prefixes(config):
+        adapter = planted.reference_factory(config)
+        adapter.cached_prefixes = None
+        return adapter
+
+    machine = machine_class("KVAllocation", sut_factory=without_cached_prefixes, check_kernels=False,
                             validate_trace=False)
     with pytest.raises(ConformanceFailure, match=r"past the hit that other live requests map"):
         run_state_machine_as_test(machine, settings=RUN)
@@ -467,3 +484,23 @@ def test_without_cached_prefixes_a_start_that_stops_short_passes(monkeypatch):
 
     machine = machine_class("KVAllocation", sut_factory=without_cached_prefixes, check_kernels=False)
     run_state_machine_as_test(machine, settings=RUN)
+
+
+def _vllm_lookup_skips_evictable_blocks(monkeypatch) -> None:
+    """Plant in the vLLM profile: a prefix lookup that stops at the first cached block no request holds (it sits in
+    the free queue, evictable), as if the free queue were not searched."""
+    from kvexact.reference.peers import vllm
+
+    planted = planted_module(vllm, "            if found is None:\n                break",
+                             "            if found is None or self.pool.ref_cnt[found[0]] == 0:\n                break")
+    monkeypatch.setattr(vllm.VllmKVCacheManager, "get_computed_blocks", planted.VllmKVCacheManager.get_computed_blocks)
+
+
+def test_vllm_lookup_that_skips_evictable_cached_blocks_is_caught_by_cached_prefixes(monkeypatch):
+    """The floor of caches_at_allocation counts only blocks live requests map; the profile's cached_prefixes() also
+    holds released, still cached blocks, and a start must hit all of the chain it holds."""
+    _vllm_lookup_skips_evictable_blocks(monkeypatch)
+    run = run_machine("KVAllocation", "kvexact.reference.peers.vllm_protocol:vllm_factory", RUN, 0,
+                      check_kernels=False)
+    assert not run.passed and "but its cached_prefixes() held" in run.error, run.error[:400]
+
