@@ -16,8 +16,8 @@ lengths and the blocks it copied.
 What the allocator machines call on an adapter (:data:`REQUIRED_METHODS`, :data:`OPTIONAL_METHODS`):
 ``block_ids``, ``start``, ``append``, ``release``, ``table``, ``length`` and ``self_check`` always;
 ``fork``, ``truncate``, ``cache``, ``evict``, ``lookup``, ``append_with_failure`` and the generation fence
-``generation`` with ``stale_write``, and ``observe`` (queues and COW steps,
-:mod:`kvexact.conformance.observation`) when the adapter has them; the attributes ``name``, ``config`` and
+``generation`` with ``stale_write``, ``observe`` (queues and COW steps,
+:mod:`kvexact.conformance.observation`) and ``cached_prefixes`` (what a hit may reuse) when the adapter has them; the attributes ``name``, ``config`` and
 (optional, default true) ``lockstep``. Nothing else: no digest is read from an adapter. Every argument is positional. ``--adapter`` checks these names and arities before any example.
 
 Invariant of every adapter method: a rejected operation returns ``OpResult(accepted=False, ...)`` and

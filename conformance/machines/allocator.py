@@ -457,7 +457,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         if result.accepted:
             raise ConformanceFailure(f"{call[0]}{call[1:]} was accepted; the protocol refuses it (an id no live "
                                      "request holds, a fork onto itself or a live request, a start under a live id, "
-                                     "a truncate keeping every token)")
+                                     "a truncate keeping every token, more tokens than it holds, or a negative count)")
         changed = [r for r in live if self._tables(r) != before[r]]
         if changed:
             raise ConformanceFailure(f"{call[0]}{call[1:]} was refused ({result.rejection}) but changed the tables of "
@@ -475,7 +475,8 @@ class AllocatorMachine(RuleBasedStateMachine):
         p = self.config.block_tokens
         keep = p * (1 + keep_blocks % ((len(req.tokens) - 1) // p)) - rows_dropped % p
         if self._supports("truncate"):
-            self._refuse("truncate", req.rid, len(req.tokens))  # keeping every token is refused
+            for keep_refused in (len(req.tokens), len(req.tokens) + 1, -1):  # every token, past the end, negative
+                self._refuse("truncate", req.rid, keep_refused)
             self._truncate(req, keep)
 
     def _truncate(self, req: Request, keep: int) -> bool:

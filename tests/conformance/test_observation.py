@@ -504,3 +504,16 @@ def test_vllm_lookup_that_skips_evictable_cached_blocks_is_caught_by_cached_pref
                       check_kernels=False)
     assert not run.passed and "but its cached_prefixes() held" in run.error, run.error[:400]
 
+
+
+@pytest.mark.parametrize("mutated", ["if not 0 != keep_tokens < self.lengths[request_id]:",
+                                     "if not 0 <= keep_tokens != self.lengths[request_id]:"])
+def test_example_runtime_truncate_that_accepts_a_negative_or_longer_count_is_caught(monkeypatch, mutated):
+    """Round 6's survivors: the example runtime's truncate bound weakened so that a negative count, or one past the
+    request's length, is accepted. The truncate rule sends both, beside every real truncate, and both must be refused
+    with the tables unchanged."""
+    planted = planted_module(simple_runtime, "if not 0 <= keep_tokens < self.lengths[request_id]:", mutated)
+    monkeypatch.setattr(simple_runtime.SimpleRuntimeAllocator, "truncate", planted.SimpleRuntimeAllocator.truncate)
+    run = run_machine("KVAllocation", "kvexact.conformance.simple_runtime:simple_runtime", RUN, 0, check_kernels=False)
+    assert not run.passed and "truncate(" in run.error, run.error[:400]
+    assert "the protocol refuses it" in run.error or "the reference rejected it" in run.error, run.error[:400]
