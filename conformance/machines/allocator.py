@@ -291,8 +291,11 @@ class AllocatorMachine(RuleBasedStateMachine):
         """Tokens of the longest chain of ``prompt``'s whole blocks (short of its last token) that the SUT's
         ``cached_prefixes()`` holds; None when the SUT does not offer it."""
         held = self._cached_prefixes()
-        if held is None:
-            return None
+        return None if held is None else self._held_chain(prompt, held)
+
+    def _held_chain(self, prompt: list[int], held: set[tuple[int, ...]]) -> int:
+        """Tokens of the longest chain of ``prompt``'s whole blocks, short of its last token, whose prefixes are all
+        in ``held``."""
         p, blocks = self.config.block_tokens, 0
         while blocks < (len(prompt) - 1) // p and tuple(prompt[: (blocks + 1) * p]) in held:
             blocks += 1
@@ -311,10 +314,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         else:
             return 0
         held = {tuple(q.tokens[: (j + 1) * p]) for q in self.requests.values() for j in range(cached[q.rid])}
-        blocks = 0
-        while blocks < (len(prompt) - 1) // p and tuple(prompt[: (blocks + 1) * p]) in held:
-            blocks += 1
-        return blocks * p
+        return self._held_chain(prompt, held)
 
     def _check_hit(self, rid: str, prompt: list[int], hit: int) -> None:
         """A start's reused rows obey 0x07A's chain for a logits-producing request: whole blocks, and at least
