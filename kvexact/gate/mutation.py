@@ -221,13 +221,7 @@ def annotation_only_lines(source: str) -> set[int]:
 
 def faulty_lines(module: str, source: str) -> set[int]:
     """Lines of the module's deliberately faulty definitions (:data:`FAULTY_DEFINITIONS`), decorators included."""
-    names = FAULTY_DEFINITIONS.get(module, ())
-    lines: set[int] = set()
-    for node in ast.parse(source).body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in names:
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            lines.update(range(first, (node.end_lineno or node.lineno) + 1))
-    return lines
+    return set(definition_lines(source, FAULTY_DEFINITIONS.get(module, ())))
 
 
 def definition_lines(source: str, qualified_names: Iterable[str]) -> dict[int, str]:
