@@ -32,7 +32,6 @@ import attrs
 
 from kvexact.conformance.guard import AdapterFault, AdapterFaultError, freeze, log_build, log_call
 from kvexact.reference.adapters import (
-    AdapterConfig,
     AdapterError,
     AdapterFactory,
     AdapterProblem,
@@ -130,11 +129,12 @@ def resolve(adapter: str | Adapter | None) -> Adapter | None:
 
 def sample_config(protocol: str) -> Any:
     """The config a machine of ``protocol`` passes to the factory."""
+    from kvexact.conformance.machines.allocator import MACHINE_CONFIG
     from kvexact.conformance.machines.radix import POOL_SLOTS
 
     if protocol == "hybrid-cache":
         return HybridCacheConfig()
-    return IndexConfig(POOL_SLOTS) if protocol == "prefix-index" else AdapterConfig()
+    return IndexConfig(POOL_SLOTS) if protocol == "prefix-index" else MACHINE_CONFIG
 
 
 def load_adapter(adapter: str | Adapter, seconds: float | None = None) -> Adapter:

@@ -65,13 +65,23 @@ class DevicePool:
         self.writes = 0
         self.copies = 0
 
+    def slot(self, group: int, block_id: int) -> int:
+        """The pool row of ``block_id``; a block outside the adapter's ``block_ids(group)`` is a conformance failure."""
+        from kvexact.conformance.machines import ConformanceFailure
+
+        slot = self.slot_of[group].get(block_id)
+        if slot is None:
+            raise ConformanceFailure(f"group {group}: block {block_id} is not among the adapter's block_ids({group}) "
+                                     f"({len(self.slot_of[group])} blocks)")
+        return slot
+
     def write(self, group: int, block_id: int, row: int, tokens_prefix: Sequence[int]) -> None:
         import torch
 
         from kvexact.kernels.paged import reshape_and_cache
 
         k, v = kv_row(tokens_prefix, group)
-        slot = self.slot_of[group][block_id] * self.block_tokens + row
+        slot = self.slot(group, block_id) * self.block_tokens + row
         reshape_and_cache(k[None], v[None], self.k[group], self.v[group], policy.tensor([slot], torch.int64))
         self.writes += 1
 
@@ -81,7 +91,7 @@ class DevicePool:
 
         from kvexact.kernels.paged import reshape_and_cache
 
-        slots = [self.slot_of[group][b] * self.block_tokens + row for b in block_ids for row in range(self.block_tokens)]
+        slots = [self.slot(group, b) * self.block_tokens + row for b in block_ids for row in range(self.block_tokens)]
         nan = policy.full((len(slots), NUM_KV_HEADS, HEAD_DIM), math.nan)
         reshape_and_cache(nan, nan.clone(), self.k[group], self.v[group], policy.tensor(slots, torch.int64))
 
@@ -90,7 +100,7 @@ class DevicePool:
 
         from kvexact.kernels.paged import copy_blocks
 
-        pair = policy.tensor([[self.slot_of[group][src_block], self.slot_of[group][dst_block]]], torch.int64)
+        pair = policy.tensor([[self.slot(group, src_block), self.slot(group, dst_block)]], torch.int64)
         copy_blocks(self.k[group], self.v[group], pair)
         self.copies += 1
 
@@ -110,7 +120,7 @@ class DevicePool:
             bt = policy.zeros((len(names), max(width, 1)), torch.int32)
             for i, r in enumerate(names):
                 for j, b in enumerate(tables[r][g]):
-                    bt[i, j] = self.slot_of[g][b]
+                    bt[i, j] = self.slot(g, b)
             lens = policy.tensor([len(histories[r]) for r in names], torch.int32)
             q = torch.stack([query_row(r, len(histories[r])) for r in names])
             out = paged_decode_attention(q, self.k[g], self.v[g], bt, lens, num_splits=2)

@@ -130,6 +130,7 @@ class Observer:
         self.queues: dict[str, dict[int, list[int]]] = {}
         self.pending: dict[tuple[int, int], str] = {}
         self.checks = 0
+        self.reports_usage = False  # the latest observation reported usage: every unmapped block is free
 
     def step(self, observation: Any, mapped: Mapping[int, set[int]], sizes: Mapping[int, int] | None = None) -> None:
         """Check one observation; ``sizes[g]``: the blocks of group g (needed for a reported usage)."""
@@ -138,5 +139,6 @@ class Observer:
         check_cow(observation.get("cow", ()), self.pending)
         if "usage" in observation:
             check_usage(observation["usage"], mapped, sizes or {})
+        self.reports_usage = "usage" in observation
         self.queues = queues
         self.checks += 1

@@ -147,9 +147,11 @@ class LiveVllmAdapter(VllmGroups):
             manager.free(request)
 
     def observe(self) -> dict[str, Any]:
-        """vLLM's free block queue per group, head first (what the machines hold to the queue promises)."""
+        """vLLM's free block queue per group, head first (what the machines hold to the queue promises), and each
+        group's ``block_pool.get_usage()`` (the mapped share; it makes refusals for lack of blocks checkable)."""
         return {"queues": {"free": {g: [b.block_id for b in m.block_pool.free_block_queue.get_all_free_blocks()]
-                                    for g, m in enumerate(self.managers)}}}
+                                    for g, m in enumerate(self.managers)}},
+                "usage": {g: m.block_pool.get_usage() for g, m in enumerate(self.managers)}}
 
     def table(self, request_id: str, group: int) -> list[int]:
         return list(self.managers[group].get_block_ids(request_id)[0]) if request_id in self.requests else []

@@ -48,6 +48,7 @@ from kvexact.conformance.machines import (
     lacks,
     not_applicable,
 )
+from kvexact.conformance.machines.room import MEMORY_REFUSALS, BlockPrefixes, append_need, start_need
 from kvexact.conformance.mirror import DevicePool, mirror_step
 from kvexact.conformance.observation import ObservationError, Observer
 from kvexact.reference.adapters import AdapterConfig, LookupScope, OpResult, ReferenceAdapter, check_adapter
@@ -74,6 +75,9 @@ PROMPTS = st.one_of(st.integers(1, 7).map(lambda n: list(STREAM[:n])),
 # rejection names an adapter may use for one another: one that does not remember ended requests calls a
 # released id unknown
 SYNONYMS = {"REQUEST_ALREADY_ENDED": "UNKNOWN_REQUEST"}
+# the machines' pool: an odd number of blocks per group, so that pool arithmetic right only for even sizes
+# (``n | 1`` for ``n + 1``, ``n ^ 1``) shows; two groups of two-token blocks
+MACHINE_CONFIG = AdapterConfig(blocks_per_group=7)
 BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, lifted for traces
 
 
@@ -127,7 +131,7 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     spec: ClassVar[str] = "KVAllocation"
     sut_factory: ClassVar[Callable[[AdapterConfig], Any] | None] = None  # None: the reference is the SUT
-    config: ClassVar[AdapterConfig] = AdapterConfig()
+    config: ClassVar[AdapterConfig] = MACHINE_CONFIG
     check_kernels: ClassVar[bool] = True
     validate_trace: ClassVar[bool] = True
     stats: ClassVar[dict[str, int]] = {}
@@ -144,15 +148,25 @@ class AllocatorMachine(RuleBasedStateMachine):
             check_adapter(self.sut)
         self.target = self.sut if self.sut is not None else self.ref
         self.adapter_trace = start_trace(self.spec, self.sut)  # the adapter's own steps, when traces are written
-        self.device = DevicePool([self.target.block_ids(g) for g in range(cfg.num_groups)], cfg.block_tokens)
+        self.device = DevicePool([self._pool_of(g) for g in range(cfg.num_groups)], cfg.block_tokens)
         self.requests: dict[str, Request] = {}  # the live requests by id (the ``live`` bundle's handles)
         self.sut_delayed_writer: tuple[int, int, int] | None = None  # (group, block, generation) in the SUT
         self._projection_model: Any = None  # the spec's checker model, for the per-step invariants
         self.observer = Observer()  # the target's observe() (queues, COW steps), when it has one
         self.last_reference_result = OpResult(True)  # the reference's answer to the latest _both() call
+        self.block_prefixes = BlockPrefixes(cfg.num_groups)  # what each SUT block last held full (room checks)
         self._count("examples")
 
     # ---- helpers -------------------------------------------------------------------------------------
+    def _pool_of(self, group: int) -> list[int]:
+        """The target's ``block_ids(group)``: ``blocks_per_group`` distinct ids, the geometry it was built with."""
+        ids = list(self.target.block_ids(group))
+        if len(set(ids)) != len(ids) or len(ids) != self.config.blocks_per_group:
+            who = self.sut.name if self.sut is not None else "the reference"
+            raise ConformanceFailure(f"{who}: block_ids({group}) holds {len(set(ids))} distinct ids ({len(ids)} in "
+                                     f"all), but its config gives {self.config.blocks_per_group} blocks per group")
+        return ids
+
     @property
     def histories(self) -> dict[str, list[int]]:
         """Each live request's logical history."""
@@ -164,6 +178,9 @@ class AllocatorMachine(RuleBasedStateMachine):
     def _both(self, op: str, *args: Any) -> OpResult:
         """Apply ``op`` to the reference and (in lockstep) the SUT; they must agree on acceptance."""
         self._observe()
+        if self.sut is not None and not getattr(self.sut, "lockstep", True):
+            self.block_prefixes.note({r: self._tables(r) for r in self.requests}, self.histories,
+                                     self.config.block_tokens)
         before = self.ref.digest()
         ref_result: OpResult = getattr(self.ref, op)(*args)
         if not ref_result.accepted and self.ref.digest() != before:
@@ -248,6 +265,11 @@ class AllocatorMachine(RuleBasedStateMachine):
         else:
             result = self._foreign_start(scope, rid, prompt)
         if not result.accepted:
+            if scope == "home":
+                self._refused_with_room(f"start({rid}, {prompt})", result,
+                                        lambda g, mapped: start_need(prompt, self.config.block_tokens,
+                                                                     self._chain_blocks(prompt), g,
+                                                                     self.block_prefixes, mapped))
             return multiple()
         self._check_hit(rid, prompt, result.hit_tokens)
         if findable is not None and self.sut is not None and result.hit_tokens != findable:
@@ -351,7 +373,36 @@ class AllocatorMachine(RuleBasedStateMachine):
         elif self._tables(req.rid) != before:
             raise ConformanceFailure(f"{op}({req.rid}, {token}) was refused ({result.rejection}) but changed "
                                      f"{req.rid}'s tables")
+        elif op == "append":
+            others = [self._tables(r) for r in self.requests if r != req.rid]
+            self._refused_with_room(f"append({req.rid}, {token})", result, lambda g, mapped: append_need(
+                n, self.config.block_tokens, bool(before[g]) and any(before[g][-1] in t[g] for t in others)))
         return result
+
+    def _refused_with_room(self, what: str, result: OpResult, need: Callable[[int, set[int]], int]) -> None:
+        """Off lockstep, an adapter whose ``observe()`` reports ``usage`` (so every block no live table maps is
+        free) may refuse for lack of blocks only when ``need(group, mapped)`` exceeds a group's unmapped blocks
+        (:mod:`kvexact.conformance.machines.room`)."""
+        if (self.sut is None or getattr(self.sut, "lockstep", True) or not self.observer.reports_usage
+                or result.rejection not in MEMORY_REFUSALS):
+            return
+        self._count("refusals_for_blocks_checked")
+        rooms = []
+        for g in range(self.config.num_groups):
+            mapped = {b for r in self.requests for b in self.sut.table(r, g)}
+            free, wanted = len(self.sut.block_ids(g)) - len(mapped), need(g, mapped)
+            if wanted > free:
+                return
+            rooms.append(f"group {g}: needs at most {wanted}, {free} unmapped")
+        raise ConformanceFailure(f"{what}: {self.sut.name} refused it for lack of blocks ({result.rejection}), but "
+                                 f"there is room ({'; '.join(rooms)}); its observe() reports usage, so every block "
+                                 "no live table maps is free")
+
+    def _chain_blocks(self, prompt: list[int]) -> int:
+        """Blocks of ``prompt`` a start must hit: the chain the SUT's ``cached_prefixes()`` holds, or else the
+        floor its declarations give (:meth:`_mapped_prefix`)."""
+        findable = self._findable_prefix(prompt)
+        return (self._mapped_prefix(prompt) if findable is None else findable) // self.config.block_tokens
 
     def _any(self, has: Callable[[Request], bool]) -> bool:
         """Some live request passes ``has`` (a filtered draw from ``live`` needs one)."""
@@ -792,5 +843,5 @@ def machine_class(spec: str = "KVAllocation", sut_factory: Callable[[AdapterConf
     return type(f"{spec}Machine", (AllocatorMachine,), {
         "spec": spec, "sut_factory": staticmethod(sut_factory) if sut_factory else None,
         "check_kernels": check_kernels, "validate_trace": validate_trace,
-        "config": config or AdapterConfig(), "stats": {},
+        "config": config or MACHINE_CONFIG, "stats": {},
     })

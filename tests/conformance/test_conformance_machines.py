@@ -117,6 +117,27 @@ def test_faulty_adapter_is_caught():
             p for p in FAST.phases if p.name != "shrink"], report_multiple_bugs=False))
 
 
+def test_an_adapter_whose_pool_misses_a_block_of_its_geometry_is_caught(monkeypatch):
+    """The machines' pool is odd (7 blocks a group), so ``range(1, n | 1)`` for ``range(1, n + 1)`` drops a block."""
+    from kvexact.conformance.machines.allocator import MACHINE_CONFIG
+
+    assert MACHINE_CONFIG.blocks_per_group % 2 == 1
+    monkeypatch.setattr(SimpleRuntimeAllocator, "block_ids",
+                        lambda self, group: list(range(1, self.config.blocks_per_group | 1)))
+    machine = machine_class("KVAllocation", sut_factory=SimpleRuntimeAllocator, check_kernels=False,
+                            validate_trace=False)
+    with pytest.raises(ConformanceFailure, match=r"block_ids\(0\) holds 6 distinct ids .* gives 7 blocks per group"):
+        run_state_machine_as_test(machine, settings=FAST)
+
+
+def test_a_table_block_outside_the_adapters_pool_is_a_named_failure():
+    from kvexact.conformance.mirror import DevicePool
+
+    pool = DevicePool([[1, 2]], 2)
+    with pytest.raises(ConformanceFailure, match=r"block 3 is not among the adapter's block_ids\(0\)"):
+        pool.write(0, 3, 0, [1])
+
+
 def test_wrong_attention_is_caught_by_numbers():
     """The faulty allocator without lockstep: the kernels' numbers alone expose the shared-tail write."""
     cfg = AdapterConfig(blocks_per_group=12)

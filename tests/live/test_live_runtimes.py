@@ -294,6 +294,19 @@ run_state_machine_as_test(m, settings=settings(machine_settings("ci", shrink=Fal
 print("observation_checks", m.stats["observation_checks"])
 '''
 
+ROOM = r'''
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+from kvexact.conformance.live import vllm as live_vllm
+from kvexact.conformance.machines.allocator import machine_class
+from kvexact.conformance.runner import machine_settings
+
+m = machine_class("KVAllocation", sut_factory=live_vllm.factory, check_kernels=False, validate_trace=False)
+run_state_machine_as_test(m, settings=settings(machine_settings("ci", shrink=False), max_examples=30,
+                                               stateful_step_count=30))
+print("refusals_for_blocks_checked", m.stats.get("refusals_for_blocks_checked", 0))
+'''
+
 
 def test_live_vllm_free_queue_is_observed_and_keeps_the_queue_promises(runtime_python):
     """The live adapter's observe() reads vLLM's own free block queue: a prefix hit takes the block out, and the
@@ -301,3 +314,11 @@ def test_live_vllm_free_queue_is_observed_and_keeps_the_queue_promises(runtime_p
     r = run_in(runtime_python, "-c", OBSERVE)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert int(r.stdout.split()[-1]) > 20, r.stdout
+
+
+def test_live_vllm_refusals_for_lack_of_blocks_are_held_to_its_usage(runtime_python):
+    """The live adapter reports vLLM's own get_usage(), so each refusal for lack of blocks is checked against the
+    blocks live tables leave unmapped (real vLLM 0.33.0 refuses only without room)."""
+    r = run_in(runtime_python, "-c", ROOM)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert int(r.stdout.split()[-1]) > 0, r.stdout
