@@ -182,6 +182,10 @@ class RadixMachine(RuleBasedStateMachine):
         released = 0
         for run in self._call("evict", num_tokens):
             run = tuple(int(s) for s in run)
+            if released >= num_tokens:
+                raise ConformanceFailure(f"{self.sut.name} evict({num_tokens}) went on to evict slots {list(run)} after "
+                                         f"{released} tokens were freed: eviction frees leaves only until the tokens "
+                                         "asked for are freed")
             node = self._node_holding(run)
             if node is None:
                 raise ConformanceFailure(f"{self.sut.name} evicted slots {list(run)}: no node of the reference's "

@@ -24,7 +24,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,10 @@ UNCALLED_BY_ADAPTERS = {
                                    "match_prefix",
         "RadixCache.pretty_print": "a debugging printout",
         "TreeNode.__repr__": "a debugging printout",
+    },
+    "reference.adapters": {
+        "project_state": "the golden cases and the trace tests call it; the machines' recorder projects each step "
+                         "through project_kv_allocation and project_cow_publication directly",
     },
 }
 FAST_CHECKS_LEVEL = "quick"
@@ -224,33 +228,63 @@ def faulty_lines(module: str, source: str) -> set[int]:
     return set(definition_lines(source, FAULTY_DEFINITIONS.get(module, ())))
 
 
-def definition_lines(source: str, qualified_names: Iterable[str]) -> dict[int, str]:
-    """``line -> qualified name`` for every line of the named definitions (``Class.method`` or a top-level name,
-    decorators included)."""
-    wanted = set(qualified_names)
-    out: dict[int, str] = {}
+Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
-    def visit(body: list[ast.stmt], prefix: str) -> None:
+
+def _definitions(source: str, qualified_names: Iterable[str]) -> Iterator[tuple[str, Definition]]:
+    """Each named definition (``Class.method`` or a top-level name) with its node."""
+    wanted = set(qualified_names)
+
+    def visit(body: list[ast.stmt], prefix: str) -> Iterator[tuple[str, Definition]]:
         for node in body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = prefix + node.name
                 if name in wanted:
-                    first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-                    out.update({line: name for line in range(first, (node.end_lineno or node.lineno) + 1)})
+                    yield name, node
                 if isinstance(node, ast.ClassDef):
-                    visit(node.body, name + ".")
+                    yield from visit(node.body, name + ".")
 
-    visit(ast.parse(source).body, "")
+    yield from visit(ast.parse(source).body, "")
+
+
+def definition_lines(source: str, qualified_names: Iterable[str]) -> dict[int, str]:
+    """``line -> qualified name`` for every line of the named definitions (``Class.method`` or a top-level name,
+    decorators included)."""
+    out: dict[int, str] = {}
+    for name, node in _definitions(source, qualified_names):
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        out.update({line: name for line in range(first, (node.end_lineno or node.lineno) + 1)})
     return out
 
 
-def uncalled_reason(mutant: Mutant, uncalled: dict[str, dict[str, str]]) -> str | None:
-    """The equivalence reason of a mutant inside a definition no adapter calls (:data:`UNCALLED_BY_ADAPTERS`)."""
+def body_lines(source: str, name: str) -> set[int]:
+    """The lines of the named definition's body: what runs only when it is called (its header, defaults and
+    annotations run when the module is imported)."""
+    for _name, node in _definitions(source, [name]):
+        return set(range(node.body[0].lineno, (node.end_lineno or node.lineno) + 1))
+    return set()
+
+
+def uncalled_reason(mutant: Mutant, uncalled: dict[str, dict[str, str]], coverage_map: dict[str, Any]) -> str | None:
+    """The equivalence reason of a mutant inside a definition no adapter calls (:data:`UNCALLED_BY_ADAPTERS`): none
+    when the mutant is in a decorator, or a passing check executes a line of the definition's body after all (then
+    the list is wrong there and the mutant is run). A default or annotation in the header counts as uncalled: it is
+    evaluated at import, but used only by a call."""
     names = uncalled.get(mutant.module)
     if not names:
         return None
-    name = definition_lines(mutant.path.read_text(encoding="utf-8"), names).get(mutant.line)
-    return None if name is None else f"inside {name}, which no adapter calls: {names[name]}"
+    source = mutant.path.read_text(encoding="utf-8")
+    name = definition_lines(source, names).get(mutant.line)
+    if name is None:
+        return None
+    node = next(node for _name, node in _definitions(source, [name]))
+    assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    if mutant.line < node.lineno:
+        return None  # a decorator runs at import and may register or wrap
+    body = body_lines(source, name)
+    if any(c["passed"] and body & set(c["lines"].get(mutant.module, ())) for c in coverage_map["checks"].values()):
+        return None
+    return f"inside {name}, which no adapter calls: {names[name]}"
 
 
 def enumerate_mutants(modules: dict[str, Path]) -> list[Mutant]:
@@ -500,8 +534,8 @@ def run_mutants(mutants: list[Mutant], coverage_map: dict[str, Any], equivalents
                 timeout_factor: float = 4.0, on_result: Callable[[int, int, MutantResult], None] | None = None,
                 runner: Callable[[Mutant, tuple[str, ...], float], MutantResult] = run_mutant,
                 uncalled: dict[str, dict[str, str]] | None = None) -> list[MutantResult]:
-    """Judge each mutant in order: equivalent (from the file, or inside a definition of ``uncalled`` that no check
-    executes), not executed, or run by ``runner``."""
+    """Judge each mutant in order: equivalent (from the file, or inside a definition of ``uncalled`` whose body no
+    check executes), not executed, or run by ``runner``."""
     results = []
     for i, bare in enumerate(mutants):
         mutant = with_after(bare) if not bare.after else bare
@@ -510,7 +544,7 @@ def run_mutants(mutants: list[Mutant], coverage_map: dict[str, Any], equivalents
         checks = checks_for(mutant, coverage_map)
         if mutant.key in equivalents:
             result = MutantResult(mutant, Outcome.EQUIVALENT, checks, reason=equivalents[mutant.key])
-        elif uncalled and not checks and (why := uncalled_reason(mutant, uncalled)) is not None:
+        elif uncalled and (why := uncalled_reason(mutant, uncalled, coverage_map)) is not None:
             result = MutantResult(mutant, Outcome.EQUIVALENT, checks, reason=why)
         elif mutant.operator.startswith("core/ReplaceBinaryOperator_BitOr_") and mutant.line in annotation_only_lines(
                 mutant.path.read_text(encoding="utf-8")):

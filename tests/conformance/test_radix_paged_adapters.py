@@ -45,3 +45,22 @@ def test_a_decode_past_the_last_page_is_caught_at_page_size_2():
     with pytest.raises(ConformanceFailure, match="free slots|not a legal step"):
         run_state_machine_as_test(machine, settings=no_shrink)
 
+
+
+@pytest.mark.parametrize("spec", ["Radix", "Radix@page2"])
+def test_an_eviction_that_frees_past_the_tokens_asked_for_is_caught(monkeypatch, spec):
+    """SGLang's evict frees whole unlocked leaves until the tokens asked for are freed, then stops. The planted bug
+    starts its count at -1, so where the victims free exactly the tokens asked for it evicts one leaf more; every
+    victim is still an unlocked leaf in LRU order, so only the stopping point shows it."""
+    import sys
+
+    from planting import planted_module
+
+    from kvexact.reference.peers import sglang, sglang_adapter
+
+    planted = planted_module(sglang, "        evicted = 0\n", "        evicted = -1\n")
+    monkeypatch.setattr(sglang_adapter, "RadixCache", planted.RadixCache)
+    monkeypatch.setitem(sys.modules, "kvexact.reference.peers.sglang", planted)
+    run = run_machine(spec, SGLANG, settings(machine_settings("ci", shrink=False), max_examples=40,
+                                             stateful_step_count=30), 0, check_kernels=False)
+    assert not run.passed and "after" in run.error and "tokens were freed" in run.error, run.error[:400]

@@ -381,6 +381,35 @@ def test_a_mutant_inside_a_definition_no_adapter_calls_is_equivalent_with_that_r
         mu.Outcome.SURVIVED, mu.Outcome.SURVIVED]
 
 
+DEFAULTS_SOURCE = """import functools
+
+
+class A:
+    def unused(self, priority=0):
+        return priority
+
+    @functools.lru_cache(maxsize=2)
+    def cached(self):
+        return 1
+"""
+
+
+def test_an_uncalled_definitions_header_runs_at_import_but_counts_as_uncalled(tmp_path):
+    """A default in the header of an uncalled method is evaluated when the module is imported, so coverage shows its
+    line executed; only a check that executes the body shows a call. A decorator may act at import: it is run."""
+    path = tmp_path / "m.py"
+    path.write_text(DEFAULTS_SOURCE, encoding="utf-8")
+    assert mu.body_lines(DEFAULTS_SOURCE, "A.unused") == {6}
+    at = [mu.Mutant("reference.m", path, "core/NumberReplacer", 0, line, line, "before", "after") for line in (5, 8)]
+    coverage = {"digest": "-", "checks": {"c": {"seconds": 1.0, "passed": True, "lines": {"reference.m": [5, 8, 9]}}}}
+    uncalled = {"reference.m": {"A.unused": "nothing calls it", "A.cached": "nothing calls it"}}
+    survive = lambda m, c, t: mu.MutantResult(m, mu.Outcome.SURVIVED, c)  # noqa: E731
+    results = mu.run_mutants(at, coverage, {}, runner=survive, uncalled=uncalled)
+    assert [r.outcome for r in results] == [mu.Outcome.EQUIVALENT, mu.Outcome.SURVIVED]
+    coverage["checks"]["c"]["lines"]["reference.m"].append(6)  # the body runs after all: the list is wrong there
+    assert mu.run_mutants(at[:1], coverage, {}, runner=survive, uncalled=uncalled)[0].outcome is mu.Outcome.SURVIVED
+
+
 def test_every_definition_listed_as_uncalled_by_adapters_exists():
     chosen = mu.select_modules(list(mu.UNCALLED_BY_ADAPTERS))
     for module, names in mu.UNCALLED_BY_ADAPTERS.items():
