@@ -291,6 +291,7 @@ class ReferenceAdapter:
 
     name = "reference"
     lockstep = True
+    keeps_published_blocks = False  # the adapter reference_factory builds declares it (see there)
 
     def __init__(self, config: AdapterConfig, spec: str | None = "KVAllocation",
                  requests: Sequence[str] = (), readers: Sequence[str] = (), check_every_op: bool = False,
@@ -499,6 +500,7 @@ def reference_factory(config: AdapterConfig) -> ReferenceAdapter:
     may accept different operations; its tables, hits and queues are still checked."""
     adapter = ReferenceAdapter(config, spec=None)
     adapter.lockstep = False
+    adapter.keeps_published_blocks = True  # a published block a live request maps is never evicted (refcount > 0)
     return adapter
 
 

@@ -62,6 +62,10 @@ UNCALLED_BY_ADAPTERS = {
         "RadixCache.pretty_print": "a debugging printout",
         "TreeNode.__repr__": "a debugging printout",
     },
+    "reference.peers.vllm_protocol": {
+        "VllmProtocolAdapter.digest": "the machines never call an adapter's digest (they compare the reference's "
+                                      "digests only); the profile's own tests do",
+    },
     "reference.adapters": {
         "project_state": "the golden cases and the trace tests call it; the machines' recorder projects each step "
                          "through project_kv_allocation and project_cow_publication directly",

@@ -414,7 +414,7 @@ def test_reference_adapter_that_under_reports_its_hit_is_caught():
     """The reference adapter (content-keyed reuse) with the planted bug: it reuses the cached blocks but reports a
     hit of len(hit) >> P tokens (0 here), so its table maps a live request's cached block past the reported hit.
     Rows past a hit go into blocks of the request's own; the machine catches the block shared past it (with
-    cached_prefixes() withheld, which would catch the short hit first)."""
+    cached_prefixes() and the keeps_published_blocks floor withheld, which would catch the short hit first)."""
     from kvexact.reference import adapters
 
     planted = planted_module(adapters, "return OpResult(True, None, len(hit) * p, ",
@@ -423,6 +423,7 @@ def test_reference_adapter_that_under_reports_its_hit_is_caught():
     def without_cached_prefixes(config):
         adapter = planted.reference_factory(config)
         adapter.cached_prefixes = None
+        adapter.keeps_published_blocks = False
         return adapter
 
     machine = machine_class("KVAllocation", sut_factory=without_cached_prefixes, check_kernels=False,
@@ -475,8 +476,9 @@ def test_reference_adapter_cache_that_leaves_the_last_block_unpublished_is_caugh
 
 
 def test_without_cached_prefixes_a_start_that_stops_short_passes(monkeypatch):
-    """The same short lookup passes when the adapter does not offer cached_prefixes(): a shorter hit is legal for a
-    runtime that may have evicted the rest, and no other check sees it."""
+    """The same short lookup passes when the adapter offers neither cached_prefixes() nor the keeps_published_blocks
+    declaration (whose floor catches it too): a shorter hit is legal for a runtime that may have evicted the rest,
+    and no other check sees it."""
     from kvexact.reference.adapters import reference_factory
 
     _plant_in_reference_adapter(monkeypatch, "start", "for j in range((len(prompt) - 1) // p):",
@@ -485,6 +487,7 @@ def test_without_cached_prefixes_a_start_that_stops_short_passes(monkeypatch):
     def without_cached_prefixes(config):
         adapter = reference_factory(config)
         adapter.cached_prefixes = None  # not callable: the machines treat it as not offered
+        adapter.keeps_published_blocks = False
         return adapter
 
     machine = machine_class("KVAllocation", sut_factory=without_cached_prefixes, check_kernels=False)
@@ -522,3 +525,21 @@ def test_example_runtime_truncate_that_accepts_a_negative_or_longer_count_is_cau
     run = run_machine("KVAllocation", "kvexact.conformance.simple_runtime:simple_runtime", RUN, 0, check_kernels=False)
     assert not run.passed and "truncate(" in run.error, run.error[:400]
     assert "the protocol refuses it" in run.error or "the reference rejected it" in run.error, run.error[:400]
+
+
+def test_reference_adapter_that_caches_but_reports_a_refusal_is_caught(monkeypatch):
+    """The reference adapter under test declares keeps_published_blocks (a published block a live request maps has a
+    reference, so it is never evicted): a cache() that publishes and then reports a refusal is caught off lockstep."""
+    from kvexact.reference import adapters
+    from kvexact.reference.adapters import OpResult
+
+    assert adapters.reference_factory(adapters.AdapterConfig()).keeps_published_blocks
+    correct = adapters.ReferenceAdapter.cache
+
+    def caches_then_refuses(self, request_id):
+        result = correct(self, request_id)
+        return OpResult(False, "CACHE_FAILED") if result.accepted and self.prefix is None else result
+
+    monkeypatch.setattr(adapters.ReferenceAdapter, "cache", caches_then_refuses)
+    run = run_machine("KVAllocation", "kvexact.reference.adapters:reference_factory", RUN, 0, check_kernels=False)
+    assert not run.passed and "declares keeps_published_blocks" in run.error, run.error[:400]
