@@ -218,6 +218,10 @@ class AllocatorMachine(RuleBasedStateMachine):
                                    lengths={r: int(self.target.length(r)) for r in live},
                                    reference_tables={r: [list(self.ref.table(r, g)) for g in groups] for r in live})
 
+    def _mapped(self, group: int) -> set[int]:
+        """The target's blocks of ``group`` that live requests' tables map."""
+        return {b for r in self.requests for b in self.target.table(r, group)}
+
     def _tables(self, rid: str) -> list[list[int]]:
         return [list(self.target.table(rid, g)) for g in range(self.config.num_groups)]
 
@@ -389,7 +393,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         self._count("refusals_for_blocks_checked")
         rooms = []
         for g in range(self.config.num_groups):
-            mapped = {b for r in self.requests for b in self.sut.table(r, g)}
+            mapped = self._mapped(g)
             free, wanted = len(self.sut.block_ids(g)) - len(mapped), need(g, mapped)
             if wanted > free:
                 return
@@ -759,7 +763,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         if not callable(observe):
             return
         groups = range(self.config.num_groups)
-        mapped = {g: {b for r in self.requests for b in self.target.table(r, g)} for g in groups}
+        mapped = {g: self._mapped(g) for g in groups}
         try:
             self.observer.step(observe(), mapped, {g: len(self.target.block_ids(g)) for g in groups})
         except ObservationError as exc:
