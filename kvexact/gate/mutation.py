@@ -261,12 +261,15 @@ def definition_lines(source: str, qualified_names: Iterable[str]) -> dict[int, s
     return out
 
 
+def _body(node: Definition) -> set[int]:
+    """The lines of a definition's body: what runs only when it is called (its header, defaults and annotations
+    run when the module is imported)."""
+    return set(range(node.body[0].lineno, (node.end_lineno or node.lineno) + 1))
+
+
 def body_lines(source: str, name: str) -> set[int]:
-    """The lines of the named definition's body: what runs only when it is called (its header, defaults and
-    annotations run when the module is imported)."""
-    for _name, node in _definitions(source, [name]):
-        return set(range(node.body[0].lineno, (node.end_lineno or node.lineno) + 1))
-    return set()
+    """The lines of the named definition's body (empty when the source has no such definition)."""
+    return next((_body(node) for _name, node in _definitions(source, [name])), set())
 
 
 def uncalled_reason(mutant: Mutant, uncalled: dict[str, dict[str, str]], coverage_map: dict[str, Any]) -> str | None:
@@ -277,18 +280,12 @@ def uncalled_reason(mutant: Mutant, uncalled: dict[str, dict[str, str]], coverag
     names = uncalled.get(mutant.module)
     if not names:
         return None
-    source = mutant.path.read_text(encoding="utf-8")
-    name = definition_lines(source, names).get(mutant.line)
-    if name is None:
-        return None
-    node = next(node for _name, node in _definitions(source, [name]))
-    assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
-    if mutant.line < node.lineno:
-        return None  # a decorator runs at import and may register or wrap
-    body = body_lines(source, name)
-    if any(c["passed"] and body & set(c["lines"].get(mutant.module, ())) for c in coverage_map["checks"].values()):
-        return None
-    return f"inside {name}, which no adapter calls: {names[name]}"
+    for name, node in _definitions(mutant.path.read_text(encoding="utf-8"), names):
+        if node.lineno <= mutant.line <= (node.end_lineno or node.lineno):  # a decorator line is left to run
+            if _covering_checks(mutant.module, _body(node), coverage_map):
+                return None
+            return f"inside {name}, which no adapter calls: {names[name]}"
+    return None
 
 
 def enumerate_mutants(modules: dict[str, Path]) -> list[Mutant]:
@@ -498,9 +495,13 @@ def measure_coverage(status: Callable[[str], None] = lambda _t: None, only: Iter
 
 def checks_for(mutant: Mutant, coverage_map: dict[str, Any]) -> tuple[str, ...]:
     """The passing killers that execute a line of the mutant, cheapest first."""
-    span = set(range(mutant.line, mutant.end_line + 1))
+    return _covering_checks(mutant.module, set(range(mutant.line, mutant.end_line + 1)), coverage_map)
+
+
+def _covering_checks(module: str, lines: set[int], coverage_map: dict[str, Any]) -> tuple[str, ...]:
+    """The passing killers that execute one of ``lines`` of ``module``, cheapest first."""
     hits = [(c["seconds"], name) for name, c in coverage_map["checks"].items()
-            if c["passed"] and span & set(c["lines"].get(mutant.module, ()))]
+            if c["passed"] and lines & set(c["lines"].get(module, ()))]
     return tuple(name for _s, name in sorted(hits))
 
 
