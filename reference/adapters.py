@@ -17,7 +17,8 @@ What the allocator machines call on an adapter (:data:`REQUIRED_METHODS`, :data:
 ``block_ids``, ``start``, ``append``, ``release``, ``table``, ``length`` and ``self_check`` always;
 ``fork``, ``truncate``, ``cache``, ``evict``, ``lookup``, ``append_with_failure`` and the generation fence
 ``generation`` with ``stale_write``, ``observe`` (queues and COW steps,
-:mod:`kvexact.conformance.observation`) and ``cached_prefixes`` (what a hit may reuse) when the adapter has them; the attributes ``name``, ``config`` and
+:mod:`kvexact.conformance.observation`), ``cached_prefixes`` (what a hit may reuse) and ``kv_events`` (the
+runtime's KV-cache events) when the adapter has them; the attributes ``name``, ``config`` and
 (optional, default true) ``lockstep``. Nothing else: no digest is read from an adapter. Every argument is positional. ``--adapter`` checks these names and arities before any example.
 
 Invariant of every adapter method: a rejected operation returns ``OpResult(accepted=False, ...)`` and
@@ -176,8 +177,11 @@ REQUIRED_METHODS = {"block_ids": 1, "start": 2, "append": 2, "release": 1, "tabl
 # the promises of kvexact.conformance.observation after every step. cached_prefixes() -> the full-block token
 # prefixes the prefix cache can hit on now: a home start must hit exactly the longest chain of them (short of the
 # prompt's last token), and after an accepted cache() every full-block prefix of the request is among them.
+# kv_events() -> the runtime's KV-cache events since the previous call (vLLM's BlockStored, BlockRemoved and
+# AllBlocksCleared, objects or maps with "type"): replayed after every step, they must leave stored in every group
+# exactly the prefixes cached_prefixes() holds (kvexact.conformance.machines.kv_events).
 OPTIONAL_METHODS = {"fork": 2, "truncate": 2, "cache": 1, "evict": 1, "append_with_failure": 2, "generation": 2,
-                    "stale_write": 3, "lookup": 2, "observe": 0, "cached_prefixes": 0}
+                    "stale_write": 3, "lookup": 2, "observe": 0, "cached_prefixes": 0, "kv_events": 0}
 
 AdapterFactory = Callable[[Any], Any]
 

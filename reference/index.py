@@ -22,8 +22,9 @@ from kvexact.reference.adapters import AdapterError, AdapterProblem, adapter_kin
 # method -> how many positional arguments the Radix machine passes it
 INDEX_METHODS = {"admit": 2, "extend": 2, "finish": 1, "cancel": 1, "evict": 1, "slot_ids": 1, "free_slot_ids": 0,
                  "self_check": 0}
-# optional: ``cache_sizes() -> (evictable_tokens, protected_tokens)``, SGLang's evictable_size() and protected_size()
-INDEX_OPTIONAL_METHODS = {"cache_sizes": 0}
+# optional: ``cache_sizes() -> (evictable_tokens, protected_tokens)``, SGLang's evictable_size() and protected_size();
+# ``kv_events()``: SGLang's KV-cache events since the previous call, which must replay to the cached paths' pages
+INDEX_OPTIONAL_METHODS = {"cache_sizes": 0, "kv_events": 0}
 
 
 @attrs.frozen
@@ -66,6 +67,9 @@ class PrefixIndex(Protocol):
     def self_check(self) -> None: ...
     # optional: def cache_sizes(self) -> tuple[int, int]: the cached tokens no request locks (evictable) and
     # those some request locks (protected); the machine holds them to the normative index's after every step
+    # optional: def kv_events(self) -> list: the KV-cache events since the previous call (SGLang's BlockStored,
+    # BlockRemoved, AllBlocksCleared); replayed after every step, they must store exactly the whole-page prefixes of
+    # the cached paths (kvexact.conformance.machines.kv_events)
     # optional: eviction_order = "lru" (EVICTION_ORDERS): evict() takes the unlocked leaf used least recently first,
     # a use being a lookup or an insert that walks into the edge; the machine checks every victim against that
 

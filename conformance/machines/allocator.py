@@ -48,6 +48,7 @@ from kvexact.conformance.machines import (
     lacks,
     not_applicable,
 )
+from kvexact.conformance.machines.kv_events import EventMirror
 from kvexact.conformance.machines.room import MEMORY_REFUSALS, BlockPrefixes, append_need, start_need
 from kvexact.conformance.mirror import DevicePool, mirror_step
 from kvexact.conformance.observation import ObservationError, Observer
@@ -155,6 +156,8 @@ class AllocatorMachine(RuleBasedStateMachine):
         self.observer = Observer()  # the target's observe() (queues, COW steps), when it has one
         self.last_reference_result = OpResult(True)  # the reference's answer to the latest _both() call
         self.block_prefixes = BlockPrefixes(cfg.num_groups)  # what each SUT block last held full (room checks)
+        self.kv_mirror = EventMirror(cfg.num_groups, self.sut.name) if self.sut is not None else None
+        self.kv_checks = 0  # invariant checks so far: the step after which events are replayed
         self._count("examples")
 
     # ---- helpers -------------------------------------------------------------------------------------
@@ -630,9 +633,16 @@ class AllocatorMachine(RuleBasedStateMachine):
     @rule(prefix=published)
     @counted_rule
     def evict(self, prefix: tuple[int, ...]) -> None:
-        """Evict a published prefix (one evicted or reused since must be refused by name, changing nothing)."""
+        """Evict a published prefix (one evicted or reused since must be refused by name, changing nothing). An
+        accepted evict drops the identity even of a block a live request maps (the mapping stays), so no request's
+        published chain reaches past it any more (``_mapped_prefix``)."""
         if self._supports("evict"):
-            self._both("evict", prefix)
+            result = self._both("evict", prefix)
+            if result.accepted or self.last_reference_result.accepted:
+                kept = len(prefix) // self.config.block_tokens - 1
+                for req in self.requests.values():
+                    if tuple(req.tokens[: len(prefix)]) == tuple(prefix):
+                        req.published_blocks = min(req.published_blocks, kept)
 
     @precondition(lambda self: self.spec == "KVAllocation" and self.ref.delayed_writer is not None)
     @rule()
@@ -769,6 +779,21 @@ class AllocatorMachine(RuleBasedStateMachine):
         except ObservationError as exc:
             raise ConformanceFailure(f"{getattr(self.target, 'name', 'reference')} observe(): {exc}") from None
         self._count("observation_checks")
+
+    @invariant()
+    def kv_events_match_the_cache(self) -> None:
+        """When the SUT offers ``kv_events()``: its events replay (:mod:`~kvexact.conformance.machines.kv_events`)
+        and, when it offers ``cached_prefixes()`` too, leave stored in every group exactly the prefixes it holds."""
+        take = getattr(self.sut, "kv_events", None) if self.sut is not None else None
+        if not callable(take) or self.kv_mirror is None:
+            return
+        self.kv_checks += 1
+        step = f"step {self.kv_checks - 1} of the example"
+        self.kv_mirror.apply(list(take()), step)
+        self._count("kv_events:replayed")
+        held = self._cached_prefixes()
+        if held is not None:
+            self.kv_mirror.compare(self.kv_mirror.held_by_every_group(), held, step)
 
     @invariant()
     def sut_is_consistent(self) -> None:

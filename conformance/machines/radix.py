@@ -47,6 +47,7 @@ from hypothesis.stateful import (
 
 from kvexact.conformance.adapter_trace import INDEX_FIELDS, finish_trace, start_trace
 from kvexact.conformance.machines import ConformanceFailure, counted_rule, failure_in_flight
+from kvexact.conformance.machines.kv_events import EventMirror, page_prefixes
 from kvexact.conformance.machines.radix_trace import RadixTraceRecorder
 from kvexact.conformance.mirror import DevicePool, expected_attention, max_error, query_row
 from kvexact.kernels import device as policy
@@ -87,11 +88,14 @@ class RadixMachine(RuleBasedStateMachine):
         self.live: dict[str, tuple[list[int], list[int]]] = {}  # request -> (tokens, slots)
         self.next_id = 0
         self.probes = 0  # probes sent after finishes (their variant and cut rotate with it)
+        self.finishes = 0  # finishes so far (every other one finishes a twin too)
         # where the SUT's record of use may differ from the reference's (slot -> the reference clock of the op):
         # the SUT may have used the slot later (a refused admission's lookup, a split's lower half) or earlier
         # (a split the reference made only to follow the SUT's own)
         self.maybe_used_later: dict[int, int] = {}
         self.maybe_used_earlier: dict[int, int] = {}
+        self.kv_mirror: EventMirror | None = None  # the SUT's KV events replayed, when it offers kv_events()
+        self.kv_checks = 0  # invariant checks so far: the step after which events are replayed
         self._count("examples")
 
     @property
@@ -396,9 +400,20 @@ class RadixMachine(RuleBasedStateMachine):
     @rule(rid=consumes(requests))
     @counted_rule
     def finish(self, rid: str) -> None:
-        """Finish the request (its path is cached), then probe the path (``_probe``)."""
+        """Finish the request (its path is cached), then probe the path (``_probe``). Every other finish first
+        admits a twin of the request (a copy of its tokens, as when two users send one prompt at once) and
+        finishes it right after: the twin computed again the tokens the request had not cached, so they are
+        duplicates when it finishes, and its finish must free every one of them (the free sets are compared
+        after it). The twins rotate with the finishes, so no draw is added to the machine's."""
         tokens = list(self.live[rid][0])
+        twin = None
+        if self.finishes % 2 and len(self.live) < MAX_LIVE:
+            twin = self.admit_prompt(tokens)
+            self._count(f"twin:{'admitted' if twin is not None else 'pool_exhausted'}")
+        self.finishes += 1
         self.finish_request(rid)
+        if twin is not None:
+            self.finish_request(twin)
         self._probe(tokens)
 
     def finish_request(self, rid: str) -> None:
@@ -512,6 +527,23 @@ class RadixMachine(RuleBasedStateMachine):
             if got != expected:
                 raise ConformanceFailure(f"{self.sut.name} cache_sizes() (evictable, protected) = {got}; the "
                                          f"reference's tree holds {expected} (I2, 0x08D)")
+
+    @invariant()
+    def kv_events_match_the_tree(self) -> None:
+        """When the system under test offers ``kv_events()``: its events replay
+        (:mod:`~kvexact.conformance.machines.kv_events`) and leave stored exactly the whole-page prefixes of the
+        paths the reference's tree caches (in lockstep, the paths the system under test caches)."""
+        take = getattr(self.sut, "kv_events", None) if self.sut is not None else None
+        if not callable(take):
+            return
+        if self.kv_mirror is None:
+            self.kv_mirror = EventMirror(1, self.sut.name)  # one pool: SGLang's events name no group
+        self.kv_checks += 1
+        step = f"step {self.kv_checks - 1} of the example"
+        self.kv_mirror.apply(list(take()), step)
+        self._count("kv_events:replayed")
+        paths = [self.state.path_tokens(n) for n in self.state.nodes if n != radix.ROOT]
+        self.kv_mirror.compare(self.kv_mirror.prefixes(0), page_prefixes(paths, self.page), step)
 
     @invariant()
     def sut_rows_match(self) -> None:

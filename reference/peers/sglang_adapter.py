@@ -108,13 +108,14 @@ class SGLangAdapter:
     """A mutable driver over the profile, for state machines and user-facing comparisons."""
 
     def __init__(self, pool_slots: int, page_size: int = 1, eviction_policy: str = "lru",
-                 is_eagle: bool = False, max_requests: int = 64, max_context_len: int = 4096):
+                 is_eagle: bool = False, max_requests: int = 64, max_context_len: int = 4096,
+                 kv_events: bool = False):
         self.pool_slots = pool_slots
         self.allocator: TokenToKVPoolAllocator = (
             TokenToKVPoolAllocator(pool_slots) if page_size == 1
             else PagedTokenToKVPoolAllocator(pool_slots, page_size))
         self.cache = RadixCache(page_size=page_size, allocator=self.allocator, is_eagle=is_eagle,
-                                eviction_policy=eviction_policy,
+                                eviction_policy=eviction_policy, kv_events=kv_events,
                                 req_to_token_pool=ReqToTokenPool(max_requests, max_context_len))
         self.private: dict[str, list[int]] = {}
         self.requests: dict[str, Req] = {}

@@ -31,7 +31,7 @@ class SGLangIndexAdapter:
 
     def __init__(self, config: IndexConfig):
         self.config = config
-        self.sglang = SGLangAdapter(config.pool_slots, page_size=config.page_size)
+        self.sglang = SGLangAdapter(config.pool_slots, page_size=config.page_size, kv_events=True)
 
     def admit(self, request_id: str, tokens: Sequence[int]) -> int | None:
         return self.sglang.admit(request_id, tokens)
@@ -69,6 +69,10 @@ class SGLangIndexAdapter:
 
     def evict(self, num_tokens: int) -> Sequence[Sequence[int]]:
         return self.sglang.evict(num_tokens).freed_slot_ids
+
+    def kv_events(self) -> list[dict]:
+        """SGLang's KV events since the previous call (its recorder's queue, as a KV-aware router reads it)."""
+        return self.sglang.cache.kv_events.take()
 
     def slot_ids(self, request_id: str) -> Sequence[int]:
         req = self.sglang._req(request_id)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+import attrs
+
 from kvexact.reference.adapters import AdapterConfig, OpResult
 from kvexact.reference.peers import vllm_pool
 from kvexact.reference.peers.vllm import GROUP_ID, VllmConfig, VllmKVCacheManager, VllmRequest
@@ -36,7 +38,8 @@ class VllmProtocolAdapter(VllmGroups):
 
     def __init__(self, config: AdapterConfig):
         super().__init__(config)
-        manager = VllmKVCacheManager.create(VllmConfig(config.blocks_per_group + 1, config.block_tokens))
+        manager = VllmKVCacheManager.create(VllmConfig(config.blocks_per_group + 1, config.block_tokens,
+                                                      enable_kv_cache_events=True))
         self.managers = [manager] * config.num_groups
         self.requests: dict[str, VllmRequest] = {}
         self.prefix_of: dict[bytes, tuple[int, ...]] = {}  # every block hash computed so far -> its token prefix
@@ -89,6 +92,17 @@ class VllmProtocolAdapter(VllmGroups):
         return sorted(tokens for block_hash, tokens in self.prefix_of.items()
                       if all(vllm_pool.get_cached_block(m.pool, block_hash, (GROUP_ID,)) is not None
                              for m in self.managers))
+
+    def kv_events(self) -> list[vllm_pool.KVEvent]:
+        """vLLM's KV events since the previous call, each group's with ``group_idx`` set to the group (what a
+        KV-aware router reads; the machines replay them against ``cached_prefixes()``)."""
+        events, successors = [], []
+        for g, manager in enumerate(self.managers):
+            manager, taken = manager.take_events()
+            successors.append(manager)
+            events += [e if isinstance(e, vllm_pool.AllBlocksCleared) else attrs.evolve(e, group_idx=g) for e in taken]
+        self.managers = successors
+        return events
 
     def free(self, request_id: str) -> None:
         self.managers = [manager.free(request_id)[0] for manager in self.managers]

@@ -543,3 +543,22 @@ def test_reference_adapter_that_caches_but_reports_a_refusal_is_caught(monkeypat
     monkeypatch.setattr(adapters.ReferenceAdapter, "cache", caches_then_refuses)
     run = run_machine("KVAllocation", "kvexact.reference.adapters:reference_factory", RUN, 0, check_kernels=False)
     assert not run.passed and "declares keeps_published_blocks" in run.error, run.error[:400]
+
+
+def test_an_explicit_evict_of_a_mapped_published_block_lowers_the_hit_floor():
+    """An accepted ``evict(prefix)`` drops the identity even of a block a live request maps (the mapping stays),
+    so a correct adapter that declares ``keeps_published_blocks`` then misses that prefix: the floor on its hits
+    must not count the evicted block (the machine once required the hit and failed the correct reference)."""
+    from kvexact.reference import adapters
+
+    machine = machine_class("KVAllocation", sut_factory=adapters.reference_factory, check_kernels=False,
+                            validate_trace=False)()
+    p = machine.config.block_tokens
+    prompt = [1, 2, 3, 1, 2, 3][: 2 * p + 1]
+    live = machine._start("r0", prompt, "home")
+    machine.cache(live)
+    assert machine._mapped_prefix(prompt + [9]) == 2 * p
+    machine.evict(tuple(prompt[:p]))
+    assert machine._mapped_prefix(prompt + [9]) == 0
+    machine._start("r1", prompt + [9], "home")  # the correct adapter hits nothing now, and passes
+    machine.teardown()
