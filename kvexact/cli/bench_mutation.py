@@ -64,7 +64,7 @@ def bench_mutation(target: str, modules: tuple[str, ...], max_mutants: int | Non
         then_checks = mu.fast_checks(n for n in then.split(",") if n) if then else []
     except mu.MutationInputError as exc:
         raise click.UsageError(str(exc)) from None
-    every = mu.enumerate_mutants(chosen)
+    every = mu.enumerate_mutants(chosen, mu.SKIPPED_BY_TARGET.get(target))
     if list_only:
         for name in chosen:
             click.echo(f"{name:36} {sum(m.module == name for m in every):6} mutants")

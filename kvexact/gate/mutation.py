@@ -24,7 +24,7 @@ import json
 import random
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,10 +66,16 @@ UNCALLED_BY_ADAPTERS = {
         "VllmProtocolAdapter.digest": "the machines never call an adapter's digest (they compare the reference's "
                                       "digests only); the profile's own tests do",
     },
-    "reference.adapters": {
-        "project_state": "the golden cases and the trace tests call it; the machines' recorder projects each step "
-                         "through project_kv_allocation and project_cow_publication directly",
-    },
+}
+# ``--target adapter``: definitions in the adapter modules that are kvexact's own checking code, not code behind an
+# adapter (module -> top-level names): the trace recorder of reference/adapters.py and its projections of the
+# allocator onto the specs' variables, which the machines' reference runs to validate its own steps. A mutant there
+# weakens a check rather than planting a bug in a system under test, so none is made under this target; the
+# reference target makes and counts them (the golden cases test the recorder)
+CHECKING_CODE = {
+    "reference.adapters": ("default_ident", "checker_value", "_requests", "_handle", "_other_refs", "_all_blocks",
+                           "_open_txn", "_request_vars", "project_kv_allocation", "no_stale", "snapshot_of",
+                           "init_snapshot", "project_cow_publication", "TraceRecorder", "_fn", "project_state"),
 }
 FAST_CHECKS_LEVEL = "quick"
 # pytest selections a mutant may be killed by: name -> paths relative to the repository root. The golden cases'
@@ -86,6 +92,7 @@ ADAPTER_MODULES = ("conformance.simple_runtime", "reference.adapters", "referenc
 ADAPTER_KILLERS = ("adapter-sglang-index", "adapter-vllm-profile", "adapter-vllm-delayed-caching",
                    "adapter-simple-runtime", "adapter-reference", "machines")
 TARGETS = {"reference": (DEFAULT_MODULES, DEFAULT_KILLERS), "adapter": (ADAPTER_MODULES, ADAPTER_KILLERS)}
+SKIPPED_BY_TARGET = {"adapter": CHECKING_CODE}  # target -> definitions it makes no mutant in
 
 
 class MutationRejection(enum.Enum):
@@ -227,9 +234,10 @@ def annotation_only_lines(source: str) -> set[int]:
     return {line for line, _c in inside} - {line for line, col in ors if (line, col) not in inside}
 
 
-def faulty_lines(module: str, source: str) -> set[int]:
-    """Lines of the module's deliberately faulty definitions (:data:`FAULTY_DEFINITIONS`), decorators included."""
-    return set(definition_lines(source, FAULTY_DEFINITIONS.get(module, ())))
+def faulty_lines(module: str, source: str, skip: Mapping[str, Iterable[str]] | None = None) -> set[int]:
+    """Lines of the module's deliberately faulty definitions (:data:`FAULTY_DEFINITIONS`) and of the definitions
+    ``skip`` names for it (:data:`CHECKING_CODE` under ``--target adapter``), decorators included."""
+    return set(definition_lines(source, (*FAULTY_DEFINITIONS.get(module, ()), *(skip or {}).get(module, ()))))
 
 
 Definition = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
@@ -288,10 +296,10 @@ def uncalled_reason(mutant: Mutant, uncalled: dict[str, dict[str, str]], coverag
     return None
 
 
-def enumerate_mutants(modules: dict[str, Path]) -> list[Mutant]:
-    """Every mutant cosmic-ray's argument-free operators make of the modules, outside Triton bodies and the
-    deliberately faulty definitions (the mutated line is filled in later by :func:`with_after`, for the mutants
-    that are run)."""
+def enumerate_mutants(modules: dict[str, Path], skip: Mapping[str, Iterable[str]] | None = None) -> list[Mutant]:
+    """Every mutant cosmic-ray's argument-free operators make of the modules, outside Triton bodies, the
+    deliberately faulty definitions and the definitions ``skip`` names (module -> top-level names); the mutated
+    line is filled in later by :func:`with_after`, for the mutants that are run."""
     import cosmic_ray.plugins
     from cosmic_ray.ast import ast_nodes, get_ast_from_path
 
@@ -301,12 +309,12 @@ def enumerate_mutants(modules: dict[str, Path]) -> list[Mutant]:
     for module, path in modules.items():
         source = path.read_text(encoding="utf-8")
         lines = source.splitlines()
-        skip = jit_lines(source) | faulty_lines(module, source)
+        skipped = jit_lines(source) | faulty_lines(module, source, skip)
         nodes = list(ast_nodes(get_ast_from_path(path)))
         for name, operator in operators:
             positions = [(s, e) for node in nodes for s, e in operator.mutation_positions(node)]
             out.extend(Mutant(module, path, name, occurrence, start[0], end[0], lines[start[0] - 1], "")
-                       for occurrence, (start, end) in enumerate(positions) if start[0] not in skip)
+                       for occurrence, (start, end) in enumerate(positions) if start[0] not in skipped)
     return out
 
 

@@ -346,6 +346,25 @@ def test_no_mutant_is_made_inside_a_deliberately_faulty_adapter():
         assert faulty and all(1 <= n <= len(source.splitlines()) for n in faulty)
 
 
+def test_the_adapter_target_makes_no_mutant_in_kvexacts_own_checking_code():
+    """The trace recorder and its projections check the machines' reference; under ``--target adapter`` no mutant
+    starts on their lines (every name listed is a top-level definition), while ``ReferenceAdapter`` and
+    ``reference_factory`` beside them are still mutated, and the reference target still mutates the recorder."""
+    chosen = mu.select_modules(list(mu.CHECKING_CODE))
+    adapter_target = mu.enumerate_mutants(chosen, mu.SKIPPED_BY_TARGET["adapter"])
+    reference_target = mu.enumerate_mutants(chosen)
+    for module, names in mu.CHECKING_CODE.items():
+        source = chosen[module].read_text(encoding="utf-8")
+        defined = {line.split("(")[0].split(":")[0].split()[-1] for line in source.splitlines()
+                   if line.startswith(("def ", "class "))}
+        assert set(names) <= defined, set(names) - defined
+        checking = set(mu.definition_lines(source, names))
+        assert not [m for m in adapter_target if m.module == module and m.line in checking]
+        assert [m for m in reference_target if m.module == module and m.line in checking]
+        adapter_lines = set(mu.definition_lines(source, ["ReferenceAdapter", "reference_factory"]))
+        assert [m for m in adapter_target if m.module == module and m.line in adapter_lines]
+
+
 UNCALLED_SOURCE = """class A:
     def used(self):
         return 1
