@@ -63,7 +63,7 @@ class LiveSGLangAdapter:
     name = f"sglang-{VERSION}-live"
     eviction_order = "lru"  # RadixCache's default eviction policy, which this adapter runs
 
-    def __init__(self, config: IndexConfig, kv_events: bool = False):
+    def __init__(self, config: IndexConfig, kv_events: bool = True):
         self.config = config
         self.page = page = config.page_size
         radix_cache.time = sglang_standins.CounterClock()  # type: ignore[assignment]
@@ -150,6 +150,13 @@ class LiveSGLangAdapter:
         finally:
             del self.allocator.free_segment
         return freed
+
+    def kv_events(self) -> list[Any]:
+        """SGLang's own KV events since the previous call (its recorder's queue, as a KV-aware router reads it); none
+        when the adapter was built with ``kv_events=False``, whose machines then see no stored prefixes."""
+        if not self.cache.kv_events.enabled:
+            raise RuntimeError(f"{self.name}: built with kv_events=False, so it records no KV events")
+        return self.cache.kv_events.take()
 
     def slot_ids(self, request_id: str) -> Sequence[int]:
         return list(self.rows[request_id].slots)

@@ -110,9 +110,10 @@ class LiveVllmAdapter(VllmGroups):
     def __init__(self, config: AdapterConfig):
         super().__init__(config)
         self.hasher = new_hasher(config.block_tokens)
-        self.managers = [new_manager(config.blocks_per_group + 1, config.block_tokens)
+        self.managers = [new_manager(config.blocks_per_group + 1, config.block_tokens, events=True)
                          for _ in range(config.num_groups)]
         self.requests: dict[str, list[Request]] = {}
+        self.prefix_of: dict[bytes, tuple[int, ...]] = {}  # every block hash a request computed -> its token prefix
 
     def holds(self, request_id: str) -> bool:
         return request_id in self.requests
@@ -133,6 +134,7 @@ class LiveVllmAdapter(VllmGroups):
             hits.add(hit)
         assert len(hits) == 1, "identical groups hit differently"
         self.requests[request_id] = requests
+        self._remember(requests[0])
         return hits.pop()
 
     def decode(self, request_id: str, token: int) -> bool:
@@ -140,7 +142,28 @@ class LiveVllmAdapter(VllmGroups):
             if not decode(manager, request, [token]):
                 assert index == 0, "identical groups disagree on capacity"
                 return False
+        self._remember(self.requests[request_id][0])
         return True
+
+    def _remember(self, request: Request) -> None:
+        p = self.config.block_tokens
+        for j, block_hash in enumerate(request.block_hashes):
+            self.prefix_of[bytes(block_hash)] = tuple(request.all_token_ids[: (j + 1) * p])
+
+    def cached_prefixes(self) -> list[tuple[int, ...]]:
+        """The token prefixes whose block hash every group's block pool holds now (``get_cached_block``)."""
+        return sorted(tokens for block_hash, tokens in self.prefix_of.items()
+                      if all(m.block_pool.get_cached_block(block_hash, [0]) is not None for m in self.managers))
+
+    def kv_events(self) -> list[dict[str, Any]]:
+        """vLLM's own KV events since the previous call (``take_events``), each group's with ``group_idx`` set to the
+        group, as maps with a ``type`` (what a KV-aware router reads)."""
+        out: list[dict[str, Any]] = []
+        for g, manager in enumerate(self.managers):
+            for event in manager.take_events():
+                fields = {name: getattr(event, name) for name in event.__struct_fields__}
+                out.append({**fields, "type": type(event).__name__, "group_idx": g})
+        return out
 
     def free(self, request_id: str) -> None:
         for manager, request in zip(self.managers, self.requests.pop(request_id), strict=True):

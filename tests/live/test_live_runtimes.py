@@ -322,3 +322,64 @@ def test_live_vllm_refusals_for_lack_of_blocks_are_held_to_its_usage(runtime_pyt
     r = run_in(runtime_python, "-c", ROOM)
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     assert int(r.stdout.split()[-1]) > 0, r.stdout
+
+
+KV_EVENTS = '''
+import sys
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+from kvexact.conformance.live import vllm as live_vllm
+from kvexact.conformance.machines.allocator import machine_class
+from kvexact.conformance.machines.kv_events import KVEventFailure
+from kvexact.conformance.runner import machine_settings
+
+if sys.argv[1] == "drop-removals":  # a router fed by this runtime would keep every evicted prefix
+    taken = live_vllm.LiveVllmAdapter.kv_events
+    live_vllm.LiveVllmAdapter.kv_events = lambda self: [e for e in taken(self) if e["type"] != "BlockRemoved"]
+m = machine_class("KVAllocation", sut_factory=live_vllm.factory, check_kernels=False, validate_trace=False)
+try:
+    run_state_machine_as_test(m, settings=settings(machine_settings("ci", shrink=False), max_examples=40,
+                                                   stateful_step_count=40))
+except KVEventFailure as exc:
+    print("caught", exc.problem.name)
+print("replayed", m.stats.get("kv_events:replayed", 0))
+'''
+
+
+def test_live_vllm_kv_events_replay_to_its_cached_prefixes(runtime_python):
+    """The live adapter hands the machines real vLLM's take_events() and its cached_prefixes(): after every step the
+    events replay to exactly the prefixes vLLM's block pool holds; with its removals dropped, they do not."""
+    r = run_in(runtime_python, "-c", KV_EVENTS, "correct")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert "caught" not in r.stdout and int(r.stdout.split()[-1]) > 100, r.stdout
+    r = run_in(runtime_python, "-c", KV_EVENTS, "drop-removals")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert "caught DISAGREES_WITH_CACHE" in r.stdout, r.stdout
+
+
+SGLANG_KV_EVENTS = '''
+import sys
+from kvexact.conformance.live import sglang as live_sglang
+from kvexact.conformance.runner import machine_settings, run_machine
+
+if sys.argv[1] == "drop-removals":  # a router fed by this runtime would keep every evicted path
+    taken = live_sglang.LiveSGLangAdapter.kv_events
+    live_sglang.LiveSGLangAdapter.kv_events = lambda self: [
+        e for e in taken(self) if type(e).__name__ != "BlockRemoved"]
+run = run_machine(sys.argv[2], "kvexact.conformance.live.sglang:factory", machine_settings("ci", 30, 30, shrink=False),
+                  0, check_kernels=False)
+print("caught" if not run.passed else "passed", run.error[:300].replace(chr(10), " "))
+print("replayed", run.stats.get("kv_events:replayed", 0))
+'''
+
+
+@pytest.mark.parametrize("machine", ["Radix", "Radix@page2"])
+def test_live_sglang_kv_events_replay_to_the_cached_paths(runtime_python, machine):
+    """The live SGLang adapter hands the Radix machine real SGLang's recorded KV events: after every step they
+    store exactly the whole-page prefixes of the cached paths; with its removals dropped, they do not."""
+    r = run_in(runtime_python, "-c", SGLANG_KV_EVENTS, "correct", machine)
+    assert r.returncode == 0 and "passed" in r.stdout, r.stdout + r.stderr[-3000:]
+    assert int(r.stdout.split()[-1]) > 100, r.stdout
+    r = run_in(runtime_python, "-c", SGLANG_KV_EVENTS, "drop-removals", machine)
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert "caught" in r.stdout and "KV events:" in r.stdout, r.stdout
