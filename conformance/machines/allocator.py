@@ -82,6 +82,12 @@ MACHINE_CONFIG = AdapterConfig(blocks_per_group=7)
 BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, lifted for traces
 
 
+def _fresh(arg: Any) -> Any:
+    """A request id as a new string object equal to ``arg`` (other arguments as they are): the SUT gets a new
+    object at every call, so one that compares ids by identity (``is``) instead of by value fails."""
+    return "".join(arg) if isinstance(arg, str) else arg
+
+
 def _same_name(rejection: str | None) -> str | None:
     return SYNONYMS.get(rejection or "", rejection)
 
@@ -196,7 +202,7 @@ class AllocatorMachine(RuleBasedStateMachine):
         method = getattr(self.sut, op, None)
         if method is None:
             raise ConformanceFailure(f"{self.sut.name} has no {op}()")
-        sut_result: OpResult = method(*args)
+        sut_result: OpResult = method(*(_fresh(a) for a in args))
         if self.adapter_trace is not None:
             self.adapter_trace.step(op, args, sut_result, ref_result)
         if getattr(self.sut, "lockstep", True):

@@ -293,3 +293,20 @@ def test_the_time_limited_adapter_keeps_its_methods_signatures(probe):
                     settings(max_examples=2, stateful_step_count=4, deadline=None, database=None), 0,
                     check_kernels=False)
     assert exc.value.problem is AdapterProblem.METHOD_SIGNATURE
+
+
+def test_an_adapter_that_compares_request_ids_by_identity_is_caught(monkeypatch):
+    """The allocator machines hand the SUT a new string object for a request id at every call, so a runtime that
+    matches ids with ``is`` (here the vLLM profile's removal of a request's entries) fails, while the same
+    profile comparing by value passes."""
+    from planting import planted_module
+
+    from kvexact.conformance.runner import machine_settings
+    from kvexact.reference.peers import vllm, vllm_protocol
+
+    run_settings = settings(machine_settings("ci", shrink=False), max_examples=10, stateful_step_count=30)
+    factory = "kvexact.reference.peers.vllm_protocol:vllm_factory"
+    assert run_machine("KVAllocation", factory, run_settings, 0, check_kernels=False).passed
+    planted = planted_module(vllm, "for k, v in pairs if k != key)", "for k, v in pairs if k is not key)")
+    monkeypatch.setattr(vllm_protocol, "VllmKVCacheManager", planted.VllmKVCacheManager)
+    assert not run_machine("KVAllocation", factory, run_settings, 0, check_kernels=False).passed
