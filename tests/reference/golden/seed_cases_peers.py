@@ -1687,8 +1687,9 @@ def peer_odds_and_ends() -> Rows:
             ("paged (4 slots, pages of 2): alloc 6, 4, 2; free list inside a group, after", (short, waiting,
                                                                                             paged.free_pages),
              ((None, [2, 3, 4, 5], None), [], [1])),
-            ("factories", (type(vllm_factory(config)) is VllmProtocolAdapter, vllm_factory(config).managers[0].config
-                           == VllmConfig(3, 2)), (True, True))]
+            ("factories: the profile's engine has one spare block and reports KV events", (
+                type(vllm_factory(config)) is VllmProtocolAdapter,
+                vllm_factory(config).managers[0].config == VllmConfig(3, 2, enable_kv_cache_events=True)), (True, True))]
 
 
 CASES = {"sglang tree checks": sglang_tree_checks, "vllm hit arithmetic": vllm_hit_arithmetic,
