@@ -53,7 +53,7 @@ from kvexact.conformance.machines.room import MEMORY_REFUSALS, BlockPrefixes, ap
 from kvexact.conformance.mirror import DevicePool, mirror_step
 from kvexact.conformance.observation import ObservationError, Observer
 from kvexact.reference.adapters import AdapterConfig, LookupScope, OpResult, ReferenceAdapter, check_adapter
-from kvexact.reference.pool import QueuePolicy
+from kvexact.reference.pool import BlockState, QueuePolicy
 
 ALPHABET = (1, 2, 3)
 REQUEST_IDS = ("r0", "r1", "r2")
@@ -433,8 +433,18 @@ class AllocatorMachine(RuleBasedStateMachine):
     @counted_rule
     def append_with_injected_failure(self, req: Request, token: int) -> None:
         """A fault between group reservations (0x04F): a reserving append rolls back exactly."""
-        if self._supports("append_with_failure"):  # an in-place append reserves nothing, so nothing could fail
-            self._append(req, token, "append_with_failure")
+        if not self._supports("append_with_failure"):
+            return
+        groups = range(self.config.num_groups)
+        before = [[list(self.ref.table(req.rid, g)) for g in groups], self._tables(req.rid)]
+        if self._append(req, token, "append_with_failure").accepted:
+            after = [[list(self.ref.table(req.rid, g)) for g in groups], self._tables(req.rid)]
+            for side, old, new in zip(("the reference", self.target.name), before, after, strict=True):
+                if old != new:
+                    raise ConformanceFailure(
+                        f"append_with_failure({req.rid}, {token}): {side} accepted it and its tables went from "
+                        f"{old} to {new}; the fault fires after the first group's reservation, so only an append "
+                        "that reserves nothing (an in-place write) may be accepted (0x04F)")
 
     @rule(target=live, req=consumes(live))
     @counted_rule
@@ -545,8 +555,15 @@ class AllocatorMachine(RuleBasedStateMachine):
 
     def _truncate(self, req: Request, keep: int) -> bool:
         writer_before, sut_tail = self.ref.delayed_writer, self._sut_tail_handle(req.rid)
+        ref_tail = self.ref.alloc.request(req.rid).tables[0][-1]
         if not self._both("truncate", req.rid, keep).accepted:
             return False
+        freed = self.ref.alloc.pools[0].state_of(ref_tail.block_id) is BlockState.FREE
+        if self.ref.delayed_writer != (ref_tail if freed else writer_before):
+            raise ConformanceFailure(
+                f"truncate({req.rid}, {keep}): the reference's delayed writer holds {self.ref.delayed_writer}; the "
+                f"old tail {ref_tail} " + ("went back to the free pool, so the writer holds it (0x05E)" if freed
+                                           else "was not freed, so the writer is unchanged (0x05E)"))
         del req.tokens[keep:]
         req.published_blocks = min(req.published_blocks, keep // self.config.block_tokens)
         if keep % self.config.block_tokens:
