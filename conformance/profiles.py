@@ -45,3 +45,10 @@ def load_profile(name: str | None = None) -> str:
     chosen = resolve_profile(name)
     settings.load_profile(chosen)
     return chosen
+
+
+def profile_settings(name: str | None = None) -> settings:
+    """The settings of one of our profiles, resolved as :func:`resolve_profile` does. Reading them through this
+    module guarantees ours are registered: Hypothesis has a built-in ``ci`` profile of its own (100 examples of
+    50 steps), which ``settings.get_profile("ci")`` returns in a process that never imported this module."""
+    return settings.get_profile(resolve_profile(name))

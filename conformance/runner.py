@@ -48,6 +48,7 @@ from kvexact.conformance.guard import (
 )
 from kvexact.conformance.machines import failure_in_flight
 from kvexact.conformance.machines.allocator import machine_class
+from kvexact.conformance.profiles import profile_settings
 from kvexact.reference.adapters import AdapterError, AdapterProblem
 from kvexact.spec.files import write_atomic
 
@@ -94,7 +95,7 @@ def machine_settings(profile: str, examples: int | None = None, steps: int | Non
                      shrink: bool = True) -> settings:
     """The profile's settings for a machine run. No explain phase: it replays the failing example under a
     line tracer (through the Triton interpreter, minutes) for comments the step listing does not need."""
-    base = settings.get_profile(profile)
+    base = profile_settings(profile)
     dropped = {Phase.explain} if shrink else {Phase.explain, Phase.shrink}
     phases = tuple(p for p in base.phases if p not in dropped)
     return settings(base, max_examples=examples or base.max_examples,

@@ -38,6 +38,7 @@ BENCHES = {
     "mutation": "kvexact.cli.bench_mutation:bench_mutation",
     "parity": "kvexact.cli.bench_parity:bench_parity",
     "fuzz": "kvexact.cli.bench_fuzz:bench_fuzz",
+    "gate": "kvexact.cli.bench_gate:bench_gate",
 }
 
 
@@ -72,7 +73,7 @@ def cli() -> None:
 
 @cli.group(cls=LazyGroup, lazy=BENCHES)
 def bench() -> None:
-    """Benchmarks (separate from tests): checker, specs, reference, kernels, events, mutation, fuzz."""
+    """Benchmarks (separate from tests): checker, specs, reference, kernels, events, mutation, fuzz, gate."""
 
 
 def main(argv: list[str] | None = None) -> None:

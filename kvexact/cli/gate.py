@@ -22,8 +22,9 @@ from kvexact.cli.adapter_options import call_timeout_option, check_adapter_optio
 from kvexact.cli.gate_coverage import coverage_options, run_coverage
 from kvexact.conformance.profiles import PROFILE_NAMES, resolve_profile
 from kvexact.gate import framework as gate_mod
-from kvexact.gate import reports
+from kvexact.gate import parallel, reports
 from kvexact.gate.checks import load_checks
+from kvexact.gate.parallel import available_cores
 from kvexact.kernels.device import click_option as device_option
 from kvexact.spec.files import check_writable, remove_stale, write_atomic
 
@@ -61,6 +62,51 @@ def _tlc_jar(option: Path | None) -> str | None:
     return jar
 
 
+def _print_outcome(progress: Progress, outcome: gate_mod.CheckOutcome) -> None:
+    progress.console.print(f"{outcome.result.verdict.value:>13}  {escape(outcome.check.name)}  "
+                           f"({outcome.seconds:.1f}s)", highlight=False)
+
+
+def _run_here(chosen: list[gate_mod.GateCheck], ctx: gate_mod.GateContext, progress: Progress,
+              task: TaskID, outcomes: list[gate_mod.CheckOutcome]) -> None:
+    """The checks one after another in this process, each outcome appended as it comes; the first
+    interrupted one ends the run."""
+    for check in chosen:
+        progress.update(task, description=check.name, status="")
+        ctx.status = functools.partial(_show_status, progress, task)
+        outcome = gate_mod.run_check(check, ctx)
+        outcomes.append(outcome)
+        _print_outcome(progress, outcome)
+        progress.advance(task)
+        if outcome.result.verdict is gate_mod.Verdict.INTERRUPTED:
+            break
+
+
+def _run_in_workers(chosen: list[gate_mod.GateCheck], ctx: gate_mod.GateContext, jobs: int, progress: Progress,
+                    task: TaskID, outcomes: list[gate_mod.CheckOutcome]) -> None:
+    """The checks on ``jobs`` worker processes, each outcome appended as it comes, then all put in the
+    order of ``chosen``; the bar names the checks running and the latest status."""
+    running: list[str] = []
+
+    def show(text: str = "") -> None:
+        progress.update(task, description=", ".join(running) or "gate", status=text[:60])
+
+    def started(check: gate_mod.GateCheck) -> None:
+        running.append(check.name)
+        show()
+
+    def finished(outcome: gate_mod.CheckOutcome) -> None:
+        outcomes.append(outcome)
+        running.remove(outcome.check.name)
+        _print_outcome(progress, outcome)
+        progress.advance(task)
+        show()
+
+    ordered = parallel.run_checks(chosen, ctx, jobs, started, lambda check, text: show(f"{check.name}: {text}"),
+                                  finished)
+    outcomes[:] = ordered
+
+
 @click.command()
 @click.option("--select", multiple=True, metavar="NAMES", help="Run only these checks (comma-separated).")
 @click.option("--skip", multiple=True, metavar="NAMES", help="Do not run these checks (comma-separated).")
@@ -76,11 +122,14 @@ def _tlc_jar(option: Path | None) -> str | None:
               help="System under test in the machines it fits (an allocator, prefix-index or hybrid-cache adapter).")
 @click.option("--tlc-jar", type=click.Path(path_type=Path), default=None,
               help="tla2tools.jar for the TLC engine (else TLA2TOOLS_JAR, else the CI copy beside the clone).")
+@click.option("--jobs", type=click.IntRange(min=1), default=None, metavar="N", envvar="KVEXACT_GATE_JOBS",
+              show_envvar=True, help="Checks run at once, each in its own worker process (default: the cores this process may "
+                   "use); 1 runs them here, one after another.")
 @call_timeout_option
 @coverage_options
 @device_option
 def gate(select, skip, level, list_only, json_path, junit_path, profile, seed, adapter, tlc_jar,
-         call_timeout, coverage) -> int:
+         jobs, call_timeout, coverage) -> int:
     """Run the conformance gate: every registered check, a summary table, and reports."""
     if coverage is not None:
         return run_coverage(coverage, profile, seed, adapter, json_path)
@@ -106,25 +155,23 @@ def gate(select, skip, level, list_only, json_path, junit_path, profile, seed, a
     for path in (json_path, junit_path):  # a report that is not this run's must not look current
         if path is not None:
             remove_stale(path)
+    jobs = ctx.jobs = min(jobs or available_cores(), max(1, len(chosen)))
     outcomes: list[gate_mod.CheckOutcome] = []
     with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
                   TextColumn("{task.fields[status]}"), console=console, transient=False) as progress:
         task = progress.add_task("gate", total=len(chosen), status="")
         with gate_mod.interrupts_caught(ctx):
-            for check in chosen:
-                progress.update(task, description=check.name, status="")
-                ctx.status = functools.partial(_show_status, progress, task)
-                outcome = gate_mod.run_check(check, ctx)
-                outcomes.append(outcome)
-                progress.console.print(f"{outcome.result.verdict.value:>13}  {escape(check.name)}  "
-                                       f"({outcome.seconds:.1f}s)", highlight=False)
-                progress.advance(task)
-                if outcome.result.verdict is gate_mod.Verdict.INTERRUPTED:
-                    break
+            if jobs == 1:
+                _run_here(chosen, ctx, progress, task, outcomes)
+            else:
+                _run_in_workers(chosen, ctx, jobs, progress, task, outcomes)
         progress.update(task, description="gate", status="interrupted" if ctx.interrupted else "done")
-    not_run = [c.name for c in chosen[len(outcomes):]]
-    table = Table(title=f"kvexact gate ({ctx.level} level, {ctx.profile} profile, seed {ctx.seed})")
+    outcomes.sort(key=lambda o: chosen.index(o.check))  # reports list the checks in registry order, however they finished
+    ran = {o.check.name for o in outcomes}
+    not_run = [c.name for c in chosen if c.name not in ran]
+    table = Table(title=f"kvexact gate ({ctx.level} level, {ctx.profile} profile, seed {ctx.seed}, "
+                        f"{jobs} job{'s' if jobs > 1 else ''} at once)")
     wide = console.width >= 120  # the figures column only where it fits (all figures are in --json)
     for col in ("check", "verdict", "states", "examples", "seconds", *(["figures"] if wide else [])):
         table.add_column(col, no_wrap=col != "figures", justify="right" if col in ("states", "examples",

@@ -60,6 +60,7 @@ class GateContext:
     workdir: Path = attrs.field(factory=Path.cwd)
     status: Callable[[str], None] = lambda _text: None
     interrupted: bool = False  # set by Ctrl-C (see interrupts_caught); the running check is then INTERRUPTED
+    jobs: int = 1  # checks run at once, each in a worker process (kvexact.gate.parallel) when more than one
 
 
 @attrs.frozen

@@ -52,6 +52,7 @@ def build_json(outcomes: Sequence[CheckOutcome], ctx: GateContext, code: int,
         "not_run": list(not_run),
         "level": ctx.level,
         "profile": ctx.profile,
+        "jobs": ctx.jobs,
         "adapter": str(ctx.adapter) if ctx.adapter else None,
         "seeds": seeds,
         "versions": {

@@ -89,7 +89,8 @@ def test_fuzz_stops_with_130_and_writes_nothing(tmp_path):
     assert "Traceback" not in out
 
 
-# A gate whose second check swallows Ctrl-C and reports a failure (as an engine reporting a partial search
+# One after another (--jobs 1; tests/gate/test_gate_parallel.py interrupts a gate running on two workers):
+# a gate whose second check swallows Ctrl-C and reports a failure (as an engine reporting a partial search
 # does) and whose third must never start.
 GATE_SCRIPT = textwrap.dedent("""
     import signal, sys
@@ -109,7 +110,7 @@ GATE_SCRIPT = textwrap.dedent("""
 
     checks.CHECKS = (*checks.CHECKS[:1], g.GateCheck("demo-swallow", "test", "", swallowing),
                      g.GateCheck("demo-after", "test", "", after))
-    main(["gate", "--select", "packaging-selftest,demo-swallow,demo-after", "--json", sys.argv[1],
+    main(["gate", "--select", "packaging-selftest,demo-swallow,demo-after", "--jobs", "1", "--json", sys.argv[1],
           "--junit", sys.argv[2]])
 """)
 
@@ -134,9 +135,10 @@ def test_gate_stops_at_the_running_check_exits_130_and_replaces_the_old_reports(
 
 
 def test_gate_interrupted_in_a_real_model_check_does_not_go_on(tmp_path):
-    """The embedded checker turns Ctrl-C into a partial result; the gate must still stop there."""
+    """The embedded checker turns Ctrl-C into a partial result; the gate must still stop there (one after
+    another: with two workers, the check after it would already be running)."""
     json_path = tmp_path / "g.json"
-    code, out = interrupt_after(kvexact("gate", "--level", "full", "--select",
+    code, out = interrupt_after(kvexact("gate", "--level", "full", "--jobs", "1", "--select",
                                         "packaging-selftest,spec-KVAllocation,negative-registry",
                                         "--json", str(json_path)), "passed  packaging-selftest", tmp_path)
     assert code == 130, out

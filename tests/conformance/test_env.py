@@ -31,3 +31,15 @@ def test_ci_env_does_not_switch_profile():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == [str(settings.get_profile("dev").max_examples), "False"]
+
+
+def test_machine_settings_are_ours_in_a_process_that_imported_only_the_runner():
+    """Hypothesis has a ``ci`` profile of its own (100 examples of 50 steps). A process that reaches the runner
+    without importing the profiles module (a gate worker, a script) must still get our ``ci``: a gate check
+    gave 16 examples in a worker and 6 in the gate's own process before."""
+    code = ("from kvexact.conformance.runner import machine_settings; s = machine_settings('ci');"
+            "print(s.max_examples, s.stateful_step_count)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    ours = settings.get_profile("ci")
+    assert out.stdout.split() == [str(ours.max_examples), str(ours.stateful_step_count)]
