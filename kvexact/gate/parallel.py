@@ -72,7 +72,7 @@ def _check_from(payload: bytes) -> GateCheck:
 
 
 def _worker(settings: dict[str, Any], inbox: Connection, outbox: Connection) -> None:
-    """Run each pickled check received until ``None`` or end-of-file; send back ``("status", text)`` while
+    """Run each check received (see :func:`_payload`) until an empty message or end-of-file; send back ``("status", text)`` while
     it runs and ``("done", result, seconds)`` at its end."""
     os.setpgrp()  # Ctrl-C at the terminal is the gate's to pass on, to this worker's group (its subprocesses too)
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even where the gate started with SIGINT ignored
@@ -141,7 +141,10 @@ def run_checks(checks: Sequence[GateCheck], ctx: GateContext, jobs: int,
                 check = pending.pop(0)
                 worker.check = check
                 started(check)
-                worker.inbox.send_bytes(_payload(check))
+                try:
+                    worker.inbox.send_bytes(_payload(check))
+                except OSError:  # the worker is gone: its sentinel reports the check as failed
+                    pass
 
     def interrupt() -> None:
         ctx.interrupted = True
@@ -195,8 +198,10 @@ def run_checks(checks: Sequence[GateCheck], ctx: GateContext, jobs: int,
             worker.process.join(timeout=5)
             if worker.process.is_alive():
                 worker.process.terminate()
-    for check in checks:  # a check that ran in a worker that died before saying so is not lost
-        if check.name not in done and check not in pending:
-            done[check.name] = CheckOutcome(check, CheckResult(Verdict.INTERRUPTED if ctx.interrupted else
-                                                               Verdict.FAILED, detail="no result came back"), 0.0)
+    for check in checks:  # nothing is lost: only Ctrl-C leaves a check out (not run)
+        if check.name in done or (check in pending and ctx.interrupted):
+            continue
+        detail = "no worker was left to run it" if check in pending else "no result came back"
+        done[check.name] = CheckOutcome(check, CheckResult(Verdict.INTERRUPTED if ctx.interrupted else
+                                                           Verdict.FAILED, detail=detail), 0.0)
     return [done[c.name] for c in checks if c.name in done]

@@ -206,3 +206,11 @@ def test_bench_gate_times_each_jobs_setting_and_prints_the_ratio(kvexact_cli, tm
 def test_bench_gate_rejects_a_jobs_list_by_name(kvexact_cli):
     code, _, err = kvexact_cli(["bench", "gate", "--jobs", "1,0"])
     assert code == 2 and "Invalid value for '--jobs'" in err and "at least 1" in err
+
+
+def test_checks_left_when_every_worker_is_gone_fail_by_name():
+    """One worker that dies on its first check: the checks after it cannot run, and must not pass unnoticed."""
+    outcomes = parallel.run_checks([gate.GateCheck("demo-dies", "test", "", dies), *DEMO[:1]], gate.GateContext(), 1)
+    assert [(o.check.name, o.result.verdict, o.result.detail) for o in outcomes] == [
+        ("demo-dies", gate.Verdict.FAILED, "the worker process running it ended (exit code 7)"),
+        ("demo-pass", gate.Verdict.FAILED, "no worker was left to run it")]
