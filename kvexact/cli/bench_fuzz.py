@@ -19,13 +19,14 @@ import click
 from kvexact.spec.files import write_atomic
 
 
-def _counts(text: str) -> tuple[int, ...]:
+def parse_counts(text: str, what: str = "worker counts") -> tuple[int, ...]:
+    """``1,2,4`` as counts, ascending and each once; a usage error naming ``what`` otherwise."""
     try:
         counts = tuple(sorted({int(part) for part in text.split(",") if part.strip()}))
     except ValueError:
-        raise click.BadParameter(f"expected worker counts like 1,2,4; got {text!r}") from None
+        raise click.BadParameter(f"expected {what} like 1,2,4; got {text!r}") from None
     if not counts or counts[0] < 1:
-        raise click.BadParameter(f"expected worker counts of at least 1; got {text!r}")
+        raise click.BadParameter(f"expected {what} of at least 1; got {text!r}")
     return counts
 
 
@@ -58,7 +59,7 @@ def bench_fuzz(workers_text: str | None, specs: tuple[str, ...], seconds: float,
     from kvexact.conformance.profiles import load_profile
     from kvexact.conformance.runner import MACHINES
 
-    counts = _counts(f"1,2,{os.cpu_count() or 1}" if workers_text is None else workers_text)
+    counts = parse_counts(f"1,2,{os.cpu_count() or 1}" if workers_text is None else workers_text)
     chosen = specs or MACHINES
     load_profile("fuzz")
     step_count = steps or settings.get_profile("fuzz").stateful_step_count

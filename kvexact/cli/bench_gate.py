@@ -20,19 +20,14 @@ from pathlib import Path
 
 import click
 
+from kvexact.cli.bench_fuzz import parse_counts
 from kvexact.gate.framework import LEVELS
 from kvexact.gate.parallel import available_cores
 from kvexact.spec.files import write_atomic
 
 
 def _jobs_list(_ctx: click.Context, _param: click.Parameter, text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        values = []
-    if not values or min(values) < 1:
-        raise click.BadParameter(f"{text!r}: expected comma-separated job counts of at least 1, e.g. 1,2")
-    return values
+    return list(parse_counts(text, "job counts"))
 
 
 def _children_cpu() -> float:
@@ -58,7 +53,7 @@ def _one_gate(level: str, select: str | None, jobs: int, folder: Path) -> dict:
 
 @click.command("gate")
 @click.option("--jobs", "settings", default=f"1,{available_cores()}", show_default=True, callback=_jobs_list,
-              help="the --jobs settings to compare (comma-separated); the first is the ratios' base")
+              help="the --jobs settings to compare (comma-separated); the smallest is the ratios' base")
 @click.option("--rounds", type=click.IntRange(min=1), default=2, show_default=True,
               help="runs of each setting, taken in turn (1, 2, 1, 2, ...)")
 @click.option("--level", type=click.Choice(LEVELS), default="quick", show_default=True)

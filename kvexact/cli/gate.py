@@ -24,7 +24,6 @@ from kvexact.conformance.profiles import PROFILE_NAMES, resolve_profile
 from kvexact.gate import framework as gate_mod
 from kvexact.gate import parallel, reports
 from kvexact.gate.checks import load_checks
-from kvexact.gate.parallel import available_cores
 from kvexact.kernels.device import click_option as device_option
 from kvexact.spec.files import check_writable, remove_stale, write_atomic
 
@@ -155,7 +154,7 @@ def gate(select, skip, level, list_only, json_path, junit_path, profile, seed, a
     for path in (json_path, junit_path):  # a report that is not this run's must not look current
         if path is not None:
             remove_stale(path)
-    jobs = ctx.jobs = min(jobs or available_cores(), max(1, len(chosen)))
+    jobs = ctx.jobs = min(jobs or parallel.available_cores(), max(1, len(chosen)))
     outcomes: list[gate_mod.CheckOutcome] = []
     with Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
