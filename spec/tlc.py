@@ -190,7 +190,7 @@ def run_tlc(spec_path: Path, cfg_path: Path | None, jar: str | None, workers: in
         if simulate is not None else []
     with _model_folder(spec_path, cfg_path, lib) as (work, meta):
         args = ["-tool", *mode, "-workers", str(workers), "-metadir", str(meta), "-cleanup",
-                "-noTE", "-nowarning", "-config", "MC_kvexact.cfg", spec_path.name]
+                "-noTE", "-config", "MC_kvexact.cfg", spec_path.name]
         child = run_java_main(jar, main_class, args, cwd=work, timeout_s=timeout_s)
     return _named(parse_tool_output(child.stdout, child.exit_code, seconds=child.seconds, stderr=child.stderr),
                   cfg_path)

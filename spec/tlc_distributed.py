@@ -115,7 +115,7 @@ def _run_once(spec_path: Path, cfg_path: Path, jar: str, workers: int, threads: 
     port = free_port()
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with _model_folder(Path(spec_path), Path(cfg_path), lib) as (work, meta):
-        args = ["-tool", "-metadir", str(meta), "-nowarning", "-config", "MC_kvexact.cfg", Path(spec_path).name]
+        args = ["-tool", "-metadir", str(meta), "-config", "MC_kvexact.cfg", Path(spec_path).name]
         log = work.parent / "server.out"
         start = time.perf_counter()
         with open(log, "w") as out:

@@ -96,7 +96,7 @@ def tlc_command(jar: str, spec: str, cfg: str, metadir: Path) -> list[str]:
     if java is None:
         raise BenchError("no 'java' executable on PATH: the TLC engine cannot run")
     return [java, "-XX:+UseParallelGC", "-cp", jar, "tlc2.TLC", "-tool", "-workers", "1", "-metadir", str(metadir),
-            "-cleanup", "-noTE", "-nowarning", "-config", cfg, spec]
+            "-cleanup", "-noTE", "-config", cfg, spec]
 
 
 def run_tlc_timed(jar: str, spec: Path, cfg: Path) -> EngineRun:

@@ -56,6 +56,7 @@ class ActionCompiler:
         self.mode = mode
         self.init = mode == "init"
         self.sources: dict[int, tuple] = {}  # id of a by-name binding -> (binding, argument, its scope)
+        self.lazy_bodies: dict = {}  # (function definition, mode) -> its binders and body as an action
 
     def inline_scope(self, d: Def, args, scope: Scope, by_name: set) -> tuple[Scope, list]:
         """The compiler's inline scope, remembering the actions passed by name, so that a parameter
@@ -267,6 +268,115 @@ class ActionCompiler:
         if node.value == "TRUE":
             return lambda s, n, e, k: k(s, n)
         return lambda s, n, e, k: None
+
+    def _a_FunctionApplication(self, node, scope):
+        """``f[a]`` as an action conjunct where TLC holds f as a lazy function (a FcnLambdaValue): TLC does
+        not apply f but enumerates its body with the bound names set to the arguments (getInitStates and
+        getNextStates on FcnApply), so each disjunct and \\E witness inside is a path of its own (and
+        counts as a generated state). Which f are lazy: :meth:`_lazy_function`; any other f[a] is a
+        predicate."""
+        lazy = self._lazy_function(node, scope)
+        if lazy is None:
+            return None
+        fnode, make_env, compile_body, reduce_if_finite = lazy
+        argfns = [self.c.expr(a, scope)[0] for a in node.arguments]
+        pred = self._pred(node, scope)
+        where = loc_of(node, scope.mod)
+        compiled: list = []
+
+        def descend(s, n, e, k):
+            if not compiled:  # compiled on the first call: a recursive f meets itself in its body
+                compiled.append(compile_body())
+            binds, body = compiled[0]
+            env = make_env(s, n, e)
+            doms = [fs(s, n, env) for _, fs, _ in binds]
+            xs = [f(s, n, e) for f in argfns]
+            for x, dom in zip(xs, doms, strict=True):
+                if not member(x, dom):
+                    raise EvalError(f"function applied to {fmt(x if len(xs) == 1 else tuple(xs))}, outside its "
+                                    "domain", where)
+            if reduce_if_finite and all(_finite(dom) for dom in doms):  # TLC made it a record: a predicate
+                pred(s, n, e, k)
+                return
+            for (setter, _, _), x in zip(binds, xs, strict=True):
+                setter(env, x)
+            body(s, n, env, k)
+        return descend
+
+    def _lazy_function(self, node, scope) -> tuple | None:
+        """How TLC evaluates the f of ``f[a]`` in an action: lazily (KeepLazy) in next mode, eagerly in init
+        mode, where a function whose domains are all finite becomes a record. A recursive function stays
+        lazy in both; a top-level definition of constant level is evaluated once at start-up (a record
+        where its domains are finite). Returns (the function's Function node, the environment its body
+        starts from, its compiled binders and body, whether finite domains make it a record), or None
+        where f is not such a function (a variable's value, a record, a tuple, an instance's definition)."""
+        fnode = _strip(node.function)
+        nargs = len(node.arguments)
+        kind = type(fnode).__name__
+        if kind == "Function":
+            return self._lazy_shape(fnode, scope, nargs, lambda s, n, e: dict(e), self.init)
+        if kind != "OperatorApplication":
+            return None
+        b = self.c.resolve(fnode.operator, scope)
+        if b is None or b[0] not in ("def", "recfn"):
+            return None
+        d = b[1]
+        body = _strip(d.body)
+        if type(body).__name__ != "Function":
+            return None
+        if d.node is not None and d.node.function:  # f[x \in S] == e: f names the function itself
+            if fnode.arguments or d.params:
+                return None
+            recursive = b[0] == "recfn" or _mentions_name(body.value, d.name)
+            constant = not d.is_let and not self.c.def_fn(d)[1]
+            ff = self.c.expr(fnode, scope)[0]
+            fname = d.name
+
+            def fn_env(s, n, e):
+                env = dict(e) if d.is_let or b[0] == "recfn" else {}
+                if recursive:
+                    env[fname] = ff(s, n, e)
+                return env
+            inner = d.scope.child()
+            inner.names[fname] = ("recfn", d)
+            return self._lazy_shape(body, inner, nargs, fn_env, not recursive and (self.init or constant),
+                                    key=(d, self.mode))
+        args = fnode.arguments or []
+        if b[0] != "def" or len(args) != d.arity or any(ar for _, ar in d.params):
+            return None
+        if args and (self.c.primed_params(d) or self._by_name(d, args, scope)):
+            return None
+        constant = not args and not d.is_let and not self.c.def_fn(d)[1]
+        params = [p for p, _ in d.params]
+        parts = [self.c.expr(a, scope)[0] for a in args]
+
+        def op_env(s, n, e):
+            env = dict(e) if d.is_let else {}
+            for p, f in zip(params, parts, strict=True):
+                env[p] = f(s, n, e)
+            return env
+        inner = d.scope.child()
+        for p in params:
+            inner.names[p] = ("bound", p)
+        return self._lazy_shape(body, inner, nargs, op_env, self.init or constant)
+
+    def _lazy_shape(self, fnode, scope, nargs: int, make_env: Callable, reduce_if_finite: bool,
+                    key: Any = None) -> tuple | None:
+        """The Function node ``[x \\in S, ... |-> e]`` (or a definition's ``f[x \\in S] == e``) when its
+        binders are plain names, one per argument; its binders and body compile on first use (once per
+        definition and mode when ``key`` is given)."""
+        bounds = _bounds(fnode.declaration)
+        if len(bounds) != nargs or any(sset is None or type(b).__name__ == "Tuple" for b, sset in bounds):
+            return None
+        def compile_body():
+            hit = self.lazy_bodies.get(key) if key is not None else None
+            if hit is None:
+                binds, _, inner, _ = self.c._bounds_compiled(fnode.declaration, scope)
+                hit = (binds, self.act(fnode.value, inner))
+                if key is not None:
+                    self.lazy_bodies[key] = hit
+            return hit
+        return fnode, make_env, compile_body, reduce_if_finite
 
     def _a_Let(self, node, scope):
         inner = self.c._let_scope(node, scope)
@@ -676,6 +786,25 @@ def _exists(setters: list, i: int, s: dict, n: dict, e: dict, body: Callable, k:
         e3 = dict(e)
         setter(e3, x)
         _exists(setters, i + 1, s, n, e3, body, k)
+
+
+def _finite(dom: Any) -> bool:
+    """Is the domain a finite set (TLC's Reducible: a record is made of a function over it)?"""
+    if type(dom) is frozenset:
+        return True
+    finite = getattr(dom, "finite", None)
+    return callable(finite) and finite() is True
+
+
+def _mentions_name(node: Any, name: str) -> bool:
+    """Does the expression apply the operator ``name`` (a function definition naming itself)?"""
+    if isinstance(node, list):
+        return any(_mentions_name(x, name) for x in node)
+    if not (isinstance(node, tuple) and hasattr(node, "_fields")):
+        return False
+    if type(node).__name__ == "OperatorApplication" and getattr(node, "operator", None) == name:
+        return True
+    return any(_mentions_name(getattr(node, f), name) for f in node._fields if f not in ("symbol", "start", "end"))
 
 
 def _noassign_of(a: Any) -> bool | None:

@@ -3,8 +3,9 @@
 A model is a :class:`GenSpec`: variables of a few kinds (an integer, a boolean, a set, a function, a
 record, a sequence, a function over symmetric model values), actions that update some variables and
 leave the rest UNCHANGED (sets, functions, records, sequences, quantifiers, CHOOSE, LET, a recursive
-operator, EXCEPT, IF/CASE, stuttering), invariants, and optionally action and temporal properties under
-weak fairness and a SYMMETRY. Invariant of the strategy: every model is valid TLA+ (SANY accepts it)
+operator, a recursive function and functions applied as guards (which TLC enumerates), EXCEPT, IF/CASE,
+stuttering, a guard before or after the assignments), invariants, and optionally action and temporal
+properties under weak fairness and a SYMMETRY. Invariant of the strategy: every model is valid TLA+ (SANY accepts it)
 and its state space is finite and small (every value stays in a small bounded range), so both engines
 finish it in well under a second of search; an evaluation error is drawn only on purpose (``Oops``).
 """
@@ -47,6 +48,7 @@ class GenSpec:
         lines = [f"---- MODULE {name} ----", "EXTENDS Naturals, Sequences, FiniteSets, TLC",
                  "CONSTANT P", f"VARIABLES {vs}", f"vars == <<{vs}>>",
                  "RECURSIVE Sum(_)", "Sum(n) == IF n = 0 THEN 0 ELSE n + Sum(n - 1)",
+                 "Up[i \\in 0..3] == IF i = 0 THEN TRUE ELSE \\E j \\in 1..3 : j >= i /\\ Up[i - 1]",
                  "Oops == CHOOSE v \\in {} : TRUE",
                  "Init ==\n    " + "\n    ".join(f"/\\ {c}" for c in self.init)]
         for aname, body in self.actions:
@@ -79,7 +81,9 @@ def _int_exprs(v: str) -> list[str]:
 
 
 KINDS = {
-    "x": (f"x \\in 0..{K - 1}", ["x = 0", "x \\in 0..1"], _int_exprs("x"), ["x = 0", "x < 2", "x # 1"]),
+    "x": (f"x \\in 0..{K - 1}", ["x = 0", "x \\in 0..1"], _int_exprs("x"),
+          ["x = 0", "x < 2", "x # 1", "Up[x + 1]", f"[i \\in 0..{K - 1} |-> \\E j \\in 0..{K - 1} : j >= i][x]",
+           f"\\E j \\in 0..{K - 1} : j >= x"]),
     "b": ("b \\in BOOLEAN", ["b = FALSE", "b \\in BOOLEAN"], ["~b", "TRUE", "b = FALSE"], ["b", "~b"]),
     "s": ("s \\subseteq 1..3", ["s = {}", "s = {1}"],
           ["s \\cup {1}", "s \\ {1}", "{v \\in s : v # 2}", "{(v % 3) + 1 : v \\in s}", "s \\cup {Cardinality(s) + 1}"],
@@ -104,9 +108,13 @@ KINDS = {
 def _action(draw, name: str, variables: tuple[str, ...], oops: bool) -> tuple[str, str]:
     changed = draw(st.lists(st.sampled_from(variables), min_size=0, max_size=len(variables), unique=True))
     conj = []
+    guard = None
     if draw(st.booleans()):
         v = draw(st.sampled_from(variables))
-        conj.append(draw(st.sampled_from(KINDS[v][3])))
+        guard = draw(st.sampled_from(KINDS[v][3]))
+    guard_last = guard is not None and draw(st.booleans())  # after every assignment: TLC's fast path tests it
+    if guard is not None and not guard_last:
+        conj.append(guard)
     for v in variables:
         if v in changed:
             e = draw(st.sampled_from(KINDS[v][2]))
@@ -119,6 +127,8 @@ def _action(draw, name: str, variables: tuple[str, ...], oops: bool) -> tuple[st
     unchanged = [v for v in variables if v not in changed]
     if unchanged:
         conj.append("UNCHANGED <<" + ", ".join(unchanged) + ">>")
+    if guard_last:
+        conj.append(guard)
     if oops:
         conj.append("Oops = 1")
     return name, "\n    ".join(f"/\\ {c}" for c in conj)

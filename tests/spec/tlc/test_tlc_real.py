@@ -68,3 +68,17 @@ def test_tlc_checks_the_concurrent_cow_model_to_exhaustion(tlc_jar):
                 timeout_s=600)
     assert r.exit_code == 0, r.violation
     assert (r.distinct_states, r.generated_states, r.depth) == (3_211, 15_539, 21)
+
+
+def test_tlc_runs_with_its_default_warnings_so_its_counts_are_the_command_lines(tmp_path, tlc_jar):
+    """``-nowarning`` switches off TLC's all-assigned fast path (``TLCGlobals.warn && s1.allAssigned()``): a
+    conjunct after the last assignment is then enumerated, not evaluated, and its witnesses are counted. TLC from
+    the command line, the Examples' recorded results and the embedded engine count 4 here; with ``-nowarning``
+    TLC counts 7. The TLC engine must count as TLC does by default."""
+    from kvexact.spec.checker.engine import check_model
+    from kvexact.spec.tlc import run_tlc
+    (tmp_path / "W.tla").write_text("---- MODULE W ----\nEXTENDS Naturals\nVARIABLES x\n"
+                                    "Init == x = 0\nNext == x' = (x + 1) % 3 /\\ (\\E j \\in {1, 2, 3} : j > 1)\n====\n")
+    (tmp_path / "W.cfg").write_text("INIT Init\nNEXT Next\n")
+    tlc, embedded = run_tlc(tmp_path / "W.tla", None, tlc_jar), check_model(tmp_path / "W.tla")
+    assert (tlc.generated_states, tlc.distinct_states) == (embedded.generated_states, embedded.distinct_states) == (4, 3)
