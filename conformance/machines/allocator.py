@@ -549,11 +549,23 @@ class AllocatorMachine(RuleBasedStateMachine):
                 self._refuse("truncate", req.rid, keep_refused)
             self._truncate(req, keep)
 
+    @precondition(lambda self: self.spec == "KVAllocation" and self._any(Request.truncatable))
+    @rule(req=live.filter(Request.truncatable))
+    @counted_rule
+    def truncate_to_nothing(self, req: Request) -> None:
+        """Truncate every token away: the spec's Truncate(r, 0) is a truncate, not a release (0x05E), so the
+        request keeps its id with empty tables and grows again; the stream's first token is appended at once,
+        so the other rules see a request with tokens."""
+        if self._supports("truncate") and self._truncate(req, 0):
+            self._count("truncate:to_nothing")
+            self._append(req, STREAM[0])
+
     def _truncate(self, req: Request, keep: int) -> bool:
         writer_before, sut_tail = self.ref.delayed_writer, self._sut_tail_handle(req.rid)
         ref_tail = self.ref.alloc.request(req.rid).tables[0][-1]
         if not self._both("truncate", req.rid, keep).accepted:
             return False
+        self._kept_after_truncate(req.rid, keep)
         freed = self.ref.alloc.pools[0].state_of(ref_tail.block_id) is BlockState.FREE
         if self.ref.delayed_writer != (ref_tail if freed else writer_before):
             raise ConformanceFailure(
@@ -567,6 +579,21 @@ class AllocatorMachine(RuleBasedStateMachine):
         if self.ref.delayed_writer is not None and self.ref.delayed_writer != writer_before:
             self.sut_delayed_writer = sut_tail  # the SUT's handle to the same freed tail block
         return True
+
+    def _kept_after_truncate(self, rid: str, keep: int) -> None:
+        """After an accepted truncate the SUT still holds the request, with exactly ``keep`` tokens (0 included:
+        a truncate is not a release, 0x05E)."""
+        if self.sut is None:
+            return
+        try:
+            held = int(self.sut.length(rid))
+        except Exception as exc:  # noqa: BLE001 - the adapter lost the request: say so by name
+            raise ConformanceFailure(f"truncate({rid}, {keep}) was accepted, then {self.sut.name}.length({rid}) "
+                                     f"raised {type(exc).__name__}: {exc}; a truncate keeps the request, even with "
+                                     "0 tokens (0x05E)") from None
+        if held != keep:
+            raise ConformanceFailure(f"truncate({rid}, {keep}) was accepted but {self.sut.name} reports {held} "
+                                     f"tokens for {rid} (0x05E)")
 
     def _cached_blocks(self, rid: str) -> list[int]:
         """The logical blocks (0-based) of ``rid`` that are published in the reference's prefix cache."""

@@ -46,7 +46,8 @@ from kvexact.spec.checker.values import (
     tla_eq,
 )
 
-__all__ = ["RecordSet", "FcnSet", "ProductSet", "STRING", "OPERATORS", "STANDARD_MODULES", "SPECIAL_NAMES"]
+__all__ = ["RecordSet", "FcnSet", "ProductSet", "STRING", "OPERATORS", "STANDARD_MODULES", "SPECIAL_NAMES",
+           "LANGUAGE_OPERATORS", "defining_modules"]
 
 # operators compiled specially (lazy operands, primes, actions)
 SPECIAL_NAMES = {
@@ -76,6 +77,10 @@ def _plus(a, b):
     if type(a) is int and type(b) is int:
         return a + b
     return num(a) + num(b)
+
+
+def _negate(a):
+    return -num(a)
 
 
 def _minus(a, b):
@@ -421,7 +426,7 @@ def _isabag(b):
 
 # name -> (arity, implementation[, positions of operator arguments]); arity 0: implementation is the value
 OPERATORS: dict[str, tuple] = {
-    "+": (2, _plus), "-": (2, _minus), "*": (2, _times), "\\div": (2, _div), "%": (2, _mod), "^": (2, _pow),
+    "+": (2, _plus), "-": (2, _minus), "-.": (1, _negate), "*": (2, _times), "\\div": (2, _div), "%": (2, _mod), "^": (2, _pow),
     "<": (2, _lt), ">": (2, _gt), "<=": (2, _le), ">=": (2, _ge), "..": (2, _range),
     "\\cup": (2, _cup), "\\cap": (2, _cap), "\\": (2, _minus_set), "\\subseteq": (2, _subseteq),
     "SUBSET": (1, _subset), "UNION": (1, _union), "DOMAIN": (1, domain),
@@ -449,15 +454,22 @@ UNSUPPORTED = {
 _ARITH = ["+", "-", "*", "\\div", "%", "^", "<", ">", "<=", ">=", "..", "Nat"]
 STANDARD_MODULES: dict[str, list[str]] = {
     "Naturals": _ARITH,
-    "Integers": _ARITH + ["Int"],
+    "Integers": _ARITH + ["Int", "-."],  # -. is the prefix minus, which Naturals lacks
     "Sequences": ["Seq", "Len", "Append", "Head", "Tail", "SubSeq", "SelectSeq", "\\o"],
     "FiniteSets": ["Cardinality", "IsFiniteSet"],
     "TLC": [":>", "@@", "Print", "PrintT", "Assert", "ToString", "Permutations", "SortSeq", "JavaTime",
             "TLCEval", "TLCGet", "TLCSet", "RandomElement"],
     "Bags": ["EmptyBag", "SetToBag", "BagToSet", "BagIn", "CopiesIn", "(+)", "\\oplus", "(-)", "\\ominus",
              "BagCardinality", "\\sqsubseteq", "IsABag", "BagOfAll", "BagUnion", "SubBag"],
-    "Reals": _ARITH + ["Int"],
+    "Reals": _ARITH + ["Int", "-."],
 }
+# operators of the language itself, defined without any EXTENDS; every other one needs its standard module
+LANGUAGE_OPERATORS = frozenset(OPERATORS) - {op for ops in STANDARD_MODULES.values() for op in ops}
+
+
+def defining_modules(op: str) -> list[str]:
+    """The standard modules that define ``op`` (empty for the language's own operators)."""
+    return [m for m, ops in STANDARD_MODULES.items() if op in ops]
 
 # keep names importable for type checkers
 _unused = (order_key, tla_eq, Fcn, RecordSet, FcnSet)

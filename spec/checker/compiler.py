@@ -71,6 +71,12 @@ def _rec_mark(d: Any) -> str:
     return f"{REC}{id(d)}"
 
 
+def _not_extended(op: str, what: str) -> str:
+    """SANY's rejection of a standard operator whose module no module here EXTENDS or INSTANCEs."""
+    return (f"undefined {what}: it is defined in the standard module {' or '.join(B.defining_modules(op))}, which "
+            f"this module neither EXTENDS nor INSTANCEs (SANY: could not find a declaration or definition of it)")
+
+
 def in_recursion(deps: frozenset) -> bool:
     """Whether ``deps`` include a call of a definition still being compiled (its dependencies unknown
     yet: never cached, memoized or hoisted on them)."""
@@ -1302,10 +1308,14 @@ class Compiler:
         special = getattr(self, "_op_" + B.SPECIAL_NAMES.get(op, "none"), None)
         if special is not None and op in B.SPECIAL_NAMES:
             return special(node, args, scope)
+        if op == "-" and len(args) == 1 and self.resolve("-.", scope) is None:
+            raise UndefinedError(_not_extended("-.", "operator -. (the prefix minus)"), loc_of(node, scope.mod))
         b = self.resolve(op, scope)
         if b is None:
-            if op in B.OPERATORS:
+            if op in B.LANGUAGE_OPERATORS:
                 b = ("builtin", op)
+            elif op in B.OPERATORS:
+                raise UndefinedError(_not_extended(op, f"operator {op}"), loc_of(node, scope.mod))
             elif op == "\\cdot":  # an action (actions.py lays it out); never a value of its own
                 return self._composition_value(node, scope)
             elif op in B.UNSUPPORTED:
@@ -1325,8 +1335,10 @@ class Compiler:
     def _name(self, name, node, scope):
         b = self.resolve(name, scope)
         if b is None:
-            if name in B.OPERATORS and B.OPERATORS[name][0] == 0:
+            if name in B.LANGUAGE_OPERATORS and B.OPERATORS[name][0] == 0:
                 b = ("builtin", name)
+            elif name in B.OPERATORS and B.OPERATORS[name][0] == 0:
+                raise UndefinedError(_not_extended(name, f"identifier {name}"), loc_of(node, scope.mod))
             elif name in B.UNSUPPORTED:
                 raise UnsupportedError(f"{name} ({B.UNSUPPORTED[name]}) is not supported by the embedded checker",
                                        loc_of(node, scope.mod))
@@ -1412,10 +1424,11 @@ class Compiler:
         if name is None:
             raise UnsupportedError("operator argument must be a name or a LAMBDA", loc_of(a, scope.mod))
         b = self.resolve(name, scope)
-        if b is None and name in B.OPERATORS:
+        if b is None and name in B.LANGUAGE_OPERATORS:
             b = ("builtin", name)
         if b is None:
-            raise UndefinedError(f"undefined operator {name}", loc_of(a, scope.mod))
+            message = _not_extended(name, f"operator {name}") if name in B.OPERATORS else f"undefined operator {name}"
+            raise UndefinedError(message, loc_of(a, scope.mod))
         if b[0] == "opparam":
             return (lambda s, n, e: e[name]), frozenset({name})
         if b[0] == "builtin":

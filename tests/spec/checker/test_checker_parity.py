@@ -86,7 +86,7 @@ def test_bitwise(expr, value):
 ])
 def test_tlc_modules_without_a_library(expr):
     """TLCExt and Randomization are TLC's own: found on no path (random results checked by their bounds)."""
-    assert evaluate(expr, extends="Naturals, FiniteSets, TLCExt, Randomization") is True
+    assert evaluate(expr, extends="Naturals, FiniteSets, TLC, TLCExt, Randomization") is True
 
 
 def test_graphs():
@@ -103,7 +103,8 @@ def test_native_operator_replaces_a_library_definition(tmp_path):
     operators implemented natively replace their definitions (as TLC's overrides do)."""
     lib = tmp_path / "lib"
     lib.mkdir()
-    (lib / "Functions.tla").write_text("---- MODULE Functions ----\nRange(f) == {42}\nTwice(n) == 2 * n\n====\n")
+    (lib / "Functions.tla").write_text("---- MODULE Functions ----\nEXTENDS Naturals\nRange(f) == {42}\n"
+                                       "Twice(n) == 2 * n\n====\n")
     spec = write_spec(tmp_path, "VARIABLE x\nInit == x = Twice(Cardinality(Range(<<1, 2>>)))\n"
                       "Next == UNCHANGED x\nInv == x = 4", NOLOCK + "INVARIANT Inv\n",
                       extends="FiniteSets, Functions")
@@ -382,7 +383,7 @@ def test_positional_subexpression(tmp_path):
 
 def test_instance_with_operator_substitution(tmp_path):
     """CONSTANT Leader(_) given by INSTANCE ... WITH Leader <- L (a definition) or a LAMBDA."""
-    inner = "---- MODULE Inner ----\nCONSTANT Leader(_)\nTwice(r) == Leader(r) + Leader(r)\n====\n"
+    inner = "---- MODULE Inner ----\nEXTENDS Naturals\nCONSTANT Leader(_)\nTwice(r) == Leader(r) + Leader(r)\n====\n"
     spec = write_spec(tmp_path, "VARIABLE x\nL(r) == r * 10\nI == INSTANCE Inner WITH Leader <- L\n"
                       "J == INSTANCE Inner WITH Leader <- LAMBDA r : r + 1\nInit == x = I!Twice(2) + J!Twice(2)\n"
                       "Next == UNCHANGED x\nInv == x = 46", NOLOCK + "INVARIANT Inv\n", extra={"Inner.tla": inner})
