@@ -541,24 +541,19 @@ class AllocatorMachine(RuleBasedStateMachine):
     def truncate(self, req: Request, keep_blocks: int, rows_dropped: int) -> None:
         """Keep a non-empty prefix of any token count: at least one whole block goes (a freed tail block, so a
         delayed writer), and a count inside the last kept block keeps it partial (the spec's Truncate(r, n)
-        rounds the kept block count up). The two draws pick, modulo, among the counts the request allows."""
+        rounds the kept block count up). The two draws pick, modulo, among the counts the request allows.
+        One ``rows_dropped`` in five keeps nothing instead: Truncate(r, 0) is a truncate, not a release
+        (0x05E), so the request keeps its id with empty tables and grows again; the stream's first token is
+        appended at once, so the other rules see a request with tokens."""
         p = self.config.block_tokens
-        keep = p * (1 + keep_blocks % ((len(req.tokens) - 1) // p)) - rows_dropped % p
+        to_nothing = rows_dropped % 5 == 4
+        keep = 0 if to_nothing else p * (1 + keep_blocks % ((len(req.tokens) - 1) // p)) - rows_dropped % p
         if self._supports("truncate"):
             for keep_refused in (len(req.tokens), len(req.tokens) + 1, -1):  # every token, past the end, negative
                 self._refuse("truncate", req.rid, keep_refused)
-            self._truncate(req, keep)
-
-    @precondition(lambda self: self.spec == "KVAllocation" and self._any(Request.truncatable))
-    @rule(req=live.filter(Request.truncatable))
-    @counted_rule
-    def truncate_to_nothing(self, req: Request) -> None:
-        """Truncate every token away: the spec's Truncate(r, 0) is a truncate, not a release (0x05E), so the
-        request keeps its id with empty tables and grows again; the stream's first token is appended at once,
-        so the other rules see a request with tokens."""
-        if self._supports("truncate") and self._truncate(req, 0):
-            self._count("truncate:to_nothing")
-            self._append(req, STREAM[0])
+            if self._truncate(req, keep) and to_nothing:
+                self._count("truncate:to_nothing")
+                self._append(req, STREAM[0])
 
     def _truncate(self, req: Request, keep: int) -> bool:
         writer_before, sut_tail = self.ref.delayed_writer, self._sut_tail_handle(req.rid)

@@ -1,6 +1,6 @@
 """A truncate to zero tokens is a truncate, not a release (0x05E): KVAllocation's Truncate(r, 0) empties the
 request's tables and keeps the request, which grows again. The allocator machines ask it of every adapter with
-``truncate`` (the rule ``truncate_to_nothing``, then an append), so a runtime that refuses it, or that drops
+``truncate`` (one truncate in five of the truncate rule, then an append), so a runtime that refuses it, or that drops
 the request as a release would, fails in lockstep."""
 
 from __future__ import annotations
