@@ -541,19 +541,13 @@ class AllocatorMachine(RuleBasedStateMachine):
     def truncate(self, req: Request, keep_blocks: int, rows_dropped: int) -> None:
         """Keep a non-empty prefix of any token count: at least one whole block goes (a freed tail block, so a
         delayed writer), and a count inside the last kept block keeps it partial (the spec's Truncate(r, n)
-        rounds the kept block count up). The two draws pick, modulo, among the counts the request allows.
-        One ``rows_dropped`` in five keeps nothing instead: Truncate(r, 0) is a truncate, not a release
-        (0x05E), so the request keeps its id with empty tables and grows again; the stream's first token is
-        appended at once, so the other rules see a request with tokens."""
+        rounds the kept block count up). The two draws pick, modulo, among the counts the request allows."""
         p = self.config.block_tokens
-        to_nothing = rows_dropped % 5 == 4
-        keep = 0 if to_nothing else p * (1 + keep_blocks % ((len(req.tokens) - 1) // p)) - rows_dropped % p
+        keep = p * (1 + keep_blocks % ((len(req.tokens) - 1) // p)) - rows_dropped % p
         if self._supports("truncate"):
             for keep_refused in (len(req.tokens), len(req.tokens) + 1, -1):  # every token, past the end, negative
                 self._refuse("truncate", req.rid, keep_refused)
-            if self._truncate(req, keep) and to_nothing:
-                self._count("truncate:to_nothing")
-                self._append(req, STREAM[0])
+            self._truncate(req, keep)
 
     def _truncate(self, req: Request, keep: int) -> bool:
         writer_before, sut_tail = self.ref.delayed_writer, self._sut_tail_handle(req.rid)
@@ -576,16 +570,15 @@ class AllocatorMachine(RuleBasedStateMachine):
         return True
 
     def _kept_after_truncate(self, rid: str, keep: int) -> None:
-        """After an accepted truncate the SUT still holds the request, with exactly ``keep`` tokens (0 included:
-        a truncate is not a release, 0x05E)."""
+        """After an accepted truncate the SUT still holds the request, with exactly ``keep`` tokens (a truncate is
+        not a release, 0x05E)."""
         if self.sut is None:
             return
         try:
             held = int(self.sut.length(rid))
         except Exception as exc:  # noqa: BLE001 - the adapter lost the request: say so by name
             raise ConformanceFailure(f"truncate({rid}, {keep}) was accepted, then {self.sut.name}.length({rid}) "
-                                     f"raised {type(exc).__name__}: {exc}; a truncate keeps the request, even with "
-                                     "0 tokens (0x05E)") from None
+                                     f"raised {type(exc).__name__}: {exc}; a truncate keeps the request (0x05E)") from None
         if held != keep:
             raise ConformanceFailure(f"truncate({rid}, {keep}) was accepted but {self.sut.name} reports {held} "
                                      f"tokens for {rid} (0x05E)")

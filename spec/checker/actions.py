@@ -368,6 +368,7 @@ class ActionCompiler:
         bounds = _bounds(fnode.declaration)
         if len(bounds) != nargs or any(sset is None or type(b).__name__ == "Tuple" for b, sset in bounds):
             return None
+
         def compile_body():
             hit = self.lazy_bodies.get(key) if key is not None else None
             if hit is None:
