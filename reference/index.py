@@ -23,8 +23,10 @@ from kvexact.reference.adapters import AdapterError, AdapterProblem, adapter_kin
 INDEX_METHODS = {"admit": 2, "extend": 2, "finish": 1, "cancel": 1, "evict": 1, "slot_ids": 1, "free_slot_ids": 0,
                  "self_check": 0}
 # optional: ``cache_sizes() -> (evictable_tokens, protected_tokens)``, SGLang's evictable_size() and protected_size();
-# ``kv_events()``: SGLang's KV-cache events since the previous call, which must replay to the cached paths' pages
-INDEX_OPTIONAL_METHODS = {"cache_sizes": 0, "kv_events": 0}
+# ``kv_events()``: SGLang's KV-cache events since the previous call, which must replay to the cached paths' pages;
+# ``computed_prefix_tokens(request_id)``: the prompt tokens an admitted request takes from the cache instead of
+# computing them (SGLang's ``num_matched_prefix_tokens``), which the logits cap keeps below the prompt's length
+INDEX_OPTIONAL_METHODS = {"cache_sizes": 0, "kv_events": 0, "computed_prefix_tokens": 1}
 
 
 @attrs.frozen
@@ -71,12 +73,15 @@ class PrefixIndex(Protocol):
     # BlockRemoved, AllBlocksCleared); replayed after every step, they must store exactly the whole-page prefixes of
     # the cached paths (kvexact.conformance.machines.kv_events)
     # optional: eviction_order = "lru" (EVICTION_ORDERS): evict() takes the unlocked leaf used least recently first,
-    # a use being a lookup or an insert that walks into the edge; the machine checks every victim against that
+    # a use being a lookup or an insert that walks into the edge; the machine checks every victim against that.
+    # "lfu": the unlocked leaf cached through by the fewest finished requests since it was cached first, ties least
+    # recently used first; "slru": leaves cached through by two or more finished requests (the protected segment)
+    # last, least recently used first within a segment (SGLang's lfu and slru rankings)
 
 
 
 
-EVICTION_ORDERS = ("lru",)  # the victim orders an adapter may declare (eviction_order) and the machine checks
+EVICTION_ORDERS = ("lru", "lfu", "slru")  # the victim orders an adapter may declare (eviction_order) and the machine checks
 
 
 def check_index(adapter: Any) -> None:

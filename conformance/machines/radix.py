@@ -28,6 +28,7 @@ calls, its answers, rows and free slots after each, beside the normative index's
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Callable
@@ -58,6 +59,7 @@ from kvexact.reference.rejections import Rejected
 POOL_SLOTS = 16
 FIRST_SLOT = 1  # slot ids 1..POOL_SLOTS, as SGLang numbers them (its slot 0 is padding)
 MAX_LIVE = 4
+SLRU_PROTECTED_AT = 2  # the frequency from which an ``slru`` index keeps a leaf in its protected segment (SGLang's)
 PROBES = ("whole", "one_short", "last_changed", "inside_edge")  # how a probe leaves a cached path
 ALPHABET = (1, 2, 3)
 TOLERANCE = 2e-4
@@ -96,6 +98,9 @@ class RadixMachine(RuleBasedStateMachine):
         self.maybe_used_earlier: dict[int, int] = {}
         self.kv_mirror: EventMirror | None = None  # the SUT's KV events replayed, when it offers kv_events()
         self.kv_checks = 0  # invariant checks so far: the step after which events are replayed
+        # slot -> finished requests whose cached path covered it since it was last cached (a leaf's frequency for
+        # the lfu and slru victim orders: SGLang's hit_count, equal along an edge)
+        self.hits: dict[int, int] = {}
         self._count("examples")
 
     @property
@@ -124,6 +129,8 @@ class RadixMachine(RuleBasedStateMachine):
         if self.trace is not None:
             self.trace.step(op.__name__, before, self.state, args, receipt)
         newly_free = sorted(set(self.state.free_slot_ids) - free_before)
+        for slot in newly_free:
+            self.hits.pop(slot, None)
         if newly_free:
             self._write(newly_free, None)
         return receipt
@@ -194,8 +201,7 @@ class RadixMachine(RuleBasedStateMachine):
             if node is None:
                 raise ConformanceFailure(f"{self.sut.name} evicted slots {list(run)}: no node of the reference's "
                                          "tree ends with exactly these")
-            if getattr(self.sut, "eviction_order", None) == "lru":
-                self._check_least_recently_used(node)
+            self._check_victim_order(node)
             self._follow(f"evicting slots {list(run)}", radix.evict_node, node)
             released += len(run)
         self._count("evicted_slots", released)
@@ -208,10 +214,43 @@ class RadixMachine(RuleBasedStateMachine):
         for slot in slots:
             marks[slot] = clock
 
-    def _check_least_recently_used(self, victim: int) -> None:
-        """An adapter that declares ``eviction_order = "lru"`` evicts the unlocked leaf used least recently (0x08E):
-        no other unlocked leaf may have been used strictly before the victim. Use is a lookup or an insert that walks
-        into the edge, as the reference's clock records it. Where the two sides may have recorded a use differently
+    def _frequency_rank(self, order: str, node_id: int) -> int:
+        """The first part of a victim's rank under ``lfu`` (its frequency) or ``slru`` (1 in the protected segment,
+        a frequency of ``SLRU_PROTECTED_AT`` or more, else 0); the frequency is that of the edge's last slot."""
+        hits = self.hits.get(self.state.nodes[node_id].slot_ids[-1], 0)
+        return hits if order == "lfu" else int(hits >= SLRU_PROTECTED_AT)
+
+    def _check_victim_order(self, victim: int) -> None:
+        """Hold a victim to the order the adapter declares (``eviction_order``; none: any unlocked leaf). Under
+        ``lfu`` and ``slru`` no unlocked leaf may rank lower (fewer finished requests cached through it since it was
+        cached), and among the leaves of the victim's rank it must be least recently used; under ``lru`` it must be
+        least recently used among all unlocked leaves."""
+        order = getattr(self.sut, "eviction_order", None)
+        if order is None:
+            return
+        among = None
+        if order in ("lfu", "slru"):
+            nodes = self.state.nodes
+            rank = self._frequency_rank(order, victim)
+            lower = sorted((self._frequency_rank(order, u), u) for u in _unlocked_leaves(self.state)
+                           if u != victim and self._frequency_rank(order, u) < rank)
+            if lower:
+                low, leaf = lower[0]
+                self._note(f"lowest-ranked unlocked leaf: slots {list(nodes[leaf].slot_ids)}")
+                raise ConformanceFailure(
+                    f"{self.sut.name} declares {order.upper()} eviction but evicted slots "
+                    f"{list(nodes[victim].slot_ids)} (rank {rank}: {self.hits.get(nodes[victim].slot_ids[-1], 0)} "
+                    f"finished requests cached through it) while the unlocked leaf at slots "
+                    f"{list(nodes[leaf].slot_ids)} ranks {low} ({self.hits.get(nodes[leaf].slot_ids[-1], 0)} finished "
+                    "requests) (0x08E)")
+            self._count(f"{order}:victim_rank_checked")
+            among = {u for u in _unlocked_leaves(self.state) if self._frequency_rank(order, u) == rank}
+        self._check_least_recently_used(victim, among)
+
+    def _check_least_recently_used(self, victim: int, among: set[int] | None = None) -> None:
+        """The victim is the unlocked leaf used least recently (0x08E), of all unlocked leaves or of ``among``: no
+        other such leaf may have been used strictly before it. Use is a lookup or an insert that walks into the edge,
+        as the reference's clock records it. Where the two sides may have recorded a use differently
         (``maybe_used_later``, ``maybe_used_earlier``), the node is not compared; ties may go either way."""
         nodes = self.state.nodes
         used = nodes[victim].last_access
@@ -219,13 +258,13 @@ class RadixMachine(RuleBasedStateMachine):
             self._count("lru:victim_not_compared")
             return
         older = sorted((nodes[u].last_access, u) for u in _unlocked_leaves(self.state)
-                       if u != victim and nodes[u].last_access < used
+                       if u != victim and nodes[u].last_access < used and (among is None or u in among)
                        and not _marked(self.maybe_used_later, nodes[u], at_or_after=False))
         if older:
             time, leaf = older[0]
             self._note(f"least recently used unlocked leaf: slots {list(nodes[leaf].slot_ids)}")
             raise ConformanceFailure(
-                f"{self.sut.name} declares LRU eviction but evicted slots {list(nodes[victim].slot_ids)} (last used at "
+                f"{self.sut.name} declares {str(self.sut.eviction_order).upper()} eviction but evicted slots {list(nodes[victim].slot_ids)} (last used at "
                 f"step {used}) while the unlocked leaf at slots {list(nodes[leaf].slot_ids)} was last used earlier "
                 f"(step {time}) (0x08E)")
         self._count("lru:victim_checked")
@@ -282,8 +321,27 @@ class RadixMachine(RuleBasedStateMachine):
                                      f"reference matched {receipt.matched_tokens} at {list(receipt.prefix_slot_ids)}")
         if len(row) != len(prompt):
             raise ConformanceFailure(f"{self.sut.name}: row of {rid} has {len(row)} slots for {len(prompt)} tokens")
+        self._check_logits_cap(rid, matched, len(prompt))
         self._follow(f"reserving slots {row[matched:]} for {rid}", radix.reserve, rid, row[matched:])
         return matched, row
+
+    def _check_logits_cap(self, rid: str, matched: int, prompt_tokens: int) -> None:
+        """When the SUT offers ``computed_prefix_tokens``: an admitted request takes ``min(matched, prompt - 1)``
+        prompt tokens from the cache, so that its last prompt token is computed for the next token's logits (0x07A's
+        cap); a runtime may round that down to a whole page, nothing else."""
+        computed = getattr(self.sut, "computed_prefix_tokens", None)
+        if computed is None:
+            return
+        got = int(computed(rid))
+        cap = min(matched, prompt_tokens - 1)
+        whole = cap - cap % self.page
+        if got not in (cap, whole):
+            rounded = f" (or {whole}, in whole pages)" if whole != cap else ""
+            raise ConformanceFailure(
+                f"{self.sut.name} takes {got} prompt tokens of {rid} from the cache; with {matched} of its "
+                f"{prompt_tokens} prompt tokens matched it must take {cap}{rounded}: the last prompt token is "
+                "computed for its logits (0x07A)")
+        self._count("logits_cap:checked")
 
     def _sut_extend(self, rid: str, token: int) -> int | None:
         """The slot the SUT gave one decoded token of ``rid`` (evicting once when short), or None."""
@@ -337,6 +395,33 @@ class RadixMachine(RuleBasedStateMachine):
         self._count(f"probe:{variant}:{'admitted' if rid is not None else 'pool_exhausted'}")
         if rid is not None:
             self.cancel_request(rid)
+
+    def _frequency_probe(self, path: list[int]) -> None:
+        """Under a declared ``lfu`` or ``slru`` order, after a finish: send the finished ``path`` again as a new
+        request and finish it (the path is now cached through twice), cache a one-page prompt that starts no cached
+        path (cached through once, and the newest leaf), then evict one page. Least recently used would take an
+        older leaf; a frequency ranking must take a leaf cached through once, so a runtime that counts its hits
+        wrongly, or ranks by recency alone, is forced out. Nothing is drawn, so the machine's draws are
+        unchanged."""
+        if getattr(self.sut, "eviction_order", None) not in ("lfu", "slru") or len(self.live) >= MAX_LIVE:
+            return
+        again = self.admit_prompt(path)
+        if again is None:
+            self._count("frequency_probe:pool_exhausted")
+            return
+        self.finish_request(again)
+        starts = {self.state.nodes[c].token_ids[: self.page] for c in self.state.nodes[radix.ROOT].children.values()}
+        prompt = next((list(p) for p in itertools.product(ALPHABET, repeat=self.page) if p not in starts), None)
+        if prompt is None:
+            self._count("frequency_probe:skipped")
+            return
+        rid = self.admit_prompt(prompt)
+        if rid is None:
+            self._count("frequency_probe:pool_exhausted")
+            return
+        self.finish_request(rid)
+        self._sut_evict(self.page)
+        self._count("frequency_probe:evicted")
 
     def admit_prompt(self, prompt: list[int]) -> str | None:
         """Admit ``prompt`` as a new request on the SUT (compared with the reference) or the reference: its id,
@@ -415,6 +500,7 @@ class RadixMachine(RuleBasedStateMachine):
         if twin is not None:
             self.finish_request(twin)
         self._probe(tokens)
+        self._frequency_probe(tokens)
 
     def finish_request(self, rid: str) -> None:
         """Cache the live request's path (duplicates freed, lock dropped), on the SUT and the reference."""
@@ -426,6 +512,8 @@ class RadixMachine(RuleBasedStateMachine):
         else:
             receipt = self._apply(radix.cache_finished, rid, tokens, slots)
         self._count("finish:duplicates_released", len(receipt.duplicate_slot_ids))
+        for slot in _cached_path_slots(self.state, tokens):
+            self.hits[slot] = self.hits.get(slot, 0) + 1
 
     @precondition(lambda self: bool(self.live))
     @rule(rid=consumes(requests))
@@ -589,6 +677,23 @@ class RadixMachine(RuleBasedStateMachine):
 def _unlocked_leaves(state: radix.RadixState) -> list[int]:
     return [n.node_id for n in state.nodes.values()
             if n.node_id != radix.ROOT and n.lock_ref == 0 and not n.children]
+
+
+def _cached_path_slots(state: radix.RadixState, tokens: list[int]) -> list[int]:
+    """The slots of the cached path that holds ``tokens``' whole pages (a finished request's, after its finish)."""
+    want = tuple(tokens[: state.aligned(len(tokens))])
+    node, offset, out = radix.ROOT, 0, []
+    while offset < len(want):
+        child = next((c for c in state.nodes[node].children.values()
+                      if state.nodes[c].token_ids[: len(want) - offset] == want[offset:offset + len(state.nodes[c].token_ids)]),
+                     None)
+        if child is None:
+            break
+        edge = state.nodes[child]
+        take = min(len(edge.token_ids), len(want) - offset)
+        out.extend(edge.slot_ids[:take])
+        node, offset = child, offset + take
+    return out
 
 
 def _split_lower_halves(before: radix.RadixState, after: radix.RadixState) -> set[int]:

@@ -5,8 +5,9 @@ pool and request protocol in the Radix machine, in lockstep with the normative i
 (``reference/radix.py``): admission is SGLang's ``admit`` (match, take a request row, allocate, lock the
 last matched node), a decoded token takes one slot at the end of the row, ``finish`` is
 ``release_kv_cache`` (checkpoint the whole row, free duplicates, unlock) and ``cancel`` is
-``release_kv_cache`` without the checkpoint. Eviction victims are SGLang's LRU leaves; the machine
-replays each on the normative index, which checks it is an unlocked leaf.
+``release_kv_cache`` without the checkpoint. Eviction victims are SGLang's leaves in the order of the policy the
+adapter runs (LRU at page size 1, LFU at 2, SLRU at 4); the machine replays each on the normative index, which
+checks it is an unlocked leaf, and holds it to the declared order.
 
 :func:`faulty_unlocked_prefix` is a deliberately faulty variant (a mutant): it drops the lock on the
 matched prefix right after admission, so SGLang may evict a prefix that a running request still reads.
@@ -21,17 +22,25 @@ from kvexact.reference.index import IndexConfig
 from kvexact.reference.peers.sglang import PoolAccounting, pool_accounting, release_kv_cache
 from kvexact.reference.peers.sglang_adapter import SGLangAdapter
 
+POLICY_AT_PAGE_SIZE = {1: "lru", 2: "lfu", 4: "slru"}  # the eviction policy the profile runs at each page size
+
 
 class SGLangIndexAdapter:
-    """``PrefixIndex`` over :class:`SGLangAdapter` (LRU; page size ``config.page_size``: the token allocator at 1,
-    the paged allocator above)."""
+    """``PrefixIndex`` over :class:`SGLangAdapter` (page size ``config.page_size``: the token allocator at 1, the
+    paged allocator above). It runs one of SGLang's eviction policies per page size (:data:`POLICY_AT_PAGE_SIZE`:
+    LRU, SGLang's default, at 1; LFU at 2; SLRU at 4), so that the machines' three page sizes reach each of the
+    rankings the Radix machine checks, and declares it as its ``eviction_order``."""
 
     name = "sglang-0.5.23"
-    eviction_order = "lru"  # SGLang's default eviction policy, the one this adapter runs
+    eviction_order = "lru"  # SGLang's default eviction policy; an instance declares the policy it runs
 
     def __init__(self, config: IndexConfig):
         self.config = config
-        self.sglang = SGLangAdapter(config.pool_slots, page_size=config.page_size, kv_events=True)
+        policy = POLICY_AT_PAGE_SIZE.get(config.page_size, "lru")
+        if type(self).eviction_order is not None:
+            self.eviction_order = policy
+        self.sglang = SGLangAdapter(config.pool_slots, page_size=config.page_size, eviction_policy=policy,
+                                    kv_events=True)
 
     def admit(self, request_id: str, tokens: Sequence[int]) -> int | None:
         return self.sglang.admit(request_id, tokens)
@@ -69,6 +78,11 @@ class SGLangIndexAdapter:
 
     def evict(self, num_tokens: int) -> Sequence[Sequence[int]]:
         return self.sglang.evict(num_tokens).freed_slot_ids
+
+    def computed_prefix_tokens(self, request_id: str) -> int:
+        """SGLang's ``num_matched_prefix_tokens``: the matched prefix, capped one token short of the prompt so the
+        last prompt token is computed for its logits."""
+        return self.sglang._req(request_id).num_matched_prefix_tokens
 
     def kv_events(self) -> list[dict]:
         """SGLang's KV events since the previous call (its recorder's queue, as a KV-aware router reads it)."""
