@@ -13,7 +13,7 @@ from kvexact.gate.framework import CheckCouldNotRun, CheckResult, GateCheck, Gat
 FAULTY_ADAPTER = "kvexact.conformance.simple_runtime:faulty_no_cow"
 SIMPLE_ADAPTER = "kvexact.conformance.simple_runtime:simple_runtime"
 REFERENCE_ADAPTER = "kvexact.reference.adapters:reference_factory"
-SGLANG_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:sglang_factory"
+SGLANG_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:sglang_policies_factory"  # LRU, LFU, SLRU
 VLLM_ADAPTER = "kvexact.reference.peers.vllm_protocol:vllm_factory"
 VLLM_DELAYED_ADAPTER = "kvexact.reference.peers.vllm_protocol:vllm_delayed_caching_factory"
 FAULTY_INDEX_ADAPTER = "kvexact.reference.peers.sglang_protocol:faulty_unlocked_prefix"
@@ -163,8 +163,8 @@ def faulty_adapter_caught(ctx: GateContext) -> CheckResult:
 
 
 def sglang_index_adapter(ctx: GateContext) -> CheckResult:
-    """The SGLang profile in the Radix machines (page sizes 1, 2 and 4), in lockstep with the normative index: it
-    must pass. At ``quick`` they run :data:`QUICK_ADAPTER_SIZE`: at the machines' quick size a Radix run admits
+    """The SGLang profile in the Radix machines (page sizes 1, 2 and 4, running SGLang's LRU, LFU and SLRU policies
+    there, each declared), in lockstep with the normative index: it must pass. At ``quick`` they run :data:`QUICK_ADAPTER_SIZE`: at the machines' quick size a Radix run admits
     only a few requests and finishes one, so the index's insert walk and its eviction were barely reached."""
     return _adapter_passes(ctx, SGLANG_INDEX_ADAPTER)
 

@@ -6,8 +6,9 @@ pool and request protocol in the Radix machine, in lockstep with the normative i
 last matched node), a decoded token takes one slot at the end of the row, ``finish`` is
 ``release_kv_cache`` (checkpoint the whole row, free duplicates, unlock) and ``cancel`` is
 ``release_kv_cache`` without the checkpoint. Eviction victims are SGLang's leaves in the order of the policy the
-adapter runs (LRU at page size 1, LFU at 2, SLRU at 4); the machine replays each on the normative index, which
-checks it is an unlocked leaf, and holds it to the declared order.
+adapter runs (:func:`sglang_factory`: LRU, SGLang's default; :func:`sglang_policies_factory`: LRU at page size 1,
+LFU at 2, SLRU at 4); the machine replays each on the normative index, which checks it is an unlocked leaf, and
+holds it to the declared order.
 
 :func:`faulty_unlocked_prefix` is a deliberately faulty variant (a mutant): it drops the lock on the
 matched prefix right after admission, so SGLang may evict a prefix that a running request still reads.
@@ -22,21 +23,20 @@ from kvexact.reference.index import IndexConfig
 from kvexact.reference.peers.sglang import PoolAccounting, pool_accounting, release_kv_cache
 from kvexact.reference.peers.sglang_adapter import SGLangAdapter
 
-POLICY_AT_PAGE_SIZE = {1: "lru", 2: "lfu", 4: "slru"}  # the eviction policy the profile runs at each page size
+# the eviction policy sglang_policies_factory's profile runs at each page size of the Radix machines
+POLICY_AT_PAGE_SIZE = {1: "lru", 2: "lfu", 4: "slru"}
 
 
 class SGLangIndexAdapter:
     """``PrefixIndex`` over :class:`SGLangAdapter` (page size ``config.page_size``: the token allocator at 1, the
-    paged allocator above). It runs one of SGLang's eviction policies per page size (:data:`POLICY_AT_PAGE_SIZE`:
-    LRU, SGLang's default, at 1; LFU at 2; SLRU at 4), so that the machines' three page sizes reach each of the
-    rankings the Radix machine checks, and declares it as its ``eviction_order``."""
+    paged allocator above), running SGLang's eviction ``policy`` (default: ``lru``, SGLang's default) and declaring
+    it as its ``eviction_order``."""
 
     name = "sglang-0.5.23"
     eviction_order = "lru"  # SGLang's default eviction policy; an instance declares the policy it runs
 
-    def __init__(self, config: IndexConfig):
+    def __init__(self, config: IndexConfig, policy: str = "lru"):
         self.config = config
-        policy = POLICY_AT_PAGE_SIZE.get(config.page_size, "lru")
         if type(self).eviction_order is not None:
             self.eviction_order = policy
         self.sglang = SGLangAdapter(config.pool_slots, page_size=config.page_size, eviction_policy=policy,
@@ -159,8 +159,16 @@ def faulty_page_overrun(config: IndexConfig) -> PageOverrunAdapter:
 
 
 def sglang_factory(config: IndexConfig) -> SGLangIndexAdapter:
-    """``--adapter kvexact.reference.peers.sglang_protocol:sglang_factory``."""
+    """``--adapter kvexact.reference.peers.sglang_protocol:sglang_factory``: SGLang's default configuration (LRU at
+    every page size), the one ``kvexact diff sglang`` compares with the live runtime."""
     return SGLangIndexAdapter(config)
+
+
+def sglang_policies_factory(config: IndexConfig) -> SGLangIndexAdapter:
+    """``--adapter kvexact.reference.peers.sglang_protocol:sglang_policies_factory``: the profile running one of
+    SGLang's eviction policies per page size (:data:`POLICY_AT_PAGE_SIZE`: LRU at 1, LFU at 2, SLRU at 4), so that the
+    three Radix machines reach each ranking they check; the gate's ``adapter-sglang-index`` runs this one."""
+    return SGLangIndexAdapter(config, POLICY_AT_PAGE_SIZE.get(config.page_size, "lru"))
 
 
 def faulty_unlocked_prefix(config: IndexConfig) -> UnlockedPrefixAdapter:
@@ -170,6 +178,8 @@ def faulty_unlocked_prefix(config: IndexConfig) -> UnlockedPrefixAdapter:
 
 sglang_factory.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
 sglang_factory.page_sizes = (1, 2, 4)  # type: ignore[attr-defined]  # the Radix@page2/@page4 machines too
+sglang_policies_factory.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
+sglang_policies_factory.page_sizes = (1, 2, 4)  # type: ignore[attr-defined]
 faulty_unlocked_prefix.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
 faulty_page_overrun.adapter_protocol = "prefix-index"  # type: ignore[attr-defined]
 faulty_page_overrun.page_sizes = (2, 4)  # type: ignore[attr-defined]

@@ -9,23 +9,24 @@ import pytest
 from kvexact.conformance.machines import ConformanceFailure
 from kvexact.conformance.runner import build_machine, machine_settings, run_machine
 from kvexact.reference.index import EVICTION_ORDERS, IndexConfig, RadixIndex, check_index
-from kvexact.reference.peers.sglang_protocol import POLICY_AT_PAGE_SIZE, SGLangIndexAdapter
+from kvexact.reference.peers.sglang_protocol import POLICY_AT_PAGE_SIZE, SGLangIndexAdapter, sglang_factory
 
-SGLANG = "kvexact.reference.peers.sglang_protocol:sglang_factory"
+POLICIES = "kvexact.reference.peers.sglang_protocol:sglang_policies_factory"
 
 
 def machine_with(adapter_class, spec: str):
-    """A ``spec`` Radix machine instance whose system under test is ``adapter_class``."""
+    """A ``spec`` Radix machine instance whose system under test is ``adapter_class`` running the policy
+    ``sglang_policies_factory`` runs at that page size."""
     machine = build_machine(spec, None)
-    machine.sut_factory = staticmethod(adapter_class)
+    machine.sut_factory = staticmethod(lambda config: adapter_class(config, POLICY_AT_PAGE_SIZE[config.page_size]))
     return machine()
 
 
 class RanksByRecencyAlone(SGLangIndexAdapter):
     """Planted: declares the policy of its page size but ranks every victim least recently used first."""
 
-    def __init__(self, config: IndexConfig):
-        super().__init__(config)
+    def __init__(self, config: IndexConfig, policy: str = "lru"):
+        super().__init__(config, policy)
         self.sglang.cache.priority_of = lambda node: node.last_access_time
 
 
@@ -93,11 +94,11 @@ def test_the_frequency_probe_forces_out_a_recency_ranking():
     """At the gate's size the machine's own draws rarely leave two leaves of different frequency at an eviction; the
     probe after each finish makes them, so a profile ranking by recency alone fails the run."""
     size = machine_settings("ci", 10, 30, shrink=False)
-    good = run_machine("Radix@page2", SGLANG, size, 0)
+    good = run_machine("Radix@page2", POLICIES, size, 0)
     assert good.passed, good.error
     assert good.stats["frequency_probe:evicted"] > 0 and good.stats["lfu:victim_rank_checked"] > 0
     machine = build_machine("Radix@page2", None)
-    machine.sut_factory = staticmethod(RanksByRecencyAlone)
+    machine.sut_factory = staticmethod(lambda config: RanksByRecencyAlone(config, "lfu"))
     with pytest.raises(ConformanceFailure, match="declares LFU eviction"):
         from hypothesis.stateful import run_state_machine_as_test
 
@@ -133,3 +134,14 @@ def test_a_computed_prefix_without_the_logits_cap_is_named():
     with pytest.raises(ConformanceFailure, match=r"takes 3 prompt tokens of q2 from the cache; with 3 of its 3 prompt "
                                                  r"tokens matched it must take 2: .*logits \(0x07A\)"):
         m.admit_prompt([1, 2, 3])
+
+
+def test_the_default_factory_runs_lru_at_every_page_size_as_the_live_runtime_does():
+    """``sglang_factory`` is SGLang's default configuration, which ``kvexact diff sglang`` compares with the live
+    runtime; only ``sglang_policies_factory`` (the gate's) varies the policy."""
+    from kvexact.reference.peers.sglang_protocol import sglang_policies_factory
+
+    for page in (1, 2, 4):
+        assert sglang_factory(IndexConfig(16, page_size=page)).sglang.cache.eviction_policy == "lru"
+        policy = sglang_policies_factory(IndexConfig(16, page_size=page))
+        assert policy.eviction_order == policy.sglang.cache.eviction_policy == POLICY_AT_PAGE_SIZE[page]
