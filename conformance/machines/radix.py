@@ -399,7 +399,7 @@ class RadixMachine(RuleBasedStateMachine):
     def _frequency_probe(self, path: list[int]) -> None:
         """Under a declared ``lfu`` or ``slru`` order, after a finish: send the finished ``path`` again as a new
         request and finish it (the path is now cached through twice), cache a one-page prompt that starts no cached
-        path (cached through once, and the newest leaf), then evict one page. Least recently used would take an
+        path (cached through once, and the newest leaf), then evict one token (a leaf). Least recently used would take an
         older leaf; a frequency ranking must take a leaf cached through once, so a runtime that counts its hits
         wrongly, or ranks by recency alone, is forced out. Nothing is drawn, so the machine's draws are
         unchanged."""
@@ -420,7 +420,7 @@ class RadixMachine(RuleBasedStateMachine):
             self._count("frequency_probe:pool_exhausted")
             return
         self.finish_request(rid)
-        self._sut_evict(self.page)
+        self._sut_evict(1)  # one token: a whole leaf goes, so an eviction that does not stop once freed shows too
         self._count("frequency_probe:evicted")
 
     def admit_prompt(self, prompt: list[int]) -> str | None:

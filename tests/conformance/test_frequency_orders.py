@@ -145,3 +145,32 @@ def test_the_default_factory_runs_lru_at_every_page_size_as_the_live_runtime_doe
         assert sglang_factory(IndexConfig(16, page_size=page)).sglang.cache.eviction_policy == "lru"
         policy = sglang_policies_factory(IndexConfig(16, page_size=page))
         assert policy.eviction_order == policy.sglang.cache.eviction_policy == POLICY_AT_PAGE_SIZE[page]
+
+
+class StopsOnlyOnTheExactCount(SGLangIndexAdapter):
+    """Planted: evicts leaf after leaf until exactly ``num_tokens`` are freed (``!=`` for ``<``), so a leaf larger than
+    what is left to free makes it go on."""
+
+    def evict(self, num_tokens: int):
+        runs, freed = [], 0
+        while freed != num_tokens:
+            got = self.sglang.evict(1).freed_slot_ids
+            if not got:
+                break
+            runs.extend(got)
+            freed += sum(len(run) for run in got)
+        return runs
+
+
+def test_the_frequency_probe_evicts_one_token_so_an_eviction_that_does_not_stop_shows():
+    """The probe asks for one token, less than the page a leaf frees, so an eviction loop that stops only on the exact
+    count goes on to a second leaf, which the machine names."""
+    m = machine_with(StopsOnlyOnTheExactCount, "Radix@page2")
+    path = [1, 1, 2, 2]
+    m.finish_request(m.admit_prompt(path))
+    with pytest.raises(ConformanceFailure, match=r"evict\(1\) went on to evict slots .* after 2 tokens were freed"):
+        m._frequency_probe(path)
+    good = machine_with(SGLangIndexAdapter, "Radix@page2")
+    good.finish_request(good.admit_prompt(path))
+    good._frequency_probe(path)
+    assert good.stats["frequency_probe:evicted"] == 1 and good.stats["evicted_slots"] == 2
