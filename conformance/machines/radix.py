@@ -236,13 +236,11 @@ class RadixMachine(RuleBasedStateMachine):
                            if u != victim and self._frequency_rank(order, u) < rank)
             if lower:
                 low, leaf = lower[0]
-                self._note(f"lowest-ranked unlocked leaf: slots {list(nodes[leaf].slot_ids)}")
-                raise ConformanceFailure(
-                    f"{self.sut.name} declares {order.upper()} eviction but evicted slots "
-                    f"{list(nodes[victim].slot_ids)} (rank {rank}: {self.hits.get(nodes[victim].slot_ids[-1], 0)} "
-                    f"finished requests cached through it) while the unlocked leaf at slots "
-                    f"{list(nodes[leaf].slot_ids)} ranks {low} ({self.hits.get(nodes[leaf].slot_ids[-1], 0)} finished "
-                    "requests) (0x08E)")
+                hits = self.hits.get
+                raise self._out_of_order(victim, leaf, "lowest-ranked",
+                                         f"rank {rank}: {hits(nodes[victim].slot_ids[-1], 0)} finished requests "
+                                         "cached through it", f"ranks {low} ({hits(nodes[leaf].slot_ids[-1], 0)} "
+                                         "finished requests)")
             self._count(f"{order}:victim_rank_checked")
             among = {u for u in _unlocked_leaves(self.state) if self._frequency_rank(order, u) == rank}
         self._check_least_recently_used(victim, among)
@@ -262,12 +260,18 @@ class RadixMachine(RuleBasedStateMachine):
                        and not _marked(self.maybe_used_later, nodes[u], at_or_after=False))
         if older:
             time, leaf = older[0]
-            self._note(f"least recently used unlocked leaf: slots {list(nodes[leaf].slot_ids)}")
-            raise ConformanceFailure(
-                f"{self.sut.name} declares {str(self.sut.eviction_order).upper()} eviction but evicted slots {list(nodes[victim].slot_ids)} (last used at "
-                f"step {used}) while the unlocked leaf at slots {list(nodes[leaf].slot_ids)} was last used earlier "
-                f"(step {time}) (0x08E)")
+            raise self._out_of_order(victim, leaf, "least recently used", f"last used at step {used}",
+                                     f"was last used earlier (step {time})")
         self._count("lru:victim_checked")
+
+    def _out_of_order(self, victim: int, leaf: int, which: str, about_victim: str, about_leaf: str) -> ConformanceFailure:
+        """The failure of a victim that its declared order ranks after the unlocked ``leaf`` (noted in the trace)."""
+        nodes = self.state.nodes
+        self._note(f"{which} unlocked leaf: slots {list(nodes[leaf].slot_ids)}")
+        return ConformanceFailure(
+            f"{self.sut.name} declares {str(self.sut.eviction_order).upper()} eviction but evicted slots "
+            f"{list(nodes[victim].slot_ids)} ({about_victim}) while the unlocked leaf at slots "
+            f"{list(nodes[leaf].slot_ids)} {about_leaf} (0x08E)")
 
     def _node_holding(self, run: tuple[int, ...]) -> int | None:
         """The reference node whose slots are ``run``. Where the SUT split an edge the reference kept
