@@ -79,6 +79,10 @@ SYNONYMS = {"REQUEST_ALREADY_ENDED": "UNKNOWN_REQUEST"}
 # the machines' pool: an odd number of blocks per group, so that pool arithmetic right only for even sizes
 # (``n | 1`` for ``n + 1``, ``n ^ 1``) shows; two groups of two-token blocks
 MACHINE_CONFIG = AdapterConfig(blocks_per_group=7)
+# the pressure probe at the end of an example: full blocks of its prompt that a second start hits, and the three
+# tokens of its prompts (outside ALPHABET, so no prefix of the example is reused)
+PRESSURE_HIT_BLOCKS = 2
+PRESSURE_TOKENS = (4, 5, 6)
 BOUND = 64  # MaxGen, MaxEpoch, ...: state-space bounds of the model configs, lifted for traces
 
 
@@ -336,20 +340,27 @@ class AllocatorMachine(RuleBasedStateMachine):
             blocks += 1
         return blocks * p
 
-    def _mapped_prefix(self, prompt: list[int]) -> int:
-        """Tokens of ``prompt`` (whole blocks, at most all but its last token) that cached full blocks of live
-        requests hold, which the runtime can never have evicted: every full block for a SUT that declares
-        ``caches_at_allocation``, the blocks an accepted ``cache()`` published for one that declares
-        ``keeps_published_blocks``, none otherwise (and for the reference)."""
+    def _promised_blocks(self) -> dict[str, int] | None:
+        """Per live request, how many of its leading full blocks the SUT's declaration promises stay cached while
+        the request maps them: every full block for ``caches_at_allocation``, those an accepted ``cache()``
+        published for ``keeps_published_blocks``; None when it declares neither (and for the reference)."""
         p = self.config.block_tokens
         if getattr(self.sut, "caches_at_allocation", False):
-            cached = {q.rid: len(q.tokens) // p for q in self.requests.values()}
-        elif getattr(self.sut, "keeps_published_blocks", False):
-            cached = {q.rid: q.published_blocks for q in self.requests.values()}
-        else:
-            return 0
-        held = {tuple(q.tokens[: (j + 1) * p]) for q in self.requests.values() for j in range(cached[q.rid])}
-        return self._held_chain(prompt, held)
+            return {q.rid: len(q.tokens) // p for q in self.requests.values()}
+        if getattr(self.sut, "keeps_published_blocks", False):
+            return {q.rid: q.published_blocks for q in self.requests.values()}
+        return None
+
+    def _promised_prefixes(self) -> set[tuple[int, ...]]:
+        """The token prefixes of the full blocks :meth:`_promised_blocks` names (empty when it names none)."""
+        p, promised = self.config.block_tokens, self._promised_blocks() or {}
+        return {tuple(q.tokens[: (j + 1) * p]) for q in self.requests.values() for j in range(promised.get(q.rid, 0))}
+
+    def _mapped_prefix(self, prompt: list[int]) -> int:
+        """Tokens of ``prompt`` (whole blocks, at most all but its last token) that cached full blocks of live
+        requests hold, which the runtime can never have evicted (:meth:`_promised_blocks`; none for a SUT that
+        declares neither promise)."""
+        return self._held_chain(prompt, self._promised_prefixes())
 
     def _check_hit(self, rid: str, prompt: list[int], hit: int) -> None:
         """A start's reused rows obey 0x07A's chain for a logits-producing request: whole blocks, and at least
@@ -478,6 +489,46 @@ class AllocatorMachine(RuleBasedStateMachine):
             raise ConformanceFailure(f"start({REQUEST_IDS[0]}, {list(STREAM[:7])}): {sut.name} reused "
                                      f"{probe.hit_tokens} cached tokens right after reset_prefix_cache() forgot every "
                                      "cached prefix")
+        if probe.accepted:
+            sut.release(REQUEST_IDS[0])
+
+    def _pressure_at_the_end(self) -> None:
+        """At the end of an example, on a SUT off lockstep that declares ``caches_at_allocation`` (vLLM's): with
+        every request released, start a fresh prompt of ``PRESSURE_HIT_BLOCKS`` full blocks and one token and release
+        it (its full blocks stay cached, free and evictable), fill every other block with a second request, then
+        start the first prompt again. Its hit blocks are the only unmapped ones and it needs one more, so it must
+        be refused: a runtime that counts a hit block still in the free queue as already held over-accepts here.
+        Run after the steps, so it changes none of them."""
+        sut, cfg = self.sut, self.config
+        if (self.spec != "KVAllocation" or sut is None or getattr(sut, "lockstep", True)
+                or not getattr(sut, "caches_at_allocation", False)):
+            return
+        k, p, n = PRESSURE_HIT_BLOCKS, cfg.block_tokens, cfg.blocks_per_group
+        if n < k + 2:
+            not_applicable(self, "pressure_at_the_end:pool_too_small")
+            return
+        for rid in sorted(self.requests):
+            sut.release(rid)
+            del self.requests[rid]
+        first, filler, again = REQUEST_IDS
+        prompt = [PRESSURE_TOKENS[0]] * (k * p) + [PRESSURE_TOKENS[1]]
+        steps = [(first, prompt), (filler, [PRESSURE_TOKENS[2]] * ((n - k) * p))]
+        for i, (rid, tokens) in enumerate(steps):
+            result = sut.start(rid, tokens)
+            if not result.accepted:
+                raise ConformanceFailure(f"start({rid}, {tokens}): {sut.name} refused it ({result.rejection}) with "
+                                         f"no block of any group mapped; it needs {-(-len(tokens) // p)} of the {n}")
+            if i == 0:
+                sut.release(first)
+        result = sut.start(again, prompt)
+        self._count(f"pressure_at_the_end:{'ok' if result.accepted else result.rejection}")
+        if result.accepted:
+            raise ConformanceFailure(f"start({again}, {prompt}): {sut.name} accepted it (hit {result.hit_tokens} "
+                                     f"tokens) while {filler} maps {n - k} of the {n} blocks of each group: it needs "
+                                     f"{k + 1} blocks, its {k} hit blocks (free, evictable) and one more, and only "
+                                     f"{k} are unmapped; a hit block still in the free queue must be counted as "
+                                     "taken from it")
+        sut.release(filler)
 
     def _fork(self, parent: Request) -> Request | None:
         """Fork ``parent`` into the first free id, after the forks the protocol refuses: onto the parent itself,
@@ -830,6 +881,25 @@ class AllocatorMachine(RuleBasedStateMachine):
             self.kv_mirror.compare(self.kv_mirror.held_by_every_group(), held, step)
 
     @invariant()
+    def cache_keeps_its_promises(self) -> None:
+        """When the SUT offers ``cached_prefixes()`` and declares ``caches_at_allocation`` or
+        ``keeps_published_blocks``: after every step it holds every full block the declaration covers, of every
+        live request (a block a live request maps is never evicted; one cached at allocation is cached at once)."""
+        held = self._cached_prefixes()
+        if self.sut is None or held is None or self._promised_blocks() is None:
+            return
+        missing = sorted(self._promised_prefixes() - held, key=lambda prefix: (len(prefix), prefix))
+        if missing:
+            promise = ("caches_at_allocation" if getattr(self.sut, "caches_at_allocation", False)
+                       else "keeps_published_blocks")
+            owners = sorted(q.rid for q in self.requests.values() if tuple(q.tokens[: len(missing[0])]) == missing[0])
+            raise ConformanceFailure(f"{self.sut.name} declares {promise}, but its cached_prefixes() lacks the full "
+                                     f"block of {owners} holding tokens {list(missing[0])} ({len(missing)} promised "
+                                     "block(s) missing in all): a full block a live request maps stays cached, and "
+                                     "one cached at allocation is cached as soon as it is full")
+        self._count("promised_blocks_checked")
+
+    @invariant()
     def sut_is_consistent(self) -> None:
         """The system under test's own self-check, and its tables' sizes: every live request maps exactly
         ceil(tokens / P) blocks in each group (0x09B's N_r,blocks; blocks are allocated on demand, none ahead)."""
@@ -865,6 +935,7 @@ class AllocatorMachine(RuleBasedStateMachine):
             self.check_attention()
             if failing is None:
                 self._reset_at_the_end()
+                self._pressure_at_the_end()
         except BaseException as exc:  # still validate (and write) the trace, then report the first failure
             first = first or exc
         finish_trace(self.adapter_trace, first is not None, self._observe)

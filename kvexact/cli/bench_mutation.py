@@ -59,7 +59,7 @@ def bench_mutation(target: str, modules: tuple[str, ...], max_mutants: int | Non
     try:
         default_modules, default_killers = mu.TARGETS[target]
         chosen = mu.select_modules(modules or default_modules)
-        equivalents = mu.load_equivalents()
+        equivalents = mu.load_equivalents(target=target)
         checks = mu.fast_checks((n for n in only.split(",") if n), default_killers)
         then_checks = mu.fast_checks(n for n in then.split(",") if n) if then else []
     except mu.MutationInputError as exc:

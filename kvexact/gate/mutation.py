@@ -69,13 +69,15 @@ UNCALLED_BY_ADAPTERS = {
 }
 # ``--target adapter``: definitions in the adapter modules that are kvexact's own checking code, not code behind an
 # adapter (module -> top-level names): the trace recorder of reference/adapters.py and its projections of the
-# allocator onto the specs' variables, which the machines' reference runs to validate its own steps. A mutant there
+# allocator onto the specs' variables, which the machines' reference runs to validate its own steps, and the
+# checks of an adapter's shape the machines run on the object a factory returns. A mutant there
 # weakens a check rather than planting a bug in a system under test, so none is made under this target; the
 # reference target makes and counts them (the golden cases test the recorder)
 CHECKING_CODE = {
     "reference.adapters": ("default_ident", "checker_value", "_requests", "_handle", "_other_refs", "_all_blocks",
                            "_open_txn", "_request_vars", "project_kv_allocation", "no_stale", "snapshot_of",
-                           "init_snapshot", "project_cow_publication", "TraceRecorder", "_fn", "project_state"),
+                           "init_snapshot", "project_cow_publication", "TraceRecorder", "_fn", "project_state",
+                           "adapter_protocol", "check_adapter", "adapter_kind", "check_methods"),
 }
 FAST_CHECKS_LEVEL = "quick"
 # pytest selections a mutant may be killed by: name -> paths relative to the repository root. The golden cases'
@@ -337,8 +339,10 @@ def with_after(mutant: Mutant) -> Mutant | None:
                         compiles=compiles)
 
 
-def load_equivalents(path: Path = EQUIVALENTS_FILE) -> dict[str, str]:
-    """``key -> reason`` from the TOML file: ``[[equivalent]]`` tables with ``key`` and ``reason``."""
+def load_equivalents(path: Path = EQUIVALENTS_FILE, target: str | None = None) -> dict[str, str]:
+    """``key -> reason`` from the TOML file: ``[[equivalent]]`` tables with ``key`` and ``reason``, and an optional
+    ``target`` (a name of :data:`TARGETS`) for a mutant equivalent only under that target (a guard no adapter
+    trips is tested under ``reference``). With ``target`` None every entry is returned."""
     try:
         import tomllib
     except ImportError:  # Python 3.10
@@ -353,7 +357,12 @@ def load_equivalents(path: Path = EQUIVALENTS_FILE) -> dict[str, str]:
         if not key or not reason:
             raise MutationInputError(MutationRejection.EQUIVALENT_WITHOUT_REASON,
                                      f"{path}: entry {i + 1} ({key or 'no key'}) needs a key and a reason")
-        out[key] = reason
+        only = entry.get("target")
+        if only is not None and only not in TARGETS:
+            raise MutationInputError(MutationRejection.BAD_EQUIVALENTS_FILE,
+                                     f"{path}: entry {i + 1} ({key}) names target {only!r}; known: {sorted(TARGETS)}")
+        if target is None or only is None or only == target:
+            out[key] = reason
     return out
 
 
