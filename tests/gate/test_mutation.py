@@ -435,3 +435,26 @@ def test_every_definition_listed_as_uncalled_by_adapters_exists():
         found = set(mu.definition_lines(chosen[module].read_text(encoding="utf-8"), names).values())
         assert found == set(names), set(names) - found
         assert module in mu.ADAPTER_MODULES and all(reason for reason in names.values())
+
+
+def test_an_equivalent_may_hold_under_one_target_only_and_an_unknown_target_is_refused_by_name(tmp_path):
+    """A guard no adapter trips is equivalent under ``--target adapter`` but tested under ``reference``: an entry with
+    ``target`` is returned for that target (and for the whole file), never for another one."""
+    path = tmp_path / "eq.toml"
+    path.write_text('[[equivalent]]\nkey = "reference.peers.vllm|op|a => b"\ntarget = "adapter"\nreason = "r1"\n'
+                    '[[equivalent]]\nkey = "reference.pool|op|c => d"\nreason = "r2"\n', encoding="utf-8")
+    assert set(mu.load_equivalents(path, target="adapter")) == {"reference.peers.vllm|op|a => b", "reference.pool|op|c => d"}
+    assert set(mu.load_equivalents(path, target="reference")) == {"reference.pool|op|c => d"}
+    assert len(mu.load_equivalents(path)) == 2
+    path.write_text('[[equivalent]]\nkey = "reference.pool|op|c => d"\ntarget = "adapters"\nreason = "r"\n',
+                    encoding="utf-8")
+    with pytest.raises(mu.MutationInputError) as err:
+        mu.load_equivalents(path)
+    assert err.value.rejection is mu.MutationRejection.BAD_EQUIVALENTS_FILE and "'adapters'" in str(err.value)
+
+
+def test_the_kept_adapter_only_equivalents_are_left_to_the_reference_target():
+    adapter, reference = mu.load_equivalents(target="adapter"), mu.load_equivalents(target="reference")
+    only_adapter = set(adapter) - set(reference)
+    assert only_adapter and all(key.split("|")[0] in mu.ADAPTER_MODULES for key in only_adapter)
+    assert set(reference) < set(adapter)
