@@ -886,9 +886,11 @@ class AllocatorMachine(RuleBasedStateMachine):
         every full block of every live request (each was cached as soon as it was full, and a mapped block is never
         evicted). Not held against ``keeps_published_blocks``: a ``cache()`` of content already published under
         another block may publish nothing new, so which of a live request's blocks stay findable is the runtime's
-        choice; its floor is checked at each start (:meth:`_mapped_prefix`)."""
+        choice; its published blocks are held to a floor at each start only (:meth:`_mapped_prefix`)."""
+        if self.sut is None or not getattr(self.sut, "caches_at_allocation", False):
+            return
         held = self._cached_prefixes()
-        if self.sut is None or held is None or not getattr(self.sut, "caches_at_allocation", False):
+        if held is None:
             return
         missing = sorted(self._promised_prefixes() - held, key=lambda prefix: (len(prefix), prefix))
         if missing:
